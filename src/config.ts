@@ -1,0 +1,124 @@
+/**
+ * Every setting Parley reads from the environment, parsed and typed in one place.
+ * A wrong value stops start-up with a message that names the variable.
+ */
+import { cpus } from "node:os";
+import { resolve } from "node:path";
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string, fallback: string): string {
+  const value = env[name];
+  return value === undefined || value === "" ? fallback : value;
+}
+
+function optionalText(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value === "" ? undefined : value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+function url(env: Env, name: string, fallback: string | undefined, protocols: string[]): string | undefined {
+  const raw = optionalText(env, name) ?? fallback;
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got "${raw}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(" or ")}, got "${parsed.protocol}"`);
+  }
+  return raw;
+}
+
+function oneOf<T extends string>(env: Env, name: string, fallback: T, values: readonly T[]): T {
+  const raw = text(env, name, fallback);
+  if (!(values as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${values.join(", ")}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+export const SIGNING_ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const;
+export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
+
+export function loadConfig(env: Env = process.env) {
+  const port = integer(env, "PORT", 3000, 0, 65535);
+  return {
+    http: {
+      host: text(env, "HOST", "0.0.0.0"),
+      port,
+      /** API processes the supervisor starts; each listens on PORT with reusePort. */
+      processes: integer(env, "API_PROCESSES", cpus().length, 1, 256),
+      /** How long in-flight requests may take to finish after SIGTERM. */
+      shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+      maxBodyBytes: integer(env, "MAX_BODY_BYTES", 1_048_576, 1024, 1_073_741_824),
+      publicUrl: url(env, "PUBLIC_URL", `http://localhost:${port}`, ["http:", "https:"])!,
+    },
+    database: {
+      /** When unset, Parley runs on an embedded PGlite database in DATA_DIR. */
+      url: url(env, "DATABASE_URL", undefined, ["postgres:", "postgresql:"]),
+      dataDir: resolve(text(env, "DATA_DIR", "./data")),
+      poolSize: integer(env, "DATABASE_POOL_SIZE", 10, 1, 1000),
+    },
+    redis: {
+      url: url(env, "REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
+      /** False when REDIS_URL was not given: the start command may then run a private redis-server. */
+      explicit: optionalText(env, "REDIS_URL") !== undefined,
+      keyPrefix: text(env, "REDIS_PREFIX", "parley"),
+    },
+    log: {
+      level: oneOf(env, "LOG_LEVEL", "info", ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const),
+    },
+    tokens: {
+      /** Algorithm of the signing key made for a new account. */
+      defaultAlgorithm: oneOf(env, "TOKEN_DEFAULT_ALG", "RS256", SIGNING_ALGORITHMS),
+      /** Lifetime when a token request gives no exp, in seconds (24 hours). */
+      defaultTtlSeconds: integer(env, "TOKEN_DEFAULT_TTL_SECONDS", 86_400, 60, 31_536_000),
+      /** Longest exp a request may ask for, in seconds (30 days). */
+      maxTtlSeconds: integer(env, "TOKEN_MAX_TTL_SECONDS", 2_592_000, 60, 31_536_000),
+      issuer: "parley",
+    },
+    admin: {
+      /** On first start with no account at all, make one and print its API key. */
+      bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),
+    },
+  };
+}
+
+export type Config = ReturnType<typeof loadConfig>;
+
+function loadOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`parley: configuration error: ${error.message}`);
+      process.exit(2);
+    }
+    throw error;
+  }
+}
+
+export const config = loadOrExit();

@@ -1,0 +1,3 @@
+/** Every feature's tables, gathered for drizzle and drizzle-kit. */
+export * from "../modules/accounts/schema";
+export * from "../modules/events/schema";

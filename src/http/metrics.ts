@@ -1,0 +1,122 @@
+/**
+ * Prometheus text metrics. Each API process counts its own requests and publishes a
+ * snapshot to Redis every few seconds; /metrics merges the live snapshots, so a scrape
+ * that lands on any process sees the whole pool.
+ */
+import { queueDepths } from "../queue/queues";
+import { redis, redisKey } from "../queue/connection";
+
+/** Upper bounds of the latency buckets, in seconds. */
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const SNAPSHOT_EVERY_MS = 5_000;
+const SNAPSHOT_STALE_MS = 30_000;
+
+interface RouteStats {
+  counts: Record<string, number>;
+  buckets: number[];
+  sum: number;
+  total: number;
+}
+
+interface Snapshot {
+  at: number;
+  routes: Record<string, RouteStats>;
+}
+
+const routes: Record<string, RouteStats> = {};
+
+function statsFor(table: Record<string, RouteStats>, key: string): RouteStats {
+  let stats = table[key];
+  if (!stats) {
+    stats = { counts: {}, buckets: BUCKETS.map(() => 0), sum: 0, total: 0 };
+    table[key] = stats;
+  }
+  return stats;
+}
+
+export function observeRequest(method: string, route: string, status: number, seconds: number): void {
+  const stats = statsFor(routes, `${method} ${route}`);
+  stats.counts[status] = (stats.counts[status] ?? 0) + 1;
+  stats.sum += seconds;
+  stats.total += 1;
+  for (let i = 0; i < BUCKETS.length; i++) if (seconds <= BUCKETS[i]!) stats.buckets[i]! += 1;
+}
+
+const snapshotKey = () => redisKey("metrics");
+
+async function publishSnapshot(): Promise<void> {
+  const snapshot: Snapshot = { at: Date.now(), routes };
+  await redis().hset(snapshotKey(), String(process.pid), JSON.stringify(snapshot));
+}
+
+let timer: ReturnType<typeof setInterval> | undefined;
+
+export function startMetricsPublisher(): void {
+  timer ??= setInterval(() => publishSnapshot().catch(() => {}), SNAPSHOT_EVERY_MS);
+  timer.unref?.();
+}
+
+export function stopMetricsPublisher(): void {
+  if (timer) clearInterval(timer);
+  timer = undefined;
+}
+
+function merge(into: Record<string, RouteStats>, from: Record<string, RouteStats>): void {
+  for (const [key, stats] of Object.entries(from)) {
+    const target = statsFor(into, key);
+    for (const [status, count] of Object.entries(stats.counts)) target.counts[status] = (target.counts[status] ?? 0) + count;
+    stats.buckets.forEach((count, i) => {
+      target.buckets[i]! += count;
+    });
+    target.sum += stats.sum;
+    target.total += stats.total;
+  }
+}
+
+const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
+
+export async function renderMetrics(): Promise<string> {
+  await publishSnapshot();
+  const stored = await redis().hgetall(snapshotKey());
+  const merged: Record<string, RouteStats> = {};
+  const now = Date.now();
+  for (const [pid, raw] of Object.entries(stored)) {
+    const snapshot = JSON.parse(raw) as Snapshot;
+    if (now - snapshot.at > SNAPSHOT_STALE_MS) {
+      await redis().hdel(snapshotKey(), pid);
+      continue;
+    }
+    merge(merged, snapshot.routes);
+  }
+  const lines = [
+    "# HELP parley_http_requests_total HTTP requests answered, by route and status.",
+    "# TYPE parley_http_requests_total counter",
+  ];
+  for (const [key, stats] of Object.entries(merged)) {
+    const [method, route] = key.split(" ", 2) as [string, string];
+    for (const [status, count] of Object.entries(stats.counts)) {
+      lines.push(`parley_http_requests_total{method="${method}",route="${label(route)}",status="${status}"} ${count}`);
+    }
+  }
+  lines.push(
+    "# HELP parley_http_request_duration_seconds Time to answer an HTTP request.",
+    "# TYPE parley_http_request_duration_seconds histogram",
+  );
+  for (const [key, stats] of Object.entries(merged)) {
+    const [method, route] = key.split(" ", 2) as [string, string];
+    const labels = `method="${method}",route="${label(route)}"`;
+    BUCKETS.forEach((bound, i) => {
+      lines.push(`parley_http_request_duration_seconds_bucket{${labels},le="${bound}"} ${stats.buckets[i]}`);
+    });
+    lines.push(`parley_http_request_duration_seconds_bucket{${labels},le="+Inf"} ${stats.total}`);
+    lines.push(`parley_http_request_duration_seconds_sum{${labels}} ${stats.sum}`);
+    lines.push(`parley_http_request_duration_seconds_count{${labels}} ${stats.total}`);
+  }
+  lines.push("# HELP parley_queue_jobs Jobs in each BullMQ queue, by state.", "# TYPE parley_queue_jobs gauge");
+  for (const [queue, counts] of Object.entries(await queueDepths())) {
+    for (const [state, count] of Object.entries(counts)) {
+      lines.push(`parley_queue_jobs{queue="${queue}",state="${state}"} ${count}`);
+    }
+  }
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,255 @@
+/**
+ * Accounts, their API keys and their signing keys. API keys are stored as SHA-256
+ * hashes; signing keys as JWKs. Look-ups on the hot path (API key → account, account →
+ * signing key, kid → public key) are cached per process and dropped on a Redis broadcast
+ * whenever a key is revoked or rotated, from any process or the admin command line.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { and, asc, eq, gt, isNull, or } from "drizzle-orm";
+import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
+import { config, type SigningAlgorithm } from "../../config";
+import { db } from "../../db/client";
+import { AppError } from "../../http/errors";
+import { createRedis, redis, redisKey } from "../../queue/connection";
+import { accounts, apiKeys, signingKeys } from "./schema";
+
+export interface Account {
+  id: string;
+  name: string;
+  signingAlgorithm: SigningAlgorithm;
+}
+
+export interface SigningKey {
+  kid: string;
+  algorithm: SigningAlgorithm;
+  privateKey: CryptoKey;
+}
+
+export interface VerificationKey {
+  kid: string;
+  accountId: string;
+  algorithm: SigningAlgorithm;
+  publicKey: CryptoKey;
+  verifyUntil: Date | null;
+}
+
+/** How long a cached look-up may be served without a broadcast before it is read again. */
+const CACHE_TTL_MS = 60_000;
+const API_KEY_PREFIX = "prl_";
+
+interface Cached<T> {
+  value: T;
+  at: number;
+}
+
+const accountByKeyHash = new Map<string, Cached<Account | null>>();
+const signingKeyByAccount = new Map<string, Cached<SigningKey>>();
+const verificationKeyByKid = new Map<string, Cached<VerificationKey | null>>();
+
+function fresh<T>(entry: Cached<T> | undefined): entry is Cached<T> {
+  return entry !== undefined && Date.now() - entry.at < CACHE_TTL_MS;
+}
+
+function clearCaches(): void {
+  accountByKeyHash.clear();
+  signingKeyByAccount.clear();
+  verificationKeyByKid.clear();
+}
+
+const invalidationChannel = () => redisKey("invalidate", "accounts");
+
+/** Drops every process's cached keys (this one at once, the others through Redis). */
+async function broadcastInvalidation(): Promise<void> {
+  clearCaches();
+  await redis().publish(invalidationChannel(), String(process.pid));
+}
+
+let subscriber: ReturnType<typeof createRedis> | undefined;
+
+export async function listenForInvalidations(): Promise<void> {
+  if (subscriber) return;
+  subscriber = createRedis("invalidations");
+  subscriber.on("message", clearCaches);
+  await subscriber.subscribe(invalidationChannel());
+}
+
+export async function stopListeningForInvalidations(): Promise<void> {
+  await subscriber?.quit().catch(() => {});
+  subscriber = undefined;
+}
+
+function randomId(prefix: string, bytes: number): string {
+  return `${prefix}${randomBytes(bytes).toString("base64url").replace(/[-_]/g, "x")}`;
+}
+
+export function hashApiKey(apiKey: string): string {
+  return createHash("sha256").update(apiKey).digest("hex");
+}
+
+async function makeSigningKey(accountId: string, algorithm: SigningAlgorithm) {
+  const { publicKey, privateKey } = await generateKeyPair(algorithm, {
+    extractable: true,
+    ...(algorithm === "RS256" ? { modulusLength: 2048 } : {}),
+    ...(algorithm === "EdDSA" ? { crv: "Ed25519" } : {}),
+  });
+  const kid = randomId("", 12);
+  const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: algorithm, use: "sig" };
+  const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: algorithm };
+  return { kid, accountId, algorithm, publicJwk, privateJwk };
+}
+
+export interface CreatedApiKey {
+  id: number;
+  apiKey: string;
+  prefix: string;
+}
+
+async function insertApiKey(accountId: string, label: string): Promise<CreatedApiKey> {
+  const apiKey = randomId(API_KEY_PREFIX, 24);
+  const prefix = apiKey.slice(0, API_KEY_PREFIX.length + 6);
+  const [row] = await db
+    .insert(apiKeys)
+    .values({ accountId, prefix, hash: hashApiKey(apiKey), label })
+    .returning({ id: apiKeys.id });
+  return { id: row!.id, apiKey, prefix };
+}
+
+export async function createAccount(
+  name: string,
+  algorithm: SigningAlgorithm = config.tokens.defaultAlgorithm,
+): Promise<{ account: Account; apiKey: CreatedApiKey; kid: string }> {
+  const id = randomId("acc_", 9);
+  const key = await makeSigningKey(id, algorithm);
+  await db.insert(accounts).values({ id, name, signingAlgorithm: algorithm });
+  await db.insert(signingKeys).values(key);
+  const apiKey = await insertApiKey(id, "default");
+  return { account: { id, name, signingAlgorithm: algorithm }, apiKey, kid: key.kid };
+}
+
+export async function getAccount(accountId: string): Promise<Account> {
+  const [row] = await db.select().from(accounts).where(eq(accounts.id, accountId));
+  if (!row) throw new AppError("not_found", `no account ${accountId}`);
+  return { id: row.id, name: row.name, signingAlgorithm: row.signingAlgorithm as SigningAlgorithm };
+}
+
+export async function countAccounts(): Promise<number> {
+  return (await db.select({ id: accounts.id }).from(accounts).limit(1)).length;
+}
+
+export async function listAccounts() {
+  const rows = await db.select().from(accounts).orderBy(asc(accounts.createdAt));
+  const keys = await db.select().from(apiKeys).orderBy(asc(apiKeys.id));
+  const signing = await db.select().from(signingKeys).orderBy(asc(signingKeys.createdAt));
+  return rows.map((account) => ({
+    ...account,
+    apiKeys: keys
+      .filter((key) => key.accountId === account.id)
+      .map(({ id, prefix, label, createdAt, revokedAt }) => ({ id, prefix, label, createdAt, revokedAt })),
+    signingKeys: signing
+      .filter((key) => key.accountId === account.id)
+      .map(({ kid, algorithm, createdAt, retiredAt, verifyUntil }) => ({ kid, algorithm, createdAt, retiredAt, verifyUntil })),
+  }));
+}
+
+export async function createApiKey(accountId: string, label = ""): Promise<CreatedApiKey> {
+  await getAccount(accountId);
+  return insertApiKey(accountId, label);
+}
+
+export async function revokeApiKey(keyId: number): Promise<void> {
+  const updated = await db
+    .update(apiKeys)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)))
+    .returning({ id: apiKeys.id });
+  if (updated.length === 0) throw new AppError("not_found", `no active API key with id ${keyId}`);
+  await broadcastInvalidation();
+}
+
+/**
+ * Makes a new signing key current. The old one stops signing at once and keeps
+ * verifying for the longest token lifetime, so tokens it signed stay valid until they expire.
+ */
+export async function rotateSigningKey(accountId: string, algorithm?: SigningAlgorithm): Promise<string> {
+  const account = await getAccount(accountId);
+  const nextAlgorithm = algorithm ?? account.signingAlgorithm;
+  const key = await makeSigningKey(accountId, nextAlgorithm);
+  const now = new Date();
+  await db.transaction(async (tx) => {
+    await tx
+      .update(signingKeys)
+      .set({ retiredAt: now, verifyUntil: new Date(now.getTime() + config.tokens.maxTtlSeconds * 1000) })
+      .where(and(eq(signingKeys.accountId, accountId), isNull(signingKeys.retiredAt)));
+    await tx.insert(signingKeys).values(key);
+    await tx.update(accounts).set({ signingAlgorithm: nextAlgorithm }).where(eq(accounts.id, accountId));
+  });
+  await broadcastInvalidation();
+  return key.kid;
+}
+
+/** The account an API key belongs to, or 401 when the key is unknown or revoked. */
+export async function accountForApiKey(apiKey: string): Promise<Account> {
+  const hash = hashApiKey(apiKey);
+  let entry = accountByKeyHash.get(hash);
+  if (!fresh(entry)) {
+    const [row] = await db
+      .select({ id: accounts.id, name: accounts.name, signingAlgorithm: accounts.signingAlgorithm })
+      .from(apiKeys)
+      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+      .where(and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)));
+    entry = { value: row ? { ...row, signingAlgorithm: row.signingAlgorithm as SigningAlgorithm } : null, at: Date.now() };
+    accountByKeyHash.set(hash, entry);
+  }
+  if (!entry.value) throw new AppError("invalid_api_key", "unknown or revoked API key");
+  return entry.value;
+}
+
+export async function currentSigningKey(accountId: string): Promise<SigningKey> {
+  const entry = signingKeyByAccount.get(accountId);
+  if (fresh(entry)) return entry.value;
+  const [row] = await db
+    .select()
+    .from(signingKeys)
+    .where(and(eq(signingKeys.accountId, accountId), isNull(signingKeys.retiredAt)));
+  if (!row) throw new AppError("internal", `account ${accountId} has no signing key`);
+  const algorithm = row.algorithm as SigningAlgorithm;
+  const value: SigningKey = {
+    kid: row.kid,
+    algorithm,
+    privateKey: (await importJWK(row.privateJwk as JWK, algorithm)) as CryptoKey,
+  };
+  signingKeyByAccount.set(accountId, { value, at: Date.now() });
+  return value;
+}
+
+/** The public key for a kid, or null when it is unknown or no longer verifies. */
+export async function verificationKey(kid: string): Promise<VerificationKey | null> {
+  let entry = verificationKeyByKid.get(kid);
+  if (!fresh(entry)) {
+    const [row] = await db.select().from(signingKeys).where(eq(signingKeys.kid, kid));
+    const value: VerificationKey | null = row
+      ? {
+          kid,
+          accountId: row.accountId,
+          algorithm: row.algorithm as SigningAlgorithm,
+          publicKey: (await importJWK(row.publicJwk as JWK, row.algorithm)) as CryptoKey,
+          verifyUntil: row.verifyUntil,
+        }
+      : null;
+    entry = { value, at: Date.now() };
+    verificationKeyByKid.set(kid, entry);
+  }
+  const key = entry.value;
+  if (key?.verifyUntil && key.verifyUntil.getTime() <= Date.now()) return null;
+  return key;
+}
+
+/** Every public key that still verifies, as a JWK Set. */
+export async function publicKeySet(): Promise<{ keys: Record<string, unknown>[] }> {
+  const rows = await db
+    .select({ publicJwk: signingKeys.publicJwk })
+    .from(signingKeys)
+    .where(or(isNull(signingKeys.verifyUntil), gt(signingKeys.verifyUntil, new Date())))
+    .orderBy(asc(signingKeys.createdAt));
+  return { keys: rows.map((row) => ({ ...row.publicJwk })) };
+}

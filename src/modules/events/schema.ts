@@ -1,0 +1,27 @@
+import { bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { accounts } from "../accounts/schema";
+
+/** Append-only log of what happened in an account's conferences; the usage report folds it. */
+export const conferenceEvents = pgTable(
+  "conference_events",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id, { onDelete: "cascade" }),
+    kind: text("kind").notNull(),
+    room: text("room").notNull(),
+    /** When it happened at the source, which may be long before it reached Parley. */
+    occurredAt: timestamp("occurred_at", { withTimezone: true }).notNull(),
+    /** The participant, call or stream the event is about, when there is one. */
+    subject: text("subject"),
+    payload: jsonb("payload").$type<Record<string, unknown>>().notNull().default({}),
+    /** Identifies a delivery, so a repeated one is stored once. */
+    dedupeKey: text("dedupe_key").notNull(),
+    receivedAt: timestamp("received_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [
+    uniqueIndex("conference_events_dedupe_idx").on(table.accountId, table.dedupeKey),
+    index("conference_events_room_idx").on(table.accountId, table.room, table.occurredAt),
+  ],
+);

@@ -1,0 +1,27 @@
+/**
+ * Preloaded before every test file: points Parley at the test PostgreSQL and Redis,
+ * rebuilds the test database from the migrations once per run, and gives the run its
+ * own Redis key prefix so parallel runs never meet.
+ */
+import { afterAll } from "bun:test";
+
+// Tests never touch DATABASE_URL's database: only TEST_DATABASE_URL's, which is wiped here.
+process.env.DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+process.env.REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+process.env.REDIS_PREFIX = `parley-test-${process.pid}`;
+process.env.LOG_LEVEL ??= "silent";
+process.env.BOOTSTRAP_ACCOUNT = "false";
+
+const { default: postgres } = await import("postgres");
+const admin = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} });
+await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+await admin.end();
+
+const { migrate } = await import("../src/db/migrate");
+await migrate();
+
+afterAll(async () => {
+  const { redis } = await import("../src/queue/connection");
+  const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
+  if (keys.length > 0) await redis().del(...keys);
+});
