@@ -100,6 +100,19 @@ export function loadConfig(env: Env = process.env) {
       maxTtlSeconds: integer(env, "TOKEN_MAX_TTL_SECONDS", 2_592_000, 60, 31_536_000),
       issuer: "parley",
     },
+    storage: {
+      /** S3-compatible endpoint; unset means AWS S3 itself. */
+      endpoint: url(env, "S3_ENDPOINT", undefined, ["http:", "https:"]),
+      region: text(env, "S3_REGION", "us-east-1"),
+      /** Unset turns off uploads and recordings (their routes answer 503). */
+      bucket: optionalText(env, "S3_BUCKET"),
+      accessKeyId: optionalText(env, "S3_ACCESS_KEY_ID"),
+      secretAccessKey: optionalText(env, "S3_SECRET_ACCESS_KEY"),
+      /** Path-style URLs (endpoint/bucket/key), which MinIO and s3rver need. */
+      forcePathStyle: boolean(env, "S3_FORCE_PATH_STYLE", false),
+      /** How long a presigned upload URL stays valid, in seconds. */
+      presignExpirySeconds: integer(env, "S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
+    },
     admin: {
       /** On first start with no account at all, make one and print its API key. */
       bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),

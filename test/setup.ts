@@ -1,9 +1,10 @@
 /**
  * Preloaded before every test file: points Parley at the test PostgreSQL and Redis,
  * rebuilds the test database from the migrations once per run, and gives the run its
- * own Redis key prefix so parallel runs never meet.
+ * own Redis key prefix so parallel runs never meet, and starts a real S3 server (s3rver).
  */
 import { afterAll } from "bun:test";
+import { startS3rver } from "./support/s3rver";
 
 // Tests never touch DATABASE_URL's database: only TEST_DATABASE_URL's, which is wiped here.
 process.env.DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -11,6 +12,10 @@ process.env.REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 process.env.REDIS_PREFIX = `parley-test-${process.pid}`;
 process.env.LOG_LEVEL ??= "silent";
 process.env.BOOTSTRAP_ACCOUNT = "false";
+
+// Parley reads its configuration once, so the real S3 server must be up before that.
+const s3 = await startS3rver();
+Object.assign(process.env, s3.env);
 
 const { default: postgres } = await import("postgres");
 const admin = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} });
@@ -21,6 +26,7 @@ const { migrate } = await import("../src/db/migrate");
 await migrate();
 
 afterAll(async () => {
+  s3.stop();
   const { redis } = await import("../src/queue/connection");
   const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
   if (keys.length > 0) await redis().del(...keys);

@@ -1,0 +1,40 @@
+/**
+ * The account media store: one S3-compatible bucket (AWS, MinIO, R2, s3rver), with every
+ * object under a per-account prefix. Chat uploads and stream recordings both live here.
+ */
+import { S3Client } from "@aws-sdk/client-s3";
+import { config } from "../config";
+import { AppError } from "../http/errors";
+
+let client: S3Client | undefined;
+
+export function storageConfigured(): boolean {
+  return config.storage.bucket !== undefined;
+}
+
+export function s3(): S3Client {
+  if (!storageConfigured()) throw new AppError("dependency_down", "object storage is not configured (S3_BUCKET)");
+  client ??= new S3Client({
+    endpoint: config.storage.endpoint,
+    region: config.storage.region,
+    forcePathStyle: config.storage.forcePathStyle,
+    credentials:
+      config.storage.accessKeyId && config.storage.secretAccessKey
+        ? { accessKeyId: config.storage.accessKeyId, secretAccessKey: config.storage.secretAccessKey }
+        : undefined,
+    // Without these the SDK adds a CRC32 checksum to presigned PUT URLs, which browsers
+    // cannot send, so real S3 would reject every direct upload.
+    requestChecksumCalculation: "WHEN_REQUIRED",
+    responseChecksumValidation: "WHEN_REQUIRED",
+  });
+  return client;
+}
+
+export function bucket(): string {
+  return config.storage.bucket!;
+}
+
+/** The key of an account's object: accounts can never reach each other's keys. */
+export function accountKey(accountId: string, path: string): string {
+  return `${accountId}/${path}`;
+}
