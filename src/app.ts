@@ -3,6 +3,7 @@ import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { pipeline } from "./http/pipeline";
 import { mapperController } from "./modules/mapper";
+import { schedulerController } from "./modules/scheduler";
 import { systemController } from "./modules/system";
 import { tokenController } from "./modules/token";
 
@@ -25,7 +26,8 @@ export function createApp() {
     )
     .use(systemController)
     .use(tokenController)
-    .use(mapperController);
+    .use(mapperController)
+    .use(schedulerController);
 }
 
 export type App = ReturnType<typeof createApp>;
