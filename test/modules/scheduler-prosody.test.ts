@@ -55,7 +55,7 @@ function exchange(request: string): Promise<RawAnswer> {
       clearTimeout(timer);
       reject(error);
     });
-    socket.on("data", (chunk) => {
+    socket.on("data", (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
       const end = received.indexOf("\r\n\r\n");
       if (end < 0) return;
