@@ -52,6 +52,13 @@ describe("reservations", () => {
     expect(defaults.body.pin).toBeUndefined();
   });
 
+  test("a form-encoded reservation is read like JSON", async () => {
+    const form = new URLSearchParams({ mail_owner: "owner@example.com", name: "Form Room", duration: "30", start_time: "2030-04-01T08:00", timezone: "Europe/Berlin" });
+    const answer = await call("POST", `${API}/reservation`, { headers: { ...as(a), "content-type": "application/x-www-form-urlencoded" }, raw: form.toString() });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ name: "form_room", duration: 30, start_time: "2030-04-01T08:00", timezone: "Europe/Berlin" });
+  });
+
   test("GET by id, by room (case-insensitively, spaces as _), and the list", async () => {
     const created = (await reserve(a, booking({ name: "Board Review", start_time: "2031-03-01T09:00" }))).body;
     const byId = await call("GET", `${API}/reservation/${created.id}`, { headers: as(a) });

@@ -39,8 +39,8 @@ export function dammCheckDigit(digits: string): number {
   return dammInterim(digits);
 }
 
-export const MIN_ID_DIGITS = 6;
-export const MAX_ID_DIGITS = 10;
+const MIN_ID_DIGITS = 6;
+const MAX_ID_DIGITS = 10;
 
 /** True for a whole number of 6 to 10 digits whose last digit is its Damm check digit. */
 export function hasValidCheckDigit(id: number): boolean {
