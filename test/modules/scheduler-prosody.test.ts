@@ -87,10 +87,14 @@ function exchange(request: string): Promise<RawAnswer> {
 const PREFIX = "/api/v1/scheduler";
 const USER_AGENT = "Prosody (0.12.4; posix)";
 
-/** Prosody's net.http request: its header set, and for a body Content-Length and the form content type. */
+/**
+ * Prosody's net.http request: Host, its User-Agent (mod_reservations' own), `Connection: close`
+ * (the default client keeps no pool), the configured headers, and for a body Content-Length
+ * and the form content type.
+ */
 function prosodyRequest(account: Account, method: string, path: string, form?: Record<string, string>) {
   const body = form ? Object.entries(form).map(([key, value]) => `${prosodyUrlencode(key)}=${prosodyUrlencode(value)}`).join("&") : "";
-  const lines = [`${method} ${PREFIX}${path} HTTP/1.1`, `Host: 127.0.0.1:${server.port}`, `User-Agent: ${USER_AGENT}`, `Authorization: ${account.apiKey}`];
+  const lines = [`${method} ${PREFIX}${path} HTTP/1.1`, `Host: 127.0.0.1:${server.port}`, `User-Agent: ${USER_AGENT}`, "Connection: close", `Authorization: ${account.apiKey}`];
   if (form) lines.push(`Content-Length: ${Buffer.byteLength(body)}`, "Content-Type: application/x-www-form-urlencoded");
   return exchange(`${lines.join("\r\n")}\r\n\r\n${body}`);
 }
