@@ -195,6 +195,10 @@ describe("reservations", () => {
       ["2030-07-15T10:00", "UTC", "2030-07-15T10:00:00.000Z"],
       // Clocks go back on 2030-11-03 in New York: 01:30 comes twice; the first (EDT) is meant.
       ["2030-11-03T01:30", "America/New_York", "2030-11-03T05:30:00.000Z"],
+      // Europe goes back on 2030-10-27: 02:30 is first 00:30 UTC (CEST), then 01:30 UTC (CET).
+      ["2030-10-27T02:30", "Europe/Berlin", "2030-10-27T00:30:00.000Z"],
+      ["2030-03-31T02:30", "Europe/Berlin", "2030-03-31T01:30:00.000Z"],
+      ["2030-07-15T10:00", "Australia/Lord_Howe", "2030-07-14T23:30:00.000Z"],
       // Clocks go forward on 2030-03-10: 02:30 never happens there and moves on by the hour skipped.
       ["2030-03-10T02:30", "America/New_York", "2030-03-10T07:30:00.000Z"],
     ];

@@ -145,13 +145,21 @@ function zoneOffset(formatter: Intl.DateTimeFormat, instant: number): number {
   return wall - Math.floor(instant / 1000) * 1000;
 }
 
-/** Wall-clock fields read in a zone, as an instant. A time skipped by a clock change moves forward by the change. */
+const DAY_MS = 86_400_000;
+
+/**
+ * Wall-clock fields read in a zone, as an instant. Zones change offset at most once a day,
+ * so the offsets a day before and a day after are the only candidates. A time that happens
+ * twice (clocks go back) is its first occurrence; one that never happens (clocks go
+ * forward) is read with the earlier offset, which moves it on by the time skipped.
+ */
 function zonedInstant(fields: number[], formatter: Intl.DateTimeFormat): number {
   const [year, month, day, hour, minute, second, millis] = fields as [number, number, number, number, number, number, number];
   const wall = Date.UTC(year, month - 1, day, hour, minute, second, millis);
-  const first = wall - zoneOffset(formatter, wall);
-  const second_ = wall - zoneOffset(formatter, first);
-  return second_ === first ? first : Math.max(first, second_);
+  const before = wall - zoneOffset(formatter, wall - DAY_MS);
+  const after = wall - zoneOffset(formatter, wall + DAY_MS);
+  const fitting = [before, after].filter((instant) => instant + zoneOffset(formatter, instant) === wall);
+  return fitting.length > 0 ? Math.min(...fitting) : before;
 }
 
 const LOCAL_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:?\d{2})?$/;
@@ -203,7 +211,7 @@ function reservationStart(startTime: string, timezone: string | undefined): { st
 }
 
 /** Jicofo's date form, `yyyy-MM-dd'T'HH:mm:ss.SSS` in UTC with a `Z`, which Prosody's datetime.parse reads. */
-export function jicofoDate(instant: Date): string {
+function jicofoDate(instant: Date): string {
   return `${instant.toISOString().slice(0, 23)}Z`;
 }
 
