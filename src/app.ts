@@ -2,6 +2,8 @@
 import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { pipeline } from "./http/pipeline";
+import { mapperController } from "./modules/mapper";
+import { schedulerController } from "./modules/scheduler";
 import { systemController } from "./modules/system";
 import { tokenController } from "./modules/token";
 
@@ -23,7 +25,9 @@ export function createApp() {
       }),
     )
     .use(systemController)
-    .use(tokenController);
+    .use(tokenController)
+    .use(mapperController)
+    .use(schedulerController);
 }
 
 export type App = ReturnType<typeof createApp>;
