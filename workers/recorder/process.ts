@@ -1,8 +1,10 @@
 /**
  * Runs a recorder as the leader of its own process group, so stopping it reaches every
- * process it started, and pairs it with a watchdog: a tiny shell that blocks reading a
- * pipe from this worker and kills the group when the pipe closes. The pipe closes however
- * the worker dies (even SIGKILL), so a dead worker never leaves a recorder behind.
+ * process it started, and pairs it with a watchdog: a tiny shell that checks twice a
+ * second that this worker still lives and kills the group once it does not. That holds
+ * however the worker dies (even SIGKILL), so a dead worker never leaves a recorder behind.
+ * (A pipe closing on the worker's death would be quicker, but spawned children inherit
+ * pipe ends, which keeps such a pipe open.)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -46,9 +48,17 @@ export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly 
   if (pid > 0) groups.add(pid);
   const watchdog =
     pid > 0
-      ? spawn("sh", ["-c", 'read -r _; kill -KILL -- "-$1" 2>/dev/null', "parley-recorder-watchdog", String(pid)], {
-          stdio: ["pipe", "ignore", "ignore"],
-        })
+      ? spawn(
+          "sh",
+          [
+            "-c",
+            'while kill -0 "$2" 2>/dev/null && kill -0 "$1" 2>/dev/null; do sleep 0.5; done; kill -KILL "-$1" 2>/dev/null',
+            "parley-recorder-watchdog",
+            String(pid),
+            String(process.pid),
+          ],
+          { stdio: "ignore", detached: true },
+        )
       : undefined;
   watchdog?.on("error", () => {});
 
