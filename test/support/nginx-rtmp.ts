@@ -6,6 +6,7 @@
  * - rtmp application `live`: HLS (1 s fragments) with the five multi_bitrate `hls_variant`
  *   lines, and on_publish / on_play / on_done callbacks to Parley with the shared secret.
  * - rtmp application `llhls`: the short-segment low-latency rendition.
+ * - rtmp application `direct`: plain live, no callbacks.
  * - http server: /hls/ and /llhls/ serve the playlists and segments.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -28,6 +29,8 @@ export interface NginxRtmp {
     rtmpBaseUrl: string;
     flvBaseUrl: string;
   };
+  /** RTMP application without callbacks. */
+  directUrl: string;
   stop(): Promise<void>;
 }
 
@@ -77,6 +80,10 @@ ${variants}
       hls_playlist_length 4s;
       on_publish ${hook("on_publish")};
     }
+    # No callbacks: for publishing straight from a driver, as the benchmark's reference does.
+    application direct {
+      live on;
+    }
   }
 }
 http {
@@ -104,6 +111,7 @@ http {
     rtmpPort,
     httpPort,
     dir,
+    directUrl: `rtmp://127.0.0.1:${rtmpPort}/direct`,
     settings: {
       rtmpIngestUrl: `rtmp://127.0.0.1:${rtmpPort}/live`,
       llhlsIngestUrl: `rtmp://127.0.0.1:${rtmpPort}/llhls`,
