@@ -191,6 +191,23 @@ describe("start and stop", () => {
     expect(stopped.reason).toBe("room_empty");
   });
 
+  test("a worker at capacity leaves further starts waiting until they time out", async () => {
+    Object.assign(config.streaming, { capacity: 1, operationTimeoutMs: 1_500 });
+    try {
+      expect((await start({ room_name: "first-of-one" })).status).toBe(200);
+      const waiting = await start({ room_name: "second-of-one" });
+      expect(waiting.status).toBe(504);
+      expect(waiting.body).toMatchObject({ started: false, error: { code: "timeout" } });
+      expect(worker.active().length).toBe(1);
+      expect((await stop("first-of-one")).status).toBe(200);
+      // The same request, sent again once there is room, starts.
+      expect((await start({ room_name: "second-of-one" })).status).toBe(200);
+      expect((await stop("second-of-one")).status).toBe(200);
+    } finally {
+      Object.assign(config.streaming, { capacity: saved.capacity, operationTimeoutMs: saved.operationTimeoutMs });
+    }
+  }, 15_000);
+
   test("another account cannot stop the stream", async () => {
     const answer = await start({ room_name: "mine" });
     const other = await newAccount();
