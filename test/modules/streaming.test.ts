@@ -13,6 +13,7 @@ import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { appendEvent } from "../../src/modules/events/service";
 import { streams } from "../../src/modules/streaming/schema";
+import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { stopStateSubscriber } from "../../src/modules/streaming/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
@@ -109,6 +110,12 @@ describe("start and stop", () => {
     const running = await row(body.stream_name);
     expect(running.state).toBe("running");
     expect(JSON.stringify(running)).not.toContain("secret-key");
+    // The job that carried the keys leaves Redis as it completes.
+    const jobGone = await until(
+      async () => (await getQueue(QUEUE_NAMES.recorder).getJob(`start-${running.id}`)) === undefined,
+      (gone) => gone,
+    );
+    expect(jobGone).toBe(true);
     expect(alive(running.pid!)).toBe(true);
 
     const stopped = await stop("weekly");

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { HeadObjectCommand } from "@aws-sdk/client-s3";
+import { GetObjectCommand, HeadObjectCommand } from "@aws-sdk/client-s3";
 import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app";
 import { config } from "../../src/config";
@@ -72,11 +72,15 @@ const segmentsOf = (playlist: string) => playlist.split("\n").filter((line) => l
 async function probe(bytes: ArrayBuffer, name: string) {
   const path = join(work, name);
   writeFileSync(path, Buffer.from(bytes));
-  const child = Bun.spawn(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,codec_name,width,height:format=duration", "-of", "json", path], {
-    stdout: "pipe",
-  });
+  const child = Bun.spawn(
+    ["ffprobe", "-v", "error", "-count_packets", "-show_entries", "stream=codec_type,codec_name,width,height,nb_read_packets:format=duration", "-of", "json", path],
+    { stdout: "pipe" },
+  );
   const output = JSON.parse(await new Response(child.stdout).text());
-  return { streams: output.streams as { codec_type: string; codec_name: string; width?: number; height?: number }[], duration: Number(output.format?.duration) };
+  return {
+    streams: output.streams as { codec_type: string; codec_name: string; width?: number; height?: number; nb_read_packets?: string }[],
+    duration: Number(output.format?.duration),
+  };
 }
 
 async function firstSegment(playlistUrl: string, name: string) {
@@ -95,6 +99,7 @@ beforeAll(async () => {
     x264Preset: "ultrafast",
     callbackSecret: SECRET,
     callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"],
+    destinationHosts: ["127.0.0.1"],
     recordingDir: join(work, "recordings"),
   });
   account = await newAccount();
@@ -111,7 +116,15 @@ afterAll(async () => {
 
 describe("ffmpeg recorder through nginx-rtmp", () => {
   test("HLS and low-latency HLS play, a puller is counted, the MP4 lands in the bucket and the VOD plays", async () => {
-    const started = await start({ room_name: "e2e-main", is_recording: true, is_vod: true, is_low_latency: true });
+    const destination = `rtmp://127.0.0.1:${nginx.rtmpPort}/direct/destination-key`;
+    const started = await start({
+      room_name: "e2e-main",
+      is_recording: true,
+      is_vod: true,
+      is_low_latency: true,
+      // One destination that takes the stream, one that refuses it: the refusal is dropped, the stream goes on.
+      stream_urls: [destination, "rtmp://127.0.0.1:1/nowhere/dead-key"],
+    });
     expect(started.status).toBe(200);
     const stream = started.body;
 
@@ -124,6 +137,9 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     const target = Number(/#EXT-X-TARGETDURATION:(\d+)/.exec(lowLatency.playlist)?.[1]);
     expect(target).toBeLessThanOrEqual(1);
     expect(lowLatency.probed.streams.some((s) => s.codec_name === "h264")).toBe(true);
+
+    const pushed = Bun.spawn(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", destination], { stdout: "pipe" });
+    expect((await new Response(pushed.stdout).text()).split("\n").filter(Boolean).sort()).toEqual(["aac", "h264"]);
 
     const count = async () => (await call("GET", `/terraform/v1/hooks/srs/live/viewers/count/${stream.stream_name}`)).body[stream.stream_name];
     expect((await count()).current_viewers).toBe(0);
@@ -177,6 +193,27 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
       expect(`${video.width}x${video.height}`).toBe(entry.resolution);
     }
     expect((await stop("e2e-ladder")).status).toBe(200);
+  }, 60_000);
+
+  test("audio_only publishes AAC alone; H265 makes the recording HEVC", async () => {
+    const audio = await start({ room_name: "e2e-audio", audio_only: true });
+    expect(audio.status).toBe(200);
+    const { probed } = await firstSegment(audio.body.hls_url, "audio.ts");
+    // nginx-rtmp's MPEG-TS always declares a video stream; an audio-only one carries no video packets.
+    const packets = (type: string) => probed.streams.filter((s) => s.codec_type === type).reduce((sum, s) => sum + Number(s.nb_read_packets ?? 0), 0);
+    expect(probed.streams.find((s) => s.codec_type === "audio")?.codec_name).toBe("aac");
+    expect(packets("audio")).toBeGreaterThan(0);
+    expect(packets("video")).toBe(0);
+    expect((await stop("e2e-audio")).status).toBe(200);
+
+    const hevc = await start({ room_name: "e2e-hevc", codec: "H265", is_recording: true });
+    expect(hevc.status).toBe(200);
+    await firstSegment(hevc.body.hls_url, "hevc-live.ts");
+    expect((await stop("e2e-hevc")).status).toBe(200);
+    const finished = await row(hevc.body.stream_name);
+    const object = await s3().send(new GetObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
+    const recording = await probe((await object.Body!.transformToByteArray()).buffer as ArrayBuffer, "hevc.mp4");
+    expect(recording.streams.map((s) => s.codec_name).sort()).toEqual(["aac", "hevc"]);
   }, 60_000);
 
   test("a killed worker leaves no ffmpeg behind, and the next worker fails its stream", async () => {
