@@ -215,6 +215,24 @@ describe("start and stop", () => {
     }
   }, 15_000);
 
+  test("with two workers, every stop reaches the stream's own worker, whichever worker takes the job", async () => {
+    config.streaming.podName = `${saved.podName}-second`;
+    const second = await startRecorderWorker(commandDriver(RECORDER));
+    config.streaming.podName = saved.podName;
+    try {
+      const rooms = ["pair-a", "pair-b", "pair-c", "pair-d", "pair-e", "pair-f"];
+      const started = await Promise.all(rooms.map((room) => start({ room_name: room })));
+      expect(started.map((answer) => answer.status)).toEqual(rooms.map(() => 200));
+      for (const answer of started) expect([worker.podName, second.podName]).toContain(answer.body.pod_name);
+      expect(worker.active().length + second.active().length).toBe(rooms.length);
+      for (const room of rooms) expect((await stop(room)).status).toBe(200);
+      expect(worker.active()).toEqual([]);
+      expect(second.active()).toEqual([]);
+    } finally {
+      await second.stop();
+    }
+  }, 20_000);
+
   test("another account cannot stop the stream", async () => {
     const answer = await start({ room_name: "mine" });
     const other = await newAccount();
@@ -233,6 +251,9 @@ describe("bad requests are 4xx with the error shape", () => {
     ["no room_name", {}, 400],
     ["room_name not a string", { room_name: 5 }, 400],
     ["empty room_name", { room_name: "" }, 400],
+    ["room_name with a NUL", { room_name: "a\u0000b" }, 400],
+    ["room_name with a space", { room_name: "a b" }, 400],
+    ["room_name only a domain", { room_name: "@conference.example.com" }, 422],
     ["stream_keys not an array", { room_name: "r", stream_keys: "youtube" }, 400],
     ["stream_keys entry without value", { room_name: "r", stream_keys: [{ key: "youtube" }] }, 400],
     ["unknown platform", { room_name: "r", stream_keys: [{ key: "myspace", value: "k" }] }, 422],
@@ -343,6 +364,10 @@ describe("media-server callbacks and viewer counts", () => {
     expect((await hook("on_play", { action: "on_play", stream: "no-such-stream", client_id: "1" })).status).toBe(404);
     expect((await hook("on_dance", { action: "on_dance" })).status).toBeGreaterThanOrEqual(400);
     expect((await call("GET", "/vod/v1/no-such-stream.mp4")).status).toBe(404);
+    expect((await call("GET", "/vod/v1/%00.mp4")).status).toBe(400);
+    expect((await count("bad%00name")).status).toBe(400);
+    expect((await hook("on_play", { action: "on_play", stream: "bad\u0000name", client_id: "1" })).status).toBe(404);
+    expect((await call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name: "a\u0000" }, headers: auth() })).status).toBe(400);
   });
 
   test("without a secret, callbacks are held to the address allow-list", async () => {

@@ -3,12 +3,17 @@ import { auth } from "../../http/auth";
 import { AppError, ErrorModel, errorResponses } from "../../http/errors";
 import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS, startStream, stopStream, viewerCount, vodLocation } from "./service";
 
+/** Printable, without spaces or control characters (PostgreSQL refuses NUL in text). */
+const RoomName = t.String({ minLength: 1, maxLength: 256, pattern: "^[^\\s\\x00-\\x1f\\x7f]+$", description: "Room the recorder joins" });
+/** Stream names are `<slug>-<hex>`; anything else cannot name one. */
+const StreamName = t.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9._-]+$" });
+
 const Started = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
 const StreamFailure = t.Composite([ErrorModel, Started], { additionalProperties: true });
 
 export const StreamingModel = {
   start: t.Object({
-    room_name: t.String({ minLength: 1, maxLength: 256, pattern: "^\\S+$", description: "Room the recorder joins" }),
+    room_name: RoomName,
     stream_keys: t.Optional(
       t.Array(
         t.Object({
@@ -42,14 +47,14 @@ export const StreamingModel = {
     rtmp_url: t.String(),
     flv_url: t.String(),
   }),
-  stop: t.Object({ room_name: t.String({ minLength: 1, maxLength: 256 }) }),
+  stop: t.Object({ room_name: RoomName }),
   stopped: t.Object({ started: t.Literal(false), stream_name: t.String(), pod_name: t.String() }),
   viewers: t.Record(t.String(), t.Object({ current_viewers: t.Integer(), uptime: t.Integer({ description: "seconds since the stream started" }) })),
   callbackReply: t.Object({ code: t.Integer() }),
 };
 
 const viewerRoute = {
-  params: t.Object({ stream_name: t.String({ minLength: 1, maxLength: 128 }) }),
+  params: t.Object({ stream_name: StreamName }),
   response: { 200: StreamingModel.viewers, ...errorResponses(404) },
   detail: { summary: "Current viewers and uptime of a stream" },
 };
@@ -93,7 +98,7 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
     "/vod/v1/:file",
     async ({ params, redirect }) => redirect(await vodLocation(params.file), 302),
     {
-      params: t.Object({ file: t.String({ minLength: 1, maxLength: 140 }) }),
+      params: t.Object({ file: StreamName }),
       response: { 302: t.Void(), ...errorResponses(404, 503) },
       detail: { summary: "The finished stream's MP4 (a redirect to object storage)" },
     },

@@ -486,7 +486,7 @@ export async function handleMediaCallback(callback: MediaCallback, fields: Recor
   const client = `${app}/${field("clientid", "client_id")}`;
   // nginx-rtmp's plain on_done fires for players and publishers alike; `call` says which one it was.
   const call = field("call", "action").replace(/^on_/, "") || callback.replace(/^on_/, "");
-  const stream = published === "" ? undefined : await streamByName(baseStreamName(published));
+  const stream = /^[A-Za-z0-9._-]{1,160}$/.test(published) ? await streamByName(baseStreamName(published)) : undefined;
   switch (call) {
     case "publish":
       if (!stream || !["starting", "running"].includes(stream.state)) throw new AppError("forbidden", "no live stream is published under that name");
