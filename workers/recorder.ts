@@ -100,7 +100,6 @@ export interface RecorderWorker extends Running {
   podName: string;
   /** Streams this worker runs right now. */
   active(): string[];
-  reconcile(): Promise<void>;
 }
 
 export async function startRecorderWorker(driver: RecorderDriver = driverFromConfig()): Promise<RecorderWorker> {
@@ -319,7 +318,6 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   return {
     podName: pod,
     active: () => [...local.keys()],
-    reconcile,
     async stop() {
       clearInterval(reconciler);
       await worker.close();

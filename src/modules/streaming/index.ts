@@ -8,8 +8,8 @@ const RoomName = t.String({ minLength: 1, maxLength: 256, pattern: "^[^\\s\\x00-
 /** Stream names are `<slug>-<hex>`; anything else cannot name one. */
 const StreamName = t.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9._-]+$" });
 
-const Started = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
-const StreamFailure = t.Composite([ErrorModel, Started], { additionalProperties: true });
+const NotStarted = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
+const StreamFailure = t.Composite([ErrorModel, NotStarted], { additionalProperties: true });
 
 export const StreamingModel = {
   start: t.Object({
@@ -64,7 +64,7 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   .post("/terraform/v1/hooks/srs/startRecording", ({ account, body }) => startStream(account.id, body), {
     apiKey: true,
     body: StreamingModel.start,
-    response: { 200: StreamingModel.started, ...errorResponses(400, 401, 404), 409: StreamFailure, 422: StreamFailure, 503: StreamFailure, 504: StreamFailure },
+    response: { 200: StreamingModel.started, ...errorResponses(400, 401), 409: StreamFailure, 422: StreamFailure, 503: StreamFailure, 504: StreamFailure },
     detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder)" },
   })
   .post("/terraform/v1/hooks/srs/stopRecording", ({ account, body }) => stopStream(account.id, body.room_name), {

@@ -144,7 +144,7 @@ function streamNameFor(room: string): string {
 }
 
 /** The RTMP name the stream's top quality is published under. */
-export function publishedName(stream: Pick<Stream, "streamName" | "options">): string {
+function publishedName(stream: Pick<Stream, "streamName" | "options">): string {
   return stream.options.multiBitrate ? `${stream.streamName}${BITRATE_LADDER[0]!.suffix}` : stream.streamName;
 }
 
@@ -300,7 +300,7 @@ export async function stopStream(accountId: string, roomName: string): Promise<S
 }
 
 /** Marks the stream stopping and asks a recorder worker to stop it. */
-export async function requestStop(stream: Stream, reason: string): Promise<void> {
+async function requestStop(stream: Stream, reason: string): Promise<void> {
   await db
     .update(streams)
     .set({ state: "stopping" })
