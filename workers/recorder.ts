@@ -303,6 +303,8 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
       if (job.name === RECORDER_JOBS.stop) return stop(job as Job<RecorderStopJob>);
       throw new Error(`unknown recorder job ${job.name}`);
     },
+    // Jobs, not streams: a start job ends once its recorder publishes, and a relayed stop
+    // may wait on another worker, so a few run side by side; STREAMING_CAPACITY bounds streams.
     { ...queueOptions(), concurrency: 8 },
   );
   worker.on("failed", (job, error) => log.warn({ job: job?.name, err: error.message }, "recorder job failed"));
