@@ -4,6 +4,7 @@ import { Elysia } from "elysia";
 import { pipeline } from "./http/pipeline";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
+import { streamingController } from "./modules/streaming";
 import { systemController } from "./modules/system";
 import { tokenController } from "./modules/token";
 
@@ -27,7 +28,8 @@ export function createApp() {
     .use(systemController)
     .use(tokenController)
     .use(mapperController)
-    .use(schedulerController);
+    .use(schedulerController)
+    .use(streamingController);
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -3,3 +3,4 @@ export * from "../modules/accounts/schema";
 export * from "../modules/events/schema";
 export * from "../modules/mapper/schema";
 export * from "../modules/scheduler/schema";
+export * from "../modules/streaming/schema";
