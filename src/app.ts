@@ -1,12 +1,21 @@
 /** Builds the Elysia application from the feature controllers. Tests import this. */
 import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
+import { config } from "./config";
 import { pipeline } from "./http/pipeline";
 import { systemController } from "./modules/system";
+import { messagingController } from "./modules/messaging";
 import { tokenController } from "./modules/token";
+import { uploadsController } from "./modules/uploads";
+import { realtimeController } from "./realtime";
 
 export function createApp() {
-  return new Elysia({ name: "parley", normalize: "typebox" })
+  return new Elysia({
+    name: "parley",
+    normalize: "typebox",
+    // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
+    websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
+  })
     .use(pipeline)
     .use(
       swagger({
@@ -23,7 +32,10 @@ export function createApp() {
       }),
     )
     .use(systemController)
-    .use(tokenController);
+    .use(tokenController)
+    .use(messagingController)
+    .use(uploadsController)
+    .use(realtimeController);
 }
 
 export type App = ReturnType<typeof createApp>;
