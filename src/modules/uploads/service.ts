@@ -47,6 +47,10 @@ export async function presignUpload(accountId: string, fileName: string, fileTyp
   const key = accountKey(accountId, checkFileName(fileName));
   const contentType = contentTypeFor(fileType);
   const expiresIn = config.storage.presignExpirySeconds;
-  const url = await getSignedUrl(s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), { expiresIn });
+  const url = await getSignedUrl(s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), {
+    expiresIn,
+    // Signed, so the store takes the upload only with the content type asked for here.
+    signableHeaders: new Set(["content-type"]),
+  });
   return { presigned_url: url, key, content_type: contentType, expires_in: expiresIn };
 }
