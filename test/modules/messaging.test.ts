@@ -232,6 +232,8 @@ describe("search", () => {
   test("an empty term is refused; another room's messages are not found", async () => {
     expect((await get("bob", "/api/v1/messaging/rooms/search/messages/search?search_term=")).status).toBe(400);
     expect((await get("bob", "/api/v1/messaging/rooms/search/messages/search")).status).toBe(400);
+    expect((await get("bob", "/api/v1/messaging/rooms/search/messages/search?search_term=%00")).status).toBe(422);
+    await expect(post("bob", "search", { content: "nul\u0000byte" })).rejects.toMatchObject({ code: "validation_failed" });
     expect(await search("message 1")).toEqual([]);
   });
 

@@ -37,7 +37,9 @@ export interface Actor {
 }
 
 export function actorFrom(session: VerifiedToken): Actor {
-  return { accountId: session.accountId, userId: session.user.id, name: session.user.name ?? "", moderator: session.user.moderator };
+  // PostgreSQL text cannot hold NUL, which a token's name could carry.
+  const name = (session.user.name ?? "").replaceAll("\u0000", "");
+  return { accountId: session.accountId, userId: session.user.id, name, moderator: session.user.moderator };
 }
 
 export interface RoomView {
@@ -120,6 +122,7 @@ function checkUserId(userId: string): void {
 
 function checkContent(value: unknown): string {
   if (typeof value !== "string" || value.trim() === "") throw new AppError("validation_failed", "content: must be a non-empty string");
+  if (value.includes("\u0000")) throw new AppError("validation_failed", "content: NUL characters are not allowed");
   if (value.length > CONTENT_MAX_CHARS) throw new AppError("validation_failed", `content: at most ${CONTENT_MAX_CHARS} characters`);
   return value;
 }
@@ -131,6 +134,7 @@ export function containsPattern(term: string): string {
 
 function checkSearchTerm(term: string): string {
   if (term.trim() === "") throw new AppError("validation_failed", "search_term: must not be empty");
+  if (term.includes("\u0000")) throw new AppError("validation_failed", "search_term: NUL characters are not allowed");
   if (term.length > SEARCH_TERM_MAX_CHARS) throw new AppError("validation_failed", `search_term: at most ${SEARCH_TERM_MAX_CHARS} characters`);
   return term;
 }
@@ -150,6 +154,7 @@ export async function rememberUser(actor: Actor): Promise<number> {
   const cacheKey = `${actor.accountId}\u0000${actor.userId}`;
   const known = knownUsers.get(cacheKey);
   if (known && (actor.name === "" || known.name === actor.name)) return known.id;
+  checkUserId(actor.userId);
   const [row] = await db
     .insert(chatUsers)
     .values({ accountId: actor.accountId, userId: actor.userId, name: actor.name })
@@ -476,7 +481,7 @@ function checkPollOptions(options: unknown): string[] {
     throw new AppError("validation_failed", `options: a poll has ${POLL_OPTIONS_MIN} to ${POLL_OPTIONS_MAX} options`);
   }
   const texts = options.map((option) => {
-    if (typeof option !== "string" || option.trim() === "" || option.length > POLL_OPTION_MAX_CHARS) {
+    if (typeof option !== "string" || option.trim() === "" || option.length > POLL_OPTION_MAX_CHARS || option.includes("\u0000")) {
       throw new AppError("validation_failed", `options: each option is a non-empty string of at most ${POLL_OPTION_MAX_CHARS} characters`);
     }
     return option.trim();
