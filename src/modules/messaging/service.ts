@@ -373,7 +373,11 @@ async function present(room: RoomRow, rows: MessageRow[]): Promise<MessageView[]
     list.push({ id: option.id, text: option.text, vote_count: votesOf.get(option.id) ?? 0 });
     optionsOf.set(option.messageId, list);
   }
-  return rows.map((row) => ({
+  return rows.map((row) => viewOf(room, row, repliesOf.get(row.id) ?? 0, optionsOf.get(row.id) ?? []));
+}
+
+function viewOf(room: RoomRow, row: MessageRow, replies: number, options: PollOptionView[]): MessageView {
+  return {
     id: row.id,
     channel_id: room.channelId,
     parent_id: row.parentId,
@@ -383,9 +387,9 @@ async function present(room: RoomRow, rows: MessageRow[]): Promise<MessageView[]
     created_by_name: row.createdByName,
     inserted_at: row.insertedAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
-    ...(row.parentId === null && { reply_count: repliesOf.get(row.id) ?? 0 }),
-    ...(row.contentType === "poll" && { options: optionsOf.get(row.id) ?? [] }),
-  }));
+    ...(row.parentId === null && { reply_count: replies }),
+    ...(row.contentType === "poll" && { options }),
+  };
 }
 
 /** Newest first, so each UTC day's group is newest first too and days come newest first. */
@@ -506,29 +510,34 @@ export async function postMessage(actor: Actor, channelId: string, input: NewMes
     const parent = await findMessage(room, parentId);
     if (parent.parentId !== null) throw new AppError("validation_failed", "parent_id: a reply cannot have replies; answer its parent");
   }
-  const row = await db.transaction(async (tx) => {
-    const [message] = await tx
-      .insert(chatMessages)
-      .values({
-        accountId: actor.accountId,
-        roomId: room.id,
-        parentId,
-        content,
-        contentType,
-        createdBy: actor.userId,
-        createdByName: actor.name || actor.userId,
-      })
-      .returning();
-    if (options) {
-      await tx
+  const values = {
+    accountId: actor.accountId,
+    roomId: room.id,
+    parentId,
+    content,
+    contentType,
+    createdBy: actor.userId,
+    createdByName: actor.name || actor.userId,
+  };
+  // A new message has no replies or votes yet, so its view is built without reading back.
+  let message: MessageView;
+  if (options) {
+    message = await db.transaction(async (tx) => {
+      const [row] = await tx.insert(chatMessages).values(values).returning();
+      const stored = await tx
         .insert(chatPollOptions)
-        .values(options.map((text, position) => ({ accountId: actor.accountId, messageId: message!.id, position, text })));
-    }
-    return message!;
-  });
-  const [message] = await present(room, [row]);
+        .values(options.map((text, position) => ({ accountId: actor.accountId, messageId: row!.id, position, text })))
+        .returning({ id: chatPollOptions.id, text: chatPollOptions.text, position: chatPollOptions.position });
+      const ordered = stored.sort((a, b) => a.position - b.position).map(({ id, text }) => ({ id, text, vote_count: 0 }));
+      return viewOf(room, row!, 0, ordered);
+    });
+  } else {
+    // The hot path: one statement, no transaction round trips.
+    const [row] = await db.insert(chatMessages).values(values).returning();
+    message = viewOf(room, row!, 0, []);
+  }
   await announceToRoom(actor.accountId, channelId, "new_message", message);
-  return message!;
+  return message;
 }
 
 /** Only the author edits; the room must be active. Broadcasts `message_updated`. */
