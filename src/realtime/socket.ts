@@ -157,6 +157,8 @@ export class Connection {
       await this.leave(frame.topic, earlier);
       this.send(encodeFrame(earlier.joinRef, earlier.joinRef, frame.topic, "phx_close", {}));
     }
+    // The peer may have gone while the room was read; the leave queued behind this frame cleans up what follows.
+    if (this.closed) return;
     const membership: Membership = {
       kind,
       channelId,
@@ -214,10 +216,10 @@ export class Connection {
     this.send(replyFrame(frame, "ok", {}));
   }
 
-  /** The socket has closed: leave every channel once the frames before are done. */
+  /** The socket has closed: frames not yet started are dropped; every channel is left once the running one is done. */
   closedByPeer(): Promise<void> {
+    this.closed = true;
     this.queue = this.queue.then(async () => {
-      this.closed = true;
       for (const [topic, membership] of [...this.joined]) await this.leave(topic, membership);
     });
     return this.queue;
