@@ -4,15 +4,15 @@ import type { ServerWebSocket } from "bun";
 import { attachServer, type Broker, LocalBroker, RedisBroker } from "../../src/realtime/broker";
 
 const sockets: ServerWebSocket<unknown>[] = [];
-const server = Bun.serve({
+const server = Bun.serve<string>({
   hostname: "127.0.0.1",
   port: 0,
   fetch(request, srv) {
-    return srv.upgrade(request, { data: new URL(request.url).searchParams.get("topic") }) ? undefined : new Response("no", { status: 400 });
+    return srv.upgrade(request, { data: new URL(request.url).searchParams.get("topic") ?? "" }) ? undefined : new Response("no", { status: 400 });
   },
   websocket: {
     open(ws) {
-      ws.subscribe(ws.data as string);
+      ws.subscribe(ws.data);
       sockets.push(ws as ServerWebSocket<unknown>);
     },
     message() {},
