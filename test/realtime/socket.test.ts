@@ -294,6 +294,28 @@ describe("raw frames", () => {
     ws.close();
   });
 
+  test("joining again replaces the earlier join; phx_leave is answered, then phx_close", async () => {
+    const ws = await open(aliceToken);
+    const frames: any[] = [];
+    ws.addEventListener("message", (event) => frames.push(JSON.parse(String(event.data))));
+    const replyTo = async (ref: string) => {
+      for (let i = 0; i < 100 && !frames.some((f) => f[1] === ref && f[3] === "phx_reply"); i++) await Bun.sleep(20);
+      return frames.find((f) => f[1] === ref && f[3] === "phx_reply");
+    };
+    ws.send(JSON.stringify(["1", "1", "rtc:rejoin", "phx_join", {}]));
+    expect((await replyTo("1"))[4].status).toBe("ok");
+    ws.send(JSON.stringify(["2", "2", "rtc:rejoin", "phx_join", {}]));
+    expect((await replyTo("2"))[4].status).toBe("ok");
+    expect(frames).toContainEqual(["1", "1", "rtc:rejoin", "phx_close", {}]);
+    ws.send(JSON.stringify(["2", "3", "rtc:rejoin", "phx_leave", {}]));
+    expect(await replyTo("3")).toEqual(["2", "3", "rtc:rejoin", "phx_reply", { status: "ok", response: {} }]);
+    for (let i = 0; i < 50 && !frames.some((f) => f[0] === "2" && f[3] === "phx_close"); i++) await Bun.sleep(20);
+    expect(frames).toContainEqual(["2", "2", "rtc:rejoin", "phx_close", {}]);
+    ws.send(JSON.stringify(["2", "4", "rtc:rejoin", "offer", {}]));
+    expect((await replyTo("4"))[4]).toEqual({ status: "error", response: { reason: "unmatched topic" } });
+    ws.close();
+  });
+
   test("the upgrade needs a valid messaging token", async () => {
     const url = `http://127.0.0.1:${server.server!.port}/api/v1/messaging/websocket`;
     const upgrade = { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" };
