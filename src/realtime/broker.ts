@@ -86,7 +86,8 @@ const NODE_TTL_MS = 30_000;
 export class RedisBroker implements Broker {
   readonly node = randomUUID();
   private subscriber: Redis | undefined;
-  private readonly interest = new Map<string, number>();
+  /** Sockets of this process per topic, and the SUBSCRIBE that serves them. */
+  private readonly interest = new Map<string, { count: number; ready: Promise<void> }>();
   private readonly heartbeat: ReturnType<typeof setInterval>;
 
   constructor() {
@@ -125,17 +126,24 @@ export class RedisBroker implements Broker {
   }
 
   async subscribe(topic: string) {
-    const count = this.interest.get(topic) ?? 0;
-    this.interest.set(topic, count + 1);
-    if (count === 0) await this.listen().subscribe(this.channel(topic));
+    const known = this.interest.get(topic);
+    if (known) {
+      known.count++;
+      // A second socket waits for the first one's SUBSCRIBE too, so it misses nothing either.
+      await known.ready;
+      return;
+    }
+    const ready = this.listen()
+      .subscribe(this.channel(topic))
+      .then(() => {});
+    this.interest.set(topic, { count: 1, ready });
+    await ready;
   }
 
   async unsubscribe(topic: string) {
-    const count = (this.interest.get(topic) ?? 0) - 1;
-    if (count > 0) {
-      this.interest.set(topic, count);
-      return;
-    }
+    const known = this.interest.get(topic);
+    if (!known) return;
+    if (--known.count > 0) return;
     this.interest.delete(topic);
     await this.subscriber?.unsubscribe(this.channel(topic));
   }
