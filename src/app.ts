@@ -1,15 +1,24 @@
 /** Builds the Elysia application from the feature controllers. Tests import this. */
 import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
+import { config } from "./config";
 import { pipeline } from "./http/pipeline";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
 import { systemController } from "./modules/system";
+import { messagingController } from "./modules/messaging";
 import { tokenController } from "./modules/token";
+import { uploadsController } from "./modules/uploads";
+import { realtimeController } from "./realtime";
 
 export function createApp() {
-  return new Elysia({ name: "parley", normalize: "typebox" })
+  return new Elysia({
+    name: "parley",
+    normalize: "typebox",
+    // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
+    websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
+  })
     .use(pipeline)
     .use(
       swagger({
@@ -29,7 +38,10 @@ export function createApp() {
     .use(tokenController)
     .use(mapperController)
     .use(schedulerController)
-    .use(streamingController);
+    .use(streamingController)
+    .use(messagingController)
+    .use(uploadsController)
+    .use(realtimeController);
 }
 
 export type App = ReturnType<typeof createApp>;

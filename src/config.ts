@@ -182,6 +182,18 @@ export function loadConfig(env: Env = process.env) {
       checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", true),
     },
     streaming: streamingConfig(env, publicUrl, dataDir),
+    realtime: {
+      /**
+       * How sockets on different API processes reach each other: `redis` (pub/sub, for
+       * several processes) or `local` (in-process, one process). `auto` picks local on the
+       * embedded database, where Parley runs as one process, and redis otherwise.
+       */
+      broker: oneOf(env, "REALTIME_BROKER", "auto", ["auto", "redis", "local"] as const),
+      /** A socket that sends nothing (not even a heartbeat) for this long is closed. */
+      idleTimeoutSeconds: integer(env, "REALTIME_IDLE_TIMEOUT_SECONDS", 60, 1, 3600),
+      /** Largest frame a client may send; a larger one closes the socket with 1009. */
+      maxFrameBytes: integer(env, "REALTIME_MAX_FRAME_BYTES", 65_536, 1024, 16_777_216),
+    },
     admin: {
       /** On first start with no account at all, make one and print its API key. */
       bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),

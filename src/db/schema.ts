@@ -4,3 +4,4 @@ export * from "../modules/events/schema";
 export * from "../modules/mapper/schema";
 export * from "../modules/scheduler/schema";
 export * from "../modules/streaming/schema";
+export * from "../modules/messaging/schema";
