@@ -198,6 +198,16 @@ export function loadConfig(env: Env = process.env) {
         expiresSeconds: integer(env, "SIP_TRUNK_EXPIRES_SECONDS", 600, 60, 86_400),
       },
     },
+    mapper: {
+      /** Digits of a new conference id, the check digit included (9 = 8 random digits + 1). */
+      idDigits: integer(env, "MAPPER_ID_DIGITS", 9, 6, 10),
+    },
+    scheduler: {
+      /** Length of a conference that Prosody opens with no reservation, in minutes (24 hours). */
+      defaultConferenceMinutes: integer(env, "SCHEDULER_DEFAULT_CONFERENCE_MINUTES", 1440, 1, 525_600),
+      /** Only the reservation's mail_owner may open a reserved room (compared with the bare JID Prosody sends). */
+      checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", true),
+    },
     admin: {
       /** On first start with no account at all, make one and print its API key. */
       bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),

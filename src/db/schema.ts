@@ -1,4 +1,5 @@
 /** Every feature's tables, gathered for drizzle and drizzle-kit. */
 export * from "../modules/accounts/schema";
 export * from "../modules/events/schema";
+export * from "../modules/mapper/schema";
 export * from "../../sip-gateway/schema";
