@@ -35,7 +35,9 @@ export class CallLog {
   }
 
   private then(write: () => Promise<unknown>): Promise<void> {
-    const next = this.chain.then(write).catch((error: Error) => log.error({ callId: this.start.callId, err: error.message }, "sip: call record write failed"));
+    const next: Promise<void> = this.chain.then(async () => {
+      await write();
+    }).catch((error: Error) => log.error({ callId: this.start.callId, err: error.message }, "sip: call record write failed"));
     this.chain = next;
     return next;
   }

@@ -20,9 +20,9 @@ import type { ConferenceAdapter, ConferenceJoin } from "./adapter";
 import { CallLog } from "./calls";
 import { SourceGuard } from "./guard";
 import { GatewayMedia, mediaFactory, negotiate, UnacceptableOffer } from "./media";
-import { parseVia } from "./message";
+import { ORIGINAL_URI_HEADER, parseVia } from "./message";
 import { byMapperId, type ConferenceDirectory, JIGASI_ROOM_HEADER, type ResolvedRoom, resolveRoom } from "./rooms";
-import { EndpointTransport, type SipEndpoint, TcpEndpoint, UdpEndpoint } from "./transport";
+import { CONTACT_USER, EndpointTransport, type SipEndpoint, TcpEndpoint, UdpEndpoint } from "./transport";
 
 export interface GatewayParts {
   settings: SipConfig;
@@ -79,8 +79,7 @@ export class SipGateway {
   private async open(): Promise<void> {
     const { settings } = this.parts;
     const guard = new SourceGuard(settings.allowedSources, settings.requestsPerSecond);
-    if (settings.udpPort !== 0 || settings.tcpPort === 0) this.endpoints.push(await UdpEndpoint.open(settings, guard, settings.udpPort));
-    // Port 0 for both (tests) means two system-chosen ports; a fixed UDP port is shared with TCP by default.
+    if (settings.udpPort !== 0) this.endpoints.push(await UdpEndpoint.open(settings, guard, settings.udpPort));
     if (settings.tcpPort !== 0) this.endpoints.push(TcpEndpoint.open(settings, guard, settings.tcpPort));
     for (const endpoint of this.endpoints) this.agents.push(await this.startAgent(endpoint));
     if (settings.trunk.registrar) this.register();
@@ -95,7 +94,7 @@ export class SipGateway {
       transportConstructor: EndpointTransport,
       transportOptions: { endpoint },
       viaHost: `${this.address}:${endpoint.port}`,
-      contactName: "parley",
+      contactName: CONTACT_USER,
       contactParams: { transport: endpoint.protocol.toLowerCase() },
       sessionDescriptionHandlerFactory: mediaFactory({ ...settings, advertisedAddress: this.address }),
       userAgentString: "Parley",
@@ -190,6 +189,12 @@ export class SipGateway {
   }
 }
 
+/** The Request-URI the caller sent (the transport readdressed the request to the gateway's contact). */
+function dialled(request: Invitation["request"]) {
+  const original = request.getHeader(ORIGINAL_URI_HEADER);
+  return (original ? UserAgent.makeURI(original) : undefined) ?? request.ruri;
+}
+
 /** Digits collected for one conference id, ended by #; * starts the entry over. */
 class DigitEntry {
   private digits = "";
@@ -243,7 +248,7 @@ export class PhoneCall {
     this.record = new CallLog({
       callId: request.callId,
       caller: request.from.uri.aor,
-      callee: request.ruri.aor,
+      callee: dialled(request)?.aor ?? "",
       transport,
       source,
     });
@@ -293,7 +298,7 @@ export class PhoneCall {
     const resolution = await resolveRoom(
       {
         roomHeader: request.getHeader(this.settings.roomHeader) ?? request.getHeader(JIGASI_ROOM_HEADER),
-        requestUser: request.ruri.user,
+        requestUser: dialled(request)?.user,
       },
       {
         accountId: this.settings.accountId,
@@ -357,7 +362,7 @@ export class PhoneCall {
       room: room.room,
       conference: room.conference,
       caller: this.invitation.request.from.uri.aor,
-      callee: this.invitation.request.ruri.aor,
+      callee: dialled(this.invitation.request)?.aor ?? "",
       media: {
         codec: negotiated?.codec.name,
         payloadType: negotiated?.codec.payloadType,

@@ -164,6 +164,25 @@ export function stampReceived(text: string, address: string, port: number): stri
   return text.slice(0, valueStart + offset) + stamped + text.slice(valueStart + offset + firstValue.length);
 }
 
+/** Carries the Request-URI as the caller sent it, since the transport rewrites it for sip.js. */
+export const ORIGINAL_URI_HEADER = "Parley-Request-URI";
+
+/**
+ * sip.js answers 404 to any request whose Request-URI user is not its own contact user, but
+ * a gateway takes calls for any number. So the transport addresses every incoming request
+ * to `user` and keeps the original in ORIGINAL_URI_HEADER (dropping any copy a sender
+ * forged), which is where the gateway reads the dialled number.
+ */
+export function retarget(text: string, head: SipMessageHead, user: string): string {
+  const original = head.requestUri ?? "";
+  const lineEnd = text.indexOf("\r\n");
+  const rest = text.slice(lineEnd + 2).replace(new RegExp(`^${ORIGINAL_URI_HEADER}[ \t]*:.*\r\n`, "gim"), "");
+  const match = /^(sips?):(?:[^@;?>]*@)?(.*)$/i.exec(original);
+  if (!match) return text;
+  const startLine = `${head.method} ${match[1]!.toLowerCase()}:${user}@${match[2]} SIP/2.0`;
+  return `${startLine}\r\n${ORIGINAL_URI_HEADER}: ${original}\r\n${rest}`;
+}
+
 /** A stateless answer to a request that never reaches sip.js (bad input, refused source, flood). */
 export function statelessResponse(head: SipMessageHead, status: number, reason: string, extraHeaders: string[] = []): string {
   const lines = [`SIP/2.0 ${status} ${reason}`];

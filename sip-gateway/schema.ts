@@ -1,4 +1,4 @@
-import { index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { bigint, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { accounts } from "../src/modules/accounts/schema";
 
 /** One row per incoming INVITE dialog that the gateway took on, answered or not. */
@@ -17,7 +17,7 @@ export const sipCalls = pgTable(
     room: text("room"),
     /** How the room was found: header, uri, default or dtmf. */
     resolvedBy: text("resolved_by"),
-    mapperId: integer("mapper_id"),
+    mapperId: bigint("mapper_id", { mode: "number" }),
     startedAt: timestamp("started_at", { withTimezone: true }).notNull().defaultNow(),
     answeredAt: timestamp("answered_at", { withTimezone: true }),
     joinedAt: timestamp("joined_at", { withTimezone: true }),

@@ -21,6 +21,7 @@ import {
   parseHead,
   parseVia,
   requestDestination,
+  retarget,
   responseDestination,
   type SipMessageHead,
   stampReceived,
@@ -34,6 +35,8 @@ const TRANSACTION_LIFETIME_MS = 64 * T1;
 const TCP_IDLE_SECONDS = 600;
 
 export type Protocol = "UDP" | "TCP";
+/** The user part of the gateway's Contact; every incoming request is addressed to it (see `retarget`). */
+export const CONTACT_USER = "parley";
 
 export interface EndpointStats {
   received: number;
@@ -91,7 +94,7 @@ export abstract class SipEndpoint {
       return head.method === "ACK" ? null : statelessResponse(head, 400, "Bad Content-Length");
     }
     this.noteRequest(head, address, port);
-    return this.hand(stampReceived(text, address, port));
+    return this.hand(retarget(stampReceived(text, address, port), head, CONTACT_USER));
   }
 
   /** sip.js's parser is stricter than ours in places; what it rejects it only logs, what it throws on must not escape. */
@@ -281,7 +284,9 @@ export class TcpEndpoint extends SipEndpoint {
         log.debug({ err: error.message }, "sip: tcp connection error");
         this.forget(socket);
       },
-      timeout: (socket: Socket<Connection>) => socket.end(),
+      timeout: (socket: Socket<Connection>) => {
+        socket.end();
+      },
     };
   }
 
