@@ -98,7 +98,10 @@ export class SipGateway {
       contactParams: { transport: endpoint.protocol.toLowerCase() },
       sessionDescriptionHandlerFactory: mediaFactory({ ...settings, advertisedAddress: this.address }),
       userAgentString: "Parley",
+      // The gateway decides itself whether to ring (SIP_RING_MS) before its final answer.
+      sendInitialProvisionalResponse: false,
       logBuiltinEnabled: false,
+      logConfiguration: false,
       logLevel: "error",
       logConnector: (level, category, _label, content) => log[level === "log" ? "debug" : level]({ category }, `sip.js: ${content}`),
       // The gateway never reconnects anything: its transports are servers.
@@ -319,10 +322,10 @@ export class PhoneCall {
       case "room":
         this.room = resolution.resolved;
         this.record.resolved(resolution.resolved);
-        if (!(await this.answer())) return;
+        if (!(await this.ring()) || !(await this.answer())) return;
         return this.joinConference();
       case "collect_dtmf":
-        if (!(await this.answer())) return;
+        if (!(await this.ring()) || !(await this.answer())) return;
         return this.collectDigits();
     }
   }
@@ -332,6 +335,14 @@ export class PhoneCall {
     this.reason = reason;
     this.finalStatus = status;
     this.invitation.reject({ statusCode: status, extraHeaders });
+  }
+
+  /** 180 and a pause before answering, when configured; false when the caller gave up meanwhile. */
+  private async ring(): Promise<boolean> {
+    if (this.settings.ringMs === 0) return true;
+    await this.invitation.progress();
+    await Bun.sleep(this.settings.ringMs);
+    return this.invitation.state === SessionState.Initial;
   }
 
   private async answer(): Promise<boolean> {

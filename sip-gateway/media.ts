@@ -112,8 +112,8 @@ export class GatewayMedia implements SessionDescriptionHandler {
   readonly received: RtpEvents = { digits: [], packets: 0 };
   /** Called with each RFC 4733 digit; digits that arrive before it is set wait in `received.digits`. */
   private digitListener: ((digit: string) => void) | undefined;
-  /** RTP timestamps of events already reported: an event is sent many times (updates, three end packets). */
-  private readonly seenEvents = new Set<number>();
+  private lastPress: string | undefined;
+  private lastEnded = false;
   private closed = false;
 
   constructor(private readonly settings: SipConfig & { advertisedAddress: string }) {}
@@ -237,10 +237,14 @@ export class GatewayMedia implements SessionDescriptionHandler {
     }
     if (packet.length < offset + 4) return;
     const event = packet[offset]!;
-    const timestamp = packet.readUInt32BE(4);
-    if (event >= DTMF_EVENTS.length || this.seenEvents.has(timestamp)) return;
-    if (this.seenEvents.size >= 256) this.seenEvents.clear();
-    this.seenEvents.add(timestamp);
+    const ended = (packet[offset + 1]! & 0x80) !== 0;
+    // One key press is many packets with one timestamp (updates, then three end packets); a
+    // new press has a new timestamp, or restarts after an end with the same one (a replay).
+    const press = `${packet.readUInt32BE(8)}:${packet.readUInt32BE(4)}`;
+    const isNew = press !== this.lastPress || (this.lastEnded && !ended);
+    this.lastPress = press;
+    this.lastEnded = ended;
+    if (!isNew || event >= DTMF_EVENTS.length) return;
     const digit = DTMF_EVENTS[event]!;
     log.debug({ digit }, "sip: rfc 4733 digit");
     if (this.digitListener) this.digitListener(digit);

@@ -164,8 +164,9 @@ export class UdpEndpoint extends SipEndpoint {
           const answer = endpoint.accept(data.toString(), address, remotePort);
           if (answer) endpoint.socket.send(answer, remotePort, address);
         },
-        error(_socket, error) {
-          log.warn({ err: error.message }, "sip: udp socket error");
+        // An ICMP unreachable from a peer that went away lands here, sometimes without an error object.
+        error(_socket, error?: Error) {
+          log.debug({ err: error?.message }, "sip: udp socket error");
         },
       },
     });

@@ -168,6 +168,8 @@ export function loadConfig(env: Env = process.env) {
       /** The account that owns calls into a named room (header or default room); numeric ids carry their own. */
       accountId: optionalText(env, "SIP_ACCOUNT_ID"),
       defaultRoom: optionalText(env, "SIP_DEFAULT_ROOM"),
+      /** How long a call rings (180 Ringing) before the gateway answers; 0 answers at once. */
+      ringMs: integer(env, "SIP_RING_MS", 0, 0, 60_000),
       /** Wrong conference ids a DTMF caller may enter before the call ends. */
       dtmfAttempts: integer(env, "SIP_DTMF_ATTEMPTS", 3, 1, 20),
       /** How long a DTMF caller has to finish one id with #. */

@@ -42,7 +42,7 @@ export async function runSipp(options: SippOptions): Promise<SippRun> {
     "sipp",
     `127.0.0.1:${options.port}`,
     "-sf",
-    join(SCENARIOS, options.scenario),
+    resolve(SCENARIOS, options.scenario),
     "-i",
     options.localIp ?? "127.0.0.1",
     "-p",
