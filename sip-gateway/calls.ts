@@ -67,23 +67,25 @@ export class CallLog {
     return this.then(() => db.update(sipCalls).set({ joinedAt: at }).where(eq(sipCalls.id, this.id)));
   }
 
+  /** The usage event goes first, so a record with ended_at set is a call fully accounted for. */
   ended(reason: string, finalStatus?: number): Promise<void> {
     const at = new Date();
     return this.then(async () => {
+      if (this.room) {
+        await appendEvent({
+          accountId: this.room.accountId,
+          kind: "call_ended",
+          room: this.room.room,
+          occurredAt: at,
+          subject: this.start.callId,
+          payload: { caller: this.start.caller, callee: this.start.callee, answered: this.answeredAt !== undefined, reason },
+          dedupeKey: `call:${this.start.callId}:ended`,
+        });
+      }
       await db
         .update(sipCalls)
         .set({ endedAt: at, reason, ...(finalStatus === undefined ? {} : { finalStatus }) })
         .where(eq(sipCalls.id, this.id));
-      if (!this.room) return;
-      await appendEvent({
-        accountId: this.room.accountId,
-        kind: "call_ended",
-        room: this.room.room,
-        occurredAt: at,
-        subject: this.start.callId,
-        payload: { caller: this.start.caller, callee: this.start.callee, answered: this.answeredAt !== undefined, reason },
-        dedupeKey: `call:${this.start.callId}:ended`,
-      });
     });
   }
 

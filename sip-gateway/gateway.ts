@@ -6,6 +6,7 @@
  */
 import {
   type Bye,
+  Core,
   type Info,
   type Invitation,
   Registerer,
@@ -78,6 +79,16 @@ export class SipGateway {
 
   private async open(): Promise<void> {
     const { settings } = this.parts;
+    // sip.js keeps its transaction timers in one shared object, set for reliable transports
+    // (timers I, J, K at zero). Over UDP a server transaction must outlive the peer's
+    // retransmissions (RFC 3261 17.2), so they get UDP's values, which cost a reliable
+    // transport only some memory. Timer L bounds the wait for the ACK of a 2xx; when it
+    // fires, sip.js ends the call with a BYE (the RFC forbids one before that).
+    const timers = Core.Timers as { -readonly [name in keyof typeof Core.Timers]: number };
+    timers.TIMER_I = timers.T4;
+    timers.TIMER_J = 64 * timers.T1;
+    timers.TIMER_K = timers.T4;
+    timers.TIMER_L = settings.ackTimeoutMs;
     const guard = new SourceGuard(settings.allowedSources, settings.requestsPerSecond);
     if (settings.udpPort !== 0) this.endpoints.push(await UdpEndpoint.open(settings, guard, settings.udpPort));
     if (settings.tcpPort !== 0) this.endpoints.push(TcpEndpoint.open(settings, guard, settings.tcpPort));
@@ -93,7 +104,10 @@ export class SipGateway {
       uri: UserAgent.makeURI(registers && trunk.aor ? trunk.aor : `sip:parley@${this.address}`),
       transportConstructor: EndpointTransport,
       transportOptions: { endpoint },
-      viaHost: `${this.address}:${endpoint.port}`,
+      // The transport adds the port to the Via (see addViaPort); sip.js wants the bare host here.
+      viaHost: this.address,
+      // Ask for responses at the source port too (RFC 3581), which is the port Via names anyway.
+      forceRport: true,
       contactName: CONTACT_USER,
       contactParams: { transport: endpoint.protocol.toLowerCase() },
       sessionDescriptionHandlerFactory: mediaFactory({ ...settings, advertisedAddress: this.address }),
@@ -104,14 +118,11 @@ export class SipGateway {
       logConfiguration: false,
       logLevel: "error",
       logConnector: (level, category, _label, content) => log[level === "log" ? "debug" : level]({ category }, `sip.js: ${content}`),
-      // The gateway never reconnects anything: its transports are servers.
-      reconnectionAttempts: 0,
       delegate: { onInvite: (invitation) => this.onInvite(invitation, endpoint) },
       ...(registers ? { authorizationUsername: trunk.username, authorizationPassword: trunk.password } : {}),
     };
     const agent = new UserAgent(options);
-    // sip.js writes viaHost into the Contact as its host; Contact needs the address and port apart.
-    agent.contact.uri.host = this.address;
+    // sip.js builds the Contact from viaHost, with no port.
     agent.contact.uri.port = endpoint.port;
     await agent.start();
     return agent;
@@ -187,7 +198,8 @@ export class SipGateway {
     if (this.registerer?.state === RegistererState.Registered) {
       await Promise.race([this.registerer.unregister().catch(() => {}), grace]);
     }
-    for (const agent of this.agents) await agent.stop().catch(() => {});
+    // A user agent waits for its open client transactions (a REGISTER to a dead trunk: 32 s); do not.
+    await Promise.race([Promise.all(this.agents.map((agent) => agent.stop().catch(() => {}))), grace]);
     for (const endpoint of this.endpoints) endpoint.close();
   }
 }
@@ -355,12 +367,7 @@ export class PhoneCall {
     if (this.invitation.state !== SessionState.Established) return false;
     this.answered = true;
     this.record.answered();
-    this.timers.push(
-      setTimeout(() => {
-        if (!this.acked) this.hangUp("no_ack");
-      }, this.settings.ackTimeoutMs),
-      setTimeout(() => this.hangUp("max_duration"), this.settings.maxCallSeconds * 1000),
-    );
+    this.timers.push(setTimeout(() => this.hangUp("max_duration"), this.settings.maxCallSeconds * 1000));
     return true;
   }
 

@@ -164,6 +164,25 @@ export function stampReceived(text: string, address: string, port: number): stri
   return text.slice(0, valueStart + offset) + stamped + text.slice(valueStart + offset + firstValue.length);
 }
 
+const TOP_VIA_SENT_BY = /^((?:Via|v)[ \t]*:[ \t]*SIP[ \t]*\/[ \t]*2\.0[ \t]*\/[ \t]*[A-Za-z]+[ \t]+)(\[[0-9a-fA-F:.]+\]|[^\s;:,]+)(?::(\d{1,5}))?/im;
+
+/**
+ * sip.js writes its Via without a port and drops any response whose Via carries one, yet
+ * a gateway that listens anywhere but 5060 must say its port there. So outgoing requests
+ * get the port added to their (only) Via, and responses have it taken off again.
+ */
+export function addViaPort(text: string, port: number): string {
+  return text.replace(TOP_VIA_SENT_BY, (whole, prefix: string, host: string, existing?: string) =>
+    existing === undefined ? `${prefix}${host}:${port}` : whole,
+  );
+}
+
+export function removeViaPort(text: string, port: number): string {
+  return text.replace(TOP_VIA_SENT_BY, (whole, prefix: string, host: string, existing?: string) =>
+    existing === String(port) ? `${prefix}${host}` : whole,
+  );
+}
+
 /** Carries the Request-URI as the caller sent it, since the transport rewrites it for sip.js. */
 export const ORIGINAL_URI_HEADER = "Parley-Request-URI";
 

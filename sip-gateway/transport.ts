@@ -14,12 +14,14 @@ import type { SipConfig } from "../src/config";
 import { log } from "../src/http/log";
 import { SourceGuard } from "./guard";
 import {
+  addViaPort,
   type Destination,
   frameStream,
   header,
   MalformedMessage,
   parseHead,
   parseVia,
+  removeViaPort,
   requestDestination,
   retarget,
   responseDestination,
@@ -80,7 +82,7 @@ export abstract class SipEndpoint {
     }
     if (head.kind === "response") {
       this.onResponse(head);
-      return this.hand(text);
+      return this.hand(removeViaPort(text, this.port));
     }
     const verdict = this.guard.admit(head, address);
     if (verdict !== "pass") {
@@ -111,11 +113,13 @@ export abstract class SipEndpoint {
   protected onResponse(_head: SipMessageHead): void {}
   protected noteRequest(_head: SipMessageHead, _address: string, _port: number): void {}
 
-  protected destinationOf(message: string): { head: SipMessageHead; destination: Destination } {
-    const head = parseHead(message);
+  /** Parses what sip.js hands over and says where it goes; a request gets this endpoint's port in its Via. */
+  protected outgoing(text: string): { message: string; head: SipMessageHead; destination: Destination } {
+    const head = parseHead(text);
+    const message = head.kind === "request" ? addViaPort(text, this.port) : text;
     const destination = head.kind === "response" ? responseDestination(head) : requestDestination(head);
     if (!destination) throw new MalformedMessage(`no destination for outgoing ${head.kind}`);
-    return { head, destination };
+    return { message, head, destination };
   }
 }
 
@@ -178,8 +182,8 @@ export class UdpEndpoint extends SipEndpoint {
     return this.socket.port;
   }
 
-  async send(message: string): Promise<void> {
-    const { head, destination } = this.destinationOf(message);
+  async send(text: string): Promise<void> {
+    const { message, head, destination } = this.outgoing(text);
     this.socket.send(message, destination.port, destination.host);
     if (head.kind === "request" && head.method !== "ACK") this.retransmit(head, message, destination);
   }
@@ -334,8 +338,8 @@ export class TcpEndpoint extends SipEndpoint {
     }
   }
 
-  async send(message: string): Promise<void> {
-    const { head, destination } = this.destinationOf(message);
+  async send(text: string): Promise<void> {
+    const { message, head, destination } = this.outgoing(text);
     const key = keyOf(destination.host, destination.port);
     let socket: Socket<Connection> | undefined;
     if (head.kind === "response") {

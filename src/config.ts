@@ -174,7 +174,7 @@ export function loadConfig(env: Env = process.env) {
       dtmfAttempts: integer(env, "SIP_DTMF_ATTEMPTS", 3, 1, 20),
       /** How long a DTMF caller has to finish one id with #. */
       dtmfTimeoutMs: integer(env, "SIP_DTMF_TIMEOUT_MS", 30_000, 1_000, 600_000),
-      /** 64 × T1 (RFC 3261 timer H): an answered call with no ACK by then is ended. */
+      /** RFC 3261 timer L, 64 × T1: an answered call with no ACK by then is ended with a BYE. */
       ackTimeoutMs: integer(env, "SIP_ACK_TIMEOUT_MS", 32_000, 500, 600_000),
       /** Longest call; the gateway hangs up after it (4 hours). */
       maxCallSeconds: integer(env, "SIP_MAX_CALL_SECONDS", 14_400, 1, 604_800),

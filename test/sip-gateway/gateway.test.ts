@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { and, eq } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { RegistererState } from "sip.js";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
@@ -43,7 +43,7 @@ describe("sip gateway", () => {
   beforeAll(async () => {
     [owner, other] = await Promise.all([newAccount(), newAccount()]);
     bridge = startBridge();
-    gateway = await startTestGateway({ accountId: owner.accountId, joinUrl: bridge.url, dtmfAttempts: 2, dtmfTimeoutMs: 10_000, ackTimeoutMs: 1_000 });
+    gateway = await startTestGateway({ accountId: owner.accountId, joinUrl: bridge.url, dtmfAttempts: 2, dtmfTimeoutMs: 10_000 });
     standupId = await mapperIdFor(owner.accountId, "standup@conference.example.com");
     otherRoomId = await mapperIdFor(other.accountId, "Design-Review@conference.other.example");
   });
@@ -329,15 +329,18 @@ describe("sip gateway robustness", () => {
     const before = gateway.gateway.stats.UDP!.refused;
     const flood = (n: number) =>
       `OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.2:${flooder.port};branch=z9hG4bK-flood${n}\r\nFrom: <sip:f@127.0.0.2>;tag=${n}\r\nTo: <sip:127.0.0.1>\r\nCall-ID: flood-${n}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n`;
-    for (let i = 0; i < 2_000; i++) flooder.send(flood(i), gateway.port, "127.0.0.1");
+    const flooding = (async () => {
+      for (let batch = 0; batch < 40; batch++) {
+        for (let i = 0; i < 50; i++) flooder.send(flood(batch * 50 + i), gateway.port, "127.0.0.1");
+        await Bun.sleep(10);
+      }
+    })();
     const run = await runSipp({ scenario: "call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    await flooding;
     flooder.close();
     expectSuccess(run);
+    // 50 requests a second are let through; the kernel may drop some of the 2,000 before they are read.
     expect(gateway.gateway.stats.UDP!.refused - before).toBeGreaterThan(1_000);
-    const events = await db
-      .select()
-      .from(conferenceEvents)
-      .where(and(eq(conferenceEvents.accountId, owner.accountId), eq(conferenceEvents.subject, run.callId)));
-    expect(events.length).toBeGreaterThan(0);
+    expect(await endedCall(run.callId)).toMatchObject({ accountId: owner.accountId, room: "lobby", reason: "caller_bye" });
   });
 });

@@ -35,6 +35,8 @@ export async function startTestGateway(overrides: Partial<SipConfig> = {}) {
     publicAddress: "127.0.0.1",
     udpPort: port,
     tcpPort: port,
+    // sip.js's transaction timers are shared by every gateway in the process: one value for all.
+    ackTimeoutMs: 1_000,
     ...overrides,
   };
   const parts = defaultParts(settings);
