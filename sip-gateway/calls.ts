@@ -34,9 +34,9 @@ export class CallLog {
       .catch((error: Error) => log.error({ callId: start.callId, err: error.message }, "sip: call record insert failed"));
   }
 
-  private then(write: () => Promise<unknown>): Promise<void> {
+  private write(step: () => Promise<unknown>): Promise<void> {
     const next: Promise<void> = this.chain.then(async () => {
-      await write();
+      await step();
     }).catch((error: Error) => log.error({ callId: this.start.callId, err: error.message }, "sip: call record write failed"));
     this.chain = next;
     return next;
@@ -44,7 +44,7 @@ export class CallLog {
 
   resolved(room: ResolvedRoom): Promise<void> {
     this.room = room;
-    return this.then(async () => {
+    return this.write(async () => {
       await db
         .update(sipCalls)
         .set({ accountId: room.accountId, room: room.room, resolvedBy: room.resolvedBy, mapperId: room.mapperId ?? null })
@@ -56,7 +56,7 @@ export class CallLog {
   answered(): Promise<void> {
     const at = new Date();
     this.answeredAt = at;
-    return this.then(async () => {
+    return this.write(async () => {
       await db.update(sipCalls).set({ answeredAt: at, finalStatus: 200 }).where(eq(sipCalls.id, this.id));
       await this.startedEvent();
     });
@@ -64,13 +64,13 @@ export class CallLog {
 
   joined(): Promise<void> {
     const at = new Date();
-    return this.then(() => db.update(sipCalls).set({ joinedAt: at }).where(eq(sipCalls.id, this.id)));
+    return this.write(() => db.update(sipCalls).set({ joinedAt: at }).where(eq(sipCalls.id, this.id)));
   }
 
   /** The usage event goes first, so a record with ended_at set is a call fully accounted for. */
   ended(reason: string, finalStatus?: number): Promise<void> {
     const at = new Date();
-    return this.then(async () => {
+    return this.write(async () => {
       if (this.room) {
         await appendEvent({
           accountId: this.room.accountId,
@@ -102,11 +102,6 @@ export class CallLog {
       payload: { caller: this.start.caller, callee: this.start.callee, answered: true, reason: null },
       dedupeKey: `call:${this.start.callId}:started`,
     });
-  }
-
-  /** Resolves when every write so far is in the database. */
-  settled(): Promise<void> {
-    return this.then(async () => {});
   }
 }
 

@@ -177,17 +177,6 @@ export class SipGateway {
     });
   }
 
-  /** Ends a call from the gateway side (BYE when answered, a final response before that). */
-  hangUp(callId: string, reason = "gateway_bye"): boolean {
-    let found = false;
-    for (const call of this.calls.values()) {
-      if (call.callId !== callId) continue;
-      found = true;
-      call.hangUp(reason);
-    }
-    return found;
-  }
-
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.registerRetry);

@@ -3,7 +3,7 @@
  * an SDP offer with G.711 (PCMU or PCMA, the caller's preference) plus telephone-event,
  * or makes that offer itself when the INVITE came without one, and opens the call's RTP
  * socket. The gateway carries no audio onward; the socket is read for RFC 4733
- * telephone-events (DTMF), and everything else arriving on it is counted and dropped.
+ * telephone-events (DTMF), and everything else arriving on it is dropped.
  */
 import type { udp } from "bun";
 import type { BodyAndContentType, SessionDescriptionHandler, SessionDescriptionHandlerFactory } from "sip.js";
@@ -96,11 +96,6 @@ export function negotiate(sdp: string): Negotiated {
 
 const ANSWER_DIRECTION = { sendrecv: "sendrecv", sendonly: "recvonly", recvonly: "sendonly", inactive: "inactive" } as const;
 
-export interface RtpEvents {
-  digits: string[];
-  packets: number;
-}
-
 export class GatewayMedia implements SessionDescriptionHandler {
   private socket: udp.Socket<"buffer"> | undefined;
   private opening: Promise<udp.Socket<"buffer">> | undefined;
@@ -109,9 +104,9 @@ export class GatewayMedia implements SessionDescriptionHandler {
   private offered: ParsedSdp | undefined;
   private ourOffer = false;
   negotiated: Negotiated | undefined;
-  readonly received: RtpEvents = { digits: [], packets: 0 };
-  /** Called with each RFC 4733 digit; digits that arrive before it is set wait in `received.digits`. */
+  /** Called with each RFC 4733 digit; digits that arrive before it is set wait in `pendingDigits`. */
   private digitListener: ((digit: string) => void) | undefined;
+  private readonly pendingDigits: string[] = [];
   private lastPress: string | undefined;
   private lastEnded = false;
   private closed = false;
@@ -120,7 +115,7 @@ export class GatewayMedia implements SessionDescriptionHandler {
 
   set onDigit(listener: (digit: string) => void) {
     this.digitListener = listener;
-    for (const digit of this.received.digits.splice(0)) listener(digit);
+    for (const digit of this.pendingDigits.splice(0)) listener(digit);
   }
 
   get rtpPort(): number | undefined {
@@ -226,7 +221,6 @@ export class GatewayMedia implements SessionDescriptionHandler {
 
   /** RFC 3550 header, then an RFC 4733 event when the payload type is the negotiated telephone-event. */
   private onPacket(packet: Buffer): void {
-    this.received.packets++;
     if (packet.length < 12 || packet[0]! >> 6 !== 2) return;
     const payloadType = packet[1]! & 0x7f;
     if (this.negotiated?.telephoneEvent === undefined || payloadType !== this.negotiated.telephoneEvent) return;
@@ -248,7 +242,7 @@ export class GatewayMedia implements SessionDescriptionHandler {
     const digit = DTMF_EVENTS[event]!;
     log.debug({ digit }, "sip: rfc 4733 digit");
     if (this.digitListener) this.digitListener(digit);
-    else this.received.digits.push(digit);
+    else this.pendingDigits.push(digit);
   }
 }
 

@@ -12,7 +12,7 @@ import type { Socket, TCPSocketListener, udp } from "bun";
 import { EmitterImpl, type Transport, TransportState } from "sip.js";
 import type { SipConfig } from "../src/config";
 import { log } from "../src/http/log";
-import { SourceGuard } from "./guard";
+import type { SourceGuard } from "./guard";
 import {
   addViaPort,
   type Destination,
@@ -166,7 +166,7 @@ export class UdpEndpoint extends SipEndpoint {
             return;
           }
           const answer = endpoint.accept(data.toString(), address, remotePort);
-          if (answer) endpoint.socket.send(answer, remotePort, address);
+          if (answer) endpoint.sendDatagram(answer, { host: address, port: remotePort });
         },
         // An ICMP unreachable from a peer that went away lands here, sometimes without an error object.
         error(_socket, error?: Error) {
@@ -182,9 +182,18 @@ export class UdpEndpoint extends SipEndpoint {
     return this.socket.port;
   }
 
+  /** UDP is fire and forget: a peer that went away (ICMP unreachable) is not the sender's error. */
+  private sendDatagram(message: string, destination: Destination): void {
+    try {
+      this.socket.send(message, destination.port, destination.host);
+    } catch (error) {
+      log.debug({ err: (error as Error).message, to: destination }, "sip: udp send failed");
+    }
+  }
+
   async send(text: string): Promise<void> {
     const { message, head, destination } = this.outgoing(text);
-    this.socket.send(message, destination.port, destination.host);
+    this.sendDatagram(message, destination);
     if (head.kind === "request" && head.method !== "ACK") this.retransmit(head, message, destination);
   }
 
@@ -201,7 +210,7 @@ export class UdpEndpoint extends SipEndpoint {
         this.pending.delete(key);
         return;
       }
-      this.socket.send(message, destination.port, destination.host);
+      this.sendDatagram(message, destination);
       interval = Math.min(interval * 2, T2);
       pending.timer = setTimeout(again, interval);
     };
@@ -347,7 +356,7 @@ export class TcpEndpoint extends SipEndpoint {
       socket = branch ? this.requestConnections.get(branch)?.socket : undefined;
     }
     socket ??= this.connections.get(key) ?? this.aliases.get(key);
-    if (!socket || socket.readyState !== 1) socket = await this.connect(destination);
+    if (socket?.readyState !== 1) socket = await this.connect(destination);
     socket.write(message);
   }
 

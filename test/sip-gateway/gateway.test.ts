@@ -192,10 +192,14 @@ describe("sip gateway", () => {
       expect(record).toMatchObject({ room: "lobby", reason: "max_duration" });
       const events = await usageEvents(run.callId);
       expect(events.at(-1)!.payload).toMatchObject({ answered: true, reason: "max_duration" });
+      // Over TCP the BYE goes back on the caller's own connection.
+      const overTcp = await runSipp({ scenario: "gateway_bye.xml", port: short.port, transport: "tcp", service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+      expectSuccess(overTcp);
+      expect(await endedCall(overTcp.callId)).toMatchObject({ transport: "TCP", reason: "max_duration" });
     } finally {
       await short.stop();
     }
-  });
+  }, 15_000);
 
   test("an answered call that never gets its ACK is ended", async () => {
     const run = await runSipp({ scenario: "no_ack.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });

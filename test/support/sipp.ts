@@ -14,8 +14,8 @@ export interface SippRun {
   output: string;
   /** sipp's error log, when it wrote one. */
   errors: string;
-  /** The -trace_stat CSV (when asked for), for the benchmark. */
-  stats: string;
+  /** The -trace_rtt CSV (when asked for): one INVITE-to-200 time per call, for the benchmark. */
+  rtt: string;
 }
 
 export interface SippOptions {
@@ -77,7 +77,7 @@ export async function runSipp(options: SippOptions): Promise<SippRun> {
       .filter((name) => name.endsWith(suffix))
       .map((name) => readFileSync(join(dir, name), "utf8"))
       .join("\n");
-  const run = { cid, callId: `${cid}-1`, code, output: `${stdout}\n${stderr}`, errors: read("_errors.log"), stats: read(".csv") };
+  const run = { cid, callId: `${cid}-1`, code, output: `${stdout}\n${stderr}`, errors: read("_errors.log"), rtt: read("_rtt.csv") };
   rmSync(dir, { recursive: true, force: true });
   return run;
 }
