@@ -2,12 +2,14 @@
  * The SIP gateway process. The supervisor starts it as the `sip` role; `bun sip-gateway/index.ts`
  * runs it alone (on its own machine, against the same PostgreSQL and Redis as the rest).
  */
+// Registers the sip.js parser cache; every module that loads sip.js is imported after it, dynamically.
+import "./grammar-cache";
 import { config, type SipConfig } from "../src/config";
 import { log } from "../src/http/log";
 import { conferenceForMapperId } from "../src/modules/mapper/service";
 import type { Running } from "../src/server";
 import { HttpConferenceAdapter } from "./adapter";
-import { type GatewayParts, SipGateway } from "./gateway";
+import type { GatewayParts, SipGateway } from "./gateway";
 
 /** Production wiring: the conference mapper for numeric ids, the HTTP adapter for joins. */
 export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
@@ -19,6 +21,7 @@ export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
 }
 
 export async function startSipGateway(parts: GatewayParts = defaultParts()): Promise<Running & { gateway: SipGateway }> {
+  const { SipGateway } = await import("./gateway");
   const gateway = await SipGateway.start(parts);
   log.info({ udpPort: gateway.udpPort, tcpPort: gateway.tcpPort, address: gateway.address }, "sip gateway listening");
   return { gateway, stop: () => gateway.stop() };

@@ -7,6 +7,8 @@
  *
  *   bun test/bench/sip.bench.ts        (needs PostgreSQL and Redis, like the tests)
  */
+export {};
+
 process.env.DATABASE_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 process.env.REDIS_URL ??= "redis://127.0.0.1:6379";
 process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
