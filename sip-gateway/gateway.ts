@@ -261,6 +261,13 @@ export class PhoneCall {
         if (state === SessionState.Terminated) this.finish().then(resolve, resolve);
       });
     });
+    // At timer L sip.js ends a call whose ACK never came, even one the caller has meanwhile
+    // ended with a BYE (an ACK lost under load), and then throws from inside its timer.
+    const withAckTimeout = invitation as unknown as { onAckTimeout(): void };
+    const endUnacknowledged = withAckTimeout.onAckTimeout.bind(invitation);
+    withAckTimeout.onAckTimeout = () => {
+      if (invitation.state === SessionState.Established) endUnacknowledged();
+    };
     invitation.delegate = {
       onAck: () => {
         this.acked = true;
@@ -463,7 +470,10 @@ export class PhoneCall {
     let reason = this.reason;
     if (!reason) reason = this.answered ? (this.acked ? "ended" : "no_ack") : "cancelled";
     const status = this.answered ? undefined : (this.finalStatus ?? 487);
-    if (this.join) await this.gateway.parts.adapter.leave(this.join, reason);
+    if (this.join) {
+      // Whatever the adapter does on leave, the call record still gets its end.
+      await this.gateway.parts.adapter.leave(this.join, reason).catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: leave failed"));
+    }
     await this.record.ended(reason, status);
   }
 }

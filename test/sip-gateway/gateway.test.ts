@@ -206,6 +206,14 @@ describe("sip gateway", () => {
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "no_ack" });
   });
 
+  test("a caller who hangs up before its ACK arrives is not ended a second time when the ACK wait runs out", async () => {
+    const run = await runSipp({ scenario: "bye_without_ack.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    expectSuccess(run);
+    expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
+    await Bun.sleep(1_500);
+    expectSuccess(await runSipp({ scenario: "options.xml", port: gateway.port }));
+  });
+
   test("a re-INVITE is answered with a new description for the new offer", async () => {
     const run = await runSipp({ scenario: "reinvite.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
     expectSuccess(run);
