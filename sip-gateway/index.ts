@@ -33,9 +33,17 @@ export async function startSipRole(): Promise<Running> {
   return startSipGateway();
 }
 
-if (import.meta.main) {
+async function runAlone(): Promise<void> {
   const { migrate } = await import("../src/db/migrate");
   const { runRole } = await import("../src/supervisor");
   await migrate();
   await runRole("sip");
+}
+
+// Not a top-level await: the role imports this module again, which must have finished evaluating.
+if (import.meta.main) {
+  runAlone().catch((error: Error) => {
+    console.error(`parley sip gateway: ${error.message}`);
+    process.exit(1);
+  });
 }

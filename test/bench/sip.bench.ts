@@ -87,8 +87,11 @@ const running = await startTestGateway({ accountId: account.id, requestsPerSecon
 
 console.log(`SIP gateway benchmark: ${SECONDS_PER_STEP} s per step, calls of ${HOLD_MS} ms, UDP on loopback`);
 console.log("rate (calls/s) | gateway: all ok, p50, p99 INVITE→200 (ms) | sipp UAS reference: all ok, p99 (ms) | p99 ratio");
+/** Past this, calls only "succeed" through SIP retransmissions: the gateway is saturated. */
+const RESPONSIVE_P99_MS = 500;
 let best: Step | undefined;
 let bestReference: Step | undefined;
+let responsive: Step | undefined;
 for (const rate of RATES) {
   const step = await load(running.port, rate);
   const reference = await loadReference(rate);
@@ -99,11 +102,17 @@ for (const rate of RATES) {
   );
   if (!step.ok) break;
   best = step;
+  if (step.p99 <= RESPONSIVE_P99_MS && (!responsive || step.rate > responsive.rate)) responsive = step;
   bestReference = reference;
 }
 if (best) {
   console.log(
     `highest rate with no failed call: ${best.rate} calls/s; p99 INVITE→200 ${best.p99.toFixed(0)} ms (sipp UAS reference ${bestReference!.p99.toFixed(0)} ms)`,
+  );
+  console.log(
+    responsive
+      ? `highest rate with no failed call and p99 under ${RESPONSIVE_P99_MS} ms: ${responsive.rate} calls/s (p99 ${responsive.p99.toFixed(0)} ms)`
+      : `no rate kept p99 under ${RESPONSIVE_P99_MS} ms`,
   );
 } else {
   console.log(`no rate passed: even ${RATES[0]} calls/s had a failed call`);
