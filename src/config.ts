@@ -217,6 +217,7 @@ export function loadConfig(env: Env = process.env) {
   };
   const { sip } = loaded;
   if (sip.enabled && sip.udpPort === 0 && sip.tcpPort === 0) throw new ConfigError("SIP_UDP_PORT and SIP_TCP_PORT are both 0: set SIP_ENABLED=false to run no gateway");
+  if (sip.defaultRoom && !sip.accountId) throw new ConfigError("SIP_DEFAULT_ROOM needs SIP_ACCOUNT_ID, the account whose room it is");
   if (sip.rtpPortMin > sip.rtpPortMax) throw new ConfigError(`SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`);
   if (sip.trunk.registrar && (!sip.trunk.aor || !sip.trunk.username || !sip.trunk.password)) {
     throw new ConfigError("SIP_TRUNK_REGISTRAR needs SIP_TRUNK_AOR, SIP_TRUNK_USERNAME and SIP_TRUNK_PASSWORD");
