@@ -49,9 +49,13 @@ export class SipGateway {
   private registerRetry: ReturnType<typeof setTimeout> | undefined;
   private stopping = false;
   readonly address: string;
+  /** The user part of the trunk AOR: the gateway's own number, never a conference id. */
+  readonly ownNumber: string | undefined;
 
   private constructor(readonly parts: GatewayParts) {
     this.address = advertisedAddress(parts.settings);
+    const aor = parts.settings.trunk.aor;
+    this.ownNumber = aor ? UserAgent.makeURI(aor)?.user : undefined;
   }
 
   static async start(parts: GatewayParts): Promise<SipGateway> {
@@ -228,6 +232,8 @@ function infoDigit(contentType: string, body: string): string | undefined {
 export class PhoneCall {
   readonly callId: string;
   readonly record: CallLog;
+  /** The Request-URI as dialled, parsed once (sip.js's grammar is not cheap). */
+  private readonly dialled: ReturnType<typeof dialled>;
   private room: ResolvedRoom | undefined;
   private join: ConferenceJoin | undefined;
   private reason: string | undefined;
@@ -247,12 +253,13 @@ export class PhoneCall {
   ) {
     const request = invitation.request;
     this.callId = request.callId;
+    this.dialled = dialled(request);
     const via = parseVia(request.getHeader("via")?.split(",")[0]?.trim() ?? "");
     const source = via ? `${via.params.get("received") ?? via.host}:${via.params.get("rport") ?? via.port ?? 5060}` : "unknown";
     this.record = new CallLog({
       callId: request.callId,
       caller: request.from.uri.aor,
-      callee: dialled(request)?.aor ?? "",
+      callee: this.dialled?.aor ?? "",
       transport,
       source,
     });
@@ -309,12 +316,12 @@ export class PhoneCall {
     const resolution = await resolveRoom(
       {
         roomHeader: request.getHeader(this.settings.roomHeader) ?? request.getHeader(JIGASI_ROOM_HEADER),
-        requestUser: dialled(request)?.user,
+        requestUser: this.dialled?.user,
       },
       {
         accountId: this.settings.accountId,
         defaultRoom: this.settings.defaultRoom,
-        ownNumber: this.settings.trunk.aor ? UserAgent.makeURI(this.settings.trunk.aor)?.user : undefined,
+        ownNumber: this.gateway.ownNumber,
       },
       this.gateway.parts.directory,
     );
@@ -376,7 +383,7 @@ export class PhoneCall {
       room: room.room,
       conference: room.conference,
       caller: this.invitation.request.from.uri.aor,
-      callee: dialled(this.invitation.request)?.aor ?? "",
+      callee: this.dialled?.aor ?? "",
       media: {
         codec: negotiated?.codec.name,
         payloadType: negotiated?.codec.payloadType,

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
+import { config } from "../../src/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
@@ -125,11 +126,19 @@ describe("sip gateway", () => {
   });
 
   test("with neither header nor numeric user, the configured default room is joined", async () => {
-    const withDefault = await startTestGateway({ accountId: owner.accountId, defaultRoom: "Reception" });
+    const withDefault = await startTestGateway({
+      accountId: owner.accountId,
+      defaultRoom: "Reception",
+      trunk: { ...config.sip.trunk, aor: "sip:4815162342@trunk.example.com" },
+    });
     try {
       const run = await runSipp({ scenario: "call.xml", port: withDefault.port, service: "gateway" });
       expectSuccess(run);
       expect(await endedCall(run.callId)).toMatchObject({ accountId: owner.accountId, room: "reception", resolvedBy: "default" });
+      // The trunk's own number in the Request-URI is not a conference id.
+      const toOwnNumber = await runSipp({ scenario: "call.xml", port: withDefault.port, service: "4815162342" });
+      expectSuccess(toOwnNumber);
+      expect(await endedCall(toOwnNumber.callId)).toMatchObject({ room: "reception", resolvedBy: "default", callee: "4815162342@127.0.0.1" });
     } finally {
       await withDefault.stop();
     }
