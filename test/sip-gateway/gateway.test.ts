@@ -229,6 +229,23 @@ describe("sip gateway", () => {
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
   });
 
+  test("an INVITE without SDP gets the gateway's offer in the 200 and the caller's answer in the ACK", async () => {
+    const run = await runSipp({ scenario: "late_offer.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    expectSuccess(run);
+    expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
+  });
+
+  test("a stopping gateway hangs up its calls with a BYE and records why", async () => {
+    const stopping = await startTestGateway({ accountId: owner.accountId });
+    const pending = runSipp({ scenario: "gateway_bye.xml", port: stopping.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    for (let i = 0; i < 100 && stopping.gateway.calls.size === 0; i++) await Bun.sleep(20);
+    await Bun.sleep(200);
+    await stopping.stop();
+    const run = await pending;
+    expectSuccess(run);
+    expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "shutdown" });
+  });
+
   test("an offer without G.711 is refused with 488", async () => {
     const run = await runSipp({ scenario: "unacceptable_media.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
     expectSuccess(run);
