@@ -1,6 +1,5 @@
-/** Starts a real gateway on free loopback ports, with a conference adapter that POSTs to a local listener. */
+/** Starts a real gateway on a free loopback port (UDP and TCP), wired as in production: the mapper and the HTTP adapter. */
 import { config, type SipConfig } from "../../src/config";
-import { HttpConferenceAdapter } from "../../sip-gateway/adapter";
 import { defaultParts, startSipGateway } from "../../sip-gateway/index";
 import { freePort } from "./ports";
 
@@ -28,19 +27,24 @@ export function startBridge(status = 200) {
 }
 
 export async function startTestGateway(overrides: Partial<SipConfig> = {}) {
-  const port = await freePort();
-  const settings: SipConfig = {
-    ...config.sip,
-    bindAddress: "127.0.0.1",
-    publicAddress: "127.0.0.1",
-    udpPort: port,
-    tcpPort: port,
-    // sip.js's transaction timers are shared by every gateway in the process: one value for all.
-    ackTimeoutMs: 1_000,
-    ...overrides,
-  };
-  const parts = defaultParts(settings);
-  parts.adapter = new HttpConferenceAdapter(settings.joinUrl, settings.joinTimeoutMs);
-  const running = await startSipGateway(parts);
-  return { ...running, port, settings };
+  // freePort checks TCP only; on the rare clash with someone's UDP socket, take another port.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const settings: SipConfig = {
+      ...config.sip,
+      bindAddress: "127.0.0.1",
+      publicAddress: "127.0.0.1",
+      udpPort: port,
+      tcpPort: port,
+      // sip.js's transaction timers are shared by every gateway in the process: one value for all.
+      ackTimeoutMs: 1_000,
+      ...overrides,
+    };
+    try {
+      const running = await startSipGateway(defaultParts(settings));
+      return { ...running, port, settings };
+    } catch (error) {
+      if (attempt === 5) throw error;
+    }
+  }
 }
