@@ -5,3 +5,4 @@ export * from "../modules/mapper/schema";
 export * from "../modules/scheduler/schema";
 export * from "../modules/streaming/schema";
 export * from "../modules/messaging/schema";
+export * from "../../sip-gateway/schema";
