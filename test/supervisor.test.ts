@@ -162,3 +162,28 @@ describe("embedded database", () => {
     }
   }, 60_000);
 });
+
+describe("a supervisor killed outright", () => {
+  test("leaves no child behind: each notices and stops itself", async () => {
+    const port = await freePort();
+    const supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "1", HOST: "127.0.0.1", ...(await sipPorts()) });
+    const children = await waitFor("every role's child", async () => {
+      const found = childPids(supervisor.pid);
+      return found.length === 3 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
+    });
+    supervisor.kill("SIGKILL");
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const survivors = await waitFor("the children to stop", async () => {
+      const left = children.filter(alive);
+      return left.length === 0 ? left : undefined;
+    }, 20_000);
+    expect(survivors).toEqual([]);
+  });
+});
