@@ -2,6 +2,7 @@
 import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { pipeline } from "./http/pipeline";
+import { eventsController } from "./modules/events";
 import { systemController } from "./modules/system";
 import { tokenController } from "./modules/token";
 
@@ -23,7 +24,8 @@ export function createApp() {
       }),
     )
     .use(systemController)
-    .use(tokenController);
+    .use(tokenController)
+    .use(eventsController);
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -6,6 +6,7 @@ import type { Running } from "./server";
 
 export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
+  cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
 } as const;
 
 export type Role = keyof typeof ROLES;

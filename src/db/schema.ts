@@ -1,3 +1,4 @@
 /** Every feature's tables, gathered for drizzle and drizzle-kit. */
 export * from "../modules/accounts/schema";
 export * from "../modules/events/schema";
+export * from "../modules/usage/schema";

@@ -11,6 +11,12 @@ export const QUEUE_NAMES = {
 } as const;
 export type QueueName = (typeof QUEUE_NAMES)[keyof typeof QUEUE_NAMES];
 
+/** The cdr queue's one job kind: fold one stored conference event into the usage tables. */
+export const CDR_FOLD_JOB = "fold-event";
+export interface CdrFoldJob {
+  eventId: number;
+}
+
 const queues = new Map<QueueName, Queue>();
 
 export function queueOptions(): QueueOptions {
