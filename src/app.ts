@@ -5,6 +5,7 @@ import { pipeline } from "./http/pipeline";
 import { eventsController } from "./modules/events";
 import { systemController } from "./modules/system";
 import { tokenController } from "./modules/token";
+import { usageController } from "./modules/usage";
 
 export function createApp() {
   return new Elysia({ name: "parley", normalize: "typebox" })
@@ -18,6 +19,7 @@ export function createApp() {
             securitySchemes: {
               apiKey: { type: "apiKey", in: "header", name: "Authorization", description: "The account's API key, raw or after Bearer" },
               bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A token from generate-token" },
+              basic: { type: "http", scheme: "basic", description: "Any username (the account id reads best) and the API key as password" },
             },
           },
         },
@@ -25,7 +27,8 @@ export function createApp() {
     )
     .use(systemController)
     .use(tokenController)
-    .use(eventsController);
+    .use(eventsController)
+    .use(usageController);
 }
 
 export type App = ReturnType<typeof createApp>;

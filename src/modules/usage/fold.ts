@@ -378,14 +378,27 @@ async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Pro
           and m.started_at < t.d1 and coalesce(m.ended_at, 'infinity') >= t.d0
         group by t.account_id, t.room, t.day
       )
-      insert into room_usage_daily as d (account_id, room, day, participant_seconds, peak_participants, distinct_participants,
+      computed as (
+        select t.account_id, t.room, t.day, round(coalesce(pe.seconds, 0)) as participant_seconds, coalesce(pk.peak, 0) as peak_participants,
+          coalesce(pe.distinct_people, 0) as distinct_participants, round(coalesce(me.phone, 0)) as phone_seconds,
+          round(coalesce(me.streaming, 0)) as streaming_seconds, round(coalesce(me.recording, 0)) as recording_seconds,
+          coalesce(me.viewers, 0) as peak_viewers,
+          pe.room is not null or me.room is not null as used
+        from targets t
+        left join people pe using (account_id, room, day)
+        left join peaks pk using (account_id, room, day)
+        left join media me using (account_id, room, day)
+      ),
+      -- A day left with no stay and no media (its only session moved or was rebuilt) keeps no row.
+      emptied as (
+        delete from room_usage_daily d using computed c
+        where not c.used and d.account_id = c.account_id and d.room = c.room and d.day = c.day
+      )
+      insert into room_usage_daily (account_id, room, day, participant_seconds, peak_participants, distinct_participants,
         phone_seconds, streaming_seconds, recording_seconds, peak_viewers, updated_at)
-      select t.account_id, t.room, t.day, round(coalesce(pe.seconds, 0)), coalesce(pk.peak, 0), coalesce(pe.distinct_people, 0),
-        round(coalesce(me.phone, 0)), round(coalesce(me.streaming, 0)), round(coalesce(me.recording, 0)), coalesce(me.viewers, 0), now()
-      from targets t
-      left join people pe using (account_id, room, day)
-      left join peaks pk using (account_id, room, day)
-      left join media me using (account_id, room, day)
+      select account_id, room, day, participant_seconds, peak_participants, distinct_participants,
+        phone_seconds, streaming_seconds, recording_seconds, peak_viewers, now()
+      from computed where used
       on conflict (account_id, room, day) do update set
         participant_seconds = excluded.participant_seconds, peak_participants = excluded.peak_participants,
         distinct_participants = excluded.distinct_participants, phone_seconds = excluded.phone_seconds,
