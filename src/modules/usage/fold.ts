@@ -377,7 +377,7 @@ async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Pro
         join media_sessions m on m.account_id = t.account_id and m.room = t.room
           and m.started_at < t.d1 and coalesce(m.ended_at, 'infinity') >= t.d0
         group by t.account_id, t.room, t.day
-      )
+      ),
       computed as (
         select t.account_id, t.room, t.day, round(coalesce(pe.seconds, 0)) as participant_seconds, coalesce(pk.peak, 0) as peak_participants,
           coalesce(pe.distinct_people, 0) as distinct_participants, round(coalesce(me.phone, 0)) as phone_seconds,
