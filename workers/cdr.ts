@@ -11,11 +11,13 @@ import { createRedis } from "../src/queue/connection";
 import { type CdrFoldJob, QUEUE_NAMES } from "../src/queue/queues";
 import type { Running } from "../src/server";
 
-export function startCdrWorker(options: { concurrency?: number } = {}): Running & { worker: Worker<CdrFoldJob> } {
+export function startCdrWorker(options: { concurrency?: number; lockDurationMs?: number; stalledIntervalMs?: number } = {}): Running & { worker: Worker<CdrFoldJob> } {
   const worker = new Worker<CdrFoldJob>(QUEUE_NAMES.cdr, async (job) => foldEventIds([job.data.eventId]), {
     connection: createRedis("cdr-worker"),
     prefix: `${config.redis.keyPrefix}:bull`,
     concurrency: options.concurrency ?? config.usage.workerConcurrency,
+    ...(options.lockDurationMs && { lockDuration: options.lockDurationMs }),
+    ...(options.stalledIntervalMs && { stalledInterval: options.stalledIntervalMs }),
   });
   worker.on("failed", (job, error) => {
     log.warn({ jobId: job?.id, attempt: job?.attemptsMade, err: error.message }, "cdr fold failed");

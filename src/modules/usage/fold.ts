@@ -252,7 +252,7 @@ async function upsertRoomLives(tx: Tx, lives: RoomLife[]): Promise<Touched[]> {
 
 async function upsertStays(tx: Tx, stays: Stay[]): Promise<Touched[]> {
   if (stays.length === 0) return [];
-  const touched: Touched[] = [];
+  const touched = await previousSpans(tx, stays);
   // Bounded statements: PostgreSQL takes at most 65535 parameters in one.
   for (let i = 0; i < stays.length; i += 5000) {
     const rows = await tx
@@ -273,9 +273,26 @@ async function upsertStays(tx: Tx, stays: Stay[]): Promise<Touched[]> {
         },
       })
       .returning({ accountId: participantSessions.accountId, room: participantSessions.room, from: participantSessions.joinedAt, to: participantSessions.leftAt });
-    for (const row of rows) touched.push({ ...row, to: row.to ?? new Date() });
+    for (const row of rows) touched.push({ ...row, to: row.to ?? row.from });
   }
   return touched;
+}
+
+/**
+ * The spans the stays had before this fold: a reported leave may be earlier than the estimate
+ * it replaces, and the days between must be rebuilt too.
+ */
+async function previousSpans(tx: Tx, stays: Stay[]): Promise<Touched[]> {
+  const keys = JSON.stringify(stays.map((stay) => ({ a: stay.accountId, r: stay.room, b: stay.breakoutId, o: stay.occupantJid, j: stay.joinedAt })));
+  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string }>(
+    await tx.execute(sql`
+      select p.account_id, p.room, p.joined_at, p.left_at
+      from participant_sessions p
+      join jsonb_to_recordset(${keys}::jsonb) as k(a text, r text, b text, o text, j timestamptz)
+        on p.account_id = k.a and p.room = k.r and p.breakout_id = k.b and p.occupant_jid = k.o and p.joined_at = k.j
+      where p.left_at is not null`),
+  );
+  return rows.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.joined_at), to: new Date(row.left_at) }));
 }
 
 /** Closes, at the room's end, every stay of the given rooms that has no leave inside an ended room life. */
@@ -308,8 +325,8 @@ async function rebuildMedia(tx: Tx, subjects: Array<{ accountId: string; subject
     returning m.account_id, m.room, m.started_at, m.ended_at`));
   if (intervals.length > 0) await tx.insert(mediaSessions).values(intervals);
   return [
-    ...removed.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.started_at), to: row.ended_at ? new Date(row.ended_at) : new Date() })),
-    ...intervals.map((interval) => ({ accountId: interval.accountId, room: interval.room, from: interval.startedAt, to: interval.endedAt ?? new Date() })),
+    ...removed.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.started_at), to: new Date(row.ended_at ?? row.started_at) })),
+    ...intervals.map((interval) => ({ accountId: interval.accountId, room: interval.room, from: interval.startedAt, to: interval.endedAt ?? interval.startedAt })),
   ];
 }
 
@@ -338,7 +355,8 @@ function touchedDays(spans: Touched[]) {
 
 /**
  * Rebuilds the daily rows of the given (account, room, day) targets from the session tables.
- * Open stays and streams count up to the moment of the fold; their day is rebuilt again when they end.
+ * Days hold settled usage: a stay, stream or call counts once it has ended (an estimated end
+ * included), so a row never depends on when the fold ran.
  */
 async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Promise<void> {
   for (let i = 0; i < targets.length; i += 5000) {
@@ -351,11 +369,10 @@ async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Pro
       ),
       stays as (
         select t.account_id, t.room, t.day, coalesce(p.user_id, p.email, p.occupant_jid) as who,
-          greatest(p.joined_at, t.d0) as s,
-          greatest(least(coalesce(p.left_at, now()), t.d1), greatest(p.joined_at, t.d0)) as e
+          greatest(p.joined_at, t.d0) as s, greatest(least(p.left_at, t.d1), p.joined_at, t.d0) as e
         from targets t
         join participant_sessions p on p.account_id = t.account_id and p.room = t.room
-          and p.joined_at < t.d1 and coalesce(p.left_at, 'infinity') >= t.d0
+          and p.left_at is not null and p.joined_at < t.d1 and p.left_at >= t.d0
       ),
       people as (
         select account_id, room, day, sum(extract(epoch from e - s)) as seconds, count(distinct who) as distinct_people
@@ -369,13 +386,13 @@ async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Pro
       peaks as (select account_id, room, day, max(present) as peak from running group by account_id, room, day),
       media as (
         select t.account_id, t.room, t.day,
-          sum(extract(epoch from greatest(least(coalesce(m.ended_at, now()), t.d1), greatest(m.started_at, t.d0)) - greatest(m.started_at, t.d0))) filter (where m.kind = 'phone') as phone,
-          sum(extract(epoch from greatest(least(coalesce(m.ended_at, now()), t.d1), greatest(m.started_at, t.d0)) - greatest(m.started_at, t.d0))) filter (where m.kind = 'streaming') as streaming,
-          sum(extract(epoch from greatest(least(coalesce(m.ended_at, now()), t.d1), greatest(m.started_at, t.d0)) - greatest(m.started_at, t.d0))) filter (where m.kind = 'recording') as recording,
+          sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'phone') as phone,
+          sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'streaming') as streaming,
+          sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'recording') as recording,
           max(m.peak_viewers) filter (where m.kind = 'streaming') as viewers
         from targets t
         join media_sessions m on m.account_id = t.account_id and m.room = t.room
-          and m.started_at < t.d1 and coalesce(m.ended_at, 'infinity') >= t.d0
+          and m.ended_at is not null and m.started_at < t.d1 and m.ended_at >= t.d0
         group by t.account_id, t.room, t.day
       ),
       computed as (
