@@ -68,7 +68,10 @@ export const occupantLeft = (room: string, person: Person, joinedAt: number, lef
   },
 });
 
-export type Delivery = ReturnType<typeof roomCreated>;
+export interface Delivery {
+  path: string;
+  body: Record<string, unknown>;
+}
 
 /** Posts a delivery as the module does, with its configured api_headers. */
 export function deliver(apiKey: string, delivery: Delivery) {

@@ -220,7 +220,7 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
       occurredAt = unixSeconds("destroyed_at", body.destroyed_at);
       if (occurredAt < createdAt) throw new AppError("validation_failed", "destroyed_at: must not be before created_at");
       const occupants = Array.isArray(body.all_occupants) ? body.all_occupants : Object.values(body.all_occupants ?? {});
-      occupants.forEach((occupant, index) => checkOccupant(`all_occupants.${index}`, occupant, false));
+      for (const [index, occupant] of occupants.entries()) checkOccupant(`all_occupants.${index}`, occupant, false);
       dedupeKey = `room_destroyed|${where}|${createdAt.getTime() / 1000}`;
       break;
     }

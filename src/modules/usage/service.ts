@@ -180,6 +180,14 @@ function peakPresence(stays: Stay[], now: Date): number {
   return peak;
 }
 
+function latestOf(dates: Date[]): Date {
+  return new Date(dates.reduce((latest, date) => Math.max(latest, date.getTime()), Number.NEGATIVE_INFINITY));
+}
+
+function lastLeave(stays: Stay[]): Date | null {
+  return stays.length === 0 ? null : latestOf(stays.map((stay) => stay.leftAt!));
+}
+
 const personOf = (stay: Stay) => stay.userId ?? stay.email ?? stay.occupantJid;
 
 interface Seconds {
@@ -228,7 +236,7 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
       minutes: minutes(secondsBetween(media.startedAt, media.endedAt, now)),
     }));
   const open = life.id === null ? life.stays.some((stay) => stay.leftAt === null) : life.endedAt === null;
-  const updatedAt = [life.updatedAt, ...life.stays.map((stay) => stay.updatedAt)].reduce((a, b) => (a > b ? a : b));
+  const updatedAt = latestOf([life.updatedAt, ...life.stays.map((stay) => stay.updatedAt)]);
   const meeting = `${life.room}${life.breakoutId ? `/${life.breakoutId}` : ""}@${unix(life.startedAt)}`;
   const seconds: Seconds = {
     participant: participantSeconds,
@@ -243,7 +251,7 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
     status: open ? "active" : "inactive",
     inferred: life.id === null,
     StartedAt: life.startedAt.toISOString(),
-    EndedAt: open ? null : iso(life.endedAt ?? life.stays.reduce<Date | null>((last, stay) => (last && last > stay.leftAt! ? last : stay.leftAt), null)),
+    EndedAt: open ? null : iso(life.endedAt ?? lastLeave(life.stays)),
     CreatedAt: life.createdAt.toISOString(),
     UpdatedAt: updatedAt.toISOString(),
     users,
@@ -300,7 +308,7 @@ export async function usageReport(accountId: string, query: ReportQuery, now = n
 
   // Stays and media that began in a listed life, plus those that began in the window where no
   // life is known (the room's create and destroy never arrived): the latter form inferred entries.
-  const latest = lives.reduce<Date>((max, life) => (!life.listed ? max : life.endedAt === null ? now : life.endedAt > max ? life.endedAt : max), end);
+  const latest = latestOf([end, ...lives.filter((life) => life.listed).map((life) => life.endedAt ?? now)]);
   const stayRows = await db
     .select({
       room: participantSessions.room,
