@@ -5,6 +5,7 @@ import postgres from "postgres";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { participantSessions } from "../../src/modules/usage/schema";
+import { redis } from "../../src/queue/connection";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { startCdrWorker } from "../../workers/cdr";
 import { newAccount } from "../helpers";
@@ -39,6 +40,10 @@ test("a fold job whose worker is killed mid-run is taken over by another worker 
     await blocker`select pg_advisory_unlock_all()`;
     expect(await db.select().from(participantSessions).where(eq(participantSessions.accountId, account.accountId))).toEqual([]);
 
+    // Workers of earlier tests ran the stalled-job check with the default 30 s interval, and
+    // BullMQ skips the check until that run's marker expires; drop it so the taker checks now.
+    expect(queue.keys["stalled-check"]).toEndWith(":cdr:stalled-check");
+    await redis().del(queue.keys["stalled-check"]!);
     taker = startCdrWorker({ concurrency: 1, lockDurationMs: 1_000, stalledIntervalMs: 300 });
     await until("the stalled job to be done", async () => (await (await queue.getJob(job!.id!))?.getState()) === "completed");
     const stays = await db.select().from(participantSessions).where(eq(participantSessions.accountId, account.accountId));

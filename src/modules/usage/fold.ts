@@ -21,7 +21,7 @@ import {
   mediaEventsForSubjects,
   type StoredEvent,
 } from "../events/service";
-import { mediaSessions, participantSessions, roomSessions } from "./schema";
+import { mediaSessions, roomSessions } from "./schema";
 
 type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
 
@@ -250,49 +250,46 @@ async function upsertRoomLives(tx: Tx, lives: RoomLife[]): Promise<Touched[]> {
   return rows.map((row) => ({ ...row, to: row.to ?? row.from }));
 }
 
+/**
+ * Upserts the stays and answers the spans they had before and have after: a reported leave
+ * may be earlier than the estimate it replaces, and the days between must be rebuilt too.
+ * Raw SQL because one statement does both (the `previous` CTE reads the snapshot before
+ * the insert) and takes the batch as one JSON parameter, several times faster than
+ * thousands of bound values.
+ */
 async function upsertStays(tx: Tx, stays: Stay[]): Promise<Touched[]> {
   if (stays.length === 0) return [];
-  const touched = await previousSpans(tx, stays);
-  // Bounded statements: PostgreSQL takes at most 65535 parameters in one.
-  for (let i = 0; i < stays.length; i += 5000) {
-    const rows = await tx
-      .insert(participantSessions)
-      .values(stays.slice(i, i + 5000))
-      .onConflictDoUpdate({
-        target: [participantSessions.accountId, participantSessions.room, participantSessions.breakoutId, participantSessions.occupantJid, participantSessions.joinedAt],
-        set: {
-          userId: sql`coalesce(${participantSessions.userId}, excluded.user_id)`,
-          name: sql`coalesce(${participantSessions.name}, excluded.name)`,
-          email: sql`coalesce(${participantSessions.email}, excluded.email)`,
-          // A reported leave replaces an estimated one; an event without a leave keeps what is there.
-          leftAt: sql`case when excluded.left_at is null then ${participantSessions.leftAt}
-            when ${participantSessions.leftEstimated} then excluded.left_at
-            else greatest(${participantSessions.leftAt}, excluded.left_at) end`,
-          leftEstimated: sql`${participantSessions.leftEstimated} and excluded.left_at is null`,
-          updatedAt: sql`now()`,
-        },
-      })
-      .returning({ accountId: participantSessions.accountId, room: participantSessions.room, from: participantSessions.joinedAt, to: participantSessions.leftAt });
-    for (const row of rows) touched.push({ ...row, to: row.to ?? row.from });
-  }
-  return touched;
-}
-
-/**
- * The spans the stays had before this fold: a reported leave may be earlier than the estimate
- * it replaces, and the days between must be rebuilt too.
- */
-async function previousSpans(tx: Tx, stays: Stay[]): Promise<Touched[]> {
-  const keys = JSON.stringify(stays.map((stay) => ({ a: stay.accountId, r: stay.room, b: stay.breakoutId, o: stay.occupantJid, j: stay.joinedAt })));
-  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string }>(
+  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string | null }>(
     await tx.execute(sql`
-      select p.account_id, p.room, p.joined_at, p.left_at
-      from participant_sessions p
-      join jsonb_to_recordset(${keys}::jsonb) as k(a text, r text, b text, o text, j timestamptz)
-        on p.account_id = k.a and p.room = k.r and p.breakout_id = k.b and p.occupant_jid = k.o and p.joined_at = k.j
-      where p.left_at is not null`),
+      with incoming as (
+        select * from jsonb_to_recordset(${JSON.stringify(stays)}::jsonb) as k("accountId" text, room text, "breakoutId" text,
+          "occupantJid" text, "userId" text, name text, email text, "joinedAt" timestamptz, "leftAt" timestamptz)
+      ),
+      previous as (
+        select p.account_id, p.room, p.joined_at, p.left_at
+        from participant_sessions p
+        join incoming k on p.account_id = k."accountId" and p.room = k.room and p.breakout_id = k."breakoutId"
+          and p.occupant_jid = k."occupantJid" and p.joined_at = k."joinedAt"
+        where p.left_at is not null
+      ),
+      upserted as (
+        insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
+        select "accountId", room, "breakoutId", "occupantJid", "userId", name, email, "joinedAt", "leftAt" from incoming
+        on conflict (account_id, room, breakout_id, occupant_jid, joined_at) do update set
+          user_id = coalesce(p.user_id, excluded.user_id),
+          name = coalesce(p.name, excluded.name),
+          email = coalesce(p.email, excluded.email),
+          -- A reported leave replaces an estimated one; an event without a leave keeps what is there.
+          left_at = case when excluded.left_at is null then p.left_at
+            when p.left_estimated then excluded.left_at
+            else greatest(p.left_at, excluded.left_at) end,
+          left_estimated = p.left_estimated and excluded.left_at is null,
+          updated_at = now()
+        returning p.account_id, p.room, p.joined_at, p.left_at
+      )
+      select * from previous union all select * from upserted`),
   );
-  return rows.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.joined_at), to: new Date(row.left_at) }));
+  return rows.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.joined_at), to: new Date(row.left_at ?? row.joined_at) }));
 }
 
 /** Closes, at the room's end, every stay of the given rooms that has no leave inside an ended room life. */
