@@ -348,3 +348,24 @@ describe("POST /api/v1/pricing/cdr refuses", () => {
     expect(answer.body.rooms).toEqual([]);
   });
 });
+
+describe("the OpenAPI document", () => {
+  test("describes every field of the report and the event_sync routes", async () => {
+    const spec = (await call("GET", "/swagger/json")).body;
+    const operation = spec.paths["/api/v1/pricing/cdr"].post;
+    const schema = operation.responses["200"].content["application/json"].schema;
+    const report = schema.anyOf ? schema.anyOf[0] : schema;
+    const undocumented: string[] = [];
+    const walk = (node: any, path: string) => {
+      if (node.description === undefined && path !== "report" && !path.endsWith("[]")) undocumented.push(path);
+      for (const [name, child] of Object.entries(node.properties ?? {})) walk(child, `${path}.${name}`);
+      if (node.items) walk(node.items, `${path}[]`);
+    };
+    walk(report, "report");
+    expect(Object.keys(report.properties.rooms.items.properties.users.items.properties)).toContain("left_estimated");
+    expect(undocumented).toEqual([]);
+    for (const route of ["room/created", "room/destroyed", "occupant/joined", "occupant/left"]) {
+      expect(spec.paths[`/api/v1/events/${route}`].post.requestBody).toBeDefined();
+    }
+  });
+});

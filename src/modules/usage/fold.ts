@@ -436,7 +436,10 @@ export async function foldEvents(events: StoredEvent[]): Promise<void> {
     const touched: Touched[] = events.map((event) => ({ accountId: event.accountId, room: event.room, from: event.occurredAt, to: event.occurredAt }));
     touched.push(...(await upsertRoomLives(tx, lives)));
     touched.push(...(await upsertStays(tx, stays)));
-    if (lives.length > 0 || stays.length > 0) touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
+    // Only an ended room life or a stay with no leave can leave a stay to close at the room's end.
+    if (lives.some((life) => life.endedAt !== null) || stays.some((stay) => stay.leftAt === null)) {
+      touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
+    }
     touched.push(...(await rebuildMedia(tx, subjects)));
     await rebuildDays(tx, touchedDays(touched));
   });

@@ -48,7 +48,7 @@ const MediaUsage = t.Object({
   peak_viewers: t.Integer({ minimum: 0, description: "Most viewers of a live stream of the room at once" }),
   streams: t.Array(Stream, { description: "Live streams and recordings that started during this meeting" }),
   calls: t.Array(Call, { description: "Phone calls that started during this meeting" }),
-});
+}, { description: "Parley's totals for this meeting, with its streams and calls" });
 
 const Room = t.Object({
   room_id: t.String({ description: "Room name (bare, lower case); what room_name filters on" }),
@@ -56,7 +56,7 @@ const Room = t.Object({
     OwnerId: t.String({ description: "Parley account that owns the room" }),
     AppId: t.Union([t.String(), t.Null()], { description: "XMPP conference domain the room lives on (from room_jid); null when unknown" }),
     MeetingId: t.String({ description: "This meeting: room[/breakout]@unix-seconds-of-creation, unique per account" }),
-  }),
+  }, { description: "Who owns the room and which meeting this is" }),
   room_type: t.Union([t.Literal("conference"), t.Literal("breakout")], { description: "A main room, or a breakout room of room_id" }),
   status: t.Union([t.Literal("active"), t.Literal("inactive")], { description: "active while the room exists, inactive once destroyed" }),
   inferred: t.Boolean({
