@@ -7,7 +7,8 @@ import { SIGNING_ALGORITHMS, type SigningAlgorithm } from "./config";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
 import { AppError } from "./http/errors";
-import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "./modules/accounts/service";
+import { createAccount, createApiKey, getAccount, listAccounts, revokeApiKey, rotateSigningKey } from "./modules/accounts/service";
+import { addPhoneNumber, listPhoneNumbers, removePhoneNumber } from "./modules/mapper/service";
 import { closeRedis } from "./queue/connection";
 
 const USAGE = `usage: bun run admin <command> [options]
@@ -16,7 +17,11 @@ const USAGE = `usage: bun run admin <command> [options]
   list-accounts [--json]                            accounts with their keys (never the secrets)
   create-key <account-id> [--label text]            another API key for the account; printed once
   revoke-key <key-id>                               the key stops working at once, on every process
-  rotate-key <account-id> [--alg RS256|ES256|EdDSA] new signing key; the old kid verifies until its tokens expire`;
+  rotate-key <account-id> [--alg RS256|ES256|EdDSA] new signing key; the old kid verifies until its tokens expire
+  add-number <account-id> <country> <number> [--toll-free]
+                                                    a dial-in number (country: ISO code such as US)
+  list-numbers <account-id> [--json]                the account's dial-in numbers with their ids
+  remove-number <number-id>                         stop listing a dial-in number`;
 
 class UsageError extends Error {}
 
@@ -75,13 +80,46 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
     const kid = await rotateSigningKey(need(accountId, "<account-id>"), algorithmOption(options.alg as string | undefined));
     console.log(`new signing key ${kid}; earlier keys keep verifying until their tokens expire`);
   },
+  async "add-number"([accountId, countryCode, formattedNumber], options) {
+    const account = await getAccount(need(accountId, "<account-id>"));
+    const number = await addPhoneNumber(account.id, {
+      countryCode: need(countryCode, "<country>"),
+      formattedNumber: need(formattedNumber, "<number>"),
+      tollFree: options["toll-free"] === true,
+    });
+    console.log(`number #${number.id}   ${number.countryCode}  ${number.formattedNumber}${number.tollFree ? "  toll-free" : ""}`);
+  },
+  async "list-numbers"([accountId], options) {
+    const account = await getAccount(need(accountId, "<account-id>"));
+    const numbers = await listPhoneNumbers(account.id);
+    if (options.json) {
+      console.log(JSON.stringify(numbers, null, 2));
+      return;
+    }
+    for (const number of numbers) {
+      console.log(`#${number.id}  ${number.countryCode}  ${number.formattedNumber}${number.tollFree ? "  toll-free" : ""}`);
+    }
+    if (numbers.length === 0) console.log("no numbers");
+  },
+  async "remove-number"([numberId]) {
+    const id = Number(need(numberId, "<number-id>"));
+    if (!Number.isInteger(id)) throw new UsageError("<number-id> is the number shown by list-numbers");
+    const removed = await removePhoneNumber(id);
+    console.log(`number #${removed.id} (${removed.formattedNumber}) removed from account ${removed.accountId}`);
+  },
 };
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { alg: { type: "string" }, label: { type: "string" }, json: { type: "boolean" }, help: { type: "boolean" } },
+    options: {
+      alg: { type: "string" },
+      label: { type: "string" },
+      json: { type: "boolean" },
+      "toll-free": { type: "boolean" },
+      help: { type: "boolean" },
+    },
     strict: false,
   });
   const [command, ...args] = positionals;

@@ -3,6 +3,9 @@ import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { pipeline } from "./http/pipeline";
 import { eventsController } from "./modules/events";
+import { mapperController } from "./modules/mapper";
+import { schedulerController } from "./modules/scheduler";
+import { streamingController } from "./modules/streaming";
 import { systemController } from "./modules/system";
 import { tokenController } from "./modules/token";
 import { usageController } from "./modules/usage";
@@ -27,6 +30,9 @@ export function createApp() {
     )
     .use(systemController)
     .use(tokenController)
+    .use(mapperController)
+    .use(schedulerController)
+    .use(streamingController)
     .use(eventsController)
     .use(usageController);
 }

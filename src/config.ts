@@ -2,7 +2,7 @@
  * Every setting Parley reads from the environment, parsed and typed in one place.
  * A wrong value stops start-up with a message that names the variable.
  */
-import { cpus } from "node:os";
+import { cpus, hostname } from "node:os";
 import { resolve } from "node:path";
 
 export class ConfigError extends Error {}
@@ -52,6 +52,16 @@ function url(env: Env, name: string, fallback: string | undefined, protocols: st
   return raw;
 }
 
+/** A comma-separated list; empty entries are dropped. */
+function list(env: Env, name: string, fallback: string): string[] {
+  return text(env, name, fallback)
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+}
+
+const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, "");
+
 function oneOf<T extends string>(env: Env, name: string, fallback: T, values: readonly T[]): T {
   const raw = text(env, name, fallback);
   if (!(values as readonly string[]).includes(raw)) {
@@ -63,8 +73,56 @@ function oneOf<T extends string>(env: Env, name: string, fallback: T, values: re
 export const SIGNING_ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
 
+export const RECORDER_DRIVERS = ["ffmpeg", "command"] as const;
+export const X264_PRESETS = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium"] as const;
+
+function streamingConfig(env: Env, publicUrl: string, dataDir: string) {
+  const driver = oneOf(env, "STREAMING_RECORDER_DRIVER", "ffmpeg", RECORDER_DRIVERS);
+  const command = optionalText(env, "STREAMING_RECORDER_COMMAND");
+  if (driver === "command" && command === undefined) {
+    throw new ConfigError("STREAMING_RECORDER_COMMAND must be set when STREAMING_RECORDER_DRIVER is command");
+  }
+  const base = (name: string, fallback: string, protocols: string[]) => withoutTrailingSlash(url(env, name, fallback, protocols)!);
+  return {
+    /** Where the recorder publishes the stream: the media server's RTMP application. */
+    rtmpIngestUrl: base("STREAMING_RTMP_INGEST_URL", "rtmp://127.0.0.1:1935/live", ["rtmp:", "rtmps:"]),
+    /** The media server application that cuts the short-segment (low-latency) HLS rendition. */
+    llhlsIngestUrl: base("STREAMING_LLHLS_INGEST_URL", "rtmp://127.0.0.1:1935/llhls", ["rtmp:", "rtmps:"]),
+    /** Public bases the stream URLs in responses are built from. */
+    hlsBaseUrl: base("STREAMING_HLS_BASE_URL", "http://localhost:8080/hls", ["http:", "https:"]),
+    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", "http://localhost:8080/llhls", ["http:", "https:"]),
+    rtmpBaseUrl: base("STREAMING_RTMP_BASE_URL", "rtmp://localhost:1935/live", ["rtmp:", "rtmps:"]),
+    flvBaseUrl: base("STREAMING_FLV_BASE_URL", "http://localhost:8080/live", ["http:", "https:"]),
+    vodBaseUrl: base("STREAMING_VOD_BASE_URL", `${withoutTrailingSlash(publicUrl)}/vod/v1`, ["http:", "https:"]),
+    /** The room's media, `{room}` replaced by the room name; unset means a generated test pattern with a tone. */
+    mediaSource: optionalText(env, "STREAMING_MEDIA_SOURCE"),
+    driver,
+    command,
+    ffmpegPath: text(env, "STREAMING_FFMPEG_PATH", "ffmpeg"),
+    x264Preset: oneOf(env, "STREAMING_X264_PRESET", "veryfast", X264_PRESETS),
+    /** Streams one recorder worker runs at once; start jobs beyond it wait for another worker. */
+    capacity: integer(env, "STREAMING_CAPACITY", 4, 1, 1000),
+    /** Names this recorder worker in responses (pod_name) and in Redis; unique per worker process. */
+    podName: text(env, "STREAMING_POD_NAME", `${hostname()}-recorder-${process.pid}`),
+    /** Host patterns (`live.example.com`, `*.example.com`) that stream_urls may point at; empty refuses them all. */
+    destinationHosts: list(env, "STREAMING_DESTINATION_HOSTS", ""),
+    /** When set, media-server callbacks must carry it (`?secret=` or X-Parley-Callback-Secret). */
+    callbackSecret: optionalText(env, "STREAMING_CALLBACK_SECRET"),
+    /** Peer addresses allowed to send media-server callbacks; empty skips the address check. */
+    callbackAddresses: list(env, "STREAMING_CALLBACK_ADDRESSES", "127.0.0.1,::1,::ffff:127.0.0.1"),
+    /** Local folder the recorder writes MP4 files to before uploading them. */
+    recordingDir: resolve(text(env, "STREAMING_RECORDING_DIR", resolve(dataDir, "recordings"))),
+    /** How long start and stop wait for the recorder (the spec's 30 seconds). */
+    operationTimeoutMs: integer(env, "STREAMING_OPERATION_TIMEOUT_MS", 30_000, 1_000, 300_000),
+    /** How long a stopping recorder may take to finish its files before it is killed. */
+    stopGraceMs: integer(env, "STREAMING_STOP_GRACE_MS", 10_000, 100, 120_000),
+  };
+}
+
 export function loadConfig(env: Env = process.env) {
   const port = integer(env, "PORT", 3000, 0, 65535);
+  const publicUrl = url(env, "PUBLIC_URL", `http://localhost:${port}`, ["http:", "https:"])!;
+  const dataDir = resolve(text(env, "DATA_DIR", "./data"));
   return {
     http: {
       host: text(env, "HOST", "0.0.0.0"),
@@ -74,12 +132,12 @@ export function loadConfig(env: Env = process.env) {
       /** How long in-flight requests may take to finish after SIGTERM. */
       shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
       maxBodyBytes: integer(env, "MAX_BODY_BYTES", 1_048_576, 1024, 1_073_741_824),
-      publicUrl: url(env, "PUBLIC_URL", `http://localhost:${port}`, ["http:", "https:"])!,
+      publicUrl,
     },
     database: {
       /** When unset, Parley runs on an embedded PGlite database in DATA_DIR. */
       url: url(env, "DATABASE_URL", undefined, ["postgres:", "postgresql:"]),
-      dataDir: resolve(text(env, "DATA_DIR", "./data")),
+      dataDir,
       poolSize: integer(env, "DATABASE_POOL_SIZE", 10, 1, 1000),
     },
     redis: {
@@ -113,6 +171,17 @@ export function loadConfig(env: Env = process.env) {
       /** How long a presigned upload URL stays valid, in seconds. */
       presignExpirySeconds: integer(env, "S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
     },
+    mapper: {
+      /** Digits of a new conference id, the check digit included (9 = 8 random digits + 1). */
+      idDigits: integer(env, "MAPPER_ID_DIGITS", 9, 6, 10),
+    },
+    scheduler: {
+      /** Length of a conference that Prosody opens with no reservation, in minutes (24 hours). */
+      defaultConferenceMinutes: integer(env, "SCHEDULER_DEFAULT_CONFERENCE_MINUTES", 1440, 1, 525_600),
+      /** Only the reservation's mail_owner may open a reserved room (compared with the bare JID Prosody sends). */
+      checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", true),
+    },
+    streaming: streamingConfig(env, publicUrl, dataDir),
     usage: {
       /** cdr jobs one worker process folds at once; each job takes per-room locks, so more is safe. */
       workerConcurrency: integer(env, "CDR_WORKER_CONCURRENCY", 4, 1, 256),

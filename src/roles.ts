@@ -6,6 +6,7 @@ import type { Running } from "./server";
 
 export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
+  recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
   cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
 } as const;
 

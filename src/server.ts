@@ -10,7 +10,7 @@ export interface Running {
 }
 
 export async function startApiServer(): Promise<Running & { port: number }> {
-  await listenForInvalidations();
+  listenForInvalidations();
   const app = createApp().listen({
     hostname: config.http.host,
     port: config.http.port,

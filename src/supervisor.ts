@@ -13,6 +13,7 @@ const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
 /** A child that lived this long is considered healthy again, and its restart delay resets. */
 const HEALTHY_AFTER_MS = 30_000;
+const ORPHAN_CHECK_MS = 1_000;
 
 async function closeShared(): Promise<void> {
   await closeQueues();
@@ -45,19 +46,26 @@ export async function runRole(name: string): Promise<void> {
     process.exit(2);
   }
   const running = await ROLES[name]();
-  onStopSignal(async () => {
+  const stop = async () => {
     await running.stop();
     await closeShared();
-  });
+  };
+  onStopSignal(stop);
+  // A supervisor killed outright cannot forward SIGTERM; a child whose parent is gone stops itself.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) process.kill(process.pid, "SIGTERM");
+  }, ORPHAN_CHECK_MS).unref();
 }
 
 async function superviseInProcess(): Promise<void> {
   const running: Running[] = [];
-  for (const name of Object.keys(ROLES) as Role[]) running.push(await ROLES[name]());
+  // Installed first: a signal during a slow role start must still drain what already runs.
   onStopSignal(async () => {
     await Promise.all(running.map((role) => role.stop()));
     await closeShared();
   });
+  for (const name of Object.keys(ROLES) as Role[]) running.push(await ROLES[name]());
 }
 
 interface Child {

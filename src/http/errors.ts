@@ -16,6 +16,10 @@ export const ERROR_STATUS = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  /** The conference mapper's answer to missing or malformed input, as the interface fixes it. */
+  invalid_mapper_input: 405,
+  /** Jicofo's reservation contract: the reservation's time is over. */
+  reservation_expired: 419,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

@@ -11,6 +11,27 @@ export const QUEUE_NAMES = {
 } as const;
 export type QueueName = (typeof QUEUE_NAMES)[keyof typeof QUEUE_NAMES];
 
+/** Jobs of the `recorder` queue. Each is idempotent: the stream's row says what is left to do. */
+export const RECORDER_JOBS = {
+  start: "start",
+  stop: "stop",
+} as const;
+
+export interface RecorderStartJob {
+  streamId: string;
+  /**
+   * Full RTMP URLs of the external destinations, stream keys included. They live only in
+   * this job (removed from Redis as soon as it ends) and in the recorder's memory.
+   */
+  destinations: string[];
+}
+
+export interface RecorderStopJob {
+  streamId: string;
+  /** Why the stream stops, stored as its stop reason (`requested`, `timeout`, ...). */
+  reason: string;
+}
+
 /** The cdr queue's one job kind: fold one stored conference event into the usage tables. */
 export const CDR_FOLD_JOB = "fold-event";
 export interface CdrFoldJob {

@@ -11,7 +11,10 @@ export async function foldQueued(timeoutMs = 20_000): Promise<void> {
       const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "failed");
       if (counts.failed! > 0) throw new Error(`${counts.failed} cdr job(s) failed: ${(await queue.getFailed())[0]?.failedReason}`);
       if (counts.waiting! + counts.active! + counts.delayed! + counts.prioritized! === 0) return;
-      if (Date.now() > deadline) throw new Error(`cdr queue not drained: ${JSON.stringify(counts)}`);
+      if (Date.now() > deadline) {
+        const retrying = await queue.getDelayed();
+        throw new Error(`cdr queue not drained: ${JSON.stringify(counts)} ${retrying.map((job) => job.failedReason).join("; ")}`);
+      }
       await Bun.sleep(50);
     }
   } finally {

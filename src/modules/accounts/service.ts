@@ -4,9 +4,10 @@
  * signing key, kid → public key) are cached per process and dropped on a Redis broadcast
  * whenever a key is revoked or rotated, from any process or the admin command line.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, createPrivateKey, generateKeyPair as generateNodeKeyPair, type KeyObject, randomBytes } from "node:crypto";
+import { promisify } from "node:util";
 import { and, asc, eq, gt, isNull, or } from "drizzle-orm";
-import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
+import { type CryptoKey, importJWK, type JWK } from "jose";
 import { config, type SigningAlgorithm } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../http/errors";
@@ -22,7 +23,7 @@ export interface Account {
 export interface SigningKey {
   kid: string;
   algorithm: SigningAlgorithm;
-  privateKey: CryptoKey;
+  privateKey: KeyObject;
 }
 
 export interface VerificationKey {
@@ -66,11 +67,13 @@ async function broadcastInvalidation(): Promise<void> {
 
 let subscriber: ReturnType<typeof createRedis> | undefined;
 
-export async function listenForInvalidations(): Promise<void> {
+/** Not awaited by callers: ioredis subscribes whenever Redis answers, so the API starts while Redis is down. */
+export function listenForInvalidations(): void {
   if (subscriber) return;
   subscriber = createRedis("invalidations");
   subscriber.on("message", clearCaches);
-  await subscriber.subscribe(invalidationChannel());
+  // The cache TTL bounds staleness while the subscription is not yet in place.
+  subscriber.subscribe(invalidationChannel()).catch(() => {});
 }
 
 export async function stopListeningForInvalidations(): Promise<void> {
@@ -86,15 +89,24 @@ export function hashApiKey(apiKey: string): string {
   return createHash("sha256").update(apiKey).digest("hex");
 }
 
+const generateKeyPair = promisify(generateNodeKeyPair);
+
+function newKeyPair(algorithm: SigningAlgorithm) {
+  switch (algorithm) {
+    case "RS256":
+      return generateKeyPair("rsa", { modulusLength: 2048 });
+    case "ES256":
+      return generateKeyPair("ec", { namedCurve: "P-256" });
+    case "EdDSA":
+      return generateKeyPair("ed25519");
+  }
+}
+
 async function makeSigningKey(accountId: string, algorithm: SigningAlgorithm) {
-  const { publicKey, privateKey } = await generateKeyPair(algorithm, {
-    extractable: true,
-    ...(algorithm === "RS256" ? { modulusLength: 2048 } : {}),
-    ...(algorithm === "EdDSA" ? { crv: "Ed25519" } : {}),
-  });
+  const { publicKey, privateKey } = await newKeyPair(algorithm);
   const kid = randomId("", 12);
-  const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: algorithm, use: "sig" };
-  const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: algorithm };
+  const publicJwk = { ...publicKey.export({ format: "jwk" }), kid, alg: algorithm, use: "sig" };
+  const privateJwk = { ...privateKey.export({ format: "jwk" }), kid, alg: algorithm };
   return { kid, accountId, algorithm, publicJwk, privateJwk };
 }
 
@@ -216,7 +228,7 @@ export async function currentSigningKey(accountId: string): Promise<SigningKey> 
   const value: SigningKey = {
     kid: row.kid,
     algorithm,
-    privateKey: (await importJWK(row.privateJwk as JWK, algorithm)) as CryptoKey,
+    privateKey: createPrivateKey({ key: row.privateJwk as never, format: "jwk" }),
   };
   signingKeyByAccount.set(accountId, { value, at: Date.now() });
   return value;

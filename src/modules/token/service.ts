@@ -2,10 +2,11 @@
  * Issues and verifies the JWTs an account hands to its end users.
  */
 import { randomUUID } from "node:crypto";
-import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT } from "jose";
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
 import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../config";
 import { AppError } from "../../http/errors";
 import { currentSigningKey, verificationKey } from "../accounts/service";
+import { signJwt } from "./jwt";
 
 /** Scope values of a token request; `parley` is the platform scope. */
 export const SCOPES = ["messaging", "media", "parley"] as const;
@@ -114,19 +115,17 @@ export async function issueToken(accountId: string, request: TokenRequest): Prom
     moderator: user.moderator ?? false,
   };
   const key = await currentSigningKey(accountId);
-  const jwt = new SignJWT({
+  return signJwt(key, {
+    iss: config.tokens.issuer,
+    sub: accountId,
+    aud: audiences.length === 1 ? audiences[0]! : audiences,
+    iat: now,
+    ...(notBefore !== undefined && { nbf: now + notBefore }),
+    exp: now + lifetime,
     context: { user: contextUser, group: accountId },
     // Jitsi's token verifier requires a room claim; "*" lets the holder join any room.
     ...(audiences.includes("media") && { room: "*" }),
-  })
-    .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: "JWT" })
-    .setIssuer(config.tokens.issuer)
-    .setSubject(accountId)
-    .setAudience(audiences.length === 1 ? audiences[0]! : audiences)
-    .setIssuedAt(now)
-    .setExpirationTime(now + lifetime);
-  if (notBefore !== undefined) jwt.setNotBefore(now + notBefore);
-  return jwt.sign(key.privateKey);
+  });
 }
 
 /**

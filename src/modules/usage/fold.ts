@@ -11,6 +11,7 @@
  */
 import { sql } from "drizzle-orm";
 import { db } from "../../db/client";
+import { log } from "../../http/log";
 import {
   breakoutOf,
   type EventSyncBody,
@@ -70,6 +71,9 @@ export function rowsOf<T>(result: unknown): T[] {
   return Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
 }
 
+const isUnixTime = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value >= 0;
+const isOccupant = (value: unknown): value is EventSyncOccupant =>
+  typeof value === "object" && value !== null && typeof (value as EventSyncOccupant).occupant_jid === "string" && isUnixTime((value as EventSyncOccupant).joined_at);
 const seconds = (unix: number) => new Date(Math.floor(unix) * 1000);
 const later = (a: Date | null, b: Date | null) => (a === null ? b : b === null ? a : a > b ? a : b);
 const textOrNull = (value: unknown) => (value === undefined || value === null || value === "" ? null : String(value));
@@ -115,29 +119,42 @@ function collectConferenceFacts(events: StoredEvent[]) {
     leftAt: occupant.left_at === undefined ? null : seconds(occupant.left_at),
   });
 
+  const unusable: number[] = [];
   for (const event of events) {
     const payload = event.payload as EventSyncBody;
     const breakoutId = breakoutOf(payload);
     switch (event.kind) {
       case "room_created":
-      case "room_destroyed":
+      case "room_destroyed": {
+        const ended = event.kind === "room_destroyed";
+        if (!isUnixTime(payload.created_at) || (ended && !isUnixTime(payload.destroyed_at))) {
+          unusable.push(event.id);
+          break;
+        }
         addLife({
           accountId: event.accountId,
           room: event.room,
           breakoutId,
           roomJid: textOrNull(payload.room_jid),
-          startedAt: seconds(payload.created_at!),
-          endedAt: event.kind === "room_destroyed" ? seconds(payload.destroyed_at!) : null,
+          startedAt: seconds(payload.created_at),
+          endedAt: ended ? seconds(payload.destroyed_at!) : null,
         });
-        for (const occupant of event.kind === "room_destroyed" ? occupantsOf(payload) : []) addStay(stayOf(event, breakoutId, occupant));
+        for (const occupant of ended ? occupantsOf(payload).filter(isOccupant) : []) addStay(stayOf(event, breakoutId, occupant));
         break;
+      }
       case "occupant_joined":
       case "occupant_left":
-        addStay(stayOf(event, breakoutId, payload.occupant!));
+        if (isOccupant(payload.occupant) && (event.kind === "occupant_joined" || isUnixTime(payload.occupant.left_at))) {
+          addStay(stayOf(event, breakoutId, payload.occupant));
+        } else unusable.push(event.id);
         break;
       default:
         break;
     }
+  }
+  if (unusable.length > 0) {
+    // Only event_sync's payload names both halves of a stay; a bare occupant event cannot be paired.
+    log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
   }
   return { lives: [...lives.values()], stays: [...stays.values()] };
 }
@@ -186,10 +203,14 @@ export function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
         start(event, "streaming");
         if (event.payload.recording === true) start(event, "recording");
         break;
-      case "stream_stopped":
-        stop(event, "streaming");
+      case "stream_stopped": {
+        const stream = stop(event, "streaming");
+        // The streaming feature also sends the peak it counted itself.
+        const peak = Number(event.payload.peak_viewers);
+        if (stream && Number.isFinite(peak)) stream.peakViewers = Math.max(stream.peakViewers, Math.round(peak));
         stop(event, "recording");
         break;
+      }
       case "recording_started":
         start(event, "recording");
         break;

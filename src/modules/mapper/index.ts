@@ -1,0 +1,88 @@
+/**
+ * The conference mapper (spec 4.5), in two forms. The spec's form takes the API key in
+ * Authorization. jitsi-meet's dial-in page fetches `dialInConfCodeUrl?conference=...` and
+ * `dialInNumbersUrl?conference=...` from the browser with no Authorization header, and an
+ * API key in a public config.js would hand out a credential that issues tokens; so the same
+ * operations are also served under the account id, which names the account but grants
+ * nothing beyond these two read-or-map operations, with CORS open to any origin.
+ */
+import { Elysia, t } from "elysia";
+import { auth } from "../../http/auth";
+import { ErrorModel, errorResponses } from "../../http/errors";
+import { getAccount } from "../accounts/service";
+import { listPhoneNumbers, resolveMapping } from "./service";
+
+const PREFIX = "/api/v1/conference-mapper";
+
+export const MapperModel = {
+  query: t.Object(
+    {
+      conference: t.Optional(t.String({ description: "room@conference.domain; creates or returns the mapping; wins over id", examples: ["standup@conference.meet.example.com"] })),
+      id: t.Optional(t.String({ description: "a numeric id to look up; used only without conference", examples: ["123456789"] })),
+      cid: t.Optional(t.String({ description: "alias of id" })),
+    },
+    { additionalProperties: true },
+  ),
+  mapping: t.Object({
+    message: t.String(),
+    id: t.Number({ description: "6–10 digits, the last one a Damm check digit" }),
+    conference: t.Union([t.String(), t.Literal(false)], { description: "false when the id maps to nothing" }),
+  }),
+  numbersQuery: t.Object({ conference: t.Optional(t.String({ description: "accepted and ignored: numbers are per account" })) }, { additionalProperties: true }),
+  phoneNumber: t.Object({ countryCode: t.String({ examples: ["US"] }), formattedNumber: t.String({ examples: ["+1 512 555 0100"] }), tollFree: t.Boolean() }),
+  accountParams: t.Object({ accountId: t.String({ description: "The account's id (not a secret; see README)" }) }),
+};
+
+const PhoneNumberList = t.Array(MapperModel.phoneNumber, { description: "The array form jitsi-meet reads as the current number-list format" });
+
+async function numbersOf(accountId: string) {
+  return (await listPhoneNumbers(accountId)).map(({ countryCode, formattedNumber, tollFree }) => ({ countryCode, formattedNumber, tollFree }));
+}
+
+/** The 405 body also carries `message` at the top, where mapper clients look for it. */
+const MapperError = t.Composite([ErrorModel, t.Object({ message: t.Optional(t.String()) })]);
+
+const mappingResponses = { 200: MapperModel.mapping, 405: MapperError, ...errorResponses(401, 404) };
+
+export const mapperController = new Elysia({ name: "parley.mapper", detail: { tags: ["conference-mapper"] } })
+  .use(auth)
+  .get(`${PREFIX}/conferenceMapper`, ({ account, query }) => resolveMapping(account.id, { conference: query.conference, id: query.id ?? query.cid }), {
+    apiKey: true,
+    query: MapperModel.query,
+    response: mappingResponses,
+    detail: { summary: "Create or look up the numeric id of a conference (API key in Authorization)" },
+  })
+  .get(`${PREFIX}/phoneNumberList`, ({ account }) => numbersOf(account.id), {
+    apiKey: true,
+    query: MapperModel.numbersQuery,
+    response: { 200: PhoneNumberList, ...errorResponses(401) },
+    detail: { summary: "The account's dial-in numbers (API key in Authorization)" },
+  })
+  .get(
+    `${PREFIX}/:accountId/conferenceMapper`,
+    async ({ params, query, set }) => {
+      set.headers["access-control-allow-origin"] = "*";
+      await getAccount(params.accountId);
+      return resolveMapping(params.accountId, { conference: query.conference, id: query.id ?? query.cid });
+    },
+    {
+      params: MapperModel.accountParams,
+      query: MapperModel.query,
+      response: mappingResponses,
+      detail: { summary: "As conferenceMapper, for a browser: the account in the path, no credential (jitsi-meet's dialInConfCodeUrl)", security: [] },
+    },
+  )
+  .get(
+    `${PREFIX}/:accountId/phoneNumberList`,
+    async ({ params, set }) => {
+      set.headers["access-control-allow-origin"] = "*";
+      await getAccount(params.accountId);
+      return numbersOf(params.accountId);
+    },
+    {
+      params: MapperModel.accountParams,
+      query: MapperModel.numbersQuery,
+      response: { 200: PhoneNumberList, ...errorResponses(404) },
+      detail: { summary: "As phoneNumberList, for a browser: the account in the path, no credential (jitsi-meet's dialInNumbersUrl)", security: [] },
+    },
+  );

@@ -1,0 +1,116 @@
+/**
+ * Token generation throughput: `bun test/bench/token.bench.ts`.
+ * In one run, with wrk as the one load tool against one API pool (API_PROCESSES=2, the
+ * machine's cores), it drives POST generate-token for an RS256 and an EdDSA account and
+ * the bare /healthz route, measures raw in-process signing on the same number of cores,
+ * and prints the ratios against the targets:
+ *   token req/s ≥ 0.67 × raw signs/s  (the HTTP path costs at most a third over signing)
+ *   EdDSA token req/s ≥ 0.3 × bare req/s
+ */
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CORES = cpus().length;
+
+process.env.DATABASE_URL ??= process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+process.env.LOG_LEVEL = "silent";
+
+/** The route's own signer over the same claims, with nothing else around it. */
+async function rawSignRate(algorithm: "RS256" | "EdDSA"): Promise<number> {
+  const { generateKeyPairSync } = await import("node:crypto");
+  const { signJwt } = await import("../../src/modules/token/jwt");
+  const privateKey = algorithm === "RS256" ? generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey : generateKeyPairSync("ed25519").privateKey;
+  const key = { kid: "bench", algorithm, privateKey };
+  const deadline = performance.now() + SECONDS * 1000;
+  let signed = 0;
+  while (performance.now() < deadline) {
+    const now = Math.floor(Date.now() / 1000);
+    signJwt(key, {
+      iss: "parley",
+      sub: "acc_bench",
+      aud: ["messaging", "media", "parley"],
+      iat: now,
+      exp: now + 86_400,
+      context: { user: { id: "bench", name: "Bench", moderator: false }, group: "acc_bench" },
+      room: "*",
+    });
+    signed++;
+  }
+  return signed / SECONDS;
+}
+
+if (process.argv[2] === "--raw") {
+  console.log(await rawSignRate(process.argv[3] as "RS256" | "EdDSA"));
+  process.exit(0);
+}
+
+/** Raw signing on every core at once, as the API pool would use them. */
+async function parallelRawRate(algorithm: "RS256" | "EdDSA"): Promise<number> {
+  const runs = Array.from({ length: CORES }, () =>
+    Bun.spawn([process.execPath, import.meta.path, "--raw", algorithm], { stdout: "pipe", env: process.env }),
+  );
+  const rates = await Promise.all(runs.map(async (run) => Number(await new Response(run.stdout).text())));
+  return rates.reduce((sum, rate) => sum + rate, 0);
+}
+
+async function wrk(url: string, body?: string): Promise<number> {
+  const args = ["wrk", "-t1", "-c32", `-d${SECONDS}s`, "--latency", url];
+  if (body) {
+    const script = join(tmpdir(), `parley-bench-${process.pid}.lua`);
+    await Bun.write(script, `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = ${JSON.stringify(body)}\n`);
+    args.push("-s", script);
+  }
+  const out = await new Response(Bun.spawn(args, { stdout: "pipe" }).stdout).text();
+  const rate = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1];
+  if (!rate || non2xx) throw new Error(`wrk failed or got errors:\n${out}`);
+  return Number(rate);
+}
+
+const { migrate } = await import("../../src/db/migrate");
+await migrate();
+const { createAccount } = await import("../../src/modules/accounts/service");
+const rsa = await createAccount("bench-rs256", "RS256");
+const ed = await createAccount("bench-eddsa", "EdDSA");
+const { freePort } = await import("../support/ports");
+const port = await freePort();
+const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.meta.url).pathname], {
+  env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", API_PROCESSES: String(CORES), BOOTSTRAP_ACCOUNT: "false" },
+  stdout: "ignore",
+  stderr: "inherit",
+});
+const base = `http://127.0.0.1:${port}`;
+for (let i = 0; i < 100; i++) {
+  if (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)) break;
+  await Bun.sleep(100);
+}
+
+try {
+  const tokenBody = (apiKey: string) => JSON.stringify({ apiKey, user: { id: "bench", name: "Bench" } });
+  await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(ed.apiKey.apiKey)); // warm caches and JIT
+  const bare = await wrk(`${base}/healthz`);
+  const rsaHttp = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(rsa.apiKey.apiKey));
+  const edHttp = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(ed.apiKey.apiKey));
+  pool.kill("SIGSTOP");
+  const rsaRaw = await parallelRawRate("RS256");
+  const edRaw = await parallelRawRate("EdDSA");
+  pool.kill("SIGCONT");
+
+  const rows = [
+    ["bare GET /healthz", bare, "", ""],
+    ["raw RS256 signs", rsaRaw, "", ""],
+    ["raw EdDSA signs", edRaw, "", ""],
+    ["POST generate-token RS256", rsaHttp, `${(rsaHttp / rsaRaw).toFixed(2)} × raw RS256`, rsaHttp / rsaRaw >= 0.67 ? "ok (≥ 0.67)" : "BELOW 0.67"],
+    ["POST generate-token EdDSA", edHttp, `${(edHttp / edRaw).toFixed(2)} × raw EdDSA`, edHttp / edRaw >= 0.67 ? "ok (≥ 0.67)" : "BELOW 0.67"],
+    ["EdDSA token vs bare route", edHttp, `${(edHttp / bare).toFixed(2)} × bare`, edHttp / bare >= 0.3 ? "ok (≥ 0.3)" : "BELOW 0.3"],
+  ] as const;
+  console.log(`token benchmark: ${CORES} cores, ${SECONDS} s per run, wrk -t1 -c32`);
+  for (const [name, rate, ratio, verdict] of rows) {
+    console.log(`${name.padEnd(28)} ${rate.toFixed(0).padStart(8)} /s  ${ratio.padEnd(20)} ${verdict}`);
+  }
+} finally {
+  pool.kill("SIGTERM");
+  await pool.exited;
+}
+process.exit(0);
