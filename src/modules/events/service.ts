@@ -64,13 +64,18 @@ export const eventChannel = () => redisKey("events");
 /** Fold jobs are named by event id, so a job queued twice for one event while it waits runs once. */
 export async function enqueueFold(eventId: number): Promise<void> {
   const job: CdrFoldJob = { eventId };
-  await getQueue(QUEUE_NAMES.cdr).add(CDR_FOLD_JOB, job, {
-    jobId: `event-${eventId}`,
-    attempts: config.usage.jobAttempts,
-    backoff: { type: "exponential", delay: 1000 },
-    removeOnComplete: { count: config.usage.keepCompletedJobs },
-    removeOnFail: { count: config.usage.keepCompletedJobs * 10 },
-  });
+  try {
+    await getQueue(QUEUE_NAMES.cdr).add(CDR_FOLD_JOB, job, {
+      jobId: `event-${eventId}`,
+      attempts: config.usage.jobAttempts,
+      backoff: { type: "exponential", delay: 1000 },
+      removeOnComplete: { count: config.usage.keepCompletedJobs },
+      removeOnFail: { count: config.usage.keepCompletedJobs * 10 },
+    });
+  } catch (error) {
+    // A 5xx makes event_sync retry; the retry finds the stored row and queues it again.
+    throw new AppError("dependency_down", `the event is stored but could not be queued for folding (${(error as Error).message}); send it again`);
+  }
 }
 
 /**

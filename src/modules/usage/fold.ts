@@ -47,7 +47,7 @@ interface Stay {
   leftAt: Date | null;
 }
 
-export interface MediaInterval {
+interface MediaInterval {
   accountId: string;
   room: string;
   kind: "streaming" | "recording" | "phone";
@@ -67,7 +67,7 @@ interface Touched {
 }
 
 /** Rows of a raw query: postgres.js answers an array, PGlite an object with `rows`. */
-export function rowsOf<T>(result: unknown): T[] {
+function rowsOf<T>(result: unknown): T[] {
   return Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
 }
 
@@ -165,7 +165,7 @@ function collectConferenceFacts(events: StoredEvent[]) {
  * stream's stop. A call counts from call_started (sent when answered) to call_ended; a call
  * that ended unanswered is kept with no duration, so the report can list it.
  */
-export function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
+function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
   const intervals: MediaInterval[] = [];
   const open = new Map<MediaInterval["kind"], MediaInterval>();
   const start = (event: StoredEvent, kind: MediaInterval["kind"], details: Record<string, unknown> = {}) => {
