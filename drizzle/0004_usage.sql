@@ -61,6 +61,7 @@ CREATE INDEX "media_sessions_subject_idx" ON "media_sessions" USING btree ("acco
 CREATE INDEX "media_sessions_room_idx" ON "media_sessions" USING btree ("account_id","room","started_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "participant_sessions_key_idx" ON "participant_sessions" USING btree ("account_id","room","breakout_id","occupant_jid","joined_at");--> statement-breakpoint
 CREATE INDEX "participant_sessions_time_idx" ON "participant_sessions" USING btree ("account_id","room","joined_at");--> statement-breakpoint
+CREATE INDEX "participant_sessions_account_time_idx" ON "participant_sessions" USING btree ("account_id","joined_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "room_sessions_key_idx" ON "room_sessions" USING btree ("account_id","room","breakout_id","started_at");--> statement-breakpoint
 CREATE INDEX "room_sessions_time_idx" ON "room_sessions" USING btree ("account_id","started_at");--> statement-breakpoint
 CREATE INDEX "room_usage_daily_day_idx" ON "room_usage_daily" USING btree ("account_id","day");--> statement-breakpoint

@@ -54,6 +54,8 @@ export const participantSessions = pgTable(
   (table) => [
     uniqueIndex("participant_sessions_key_idx").on(table.accountId, table.room, table.breakoutId, table.occupantJid, table.joinedAt),
     index("participant_sessions_time_idx").on(table.accountId, table.room, table.joinedAt),
+    // The report over every room reads an account's stays by join time alone.
+    index("participant_sessions_account_time_idx").on(table.accountId, table.joinedAt),
   ],
 );
 
