@@ -1,17 +1,26 @@
 /** Builds the Elysia application from the feature controllers. Tests import this. */
 import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
+import { config } from "./config";
 import { pipeline } from "./http/pipeline";
 import { eventsController } from "./modules/events";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
 import { systemController } from "./modules/system";
+import { messagingController } from "./modules/messaging";
 import { tokenController } from "./modules/token";
+import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
+import { realtimeController } from "./realtime";
 
 export function createApp() {
-  return new Elysia({ name: "parley", normalize: "typebox" })
+  return new Elysia({
+    name: "parley",
+    normalize: "typebox",
+    // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
+    websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
+  })
     .use(pipeline)
     .use(
       swagger({
@@ -33,6 +42,9 @@ export function createApp() {
     .use(mapperController)
     .use(schedulerController)
     .use(streamingController)
+    .use(messagingController)
+    .use(uploadsController)
+    .use(realtimeController)
     .use(eventsController)
     .use(usageController);
 }

@@ -3,6 +3,7 @@
  * A wrong value stops start-up with a message that names the variable.
  */
 import { cpus, hostname } from "node:os";
+import { isIP } from "node:net";
 import { resolve } from "node:path";
 
 export class ConfigError extends Error {}
@@ -53,7 +54,7 @@ function url(env: Env, name: string, fallback: string | undefined, protocols: st
 }
 
 /** A comma-separated list; empty entries are dropped. */
-function list(env: Env, name: string, fallback: string): string[] {
+function list(env: Env, name: string, fallback = ""): string[] {
   return text(env, name, fallback)
     .split(",")
     .map((item) => item.trim())
@@ -61,6 +62,33 @@ function list(env: Env, name: string, fallback: string): string[] {
 }
 
 const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, "");
+/** An IPv4 or IPv6 address, optionally with a /prefix, for the SIP source allow-list. */
+function cidrList(env: Env, name: string): string[] {
+  const entries = list(env, name);
+  for (const entry of entries) {
+    const [address, prefix, ...rest] = entry.split("/");
+    const family = isIP(address ?? "");
+    const bits = family === 6 ? 128 : 32;
+    if (family === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
+      throw new ConfigError(`${name} must be a comma-separated list of IP addresses or CIDR ranges, got "${entry}"`);
+    }
+  }
+  return entries;
+}
+
+function sipUri(env: Env, name: string): string | undefined {
+  const raw = optionalText(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^sips?:[^\s@]+(@[^\s@]+)?$/.test(raw)) throw new ConfigError(`${name} must be a SIP URI such as sip:trunk.example.com:5060, got "${raw}"`);
+  return raw;
+}
+
+/** A SIP header name: RFC 3261 token characters only. */
+function headerName(env: Env, name: string, fallback: string): string {
+  const raw = text(env, name, fallback);
+  if (!/^[A-Za-z0-9!%*_+`'~.-]+$/.test(raw)) throw new ConfigError(`${name} must be a SIP header name, got "${raw}"`);
+  return raw;
+}
 
 function oneOf<T extends string>(env: Env, name: string, fallback: T, values: readonly T[]): T {
   const raw = text(env, name, fallback);
@@ -123,7 +151,7 @@ export function loadConfig(env: Env = process.env) {
   const port = integer(env, "PORT", 3000, 0, 65535);
   const publicUrl = url(env, "PUBLIC_URL", `http://localhost:${port}`, ["http:", "https:"])!;
   const dataDir = resolve(text(env, "DATA_DIR", "./data"));
-  return {
+  const loaded = {
     http: {
       host: text(env, "HOST", "0.0.0.0"),
       port,
@@ -171,6 +199,55 @@ export function loadConfig(env: Env = process.env) {
       /** How long a presigned upload URL stays valid, in seconds. */
       presignExpirySeconds: integer(env, "S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
     },
+    sip: {
+      /** Off keeps the sip role idle, for deployments that run no phone access. */
+      enabled: boolean(env, "SIP_ENABLED", true),
+      bindAddress: text(env, "SIP_BIND_ADDRESS", "0.0.0.0"),
+      /** Address written into Via, Contact and the SDP answer; the bind address unless that is a wildcard. */
+      publicAddress: optionalText(env, "SIP_PUBLIC_ADDRESS"),
+      /** 0 turns that transport off. */
+      udpPort: integer(env, "SIP_UDP_PORT", 5060, 0, 65535),
+      tcpPort: integer(env, "SIP_TCP_PORT", 5060, 0, 65535),
+      /** First and last RTP port of the media sockets; 0 and 0 lets the system choose. */
+      rtpPortMin: integer(env, "SIP_RTP_PORT_MIN", 0, 0, 65535),
+      rtpPortMax: integer(env, "SIP_RTP_PORT_MAX", 0, 0, 65535),
+      /** Header naming the room; Jigasi's Jitsi-Conference-Room is always read too. */
+      roomHeader: headerName(env, "SIP_ROOM_HEADER", "Parley-Conference-Room"),
+      /** The account that owns calls into a named room (header or default room); numeric ids carry their own. */
+      accountId: optionalText(env, "SIP_ACCOUNT_ID"),
+      defaultRoom: optionalText(env, "SIP_DEFAULT_ROOM"),
+      /** How long a call rings (180 Ringing) before the gateway answers; 0 answers at once. */
+      ringMs: integer(env, "SIP_RING_MS", 0, 0, 60_000),
+      /** Wrong conference ids a DTMF caller may enter before the call ends. */
+      dtmfAttempts: integer(env, "SIP_DTMF_ATTEMPTS", 3, 1, 20),
+      /** How long a DTMF caller has to finish one id with #. */
+      dtmfTimeoutMs: integer(env, "SIP_DTMF_TIMEOUT_MS", 30_000, 1_000, 600_000),
+      /** RFC 3261 timer L, 64 × T1: an answered call with no ACK by then is ended with a BYE. */
+      ackTimeoutMs: integer(env, "SIP_ACK_TIMEOUT_MS", 32_000, 500, 600_000),
+      /** Longest call; the gateway hangs up after it (4 hours). */
+      maxCallSeconds: integer(env, "SIP_MAX_CALL_SECONDS", 14_400, 1, 604_800),
+      maxCalls: integer(env, "SIP_MAX_CALLS", 1_000, 1, 100_000),
+      /** Larger datagrams or TCP messages are refused (513 when they can be answered). */
+      maxMessageBytes: integer(env, "SIP_MAX_MESSAGE_BYTES", 16_384, 1_024, 65_507),
+      /** Requests per second one source address may send before the excess is dropped; 0 turns the limit off. */
+      requestsPerSecond: integer(env, "SIP_REQUESTS_PER_SECOND", 200, 0, 1_000_000),
+      maxTcpConnections: integer(env, "SIP_MAX_TCP_CONNECTIONS", 1_000, 1, 100_000),
+      /** Sources allowed to send INVITEs (addresses or CIDR ranges); empty allows every source. */
+      allowedSources: cidrList(env, "SIP_ALLOWED_SOURCES"),
+      /** Where the shipped conference adapter POSTs each join and leave; unset only records them. */
+      joinUrl: url(env, "SIP_JOIN_URL", undefined, ["http:", "https:"]),
+      joinTimeoutMs: integer(env, "SIP_JOIN_TIMEOUT_MS", 5_000, 100, 60_000),
+      trunk: {
+        /** Registrar of an upstream trunk; unset means the gateway registers nowhere. */
+        registrar: sipUri(env, "SIP_TRUNK_REGISTRAR"),
+        /** Address of record to register, e.g. sip:4815162342@trunk.example.com. */
+        aor: sipUri(env, "SIP_TRUNK_AOR"),
+        username: optionalText(env, "SIP_TRUNK_USERNAME"),
+        password: optionalText(env, "SIP_TRUNK_PASSWORD"),
+        transport: oneOf(env, "SIP_TRUNK_TRANSPORT", "udp", ["udp", "tcp"] as const),
+        expiresSeconds: integer(env, "SIP_TRUNK_EXPIRES_SECONDS", 600, 60, 86_400),
+      },
+    },
     mapper: {
       /** Digits of a new conference id, the check digit included (9 = 8 random digits + 1). */
       idDigits: integer(env, "MAPPER_ID_DIGITS", 9, 6, 10),
@@ -182,6 +259,18 @@ export function loadConfig(env: Env = process.env) {
       checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", true),
     },
     streaming: streamingConfig(env, publicUrl, dataDir),
+    realtime: {
+      /**
+       * How sockets on different API processes reach each other: `redis` (pub/sub, for
+       * several processes) or `local` (in-process, one process). `auto` picks local on the
+       * embedded database, where Parley runs as one process, and redis otherwise.
+       */
+      broker: oneOf(env, "REALTIME_BROKER", "auto", ["auto", "redis", "local"] as const),
+      /** A socket that sends nothing (not even a heartbeat) for this long is closed. */
+      idleTimeoutSeconds: integer(env, "REALTIME_IDLE_TIMEOUT_SECONDS", 60, 1, 3600),
+      /** Largest frame a client may send; a larger one closes the socket with 1009. */
+      maxFrameBytes: integer(env, "REALTIME_MAX_FRAME_BYTES", 65_536, 1024, 16_777_216),
+    },
     usage: {
       /** cdr jobs one worker process folds at once; each job takes per-room locks, so more is safe. */
       workerConcurrency: integer(env, "CDR_WORKER_CONCURRENCY", 4, 1, 256),
@@ -195,9 +284,18 @@ export function loadConfig(env: Env = process.env) {
       bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),
     },
   };
+  const { sip } = loaded;
+  if (sip.enabled && sip.udpPort === 0 && sip.tcpPort === 0) throw new ConfigError("SIP_UDP_PORT and SIP_TCP_PORT are both 0: set SIP_ENABLED=false to run no gateway");
+  if (sip.defaultRoom && !sip.accountId) throw new ConfigError("SIP_DEFAULT_ROOM needs SIP_ACCOUNT_ID, the account whose room it is");
+  if (sip.rtpPortMin > sip.rtpPortMax) throw new ConfigError(`SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`);
+  if (sip.trunk.registrar && (!sip.trunk.aor || !sip.trunk.username || !sip.trunk.password)) {
+    throw new ConfigError("SIP_TRUNK_REGISTRAR needs SIP_TRUNK_AOR, SIP_TRUNK_USERNAME and SIP_TRUNK_PASSWORD");
+  }
+  return loaded;
 }
 
 export type Config = ReturnType<typeof loadConfig>;
+export type SipConfig = Config["sip"];
 
 function loadOrExit(): Config {
   try {

@@ -11,6 +11,8 @@ import { connect } from "node:net";
 import { resolve } from "node:path";
 
 const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--role=".length);
+// Read before anything slow: a supervisor that dies while this child starts must still be noticed.
+const parentPid = process.ppid;
 
 function redisAnswers(port: number, host: string): Promise<boolean> {
   return new Promise((done) => {
@@ -44,7 +46,7 @@ async function ensureRedis(): Promise<void> {
 }
 
 if (role) {
-  await import("./supervisor").then(({ runRole }) => runRole(role));
+  await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {
   await ensureRedis();
   await import("./supervisor").then(({ supervise }) => supervise());

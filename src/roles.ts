@@ -7,6 +7,7 @@ import type { Running } from "./server";
 export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
   recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
+  sip: async (): Promise<Running> => (await import("../sip-gateway/index")).startSipRole(),
   cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
 } as const;
 

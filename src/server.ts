@@ -4,6 +4,7 @@ import { config } from "./config";
 import { log } from "./http/log";
 import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
+import { closeBroker } from "./realtime/broker";
 
 export interface Running {
   stop(): Promise<void>;
@@ -29,6 +30,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
       await Promise.race([drained, grace]);
       await server.stop(true);
       stopMetricsPublisher();
+      await closeBroker();
       await stopListeningForInvalidations();
     },
   };

@@ -39,8 +39,8 @@ function onStopSignal(stop: () => Promise<void>): void {
   process.on("SIGINT", handler);
 }
 
-/** A child process: runs one role until SIGTERM. */
-export async function runRole(name: string): Promise<void> {
+/** A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. */
+export async function runRole(name: string, parentPid?: number): Promise<void> {
   if (!isRole(name)) {
     console.error(`parley: unknown role "${name}"; roles are ${Object.keys(ROLES).join(", ")}`);
     process.exit(2);
@@ -52,10 +52,11 @@ export async function runRole(name: string): Promise<void> {
   };
   onStopSignal(stop);
   // A supervisor killed outright cannot forward SIGTERM; a child whose parent is gone stops itself.
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) process.kill(process.pid, "SIGTERM");
-  }, ORPHAN_CHECK_MS).unref();
+  if (parentPid !== undefined) {
+    setInterval(() => {
+      if (process.ppid !== parentPid) process.kill(process.pid, "SIGTERM");
+    }, ORPHAN_CHECK_MS).unref();
+  }
 }
 
 async function superviseInProcess(): Promise<void> {

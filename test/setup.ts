@@ -3,8 +3,11 @@
  * rebuilds the test database from the migrations once per run, and gives the run its
  * own Redis key prefix so parallel runs never meet, and starts a real S3 server (s3rver).
  */
-import { afterAll } from "bun:test";
+import { afterAll, setDefaultTimeout } from "bun:test";
 import { startS3rver } from "./support/s3rver";
+
+// Tests that start real processes (servers, ffmpeg, sipp) need more than bun's 5 s.
+setDefaultTimeout(30_000);
 
 // Tests never touch DATABASE_URL's database: only TEST_DATABASE_URL's, which is wiped here.
 process.env.DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";

@@ -8,6 +8,9 @@ import { newAccount } from "./helpers";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
+/** No pooled connection: one kept alive to a child killed by the test would fail the next request. */
+const fresh = (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false });
+
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -18,9 +21,14 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, tim
   throw new Error(`timed out waiting for ${what}`);
 }
 
-function childPids(pid: number): number[] {
-  const out = Bun.spawnSync(["pgrep", "-P", String(pid)]).stdout.toString();
+function childPids(pid: number, role?: string): number[] {
+  const out = Bun.spawnSync(["pgrep", "-P", String(pid), ...(role ? ["-f", `role=${role}$`] : [])]).stdout.toString();
   return out.split("\n").filter(Boolean).map(Number);
+}
+
+/** Every role runs, the SIP gateway among them: on free ports, never the machine's 5060. */
+async function sipPorts() {
+  return { SIP_UDP_PORT: String(await freePort()), SIP_TCP_PORT: String(await freePort()) };
 }
 
 function startSupervisor(env: Record<string, string>) {
@@ -39,33 +47,37 @@ describe("supervisor on PostgreSQL", () => {
   beforeAll(async () => {
     port = await freePort();
     apiKey = (await newAccount()).apiKey;
-    supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "2", HOST: "127.0.0.1" });
-    await waitFor("the pool", async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined));
+    supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "2", HOST: "127.0.0.1", ...(await sipPorts()) });
+    await waitFor("the pool", async () => ((await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined));
   }, 20_000);
 
   afterAll(() => supervisor.kill("SIGKILL"));
 
   test("runs the configured number of API processes on one port", async () => {
-    const pids = await waitFor("two API children", async () => {
-      const found = childPids(supervisor.pid);
-      return found.length >= 2 ? found : undefined;
+    const roles = await waitFor("every role's child", async () => {
+      const found = { api: childPids(supervisor.pid, "api"), recorder: childPids(supervisor.pid, "recorder"), sip: childPids(supervisor.pid, "sip") };
+      return found.api.length === 2 && found.recorder.length === 1 && found.sip.length === 1 ? found : undefined;
     });
-    expect(pids.length).toBeGreaterThanOrEqual(2);
+    expect(roles.api).toHaveLength(2);
     const answers = await Promise.all(
-      Array.from({ length: 20 }, () => fetch(`http://127.0.0.1:${port}/healthz`).then((response) => response.status)),
+      Array.from({ length: 20 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((response) => response.status)),
     );
     expect(answers.every((status) => status === 200)).toBe(true);
   });
 
   test("restarts a child that dies, and keeps serving meanwhile", async () => {
-    const before = childPids(supervisor.pid);
+    const before = childPids(supervisor.pid, "api");
     process.kill(before[0]!, "SIGKILL");
-    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
-    const after = await waitFor("a replacement child", async () => {
-      const now = childPids(supervisor.pid);
-      return now.length >= before.length && !now.includes(before[0]!) ? now : undefined;
+    // Connections already queued on the killed process's socket are reset by the kernel;
+    // once it is gone, the surviving process takes every new one.
+    await Bun.sleep(300);
+    const statuses = await Promise.all(Array.from({ length: 10 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((r) => r.status)));
+    expect(statuses).toEqual(Array(10).fill(200));
+    const after = await waitFor("a replacement API child", async () => {
+      const now = childPids(supervisor.pid, "api");
+      return now.length === 2 && !now.includes(before[0]!) ? now : undefined;
     });
-    expect(after).not.toContain(before[0]);
+    expect(after).toContain(before[1]!);
   });
 
   test("SIGTERM lets an in-flight request finish, then exits 0", async () => {
@@ -79,7 +91,7 @@ describe("supervisor on PostgreSQL", () => {
         controller.close();
       },
     });
-    const inFlight = fetch(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
+    const inFlight = fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
       method: "POST",
       headers: { "content-type": "application/json", "content-length": String(body.length) },
       body: stream,
@@ -90,7 +102,7 @@ describe("supervisor on PostgreSQL", () => {
     expect(response.status).toBe(200);
     expect((await response.json()).token).toBeString();
     expect(await supervisor.exited).toBe(0);
-    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+    await expect(fresh(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   }, 20_000);
 });
 
@@ -105,7 +117,7 @@ describe("readiness", () => {
     });
     try {
       const answer = await waitFor("the API", async () => {
-        const response = await fetch(`http://127.0.0.1:${port}/readyz`);
+        const response = await fresh(`http://127.0.0.1:${port}/readyz`);
         return { status: response.status, body: await response.json() };
       });
       expect(answer).toEqual({ status: 503, body: { status: "unavailable", database: "ok", redis: "down" } });
@@ -122,7 +134,7 @@ describe("embedded database", () => {
     const env: Record<string, string> = { ...(process.env as Record<string, string>), LOG_LEVEL: "silent" };
     delete env.DATABASE_URL;
     const service = Bun.spawn([process.execPath, entry], {
-      env: { ...env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, BOOTSTRAP_ACCOUNT: "true" },
+      env: { ...env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, BOOTSTRAP_ACCOUNT: "true", ...(await sipPorts()) },
       stdout: "ignore",
       stderr: "inherit",
     });
@@ -131,12 +143,12 @@ describe("embedded database", () => {
         "the first API key",
         async () => {
           const file = Bun.file(`${dataDir}/first-api-key`);
-          const ready = (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;
+          const ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
           return ready && (await file.exists()) ? (await file.text()).trim() : undefined;
         },
         30_000,
       );
-      const response = await fetch(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
+      const response = await fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ apiKey: key }),
@@ -149,4 +161,29 @@ describe("embedded database", () => {
       require("node:fs").rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe("a supervisor killed outright", () => {
+  test("leaves no child behind: each notices and stops itself", async () => {
+    const port = await freePort();
+    const supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "1", HOST: "127.0.0.1", ...(await sipPorts()) });
+    const children = await waitFor("every role's child", async () => {
+      const found = childPids(supervisor.pid);
+      return found.length === 3 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
+    });
+    supervisor.kill("SIGKILL");
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const survivors = await waitFor("the children to stop", async () => {
+      const left = children.filter(alive);
+      return left.length === 0 ? left : undefined;
+    }, 20_000);
+    expect(survivors).toEqual([]);
+  });
 });

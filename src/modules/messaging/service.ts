@@ -1,0 +1,691 @@
+/**
+ * Persistent chat: rooms, messages and replies, polls, and the account's chat users.
+ * Every function takes the acting user (from a messaging token) and plain values, checks
+ * that the user may do it, and returns records in the interface's field names. Changes
+ * that sockets care about are announced to the room through the realtime broker.
+ */
+import { and, asc, count, desc, eq, ilike, inArray, isNull, or, sql } from "drizzle-orm";
+import { db } from "../../db/client";
+import { AppError } from "../../http/errors";
+import { announceToRoom } from "../../realtime/topics";
+import type { VerifiedToken } from "../token/service";
+import { chatMessages, chatPollOptions, chatPollVotes, chatRooms, chatUsers } from "./schema";
+
+export const PAGE_SIZE_DEFAULT = 20;
+export const PAGE_SIZE_MAX = 100;
+/** Messages sent as `archived_message` events when a socket joins a room. */
+export const HISTORY_ON_JOIN = PAGE_SIZE_DEFAULT;
+export const CONTENT_MAX_CHARS = 10_000;
+export const POLL_OPTIONS_MIN = 2;
+export const POLL_OPTIONS_MAX = 20;
+export const POLL_OPTION_MAX_CHARS = 200;
+export const SEARCH_TERM_MAX_CHARS = 200;
+export const ROOM_STATUSES = ["active", "inactive"] as const;
+export type RoomStatus = (typeof ROOM_STATUSES)[number];
+
+const CHANNEL_ID = /^[^\p{Cc}/]{1,128}$/u;
+const USER_ID = /^\P{Cc}{1,256}$/u;
+const CONTENT_TYPE = /^[a-z][a-z0-9_.+/-]{0,63}$/;
+const MAX_INT = 2_147_483_647;
+
+export interface Actor {
+  accountId: string;
+  userId: string;
+  /** The token's display name, or empty. */
+  name: string;
+  moderator: boolean;
+}
+
+export function actorFrom(session: VerifiedToken): Actor {
+  // PostgreSQL text cannot hold NUL, which a token's name could carry.
+  const name = (session.user.name ?? "").replaceAll("\u0000", "");
+  return { accountId: session.accountId, userId: session.user.id, name, moderator: session.user.moderator };
+}
+
+export interface RoomView {
+  id: number;
+  app_id: string;
+  created_by: string;
+  owner_id: number;
+  session_id: string;
+  channel_id: string;
+  allowed_user_ids: string[];
+  status: string;
+  created_at: string;
+}
+
+export interface PollOptionView {
+  id: number;
+  text: string;
+  vote_count: number;
+}
+
+export interface MessageView {
+  id: number;
+  channel_id: string;
+  parent_id: number | null;
+  content: string;
+  content_type: string;
+  created_by: string;
+  created_by_name: string;
+  inserted_at: string;
+  updated_at: string;
+  /** Top-level messages only. */
+  reply_count?: number;
+  /** Polls only: the options in their order, with their ids. */
+  options?: PollOptionView[];
+}
+
+export interface DayOfMessages {
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+  messages: MessageView[];
+}
+
+export type MessageList = { messages: MessageView[] } | { days: DayOfMessages[] };
+
+export interface UserView {
+  id: string;
+  name: string;
+}
+
+export interface PollVoteView {
+  answer: number;
+  user_id: string;
+}
+
+export interface Page {
+  size?: number;
+  offset?: number;
+}
+
+type RoomRow = typeof chatRooms.$inferSelect;
+type MessageRow = typeof chatMessages.$inferSelect;
+
+export function positiveInt(field: string, value: unknown): number {
+  const number = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof number !== "number" || !Number.isInteger(number) || number < 1 || number > MAX_INT) {
+    throw new AppError("validation_failed", `${field}: must be a whole number from 1 to ${MAX_INT}`);
+  }
+  return number;
+}
+
+function checkChannelId(channelId: string): void {
+  if (!CHANNEL_ID.test(channelId)) {
+    throw new AppError("validation_failed", "channel_id: 1 to 128 characters, without slashes or control characters");
+  }
+}
+
+function checkUserId(userId: string): void {
+  if (!USER_ID.test(userId)) throw new AppError("validation_failed", "user_id: 1 to 256 characters, without control characters");
+}
+
+function checkContent(value: unknown): string {
+  if (typeof value !== "string" || value.trim() === "") throw new AppError("validation_failed", "content: must be a non-empty string");
+  if (value.includes("\u0000")) throw new AppError("validation_failed", "content: NUL characters are not allowed");
+  if (value.length > CONTENT_MAX_CHARS) throw new AppError("validation_failed", `content: at most ${CONTENT_MAX_CHARS} characters`);
+  return value;
+}
+
+/** Makes a LIKE pattern that matches `term` literally anywhere: `%`, `_` and `\` lose their meaning. */
+export function containsPattern(term: string): string {
+  return `%${term.replace(/[\\%_]/g, (char) => `\\${char}`)}%`;
+}
+
+function checkSearchTerm(term: string): string {
+  if (term.trim() === "") throw new AppError("validation_failed", "search_term: must not be empty");
+  if (term.includes("\u0000")) throw new AppError("validation_failed", "search_term: NUL characters are not allowed");
+  if (term.length > SEARCH_TERM_MAX_CHARS) throw new AppError("validation_failed", `search_term: at most ${SEARCH_TERM_MAX_CHARS} characters`);
+  return term;
+}
+
+function pageOf(page: Page): { size: number; offset: number } {
+  return { size: page.size ?? PAGE_SIZE_DEFAULT, offset: page.offset ?? 0 };
+}
+
+// ---- users
+
+/** Chat users already written by this process, so the hot path does not write on every request. */
+const knownUsers = new Map<string, { id: number; name: string }>();
+const KNOWN_USERS_MAX = 10_000;
+
+/** Upserts the acting user into the account's chat users and returns its numeric id. */
+export async function rememberUser(actor: Actor): Promise<number> {
+  const cacheKey = `${actor.accountId}\u0000${actor.userId}`;
+  const known = knownUsers.get(cacheKey);
+  if (known && (actor.name === "" || known.name === actor.name)) return known.id;
+  checkUserId(actor.userId);
+  const [row] = await db
+    .insert(chatUsers)
+    .values({ accountId: actor.accountId, userId: actor.userId, name: actor.name })
+    .onConflictDoUpdate({
+      target: [chatUsers.accountId, chatUsers.userId],
+      // A token without a name keeps the name an earlier token gave.
+      set: { name: sql`case when excluded.name = '' then ${chatUsers.name} else excluded.name end` },
+    })
+    .returning({ id: chatUsers.id, name: chatUsers.name });
+  if (knownUsers.size >= KNOWN_USERS_MAX) knownUsers.clear();
+  knownUsers.set(cacheKey, { id: row!.id, name: row!.name });
+  return row!.id;
+}
+
+async function namesOf(accountId: string, userIds: string[]): Promise<UserView[]> {
+  if (userIds.length === 0) return [];
+  const rows = await db
+    .select({ id: chatUsers.userId, name: chatUsers.name })
+    .from(chatUsers)
+    .where(and(eq(chatUsers.accountId, accountId), inArray(chatUsers.userId, userIds)));
+  const names = new Map(rows.map((row) => [row.id, row.name]));
+  return userIds.map((id) => ({ id, name: names.get(id) ?? "" }));
+}
+
+export async function searchUsers(actor: Actor, term: string, page: Page = {}): Promise<UserView[]> {
+  const pattern = containsPattern(checkSearchTerm(term));
+  const { size, offset } = pageOf(page);
+  return db
+    .select({ id: chatUsers.userId, name: chatUsers.name })
+    .from(chatUsers)
+    .where(and(eq(chatUsers.accountId, actor.accountId), or(ilike(chatUsers.name, pattern), ilike(chatUsers.userId, pattern))))
+    .orderBy(asc(chatUsers.name), asc(chatUsers.userId))
+    .limit(size)
+    .offset(offset);
+}
+
+// ---- rooms
+
+function roomView(room: RoomRow): RoomView {
+  return {
+    id: room.id,
+    app_id: room.accountId,
+    created_by: room.createdBy,
+    owner_id: room.ownerId,
+    session_id: room.channelId,
+    channel_id: room.channelId,
+    allowed_user_ids: room.allowedUserIds,
+    status: room.status,
+    created_at: room.createdAt.toISOString(),
+  };
+}
+
+/** The owner and moderators manage a room: its users, and anyone's messages. */
+function manages(room: RoomRow, actor: Actor): boolean {
+  return actor.moderator || room.createdBy === actor.userId;
+}
+
+function mayEnter(room: RoomRow, actor: Actor): boolean {
+  return manages(room, actor) || room.allowedUserIds.length === 0 || room.allowedUserIds.includes(actor.userId);
+}
+
+async function findRoom(accountId: string, channelId: string): Promise<RoomRow | undefined> {
+  const [room] = await db
+    .select()
+    .from(chatRooms)
+    .where(and(eq(chatRooms.accountId, accountId), eq(chatRooms.channelId, channelId)));
+  return room;
+}
+
+/** The room if the actor may read it; 404 when the account has no such room, 403 when it is closed to the actor. */
+async function enterRoom(actor: Actor, channelId: string, purpose: "read" | "write" = "read"): Promise<RoomRow> {
+  const room = await findRoom(actor.accountId, channelId);
+  if (!room) throw new AppError("not_found", `no room "${channelId}"`);
+  if (!mayEnter(room, actor)) throw new AppError("forbidden", `user "${actor.userId}" may not enter room "${channelId}"`);
+  if (purpose === "write" && room.status !== "active") throw new AppError("forbidden", `room "${channelId}" is ${room.status}: it is read-only`);
+  await rememberUser(actor);
+  return room;
+}
+
+function manageRoom(room: RoomRow, actor: Actor): void {
+  if (!manages(room, actor)) throw new AppError("forbidden", `only the room's owner or a moderator may do this in "${room.channelId}"`);
+}
+
+export async function listRooms(actor: Actor): Promise<RoomView[]> {
+  await rememberUser(actor);
+  const open = or(
+    sql`cardinality(${chatRooms.allowedUserIds}) = 0`,
+    sql`${actor.userId} = any(${chatRooms.allowedUserIds})`,
+    eq(chatRooms.createdBy, actor.userId),
+  );
+  const rows = await db
+    .select()
+    .from(chatRooms)
+    .where(actor.moderator ? eq(chatRooms.accountId, actor.accountId) : and(eq(chatRooms.accountId, actor.accountId), open))
+    .orderBy(asc(chatRooms.id));
+  return rows.map(roomView);
+}
+
+export async function createRoom(actor: Actor, input: { channelId: string; allowedUserIds?: string[]; status?: RoomStatus }): Promise<RoomView> {
+  checkChannelId(input.channelId);
+  for (const userId of input.allowedUserIds ?? []) checkUserId(userId);
+  const ownerId = await rememberUser(actor);
+  const [room] = await db
+    .insert(chatRooms)
+    .values({
+      accountId: actor.accountId,
+      channelId: input.channelId,
+      createdBy: actor.userId,
+      ownerId,
+      allowedUserIds: [...new Set(input.allowedUserIds ?? [])],
+      status: input.status ?? "active",
+    })
+    .onConflictDoNothing()
+    .returning();
+  if (!room) throw new AppError("conflict", `room "${input.channelId}" already exists`);
+  return roomView(room);
+}
+
+export async function getRoom(actor: Actor, channelId: string): Promise<RoomView> {
+  return roomView(await enterRoom(actor, channelId));
+}
+
+/** Whether a room of that name exists in the account and, if so, whether the actor may enter it. */
+export async function roomAccess(actor: Actor, channelId: string): Promise<"absent" | "allowed" | "forbidden"> {
+  checkChannelId(channelId);
+  const room = await findRoom(actor.accountId, channelId);
+  if (!room) return "absent";
+  return mayEnter(room, actor) ? "allowed" : "forbidden";
+}
+
+/** Who is in a room: the owner and the allowed users of a closed room; of an open one, the owner and everyone who has posted. */
+async function roomUserIds(room: RoomRow): Promise<string[]> {
+  if (room.allowedUserIds.length > 0) return [...new Set([room.createdBy, ...room.allowedUserIds])];
+  const posters = await db
+    .selectDistinct({ userId: chatMessages.createdBy })
+    .from(chatMessages)
+    .where(and(eq(chatMessages.accountId, room.accountId), eq(chatMessages.roomId, room.id)));
+  return [...new Set([room.createdBy, ...posters.map((poster) => poster.userId).sort()])];
+}
+
+export async function roomUsers(actor: Actor, channelId: string): Promise<UserView[]> {
+  const room = await enterRoom(actor, channelId);
+  return namesOf(actor.accountId, await roomUserIds(room));
+}
+
+export async function roomUser(actor: Actor, channelId: string, userId: string): Promise<UserView> {
+  const room = await enterRoom(actor, channelId);
+  if (!(await roomUserIds(room)).includes(userId)) throw new AppError("not_found", `user "${userId}" is not in room "${channelId}"`);
+  const [user] = await namesOf(actor.accountId, [userId]);
+  return user!;
+}
+
+export async function addRoomUser(actor: Actor, channelId: string, userId: string): Promise<RoomView> {
+  checkUserId(userId);
+  const room = await enterRoom(actor, channelId);
+  manageRoom(room, actor);
+  // The user may never have used a token yet; it gets a chat user (named later by its first token).
+  await db.insert(chatUsers).values({ accountId: actor.accountId, userId }).onConflictDoNothing();
+  const [updated] = await db
+    .update(chatRooms)
+    .set({
+      allowedUserIds: sql`case when ${userId} = any(${chatRooms.allowedUserIds}) then ${chatRooms.allowedUserIds} else array_append(${chatRooms.allowedUserIds}, ${userId}::text) end`,
+    })
+    .where(and(eq(chatRooms.accountId, actor.accountId), eq(chatRooms.id, room.id)))
+    .returning();
+  return roomView(updated!);
+}
+
+export async function removeRoomUser(actor: Actor, channelId: string, userId: string): Promise<RoomView> {
+  checkUserId(userId);
+  const room = await enterRoom(actor, channelId);
+  manageRoom(room, actor);
+  if (!room.allowedUserIds.includes(userId)) throw new AppError("not_found", `user "${userId}" is not in the allowed users of room "${channelId}"`);
+  const [updated] = await db
+    .update(chatRooms)
+    .set({ allowedUserIds: sql`array_remove(${chatRooms.allowedUserIds}, ${userId}::text)` })
+    .where(and(eq(chatRooms.accountId, actor.accountId), eq(chatRooms.id, room.id)))
+    .returning();
+  return roomView(updated!);
+}
+
+// ---- messages
+
+/** Adds reply counts and poll options (with their vote counts) to stored messages, in three queries at most. */
+async function present(room: RoomRow, rows: MessageRow[]): Promise<MessageView[]> {
+  const topIds = rows.filter((row) => row.parentId === null).map((row) => row.id);
+  const pollIds = rows.filter((row) => row.contentType === "poll").map((row) => row.id);
+  const [replyCounts, options, tallies] = await Promise.all([
+    topIds.length === 0
+      ? []
+      : db
+          .select({ parentId: chatMessages.parentId, replies: count() })
+          .from(chatMessages)
+          .where(and(eq(chatMessages.accountId, room.accountId), inArray(chatMessages.parentId, topIds)))
+          .groupBy(chatMessages.parentId),
+    pollIds.length === 0
+      ? []
+      : db
+          .select()
+          .from(chatPollOptions)
+          .where(and(eq(chatPollOptions.accountId, room.accountId), inArray(chatPollOptions.messageId, pollIds)))
+          .orderBy(asc(chatPollOptions.messageId), asc(chatPollOptions.position)),
+    pollIds.length === 0
+      ? []
+      : db
+          .select({ optionId: chatPollVotes.optionId, votes: count() })
+          .from(chatPollVotes)
+          .where(and(eq(chatPollVotes.accountId, room.accountId), inArray(chatPollVotes.messageId, pollIds)))
+          .groupBy(chatPollVotes.optionId),
+  ]);
+  const repliesOf = new Map(replyCounts.map((row) => [row.parentId, row.replies]));
+  const votesOf = new Map(tallies.map((row) => [row.optionId, row.votes]));
+  const optionsOf = new Map<number, PollOptionView[]>();
+  for (const option of options) {
+    const list = optionsOf.get(option.messageId) ?? [];
+    list.push({ id: option.id, text: option.text, vote_count: votesOf.get(option.id) ?? 0 });
+    optionsOf.set(option.messageId, list);
+  }
+  return rows.map((row) => viewOf(room, row, repliesOf.get(row.id) ?? 0, optionsOf.get(row.id) ?? []));
+}
+
+function viewOf(room: RoomRow, row: MessageRow, replies: number, options: PollOptionView[]): MessageView {
+  return {
+    id: row.id,
+    channel_id: room.channelId,
+    parent_id: row.parentId,
+    content: row.content,
+    content_type: row.contentType,
+    created_by: row.createdBy,
+    created_by_name: row.createdByName,
+    inserted_at: row.insertedAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+    ...(row.parentId === null && { reply_count: replies }),
+    ...(row.contentType === "poll" && { options }),
+  };
+}
+
+/** Newest first, so each UTC day's group is newest first too and days come newest first. */
+function groupByDay(messages: MessageView[]): DayOfMessages[] {
+  const days: DayOfMessages[] = [];
+  for (const message of messages) {
+    const day = message.inserted_at.slice(0, 10);
+    const last = days.at(-1);
+    if (last?.day === day) last.messages.push(message);
+    else days.push({ day, messages: [message] });
+  }
+  return days;
+}
+
+function listOf(messages: MessageView[], byDay: boolean | undefined): MessageList {
+  return byDay ? { days: groupByDay(messages) } : { messages };
+}
+
+async function findMessage(room: RoomRow, messageId: number): Promise<MessageRow> {
+  const [row] = await db
+    .select()
+    .from(chatMessages)
+    .where(and(eq(chatMessages.accountId, room.accountId), eq(chatMessages.roomId, room.id), eq(chatMessages.id, messageId)));
+  if (!row) throw new AppError("not_found", `no message ${messageId} in room "${room.channelId}"`);
+  return row;
+}
+
+export function parseMessageIds(field: string, text: string): number[] {
+  const ids = text
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part !== "");
+  if (ids.length > PAGE_SIZE_MAX) throw new AppError("validation_failed", `${field}: at most ${PAGE_SIZE_MAX} ids`);
+  return ids.map((id) => positiveInt(field, id));
+}
+
+export async function listMessages(
+  actor: Actor,
+  channelId: string,
+  query: Page & { messageIds?: number[]; groupByDay?: boolean },
+): Promise<MessageList> {
+  const room = await enterRoom(actor, channelId);
+  const { size, offset } = pageOf(query);
+  const scope = query.messageIds
+    ? inArray(chatMessages.id, query.messageIds.length > 0 ? query.messageIds : [0])
+    : isNull(chatMessages.parentId);
+  const rows = await db
+    .select()
+    .from(chatMessages)
+    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id), scope))
+    .orderBy(desc(chatMessages.id))
+    .limit(size)
+    .offset(offset);
+  return listOf(await present(room, rows), query.groupByDay);
+}
+
+/** The latest top-level messages of a room, oldest first, as a joining socket receives them. */
+export async function recentMessages(actor: Actor, channelId: string): Promise<MessageView[]> {
+  checkChannelId(channelId);
+  const list = await listMessages(actor, channelId, { size: HISTORY_ON_JOIN });
+  return "messages" in list ? list.messages.reverse() : [];
+}
+
+export async function searchMessages(actor: Actor, channelId: string, term: string, page: Page = {}): Promise<MessageList> {
+  const pattern = containsPattern(checkSearchTerm(term));
+  const room = await enterRoom(actor, channelId);
+  const { size, offset } = pageOf(page);
+  const rows = await db
+    .select()
+    .from(chatMessages)
+    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id), ilike(chatMessages.content, pattern)))
+    .orderBy(desc(chatMessages.id))
+    .limit(size)
+    .offset(offset);
+  return { messages: await present(room, rows) };
+}
+
+export async function getMessage(actor: Actor, channelId: string, messageId: number): Promise<MessageView> {
+  const room = await enterRoom(actor, channelId);
+  const [message] = await present(room, [await findMessage(room, messageId)]);
+  return message!;
+}
+
+export interface NewMessage {
+  content: unknown;
+  content_type?: unknown;
+  options?: unknown;
+  parent_id?: unknown;
+}
+
+function checkPollOptions(options: unknown): string[] {
+  if (!Array.isArray(options) || options.length < POLL_OPTIONS_MIN || options.length > POLL_OPTIONS_MAX) {
+    throw new AppError("validation_failed", `options: a poll has ${POLL_OPTIONS_MIN} to ${POLL_OPTIONS_MAX} options`);
+  }
+  const texts = options.map((option) => {
+    if (typeof option !== "string" || option.trim() === "" || option.length > POLL_OPTION_MAX_CHARS || option.includes("\u0000")) {
+      throw new AppError("validation_failed", `options: each option is a non-empty string of at most ${POLL_OPTION_MAX_CHARS} characters`);
+    }
+    return option.trim();
+  });
+  if (new Set(texts).size !== texts.length) throw new AppError("validation_failed", "options: the options must differ");
+  return texts;
+}
+
+/** Stores a message (a poll when content_type is "poll"; a reply when parent_id is set) and broadcasts it as `new_message`. */
+export async function postMessage(actor: Actor, channelId: string, input: NewMessage): Promise<MessageView> {
+  if (typeof input !== "object" || input === null) throw new AppError("validation_failed", "the payload must be an object");
+  const content = checkContent(input.content);
+  const contentType = input.content_type ?? "text";
+  if (typeof contentType !== "string" || !CONTENT_TYPE.test(contentType)) {
+    throw new AppError("validation_failed", "content_type: lower-case letters, digits and _ . + / -, at most 64 characters");
+  }
+  const options = contentType === "poll" ? checkPollOptions(input.options) : undefined;
+  if (contentType !== "poll" && input.options !== undefined) throw new AppError("validation_failed", "options: only a poll has options");
+  const parentId = input.parent_id === undefined || input.parent_id === null ? null : positiveInt("parent_id", input.parent_id);
+  const room = await enterRoom(actor, channelId, "write");
+  if (parentId !== null) {
+    const parent = await findMessage(room, parentId);
+    if (parent.parentId !== null) throw new AppError("validation_failed", "parent_id: a reply cannot have replies; answer its parent");
+  }
+  const values = {
+    accountId: actor.accountId,
+    roomId: room.id,
+    parentId,
+    content,
+    contentType,
+    createdBy: actor.userId,
+    createdByName: actor.name || actor.userId,
+  };
+  // A new message has no replies or votes yet, so its view is built without reading back.
+  let message: MessageView;
+  if (options) {
+    message = await db.transaction(async (tx) => {
+      const [row] = await tx.insert(chatMessages).values(values).returning();
+      const stored = await tx
+        .insert(chatPollOptions)
+        .values(options.map((text, position) => ({ accountId: actor.accountId, messageId: row!.id, position, text })))
+        .returning({ id: chatPollOptions.id, text: chatPollOptions.text, position: chatPollOptions.position });
+      const ordered = stored.sort((a, b) => a.position - b.position).map(({ id, text }) => ({ id, text, vote_count: 0 }));
+      return viewOf(room, row!, 0, ordered);
+    });
+  } else {
+    // The hot path: one statement, no transaction round trips.
+    const [row] = await db.insert(chatMessages).values(values).returning();
+    message = viewOf(room, row!, 0, []);
+  }
+  await announceToRoom(actor.accountId, channelId, "new_message", message);
+  return message;
+}
+
+/** Only the author edits; the room must be active. Broadcasts `message_updated`. */
+export async function editMessage(actor: Actor, channelId: string, messageId: number, content: string | undefined): Promise<MessageView> {
+  const room = await enterRoom(actor, channelId, "write");
+  const row = await findMessage(room, messageId);
+  if (row.createdBy !== actor.userId) throw new AppError("forbidden", "only the author may edit a message");
+  if (content === undefined) return (await present(room, [row]))[0]!;
+  const [updated] = await db
+    .update(chatMessages)
+    .set({ content: checkContent(content), updatedAt: sql`now()` })
+    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.id, row.id)))
+    .returning();
+  const [message] = await present(room, [updated!]);
+  await announceToRoom(actor.accountId, channelId, "message_updated", message);
+  return message!;
+}
+
+function plural(count: number, one: string, many: string): string {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+/** Deletes messages with their replies, all or none: each must be the actor's own, unless the actor manages the room. */
+async function deleteSome(actor: Actor, room: RoomRow, rows: MessageRow[]): Promise<number[]> {
+  if (!manages(room, actor) && rows.some((row) => row.createdBy !== actor.userId)) {
+    throw new AppError("forbidden", "only the author, the room's owner or a moderator may delete a message");
+  }
+  const ids = rows.map((row) => row.id);
+  const deleted = await db
+    .delete(chatMessages)
+    .where(
+      and(
+        eq(chatMessages.accountId, actor.accountId),
+        eq(chatMessages.roomId, room.id),
+        or(inArray(chatMessages.id, ids), inArray(chatMessages.parentId, ids)),
+      ),
+    )
+    .returning({ id: chatMessages.id });
+  return deleted.map((row) => row.id).sort((a, b) => a - b);
+}
+
+async function messagesIn(room: RoomRow, ids: number[], parentId?: number): Promise<MessageRow[]> {
+  const unique = [...new Set(ids)];
+  const rows = await db
+    .select()
+    .from(chatMessages)
+    .where(
+      and(
+        eq(chatMessages.accountId, room.accountId),
+        eq(chatMessages.roomId, room.id),
+        inArray(chatMessages.id, unique),
+        parentId === undefined ? undefined : eq(chatMessages.parentId, parentId),
+      ),
+    );
+  const missing = unique.filter((id) => !rows.some((row) => row.id === id));
+  if (missing.length > 0) {
+    const where = parentId === undefined ? `room "${room.channelId}"` : `the replies of message ${parentId}`;
+    throw new AppError("not_found", `no message ${missing.join(", ")} in ${where}`);
+  }
+  return rows;
+}
+
+/** `is_empty` empties the room (owner or moderator only); otherwise deletes `message_ids` and their replies. */
+export async function deleteMessages(actor: Actor, channelId: string, input: { isEmpty?: boolean; messageIds?: number[] }): Promise<string> {
+  const room = await enterRoom(actor, channelId);
+  if (input.isEmpty) {
+    manageRoom(room, actor);
+    const deleted = await db
+      .delete(chatMessages)
+      .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id)))
+      .returning({ id: chatMessages.id });
+    await announceToRoom(actor.accountId, channelId, "message_deleted", { channel_id: channelId, is_empty: true });
+    return `${plural(deleted.length, "message", "messages")} deleted; room "${channelId}" is empty`;
+  }
+  if (!input.messageIds || input.messageIds.length === 0) {
+    throw new AppError("validation_failed", "message_ids: give the ids to delete, or is_empty: true");
+  }
+  const deleted = await deleteSome(actor, room, await messagesIn(room, input.messageIds));
+  await announceToRoom(actor.accountId, channelId, "message_deleted", { channel_id: channelId, message_ids: deleted });
+  return `${plural(deleted.length, "message", "messages")} deleted`;
+}
+
+export async function listReplies(actor: Actor, channelId: string, messageId: number, query: Page & { groupByDay?: boolean }): Promise<MessageList> {
+  const room = await enterRoom(actor, channelId);
+  await findMessage(room, messageId);
+  const { size, offset } = pageOf(query);
+  const rows = await db
+    .select()
+    .from(chatMessages)
+    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id), eq(chatMessages.parentId, messageId)))
+    .orderBy(desc(chatMessages.id))
+    .limit(size)
+    .offset(offset);
+  return listOf(await present(room, rows), query.groupByDay);
+}
+
+export async function deleteReplies(actor: Actor, channelId: string, messageId: number, replyIds: number[]): Promise<string> {
+  const room = await enterRoom(actor, channelId);
+  await findMessage(room, messageId);
+  if (replyIds.length === 0) throw new AppError("validation_failed", "reply_message_ids: give the ids of the replies to delete");
+  const deleted = await deleteSome(actor, room, await messagesIn(room, replyIds, messageId));
+  await announceToRoom(actor.accountId, channelId, "message_deleted", { channel_id: channelId, parent_id: messageId, message_ids: deleted });
+  return `${plural(deleted.length, "reply", "replies")} deleted`;
+}
+
+// ---- polls
+
+async function findPoll(room: RoomRow, messageId: number): Promise<MessageRow> {
+  const message = await findMessage(room, messageId);
+  if (message.contentType !== "poll") throw new AppError("validation_failed", `message ${messageId} is not a poll`);
+  return message;
+}
+
+export async function isVoted(actor: Actor, channelId: string, messageId: number): Promise<boolean> {
+  const room = await enterRoom(actor, channelId);
+  await findPoll(room, messageId);
+  const [vote] = await db
+    .select({ optionId: chatPollVotes.optionId })
+    .from(chatPollVotes)
+    .where(and(eq(chatPollVotes.accountId, actor.accountId), eq(chatPollVotes.messageId, messageId), eq(chatPollVotes.userId, actor.userId)));
+  return vote !== undefined;
+}
+
+export async function pollVotes(actor: Actor, channelId: string, messageId: number): Promise<PollVoteView[]> {
+  const room = await enterRoom(actor, channelId);
+  await findPoll(room, messageId);
+  return db
+    .select({ answer: chatPollVotes.optionId, user_id: chatPollVotes.userId })
+    .from(chatPollVotes)
+    .where(and(eq(chatPollVotes.accountId, actor.accountId), eq(chatPollVotes.messageId, messageId)))
+    .orderBy(asc(chatPollVotes.votedAt), asc(chatPollVotes.userId));
+}
+
+/** Sets the actor's one answer to a poll (replacing an earlier one) and broadcasts `new_vote` with the new tallies. */
+export async function vote(actor: Actor, channelId: string, messageId: number, optionId: number): Promise<PollVoteView> {
+  const room = await enterRoom(actor, channelId, "write");
+  await findPoll(room, messageId);
+  const [option] = await db
+    .select({ id: chatPollOptions.id })
+    .from(chatPollOptions)
+    .where(and(eq(chatPollOptions.accountId, actor.accountId), eq(chatPollOptions.messageId, messageId), eq(chatPollOptions.id, optionId)));
+  if (!option) throw new AppError("validation_failed", `option ${optionId} is not an option of poll ${messageId}`);
+  await db
+    .insert(chatPollVotes)
+    .values({ accountId: actor.accountId, messageId, userId: actor.userId, optionId })
+    .onConflictDoUpdate({ target: [chatPollVotes.messageId, chatPollVotes.userId], set: { optionId, votedAt: sql`now()` } });
+  const answer = { answer: optionId, user_id: actor.userId };
+  const [poll] = await present(room, [await findMessage(room, messageId)]);
+  await announceToRoom(actor.accountId, channelId, "new_vote", { message_id: messageId, ...answer, options: poll!.options });
+  return answer;
+}

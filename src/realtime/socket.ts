@@ -1,0 +1,262 @@
+/**
+ * One client socket speaking the Phoenix channels protocol (v2): heartbeats on `phoenix`,
+ * `phx_join`/`phx_leave`, and two kinds of channel. `chat:<channel_id>` is the persisted
+ * room (history and presence on join, `new_message`, `new_vote`); `rtc:<channel_id>`
+ * relays any event to the other members without storing it. Frames of one socket are
+ * handled in order, one at a time, so a push never overtakes the join before it.
+ */
+import { randomUUID } from "node:crypto";
+import type { Server, ServerWebSocket } from "bun";
+import { config } from "../config";
+import { AppError } from "../http/errors";
+import { log } from "../http/log";
+import {
+  type Actor,
+  type MessageView,
+  positiveInt,
+  postMessage,
+  recentMessages,
+  roomAccess,
+  vote,
+} from "../modules/messaging/service";
+import { attachServer, broker, type PresenceEntry } from "./broker";
+import { presenceDiff, presenceState } from "./presence";
+import { broadcastFrame, decodeFrame, encodeFrame, type Frame, PHOENIX_TOPIC, replyFrame } from "./protocol";
+import { accountTopic } from "./topics";
+
+/** Frames a socket may have waiting; a client that floods past this is disconnected. */
+const MAX_PENDING_FRAMES = 256;
+/** WebSocket close codes (RFC 6455 and the registry). */
+export const CLOSE_UNSUPPORTED_DATA = 1003;
+export const CLOSE_POLICY = 1008;
+export const CLOSE_GOING_AWAY = 1001;
+
+type Kind = "chat" | "rtc";
+
+interface Membership {
+  kind: Kind;
+  channelId: string;
+  joinRef: string | null;
+  /** The topic's name inside Parley (scoped by account). */
+  scoped: string;
+  presenceRef: string;
+}
+
+type Raw = ServerWebSocket<unknown>;
+
+export class Connection {
+  readonly id = randomUUID();
+  lastSeen = Date.now();
+  private readonly joined = new Map<string, Membership>();
+  private queue: Promise<void> = Promise.resolve();
+  private pending = 0;
+  private closed = false;
+
+  constructor(
+    readonly ws: Raw,
+    readonly actor: Actor,
+  ) {}
+
+  /** Takes a frame as Bun delivered it; handling waits behind the frames before it. */
+  receive(message: unknown): void {
+    this.lastSeen = Date.now();
+    if (++this.pending > MAX_PENDING_FRAMES) {
+      this.ws.close(CLOSE_POLICY, "too many frames waiting");
+      return;
+    }
+    this.queue = this.queue
+      .then(() => this.handle(message))
+      .catch((error: Error) => log.error({ err: error.message, stack: error.stack }, "realtime: frame handling failed"))
+      .finally(() => {
+        this.pending--;
+      });
+  }
+
+  private send(frame: string): void {
+    if (!this.closed) this.ws.send(frame);
+  }
+
+  private async handle(message: unknown): Promise<void> {
+    if (this.closed) return;
+    if (typeof message !== "string" && (typeof message !== "object" || message === null || message instanceof Uint8Array || message instanceof ArrayBuffer)) {
+      this.ws.close(CLOSE_UNSUPPORTED_DATA, "only JSON text frames are understood");
+      return;
+    }
+    const frame = decodeFrame(message);
+    if ("error" in frame) {
+      this.ws.close(CLOSE_UNSUPPORTED_DATA, frame.error);
+      return;
+    }
+    try {
+      await this.dispatch(frame);
+    } catch (error) {
+      if (error instanceof AppError) {
+        this.send(replyFrame(frame, "error", { reason: error.code, message: error.message }));
+      } else {
+        log.error({ err: (error as Error).message, stack: (error as Error).stack, event: frame.event }, "realtime: push failed");
+        this.send(replyFrame(frame, "error", { reason: "internal", message: "internal error" }));
+      }
+    }
+  }
+
+  private async dispatch(frame: Frame): Promise<void> {
+    if (frame.topic === PHOENIX_TOPIC) {
+      if (frame.event !== "heartbeat") throw new AppError("bad_request", `unknown event "${frame.event}" on topic phoenix`);
+      this.send(replyFrame(frame, "ok", {}));
+      return;
+    }
+    if (frame.event === "phx_join") return this.join(frame);
+    const membership = this.joined.get(frame.topic);
+    // Phoenix's answer to a push on a topic the socket has not joined.
+    if (!membership) {
+      this.send(replyFrame(frame, "error", { reason: "unmatched topic" }));
+      return;
+    }
+    if (frame.event === "phx_leave") {
+      await this.leave(frame.topic, membership);
+      this.send(replyFrame(frame, "ok", {}));
+      this.send(encodeFrame(membership.joinRef, membership.joinRef, frame.topic, "phx_close", {}));
+      return;
+    }
+    if (membership.kind === "rtc") return this.relay(frame, membership);
+    switch (frame.event) {
+      case "new_message": {
+        const message = await postMessage(this.actor, membership.channelId, (frame.payload ?? {}) as never);
+        this.send(replyFrame(frame, "ok", { message }));
+        return;
+      }
+      case "new_vote": {
+        const payload = (frame.payload ?? {}) as { message_id?: unknown; answer?: unknown };
+        const answer = await vote(this.actor, membership.channelId, positiveInt("message_id", payload.message_id), positiveInt("answer", payload.answer));
+        this.send(replyFrame(frame, "ok", { poll_answer: answer }));
+        return;
+      }
+      default:
+        throw new AppError("bad_request", `unknown event "${frame.event}" on a chat topic; send new_message or new_vote`);
+    }
+  }
+
+  private async join(frame: Frame): Promise<void> {
+    const separator = frame.topic.indexOf(":");
+    const kind = frame.topic.slice(0, separator);
+    const channelId = frame.topic.slice(separator + 1);
+    if (separator < 0 || (kind !== "chat" && kind !== "rtc")) {
+      this.send(replyFrame(frame, "error", { reason: "unmatched topic" }));
+      return;
+    }
+    // chat needs a room the user may enter; rtc needs that only when a room of that name exists.
+    let history: MessageView[] = [];
+    if (kind === "chat") history = await recentMessages(this.actor, channelId);
+    else if ((await roomAccess(this.actor, channelId)) === "forbidden") {
+      throw new AppError("forbidden", `user "${this.actor.userId}" may not enter room "${channelId}"`);
+    }
+
+    // Joining a topic again replaces the earlier membership, as Phoenix does.
+    const earlier = this.joined.get(frame.topic);
+    if (earlier) {
+      await this.leave(frame.topic, earlier);
+      this.send(encodeFrame(earlier.joinRef, earlier.joinRef, frame.topic, "phx_close", {}));
+    }
+    // The peer may have gone while the room was read; the leave queued behind this frame cleans up what follows.
+    if (this.closed) return;
+    const membership: Membership = {
+      kind,
+      channelId,
+      joinRef: frame.joinRef,
+      scoped: accountTopic(this.actor.accountId, frame.topic),
+      presenceRef: randomUUID(),
+    };
+    this.joined.set(frame.topic, membership);
+    this.ws.subscribe(membership.scoped);
+    await broker().subscribe(membership.scoped);
+    this.send(replyFrame(frame, "ok", {}));
+
+    const entry: PresenceEntry = {
+      key: this.actor.userId,
+      meta: { phx_ref: membership.presenceRef, name: this.actor.name || this.actor.userId, online_at: new Date().toISOString() },
+    };
+    await broker().track(membership.scoped, entry);
+    const push = (event: string, payload: unknown) => this.send(encodeFrame(frame.joinRef, null, frame.topic, event, payload));
+    push("presence_state", presenceState(await broker().presence(membership.scoped)));
+    await broker().broadcast(membership.scoped, broadcastFrame(frame.topic, "presence_diff", presenceDiff([entry], [])));
+    if (kind === "chat") {
+      push("archived_message_count", { count: history.length });
+      for (const message of history) push("archived_message", message);
+      await broker().broadcast(membership.scoped, broadcastFrame(frame.topic, "user_joined", { user: this.userView() }));
+    }
+  }
+
+  private userView() {
+    return { id: this.actor.userId, name: this.actor.name || this.actor.userId };
+  }
+
+  /** Forgets a membership and tells the others; tolerant of a broker that has gone away. */
+  private async leave(topic: string, membership: Membership): Promise<void> {
+    this.joined.delete(topic);
+    if (!this.closed) this.ws.unsubscribe(membership.scoped);
+    const entry: PresenceEntry = { key: this.actor.userId, meta: { phx_ref: membership.presenceRef } };
+    try {
+      await broker().untrack(membership.scoped, membership.presenceRef);
+      await broker().broadcast(membership.scoped, broadcastFrame(topic, "presence_diff", presenceDiff([], [entry])));
+      if (membership.kind === "chat") await broker().broadcast(membership.scoped, broadcastFrame(topic, "user_left", { user: this.userView() }));
+      await broker().unsubscribe(membership.scoped);
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, "realtime: leave not announced");
+    }
+  }
+
+  /** rtc: any event goes to the other members; `from` names the sender and cannot be forged. */
+  private async relay(frame: Frame, membership: Membership): Promise<void> {
+    if (frame.event.startsWith("phx_")) throw new AppError("bad_request", `"${frame.event}" is reserved by the protocol`);
+    const payload =
+      typeof frame.payload === "object" && frame.payload !== null && !Array.isArray(frame.payload)
+        ? { ...frame.payload, from: this.actor.userId }
+        : frame.payload;
+    await broker().broadcast(membership.scoped, broadcastFrame(frame.topic, frame.event, payload), this.ws);
+    this.send(replyFrame(frame, "ok", {}));
+  }
+
+  /** The socket has closed: frames not yet started are dropped; every channel is left once the running one is done. */
+  closedByPeer(): Promise<void> {
+    this.closed = true;
+    this.queue = this.queue.then(async () => {
+      for (const [topic, membership] of [...this.joined]) await this.leave(topic, membership);
+    });
+    return this.queue;
+  }
+}
+
+const connections = new Map<Raw, Connection>();
+let sweeper: ReturnType<typeof setInterval> | undefined;
+
+/** Closes sockets that have sent nothing, not even a heartbeat, within the idle timeout. */
+function sweepIdle(): void {
+  const limit = Date.now() - config.realtime.idleTimeoutSeconds * 1000;
+  for (const connection of connections.values()) {
+    if (connection.lastSeen < limit) connection.ws.close(CLOSE_GOING_AWAY, "idle");
+  }
+}
+
+export function openConnection(ws: Raw, server: Server<unknown> | null, actor: Actor): void {
+  if (server) attachServer(server);
+  connections.set(ws, new Connection(ws, actor));
+  if (!sweeper) {
+    sweeper = setInterval(sweepIdle, Math.min(5_000, (config.realtime.idleTimeoutSeconds * 1000) / 4));
+    sweeper.unref?.();
+  }
+}
+
+export function connectionOf(ws: Raw): Connection | undefined {
+  return connections.get(ws);
+}
+
+export async function closeConnection(ws: Raw): Promise<void> {
+  const connection = connections.get(ws);
+  if (!connection) return;
+  connections.delete(ws);
+  if (connections.size === 0 && sweeper) {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+  await connection.closedByPeer();
+}

@@ -1,0 +1,123 @@
+/**
+ * SIP gateway load: sipp calls the gateway at a rising call rate (each call 100 ms long,
+ * header room, recorded and billed in PostgreSQL) and the run prints, per rate, whether
+ * every call succeeded and the p50/p99 time from INVITE to 200 OK. The reference is sipp's
+ * own built-in UAS driven by the same scenario at the same rate on this machine, so the
+ * ratio says what the gateway costs over a SIP stack that does nothing.
+ *
+ *   bun test/bench/sip.bench.ts        (needs PostgreSQL and Redis, like the tests)
+ */
+export {};
+
+process.env.DATABASE_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+process.env.REDIS_URL ??= "redis://127.0.0.1:6379";
+process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
+process.env.LOG_LEVEL ??= "error";
+process.env.BOOTSTRAP_ACCOUNT = "false";
+
+const { migrate } = await import("../../src/db/migrate");
+const { database } = await import("../../src/db/client");
+const { closeRedis } = await import("../../src/queue/connection");
+const { createAccount } = await import("../../src/modules/accounts/service");
+const { startTestGateway } = await import("../support/sip-gateway");
+const { runSipp } = await import("../support/sipp");
+const { freePort } = await import("../support/ports");
+
+const RATES = [25, 50, 100, 200, 300, 400, 600, 800];
+const SECONDS_PER_STEP = 4;
+const HOLD_MS = 100;
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** sipp's -trace_rtt CSV: Date_ms;response_time_ms;rtd_no, in whole milliseconds. */
+function responseTimes(csv: string): number[] {
+  return csv
+    .split("\n")
+    .map((line) => line.split(";"))
+    .filter((fields) => fields.length >= 3 && /^[0-9.]+$/.test(fields[1]!))
+    .map((fields) => Number(fields[1]))
+    .sort((a, b) => a - b);
+}
+
+interface Step {
+  rate: number;
+  ok: boolean;
+  p50: number;
+  p99: number;
+}
+
+async function load(port: number, rate: number): Promise<Step> {
+  const calls = rate * SECONDS_PER_STEP;
+  const run = await runSipp({
+    scenario: "load_call.xml",
+    port,
+    service: "gateway",
+    keys: { extra_header: "Parley-Conference-Room: bench" },
+    calls,
+    rate,
+    holdMs: HOLD_MS,
+    timeoutSeconds: SECONDS_PER_STEP + 20,
+    extra: ["-trace_rtt", "-rtt_freq", "1", "-l", String(rate * 2)],
+  });
+  const times = responseTimes(run.rtt);
+  if (run.code !== 0) console.log(`  sipp exited ${run.code} at ${rate} calls/s: ${(run.errors || run.output).split("\n").slice(0, 6).join(" | ").slice(0, 600)}`);
+  return { rate, ok: run.code === 0 && times.length === calls, p50: percentile(times, 50), p99: percentile(times, 99) };
+}
+
+async function loadReference(rate: number): Promise<Step> {
+  const port = await freePort();
+  const calls = rate * SECONDS_PER_STEP;
+  const uas = Bun.spawn(["sipp", "-sn", "uas", "-i", "127.0.0.1", "-p", String(port), "-m", String(calls), "-timeout", `${SECONDS_PER_STEP + 25}s`, "-nostdin", "-bg"], {
+    cwd: "/tmp",
+    stdout: "ignore",
+    stderr: "ignore",
+  });
+  await uas.exited;
+  await Bun.sleep(200);
+  const step = await load(port, rate);
+  return step;
+}
+
+await migrate();
+const { account } = await createAccount(`bench-${crypto.randomUUID().slice(0, 8)}`, "EdDSA");
+const running = await startTestGateway({ accountId: account.id, requestsPerSecond: 0, maxCalls: 100_000, ackTimeoutMs: 32_000 });
+
+console.log(`SIP gateway benchmark: ${SECONDS_PER_STEP} s per step, calls of ${HOLD_MS} ms, UDP on loopback`);
+console.log("rate (calls/s) | gateway: all ok, p50, p99 INVITE→200 (ms) | sipp UAS reference: all ok, p99 (ms) | p99 ratio");
+/** Past this, calls only "succeed" through SIP retransmissions: the gateway is saturated. */
+const RESPONSIVE_P99_MS = 500;
+let best: Step | undefined;
+let bestReference: Step | undefined;
+let responsive: Step | undefined;
+for (const rate of RATES) {
+  const step = await load(running.port, rate);
+  const reference = await loadReference(rate);
+  // sipp times in whole milliseconds: a reference under 1 ms counts as 1 ms.
+  const ratio = step.p99 / Math.max(reference.p99, 1);
+  console.log(
+    `${String(rate).padStart(14)} | ${step.ok ? "yes" : "NO "}  ${step.p50.toFixed(0).padStart(8)} ${step.p99.toFixed(0).padStart(8)} | ${reference.ok ? "yes" : "NO "} ${reference.p99.toFixed(0).padStart(8)} | ${ratio.toFixed(1)}×`,
+  );
+  if (!step.ok) break;
+  best = step;
+  if (step.p99 <= RESPONSIVE_P99_MS && (!responsive || step.rate > responsive.rate)) responsive = step;
+  bestReference = reference;
+}
+if (best) {
+  console.log(
+    `highest rate with no failed call: ${best.rate} calls/s; p99 INVITE→200 ${best.p99.toFixed(0)} ms (sipp UAS reference ${bestReference!.p99.toFixed(0)} ms)`,
+  );
+  console.log(
+    responsive
+      ? `highest rate with no failed call and p99 under ${RESPONSIVE_P99_MS} ms: ${responsive.rate} calls/s (p99 ${responsive.p99.toFixed(0)} ms)`
+      : `no rate kept p99 under ${RESPONSIVE_P99_MS} ms`,
+  );
+} else {
+  console.log(`no rate passed: even ${RATES[0]} calls/s had a failed call`);
+}
+
+await running.stop();
+await closeRedis();
+await database.close();
