@@ -3,6 +3,7 @@ import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { config } from "./config";
 import { pipeline } from "./http/pipeline";
+import { eventsController } from "./modules/events";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
@@ -10,6 +11,7 @@ import { systemController } from "./modules/system";
 import { messagingController } from "./modules/messaging";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
+import { usageController } from "./modules/usage";
 import { realtimeController } from "./realtime";
 
 export function createApp() {
@@ -29,6 +31,7 @@ export function createApp() {
             securitySchemes: {
               apiKey: { type: "apiKey", in: "header", name: "Authorization", description: "The account's API key, raw or after Bearer" },
               bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A token from generate-token" },
+              basic: { type: "http", scheme: "basic", description: "Any username (the account id reads best) and the API key as password" },
             },
           },
         },
@@ -41,7 +44,9 @@ export function createApp() {
     .use(streamingController)
     .use(messagingController)
     .use(uploadsController)
-    .use(realtimeController);
+    .use(realtimeController)
+    .use(eventsController)
+    .use(usageController);
 }
 
 export type App = ReturnType<typeof createApp>;

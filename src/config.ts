@@ -271,6 +271,14 @@ export function loadConfig(env: Env = process.env) {
       /** Largest frame a client may send; a larger one closes the socket with 1009. */
       maxFrameBytes: integer(env, "REALTIME_MAX_FRAME_BYTES", 65_536, 1024, 16_777_216),
     },
+    usage: {
+      /** cdr jobs one worker process folds at once; each job takes per-room locks, so more is safe. */
+      workerConcurrency: integer(env, "CDR_WORKER_CONCURRENCY", 4, 1, 256),
+      /** Tries of a fold job before it stays failed (exponential back-off from one second). */
+      jobAttempts: integer(env, "CDR_JOB_ATTEMPTS", 8, 1, 100),
+      /** Finished fold jobs kept in Redis for inspection; failed ones are kept ten times as many. */
+      keepCompletedJobs: integer(env, "CDR_KEEP_COMPLETED_JOBS", 1000, 0, 1_000_000),
+    },
     admin: {
       /** On first start with no account at all, make one and print its API key. */
       bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),

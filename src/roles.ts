@@ -8,6 +8,7 @@ export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
   recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
   sip: async (): Promise<Running> => (await import("../sip-gateway/index")).startSipRole(),
+  cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
 } as const;
 
 export type Role = keyof typeof ROLES;

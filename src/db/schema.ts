@@ -5,4 +5,5 @@ export * from "../modules/mapper/schema";
 export * from "../modules/scheduler/schema";
 export * from "../modules/streaming/schema";
 export * from "../modules/messaging/schema";
+export * from "../modules/usage/schema";
 export * from "../../sip-gateway/schema";

@@ -41,3 +41,35 @@ export const auth = new Elysia({ name: "parley.auth" }).macro({
     detail: { security: [{ bearer: [] }] },
   }),
 });
+
+/**
+ * The account behind a platform credential: a Bearer token whose scope covers the platform
+ * (`parley`, or empty, which grants every service), the API key as Bearer, or HTTP Basic
+ * with the API key as password (any username; the account id reads best) or as username
+ * with an empty password, the way curl's `-u KEY:` sends it.
+ */
+export async function platformAccountFromHeader(authorization: string | undefined): Promise<string> {
+  const basic = /^Basic\s+(\S+)$/i.exec(authorization ?? "")?.[1];
+  if (basic) {
+    const decoded = Buffer.from(basic, "base64").toString("utf8");
+    const colon = decoded.indexOf(":");
+    if (colon < 0) throw new AppError("unauthorized", "HTTP Basic credentials must be user:password, with the API key as password");
+    const apiKey = decoded.slice(colon + 1) || decoded.slice(0, colon);
+    if (apiKey === "") throw new AppError("unauthorized", "HTTP Basic credentials hold no API key");
+    return (await accountForApiKey(apiKey)).id;
+  }
+  const bearer = /^Bearer\s+(\S+)$/i.exec(authorization ?? "")?.[1];
+  if (!bearer) throw new AppError("unauthorized", "the Authorization header must be Bearer <token> or Basic <account id:API key>");
+  // A JWT has three dot-separated parts; an API key has none.
+  if (bearer.split(".").length === 3) return (await verifyAccessToken(bearer, "parley")).accountId;
+  return (await accountForApiKey(bearer)).id;
+}
+
+export const platformAuth = new Elysia({ name: "parley.auth.platform" }).macro({
+  platform: {
+    async resolve({ headers }) {
+      return { accountId: await platformAccountFromHeader(headers.authorization) };
+    },
+    detail: { security: [{ bearer: [] }, { basic: [] }] },
+  },
+});

@@ -32,6 +32,12 @@ export interface RecorderStopJob {
   reason: string;
 }
 
+/** The cdr queue's one job kind: fold one stored conference event into the usage tables. */
+export const CDR_FOLD_JOB = "fold-event";
+export interface CdrFoldJob {
+  eventId: number;
+}
+
 const queues = new Map<QueueName, Queue>();
 
 export function queueOptions(): QueueOptions {

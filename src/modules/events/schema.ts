@@ -23,5 +23,7 @@ export const conferenceEvents = pgTable(
   (table) => [
     uniqueIndex("conference_events_dedupe_idx").on(table.accountId, table.dedupeKey),
     index("conference_events_room_idx").on(table.accountId, table.room, table.occurredAt),
+    // Streams and calls are refolded from all events about one subject (stream name, Call-ID).
+    index("conference_events_subject_idx").on(table.accountId, table.subject),
   ],
 );

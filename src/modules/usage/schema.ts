@@ -1,0 +1,103 @@
+import { bigserial, boolean, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { accounts } from "../accounts/schema";
+
+const accountId = () =>
+  text("account_id")
+    .notNull()
+    .references(() => accounts.id, { onDelete: "cascade" });
+
+/**
+ * One life of a conference room, from muc-room-created to muc-room-destroyed. A room name is
+ * reused by later meetings, so a life is named by the room, its breakout id ("" for the main
+ * room) and the creation second the source reports in both events.
+ */
+export const roomSessions = pgTable(
+  "room_sessions",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    accountId: accountId(),
+    room: text("room").notNull(),
+    breakoutId: text("breakout_id").notNull().default(""),
+    roomJid: text("room_jid"),
+    startedAt: timestamp("started_at", { withTimezone: true }).notNull(),
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [
+    uniqueIndex("room_sessions_key_idx").on(table.accountId, table.room, table.breakoutId, table.startedAt),
+    index("room_sessions_time_idx").on(table.accountId, table.startedAt),
+  ],
+);
+
+/**
+ * One stay of one connection in a room. event_sync repeats the occupant jid and the join
+ * second in the leave, so both halves name the same row whichever arrives first.
+ */
+export const participantSessions = pgTable(
+  "participant_sessions",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    accountId: accountId(),
+    room: text("room").notNull(),
+    breakoutId: text("breakout_id").notNull().default(""),
+    occupantJid: text("occupant_jid").notNull(),
+    userId: text("user_id"),
+    name: text("name"),
+    email: text("email"),
+    joinedAt: timestamp("joined_at", { withTimezone: true }).notNull(),
+    leftAt: timestamp("left_at", { withTimezone: true }),
+    /** True when no leave was reported and the stay was closed at the room's end. */
+    leftEstimated: boolean("left_estimated").notNull().default(false),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [
+    uniqueIndex("participant_sessions_key_idx").on(table.accountId, table.room, table.breakoutId, table.occupantJid, table.joinedAt),
+    index("participant_sessions_time_idx").on(table.accountId, table.room, table.joinedAt),
+    // The report over every room reads an account's stays by join time alone.
+    index("participant_sessions_account_time_idx").on(table.accountId, table.joinedAt),
+  ],
+);
+
+/** A stream, a recording or an answered phone call: an interval in a room, named by its subject. */
+export const mediaSessions = pgTable(
+  "media_sessions",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    accountId: accountId(),
+    room: text("room").notNull(),
+    /** streaming, recording or phone */
+    kind: text("kind").notNull(),
+    /** Stream name, or the SIP Call-ID of a phone call. */
+    subject: text("subject").notNull(),
+    startedAt: timestamp("started_at", { withTimezone: true }).notNull(),
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+    peakViewers: integer("peak_viewers").notNull().default(0),
+    /** Phone calls: caller, callee, answered, reason. */
+    details: jsonb("details").$type<Record<string, unknown>>().notNull().default({}),
+  },
+  (table) => [
+    uniqueIndex("media_sessions_key_idx").on(table.accountId, table.kind, table.subject, table.startedAt),
+    index("media_sessions_subject_idx").on(table.accountId, table.subject),
+    index("media_sessions_room_idx").on(table.accountId, table.room, table.startedAt),
+  ],
+);
+
+/** Usage per room name and UTC day, rebuilt from the session tables for each day a fold touches. */
+export const roomUsageDaily = pgTable(
+  "room_usage_daily",
+  {
+    accountId: accountId(),
+    room: text("room").notNull(),
+    day: date("day", { mode: "string" }).notNull(),
+    participantSeconds: integer("participant_seconds").notNull().default(0),
+    peakParticipants: integer("peak_participants").notNull().default(0),
+    distinctParticipants: integer("distinct_participants").notNull().default(0),
+    phoneSeconds: integer("phone_seconds").notNull().default(0),
+    streamingSeconds: integer("streaming_seconds").notNull().default(0),
+    recordingSeconds: integer("recording_seconds").notNull().default(0),
+    peakViewers: integer("peak_viewers").notNull().default(0),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [primaryKey({ columns: [table.accountId, table.room, table.day] }), index("room_usage_daily_day_idx").on(table.accountId, table.day)],
+);

@@ -1,0 +1,209 @@
+/**
+ * Folding and reporting at scale. Run by hand:
+ *
+ *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_usage bun test/bench/cdr.bench.ts
+ *
+ * WIPES the database it is given. It writes BENCH_EVENTS (default 1,000,000) event_sync
+ * events over BENCH_ROOMS (default 10,000) room lives straight into the log with
+ * generate_series, folds them with the cdr fold the worker runs (in pages, as a refold
+ * does), and prints that time beside one SQL aggregation of participant seconds over the
+ * same raw rows, with the ratio. Then it times POST /api/v1/pricing/cdr over the 10,000 rooms.
+ */
+export {};
+
+const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+if (!databaseUrl) {
+  console.error("set BENCH_DATABASE_URL to a database this benchmark may wipe");
+  process.exit(2);
+}
+process.env.DATABASE_URL = databaseUrl;
+process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
+process.env.LOG_LEVEL = "silent";
+process.env.DATABASE_POOL_SIZE = "4";
+
+const ROOMS = Number(process.env.BENCH_ROOMS ?? 10_000);
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
+/** Per room: create, destroy, a stream's start and stop, and a join and a leave per participant. */
+const PARTICIPANTS = Math.max(1, Math.floor((EVENTS / ROOMS - 4) / 2));
+const PAGE = Number(process.env.BENCH_PAGE ?? 5_000);
+const REPORT_CALLS = Number(process.env.BENCH_REPORT_CALLS ?? 200);
+
+const { default: postgres } = await import("postgres");
+const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+
+const { migrate } = await import("../../src/db/migrate");
+await migrate();
+const { createAccount } = await import("../../src/modules/accounts/service");
+const { refoldLog } = await import("../../src/modules/usage/fold");
+const { createApp } = await import("../../src/app");
+const { database } = await import("../../src/db/client");
+const { closeRedis } = await import("../../src/queue/connection");
+const { closeQueues } = await import("../../src/queue/queues");
+
+const { account, apiKey } = await createAccount("bench", "EdDSA");
+const seconds = (ms: number) => (ms / 1000).toFixed(2);
+const time = async <T>(run: () => Promise<T>): Promise<[T, number]> => {
+  const started = performance.now();
+  const result = await run();
+  return [result, performance.now() - started];
+};
+
+// Room r lives on day r % 28 from 2026-10-01 for 4000 s; participant p joins 10p s after the
+// start and leaves 600 + (37p mod 3000) s after it; the room is streamed and recorded from
+// 100 s to 1900 s. Rows are inserted in time order, interleaving rooms as live traffic does.
+const [, loadMs] = await time(() =>
+  admin.unsafe(
+    `
+  with rooms as (
+    select r, 'room-' || r as name, extract(epoch from timestamptz '2026-10-01 08:00:00+00' + (r % 28) * interval '1 day' + (r % 600) * interval '1 second')::bigint as start
+    from generate_series(0, $2 - 1) as r
+  ),
+  people as (
+    select rooms.*, p, 'u' || p || '@meet.example.com/r' || r as jid, start + 10 * p as joined, start + 600 + (37 * p) % 3000 as left_at
+    from rooms, generate_series(0, $3 - 1) as p
+  ),
+  base as (
+    select name, jsonb_build_object('room_name', name, 'room_jid', name || '@conference.meet.example.com', 'is_breakout', false) as fields, start
+    from rooms
+  ),
+  events as (
+    select 'room_created' as kind, name as room, start as at, null::text as subject,
+      b.fields || jsonb_build_object('event_name', 'muc-room-created', 'created_at', start) as payload,
+      'room_created|' || name || '||' || start as dedupe
+    from base b
+    union all
+    select 'room_destroyed', name, start + 4000, null,
+      b.fields || jsonb_build_object('event_name', 'muc-room-destroyed', 'created_at', start, 'destroyed_at', start + 4000, 'all_occupants', '{}'::jsonb),
+      'room_destroyed|' || name || '||' || start
+    from base b
+    union all
+    select 'occupant_joined', name, joined, jid,
+      jsonb_build_object('event_name', 'muc-occupant-joined', 'room_name', name, 'is_breakout', false,
+        'occupant', jsonb_build_object('occupant_jid', jid, 'id', 'user-' || p, 'name', 'User ' || p, 'joined_at', joined)),
+      'occupant_joined|' || name || '||' || jid || '|' || joined
+    from people
+    union all
+    select 'occupant_left', name, left_at, jid,
+      jsonb_build_object('event_name', 'muc-occupant-left', 'room_name', name, 'is_breakout', false,
+        'occupant', jsonb_build_object('occupant_jid', jid, 'id', 'user-' || p, 'name', 'User ' || p, 'joined_at', joined, 'left_at', left_at)),
+      'occupant_left|' || name || '||' || jid || '|' || joined
+    from people
+    union all
+    select 'stream_started', name, start + 100, name || '-live', '{"recording": true}'::jsonb, 'stream_started|' || name from rooms
+    union all
+    select 'stream_stopped', name, start + 1900, name || '-live', '{"recording": true}'::jsonb, 'stream_stopped|' || name from rooms
+  )
+  insert into conference_events (account_id, kind, room, occurred_at, subject, payload, dedupe_key)
+  select $1, kind, room, to_timestamp(at), subject, payload, dedupe from events order by at, room`,
+    [account.id, ROOMS, PARTICIPANTS],
+  ),
+);
+await admin.unsafe("analyze");
+const [{ count }] = (await admin.unsafe("select count(*)::int as count from conference_events")) as unknown as [{ count: number }];
+console.log(`log: ${count} events over ${ROOMS} rooms (${PARTICIPANTS} participants each), written in ${seconds(loadMs)} s`);
+
+const [folded, foldMs] = await time(() => refoldLog(PAGE));
+console.log(`fold: ${folded} events in ${seconds(foldMs)} s (${Math.round(folded / (foldMs / 1000))} events/s, pages of ${PAGE})`);
+
+// The reference: participant seconds per room and day, paired straight from the raw rows in one statement.
+const referenceSql = `
+  select room, (to_timestamp(joined) at time zone 'UTC')::date as day, sum(left_at - joined) as seconds
+  from (
+    select room, subject, (payload->'occupant'->>'joined_at')::bigint as joined,
+      max((payload->'occupant'->>'left_at')::bigint) as left_at
+    from conference_events where account_id = $1 and kind in ('occupant_joined', 'occupant_left')
+    group by room, subject, (payload->'occupant'->>'joined_at')::bigint
+  ) as stays
+  where left_at is not null
+  group by room, day`;
+const [reference, sqlMs] = await time(() => admin.unsafe(referenceSql, [account.id]));
+console.log(`one SQL aggregation over the raw rows: ${reference.length} room-days in ${seconds(sqlMs)} s`);
+console.log(`ratio fold / SQL aggregation: ${(foldMs / sqlMs).toFixed(1)}x`);
+
+const [sums] = (await admin.unsafe("select sum(participant_seconds)::bigint as folded from room_usage_daily where account_id = $1", [
+  account.id,
+])) as unknown as [{ folded: string }];
+const referenceTotal = reference.reduce((total, row) => total + Number(row.seconds), 0);
+console.log(`check: folded participant seconds ${sums.folded}, SQL ${referenceTotal} -> ${Number(sums.folded) === referenceTotal ? "equal" : "DIFFERENT"}`);
+
+const app = createApp();
+const report = async (body: Record<string, unknown>) => {
+  const started = performance.now();
+  const response = await app.handle(
+    new Request("http://parley.bench/api/v1/pricing/cdr", {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${apiKey.apiKey}` },
+      body: JSON.stringify(body),
+    }),
+  );
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`report failed: ${response.status} ${text.slice(0, 200)}`);
+  return { ms: performance.now() - started, bytes: text.length };
+};
+const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
+const window = { start_date: "2026-10-01T00:00:00Z", end_date: "2026-10-29T00:00:00Z" };
+
+const single: number[] = [];
+for (let i = 0; i < REPORT_CALLS; i++) single.push((await report({ ...window, room_name: [`room-${(i * 7919) % ROOMS}`] })).ms);
+console.log(`report, one room of ${ROOMS}, 28-day window: p50 ${percentile(single, 50).toFixed(1)} ms, p95 ${percentile(single, 95).toFixed(1)} ms (${REPORT_CALLS} calls)`);
+
+const week: number[] = [];
+let weekBytes = 0;
+for (let i = 0; i < 10; i++) {
+  const answer = await report({ start_date: "2026-10-01T00:00:00Z", end_date: "2026-10-08T00:00:00Z" });
+  week.push(answer.ms);
+  weekBytes = answer.bytes;
+}
+console.log(`report, every room, 7-day window (~${Math.round(ROOMS / 4)} rooms, ${(weekBytes / 1e6).toFixed(1)} MB): p50 ${percentile(week, 50).toFixed(0)} ms, p95 ${percentile(week, 95).toFixed(0)} ms (10 calls)`);
+
+const all: number[] = [];
+let allBytes = 0;
+for (let i = 0; i < 3; i++) {
+  const answer = await report(window);
+  all.push(answer.ms);
+  allBytes = answer.bytes;
+}
+console.log(`report, all ${ROOMS} rooms, 28-day window (${(allBytes / 1e6).toFixed(1)} MB): p95 ${percentile(all, 95).toFixed(0)} ms (3 calls)`);
+
+// The live path: events appended one by one (each queues its job), folded job by job by the worker.
+const { appendEvent } = await import("../../src/modules/events/service");
+const { startCdrWorker } = await import("../../workers/cdr");
+const { getQueue, QUEUE_NAMES } = await import("../../src/queue/queues");
+const LIVE = Number(process.env.BENCH_LIVE_EVENTS ?? 4_000);
+const liveStart = Date.parse("2026-11-01T08:00:00Z");
+for (let i = 0; i < LIVE / 2; i++) {
+  const room = `live-${i % 40}`;
+  const jid = `p${i}@meet.example.com/x`;
+  const joined = liveStart + i * 1000;
+  const occupant = { occupant_jid: jid, id: `p${i}`, joined_at: joined / 1000 };
+  await appendEvent({ accountId: account.id, kind: "occupant_joined", room, occurredAt: new Date(joined), subject: jid, payload: { room_name: room, occupant }, dedupeKey: `j|${jid}` });
+  const left = joined + 600_000;
+  await appendEvent({
+    accountId: account.id,
+    kind: "occupant_left",
+    room,
+    occurredAt: new Date(left),
+    subject: jid,
+    payload: { room_name: room, occupant: { ...occupant, left_at: left / 1000 } },
+    dedupeKey: `l|${jid}`,
+  });
+}
+const worker = startCdrWorker({ concurrency: 4 });
+const queue = getQueue(QUEUE_NAMES.cdr);
+const [, workerMs] = await time(async () => {
+  for (;;) {
+    const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");
+    if (Object.values(counts).every((n) => n === 0)) return;
+    await Bun.sleep(20);
+  }
+});
+await worker.stop();
+console.log(`worker: ${LIVE} events folded job by job (concurrency 4) in ${seconds(workerMs)} s (${Math.round(LIVE / (workerMs / 1000))} events/s)`);
+
+await admin.end();
+await closeQueues();
+await closeRedis();
+await database.close();
+// The API's Redis subscribers keep the event loop alive; the benchmark is done.
+process.exit(0);

@@ -1,0 +1,147 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import { and, eq } from "drizzle-orm";
+import { db } from "../../src/db/client";
+import { conferenceEvents } from "../../src/modules/events/schema";
+import { appendEvent } from "../../src/modules/events/service";
+import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
+import { call, newAccount } from "../helpers";
+import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
+
+const alice = { name: "Alice", email: "alice@example.com", id: "alice", occupant_jid: "9f1c@meet.example.com/AbC1" };
+
+async function storedEvents(accountId: string) {
+  return db.select().from(conferenceEvents).where(eq(conferenceEvents.accountId, accountId));
+}
+
+describe("event_sync ingestion", () => {
+  let account: Awaited<ReturnType<typeof newAccount>>;
+  beforeAll(async () => {
+    account = await newAccount();
+  });
+
+  test("the module's four deliveries, as its README shows them, are stored with their source times", async () => {
+    const created = at("09:00:00");
+    const answers = [
+      await deliver(account.apiKey, roomCreated("catchup", created)),
+      await deliver(account.apiKey, occupantJoined("catchup", alice, at("09:00:05"), 1)),
+      await deliver(account.apiKey, occupantLeft("catchup", alice, at("09:00:05"), at("09:10:00"), 0)),
+      await deliver(account.apiKey, roomDestroyed("catchup", created, at("09:10:01"), [{ ...alice, joined_at: at("09:00:05"), left_at: at("09:10:00") }])),
+    ];
+    expect(answers.map((answer) => [answer.status, answer.body.stored])).toEqual([
+      [200, true],
+      [200, true],
+      [200, true],
+      [200, true],
+    ]);
+    const rows = await storedEvents(account.accountId);
+    expect(rows.map((row) => [row.kind, row.room, row.subject, row.occurredAt.toISOString()])).toEqual([
+      ["room_created", "catchup", null, "2026-11-20T09:00:00.000Z"],
+      ["occupant_joined", "catchup", alice.occupant_jid, "2026-11-20T09:00:05.000Z"],
+      ["occupant_left", "catchup", alice.occupant_jid, "2026-11-20T09:10:00.000Z"],
+      ["room_destroyed", "catchup", null, "2026-11-20T09:10:01.000Z"],
+    ]);
+    expect(rows[3]!.payload).toMatchObject({ all_occupants: [{ id: "alice", joined_at: at("09:00:05") }] });
+  });
+
+  test("a retried delivery is stored once and answers stored: false", async () => {
+    const delivery = occupantJoined("retry-room", { occupant_jid: "guest@meet.example.com/x1" }, at("10:00:00"), 1);
+    expect((await deliver(account.apiKey, delivery)).body).toEqual({ stored: true });
+    expect((await deliver(account.apiKey, delivery)).body).toEqual({ stored: false });
+    // The module does not resend byte for byte when the room's count changed meanwhile; the fact is the same.
+    expect((await deliver(account.apiKey, { ...delivery, body: { ...delivery.body, active_occupants_count: 2 } })).body).toEqual({ stored: false });
+    const rows = (await storedEvents(account.accountId)).filter((row) => row.room === "retry-room");
+    expect(rows).toHaveLength(1);
+  });
+
+  test("room names are stored lower case, and a breakout event keeps the main room's name", async () => {
+    await deliver(account.apiKey, roomCreated("MixedCase", at("11:00:00")));
+    await deliver(account.apiKey, roomCreated("mixedcase", at("11:05:00"), "b7e1d0c2"));
+    const rows = (await storedEvents(account.accountId)).filter((row) => row.room === "mixedcase");
+    expect(rows.map((row) => row.payload.breakout_room_id ?? null)).toEqual([null, "b7e1d0c2"]);
+  });
+
+  test("every appended event queues its fold job, also on a repeat", async () => {
+    const event = {
+      accountId: account.accountId,
+      kind: "stream_started" as const,
+      room: "catchup",
+      occurredAt: new Date(at("12:00:00") * 1000),
+      subject: "catchup-live",
+      payload: { recording: true },
+      dedupeKey: "stream_started|catchup-live",
+    };
+    expect(await appendEvent(event)).toBe(true);
+    const [row] = await db
+      .select()
+      .from(conferenceEvents)
+      .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey)));
+    const queue = getQueue(QUEUE_NAMES.cdr);
+    const job = await queue.getJob(`event-${row!.id}`);
+    expect(job?.data).toEqual({ eventId: row!.id });
+    await job!.remove();
+    expect(await appendEvent(event)).toBe(false);
+    expect((await queue.getJob(`event-${row!.id}`))?.data).toEqual({ eventId: row!.id });
+  });
+
+  test("the same delivery to two accounts is stored for each", async () => {
+    const other = await newAccount();
+    const delivery = roomCreated("shared-name", at("13:00:00"));
+    expect((await deliver(account.apiKey, delivery)).body.stored).toBe(true);
+    expect((await deliver(other.apiKey, delivery)).body.stored).toBe(true);
+    expect((await storedEvents(other.accountId)).map((row) => row.room)).toEqual(["shared-name"]);
+  });
+});
+
+describe("event_sync ingestion refuses", () => {
+  let account: Awaited<ReturnType<typeof newAccount>>;
+  beforeAll(async () => {
+    account = await newAccount();
+  });
+
+  test("a missing, unknown or revoked API key", async () => {
+    const delivery = roomCreated("auth-room", at("09:00:00"));
+    expect((await call("POST", delivery.path, { body: delivery.body })).status).toBe(401);
+    const wrong = await call("POST", delivery.path, { body: delivery.body, headers: { authorization: "Bearer prl_nope" } });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.error.code).toBe("invalid_api_key");
+    // The key without Bearer works too, whichever way api_headers is written.
+    expect((await call("POST", delivery.path, { body: delivery.body, headers: { authorization: account.apiKey } })).status).toBe(200);
+  });
+
+  const cases: Array<[string, () => { path: string; body: Record<string, unknown> }, number, string]> = [
+    ["no room_name", () => ({ ...roomCreated("x", 1), body: { event_name: "muc-room-created", created_at: 1 } }), 400, "room_name"],
+    ["an empty room_name", () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, room_name: "" } }), 400, "room_name"],
+    ["the wrong event_name for the route", () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, event_name: "muc-room-destroyed" } }), 400, "event_name"],
+    ["a created_at in milliseconds", () => roomCreated("x", at("09:00:00") * 1000), 422, "created_at"],
+    ["a negative created_at", () => roomCreated("x", -5), 400, "created_at"],
+    ["a destroyed_at before created_at", () => roomDestroyed("x", at("09:00:00"), at("08:00:00"), []), 422, "destroyed_at"],
+    ["a breakout without breakout_room_id", () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, is_breakout: true } }), 422, "breakout_room_id"],
+    ["a join without occupant", () => ({ ...occupantJoined("x", alice, 1, 1), body: { ...occupantJoined("x", alice, 1, 1).body, occupant: undefined } }), 400, "occupant"],
+    ["an occupant without occupant_jid", () => occupantJoined("x", { occupant_jid: "" }, 1, 1), 400, "occupant.occupant_jid"],
+    ["a leave without left_at", () => ({ ...occupantJoined("x", alice, 1, 1), path: "/api/v1/events/occupant/left", body: { ...occupantJoined("x", alice, 1, 1).body, event_name: "muc-occupant-left" } }), 400, "occupant.left_at"],
+    ["a left_at before joined_at", () => occupantLeft("x", alice, at("10:00:00"), at("09:00:00"), 0), 422, "occupant.left_at"],
+    ["an all_occupants entry with a bad joined_at", () => roomDestroyed("x", 1, 2, [{ ...alice, joined_at: "soon" as never }]), 400, "all_occupants"],
+    ["a text active_occupants_count", () => ({ ...occupantJoined("x", alice, 1, 1), body: { ...occupantJoined("x", alice, 1, 1).body, active_occupants_count: "two" } }), 400, "active_occupants_count"],
+  ];
+  for (const [what, make, status, field] of cases) {
+    test(`${what}: ${status} naming ${field}`, async () => {
+      const delivery = make();
+      const answer = await call("POST", delivery.path, { body: delivery.body, headers: { authorization: `Bearer ${account.apiKey}` } });
+      expect(answer.status).toBe(status);
+      expect(answer.body.error.message).toContain(field);
+    });
+  }
+
+  test("a body that is not JSON", async () => {
+    const answer = await call("POST", "/api/v1/events/room/created", {
+      raw: "{not json",
+      headers: { authorization: `Bearer ${account.apiKey}`, "content-type": "application/json" },
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.body.error.code).toMatch(/invalid_json|bad_request/);
+  });
+
+  test("nothing was stored by the refused deliveries", async () => {
+    expect((await storedEvents(account.accountId)).map((row) => row.room)).toEqual(["auth-room"]);
+  });
+});
