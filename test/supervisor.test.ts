@@ -3,6 +3,7 @@
  * child restarted, SIGTERM draining in-flight requests and exiting 0.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ROLES } from "../src/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
 import { isAlive, until } from "./support/wait";
@@ -34,7 +35,8 @@ async function sipPorts() {
 
 function startSupervisor(env: Record<string, string>) {
   return Bun.spawn([process.execPath, entry], {
-    env: { ...process.env, LOG_LEVEL: "silent", SHUTDOWN_GRACE_MS: "5000", ...env },
+    // Their own Redis prefix: a worker child still stopping must not take the next test file's jobs.
+    env: { ...process.env, LOG_LEVEL: "silent", SHUTDOWN_GRACE_MS: "5000", REDIS_PREFIX: `parley-test-supervised-${crypto.randomUUID()}`, ...env },
     stdout: "ignore",
     stderr: "inherit",
   });
@@ -56,10 +58,12 @@ describe("supervisor on PostgreSQL", () => {
 
   test("runs the configured number of API processes on one port", async () => {
     const roles = await waitFor("every role's child", async () => {
-      const found = { api: childPids(supervisor.pid, "api"), recorder: childPids(supervisor.pid, "recorder"), sip: childPids(supervisor.pid, "sip") };
-      return found.api.length === 2 && found.recorder.length === 1 && found.sip.length === 1 ? found : undefined;
+      const found = Object.fromEntries(Object.keys(ROLES).map((role) => [role, childPids(supervisor.pid, role)]));
+      const others = Object.entries(found).filter(([role]) => role !== "api");
+      return found.api!.length === 2 && others.every(([, pids]) => pids.length === 1) ? found : undefined;
     });
     expect(roles.api).toHaveLength(2);
+    expect(Object.keys(roles)).toEqual(expect.arrayContaining(["api", "recorder", "sip", "cdr"]));
     const answers = await Promise.all(
       Array.from({ length: 20 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((response) => response.status)),
     );
@@ -168,11 +172,15 @@ describe("a supervisor killed outright", () => {
   test("leaves no child behind: each notices and stops itself", async () => {
     const port = await freePort();
     const supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "1", HOST: "127.0.0.1", ...(await sipPorts()) });
-    const children = await waitFor("every role's child", async () => {
-      const found = childPids(supervisor.pid);
-      return found.length === 3 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
-    });
-    supervisor.kill("SIGKILL");
+    let children: number[] = [];
+    try {
+      children = await waitFor("one child per role", async () => {
+        const found = childPids(supervisor.pid);
+        return found.length === Object.keys(ROLES).length && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
+      });
+    } finally {
+      supervisor.kill("SIGKILL");
+    }
     const survivors = await until(() => children.filter(isAlive), (left) => left.length === 0, 20_000);
     expect(survivors).toEqual([]);
   });

@@ -15,7 +15,7 @@ import { closeConnection, connectionOf, openConnection } from "./socket";
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
 
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
-  .resolve({ as: "scoped" }, async ({ query, server }) => {
+  .resolve(async ({ query, server }) => {
     if (query.vsn !== undefined && !query.vsn.startsWith("2.")) {
       throw new AppError("bad_request", `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`);
     }
