@@ -14,7 +14,6 @@ export const ERROR_STATUS = {
   token_expired: 401,
   forbidden: 403,
   not_found: 404,
-  method_not_allowed: 405,
   conflict: 409,
   /** The conference mapper's answer to missing or malformed input, as the interface fixes it. */
   invalid_mapper_input: 405,
@@ -22,7 +21,6 @@ export const ERROR_STATUS = {
   reservation_expired: 419,
   payload_too_large: 413,
   unsupported_media_type: 415,
-  rate_limited: 429,
   internal: 500,
   dependency_down: 503,
   timeout: 504,
