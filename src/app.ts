@@ -44,9 +44,10 @@ export function createApp() {
     .use(streamingController)
     .use(messagingController)
     .use(uploadsController)
-    .use(realtimeController)
     .use(eventsController)
-    .use(usageController);
+    .use(usageController)
+    // Last: its scoped resolve (the socket's ?token=) applies to every route registered after it.
+    .use(realtimeController);
 }
 
 export type App = ReturnType<typeof createApp>;
