@@ -2,6 +2,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { listenForInvalidations } from "../src/modules/accounts/service";
 import { call } from "./helpers";
+import { eventually } from "./support/wait";
 
 const entry = new URL("../src/admin.ts", import.meta.url).pathname;
 
@@ -10,11 +11,6 @@ function admin(...args: string[]) {
   return { code: result.exitCode, out: result.stdout.toString(), err: result.stderr.toString() };
 }
 
-/** Polls the in-process API until the admin command's Redis broadcast has reached it. */
-async function eventually(check: () => Promise<boolean>) {
-  for (let i = 0; i < 50 && !(await check()); i++) await Bun.sleep(50);
-  return check();
-}
 
 describe("bun run admin", () => {
   // As in every API process: cached keys are dropped when the admin command broadcasts.

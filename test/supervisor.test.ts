@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
+import { isAlive, until } from "./support/wait";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
@@ -172,18 +173,7 @@ describe("a supervisor killed outright", () => {
       return found.length === 3 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
     });
     supervisor.kill("SIGKILL");
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    const survivors = await waitFor("the children to stop", async () => {
-      const left = children.filter(alive);
-      return left.length === 0 ? left : undefined;
-    }, 20_000);
+    const survivors = await until(() => children.filter(isAlive), (left) => left.length === 0, 20_000);
     expect(survivors).toEqual([]);
   });
 });

@@ -18,6 +18,7 @@ import { stopStateSubscriber } from "../../src/modules/streaming/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";
+import { isAlive as alive, until } from "../support/wait";
 
 const out = mkdtempSync(join(tmpdir(), "parley-recorder-"));
 // A stand-in recorder: writes its settings down, says it publishes, then runs until stopped.
@@ -38,24 +39,7 @@ const auth = () => ({ authorization: `Bearer ${account.apiKey}` });
 const start = (body: unknown, headers = auth()) => call("POST", "/terraform/v1/hooks/srs/startRecording", { body, headers });
 const stop = (room_name: string) => call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name }, headers: auth() });
 const row = async (streamName: string) => (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
-async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let value = await probe();
-  while (!accept(value) && Date.now() < deadline) {
-    await Bun.sleep(50);
-    value = await probe();
-  }
-  return value;
-}
 
 beforeAll(async () => {
   Object.assign(config.streaming, {

@@ -2,6 +2,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import type { ServerWebSocket } from "bun";
 import { attachServer, type Broker, LocalBroker, RedisBroker } from "../../src/realtime/broker";
+import { eventually } from "../support/wait";
 
 const sockets: ServerWebSocket<unknown>[] = [];
 const server = Bun.serve<string>({
@@ -34,10 +35,6 @@ async function client(topic: string) {
   return { ws, received, server: sockets.at(-1)! };
 }
 
-async function eventually(check: () => boolean) {
-  for (let i = 0; i < 100 && !check(); i++) await Bun.sleep(10);
-  return check();
-}
 
 for (const [name, make] of [
   ["LocalBroker", () => new LocalBroker()],

@@ -20,6 +20,7 @@ import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder
 import { ffmpegDriver } from "../../workers/recorder/ffmpeg";
 import { call, newAccount } from "../helpers";
 import { type NginxRtmp, startNginxRtmp } from "../support/nginx-rtmp";
+import { isAlive as alive, until } from "../support/wait";
 
 const SECRET = "e2e-callback-secret";
 const work = mkdtempSync(join(tmpdir(), "parley-e2e-"));
@@ -34,14 +35,6 @@ const start = (body: unknown) => call("POST", "/terraform/v1/hooks/srs/startReco
 const stop = (room_name: string) => call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name }, headers: auth() });
 const row = async (streamName: string) => (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
 
-/** Running, not merely a zombie nobody has reaped yet. */
-function alive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
-}
 
 /** Processes whose command line mentions `text`. */
 function processesMentioning(text: string): number[] {
@@ -55,15 +48,6 @@ function processesMentioning(text: string): number[] {
   return found;
 }
 
-async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let value = await probe();
-  while (!accept(value) && Date.now() < deadline) {
-    await Bun.sleep(150);
-    value = await probe();
-  }
-  return value;
-}
 
 const text = (url: string) => fetch(url).then((response) => (response.ok ? response.text() : ""));
 const segmentsOf = (playlist: string) => playlist.split("\n").filter((line) => line.endsWith(".ts"));

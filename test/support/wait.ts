@@ -1,0 +1,28 @@
+/** Polling for tests that watch real processes and sockets settle. */
+import { readFileSync } from "node:fs";
+
+/**
+ * Probes until `accept` holds or the time is up, and returns the last value either way,
+ * so the assertion that follows shows what was actually seen.
+ */
+export async function until<T>(probe: () => T | Promise<T>, accept: (value: T) => boolean, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let value = await probe();
+  while (!accept(value) && Date.now() < deadline) {
+    await Bun.sleep(everyMs);
+    value = await probe();
+  }
+  return value;
+}
+
+/** Until a boolean check holds; false when it never did. */
+export const eventually = (check: () => boolean | Promise<boolean>, timeoutMs = 5_000) => until(check, Boolean, timeoutMs, 20);
+
+/** Running, not merely a zombie nobody has reaped yet. */
+export function isAlive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
