@@ -13,11 +13,8 @@ import { redis, redisKey } from "../../queue/connection";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { conferenceEvents } from "./schema";
 
-export const EVENT_KINDS = [
-  "room_created",
-  "room_destroyed",
-  "occupant_joined",
-  "occupant_left",
+/** Kinds that describe one stream or call, named by subject, rather than a conference room. */
+const MEDIA_KINDS = [
   "stream_started",
   "stream_stopped",
   "recording_started",
@@ -26,18 +23,10 @@ export const EVENT_KINDS = [
   "call_ended",
   "viewers_changed",
 ] as const;
-export type EventKind = (typeof EVENT_KINDS)[number];
 
-/** Kinds that describe one stream or call, named by subject, rather than a conference room. */
-export const MEDIA_EVENT_KINDS: readonly EventKind[] = [
-  "stream_started",
-  "stream_stopped",
-  "recording_started",
-  "recording_stopped",
-  "call_started",
-  "call_ended",
-  "viewers_changed",
-];
+export const EVENT_KINDS = ["room_created", "room_destroyed", "occupant_joined", "occupant_left", ...MEDIA_KINDS] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+export const MEDIA_EVENT_KINDS: readonly EventKind[] = MEDIA_KINDS;
 
 export interface ConferenceEvent {
   accountId: string;

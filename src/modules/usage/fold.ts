@@ -22,7 +22,7 @@ import {
   mediaEventsForSubjects,
   type StoredEvent,
 } from "../events/service";
-import { mediaSessions, roomSessions } from "./schema";
+import { mediaSessions, type participantSessions, roomSessions } from "./schema";
 
 type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
 
@@ -35,17 +35,10 @@ interface RoomLife {
   endedAt: Date | null;
 }
 
-interface Stay {
-  accountId: string;
-  room: string;
-  breakoutId: string;
-  occupantJid: string;
-  userId: string | null;
-  name: string | null;
-  email: string | null;
-  joinedAt: Date;
-  leftAt: Date | null;
-}
+type Stay = Pick<
+  typeof participantSessions.$inferSelect,
+  "accountId" | "room" | "breakoutId" | "occupantJid" | "userId" | "name" | "email" | "joinedAt" | "leftAt"
+>;
 
 interface MediaInterval {
   accountId: string;

@@ -132,18 +132,7 @@ export function reportWindow(query: ReportQuery, now = new Date()): { start: Dat
   return { start, end, rooms };
 }
 
-interface Stay {
-  room: string;
-  breakoutId: string;
-  occupantJid: string;
-  userId: string | null;
-  name: string | null;
-  email: string | null;
-  joinedAt: Date;
-  leftAt: Date | null;
-  leftEstimated: boolean;
-  updatedAt: Date;
-}
+type Stay = Omit<typeof participantSessions.$inferSelect, "id" | "accountId">;
 
 interface Life {
   id: number | null;
