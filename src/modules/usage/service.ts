@@ -46,7 +46,8 @@ export interface ReportCall {
   minutes: number;
 }
 
-export interface MediaUsage {
+/** The figures kept for a room, a room's day and (without peak_viewers) the whole report. */
+interface UsageFigures {
   participant_minutes: number;
   phone_minutes: number;
   streaming_minutes: number;
@@ -54,6 +55,9 @@ export interface MediaUsage {
   peak_participants: number;
   distinct_participants: number;
   peak_viewers: number;
+}
+
+export interface MediaUsage extends UsageFigures {
   streams: ReportStream[];
   calls: ReportCall[];
 }
@@ -72,26 +76,13 @@ export interface ReportRoom {
   media_usage: MediaUsage;
 }
 
-export interface ReportDay {
+export interface ReportDay extends UsageFigures {
   room_name: string;
   date: string;
-  participant_minutes: number;
-  peak_participants: number;
-  distinct_participants: number;
-  phone_minutes: number;
-  streaming_minutes: number;
-  recording_minutes: number;
-  peak_viewers: number;
 }
 
-export interface ReportTotals {
+export interface ReportTotals extends Omit<UsageFigures, "peak_viewers"> {
   rooms: number;
-  participant_minutes: number;
-  phone_minutes: number;
-  streaming_minutes: number;
-  recording_minutes: number;
-  peak_participants: number;
-  distinct_participants: number;
 }
 
 export interface UsageReport {
