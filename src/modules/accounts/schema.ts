@@ -8,13 +8,17 @@ export const accounts = pgTable("accounts", {
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
 });
 
+/** The owning account: every table of account data has it, and rows go with their account. */
+export const accountIdColumn = () =>
+  text("account_id")
+    .notNull()
+    .references(() => accounts.id, { onDelete: "cascade" });
+
 export const apiKeys = pgTable(
   "api_keys",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** The first characters of the key, shown in listings so an operator can tell keys apart. */
     prefix: text("prefix").notNull(),
     /** SHA-256 of the whole key, hex; the key itself is never stored. */
@@ -30,9 +34,7 @@ export const signingKeys = pgTable(
   "signing_keys",
   {
     kid: text("kid").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     algorithm: text("algorithm").notNull(),
     privateJwk: jsonb("private_jwk").$type<JsonWebKey>().notNull(),
     publicJwk: jsonb("public_jwk").$type<JsonWebKey>().notNull(),

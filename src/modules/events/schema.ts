@@ -1,14 +1,12 @@
 import { bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { accounts } from "../accounts/schema";
+import { accountIdColumn } from "../accounts/schema";
 
 /** Append-only log of what happened in an account's conferences; the usage report folds it. */
 export const conferenceEvents = pgTable(
   "conference_events",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     kind: text("kind").notNull(),
     room: text("room").notNull(),
     /** When it happened at the source, which may be long before it reached Parley. */

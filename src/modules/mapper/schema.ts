@@ -1,5 +1,5 @@
 import { bigint, boolean, pgTable, serial, text, timestamp, unique } from "drizzle-orm/pg-core";
-import { accounts } from "../accounts/schema";
+import { accountIdColumn } from "../accounts/schema";
 
 /**
  * A conference address (`room@conference.domain`) and the numeric id phone callers type.
@@ -11,9 +11,7 @@ export const conferenceMappings = pgTable(
   {
     /** 6–10 digits, the last one a Damm check digit; up to 10 digits needs bigint. */
     id: bigint("id", { mode: "number" }).primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** Lowercased, as XMPP compares room addresses. */
     conference: text("conference").notNull(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
@@ -26,9 +24,7 @@ export const phoneNumbers = pgTable(
   "phone_numbers",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** ISO 3166-1 alpha-2, upper case: jitsi-meet picks the flag and country name from it. */
     countryCode: text("country_code").notNull(),
     formattedNumber: text("formatted_number").notNull(),

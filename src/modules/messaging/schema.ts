@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { type AnyPgColumn, index, integer, pgTable, primaryKey, serial, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { accounts } from "../accounts/schema";
+import { accountIdColumn } from "../accounts/schema";
 
 /** The account's end users as chat knows them: made on a token's first use, renamed when the token's name changes. */
 export const chatUsers = pgTable(
@@ -8,9 +8,7 @@ export const chatUsers = pgTable(
   {
     /** The numeric id rooms name as `owner_id`. */
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** The token's `context.user.id`. */
     userId: text("user_id").notNull(),
     name: text("name").notNull().default(""),
@@ -28,9 +26,7 @@ export const chatRooms = pgTable(
   "chat_rooms",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** The client's name for the room, unique in the account (`session_id` in responses). */
     channelId: text("channel_id").notNull(),
     createdBy: text("created_by").notNull(),
@@ -49,9 +45,7 @@ export const chatMessages = pgTable(
   "chat_messages",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     roomId: integer("room_id")
       .notNull()
       .references(() => chatRooms.id, { onDelete: "cascade" }),
@@ -77,9 +71,7 @@ export const chatPollOptions = pgTable(
   "chat_poll_options",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     messageId: integer("message_id")
       .notNull()
       .references(() => chatMessages.id, { onDelete: "cascade" }),
@@ -92,9 +84,7 @@ export const chatPollOptions = pgTable(
 export const chatPollVotes = pgTable(
   "chat_poll_votes",
   {
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     messageId: integer("message_id")
       .notNull()
       .references(() => chatMessages.id, { onDelete: "cascade" }),

@@ -1,15 +1,13 @@
 import { sql } from "drizzle-orm";
 import { doublePrecision, index, integer, pgTable, serial, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { accounts } from "../accounts/schema";
+import { accountIdColumn } from "../accounts/schema";
 
 /** A room booked ahead of time (spec 2.3). Times are kept as given and as the instants they mean. */
 export const reservations = pgTable(
   "reservations",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** Lowercased, spaces as `_`: the form Jitsi uses for the room. */
     name: text("name").notNull(),
     mailOwner: text("mail_owner").notNull(),
@@ -35,9 +33,7 @@ export const conferences = pgTable(
   "conferences",
   {
     id: serial("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     name: text("name").notNull(),
     /** The bare JID Prosody sent for the user who opened the room. */
     mailOwner: text("mail_owner").notNull(),

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { accounts } from "../accounts/schema";
+import { accountIdColumn } from "../accounts/schema";
 
 export const STREAM_STATES = ["starting", "running", "stopping", "stopped", "failed"] as const;
 export type StreamState = (typeof STREAM_STATES)[number];
@@ -28,9 +28,7 @@ export const streams = pgTable(
   "streams",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id, { onDelete: "cascade" }),
+    accountId: accountIdColumn(),
     /** The bare lowercase room name. */
     room: text("room").notNull(),
     streamName: text("stream_name").notNull(),

@@ -1,10 +1,5 @@
 import { bigserial, boolean, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { accounts } from "../accounts/schema";
-
-const accountId = () =>
-  text("account_id")
-    .notNull()
-    .references(() => accounts.id, { onDelete: "cascade" });
+import { accountIdColumn } from "../accounts/schema";
 
 /**
  * One life of a conference room, from muc-room-created to muc-room-destroyed. A room name is
@@ -15,7 +10,7 @@ export const roomSessions = pgTable(
   "room_sessions",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    accountId: accountId(),
+    accountId: accountIdColumn(),
     room: text("room").notNull(),
     breakoutId: text("breakout_id").notNull().default(""),
     roomJid: text("room_jid"),
@@ -38,7 +33,7 @@ export const participantSessions = pgTable(
   "participant_sessions",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    accountId: accountId(),
+    accountId: accountIdColumn(),
     room: text("room").notNull(),
     breakoutId: text("breakout_id").notNull().default(""),
     occupantJid: text("occupant_jid").notNull(),
@@ -64,7 +59,7 @@ export const mediaSessions = pgTable(
   "media_sessions",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    accountId: accountId(),
+    accountId: accountIdColumn(),
     room: text("room").notNull(),
     /** streaming, recording or phone */
     kind: text("kind").notNull(),
@@ -87,7 +82,7 @@ export const mediaSessions = pgTable(
 export const roomUsageDaily = pgTable(
   "room_usage_daily",
   {
-    accountId: accountId(),
+    accountId: accountIdColumn(),
     room: text("room").notNull(),
     day: date("day", { mode: "string" }).notNull(),
     participantSeconds: integer("participant_seconds").notNull().default(0),
