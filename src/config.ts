@@ -185,6 +185,8 @@ export function loadConfig(env: Env = process.env) {
       /** Longest exp a request may ask for, in seconds (30 days). */
       maxTtlSeconds: integer(env, "TOKEN_MAX_TTL_SECONDS", 2_592_000, 60, 31_536_000),
       issuer: "parley",
+      /** Seals private signing keys in the database (AES-256-GCM); unset stores them as plain JWKs. */
+      signingKeySecret: optionalText(env, "SIGNING_KEY_SECRET"),
     },
     storage: {
       /** S3-compatible endpoint; unset means AWS S3 itself. */

@@ -15,6 +15,8 @@ process.env.REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 process.env.REDIS_PREFIX = `parley-test-${process.pid}`;
 process.env.LOG_LEVEL ??= "silent";
 process.env.BOOTSTRAP_ACCOUNT = "false";
+// Every test then signs with keys sealed at rest, as a production deployment should.
+process.env.SIGNING_KEY_SECRET = "parley-test-sealing-secret";
 
 // Parley reads its configuration once, so the real S3 server must be up before that.
 const s3 = await startS3rver();

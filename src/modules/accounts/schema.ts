@@ -1,3 +1,4 @@
+import type { StoredPrivateKey } from "./sealing";
 import { index, jsonb, pgTable, serial, text, timestamp } from "drizzle-orm/pg-core";
 
 export const accounts = pgTable("accounts", {
@@ -36,7 +37,8 @@ export const signingKeys = pgTable(
     kid: text("kid").primaryKey(),
     accountId: accountIdColumn(),
     algorithm: text("algorithm").notNull(),
-    privateJwk: jsonb("private_jwk").$type<JsonWebKey>().notNull(),
+    /** A JWK, or one sealed with SIGNING_KEY_SECRET (see sealing.ts). */
+    privateJwk: jsonb("private_jwk").$type<StoredPrivateKey>().notNull(),
     publicJwk: jsonb("public_jwk").$type<JsonWebKey>().notNull(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     /** Set on rotation: the key stops signing but keeps verifying until verifyUntil. */

@@ -12,6 +12,7 @@ import { config, type SigningAlgorithm } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../http/errors";
 import { createRedis, redis, redisKey } from "../../queue/connection";
+import { openPrivateKey, sealPrivateKey } from "./sealing";
 import { accounts, apiKeys, signingKeys } from "./schema";
 
 export interface Account {
@@ -106,7 +107,7 @@ async function makeSigningKey(accountId: string, algorithm: SigningAlgorithm) {
   const { publicKey, privateKey } = await newKeyPair(algorithm);
   const kid = randomId("", 12);
   const publicJwk = { ...publicKey.export({ format: "jwk" }), kid, alg: algorithm, use: "sig" };
-  const privateJwk = { ...privateKey.export({ format: "jwk" }), kid, alg: algorithm };
+  const privateJwk = sealPrivateKey({ ...privateKey.export({ format: "jwk" }), kid, alg: algorithm });
   return { kid, accountId, algorithm, publicJwk, privateJwk };
 }
 
@@ -228,7 +229,7 @@ export async function currentSigningKey(accountId: string): Promise<SigningKey> 
   const value: SigningKey = {
     kid: row.kid,
     algorithm,
-    privateKey: createPrivateKey({ key: row.privateJwk as never, format: "jwk" }),
+    privateKey: createPrivateKey({ key: openPrivateKey(row.privateJwk) as never, format: "jwk" }),
   };
   signingKeyByAccount.set(accountId, { value, at: Date.now() });
   return value;
