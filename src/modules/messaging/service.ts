@@ -4,7 +4,7 @@
  * that the user may do it, and returns records in the interface's field names. Changes
  * that sockets care about are announced to the room through the realtime broker.
  */
-import { and, asc, count, desc, eq, ilike, inArray, isNull, or, sql } from "drizzle-orm";
+import { and, asc, count, desc, eq, ilike, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../http/errors";
 import { announceToRoom } from "../../realtime/topics";
@@ -376,6 +376,20 @@ async function present(room: RoomRow, rows: MessageRow[]): Promise<MessageView[]
   return rows.map((row) => viewOf(room, row, repliesOf.get(row.id) ?? 0, optionsOf.get(row.id) ?? []));
 }
 
+/** One page of a room's messages matching `filter`, newest first, ready to send. */
+async function pageOfMessages(room: RoomRow, filter: SQL | undefined, page: Page): Promise<MessageView[]> {
+  const { size, offset } = pageOf(page);
+  const rows = await db
+    .select()
+    .from(chatMessages)
+    .where(and(eq(chatMessages.accountId, room.accountId), eq(chatMessages.roomId, room.id), filter))
+    .orderBy(desc(chatMessages.id))
+    .limit(size)
+    .offset(offset);
+  return present(room, rows);
+}
+
+
 function viewOf(room: RoomRow, row: MessageRow, replies: number, options: PollOptionView[]): MessageView {
   return {
     id: row.id,
@@ -432,18 +446,10 @@ export async function listMessages(
   query: Page & { messageIds?: number[]; groupByDay?: boolean },
 ): Promise<MessageList> {
   const room = await enterRoom(actor, channelId);
-  const { size, offset } = pageOf(query);
   const scope = query.messageIds
     ? inArray(chatMessages.id, query.messageIds.length > 0 ? query.messageIds : [0])
     : isNull(chatMessages.parentId);
-  const rows = await db
-    .select()
-    .from(chatMessages)
-    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id), scope))
-    .orderBy(desc(chatMessages.id))
-    .limit(size)
-    .offset(offset);
-  return listOf(await present(room, rows), query.groupByDay);
+  return listOf(await pageOfMessages(room, scope, query), query.groupByDay);
 }
 
 /** The latest top-level messages of a room, oldest first, as a joining socket receives them. */
@@ -456,15 +462,7 @@ export async function recentMessages(actor: Actor, channelId: string): Promise<M
 export async function searchMessages(actor: Actor, channelId: string, term: string, page: Page = {}): Promise<MessageList> {
   const pattern = containsPattern(checkSearchTerm(term));
   const room = await enterRoom(actor, channelId);
-  const { size, offset } = pageOf(page);
-  const rows = await db
-    .select()
-    .from(chatMessages)
-    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id), ilike(chatMessages.content, pattern)))
-    .orderBy(desc(chatMessages.id))
-    .limit(size)
-    .offset(offset);
-  return { messages: await present(room, rows) };
+  return { messages: await pageOfMessages(room, ilike(chatMessages.content, pattern), page) };
 }
 
 export async function getMessage(actor: Actor, channelId: string, messageId: number): Promise<MessageView> {
@@ -623,15 +621,7 @@ export async function deleteMessages(actor: Actor, channelId: string, input: { i
 export async function listReplies(actor: Actor, channelId: string, messageId: number, query: Page & { groupByDay?: boolean }): Promise<MessageList> {
   const room = await enterRoom(actor, channelId);
   await findMessage(room, messageId);
-  const { size, offset } = pageOf(query);
-  const rows = await db
-    .select()
-    .from(chatMessages)
-    .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.roomId, room.id), eq(chatMessages.parentId, messageId)))
-    .orderBy(desc(chatMessages.id))
-    .limit(size)
-    .offset(offset);
-  return listOf(await present(room, rows), query.groupByDay);
+  return listOf(await pageOfMessages(room, eq(chatMessages.parentId, messageId), query), query.groupByDay);
 }
 
 export async function deleteReplies(actor: Actor, channelId: string, messageId: number, replyIds: number[]): Promise<string> {
