@@ -1,0 +1,38 @@
+/**
+ * Parley's layering rule, checked by .ci/test (and `npm run lint`): imports run one way,
+ * entry points -> app -> features -> infrastructure. No exception list: a violation fails
+ * the build. See docs/architecture.md.
+ */
+const INFRASTRUCTURE = "^src/(core|db|queue|storage|http)/";
+const FEATURES = "^(src/modules|src/realtime|workers|sip-gateway)/";
+
+module.exports = {
+  forbidden: [
+    {
+      name: "infrastructure-imports-no-feature",
+      comment: "src/core, src/db, src/queue, src/storage and src/http never import a feature (src/modules, src/realtime, workers, sip-gateway).",
+      severity: "error",
+      from: { path: INFRASTRUCTURE },
+      to: { path: FEATURES },
+    },
+    {
+      name: "core-is-the-ground",
+      comment: "src/core is transport-neutral and sits below the database, queues, storage and HTTP: it imports none of them.",
+      severity: "error",
+      from: { path: "^src/core/" },
+      to: { path: "^src/(db|queue|storage|http)/" },
+    },
+    {
+      name: "no-cycle",
+      comment: "No import cycle, type-only imports included.",
+      severity: "error",
+      from: {},
+      to: { circular: true },
+    },
+  ],
+  // .ci/layering.ts runs this over JavaScript transpiled from the TypeScript, type imports kept.
+  options: {
+    doNotFollow: { path: "node_modules" },
+    enhancedResolveOptions: { extensions: [".js", ".json"] },
+  },
+};

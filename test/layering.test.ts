@@ -1,0 +1,55 @@
+/**
+ * The layering check of .ci/layering.ts fails the build on a violation: it passes on this
+ * checkout, and fails on a copy of it with a feature import in infrastructure, or with an
+ * import cycle made of type-only imports.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { appendFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const repo = resolve(import.meta.dir, "..");
+const copies: string[] = [];
+
+function check(root = repo): { code: number; output: string } {
+  const run = Bun.spawnSync([process.execPath, join(repo, ".ci", "layering.ts"), root], { timeout: 90_000 });
+  return { code: run.exitCode ?? -1, output: `${run.stdout.toString()}${run.stderr.toString()}` };
+}
+
+/** A copy of the source trees the check reads. */
+function copyOfRepo(): string {
+  const root = mkdtempSync(join(tmpdir(), "parley-layering-test-"));
+  copies.push(root);
+  for (const path of ["src", "workers", "sip-gateway", "drizzle/schema.ts"]) cpSync(join(repo, path), join(root, path), { recursive: true });
+  return root;
+}
+
+afterEach(() => {
+  for (const root of copies.splice(0)) rmSync(root, { recursive: true, force: true });
+});
+
+describe("layering check", () => {
+  test("this checkout has no violation", () => {
+    const { code, output } = check();
+    expect(code, output).toBe(0);
+    expect(output).toContain("no dependency violations found");
+  });
+
+  test("infrastructure importing a feature fails the build", () => {
+    const root = copyOfRepo();
+    appendFileSync(join(root, "src/http/metrics.ts"), '\nexport { issueToken } from "../modules/token/service";\n');
+    const { code, output } = check(root);
+    expect(code).not.toBe(0);
+    expect(output).toContain("infrastructure-imports-no-feature: src/http/metrics.js → src/modules/token/service.js");
+  });
+
+  test("a cycle of type-only imports fails the build", () => {
+    const root = copyOfRepo();
+    appendFileSync(join(root, "src/core/room-key.ts"), '\nexport type { Running } from "./lifecycle";\n');
+    appendFileSync(join(root, "src/core/lifecycle.ts"), '\nimport type { roomKey } from "./room-key";\nexport type RoomKeyOf = typeof roomKey;\n');
+    const { code, output } = check(root);
+    expect(code).not.toBe(0);
+    expect(output).toContain("no-cycle");
+    expect(output).toContain("src/core/room-key.js");
+  });
+});
