@@ -6,9 +6,21 @@ import { parseArgs } from "node:util";
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from "./config";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
-import { AppError } from "./http/errors";
-import { createAccount, createApiKey, getAccount, listAccounts, revokeApiKey, rotateSigningKey } from "./modules/accounts/service";
-import { addPhoneNumber, listPhoneNumbers, removePhoneNumber } from "./modules/mapper/service";
+import { AppError } from "./core/errors";
+import {
+  createAccount,
+  createApiKey,
+  getAccount,
+  listAccounts,
+  revokeApiKey,
+  revokeSigningKey,
+  rotateSigningKey,
+  setJitsiDomain,
+} from "./modules/accounts/service";
+import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, setDefaultPhoneNumber } from "./modules/mapper/service";
+import { parseLimitName, reportLimits, setLimit } from "./modules/limits/service";
+import { createOperator } from "./modules/console/sessions";
+import { createEndpoint, deleteEndpoint, listEndpoints, parseTypes, replay, rotateSecret, updateEndpoint } from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";
 
 const USAGE = `usage: bun run admin <command> [options]
@@ -18,12 +30,42 @@ const USAGE = `usage: bun run admin <command> [options]
   create-key <account-id> [--label text]            another API key for the account; printed once
   revoke-key <key-id>                               the key stops working at once, on every process
   rotate-key <account-id> [--alg RS256|ES256|EdDSA] new signing key; the old kid verifies until its tokens expire
-  add-number <account-id> <country> <number> [--toll-free]
+  revoke-signing-key <kid>                          tokens of that key stop verifying at once, and Jitsi
+                                                    can no longer fetch it; a current key is replaced
+  set-jitsi-domain <account-id> <domain|*>          the sub of the account's media tokens: the Jitsi
+                                                    domain (meet.example.com) or tenant; * for any
+  add-number <account-id> <country> <number> [--toll-free] [--default]
                                                     a dial-in number (country: ISO code such as US)
+  set-default-number <number-id>                    the number jitsi-meet shows first
   list-numbers <account-id> [--json]                the account's dial-in numbers with their ids
-  remove-number <number-id>                         stop listing a dial-in number`;
+  remove-number <number-id>                         stop listing a dial-in number
+  show-limits <account-id> [--json]                 the account's limits, defaults and overrides (docs/limits.md)
+  set-limit <account-id> <name> <value|default>     change one limit of the account; applies on every process at once
+  create-operator <name>                            a console operator (sees every account); the
+                                                    password is read from stdin, or asked for
+  add-webhook <account-id> <url> [--types a,b] [--description text] [--ordered]
+                                                    a webhook endpoint (every event type unless --types); prints its secret once
+  list-webhooks <account-id> [--json]               the account's webhook endpoints
+  update-webhook <account-id> <webhook-id> [--url u] [--types a,b|all] [--description text] [--enable|--disable] [--ordered|--unordered]
+  rotate-webhook-secret <account-id> <webhook-id>   new secret, printed once; the old one signs beside it for 24 hours
+  replay-webhook <account-id> <webhook-id> (--since time | --after sequence)
+                                                    send the kept events again to the endpoint
+  remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log`;
 
 class UsageError extends Error {}
+
+/** The password from piped stdin (first line), or asked for on the terminal without echo. */
+async function readPassword(): Promise<string> {
+  if (!process.stdin.isTTY) return (await Bun.stdin.text()).split(/\r?\n/)[0] ?? "";
+  const stty = (mode: string) => Bun.spawnSync(["stty", mode], { stdin: "inherit" });
+  stty("-echo");
+  try {
+    return prompt("password:") ?? "";
+  } finally {
+    stty("echo");
+    console.log();
+  }
+}
 
 function algorithmOption(value: string | undefined): SigningAlgorithm | undefined {
   if (value === undefined) return undefined;
@@ -31,6 +73,10 @@ function algorithmOption(value: string | undefined): SigningAlgorithm | undefine
     throw new UsageError(`--alg must be one of ${SIGNING_ALGORITHMS.join(", ")}`);
   }
   return value as SigningAlgorithm;
+}
+
+function describeNumber(number: PhoneNumber): string {
+  return `${number.countryCode}  ${number.formattedNumber}${number.tollFree ? "  toll-free" : ""}${number.isDefault ? "  default" : ""}`;
 }
 
 function need(value: string | undefined, what: string): string {
@@ -53,13 +99,17 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
       return;
     }
     for (const account of rows) {
-      console.log(`${account.id}  ${account.name}  ${account.signingAlgorithm}  created ${account.createdAt.toISOString()}`);
+      console.log(`${account.id}  ${account.name}  ${account.signingAlgorithm}  jitsi domain ${account.jitsiDomain}  created ${account.createdAt.toISOString()}`);
       for (const key of account.apiKeys) {
         const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "active";
         console.log(`  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`);
       }
       for (const key of account.signingKeys) {
-        const state = key.retiredAt ? `retired, verifies until ${key.verifyUntil?.toISOString()}` : "current";
+        const state = !key.retiredAt
+          ? "current"
+          : key.verifyUntil && key.verifyUntil <= key.retiredAt
+            ? `revoked ${key.verifyUntil.toISOString()}`
+            : `retired, verifies until ${key.verifyUntil?.toISOString()}`;
         console.log(`  signing ${key.kid}  ${key.algorithm}  ${state}`);
       }
     }
@@ -80,14 +130,29 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
     const kid = await rotateSigningKey(need(accountId, "<account-id>"), algorithmOption(options.alg as string | undefined));
     console.log(`new signing key ${kid}; earlier keys keep verifying until their tokens expire`);
   },
+  async "revoke-signing-key"([kid]) {
+    const { accountId, newKid } = await revokeSigningKey(need(kid, "<kid>"));
+    console.log(`signing key ${kid} of ${accountId} revoked${newKid ? `; new current key ${newKid}` : ""}`);
+  },
+  async "set-jitsi-domain"([accountId, domain]) {
+    const account = await setJitsiDomain(need(accountId, "<account-id>"), need(domain, "<domain|*>"));
+    console.log(`media tokens of ${account.id} now carry sub ${account.jitsiDomain}`);
+  },
   async "add-number"([accountId, countryCode, formattedNumber], options) {
     const account = await getAccount(need(accountId, "<account-id>"));
     const number = await addPhoneNumber(account.id, {
       countryCode: need(countryCode, "<country>"),
       formattedNumber: need(formattedNumber, "<number>"),
       tollFree: options["toll-free"] === true,
+      isDefault: options.default === true,
     });
-    console.log(`number #${number.id}   ${number.countryCode}  ${number.formattedNumber}${number.tollFree ? "  toll-free" : ""}`);
+    console.log(`number #${number.id}   ${describeNumber(number)}`);
+  },
+  async "set-default-number"([numberId]) {
+    const id = Number(need(numberId, "<number-id>"));
+    if (!Number.isInteger(id)) throw new UsageError("<number-id> is the number shown by list-numbers");
+    const number = await setDefaultPhoneNumber(id);
+    console.log(`number #${number.id} (${number.formattedNumber}) is now the default of account ${number.accountId}`);
   },
   async "list-numbers"([accountId], options) {
     const account = await getAccount(need(accountId, "<account-id>"));
@@ -97,9 +162,13 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
       return;
     }
     for (const number of numbers) {
-      console.log(`#${number.id}  ${number.countryCode}  ${number.formattedNumber}${number.tollFree ? "  toll-free" : ""}`);
+      console.log(`#${number.id}  ${describeNumber(number)}`);
     }
     if (numbers.length === 0) console.log("no numbers");
+  },
+  async "create-operator"([name]) {
+    const operator = await createOperator(need(name, "<name>"), await readPassword());
+    console.log(`operator #${operator.id} ${operator.name}: sign in at /console`);
   },
   async "remove-number"([numberId]) {
     const id = Number(need(numberId, "<number-id>"));
@@ -107,7 +176,90 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
     const removed = await removePhoneNumber(id);
     console.log(`number #${removed.id} (${removed.formattedNumber}) removed from account ${removed.accountId}`);
   },
+  async "show-limits"([accountId], options) {
+    const limits = await reportLimits(need(accountId, "<account-id>"));
+    if (options.json) {
+      console.log(JSON.stringify(limits, null, 2));
+      return;
+    }
+    for (const limit of limits) {
+      const source = limit.overridden ? `set (default ${limit.default})` : "default";
+      const used = limit.used === undefined ? "" : `  used ${limit.used}`;
+      console.log(`${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`);
+    }
+  },
+  async "set-limit"([accountId, name, value]) {
+    const limit = parseLimitName(need(name, "<name>"));
+    const raw = need(value, "<value>");
+    const parsed = raw === "default" ? null : Number(raw);
+    if (parsed !== null && !(Number.isSafeInteger(parsed) && parsed >= 0)) throw new UsageError("<value> is a whole number of at least 0, or default");
+    await setLimit(need(accountId, "<account-id>"), limit, parsed);
+    console.log(parsed === null ? `${limit} is back to its default` : `${limit} set to ${parsed}`);
+  },
 };
+
+function typesOption(value: string | boolean | undefined) {
+  if (value === undefined) return undefined;
+  if (value === "all") return null;
+  const types = parseTypes(String(value));
+  if (!types) throw new UsageError("--types needs a comma-separated list of event types, or all");
+  return types;
+}
+
+const WEBHOOK_COMMANDS: typeof COMMANDS = {
+  async "add-webhook"([accountId, url], options) {
+    const account = await getAccount(need(accountId, "<account-id>"));
+    const { endpoint, secret } = await createEndpoint(account.id, {
+      url: need(url, "<url>"),
+      event_types: typesOption(options.types),
+      description: options.description as string | undefined,
+      ordered: options.ordered === true,
+    });
+    console.log(`webhook   ${endpoint.id}  ${endpoint.url}`);
+    console.log(`secret    ${secret}`);
+    console.log("Keep the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).");
+  },
+  async "list-webhooks"([accountId], options) {
+    const endpoints = await listEndpoints((await getAccount(need(accountId, "<account-id>"))).id);
+    if (options.json) {
+      console.log(JSON.stringify(endpoints, null, 2));
+      return;
+    }
+    for (const endpoint of endpoints) {
+      const state = endpoint.enabled ? "enabled" : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
+      console.log(`${endpoint.id}  ${endpoint.url}  ${endpoint.event_types?.join(",") ?? "all events"}  ${state}${endpoint.ordered ? "  ordered" : ""}`);
+    }
+    if (endpoints.length === 0) console.log("no webhooks");
+  },
+  async "update-webhook"([accountId, webhookId], options) {
+    const endpoint = await updateEndpoint(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), {
+      url: options.url as string | undefined,
+      event_types: typesOption(options.types),
+      description: options.description as string | undefined,
+      enabled: options.enable === true ? true : options.disable === true ? false : undefined,
+      ordered: options.ordered === true ? true : options.unordered === true ? false : undefined,
+    });
+    console.log(`webhook ${endpoint.id} updated: ${endpoint.url}, ${endpoint.enabled ? "enabled" : "disabled"}`);
+  },
+  async "rotate-webhook-secret"([accountId, webhookId]) {
+    const { endpoint, secret } = await rotateSecret(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
+    console.log(`webhook   ${endpoint.id}`);
+    console.log(`secret    ${secret}`);
+    console.log("The old secret keeps signing beside this one for 24 hours.");
+  },
+  async "replay-webhook"([accountId, webhookId], options) {
+    const after = options.after === undefined ? undefined : Number(options.after);
+    if (after !== undefined && !Number.isInteger(after)) throw new UsageError("--after is an event's sequence number");
+    if ((options.since === undefined) === (after === undefined)) throw new UsageError("give --since <time> or --after <sequence>");
+    const queued = await replay(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), { since: options.since as string | undefined, after });
+    console.log(`${queued} deliveries queued`);
+  },
+  async "remove-webhook"([accountId, webhookId]) {
+    await deleteEndpoint(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
+    console.log(`webhook ${webhookId} removed`);
+  },
+};
+Object.assign(COMMANDS, WEBHOOK_COMMANDS);
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -118,6 +270,16 @@ async function main(argv: string[]): Promise<number> {
       label: { type: "string" },
       json: { type: "boolean" },
       "toll-free": { type: "boolean" },
+      default: { type: "boolean" },
+      types: { type: "string" },
+      description: { type: "string" },
+      url: { type: "string" },
+      since: { type: "string" },
+      after: { type: "string" },
+      ordered: { type: "boolean" },
+      unordered: { type: "boolean" },
+      enable: { type: "boolean" },
+      disable: { type: "boolean" },
       help: { type: "boolean" },
     },
     strict: false,

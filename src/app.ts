@@ -2,8 +2,12 @@
 import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { config } from "./config";
+import { database } from "./db/client";
 import { pipeline } from "./http/pipeline";
+import { consoleController } from "./modules/console";
+import { swaggerAssets } from "./modules/console/swagger";
 import { eventsController } from "./modules/events";
+import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
@@ -12,19 +16,29 @@ import { messagingController } from "./modules/messaging";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
+import { eventLogController, webhooksController } from "./modules/webhooks";
 import { realtimeController } from "./realtime";
+import { setSingleProcess } from "./realtime/broker";
 
 export function createApp() {
+  // PGlite is one process's alone, so every socket of an embedded deployment is in this process.
+  setSingleProcess(database.kind === "pglite");
   return new Elysia({
     name: "parley",
     normalize: "typebox",
     // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
     websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
   })
+    // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
+    .use(limitHeaders)
     .use(pipeline)
     .use(
       swagger({
         path: "/swagger",
+        // The plugin's page loads its viewer from scalarCDN: pointing it at Parley itself serves
+        // swagger-ui from the npm package, so the reference works without internet access.
+        scalarCDN: "/swagger/assets/viewer.js",
+        scalarConfig: { customCss: "" },
         documentation: {
           info: { title: "Parley", version: "1", description: "Self-hostable backend for real-time communication apps" },
           components: {
@@ -46,7 +60,11 @@ export function createApp() {
     .use(uploadsController)
     .use(realtimeController)
     .use(eventsController)
-    .use(usageController);
+    .use(eventLogController)
+    .use(webhooksController)
+    .use(usageController)
+    .use(swaggerAssets)
+    .use(consoleController);
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -83,11 +83,28 @@ function sipUri(env: Env, name: string): string | undefined {
   return raw;
 }
 
+function sipUriList(env: Env, name: string): string[] {
+  const entries = list(env, name);
+  for (const entry of entries) {
+    if (!/^sips?:[^\s@]+(@[^\s@]+)?$/.test(entry)) throw new ConfigError(`${name} must be a comma-separated list of SIP URIs, got "${entry}"`);
+  }
+  return entries;
+}
+
 /** A SIP header name: RFC 3261 token characters only. */
 function headerName(env: Env, name: string, fallback: string): string {
   const raw = text(env, name, fallback);
   if (!/^[A-Za-z0-9!%*_+`'~.-]+$/.test(raw)) throw new ConfigError(`${name} must be a SIP header name, got "${raw}"`);
   return raw;
+}
+
+/** A comma-separated list of whole seconds, such as a retry schedule. */
+function secondsList(env: Env, name: string, fallback: string): number[] {
+  const entries = list(env, name, fallback);
+  if (entries.length === 0 || entries.some((entry) => !/^\d{1,7}$/.test(entry))) {
+    throw new ConfigError(`${name} must be a comma-separated list of whole seconds such as ${fallback}, got "${env[name]}"`);
+  }
+  return entries.map(Number);
 }
 
 function oneOf<T extends string>(env: Env, name: string, fallback: T, values: readonly T[]): T {
@@ -202,7 +219,7 @@ export function loadConfig(env: Env = process.env) {
       presignExpirySeconds: integer(env, "S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
     },
     sip: {
-      /** Off keeps the sip role idle, for deployments that run no phone access. */
+      /** Off: the supervisor runs no sip role, for deployments without phone access. */
       enabled: boolean(env, "SIP_ENABLED", true),
       bindAddress: text(env, "SIP_BIND_ADDRESS", "0.0.0.0"),
       /** Address written into Via, Contact and the SDP answer; the bind address unless that is a wildcard. */
@@ -210,6 +227,12 @@ export function loadConfig(env: Env = process.env) {
       /** 0 turns that transport off. */
       udpPort: integer(env, "SIP_UDP_PORT", 5060, 0, 65535),
       tcpPort: integer(env, "SIP_TCP_PORT", 5060, 0, 65535),
+      /** SIP over TLS (0, the default, is off): needs a certificate and its key, PEM files. */
+      tls: {
+        port: integer(env, "SIP_TLS_PORT", 0, 0, 65535),
+        certPath: optionalText(env, "SIP_TLS_CERT"),
+        keyPath: optionalText(env, "SIP_TLS_KEY"),
+      },
       /** First and last RTP port of the media sockets; 0 and 0 lets the system choose. */
       rtpPortMin: integer(env, "SIP_RTP_PORT_MIN", 0, 0, 65535),
       rtpPortMax: integer(env, "SIP_RTP_PORT_MAX", 0, 0, 65535),
@@ -238,6 +261,20 @@ export function loadConfig(env: Env = process.env) {
       allowedSources: cidrList(env, "SIP_ALLOWED_SOURCES"),
       /** Where the shipped conference adapter POSTs each join and leave; unset only records them. */
       joinUrl: url(env, "SIP_JOIN_URL", undefined, ["http:", "https:"]),
+      /** The conference's SIP media endpoints (Jigasi, say): set, the gateway bridges each call to one as a B2BUA. */
+      media: {
+        uris: sipUriList(env, "SIP_MEDIA_URI"),
+        selection: oneOf(env, "SIP_MEDIA_SELECTION", "failover", ["failover", "round-robin"] as const),
+        roomHeader: headerName(env, "SIP_MEDIA_ROOM_HEADER", "Jitsi-Conference-Room"),
+        /** Written after bare room names in the room header (room@domain), as Jigasi expects. */
+        conferenceDomain: optionalText(env, "SIP_MEDIA_CONFERENCE_DOMAIN"),
+        /** Off passes SDP end to end (audio flows caller to endpoint directly) when the call allows it. */
+        relay: boolean(env, "SIP_MEDIA_RELAY", true),
+        /** An endpoint silent this long (not even 100 Trying) is skipped for the next. */
+        responseTimeoutMs: integer(env, "SIP_MEDIA_RESPONSE_TIMEOUT_MS", 2_000, 100, 60_000),
+        /** An endpoint that has not answered by then is cancelled (and the next tried). */
+        answerTimeoutMs: integer(env, "SIP_MEDIA_ANSWER_TIMEOUT_MS", 30_000, 500, 300_000),
+      },
       joinTimeoutMs: integer(env, "SIP_JOIN_TIMEOUT_MS", 5_000, 100, 60_000),
       trunk: {
         /** Registrar of an upstream trunk; unset means the gateway registers nowhere. */
@@ -246,7 +283,7 @@ export function loadConfig(env: Env = process.env) {
         aor: sipUri(env, "SIP_TRUNK_AOR"),
         username: optionalText(env, "SIP_TRUNK_USERNAME"),
         password: optionalText(env, "SIP_TRUNK_PASSWORD"),
-        transport: oneOf(env, "SIP_TRUNK_TRANSPORT", "udp", ["udp", "tcp"] as const),
+        transport: oneOf(env, "SIP_TRUNK_TRANSPORT", "udp", ["udp", "tcp", "tls"] as const),
         expiresSeconds: integer(env, "SIP_TRUNK_EXPIRES_SECONDS", 600, 60, 86_400),
       },
     },
@@ -257,15 +294,19 @@ export function loadConfig(env: Env = process.env) {
     scheduler: {
       /** Length of a conference that Prosody opens with no reservation, in minutes (24 hours). */
       defaultConferenceMinutes: integer(env, "SCHEDULER_DEFAULT_CONFERENCE_MINUTES", 1440, 1, 525_600),
-      /** Only the reservation's mail_owner may open a reserved room (compared with the bare JID Prosody sends). */
-      checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", true),
+      /**
+       * Only the reservation's mail_owner may open a reserved room (compared with the bare JID
+       * Prosody sends). Off by default: with anonymous or token logins that JID is random.
+       */
+      checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", false),
     },
     streaming: streamingConfig(env, publicUrl, dataDir),
     realtime: {
       /**
        * How sockets on different API processes reach each other: `redis` (pub/sub, for
        * several processes) or `local` (in-process, one process). `auto` picks local on the
-       * embedded database, where Parley runs as one process, and redis otherwise.
+       * embedded database or with API_PROCESSES=1, where there is one API process, and
+       * redis otherwise.
        */
       broker: oneOf(env, "REALTIME_BROKER", "auto", ["auto", "redis", "local"] as const),
       /** A socket that sends nothing (not even a heartbeat) for this long is closed. */
@@ -280,6 +321,40 @@ export function loadConfig(env: Env = process.env) {
       jobAttempts: integer(env, "CDR_JOB_ATTEMPTS", 8, 1, 100),
       /** Finished fold jobs kept in Redis for inspection; failed ones are kept ten times as many. */
       keepCompletedJobs: integer(env, "CDR_KEEP_COMPLETED_JOBS", 1000, 0, 1_000_000),
+      /** How often each cdr process folds events whose fold job was lost (e.g. with Redis); at most a minute. */
+      sweepIntervalMs: integer(env, "USAGE_SWEEP_INTERVAL_MS", 30_000, 100, 60_000),
+      /** The sweep leaves events younger than this to their fold job. */
+      sweepMinAgeMs: integer(env, "USAGE_SWEEP_MIN_AGE_MS", 10_000, 0, 600_000),
+    },
+    limits: {
+      /** Requests per second one client address may send to the routes without a credential; 0 turns it off. */
+      publicPerIpPerSecond: integer(env, "LIMIT_PUBLIC_PER_IP", 300, 0, 1_000_000),
+    },
+    console: {
+      /** Signs console sessions; unset means a secret generated once into DATA_DIR/console-secret. */
+      secret: optionalText(env, "CONSOLE_SECRET"),
+      /** Lifetime of a console session's cookie token; it is renewed while the console is in use. */
+      tokenTtlSeconds: integer(env, "CONSOLE_TOKEN_TTL_SECONDS", 900, 60, 86_400),
+      /** Longest a console session lasts, however busy, before its user signs in again (12 hours). */
+      sessionMaxSeconds: integer(env, "CONSOLE_SESSION_MAX_SECONDS", 43_200, 300, 2_592_000),
+      /** Failed sign-ins one address may make for one name in 15 minutes before 429; four times as many across all names. */
+      loginAttempts: integer(env, "CONSOLE_LOGIN_ATTEMPTS", 5, 1, 1000),
+    },
+    webhooks: {
+      /** Lets endpoints on loopback and private networks receive webhooks; link-local and metadata addresses stay refused. */
+      allowPrivateNetworks: boolean(env, "WEBHOOK_ALLOW_PRIVATE_NETWORKS", false),
+      /** Seconds to wait after each failed attempt; when they are used up the delivery has failed (about 28 hours by default). */
+      retrySchedule: secondsList(env, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"),
+      /** How long a receiver has to answer one attempt. */
+      timeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
+      /** An endpoint whose attempts all failed for this long is disabled (24 hours). */
+      disableAfterSeconds: integer(env, "WEBHOOK_DISABLE_AFTER_SECONDS", 86_400, 1, 31_536_000),
+      /** Deliveries one webhooks worker process sends at once. */
+      workerConcurrency: integer(env, "WEBHOOK_WORKER_CONCURRENCY", 16, 1, 1024),
+      /** How often each webhooks process queues the due deliveries a lost job left (the database is the truth). */
+      sweepIntervalMs: integer(env, "WEBHOOK_SWEEP_INTERVAL_MS", 5_000, 100, 60_000),
+      /** Days events stay readable in the event log; older ones are purged. */
+      eventRetentionDays: integer(env, "EVENT_RETENTION_DAYS", 30, 1, 3650),
     },
     admin: {
       /** On first start with no account at all, make one and print its API key. */
@@ -287,8 +362,12 @@ export function loadConfig(env: Env = process.env) {
     },
   };
   const { sip } = loaded;
-  if (sip.enabled && sip.udpPort === 0 && sip.tcpPort === 0) throw new ConfigError("SIP_UDP_PORT and SIP_TCP_PORT are both 0: set SIP_ENABLED=false to run no gateway");
+  if (sip.enabled && sip.udpPort === 0 && sip.tcpPort === 0 && sip.tls.port === 0) {
+    throw new ConfigError("SIP_UDP_PORT, SIP_TCP_PORT and SIP_TLS_PORT are all 0: set SIP_ENABLED=false to run no gateway");
+  }
   if (sip.defaultRoom && !sip.accountId) throw new ConfigError("SIP_DEFAULT_ROOM needs SIP_ACCOUNT_ID, the account whose room it is");
+  if (sip.tls.port !== 0 && (!sip.tls.certPath || !sip.tls.keyPath)) throw new ConfigError("SIP_TLS_PORT needs SIP_TLS_CERT and SIP_TLS_KEY");
+  if (sip.media.uris.length > 0 && sip.joinUrl) throw new ConfigError("SIP_MEDIA_URI and SIP_JOIN_URL are two ways to reach the conference: set one");
   if (sip.rtpPortMin > sip.rtpPortMax) throw new ConfigError(`SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`);
   if (sip.trunk.registrar && (!sip.trunk.aor || !sip.trunk.username || !sip.trunk.password)) {
     throw new ConfigError("SIP_TRUNK_REGISTRAR needs SIP_TRUNK_AOR, SIP_TRUNK_USERNAME and SIP_TRUNK_PASSWORD");

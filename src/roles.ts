@@ -2,16 +2,26 @@
  * The kinds of process Parley runs. The supervisor starts each as a child process
  * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database.
  */
-import type { Running } from "./server";
+import { config } from "./config";
+import type { Running } from "./core/lifecycle";
 
 export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
   recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
-  sip: async (): Promise<Running> => (await import("../sip-gateway/index")).startSipRole(),
+  sip: async (): Promise<Running> => (await import("../sip-gateway/index")).startSipGateway(),
   cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
+  webhooks: async (): Promise<Running> => (await import("../workers/webhooks")).startWebhooksWorker(),
 } as const;
 
 export type Role = keyof typeof ROLES;
+
+/**
+ * Whether this deployment runs the role. A disabled role is not started at all: a process
+ * with nothing to do would exit and be restarted by the supervisor forever.
+ */
+export function isRoleEnabled(role: Role): boolean {
+  return role !== "sip" || config.sip.enabled;
+}
 
 export function isRole(name: string): name is Role {
   return Object.hasOwn(ROLES, name);

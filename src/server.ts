@@ -1,14 +1,13 @@
 /** One API process: the Elysia app on PORT with reusePort, so several processes share the port. */
 import { createApp } from "./app";
 import { config } from "./config";
-import { log } from "./http/log";
+import type { Running } from "./core/lifecycle";
+import { log } from "./core/log";
 import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
+import { stopStateSubscriber } from "./modules/streaming/service";
 import { closeBroker } from "./realtime/broker";
-
-export interface Running {
-  stop(): Promise<void>;
-}
+import { drainConnections } from "./realtime/socket";
 
 export async function startApiServer(): Promise<Running & { port: number }> {
   listenForInvalidations();
@@ -16,8 +15,9 @@ export async function startApiServer(): Promise<Running & { port: number }> {
     hostname: config.http.host,
     port: config.http.port,
     reusePort: true,
-    // Bun refuses larger bodies outright; the pipeline answers a declared oversize with the error shape first.
-    maxRequestBodySize: config.http.maxBodyBytes,
+    // Bun would refuse a larger body with a bare 413 before any hook runs; the pipeline keeps
+    // MAX_BODY_BYTES itself, answers in the error shape, and never reads past the limit.
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
   });
   startMetricsPublisher();
   const server = app.server!;
@@ -25,13 +25,14 @@ export async function startApiServer(): Promise<Running & { port: number }> {
   return {
     port: server.port ?? config.http.port,
     async stop() {
-      const drained = server.stop(false);
+      // No new connections; open sockets finish their push in flight and are told to reconnect.
+      const drained = Promise.all([server.stop(false), drainConnections()]);
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref?.());
       await Promise.race([drained, grace]);
       await server.stop(true);
       stopMetricsPublisher();
-      await closeBroker();
-      await stopListeningForInvalidations();
+      // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
+      await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber()]);
     },
   };
 }

@@ -1,43 +1,18 @@
 import { type Subprocess, spawn } from "bun";
 import { config } from "./config";
+import { closeShared } from "./connections";
+import { dependencyFailure } from "./core/errors";
+import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";
+import { log } from "./core/log";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
-import { log } from "./http/log";
 import { ensureFirstAccount } from "./modules/accounts/bootstrap";
-import { closeRedis } from "./queue/connection";
-import { closeQueues } from "./queue/queues";
-import { isRole, ROLES, type Role } from "./roles";
-import type { Running } from "./server";
+import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
 
 const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
 /** A child that lived this long is considered healthy again, and its restart delay resets. */
 const HEALTHY_AFTER_MS = 30_000;
-const ORPHAN_CHECK_MS = 1_000;
-
-async function closeShared(): Promise<void> {
-  await closeQueues();
-  await closeRedis();
-  await database.close();
-}
-
-function onStopSignal(stop: () => Promise<void>): void {
-  let stopping = false;
-  const handler = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, "stopping");
-    stop().then(
-      () => process.exit(0),
-      (error: Error) => {
-        log.error({ err: error.message }, "stop failed");
-        process.exit(1);
-      },
-    );
-  };
-  process.on("SIGTERM", handler);
-  process.on("SIGINT", handler);
-}
 
 /** A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. */
 export async function runRole(name: string, parentPid?: number): Promise<void> {
@@ -45,28 +20,24 @@ export async function runRole(name: string, parentPid?: number): Promise<void> {
     console.error(`parley: unknown role "${name}"; roles are ${Object.keys(ROLES).join(", ")}`);
     process.exit(2);
   }
-  const running = await ROLES[name]();
-  const stop = async () => {
-    await running.stop();
+  guardAgainstStrayErrors();
+  if (!isRoleEnabled(name)) {
+    log.info({ role: name }, "role disabled by configuration; nothing to run");
     await closeShared();
-  };
-  onStopSignal(stop);
-  // A supervisor killed outright cannot forward SIGTERM; a child whose parent is gone stops itself.
-  if (parentPid !== undefined) {
-    setInterval(() => {
-      if (process.ppid !== parentPid) process.kill(process.pid, "SIGTERM");
-    }, ORPHAN_CHECK_MS).unref();
+    return;
   }
+  runUntilStopped(await ROLES[name](), closeShared, parentPid);
 }
 
 async function superviseInProcess(): Promise<void> {
+  guardAgainstStrayErrors();
   const running: Running[] = [];
   // Installed first: a signal during a slow role start must still drain what already runs.
   onStopSignal(async () => {
     await Promise.all(running.map((role) => role.stop()));
     await closeShared();
   });
-  for (const name of Object.keys(ROLES) as Role[]) running.push(await ROLES[name]());
+  for (const name of Object.keys(ROLES) as Role[]) if (isRoleEnabled(name)) running.push(await ROLES[name]());
 }
 
 interface Child {
@@ -99,24 +70,46 @@ async function superviseChildren(): Promise<void> {
   };
 
   for (let i = 0; i < config.http.processes; i++) start("api");
-  for (const role of Object.keys(ROLES) as Role[]) if (role !== "api") start(role);
+  for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
 
+  // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
   onStopSignal(async () => {
     stopping = true;
     const all = [...children];
     for (const child of all) child.process.kill("SIGTERM");
     const killAfter = setTimeout(() => {
       for (const child of all) child.process.kill("SIGKILL");
-    }, config.http.shutdownGraceMs + 5_000);
+    }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
     await Promise.all(all.map((child) => child.process.exited));
     clearTimeout(killAfter);
     await closeShared();
-  });
+  }, config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS);
+}
+
+/** How often a supervisor started before its database tries again. */
+const DATABASE_WAIT_MS = 1_000;
+
+/**
+ * Migrations and the first account, once the database answers: a supervisor started while
+ * PostgreSQL is still starting (or down) waits for it instead of exiting.
+ */
+async function prepareDatabase(): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await migrate();
+      await ensureFirstAccount();
+      return;
+    } catch (error) {
+      const failure = dependencyFailure(error);
+      if (!failure) throw error;
+      if (attempt === 1 || attempt % 30 === 0) log.warn({ err: failure, attempt }, "waiting for the database");
+      await Bun.sleep(DATABASE_WAIT_MS);
+    }
+  }
 }
 
 export async function supervise(): Promise<void> {
-  await migrate();
-  await ensureFirstAccount();
+  await prepareDatabase();
   if (database.kind === "pglite") {
     log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
     await superviseInProcess();

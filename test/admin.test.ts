@@ -1,6 +1,9 @@
 /** The admin command line as an operator runs it: output, exit codes, and effect on the API. */
 import { beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { db } from "../src/db/client";
 import { listenForInvalidations } from "../src/modules/accounts/service";
+import { operators } from "../src/modules/console/schema";
 import { call } from "./helpers";
 import { eventually } from "./support/wait";
 
@@ -51,6 +54,32 @@ describe("bun run admin", () => {
     expect(await eventually(signsWithEdDSA)).toBe(true);
   }, 30_000);
 
+  test("set-jitsi-domain reaches a process that cached the account; revoke-signing-key stops its tokens and its ASAP key", async () => {
+    const created = admin("create-account", "Jitsi", "--alg", "RS256");
+    const accountId = /account\s+(acc_\w+)/.exec(created.out)![1]!;
+    const apiKey = /api key\s+(prl_\w+)/.exec(created.out)![1]!;
+    const kid = /kid (\w+)/.exec(created.out)![1]!;
+    const mediaSub = async () => {
+      const token = (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey, scope: "media" } })).body.token as string;
+      return JSON.parse(atob(token.split(".")[1]!.replaceAll("-", "+").replaceAll("_", "/"))).sub as string;
+    };
+    expect(await mediaSub()).toBe("*");
+    const set = admin("set-jitsi-domain", accountId, "meet.example.com");
+    expect(set.code).toBe(0);
+    expect(await eventually(async () => (await mediaSub()) === "meet.example.com")).toBe(true);
+    expect(admin("set-jitsi-domain", accountId, "no spaces allowed").code).toBe(1);
+    expect(admin("set-jitsi-domain", accountId).code).toBe(2);
+
+    const asap = `/api/v1/jitsi/asap-keys/${new Bun.CryptoHasher("sha256").update(kid).digest("hex")}.pem`;
+    expect((await call("GET", asap)).status).toBe(200);
+    const revoked = admin("revoke-signing-key", kid);
+    expect(revoked.code).toBe(0);
+    expect(revoked.out).toContain("new current key");
+    expect((await call("GET", asap)).status).toBe(404);
+    expect(admin("list-accounts").out).toContain(`signing ${kid}  RS256  revoked`);
+    expect(admin("revoke-signing-key", "no-such-kid").code).toBe(1);
+  }, 30_000);
+
   test("misuse exits 2 with the usage; an unknown account exits 1", () => {
     expect(admin().code).toBe(2);
     expect(admin("frobnicate").code).toBe(2);
@@ -59,4 +88,36 @@ describe("bun run admin", () => {
     expect(unknown.code).toBe(1);
     expect(unknown.err).toContain("no account acc_missing");
   }, 30_000);
+});
+
+describe("bun run admin create-operator", () => {
+  const withPassword = (password: string, ...args: string[]) => {
+    const result = Bun.spawnSync([process.execPath, entry, "create-operator", ...args], {
+      env: { ...process.env, LOG_LEVEL: "silent" },
+      stdin: new TextEncoder().encode(`${password}\n`),
+    });
+    return { code: result.exitCode, out: result.stdout.toString(), err: result.stderr.toString() };
+  };
+
+  test("reads the password from stdin, stores only its hash, and the operator can sign in", async () => {
+    const name = `op-${crypto.randomUUID().slice(0, 6)}`;
+    const made = withPassword("a long enough password", name);
+    expect(made.code).toBe(0);
+    expect(made.out).toContain(`${name}: sign in at /console`);
+    expect(made.out.includes("a long enough password")).toBe(false);
+    const [stored] = await db.select().from(operators).where(eq(operators.name, name));
+    expect(stored!.passwordHash).toStartWith("$argon2id$");
+    const login = await call("POST", "/console/api/login", { body: { name, password: "a long enough password" } });
+    expect(login.status).toBe(200);
+    expect(login.body).toMatchObject({ kind: "operator", name, account_id: null });
+    expect(login.headers.get("set-cookie")).toMatch(/^parley_console=[\w-]+\.[\w-]+\.[\w-]+; Path=\/console; HttpOnly; SameSite=Strict/);
+  });
+
+  test("refuses a second operator of the same name, a short password and a missing name", () => {
+    const name = `op-${crypto.randomUUID().slice(0, 6)}`;
+    expect(withPassword("a long enough password", name).code).toBe(0);
+    expect(withPassword("another long password", name)).toMatchObject({ code: 1, err: expect.stringContaining("exists already") });
+    expect(withPassword("short", `x${name}`)).toMatchObject({ code: 1, err: expect.stringContaining("at least 8 characters") });
+    expect(withPassword("a long enough password").code).toBe(2);
+  });
 });

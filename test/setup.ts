@@ -17,11 +17,16 @@ process.env.LOG_LEVEL ??= "silent";
 process.env.BOOTSTRAP_ACCOUNT = "false";
 // Every test then signs with keys sealed at rest, as a production deployment should.
 process.env.SIGNING_KEY_SECRET = "parley-test-sealing-secret";
+// Webhook receivers in tests listen on loopback, and a receiver that is down is retried within seconds.
+process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS ??= "true";
+process.env.WEBHOOK_RETRY_SCHEDULE ??= "1,1,1,1,2,2,2,2,2,2,2,2";
 
 // Parley reads its configuration once, so the real S3 server must be up before that.
 const s3 = await startS3rver();
 Object.assign(process.env, s3.env);
 
+// The driver loads here first, so with the fix Parley's own handle applies to it (src/db/client.ts).
+await import("../src/db/postgres-write-guard");
 const { default: postgres } = await import("postgres");
 const admin = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} });
 await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");

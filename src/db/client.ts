@@ -2,13 +2,15 @@
  * The database handle. postgres.js when DATABASE_URL is set; otherwise an embedded
  * PGlite database in DATA_DIR (one process only: PGlite holds its folder exclusively).
  */
-import { mkdirSync } from "node:fs";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { config } from "../config";
-import * as schema from "./schema";
 
-export type Database = PgDatabase<PgQueryResultHKT, typeof schema>;
+/** No schema is handed to drizzle: queries name their tables (`db.select().from(table)`), never `db.query.*`. */
+export type Database = PgDatabase<PgQueryResultHKT>;
 
 export interface DatabaseHandle {
   db: Database;
@@ -16,15 +18,131 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/**
+ * Marks the async flow inside a transaction callback of the guarded handle, and holds what
+ * is to run once that transaction has committed.
+ */
+const insideTransaction = new AsyncLocalStorage<Array<() => unknown>>();
+
+/**
+ * Runs `step` once the transaction the caller is inside has committed (never if it rolls
+ * back), or at once outside any transaction. For best-effort follow-ups such as ringing a
+ * queue's doorbell: a failure is logged by the step itself, never raised to the caller.
+ */
+export function afterCommit(step: () => unknown): void {
+  const pending = insideTransaction.getStore();
+  if (pending) pending.push(step);
+  else void Promise.resolve().then(step);
+}
+
+/**
+ * Wraps a handle so it refuses every use from inside one of its own transaction callbacks,
+ * whether the callback reaches it directly or through a service function. Such a query
+ * would wait for a second connection: on PostgreSQL it merely escapes the transaction, on
+ * PGlite (one connection behind one mutex) it waits for ever. Failing at once with a clear
+ * message makes the mistake show in any test on either driver, not as a hang.
+ */
+export function guardTransactions(handle: Database): Database {
+  type Callback = Parameters<Database["transaction"]>[0];
+  type Options = Parameters<Database["transaction"]>[1];
+  const transaction = async (callback: Callback, options?: Options) => {
+    const committed: Array<() => unknown> = [];
+    const result = await handle.transaction((tx) => insideTransaction.run(committed, () => callback(tx)), options);
+    for (const step of committed) void Promise.resolve().then(step);
+    return result;
+  };
+  return new Proxy(handle, {
+    get(target, property) {
+      if (insideTransaction.getStore()) {
+        throw new Error(
+          `the global database handle was used inside a transaction (db.${String(property)}): use the transaction's own handle, passed down as an argument`,
+        );
+      }
+      if (property === "transaction") return transaction;
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
 async function openPostgres(url: string): Promise<DatabaseHandle> {
+  // Before the driver loads: it must be loaded with the fix applied.
+  await import("./postgres-write-guard");
   const { default: postgres } = await import("postgres");
   const { drizzle } = await import("drizzle-orm/postgres-js");
-  const client = postgres(url, { max: config.database.poolSize, onnotice: () => {} });
+  const client = postgres(url, {
+    max: config.database.poolSize,
+    onnotice: () => {},
+    // While PostgreSQL is away a query waits for the next connection attempt; the driver's
+    // default spaces attempts up to 20 s apart and gives a silent host 30 s, so requests would
+    // hang that long before their 503. Attempts at most a second apart, 5 s each, fail fast.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
+    connect_timeout: 5,
+  });
   return {
-    db: drizzle(client, { schema }) as unknown as Database,
+    db: guardTransactions(drizzle(client) as unknown as Database),
     kind: "postgres",
     close: () => client.end({ timeout: 5 }),
   };
+}
+
+/** When the process started (Linux, from /proc), so a pid reused after a crash is told apart; "" elsewhere. */
+function startTimeOf(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Field 22, counted from the state (field 3) that follows the parenthesised command name.
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "";
+  } catch {
+    return "";
+  }
+}
+
+function holds(pid: number, startedAt: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
+  const now = startTimeOf(pid);
+  // Without /proc the pid is all there is to go on.
+  return startedAt === "" || now === "" || now === startedAt;
+}
+
+/**
+ * PGlite has no lock of its own: a second process on the same folder (the admin CLI beside a
+ * running server, or a second server) works on its own copy of the pages, so neither sees the
+ * other's writes and the folder is corrupted when both write. A pid file keeps it to one.
+ */
+function lockDataDir(dataDir: string): () => void {
+  const file = join(dataDir, "parley.pid");
+  const mine = `${process.pid} ${startTimeOf(process.pid)}`;
+  for (;;) {
+    try {
+      writeFileSync(file, mine, { flag: "wx" });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const [pid = "", startedAt = ""] = readFileSync(file, "utf8").trim().split(" ");
+      const holder = Number(pid);
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && holds(holder, startedAt)) {
+        console.error(
+          `parley: the embedded database in ${dataDir} is open in process ${holder} (a running Parley). ` +
+            "Only one process can use it: stop that one first, or run Parley on PostgreSQL (DATABASE_URL) " +
+            `to use the admin CLI while it serves. If no Parley runs, delete ${file}.`,
+        );
+        process.exit(1);
+      }
+      // Left behind by a process that is gone (its pid may since have gone to another process).
+      unlinkSync(file);
+    }
+  }
+  const release = () => {
+    try {
+      if (readFileSync(file, "utf8") === mine) unlinkSync(file);
+    } catch {}
+  };
+  process.on("exit", release);
+  return release;
 }
 
 async function openPglite(dataDir: string): Promise<DatabaseHandle> {
@@ -32,11 +150,15 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   const { pg_trgm } = await import("@electric-sql/pglite/contrib/pg_trgm");
   const { drizzle } = await import("drizzle-orm/pglite");
   mkdirSync(dataDir, { recursive: true });
+  const unlock = lockDataDir(dataDir);
   const client = await PGlite.create(dataDir, { extensions: { pg_trgm } });
   return {
-    db: drizzle(client, { schema }) as unknown as Database,
+    db: guardTransactions(drizzle(client) as unknown as Database),
     kind: "pglite",
-    close: () => client.close(),
+    close: async () => {
+      await client.close();
+      unlock();
+    },
   };
 }
 

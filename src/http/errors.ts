@@ -1,8 +1,9 @@
 /**
- * Parley's one error shape, `{ error: { code, message } }`, and every error code it uses.
- * Services throw AppError with a code; the HTTP layer turns it into the shape and status.
+ * Parley's one error shape on HTTP, `{ error: { code, message } }`, and the status of every
+ * error code (src/core/errors.ts lists the codes; services throw AppError with one).
  */
 import { t } from "elysia";
+import type { ErrorCode } from "../core/errors";
 
 export const ERROR_STATUS = {
   bad_request: 400,
@@ -15,32 +16,18 @@ export const ERROR_STATUS = {
   forbidden: 403,
   not_found: 404,
   conflict: 409,
-  /** The conference mapper's answer to missing or malformed input, as the interface fixes it. */
+  /** The interface fixes this status for the conference mapper's missing or malformed input. */
   invalid_mapper_input: 405,
-  /** Jicofo's reservation contract: the reservation's time is over. */
+  /** Prosody's status for a finished reservation (Jicofo's reservation contract). */
   reservation_expired: 419,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  rate_limited: 429,
+  quota_exceeded: 429,
   internal: 500,
   dependency_down: 503,
   timeout: 504,
-} as const;
-
-export type ErrorCode = keyof typeof ERROR_STATUS;
-
-export class AppError extends Error {
-  readonly status: number;
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    /** Extra members placed beside `error` in the body, such as `conflict_id`. */
-    readonly extra?: Record<string, unknown>,
-    status?: number,
-  ) {
-    super(message);
-    this.status = status ?? ERROR_STATUS[code];
-  }
-}
+} as const satisfies Record<ErrorCode, number>;
 
 export function errorBody(code: string, message: string, extra?: Record<string, unknown>) {
   return { ...extra, error: { code, message } };

@@ -1,10 +1,11 @@
 /**
  * Prometheus text metrics. Each API process counts its own requests and publishes a
  * snapshot to Redis every few seconds; /metrics merges the live snapshots, so a scrape
- * that lands on any process sees the whole pool.
+ * that lands on any process sees the whole pool. While Redis is away a scrape shows this
+ * process alone, and the queue depths are left out.
  */
 import { queueDepths } from "../queue/queues";
-import { redis, redisKey } from "../queue/connection";
+import { promptRedis, redisKey, withinRedis } from "../queue/connection";
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -46,7 +47,7 @@ const snapshotKey = () => redisKey("metrics");
 
 async function publishSnapshot(): Promise<void> {
   const snapshot: Snapshot = { at: Date.now(), routes };
-  await redis().hset(snapshotKey(), String(process.pid), JSON.stringify(snapshot));
+  await withinRedis(promptRedis(), "publishing metrics", () => promptRedis().hset(snapshotKey(), String(process.pid), JSON.stringify(snapshot)));
 }
 
 let timer: ReturnType<typeof setInterval> | undefined;
@@ -76,17 +77,21 @@ function merge(into: Record<string, RouteStats>, from: Record<string, RouteStats
 const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
 
 export async function renderMetrics(): Promise<string> {
-  await publishSnapshot();
-  const stored = await redis().hgetall(snapshotKey());
   const merged: Record<string, RouteStats> = {};
-  const now = Date.now();
-  for (const [pid, raw] of Object.entries(stored)) {
-    const snapshot = JSON.parse(raw) as Snapshot;
-    if (now - snapshot.at > SNAPSHOT_STALE_MS) {
-      await redis().hdel(snapshotKey(), pid);
-      continue;
+  try {
+    await publishSnapshot();
+    const stored = await withinRedis(promptRedis(), "reading metrics", () => promptRedis().hgetall(snapshotKey()));
+    const now = Date.now();
+    const stale: string[] = [];
+    for (const [pid, raw] of Object.entries(stored)) {
+      const snapshot = JSON.parse(raw) as Snapshot;
+      if (now - snapshot.at > SNAPSHOT_STALE_MS) stale.push(pid);
+      else merge(merged, snapshot.routes);
     }
-    merge(merged, snapshot.routes);
+    if (stale.length > 0) await withinRedis(promptRedis(), "dropping stale metrics", () => promptRedis().hdel(snapshotKey(), ...stale)).catch(() => 0);
+  } catch {
+    // Without Redis the other processes' snapshots are out of reach (nothing was merged yet): this process's own counts.
+    merge(merged, routes);
   }
   const lines = [
     "# HELP parley_http_requests_total HTTP requests answered, by route and status.",

@@ -5,10 +5,13 @@
  */
 import { randomUUID } from "node:crypto";
 import { Elysia } from "elysia";
+import { parseQuery } from "elysia/parse-query";
 import { config } from "../config";
-import { AppError, errorBody } from "./errors";
-import { log } from "./log";
+import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure } from "../core/errors";
+import { ERROR_STATUS, errorBody } from "./errors";
+import { log } from "../core/log";
 import { observeRequest } from "./metrics";
+import { firstUnstorable } from "./text";
 
 interface RequestMeta {
   id: string;
@@ -17,6 +20,35 @@ interface RequestMeta {
 
 const meta = new WeakMap<Request, RequestMeta>();
 const INCOMING_ID = /^[\w.:-]{1,128}$/;
+
+/**
+ * A chunked body that is not JSON. Refusing it here would answer before the route's guard
+ * (which runs after parsing), so it stands as a body no schema accepts, and validation
+ * reports it as unparsable.
+ */
+const UNPARSABLE = Symbol("unparsable body");
+
+function tooLarge(): AppError {
+  return new AppError("payload_too_large", `the body may be at most ${config.http.maxBodyBytes} bytes`);
+}
+
+/** Reads a body sent without Content-Length, giving up as soon as it passes the limit. */
+async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Promise<string> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
 
 /** The first field path and reason of a schema failure, e.g. `body.user.email: Expected string to match 'email' format`. */
 function describeValidation(error: { all?: Array<{ path?: string; message?: string; summary?: string }>; type?: string }) {
@@ -33,19 +65,55 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     const id = incoming && INCOMING_ID.test(incoming) ? incoming : randomUUID();
     meta.set(request, { id, startedAt: performance.now() });
     set.headers["x-request-id"] = id;
-    if (Number(request.headers.get("content-length") ?? 0) > config.http.maxBodyBytes) {
-      throw new AppError("payload_too_large", `the body may be at most ${config.http.maxBodyBytes} bytes`);
+    if (Number(request.headers.get("content-length") ?? 0) > config.http.maxBodyBytes) throw tooLarge();
+  })
+  // Bun's own limit answers a bare 413 before any hook runs, so it is set far above
+  // MAX_BODY_BYTES (src/server.ts) and the limit is kept here, in the error shape: a declared
+  // length above, a body without one (chunked) while it is read. Declared bodies parse as usual.
+  .onParse({ as: "global" }, async ({ request, contentType }) => {
+    if (request.headers.has("content-length") || !request.body) return;
+    const text = await readCapped(request.body, config.http.maxBodyBytes);
+    if (contentType === "application/x-www-form-urlencoded") return parseQuery(text);
+    if (contentType !== "application/json") return text;
+    if (text.trim() === "") return {};
+    try {
+      return JSON.parse(text);
+    } catch {
+      return UNPARSABLE;
     }
   })
+  // Declared fields are checked by their Text type during validation; this catches the
+  // free-form rest (callback bodies, query members no schema names) before a handler sees it.
+  .onBeforeHandle({ as: "global" }, ({ body, query, params }) => {
+    const found = firstUnstorable(body) ?? firstUnstorable(query, "query") ?? firstUnstorable(params, "params");
+    if (found) throw new AppError("bad_request", `${found.path}: ${found.reason}`);
+  })
   .onError({ as: "global" }, ({ code, error, set, request }) => {
-    if (error instanceof AppError) {
-      set.status = error.status;
-      return errorBody(error.code, error.message, error.extra);
+    // A guard that refuses while the body is parsed reaches here wrapped in Elysia's ParseError.
+    const cause = code === "PARSE" ? (error as Error).cause : undefined;
+    const appError = error instanceof AppError ? error : cause instanceof AppError ? cause : undefined;
+    if (appError) {
+      set.status = ERROR_STATUS[appError.code];
+      if (appError.code === "dependency_down") set.headers["retry-after"] ??= String(DEPENDENCY_RETRY_AFTER_SECONDS);
+      return errorBody(appError.code, appError.message, appError.extra);
+    }
+    const failure = dependencyFailure(error) ?? dependencyFailure(cause);
+    if (failure) {
+      set.status = 503;
+      set.headers["retry-after"] = String(DEPENDENCY_RETRY_AFTER_SECONDS);
+      log.warn({ requestId: meta.get(request)?.id, err: failure }, "dependency down");
+      return errorBody("dependency_down", "a service Parley depends on is unavailable; retry later");
     }
     switch (code) {
-      case "VALIDATION":
+      case "VALIDATION": {
         set.status = 400;
+        const { value, type } = error as { value?: unknown; type?: string };
+        if (value === UNPARSABLE) return errorBody("invalid_json", "the request body could not be parsed");
+        // Named exactly even inside a union, where the schema's own report stops at the union.
+        const unstorable = firstUnstorable(value, type === "body" ? "" : type);
+        if (unstorable) return errorBody("bad_request", `${unstorable.path}: ${unstorable.reason}`);
         return errorBody("bad_request", describeValidation(error as never));
+      }
       case "PARSE":
         set.status = 400;
         return errorBody("invalid_json", "the request body could not be parsed");

@@ -1,22 +1,121 @@
 /** The one place Redis connections are made: commands, subscriptions and BullMQ all come from here. */
-import { Redis } from "ioredis";
+import { Redis, type RedisOptions } from "ioredis";
 import { config } from "../config";
+import { log } from "../core/log";
 
-export function createRedis(purpose: string): Redis {
-  return new Redis(config.redis.url, {
+/** `options` replace the defaults, e.g. for a connection that must fail fast instead of queueing. */
+export function createRedis(purpose: string, options: RedisOptions = {}): Redis {
+  const client = new Redis(config.redis.url, {
     connectionName: `parley:${purpose}`,
     // BullMQ requires null here so blocking commands are never cut short.
     maxRetriesPerRequest: null,
     lazyConnect: false,
+    ...options,
   });
+  // ioredis reconnects by itself; a listener keeps an outage to one log line per attempt instead of an unhandled error.
+  client.on("error", (error: Error) => log.warn({ redis: purpose, err: error.message }, "Redis connection error"));
+  made.add(client);
+  client.once("end", () => made.delete(client));
+  return client;
+}
+
+/** Every connection this process made, until it ends. */
+const made = new Set<Redis>();
+
+/**
+ * For a process that is stopping: every connection that has lost Redis stops reconnecting,
+ * and the commands waiting for it (which would wait until Redis is back) fail at once with
+ * "Connection is closed.", as do any made later. So a stop never waits on a Redis that is gone.
+ * ioredis's own disconnect() leaves a reconnecting connection's waiting commands pending.
+ */
+export function abandonLostConnections(): number {
+  let abandoned = 0;
+  for (const client of made) {
+    if (!disconnected(client)) continue;
+    client.disconnect();
+    // ioredis rejects every new command on a connection marked ended (BullMQ marks its own the
+    // same way) and has no public call to reject the waiting ones: flushQueue is what its own
+    // close handler uses, typed private (ioredis 6).
+    client.status = "end";
+    (client as unknown as { flushQueue?: (error: Error) => void }).flushQueue?.(new Error("Connection is closed."));
+    made.delete(client);
+    abandoned++;
+  }
+  return abandoned;
+}
+
+/** How long work that a client waits on gives Redis to answer before it is told Redis is down. */
+export const PROMPT_REDIS_MS = 1_000;
+
+/** Raised when Redis is not connected or did not answer within the bound (a dependency outage, 503). */
+export class RedisUnavailable extends Error {
+  readonly code = "REDIS_UNAVAILABLE";
+  constructor(what: string) {
+    super(`Redis is unavailable: ${what}`);
+  }
+}
+
+/** A connection that has lost Redis keeps new commands in memory until Redis is back; these states say so. */
+export function disconnected(client: Redis): boolean {
+  return ["reconnecting", "close", "end"].includes(client.status);
+}
+
+/**
+ * Runs a step that needs `client`: fails at once when the connection is lost, and after `ms`
+ * when Redis does not answer. A command given up this way may still reach Redis once the
+ * connection returns, so the steps bounded here are safe to run late.
+ */
+export async function withinRedis<T>(client: Redis, what: string, step: () => Promise<T>, ms = PROMPT_REDIS_MS): Promise<T> {
+  if (disconnected(client)) throw new RedisUnavailable(`${what}: not connected`);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RedisUnavailable(`${what}: no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([step(), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Resolves when `promise` settles or `ms` have passed, whichever is first; never rejects. */
+export async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([promise.then(() => {}, () => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
+/** Closes a connection without waiting on a Redis that is gone: QUIT when it answers in time, else the socket is dropped. */
+export async function closeClient(client: Redis | undefined, ms = PROMPT_REDIS_MS): Promise<void> {
+  if (!client) return;
+  if (client.status !== "ready") {
+    client.disconnect();
+    return;
+  }
+  await settledWithin(client.quit(), ms);
+  // Still open when QUIT got no answer in time.
+  client.disconnect();
 }
 
 let shared: Redis | undefined;
+let prompt: Redis | undefined;
 
-/** The process-wide command connection (not for SUBSCRIBE or blocking reads). */
+/** The process-wide command connection (not for SUBSCRIBE or blocking reads); commands wait for Redis. */
 export function redis(): Redis {
   shared ??= createRedis("commands");
   return shared;
+}
+
+/**
+ * The command connection for work a client is waiting on (requests, socket pushes): a command
+ * fails after PROMPT_REDIS_MS without an answer, and at the next failed reconnection attempt
+ * when Redis is away, so a Redis outage costs a request at most that. Commands made before
+ * the first connection wait for it (within the same bound). Wrap calls in withinRedis to
+ * fail at once while the connection is lost.
+ */
+export function promptRedis(): Redis {
+  prompt ??= createRedis("prompt", { maxRetriesPerRequest: 0, commandTimeout: PROMPT_REDIS_MS });
+  return prompt;
 }
 
 /** Prefixes a key so several deployments can share one Redis. */
@@ -25,10 +124,11 @@ export function redisKey(...parts: (string | number)[]): string {
 }
 
 export async function pingRedis(): Promise<void> {
-  await redis().ping();
+  await promptRedis().ping();
 }
 
 export async function closeRedis(): Promise<void> {
-  await shared?.quit().catch(() => shared?.disconnect());
+  await Promise.all([closeClient(shared), closeClient(prompt)]);
   shared = undefined;
+  prompt = undefined;
 }

@@ -1,13 +1,16 @@
 /**
  * Queue and job names with their payload types, declared once for producers and workers.
  */
-import { Queue, type QueueOptions } from "bullmq";
+import { type JobsOptions, Queue, type QueueOptions, type Worker } from "bullmq";
+import type { Redis } from "ioredis";
 import { config } from "../config";
-import { createRedis } from "./connection";
+import { log } from "../core/log";
+import { closeClient, createRedis, settledWithin, withinRedis } from "./connection";
 
 export const QUEUE_NAMES = {
   recorder: "recorder",
   cdr: "cdr",
+  webhooks: "webhooks",
 } as const;
 export type QueueName = (typeof QUEUE_NAMES)[keyof typeof QUEUE_NAMES];
 
@@ -32,37 +35,83 @@ export interface RecorderStopJob {
   reason: string;
 }
 
-/** The cdr queue's one job kind: fold one stored conference event into the usage tables. */
+/** The cdr queue's one job kind: fold every unfolded event of the named event's room into the usage tables. */
 export const CDR_FOLD_JOB = "fold-event";
 export interface CdrFoldJob {
   eventId: number;
 }
 
-const queues = new Map<QueueName, Queue>();
+/** The webhooks queue's one job kind: send stored deliveries, those still due, together. */
+export const WEBHOOK_DELIVER_JOB = "deliver";
+export interface WebhookDeliverJob {
+  deliveryIds: number[];
+}
+
+const queues = new Map<QueueName, { queue: Queue; connection: Redis }>();
 
 export function queueOptions(): QueueOptions {
   return { connection: createRedis("queue"), prefix: `${config.redis.keyPrefix}:bull` };
 }
 
-export function getQueue(name: QueueName): Queue {
-  let queue = queues.get(name);
-  if (!queue) {
-    queue = new Queue(name, queueOptions());
-    queues.set(name, queue);
+function producer(name: QueueName): { queue: Queue; connection: Redis } {
+  let known = queues.get(name);
+  if (!known) {
+    const options = queueOptions();
+    const queue = new Queue(name, options);
+    // An 'error' event with no listener is thrown; a lost Redis connection is retried by ioredis.
+    queue.on("error", (error) => log.warn({ queue: name, err: error.message }, "queue connection error"));
+    known = { queue, connection: options.connection as Redis };
+    queues.set(name, known);
   }
-  return queue;
+  return known;
 }
 
-/** Waiting, active and delayed jobs per queue, for /metrics. */
+export function getQueue(name: QueueName): Queue {
+  return producer(name).queue;
+}
+
+/**
+ * Queues a job for a caller that is waiting: fails at once (RedisUnavailable, a 503) when the
+ * queue's connection is lost, and after PROMPT_REDIS_MS when Redis does not answer, instead
+ * of holding the caller until Redis is back. A job given up on that way may still be queued
+ * once Redis returns, so its worker must check the database before acting on it.
+ */
+export async function enqueue<T>(name: QueueName, jobName: string, data: T, options: JobsOptions): Promise<void> {
+  const { queue, connection } = producer(name);
+  await withinRedis(connection, `queueing ${name}/${jobName}`, () => queue.add(jobName, data, options));
+}
+
+/** Waiting, active and delayed jobs per queue, for /metrics; a queue whose Redis does not answer is left out. */
 export async function queueDepths(): Promise<Record<string, Record<string, number>>> {
   const depths: Record<string, Record<string, number>> = {};
   for (const name of Object.values(QUEUE_NAMES)) {
-    depths[name] = await getQueue(name).getJobCounts("waiting", "active", "delayed", "failed");
+    const { queue, connection } = producer(name);
+    const counts = await withinRedis(connection, `counting ${name} jobs`, () => queue.getJobCounts("waiting", "active", "delayed", "failed")).catch(
+      () => undefined,
+    );
+    if (counts) depths[name] = counts;
   }
   return depths;
 }
 
+/** Closes the producers, without waiting on a Redis that is gone (their unsent commands are dropped). */
 export async function closeQueues(): Promise<void> {
-  await Promise.all([...queues.values()].map((queue) => queue.close()));
+  const known = [...queues.values()];
   queues.clear();
+  await Promise.all(
+    known.map(async ({ queue, connection }) => {
+      await settledWithin(queue.close(), 1_000);
+      await closeClient(connection);
+    }),
+  );
+}
+
+/**
+ * Stops a worker. While Redis answers it waits for the running jobs, as BullMQ does; once
+ * Redis is lost it stops at once, since BullMQ's own close then waits for a reconnection
+ * that may never come. A job cut short that way was never completed in Redis: it runs again
+ * once Redis is back, and every job is idempotent.
+ */
+export async function closeWorker(worker: Worker, connection: Redis): Promise<void> {
+  await worker.close(connection.status !== "ready");
 }

@@ -4,7 +4,7 @@
  */
 import { S3Client } from "@aws-sdk/client-s3";
 import { config } from "../config";
-import { AppError } from "../http/errors";
+import { AppError } from "../core/errors";
 
 let client: S3Client | undefined;
 

@@ -2,11 +2,16 @@
  * Authentication guards as Elysia macros. A route opts in with `{ apiKey: true }` (the
  * account's API key in Authorization, raw or after `Bearer `) or `{ bearer: "messaging" }`
  * (a Parley token whose scope allows that service).
+ *
+ * A guard answers before the request is validated, so a caller without a credential learns
+ * nothing of the route's schema: Elysia parses, transforms, then validates, and resolves
+ * only after that, so each guard checks the credential while the body is parsed (or, with
+ * no body, in transform) and resolve hands the settled result to the handler.
  */
 import { Elysia } from "elysia";
-import { accountForApiKey } from "../modules/accounts/service";
-import { type Scope, verifyAccessToken } from "../modules/token/service";
-import { AppError } from "./errors";
+import { accountForApiKey } from "../accounts/service";
+import { type Scope, verifyAccessToken } from "../token/service";
+import { AppError } from "../../core/errors";
 
 /** The credential in an Authorization header, with any `Bearer ` prefix removed. */
 export function credentialFrom(authorization: string | undefined): string | undefined {
@@ -27,19 +32,48 @@ export async function tokenFromHeader(authorization: string | undefined, scope: 
   return verifyAccessToken(token, scope);
 }
 
+/**
+ * The hooks of a guard: the credential checked once per request, in parse or transform
+ * (whichever runs first; both run before validation), its result handed on in resolve.
+ */
+function guard<T>(check: (authorization: string | undefined) => Promise<T>) {
+  const checked = new WeakMap<Request, Promise<T>>();
+  const checkOnce = (request: Request): Promise<T> => {
+    let result = checked.get(request);
+    if (!result) {
+      result = check(request.headers.get("authorization") ?? undefined);
+      checked.set(request, result);
+    }
+    return result;
+  };
+  const early = async ({ request }: { request: Request }) => {
+    await checkOnce(request);
+  };
+  return { parse: early, transform: early, resolved: ({ request }: { request: Request }) => checkOnce(request) };
+}
+
+const apiKeyGuard = guard(accountFromHeader);
+
 export const auth = new Elysia({ name: "parley.auth" }).macro({
   apiKey: {
-    async resolve({ headers }) {
-      return { account: await accountFromHeader(headers.authorization) };
+    parse: apiKeyGuard.parse,
+    transform: apiKeyGuard.transform,
+    async resolve(context) {
+      return { account: await apiKeyGuard.resolved(context) };
     },
     detail: { security: [{ apiKey: [] }] },
   },
-  bearer: (scope: Scope) => ({
-    async resolve({ headers }) {
-      return { session: await tokenFromHeader(headers.authorization, scope) };
-    },
-    detail: { security: [{ bearer: [] }] },
-  }),
+  bearer: (scope: Scope) => {
+    const bearerGuard = guard((authorization) => tokenFromHeader(authorization, scope));
+    return {
+      parse: bearerGuard.parse,
+      transform: bearerGuard.transform,
+      async resolve(context) {
+        return { session: await bearerGuard.resolved(context) };
+      },
+      detail: { security: [{ bearer: [] }] },
+    };
+  },
 });
 
 /**
@@ -65,10 +99,14 @@ export async function platformAccountFromHeader(authorization: string | undefine
   return (await accountForApiKey(bearer)).id;
 }
 
+const platformGuard = guard(platformAccountFromHeader);
+
 export const platformAuth = new Elysia({ name: "parley.auth.platform" }).macro({
   platform: {
-    async resolve({ headers }) {
-      return { accountId: await platformAccountFromHeader(headers.authorization) };
+    parse: platformGuard.parse,
+    transform: platformGuard.transform,
+    async resolve(context) {
+      return { accountId: await platformGuard.resolved(context) };
     },
     detail: { security: [{ bearer: [] }, { basic: [] }] },
   },

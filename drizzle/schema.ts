@@ -1,0 +1,12 @@
+/** Every feature's tables, gathered for drizzle and drizzle-kit. */
+export * from "../src/modules/accounts/schema";
+export * from "../src/modules/events/schema";
+export * from "../src/modules/mapper/schema";
+export * from "../src/modules/scheduler/schema";
+export * from "../src/modules/streaming/schema";
+export * from "../src/modules/messaging/schema";
+export * from "../src/modules/usage/schema";
+export * from "../src/modules/limits/schema";
+export * from "../sip-gateway/schema";
+export * from "../src/modules/console/schema";
+export * from "../src/modules/webhooks/schema";

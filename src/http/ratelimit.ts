@@ -1,0 +1,36 @@
+/**
+ * The IETF RateLimit header fields, as draft-ietf-httpapi-ratelimit-headers-10 writes them:
+ * `RateLimit-Policy: "name";q=100;w=1` (the quota of each policy that applied) and
+ * `RateLimit: "name";r=42;t=1` (what is left of it and the seconds until it resets), both
+ * Structured Field lists whose items are policy names as sf-strings.
+ */
+
+export interface PolicyState {
+  /** The limit's name, such as `tokens.per_key`. */
+  name: string;
+  /** Quota units the window allows. */
+  quota: number;
+  /** The window in seconds; absent for quotas that do not reset with time (concurrency, storage). */
+  windowSeconds?: number;
+  /** Quota unit when it is not requests, e.g. `content-bytes`. */
+  unit?: string;
+  remaining: number;
+  /** Seconds until the quota resets (or, for a quota without a window, a hint to retry after). */
+  resetSeconds: number;
+}
+
+/** A policy name as a Structured Field string (RFC 9651 §3.3.3): printable ASCII with `"` and `\` escaped. */
+function sfString(value: string): string {
+  return `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`;
+}
+
+export function rateLimitHeaders(policies: PolicyState[]): Record<string, string> {
+  if (policies.length === 0) return {};
+  const policy = policies.map((p) => {
+    const window = p.windowSeconds === undefined ? "" : `;w=${p.windowSeconds}`;
+    const unit = p.unit ? `;qu=${sfString(p.unit)}` : "";
+    return `${sfString(p.name)};q=${p.quota}${unit}${window}`;
+  });
+  const state = policies.map((p) => `${sfString(p.name)};r=${Math.max(0, p.remaining)};t=${Math.max(0, p.resetSeconds)}`);
+  return { "ratelimit-policy": policy.join(", "), ratelimit: state.join(", ") };
+}

@@ -1,0 +1,56 @@
+/**
+ * Text that PostgreSQL can store. It refuses U+0000 in text and jsonb, and an unpaired
+ * surrogate has no UTF-8 form: either would fail at the database, as a 500 that Prosody
+ * retries for ever. So every string a client sends is checked at the edge: declared fields
+ * with the one `Text` type (a TypeBox format, so validation names the field), and whatever
+ * free-form JSON a route accepts (extra event_sync members, media-server callbacks, socket
+ * pushes) with `firstUnstorable`.
+ */
+import { t } from "elysia";
+import { FormatRegistry } from "elysia/type-system";
+
+const TEXT_FORMAT = "text";
+const UNSTORABLE_REASON = "must not contain NUL characters or unpaired UTF-16 surrogates";
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+export function isStorable(value: string): boolean {
+  return !value.includes("\u0000") && !LONE_SURROGATE.test(value);
+}
+
+FormatRegistry.Set(TEXT_FORMAT, isStorable);
+
+type StringOptions = NonNullable<Parameters<typeof t.String>[0]>;
+
+/**
+ * The string type of every request field. A field with a format of its own (email, uri)
+ * keeps it: those formats admit neither NUL nor surrogates, and the pipeline checks every
+ * validated body, query and path once more with `firstUnstorable` before a handler runs.
+ */
+export function Text(options: StringOptions = {}) {
+  return t.String({ format: TEXT_FORMAT, ...options });
+}
+
+/** JSON nested deeper than this is refused rather than walked (no request of Parley's comes near). */
+const MAX_DEPTH = 64;
+
+export interface Unstorable {
+  /** Where, such as `occupant.extra.2`; `where` given to `firstUnstorable` prefixes it. */
+  path: string;
+  reason: string;
+}
+
+/** The first string (value or member name) PostgreSQL could not store, or undefined when all is storable. */
+export function firstUnstorable(value: unknown, where = "", depth = 0): Unstorable | undefined {
+  if (typeof value === "string") return isStorable(value) ? undefined : { path: where || "value", reason: UNSTORABLE_REASON };
+  if (typeof value !== "object" || value === null) return undefined;
+  if (depth >= MAX_DEPTH) return { path: where || "value", reason: `must not nest deeper than ${MAX_DEPTH} levels` };
+  const entries: [string, unknown][] = Array.isArray(value) ? value.map((item, index) => [String(index), item]) : Object.entries(value);
+  for (const [key, item] of entries) {
+    const path = where ? `${where}.${key}` : key;
+    if (!isStorable(key)) return { path: `${where || "body"} (a member name)`, reason: UNSTORABLE_REASON };
+    const found = firstUnstorable(item, path, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}

@@ -1,0 +1,61 @@
+/**
+ * Which errors mean "a dependency is down" (503 dependency_down, no crash) and which are bugs
+ * or bad input, with the errors the real drivers raise: postgres.js against a port nothing
+ * listens on, through drizzle as Parley calls it; PGlite once closed; ioredis with no server.
+ */
+import { describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { Redis } from "ioredis";
+import { dependencyFailure, isDependencyDown } from "../../src/core/errors";
+import { freePort } from "../support/ports";
+
+async function failureOf(run: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await run();
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a failure");
+}
+
+describe("dependency failures", () => {
+  test("postgres.js refused a connection, seen through drizzle", async () => {
+    const { default: postgres } = await import("postgres");
+    const { drizzle } = await import("drizzle-orm/postgres-js");
+    const client = postgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, { max: 1, connect_timeout: 2, onnotice: () => {} });
+    const error = await failureOf(() => drizzle(client).execute(sql`select 1`));
+    expect(isDependencyDown(error)).toBe(true);
+    expect(dependencyFailure(error)).toContain("ECONNREFUSED");
+    await client.end({ timeout: 1 });
+  });
+
+  test("a query PostgreSQL refuses is not an outage", async () => {
+    const { db } = await import("../../src/db/client");
+    const syntax = await failureOf(() => db.execute(sql`select from nowhere at all`));
+    expect(isDependencyDown(syntax)).toBe(false);
+    const nul = await failureOf(() => db.execute(sql`select ${"a\u0000b"}::text`));
+    expect(isDependencyDown(nul)).toBe(false);
+  });
+
+  test("PGlite once closed", async () => {
+    const { PGlite } = await import("@electric-sql/pglite");
+    const pglite = await PGlite.create();
+    await pglite.close();
+    expect(isDependencyDown(await failureOf(() => pglite.query("select 1")))).toBe(true);
+  });
+
+  test("ioredis with no server behind it", async () => {
+    const client = new Redis({ port: await freePort(), host: "127.0.0.1", maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
+    client.on("error", () => {});
+    const error = await failureOf(() => client.connect().then(() => client.ping()));
+    expect(isDependencyDown(error)).toBe(true);
+    client.disconnect();
+    expect(isDependencyDown(await failureOf(() => client.ping()))).toBe(true);
+  });
+
+  test("a plain bug is not an outage", () => {
+    expect(isDependencyDown(new TypeError("cannot read properties of undefined"))).toBe(false);
+    expect(isDependencyDown("ECONNREFUSED")).toBe(false);
+    expect(isDependencyDown(undefined)).toBe(false);
+  });
+});
