@@ -1,0 +1,2 @@
+ALTER TABLE "conference_events" ADD COLUMN "folded_at" timestamp with time zone;--> statement-breakpoint
+CREATE INDEX "conference_events_unfolded_idx" ON "conference_events" USING btree ("id") WHERE "conference_events"."folded_at" is null;

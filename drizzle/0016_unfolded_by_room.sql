@@ -1,0 +1,1 @@
+CREATE INDEX "conference_events_unfolded_room_idx" ON "conference_events" USING btree ("account_id","room","id") WHERE "conference_events"."folded_at" is null;
