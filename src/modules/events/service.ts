@@ -1,17 +1,23 @@
 /**
  * The conference event log. Every feature that learns a usage fact (a participant joined,
  * a stream started, a phone call ended) appends it here; the cdr worker folds the log into
- * the usage report. Appending is idempotent by dedupeKey, each new event is published on
- * Redis so live consumers (the recorder's reconnect window) can react, and every append,
- * repeated or not, queues a fold job for the stored row.
+ * the usage report. Appending is idempotent by dedupeKey. The database is the truth about
+ * what is left to fold (`folded_at` is null until the fold's transaction sets it); the fold
+ * job queued in Redis is only a doorbell that gets it folded at once, and the cdr sweep
+ * folds whatever a lost doorbell left behind. So an event is acknowledged once it is stored,
+ * whatever Redis does.
  */
-import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNull, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { db } from "../../db/client";
-import { AppError } from "../../http/errors";
+import { roomKey } from "../../core/room-key";
+import { type Database, db } from "../../db/client";
+import { AppError } from "../../core/errors";
+import { log } from "../../core/log";
 import { redis, redisKey } from "../../queue/connection";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
+import { publishEventSync } from "./catalogue";
 import { conferenceEvents } from "./schema";
+import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncBody, type EventSyncKind, type EventSyncOccupant } from "./event-sync";
 
 /** Kinds that describe one stream or call, named by subject, rather than a conference room. */
 const MEDIA_KINDS = [
@@ -50,45 +56,93 @@ export interface StoredEvent {
 
 export const eventChannel = () => redisKey("events");
 
-/** Fold jobs are named by event id, so a job queued twice for one event while it waits runs once. */
-export async function enqueueFold(eventId: number): Promise<void> {
-  const job: CdrFoldJob = { eventId };
+/**
+ * How long an append waits for Redis. Beyond it the event is still acknowledged: it is stored,
+ * and the sweep folds it. ioredis would otherwise hold the command until Redis is back.
+ */
+const REDIS_WAIT_MS = 1_000;
+
+/** Runs a Redis step of an append when Redis is connected, giving up after REDIS_WAIT_MS. */
+async function ifRedisAnswers(what: string, eventId: number, step: () => Promise<unknown>): Promise<void> {
+  // Once a connection is lost, ioredis queues commands in memory until Redis returns; skip instead.
+  if (["reconnecting", "close", "end"].includes(redis().status)) {
+    log.warn({ eventId }, `Redis is not connected: ${what} skipped, the usage sweep folds the event`);
+    return;
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${REDIS_WAIT_MS} ms`)), REDIS_WAIT_MS);
+  });
   try {
-    await getQueue(QUEUE_NAMES.cdr).add(CDR_FOLD_JOB, job, {
-      jobId: `event-${eventId}`,
-      attempts: config.usage.jobAttempts,
-      backoff: { type: "exponential", delay: 1000 },
-      removeOnComplete: { count: config.usage.keepCompletedJobs },
-      removeOnFail: { count: config.usage.keepCompletedJobs * 10 },
-    });
+    await Promise.race([step(), timeout]);
   } catch (error) {
-    // A 5xx makes event_sync retry; the retry finds the stored row and queues it again.
-    throw new AppError("dependency_down", `the event is stored but could not be queued for folding (${(error as Error).message}); send it again`);
+    log.warn({ eventId, err: (error as Error).message }, `${what} failed: the usage sweep folds the event`);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
 /**
- * Stores the event unless the same delivery was stored before; true when it is new.
- * A repeat still queues a fold of the stored row: if the first delivery's enqueue was lost
- * (Redis down after the insert), the sender's retry is what gets the event folded.
+ * A room's fold jobs are gathered for up to this long, so a burst of its events is folded by
+ * one job: every append in the same period replaces the room's waiting job, and the job that
+ * runs at the period's end folds all of the room's events not folded yet.
  */
-export async function appendEvent(event: ConferenceEvent): Promise<boolean> {
-  const inserted = await db
-    .insert(conferenceEvents)
-    .values({ ...event, payload: event.payload ?? {} })
-    .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
-    .returning({ id: conferenceEvents.id });
+const FOLD_GATHER_MS = 250;
+
+/**
+ * Rings the fold's doorbell for the room of a stored event. One job per room is pending at a
+ * time (deduplicated by room): while it is delayed, a newer event's job replaces it (so the
+ * job is named by the room's latest event); once it is waiting, the new event is simply
+ * folded by it; while it runs, the newest job is kept and queued when it ends, so an event
+ * stored after the fold read the room is folded by the next job.
+ */
+export async function enqueueFold(eventId: number, where: { accountId: string; room: string }): Promise<void> {
+  const job: CdrFoldJob = { eventId };
+  await getQueue(QUEUE_NAMES.cdr).add(CDR_FOLD_JOB, job, {
+    jobId: `event-${eventId}`,
+    // Aligned to the period, so replacing a job never pushes its room's fold further out.
+    delay: FOLD_GATHER_MS - (Date.now() % FOLD_GATHER_MS),
+    deduplication: { id: `room:${where.accountId}|${where.room}`, replace: true, keepLastIfActive: true },
+    attempts: config.usage.jobAttempts,
+    backoff: { type: "exponential", delay: 1000 },
+    removeOnComplete: { count: config.usage.keepCompletedJobs },
+    removeOnFail: { count: config.usage.keepCompletedJobs * 10 },
+  });
+}
+
+/**
+ * Stores the event unless the same delivery was stored before; true when it is new. Once the
+ * row is stored the event is acknowledged: publishing it and ringing the fold's doorbell are
+ * best effort, since an unfolded row is found by the sweep. A repeat of a delivery whose
+ * event is still unfolded rings the doorbell again. `publish` writes the public catalogue event
+ * that a new row means, in the row's own transaction.
+ */
+export async function appendEvent(event: ConferenceEvent, publish?: (tx: Database) => Promise<void>): Promise<boolean> {
+  const insert = (executor: Database) =>
+    executor
+      .insert(conferenceEvents)
+      .values({ ...event, payload: event.payload ?? {} })
+      .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
+      .returning({ id: conferenceEvents.id });
+  // A new event's catalogue event commits with it; a repeated delivery publishes nothing.
+  const inserted = publish
+    ? await db.transaction(async (tx) => {
+        const rows = await insert(tx);
+        if (rows.length > 0) await publish(tx);
+        return rows;
+      })
+    : await insert(db);
   if (inserted.length === 0) {
     const [stored] = await db
       .select({ id: conferenceEvents.id })
       .from(conferenceEvents)
-      .where(and(eq(conferenceEvents.accountId, event.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey)));
-    if (stored) await enqueueFold(stored.id);
+      .where(and(eq(conferenceEvents.accountId, event.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey), isNull(conferenceEvents.foldedAt)));
+    if (stored) await ifRedisAnswers("queueing the fold", stored.id, () => enqueueFold(stored.id, event));
     return false;
   }
   const id = inserted[0]!.id;
-  await redis().publish(eventChannel(), JSON.stringify({ ...event, id }));
-  await enqueueFold(id);
+  await ifRedisAnswers("publishing the event", id, () => redis().publish(eventChannel(), JSON.stringify({ ...event, id })));
+  await ifRedisAnswers("queueing the fold", id, () => enqueueFold(id, event));
   return true;
 }
 
@@ -108,6 +162,63 @@ export async function eventsByIds(ids: number[]): Promise<StoredEvent[]> {
   return rows as StoredEvent[];
 }
 
+/** The named events that are not folded yet (a job whose event the sweep folded has nothing left). */
+export async function unfoldedEventsByIds(ids: number[]): Promise<StoredEvent[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .select(storedColumns)
+    .from(conferenceEvents)
+    .where(and(inArray(conferenceEvents.id, ids), isNull(conferenceEvents.foldedAt)));
+  return rows as StoredEvent[];
+}
+
+/**
+ * The oldest events still unfolded that were stored at least `olderThanMs` ago (younger ones
+ * have a fold job on its way), locked for the sweep's transaction; rows another sweep holds
+ * are skipped, so several cdr processes share the backlog.
+ */
+export async function claimUnfoldedEvents(tx: Database, olderThanMs: number, limit: number): Promise<StoredEvent[]> {
+  const rows = await tx
+    .select(storedColumns)
+    .from(conferenceEvents)
+    .where(and(isNull(conferenceEvents.foldedAt), sql`${conferenceEvents.receivedAt} < now() - make_interval(secs => ${olderThanMs / 1000})`))
+    .orderBy(asc(conferenceEvents.id))
+    .limit(limit)
+    .for("update", { skipLocked: true });
+  return rows as StoredEvent[];
+}
+
+/**
+ * The oldest events of one room not folded yet, locked for the fold's transaction; rows a
+ * sweep holds are skipped (the sweep folds them).
+ */
+export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<StoredEvent[]> {
+  const rows = await tx
+    .select(storedColumns)
+    .from(conferenceEvents)
+    .where(and(eq(conferenceEvents.accountId, where.accountId), eq(conferenceEvents.room, where.room), isNull(conferenceEvents.foldedAt)))
+    .orderBy(asc(conferenceEvents.id))
+    .limit(limit)
+    .for("update", { skipLocked: true });
+  return rows as StoredEvent[];
+}
+
+/** The account and room of a stored event, or undefined once its account is deleted. */
+export async function roomOfEvent(id: number): Promise<{ accountId: string; room: string } | undefined> {
+  const [row] = await db.select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room }).from(conferenceEvents).where(eq(conferenceEvents.id, id));
+  return row;
+}
+
+/**
+ * Marks events folded, inside the fold's transaction so the mark commits with the fold.
+ * The fold does this first: taking the rows' locks before the rooms' keeps the order the
+ * sweep uses, so a job and a sweep never wait on each other crosswise.
+ */
+export async function markFolded(tx: Database, ids: number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.update(conferenceEvents).set({ foldedAt: sql`now()` }).where(and(inArray(conferenceEvents.id, ids), isNull(conferenceEvents.foldedAt)));
+}
+
 /** A page of the log in id order, for refolding everything (after a fold change, or in the benchmark). */
 export async function eventsAfter(afterId: number, limit: number): Promise<StoredEvent[]> {
   const rows = await db
@@ -119,12 +230,12 @@ export async function eventsAfter(afterId: number, limit: number): Promise<Store
   return rows as StoredEvent[];
 }
 
-/** Every stream and call event about the given subjects, oldest first. */
-export async function mediaEventsForSubjects(subjects: Array<{ accountId: string; subject: string }>): Promise<StoredEvent[]> {
+/** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */
+export async function mediaEventsForSubjects(subjects: Array<{ accountId: string; subject: string }>, executor: Database): Promise<StoredEvent[]> {
   if (subjects.length === 0) return [];
   // A join against a JSON list of pairs: drizzle has no tuple IN, and thousands of ORs would plan slowly.
   const wanted = sql`select s."accountId", s.subject from jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)`;
-  const rows = await db
+  const rows = await executor
     .select(storedColumns)
     .from(conferenceEvents)
     .where(and(sql`(${conferenceEvents.accountId}, ${conferenceEvents.subject}) in (${wanted})`, inArray(conferenceEvents.kind, [...MEDIA_EVENT_KINDS])))
@@ -133,39 +244,6 @@ export async function mediaEventsForSubjects(subjects: Array<{ accountId: string
 }
 
 /* ---------- Jitsi's event_sync Prosody module ---------- */
-
-export const EVENT_SYNC_NAMES = {
-  room_created: "muc-room-created",
-  room_destroyed: "muc-room-destroyed",
-  occupant_joined: "muc-occupant-joined",
-  occupant_left: "muc-occupant-left",
-} as const;
-export type EventSyncKind = keyof typeof EVENT_SYNC_NAMES;
-
-export interface EventSyncOccupant {
-  occupant_jid: string;
-  joined_at: number;
-  left_at?: number;
-  name?: string;
-  email?: string;
-  id?: string | number;
-  [extra: string]: unknown;
-}
-
-/** One event_sync delivery body; the module may add room attributes and user context fields. */
-export interface EventSyncBody {
-  event_name: string;
-  room_name: string;
-  room_jid?: string;
-  is_breakout?: boolean;
-  breakout_room_id?: string;
-  created_at?: number;
-  destroyed_at?: number;
-  active_occupants_count?: number;
-  occupant?: EventSyncOccupant;
-  all_occupants?: EventSyncOccupant[] | Record<string, EventSyncOccupant>;
-  [extra: string]: unknown;
-}
 
 /** 2286-11-20 in unix seconds: a bigger number is a millisecond timestamp sent by mistake. */
 const LATEST_UNIX_SECONDS = 9_999_999_999;
@@ -178,11 +256,6 @@ function unixSeconds(field: string, value: number | undefined): Date {
   return new Date(Math.floor(value) * 1000);
 }
 
-/** The breakout room's id, or "" for the main room. */
-export function breakoutOf(body: Pick<EventSyncBody, "is_breakout" | "breakout_room_id">): string {
-  return body.is_breakout ? (body.breakout_room_id ?? "") : "";
-}
-
 /**
  * Checks an event_sync delivery and appends it. The dedupe key is built from what names
  * the fact in the payload (room, breakout, occupant jid and the source's own timestamps),
@@ -193,7 +266,7 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
   if (body.event_name !== expected) {
     throw new AppError("validation_failed", `event_name: this route takes "${expected}", got "${body.event_name}"`);
   }
-  const room = body.room_name.trim().toLowerCase();
+  const room = roomKey(body.room_name.trim());
   if (room === "") throw new AppError("validation_failed", "room_name: must not be empty");
   if (body.is_breakout && !body.breakout_room_id) {
     throw new AppError("validation_failed", "breakout_room_id: required when is_breakout is true");
@@ -229,7 +302,7 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
       break;
     }
   }
-  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey });
+  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, body));
 }
 
 function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired: boolean) {

@@ -7,38 +7,28 @@
  *    and marked estimated, until a real leave arrives and replaces it;
  *  - streams, recordings and calls are rebuilt from every event about their subject;
  *  - each UTC day a touched session overlaps is recomputed from the session tables.
- * Folds of the same room are serialised by a transaction-scoped advisory lock.
+ * Folds of the same room are serialised by a transaction-scoped advisory lock. The fold
+ * marks its events folded in its own transaction; the sweep folds whatever is left unmarked
+ * (a fold job lost with Redis), straight from the database.
  */
 import { sql } from "drizzle-orm";
 import { db } from "../../db/client";
-import { log } from "../../http/log";
+import { log } from "../../core/log";
 import {
-  breakoutOf,
-  type EventSyncBody,
-  type EventSyncOccupant,
+  claimUnfoldedEvents,
+  claimUnfoldedRoomEvents,
   eventsAfter,
-  eventsByIds,
   MEDIA_EVENT_KINDS,
+  markFolded,
   mediaEventsForSubjects,
+  roomOfEvent,
   type StoredEvent,
+  unfoldedEventsByIds,
 } from "../events/service";
-import { mediaSessions, type participantSessions, roomSessions } from "./schema";
+import { recordEvent } from "../webhooks/outbox";
+import { mediaSessions } from "./schema";
 
 type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
-
-interface RoomLife {
-  accountId: string;
-  room: string;
-  breakoutId: string;
-  roomJid: string | null;
-  startedAt: Date;
-  endedAt: Date | null;
-}
-
-type Stay = Pick<
-  typeof participantSessions.$inferSelect,
-  "accountId" | "room" | "breakoutId" | "occupantJid" | "userId" | "name" | "email" | "joinedAt" | "leftAt"
->;
 
 interface MediaInterval {
   accountId: string;
@@ -64,93 +54,6 @@ function rowsOf<T>(result: unknown): T[] {
   return Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
 }
 
-const isUnixTime = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value >= 0;
-const isOccupant = (value: unknown): value is EventSyncOccupant =>
-  typeof value === "object" && value !== null && typeof (value as EventSyncOccupant).occupant_jid === "string" && isUnixTime((value as EventSyncOccupant).joined_at);
-const seconds = (unix: number) => new Date(Math.floor(unix) * 1000);
-const later = (a: Date | null, b: Date | null) => (a === null ? b : b === null ? a : a > b ? a : b);
-const textOrNull = (value: unknown) => (value === undefined || value === null || value === "" ? null : String(value));
-
-function occupantsOf(payload: EventSyncBody): EventSyncOccupant[] {
-  const all = payload.all_occupants;
-  return Array.isArray(all) ? all : Object.values(all ?? {});
-}
-
-/** Merges the room lives and stays named in a batch, so each key is written once. */
-function collectConferenceFacts(events: StoredEvent[]) {
-  const lives = new Map<string, RoomLife>();
-  const stays = new Map<string, Stay>();
-  const addLife = (life: RoomLife) => {
-    const key = `${life.accountId}|${life.room}|${life.breakoutId}|${life.startedAt.getTime()}`;
-    const known = lives.get(key);
-    if (!known) lives.set(key, life);
-    else {
-      known.endedAt = later(known.endedAt, life.endedAt);
-      known.roomJid ??= life.roomJid;
-    }
-  };
-  const addStay = (stay: Stay) => {
-    const key = `${stay.accountId}|${stay.room}|${stay.breakoutId}|${stay.occupantJid}|${stay.joinedAt.getTime()}`;
-    const known = stays.get(key);
-    if (!known) stays.set(key, stay);
-    else {
-      known.leftAt = later(known.leftAt, stay.leftAt);
-      known.userId ??= stay.userId;
-      known.name ??= stay.name;
-      known.email ??= stay.email;
-    }
-  };
-  const stayOf = (event: StoredEvent, breakoutId: string, occupant: EventSyncOccupant): Stay => ({
-    accountId: event.accountId,
-    room: event.room,
-    breakoutId,
-    occupantJid: occupant.occupant_jid,
-    userId: textOrNull(occupant.id),
-    name: textOrNull(occupant.name),
-    email: textOrNull(occupant.email),
-    joinedAt: seconds(occupant.joined_at),
-    leftAt: occupant.left_at === undefined ? null : seconds(occupant.left_at),
-  });
-
-  const unusable: number[] = [];
-  for (const event of events) {
-    const payload = event.payload as EventSyncBody;
-    const breakoutId = breakoutOf(payload);
-    switch (event.kind) {
-      case "room_created":
-      case "room_destroyed": {
-        const ended = event.kind === "room_destroyed";
-        if (!isUnixTime(payload.created_at) || (ended && !isUnixTime(payload.destroyed_at))) {
-          unusable.push(event.id);
-          break;
-        }
-        addLife({
-          accountId: event.accountId,
-          room: event.room,
-          breakoutId,
-          roomJid: textOrNull(payload.room_jid),
-          startedAt: seconds(payload.created_at),
-          endedAt: ended ? seconds(payload.destroyed_at!) : null,
-        });
-        for (const occupant of ended ? occupantsOf(payload).filter(isOccupant) : []) addStay(stayOf(event, breakoutId, occupant));
-        break;
-      }
-      case "occupant_joined":
-      case "occupant_left":
-        if (isOccupant(payload.occupant) && (event.kind === "occupant_joined" || isUnixTime(payload.occupant.left_at))) {
-          addStay(stayOf(event, breakoutId, payload.occupant));
-        } else unusable.push(event.id);
-        break;
-      default:
-        break;
-    }
-  }
-  if (unusable.length > 0) {
-    // Only event_sync's payload names both halves of a stay; a bare occupant event cannot be paired.
-    log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
-  }
-  return { lives: [...lives.values()], stays: [...stays.values()] };
-}
 
 /**
  * Pairs the starts and stops of one subject in time order. A stream's recording runs from
@@ -246,49 +149,89 @@ async function lockRooms(tx: Tx, keys: string[]): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(key, 0)) from jsonb_array_elements_text(${JSON.stringify(sorted)}::jsonb) with ordinality as k(key, n) order by n`);
 }
 
-async function upsertRoomLives(tx: Tx, lives: RoomLife[]): Promise<Touched[]> {
-  if (lives.length === 0) return [];
-  const rows = await tx
-    .insert(roomSessions)
-    .values(lives)
-    .onConflictDoUpdate({
-      target: [roomSessions.accountId, roomSessions.room, roomSessions.breakoutId, roomSessions.startedAt],
-      set: {
-        // greatest() skips nulls, so a destroy seen earlier is never undone by a repeated create.
-        endedAt: sql`greatest(${roomSessions.endedAt}, excluded.ended_at)`,
-        roomJid: sql`coalesce(${roomSessions.roomJid}, excluded.room_jid)`,
-        updatedAt: sql`now()`,
-      },
-    })
-    .returning({ accountId: roomSessions.accountId, room: roomSessions.room, from: roomSessions.startedAt, to: roomSessions.endedAt });
-  return rows.map((row) => ({ ...row, to: row.to ?? row.from }));
-}
+/** Unix seconds at a JSON path of a payload, as a whole-second timestamp; null unless a number ≥ 0. */
+const unixAt = (path: string) =>
+  `(case when jsonb_typeof(${path}) = 'number' then case when (${path})::text::numeric >= 0 then to_timestamp(floor((${path})::text::numeric)) end end)`;
 
 /**
- * Upserts the stays and answers the spans they had before and have after: a reported leave
- * may be earlier than the estimate it replaces, and the days between must be rebuilt too.
- * Raw SQL because one statement does both (the `previous` CTE reads the snapshot before
- * the insert) and takes the batch as one JSON parameter, several times faster than
- * thousands of bound values.
+ * Upserts, in one statement straight from the log, the room lives and stays the page's
+ * conference events name, and answers the spans they touched, whether a stay may now be
+ * closed at its room's end, and the events that name no stay or life. Within the page, the
+ * halves of a pair are merged first (latest end, first name known), so each key is written
+ * once. The `previous` CTE reads the stays before the insert: a reported leave may be earlier
+ * than the estimate it replaces, and the days between must be rebuilt too.
  */
-async function upsertStays(tx: Tx, stays: Stay[]): Promise<Touched[]> {
-  if (stays.length === 0) return [];
-  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string | null }>(
+async function upsertConferenceFacts(tx: Tx, ids: number[]) {
+  const rows = rowsOf<{ what: "span" | "close" | "unusable"; account_id: string; room: string; from_day: string; to_day: string; id: string }>(
     await tx.execute(sql`
-      with incoming as (
-        select * from jsonb_to_recordset(${JSON.stringify(stays)}::jsonb) as k("accountId" text, room text, "breakoutId" text,
-          "occupantJid" text, "userId" text, name text, email text, "joinedAt" timestamptz, "leftAt" timestamptz)
+      with page as (
+        select id, account_id, room, kind, payload,
+          case when payload->'is_breakout' = 'true'::jsonb then coalesce(payload->>'breakout_room_id', '') else '' end as breakout_id,
+          case when kind in ('room_created', 'room_destroyed') then ${sql.raw(unixAt("payload->'created_at'"))} end as created_at,
+          case when kind = 'room_destroyed' then ${sql.raw(unixAt("payload->'destroyed_at'"))} end as destroyed_at
+        from conference_events
+        where id = any(${`{${ids.join(",")}}`}::bigint[]) and kind in ('room_created', 'room_destroyed', 'occupant_joined', 'occupant_left')
+      ),
+      -- A destroy names the stays of everyone still listed; a join or a leave names its own.
+      occupants as (
+        select p.id, o.n, p.account_id, p.room, p.breakout_id, o.occupant
+        from page p
+        cross join lateral jsonb_array_elements(case jsonb_typeof(p.payload->'all_occupants')
+          when 'array' then p.payload->'all_occupants'
+          when 'object' then (select coalesce(jsonb_agg(v), '[]'::jsonb) from jsonb_each(p.payload->'all_occupants') as e(k, v))
+          else '[]'::jsonb end) with ordinality as o(occupant, n)
+        where p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null
+        union all
+        select p.id, 0, p.account_id, p.room, p.breakout_id, p.payload->'occupant'
+        from page p where p.kind in ('occupant_joined', 'occupant_left')
+      ),
+      named as (
+        select o.id, o.n, o.account_id, o.room, o.breakout_id, o.occupant->>'occupant_jid' as occupant_jid,
+          ${sql.raw(unixAt("o.occupant->'joined_at'"))} as joined_at, ${sql.raw(unixAt("o.occupant->'left_at'"))} as left_at,
+          nullif(o.occupant->>'id', '') as user_id, nullif(o.occupant->>'name', '') as name, nullif(o.occupant->>'email', '') as email
+        from occupants o
+        where jsonb_typeof(o.occupant) = 'object' and jsonb_typeof(o.occupant->'occupant_jid') = 'string'
+      ),
+      usable as (
+        select n.id, n.n, n.account_id, n.room, n.breakout_id, n.occupant_jid, n.joined_at, n.left_at, n.user_id, n.name, n.email
+        from named n join page p on p.id = n.id
+        where n.joined_at is not null and (p.kind <> 'occupant_left' or n.left_at is not null)
+      ),
+      incoming as (
+        select account_id, room, breakout_id, occupant_jid, joined_at, max(left_at) as left_at,
+          (array_agg(user_id order by id, n) filter (where user_id is not null))[1] as user_id,
+          (array_agg(name order by id, n) filter (where name is not null))[1] as name,
+          (array_agg(email order by id, n) filter (where email is not null))[1] as email
+        from usable
+        group by account_id, room, breakout_id, occupant_jid, joined_at
+      ),
+      lives as (
+        select account_id, room, breakout_id, created_at as started_at, max(destroyed_at) as ended_at,
+          (array_agg(nullif(payload->>'room_jid', '') order by id) filter (where nullif(payload->>'room_jid', '') is not null))[1] as room_jid
+        from page
+        where created_at is not null and (kind = 'room_created' or destroyed_at is not null)
+        group by account_id, room, breakout_id, created_at
+      ),
+      lives_upserted as (
+        insert into room_sessions as r (account_id, room, breakout_id, room_jid, started_at, ended_at)
+        select account_id, room, breakout_id, room_jid, started_at, ended_at from lives
+        on conflict (account_id, room, breakout_id, started_at) do update set
+          -- greatest() skips nulls, so a destroy seen earlier is never undone by a repeated create.
+          ended_at = greatest(r.ended_at, excluded.ended_at),
+          room_jid = coalesce(r.room_jid, excluded.room_jid),
+          updated_at = now()
+        returning r.account_id, r.room, r.started_at as joined_at, r.ended_at as left_at
       ),
       previous as (
         select p.account_id, p.room, p.joined_at, p.left_at
         from participant_sessions p
-        join incoming k on p.account_id = k."accountId" and p.room = k.room and p.breakout_id = k."breakoutId"
-          and p.occupant_jid = k."occupantJid" and p.joined_at = k."joinedAt"
+        join incoming k on p.account_id = k.account_id and p.room = k.room and p.breakout_id = k.breakout_id
+          and p.occupant_jid = k.occupant_jid and p.joined_at = k.joined_at
         where p.left_at is not null
       ),
-      upserted as (
+      stays_upserted as (
         insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
-        select "accountId", room, "breakoutId", "occupantJid", "userId", name, email, "joinedAt", "leftAt" from incoming
+        select account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at from incoming
         on conflict (account_id, room, breakout_id, occupant_jid, joined_at) do update set
           user_id = coalesce(p.user_id, excluded.user_id),
           name = coalesce(p.name, excluded.name),
@@ -300,10 +243,33 @@ async function upsertStays(tx: Tx, stays: Stay[]): Promise<Touched[]> {
           left_estimated = p.left_estimated and excluded.left_at is null,
           updated_at = now()
         returning p.account_id, p.room, p.joined_at, p.left_at
+      ),
+      spans as (
+        select * from lives_upserted union all select * from previous union all select * from stays_upserted
       )
-      select * from previous union all select * from upserted`),
+      select 'span' as what, account_id, room,
+        to_char(joined_at at time zone 'UTC', 'YYYY-MM-DD') as from_day,
+        to_char(coalesce(left_at, joined_at) at time zone 'UTC', 'YYYY-MM-DD') as to_day, null::text as id
+      from spans group by 2, 3, 4, 5
+      -- Only an ended room life or a stay with no leave can leave a stay to close at the room's end.
+      union all select 'close', null, null, null, null, null
+      where exists (select from lives where ended_at is not null) or exists (select from incoming where left_at is null)
+      union all select 'unusable', null, null, null, null, id::text from page p
+      where not exists (select from usable u where u.id = p.id and u.n = 0)
+        and not (p.kind = 'room_created' and p.created_at is not null)
+        and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)`),
   );
-  return rows.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.joined_at), to: new Date(row.left_at ?? row.joined_at) }));
+  const unusable = rows.filter((row) => row.what === "unusable").map((row) => Number(row.id));
+  if (unusable.length > 0) {
+    // Only event_sync's payload names both halves of a stay; a bare occupant event cannot be paired.
+    log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
+  }
+  return {
+    touched: rows
+      .filter((row) => row.what === "span")
+      .map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(`${row.from_day}T00:00:00Z`), to: new Date(`${row.to_day}T00:00:00Z`) })),
+    mayClose: rows.some((row) => row.what === "close"),
+  };
 }
 
 /** Closes, at the room's end, every stay of the given rooms that has no leave inside an ended room life. */
@@ -322,7 +288,7 @@ async function closeStaysAtRoomEnd(tx: Tx, rooms: Array<{ accountId: string; roo
 
 async function rebuildMedia(tx: Tx, subjects: Array<{ accountId: string; subject: string }>): Promise<Touched[]> {
   if (subjects.length === 0) return [];
-  const events = await mediaEventsForSubjects(subjects);
+  const events = await mediaEventsForSubjects(subjects, tx);
   const bySubject = new Map<string, StoredEvent[]>();
   for (const event of events) {
     const key = `${event.accountId}|${event.subject}`;
@@ -369,10 +335,11 @@ function touchedDays(spans: Touched[]) {
  * Days hold settled usage: a stay, stream or call counts once it has ended (an estimated end
  * included), so a row never depends on when the fold ran.
  */
-async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Promise<void> {
+async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Promise<SettledDay[]> {
+  const changed: SettledDay[] = [];
   for (let i = 0; i < targets.length; i += 5000) {
     const chunk = JSON.stringify(targets.slice(i, i + 5000));
-    await tx.execute(sql`
+    const written = await tx.execute(sql`
       with targets as (
         select t.account_id, t.room, t.day,
           t.day::timestamp at time zone 'UTC' as d0, (t.day + 1)::timestamp at time zone 'UTC' as d1
@@ -422,7 +389,7 @@ async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Pro
         delete from room_usage_daily d using computed c
         where not c.used and d.account_id = c.account_id and d.room = c.room and d.day = c.day
       )
-      insert into room_usage_daily (account_id, room, day, participant_seconds, peak_participants, distinct_participants,
+      insert into room_usage_daily as d (account_id, room, day, participant_seconds, peak_participants, distinct_participants,
         phone_seconds, streaming_seconds, recording_seconds, peak_viewers, updated_at)
       select account_id, room, day, participant_seconds, peak_participants, distinct_participants,
         phone_seconds, streaming_seconds, recording_seconds, peak_viewers, now()
@@ -431,39 +398,102 @@ async function rebuildDays(tx: Tx, targets: ReturnType<typeof touchedDays>): Pro
         participant_seconds = excluded.participant_seconds, peak_participants = excluded.peak_participants,
         distinct_participants = excluded.distinct_participants, phone_seconds = excluded.phone_seconds,
         streaming_seconds = excluded.streaming_seconds, recording_seconds = excluded.recording_seconds,
-        peak_viewers = excluded.peak_viewers, updated_at = now()`);
+        peak_viewers = excluded.peak_viewers, updated_at = now()
+      -- A refold that computes the same figures changes nothing, and announces nothing.
+      where (d.participant_seconds, d.peak_participants, d.distinct_participants, d.phone_seconds, d.streaming_seconds, d.recording_seconds, d.peak_viewers)
+        is distinct from (excluded.participant_seconds, excluded.peak_participants, excluded.distinct_participants, excluded.phone_seconds,
+          excluded.streaming_seconds, excluded.recording_seconds, excluded.peak_viewers)
+      returning account_id, room, day::text as day, participant_seconds, peak_participants, phone_seconds, streaming_seconds, recording_seconds`);
+    changed.push(...rowsOf<SettledDay>(written));
+  }
+  return changed;
+}
+
+interface SettledDay {
+  account_id: string;
+  room: string;
+  day: string;
+  participant_seconds: number;
+  peak_participants: number;
+  phone_seconds: number;
+  streaming_seconds: number;
+  recording_seconds: number;
+}
+
+/**
+ * usage.day_settled for every room-day whose settled figures the fold changed, in its
+ * transaction. Accounts in a fixed order: each takes its sequence row's lock, and two folds
+ * must not take them crosswise.
+ */
+async function publishSettledDays(tx: Tx, days: SettledDay[]): Promise<void> {
+  const sorted = [...days].sort((a, b) => (a.account_id < b.account_id ? -1 : a.account_id > b.account_id ? 1 : 0));
+  for (const { account_id, ...figures } of sorted) {
+    await recordEvent(tx, account_id, "usage.day_settled", {
+      ...figures,
+      participant_seconds: Number(figures.participant_seconds),
+      peak_participants: Number(figures.peak_participants),
+      phone_seconds: Number(figures.phone_seconds),
+      streaming_seconds: Number(figures.streaming_seconds),
+      recording_seconds: Number(figures.recording_seconds),
+    });
   }
 }
 
-/** Folds a batch of stored events (any kinds, any accounts, any order) into the usage tables. */
-export async function foldEvents(events: StoredEvent[]): Promise<void> {
+/** Folds a batch of stored events inside the caller's transaction, and marks them folded. */
+async function foldInTransaction(tx: Tx, events: StoredEvent[]): Promise<void> {
   if (events.length === 0) return;
-  const { lives, stays } = collectConferenceFacts(events);
   const subjects = [
     ...new Map(
       events.filter((event) => event.subject !== null && MEDIA_EVENT_KINDS.includes(event.kind)).map((event) => [`${event.accountId}|${event.subject}`, { accountId: event.accountId, subject: event.subject! }]),
     ).values(),
   ];
   const rooms = [...new Map(events.map((event) => [lockKey(event.accountId, event.room), { accountId: event.accountId, room: event.room }])).entries()];
-  await db.transaction(async (tx) => {
-    await lockRooms(tx, rooms.map(([key]) => key));
-    const touched: Touched[] = events.map((event) => ({ accountId: event.accountId, room: event.room, from: event.occurredAt, to: event.occurredAt }));
-    touched.push(...(await upsertRoomLives(tx, lives)));
-    touched.push(...(await upsertStays(tx, stays)));
-    // Only an ended room life or a stay with no leave can leave a stay to close at the room's end.
-    if (lives.some((life) => life.endedAt !== null) || stays.some((stay) => stay.leftAt === null)) {
-      touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
-    }
-    touched.push(...(await rebuildMedia(tx, subjects)));
-    await rebuildDays(tx, touchedDays(touched));
-  });
+  const ids = events.map((event) => event.id);
+  // Before the room locks: the sweep holds event rows while it waits for rooms, never the reverse.
+  await markFolded(tx, ids);
+  await lockRooms(tx, rooms.map(([key]) => key));
+  const touched: Touched[] = events.map((event) => ({ accountId: event.accountId, room: event.room, from: event.occurredAt, to: event.occurredAt }));
+  const conference = await upsertConferenceFacts(tx, ids);
+  touched.push(...conference.touched);
+  if (conference.mayClose) touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
+  touched.push(...(await rebuildMedia(tx, subjects)));
+  await publishSettledDays(tx, await rebuildDays(tx, touchedDays(touched)));
 }
 
-/** What a cdr job does: folds the named events (a missing one, e.g. of a deleted account, is skipped). */
+/** Folds a batch of stored events (any kinds, any accounts, any order) into the usage tables. */
+export async function foldEvents(events: StoredEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await db.transaction((tx) => foldInTransaction(tx, events));
+}
+
+/** Folds the named events still unfolded (one the sweep folded, or of a deleted account, is skipped). */
 export async function foldEventIds(ids: number[]): Promise<number> {
-  const events = await eventsByIds(ids);
+  const events = await unfoldedEventsByIds(ids);
   await foldEvents(events);
   return events.length;
+}
+
+/** How many of a room's events one transaction of a room fold takes. */
+const ROOM_FOLD_PAGE = 5_000;
+
+/**
+ * What a cdr job does: folds every event of the named event's room not folded yet, a page per
+ * transaction, until none is left. A burst of a room's events is so folded by one job; an
+ * event the sweep holds is left to the sweep. Answers how many events it folded.
+ */
+export async function foldRoomOf(eventId: number): Promise<number> {
+  const where = await roomOfEvent(eventId);
+  if (!where) return 0;
+  let folded = 0;
+  for (;;) {
+    const claimed = await db.transaction(async (tx) => {
+      const events = await claimUnfoldedRoomEvents(tx, where, ROOM_FOLD_PAGE);
+      await foldInTransaction(tx, events);
+      return events.length;
+    });
+    folded += claimed;
+    if (claimed < ROOM_FOLD_PAGE) return folded;
+  }
 }
 
 /** Folds the whole log again, page by page; safe at any time, since folding is idempotent. */
@@ -477,4 +507,46 @@ export async function refoldLog(pageSize = 10_000): Promise<number> {
     folded += page.length;
     after = page.at(-1)!.id;
   }
+}
+
+/**
+ * Folds, straight from the database, every event stored at least `olderThanMs` ago that no
+ * fold has marked: its job was lost with Redis, failed for good, or never queued. Works in
+ * batches of `batchSize`, each claimed and folded in one transaction; a batch that fails is
+ * folded one event at a time, so one bad event cannot hold back the rest. Needs no Redis.
+ * Answers how many events it folded.
+ */
+export async function sweepUnfolded(olderThanMs: number, batchSize = 500): Promise<number> {
+  let folded = 0;
+  for (;;) {
+    let claimed = 0;
+    try {
+      claimed = await db.transaction(async (tx) => {
+        const events = await claimUnfoldedEvents(tx, olderThanMs, batchSize);
+        await foldInTransaction(tx, events);
+        return events.length;
+      });
+      folded += claimed;
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, "usage sweep: a batch failed, folding its events one by one");
+      const single = await foldOneByOne(olderThanMs, batchSize);
+      folded += single.folded;
+      if (single.folded === 0) return folded;
+      claimed = single.claimed;
+    }
+    if (claimed < batchSize) return folded;
+  }
+}
+
+async function foldOneByOne(olderThanMs: number, batchSize: number): Promise<{ claimed: number; folded: number }> {
+  const ids = await db.transaction(async (tx) => (await claimUnfoldedEvents(tx, olderThanMs, batchSize)).map((event) => event.id));
+  let folded = 0;
+  for (const id of ids) {
+    try {
+      folded += await foldEventIds([id]);
+    } catch (error) {
+      log.error({ eventId: id, err: (error as Error).message }, "usage sweep: an event cannot be folded; it stays unfolded and is tried again next sweep");
+    }
+  }
+  return { claimed: ids.length, folded };
 }

@@ -1,7 +1,9 @@
 import { Elysia, t } from "elysia";
-import { platformAuth } from "../../http/auth";
+import { platformAuth } from "../auth";
 import { errorResponses } from "../../http/errors";
-import { reportCsv, usageReport } from "./service";
+import { limits } from "../limits";
+import { Text } from "../../http/text";
+import { usageReportCsv, usageReportJson } from "./service";
 
 const Minutes = (description: string) => t.Number({ minimum: 0, description: `${description}, in minutes with two decimals` });
 const Instant = (description: string) => t.String({ format: "date-time", description: `${description} (ISO 8601, UTC)` });
@@ -51,7 +53,7 @@ const MediaUsage = t.Object({
 }, { description: "Parley's totals for this meeting, with its streams and calls" });
 
 const Room = t.Object({
-  room_id: t.String({ description: "Room name (bare, lower case); what room_name filters on" }),
+  room_id: t.String({ description: "The room key (as jitsi-meet names the room: `design%20review`); room_name filters on it, in any spelling" }),
   room_details: t.Object({
     OwnerId: t.String({ description: "Parley account that owns the room" }),
     AppId: t.Union([t.String(), t.Null()], { description: "XMPP conference domain the room lives on (from room_jid); null when unknown" }),
@@ -85,10 +87,10 @@ const Day = t.Object({
 export const UsageModel = {
   request: t.Object({
     room_name: t.Optional(
-      t.Array(t.String({ maxLength: 1024 }), { maxItems: 10_000, description: "Rooms to report; absent or empty for every room of the account" }),
+      t.Array(Text({ maxLength: 1024 }), { maxItems: 10_000, description: "Rooms to report; absent or empty for every room of the account" }),
     ),
-    start_date: t.Optional(t.String({ maxLength: 64, description: "ISO 8601 date-time (a bare date is midnight UTC); default 7 days before end_date" })),
-    end_date: t.Optional(t.String({ maxLength: 64, description: "ISO 8601 date-time; default now" })),
+    start_date: t.Optional(Text({ maxLength: 64, description: "ISO 8601 date-time (a bare date is midnight UTC); default 7 days before end_date" })),
+    end_date: t.Optional(Text({ maxLength: 64, description: "ISO 8601 date-time; default now" })),
   }),
   report: t.Object({
     start_date: Instant("Start of the window: meetings that started at or after it are listed"),
@@ -111,18 +113,19 @@ export const UsageModel = {
   csv: t.String({ description: "With Accept: text/csv: the report as CSV, one line per participant stay" }),
 };
 
-export const usageController = new Elysia({ name: "parley.usage", detail: { tags: ["usage"] } }).use(platformAuth).post(
+export const usageController = new Elysia({ name: "parley.usage", detail: { tags: ["usage"] } }).use(platformAuth).use(limits).post(
   "/api/v1/pricing/cdr",
-  async ({ accountId, body, headers, set }) => {
-    const report = await usageReport(accountId, { roomNames: body?.room_name, startDate: body?.start_date, endDate: body?.end_date });
+  async ({ accountId, body, headers }) => {
+    const query = { roomNames: body?.room_name, startDate: body?.start_date, endDate: body?.end_date };
+    // Streamed, so a report of thousands of meetings starts at once and is never held whole as text.
     if (/\btext\/csv\b/i.test(headers.accept ?? "")) {
-      set.headers["content-type"] = "text/csv; charset=utf-8";
-      return reportCsv(report);
+      return new Response(await usageReportCsv(accountId, query), { headers: { "content-type": "text/csv; charset=utf-8" } });
     }
-    return report;
+    return new Response(await usageReportJson(accountId, query), { headers: { "content-type": "application/json" } });
   },
   {
     platform: true,
+    limit: "usage",
     body: t.Optional(UsageModel.request),
     response: { 200: t.Union([UsageModel.report, UsageModel.csv]), ...errorResponses(400, 401, 403, 422) },
     detail: {

@@ -5,8 +5,9 @@
  * back-to-back windows never count a meeting twice.
  */
 import { and, asc, eq, gte, inArray, isNull, lte, or } from "drizzle-orm";
+import { roomKey } from "../../core/room-key";
 import { db } from "../../db/client";
-import { AppError } from "../../http/errors";
+import { AppError } from "../../core/errors";
 import { mediaSessions, participantSessions, roomSessions, roomUsageDaily } from "./schema";
 
 export interface ReportQuery {
@@ -116,7 +117,7 @@ export function reportWindow(query: ReportQuery, now = new Date()): { start: Dat
   const end = parseDate("end_date", query.endDate, now);
   const start = parseDate("start_date", query.startDate, new Date(end.getTime() - WEEK_MS));
   if (start > end) throw new AppError("validation_failed", "start_date: must not be after end_date");
-  const rooms = [...new Set((query.roomNames ?? []).map((name) => name.trim().toLowerCase()))];
+  const rooms = [...new Set((query.roomNames ?? []).map((name) => (name.trim() === "" ? "" : roomKey(name.trim()))))];
   rooms.forEach((name, index) => {
     if (name === "") throw new AppError("validation_failed", `room_name.${index}: must not be empty`);
   });
@@ -261,11 +262,29 @@ function coveringLife(lives: Life[], at: Date): Life | undefined {
   return found;
 }
 
-export async function usageReport(accountId: string, query: ReportQuery, now = new Date()): Promise<UsageReport> {
-  const { start, end, rooms } = reportWindow(query, now);
-  const inRooms = <T extends typeof roomSessions.room | typeof participantSessions.room | typeof mediaSessions.room | typeof roomUsageDaily.room>(column: T) =>
-    rooms.length > 0 ? inArray(column, rooms) : undefined;
+interface Window {
+  start: Date;
+  end: Date;
+  rooms: string[];
+}
 
+/** A report whose window is checked and whose room lives are read: what remains cannot be refused. */
+interface PreparedReport {
+  accountId: string;
+  window: Window;
+  lives: Life[];
+  now: Date;
+}
+
+const inRooms = <T extends typeof roomSessions.room | typeof participantSessions.room | typeof mediaSessions.room | typeof roomUsageDaily.room>(
+  rooms: string[],
+  column: T,
+) => (rooms.length > 0 ? inArray(column, rooms) : undefined);
+
+/** Checks the window and reads the room lives: a bad window or an unreachable database is refused before any answer is sent. */
+async function prepareReport(accountId: string, query: ReportQuery, now: Date): Promise<PreparedReport> {
+  const window = reportWindow(query, now);
+  const { start, end, rooms } = window;
   // Lives that began in the window are listed; those under way at its start only claim their stays.
   const lifeRows = await db
     .select()
@@ -273,13 +292,18 @@ export async function usageReport(accountId: string, query: ReportQuery, now = n
     .where(
       and(
         eq(roomSessions.accountId, accountId),
-        inRooms(roomSessions.room),
+        inRooms(rooms, roomSessions.room),
         lte(roomSessions.startedAt, end),
         or(gte(roomSessions.startedAt, start), isNull(roomSessions.endedAt), gte(roomSessions.endedAt, start)),
       ),
     )
     .orderBy(asc(roomSessions.startedAt), asc(roomSessions.room), asc(roomSessions.breakoutId));
-  const lives: Life[] = lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] }));
+  return { accountId, window, now, lives: lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] })) };
+}
+
+/** The meetings of a prepared report, oldest first, each with its seconds for the totals. */
+async function describeMeetings({ accountId, window, lives, now }: PreparedReport) {
+  const { start, end, rooms } = window;
   const livesByRoom = new Map<string, Life[]>();
   for (const life of lives) {
     const key = `${life.room}|${life.breakoutId}`;
@@ -306,7 +330,7 @@ export async function usageReport(accountId: string, query: ReportQuery, now = n
     .where(
       and(
         eq(participantSessions.accountId, accountId),
-        inRooms(participantSessions.room),
+        inRooms(rooms, participantSessions.room),
         gte(participantSessions.joinedAt, start),
         lte(participantSessions.joinedAt, latest),
       ),
@@ -314,7 +338,7 @@ export async function usageReport(accountId: string, query: ReportQuery, now = n
   const mediaRows = await db
     .select()
     .from(mediaSessions)
-    .where(and(eq(mediaSessions.accountId, accountId), inRooms(mediaSessions.room), gte(mediaSessions.startedAt, start), lte(mediaSessions.startedAt, latest)));
+    .where(and(eq(mediaSessions.accountId, accountId), inRooms(rooms, mediaSessions.room), gte(mediaSessions.startedAt, start), lte(mediaSessions.startedAt, latest)));
 
   const inferred = new Map<string, Life>();
   const orphanLife = (room: string, breakoutId: string, at: Date, updatedAt: Date): Life | undefined => {
@@ -339,52 +363,118 @@ export async function usageReport(accountId: string, query: ReportQuery, now = n
     else orphanLife(media.room, "", media.startedAt, media.startedAt)?.media.push(media);
   }
 
-  const described = [...lives.filter((life) => life.listed), ...inferred.values()]
+  return [...lives.filter((life) => life.listed), ...inferred.values()]
     .sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || a.room.localeCompare(b.room) || a.breakoutId.localeCompare(b.breakoutId))
     .map((life) => describeRoom(accountId, life, now));
-  const entries = described.map(({ room }) => room);
+}
 
+/** Settled usage per room and UTC day, straight from the daily rows. */
+async function reportDays({ accountId, window }: PreparedReport): Promise<ReportDay[]> {
+  const { start, end, rooms } = window;
   const dayRows = await db
     .select()
     .from(roomUsageDaily)
     .where(
       and(
         eq(roomUsageDaily.accountId, accountId),
-        inRooms(roomUsageDaily.room),
+        inRooms(rooms, roomUsageDaily.room),
         gte(roomUsageDaily.day, start.toISOString().slice(0, 10)),
         // An end at midnight does not reach into the day it opens.
         lte(roomUsageDaily.day, new Date(Math.max(start.getTime(), end.getTime() - 1)).toISOString().slice(0, 10)),
       ),
     )
     .orderBy(asc(roomUsageDaily.day), asc(roomUsageDaily.room));
+  return dayRows.map((row) => ({
+    room_name: row.room,
+    date: row.day,
+    participant_minutes: minutes(row.participantSeconds),
+    peak_participants: row.peakParticipants,
+    distinct_participants: row.distinctParticipants,
+    phone_minutes: minutes(row.phoneSeconds),
+    streaming_minutes: minutes(row.streamingSeconds),
+    recording_minutes: minutes(row.recordingSeconds),
+    peak_viewers: row.peakViewers,
+  }));
+}
 
+function reportTotals(described: Array<{ room: ReportRoom; seconds: Seconds }>): ReportTotals {
   const sum = (pick: (seconds: Seconds) => number) => minutes(described.reduce((total, entry) => total + pick(entry.seconds), 0));
-  const people = new Set(entries.flatMap((room) => room.users.map((user) => user.user_id ?? user.email ?? user.occupant_jid)));
+  const people = new Set(described.flatMap(({ room }) => room.users.map((user) => user.user_id ?? user.email ?? user.occupant_jid)));
   return {
-    start_date: start.toISOString(),
-    end_date: end.toISOString(),
-    rooms: entries,
-    days: dayRows.map((row) => ({
-      room_name: row.room,
-      date: row.day,
-      participant_minutes: minutes(row.participantSeconds),
-      peak_participants: row.peakParticipants,
-      distinct_participants: row.distinctParticipants,
-      phone_minutes: minutes(row.phoneSeconds),
-      streaming_minutes: minutes(row.streamingSeconds),
-      recording_minutes: minutes(row.recordingSeconds),
-      peak_viewers: row.peakViewers,
-    })),
-    totals: {
-      rooms: entries.length,
-      participant_minutes: sum((seconds) => seconds.participant),
-      phone_minutes: sum((seconds) => seconds.phone),
-      streaming_minutes: sum((seconds) => seconds.streaming),
-      recording_minutes: sum((seconds) => seconds.recording),
-      peak_participants: Math.max(0, ...entries.map((room) => room.media_usage.peak_participants)),
-      distinct_participants: people.size,
-    },
+    rooms: described.length,
+    participant_minutes: sum((seconds) => seconds.participant),
+    phone_minutes: sum((seconds) => seconds.phone),
+    streaming_minutes: sum((seconds) => seconds.streaming),
+    recording_minutes: sum((seconds) => seconds.recording),
+    peak_participants: described.reduce((peak, { room }) => Math.max(peak, room.media_usage.peak_participants), 0),
+    distinct_participants: people.size,
   };
+}
+
+export async function usageReport(accountId: string, query: ReportQuery, now = new Date()): Promise<UsageReport> {
+  const prepared = await prepareReport(accountId, query, now);
+  const described = await describeMeetings(prepared);
+  return {
+    start_date: prepared.window.start.toISOString(),
+    end_date: prepared.window.end.toISOString(),
+    rooms: described.map(({ room }) => room),
+    days: await reportDays(prepared),
+    totals: reportTotals(described),
+  };
+}
+
+/** About this many bytes go out per chunk of a streamed report. */
+const CHUNK_CHARS = 64 * 1024;
+
+/** Joins the pieces of a streamed answer into chunks of about CHUNK_CHARS. */
+function chunked(pieces: () => AsyncGenerator<string>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const source = pieces();
+  // The first piece (the head) goes out alone, so the first byte never waits for the meetings.
+  let head = true;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let chunk = "";
+      while (chunk.length < (head ? 1 : CHUNK_CHARS)) {
+        const next = await source.next();
+        if (next.done) {
+          if (chunk !== "") controller.enqueue(encoder.encode(chunk));
+          controller.close();
+          return;
+        }
+        chunk += next.value;
+      }
+      head = false;
+      controller.enqueue(encoder.encode(chunk));
+    },
+    async cancel() {
+      await source.return(undefined);
+    },
+  });
+}
+
+/**
+ * The report as streamed JSON, the same document usageReport answers: the head goes out
+ * once the window is checked and the room lives are read (a refusal is still a 4xx or 5xx),
+ * then meeting after meeting, the days and the totals.
+ */
+export async function usageReportJson(accountId: string, query: ReportQuery, now = new Date()): Promise<ReadableStream<Uint8Array>> {
+  const prepared = await prepareReport(accountId, query, now);
+  return chunked(async function* () {
+    yield `{"start_date":${JSON.stringify(prepared.window.start.toISOString())},"end_date":${JSON.stringify(prepared.window.end.toISOString())},"rooms":[`;
+    const described = await describeMeetings(prepared);
+    for (const [index, { room }] of described.entries()) yield `${index === 0 ? "" : ","}${JSON.stringify(room)}`;
+    yield `],"days":${JSON.stringify(await reportDays(prepared))},"totals":${JSON.stringify(reportTotals(described))}}`;
+  });
+}
+
+/** The report as streamed CSV (see reportCsv), its header line first. */
+export async function usageReportCsv(accountId: string, query: ReportQuery, now = new Date()): Promise<ReadableStream<Uint8Array>> {
+  const prepared = await prepareReport(accountId, query, now);
+  return chunked(async function* () {
+    yield `${CSV_COLUMNS.join(",")}\r\n`;
+    for (const { room } of await describeMeetings(prepared)) yield csvLines(room);
+  });
 }
 
 export const CSV_COLUMNS = [
@@ -422,38 +512,41 @@ function csvField(value: unknown): string {
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
 }
 
+/** A meeting's CSV lines: one per participant stay, or one when it had nobody. */
+function csvLines(room: ReportRoom): string {
+  const usage = room.media_usage;
+  const roomColumns = [
+    room.room_id,
+    room.room_details.MeetingId,
+    room.room_type,
+    room.status,
+    room.inferred,
+    room.room_details.OwnerId,
+    room.room_details.AppId,
+    room.StartedAt,
+    room.EndedAt,
+  ];
+  const totals = [
+    usage.participant_minutes,
+    usage.phone_minutes,
+    usage.streaming_minutes,
+    usage.recording_minutes,
+    usage.peak_participants,
+    usage.distinct_participants,
+    usage.peak_viewers,
+  ];
+  const users = room.users.length > 0 ? room.users : [null];
+  let lines = "";
+  for (const user of users) {
+    const userColumns = user
+      ? [user.user_id, user.name, user.email, user.occupant_jid, user.joined_at, user.left_at, user.left_estimated, user.minutes]
+      : [null, null, null, null, null, null, null, null];
+    lines += `${[...roomColumns, ...userColumns, ...totals].map(csvField).join(",")}\r\n`;
+  }
+  return lines;
+}
+
 /** The report as CSV (RFC 4180): one line per participant stay, or one per room that had nobody. */
 export function reportCsv(report: UsageReport): string {
-  const lines = [CSV_COLUMNS.join(",")];
-  for (const room of report.rooms) {
-    const usage = room.media_usage;
-    const roomColumns = [
-      room.room_id,
-      room.room_details.MeetingId,
-      room.room_type,
-      room.status,
-      room.inferred,
-      room.room_details.OwnerId,
-      room.room_details.AppId,
-      room.StartedAt,
-      room.EndedAt,
-    ];
-    const totals = [
-      usage.participant_minutes,
-      usage.phone_minutes,
-      usage.streaming_minutes,
-      usage.recording_minutes,
-      usage.peak_participants,
-      usage.distinct_participants,
-      usage.peak_viewers,
-    ];
-    const users = room.users.length > 0 ? room.users : [null];
-    for (const user of users) {
-      const userColumns = user
-        ? [user.user_id, user.name, user.email, user.occupant_jid, user.joined_at, user.left_at, user.left_estimated, user.minutes]
-        : [null, null, null, null, null, null, null, null];
-      lines.push([...roomColumns, ...userColumns, ...totals].map(csvField).join(","));
-    }
-  }
-  return `${lines.join("\r\n")}\r\n`;
+  return `${CSV_COLUMNS.join(",")}\r\n${report.rooms.map(csvLines).join("")}`;
 }

@@ -1,0 +1,217 @@
+/**
+ * PostgreSQL killed under load, with every role running as its own process: routes answer
+ * 503 dependency_down with Retry-After (never 500), the socket replies dependency_down,
+ * /readyz names the database, no process dies, and all is well once PostgreSQL is back.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Socket } from "phoenix";
+import { ROLES } from "../../src/roles";
+import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
+import { freePort } from "../support/ports";
+import { type PrivatePostgres, startPrivatePostgres } from "../support/private-postgres";
+import { until } from "../support/wait";
+
+const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+const DOMAIN = "conference.meet.example.com";
+
+/** An answer slower than this counts as none: an outage must be reported, not waited out. */
+const ANSWER_WITHIN_MS = 4_000;
+const fresh = (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(ANSWER_WITHIN_MS) });
+
+function childPids(pid: number): number[] {
+  return Bun.spawnSync(["pgrep", "-P", String(pid)]).stdout.toString().split("\n").filter(Boolean).map(Number).sort();
+}
+
+interface Answer {
+  route: string;
+  status: number;
+  code?: string;
+  retryAfter: string | null;
+}
+
+describe("PostgreSQL down", () => {
+  let postgres: PrivatePostgres;
+  let supervisor: ReturnType<typeof Bun.spawn>;
+  let dir: string;
+  let base: string;
+  let apiKey: string;
+  let accountId: string;
+  let token: string;
+  let socket: Socket | undefined;
+
+  const json = (method: string, path: string, body: unknown, authorization: string) =>
+    fresh(`${base}${path}`, { method, headers: { "content-type": "application/json", authorization }, body: JSON.stringify(body) });
+
+  let serial = 0;
+  /** One request to each kind of route: REST with API key, with token, Prosody's, the public mapper, usage, tokens. */
+  const requests: Record<string, () => Promise<Response>> = {
+    "scheduler list": () => fresh(`${base}/api/v1/scheduler/reservation`, { headers: { authorization: apiKey } }),
+    "scheduler create": () =>
+      json("POST", "/api/v1/scheduler/reservation", { mail_owner: "o@example.com", name: `r${++serial}`, duration: 30, start_time: "2031-01-01T10:00" }, apiKey),
+    "prosody conference": () =>
+      fresh(`${base}/api/v1/scheduler/conference`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", authorization: apiKey },
+        body: `name=room${++serial}&start_time=2030-01-15T10:00:00.000Z&mail_owner=u@${DOMAIN}`,
+      }),
+    "public mapper": () => fresh(`${base}/api/v1/conference-mapper/${accountId}/conferenceMapper?conference=room${++serial}@${DOMAIN}`),
+    "mapper": () => fresh(`${base}/api/v1/conference-mapper/conferenceMapper?conference=room${++serial}@${DOMAIN}`, { headers: { authorization: apiKey } }),
+    "event_sync": () =>
+      json(
+        "POST",
+        "/api/v1/events/occupant/joined",
+        {
+          event_name: "muc-occupant-joined",
+          room_name: "load",
+          room_jid: `load@${DOMAIN}`,
+          is_breakout: false,
+          active_occupants_count: 1,
+          occupant: { occupant_jid: `load@${DOMAIN}/u${++serial}`, joined_at: Math.floor(Date.now() / 1000) },
+        },
+        `Bearer ${apiKey}`,
+      ),
+    "usage": () => json("POST", "/api/v1/pricing/cdr", {}, `Bearer ${apiKey}`),
+    "messaging": () => fresh(`${base}/api/v1/messaging/rooms`, { headers: { authorization: `Bearer ${token}` } }),
+    "generate-token": () => json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "bob" } }, ""),
+  };
+
+  async function sweep(): Promise<Answer[]> {
+    return Promise.all(
+      Object.entries(requests).map(async ([route, send]) => {
+        const response = await send().catch((error: Error) => error);
+        if (response instanceof Error) return { route, status: 0, code: response.name, retryAfter: null };
+        const body = (await response.json().catch(() => ({}))) as { error?: { code?: string } };
+        return { route, status: response.status, code: body.error?.code, retryAfter: response.headers.get("retry-after") };
+      }),
+    );
+  }
+
+  /** Every role in its own process, as an operator runs Parley; the log goes to files in `dir`. */
+  async function startSupervisor(port: number, logName: string) {
+    return Bun.spawn([process.execPath, entry], {
+      env: {
+        ...process.env,
+        DATABASE_URL: postgres.url,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        API_PROCESSES: "2",
+        DATA_DIR: dir,
+        BOOTSTRAP_ACCOUNT: "true",
+        LOG_LEVEL: "warn",
+        SHUTDOWN_GRACE_MS: "2000",
+        SIP_UDP_PORT: String(await freePort()),
+        SIP_TCP_PORT: String(await freePort()),
+        REDIS_PREFIX: `parley-test-pgdown-${crypto.randomUUID()}`,
+      },
+      stdout: Bun.file(join(dir, `${logName}.log`)),
+      stderr: Bun.file(join(dir, `${logName}.err`)),
+    });
+  }
+
+  beforeAll(async () => {
+    postgres = await startPrivatePostgres();
+    dir = mkdtempSync(join(tmpdir(), "parley-pgdown-"));
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    supervisor = await startSupervisor(port, "parley");
+    apiKey = await until(
+      async () => {
+        const ready = await fresh(`${base}/readyz`).then((r) => r.ok, () => false);
+        return ready ? await Bun.file(join(dir, "first-api-key")).text().then((text) => text.trim(), () => "") : "";
+      },
+      Boolean,
+      30_000,
+      200,
+    );
+    expect(apiKey).toStartWith("prl_");
+    const created = await json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" }, "");
+    token = ((await created.json()) as { token: string }).token;
+    accountId = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()).sub;
+    const room = await json("POST", "/api/v1/messaging/rooms/create", { channel_id: "faults" }, `Bearer ${token}`);
+    expect(room.status).toBe(201);
+  }, 60_000);
+
+  afterAll(async () => {
+    if (socket) await disconnect(socket).catch(() => {});
+    supervisor?.kill("SIGKILL");
+    await supervisor?.exited;
+    postgres?.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("routes answer 503 with Retry-After, no process dies, and service resumes", async () => {
+    const before = await until(() => childPids(supervisor.pid), (pids) => pids.length === Object.keys(ROLES).length + 1, 15_000);
+    expect(before).toHaveLength(Object.keys(ROLES).length + 1);
+
+    const healthy = await sweep();
+    expect(healthy.filter((answer) => answer.status >= 300)).toEqual([]);
+
+    socket = connect(base.replace("http", "ws"), token);
+    const channel = socket.channel("chat:faults", {});
+    await joinChannel(channel);
+    expect((await push(channel, "new_message", { content: "before" })).status).toBe("ok");
+
+    // Load keeps flowing while PostgreSQL dies: some requests are cut mid-query.
+    let loading = true;
+    const seen: Answer[] = [];
+    const load = (async () => {
+      while (loading) seen.push(...(await sweep()));
+    })();
+    await Bun.sleep(300);
+    postgres.kill();
+
+    const down = await until(sweep, (answers) => answers.every((a) => a.status === 503 || (a.route === "generate-token" && a.status === 200)), 15_000, 200);
+    for (const answer of down.filter((a) => a.route !== "generate-token")) {
+      expect(answer).toEqual({ route: answer.route, status: 503, code: "dependency_down", retryAfter: "5" });
+    }
+    const ready = await fresh(`${base}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ database: "down", redis: "ok" });
+
+    const reply = await push(channel, "new_message", { content: "during" });
+    expect(reply).toEqual({ status: "error", response: expect.objectContaining({ reason: "dependency_down", retry_after: 5 }) });
+
+    // Long enough for the workers' retries, reconciliations and pool reconnects to hit the outage.
+    await Bun.sleep(12_000);
+    loading = false;
+    await load;
+    expect(seen.filter((answer) => answer.status === 0 || (answer.status >= 500 && answer.status !== 503))).toEqual([]);
+    expect(seen.filter((answer) => answer.status === 503 && (answer.code !== "dependency_down" || answer.retryAfter === null))).toEqual([]);
+
+    postgres.start();
+    const back = await until(sweep, (answers) => answers.every((a) => a.status < 300), 20_000, 250);
+    expect(back.filter((answer) => answer.status >= 300)).toEqual([]);
+    expect((await fresh(`${base}/readyz`)).status).toBe(200);
+    expect((await push(channel, "new_message", { content: "after" })).status).toBe("ok");
+
+    // Every child that ran before the outage still runs: none died and was restarted.
+    expect(childPids(supervisor.pid)).toEqual(before);
+    expect(readFileSync(join(dir, "parley.log"), "utf8")).not.toContain("child exited");
+  }, 90_000);
+
+  test("a supervisor started while PostgreSQL is down waits for it, then serves", async () => {
+    postgres.kill();
+    const port = await freePort();
+    const late = await startSupervisor(port, "late");
+    try {
+      await Bun.sleep(3_000);
+      expect(late.exitCode).toBeNull();
+      expect(readFileSync(join(dir, "late.log"), "utf8")).toContain("waiting for the database");
+      postgres.start();
+      const ready = await until(() => fresh(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0), (status) => status === 200, 20_000, 200);
+      expect(ready).toBe(200);
+      const token = await fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ apiKey, user: { id: "carol" } }),
+      });
+      expect(token.status).toBe(200);
+    } finally {
+      late.kill("SIGKILL");
+      await late.exited;
+    }
+  }, 60_000);
+});

@@ -1,0 +1,343 @@
+/**
+ * Redis killed with SIGKILL under a little load, with every role in its own process: every
+ * route answers within a bound (normally, or 503 dependency_down with Retry-After where it
+ * needs Redis), /readyz stays 200 and says Redis is down, the chat socket answers joins and
+ * pushes, no acknowledged message is lost or stored twice, no process dies, SIGTERM exits
+ * promptly, and all is well once Redis is back.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Queue } from "bullmq";
+import { eq, inArray } from "drizzle-orm";
+import type { Socket } from "phoenix";
+import { db } from "../../src/db/client";
+import { chatMessages, chatRooms } from "../../src/modules/messaging/schema";
+import { streams } from "../../src/modules/streaming/schema";
+import { ROLES } from "../../src/roles";
+import { newAccount } from "../helpers";
+import { recordersOf } from "../support/parley";
+import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
+import { freePort } from "../support/ports";
+import { type PrivateRedis, privateRedis } from "../support/redis-server";
+import { until } from "../support/wait";
+
+const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+const DOMAIN = "conference.meet.example.com";
+/** An answer slower than this counts as none: an outage must be reported, not waited out. */
+const ANSWER_WITHIN_MS = 3_000;
+const fresh = (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(ANSWER_WITHIN_MS) });
+
+function childPids(pid: number): number[] {
+  return Bun.spawnSync(["pgrep", "-P", String(pid)]).stdout.toString().split("\n").filter(Boolean).map(Number).sort();
+}
+
+interface Answer {
+  route: string;
+  status: number;
+  code?: string;
+  retryAfter: string | null;
+  ms: number;
+}
+
+describe("Redis down", () => {
+  let redis: PrivateRedis;
+  let supervisor: ReturnType<typeof Bun.spawn>;
+  let dir: string;
+  let base: string;
+  let apiKey: string;
+  let accountId: string;
+  let token: string;
+  let prefix: string;
+  let liveStream: string;
+  /** A message whose edit is announced to the room: a REST write that goes through the broker. */
+  let editable: number;
+  const sockets: Socket[] = [];
+
+  const json = (method: string, path: string, body: unknown, authorization: string) =>
+    fresh(`${base}${path}`, { method, headers: { "content-type": "application/json", authorization }, body: JSON.stringify(body) });
+
+  let serial = 0;
+  /** One request to each route family that needs no Redis: each must answer 2xx whatever Redis does. */
+  const plain: Record<string, () => Promise<Response>> = {
+    "generate-token": () => json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "bob" } }, ""),
+    "scheduler list": () => fresh(`${base}/api/v1/scheduler/reservation`, { headers: { authorization: apiKey } }),
+    "scheduler create": () =>
+      json("POST", "/api/v1/scheduler/reservation", { mail_owner: "o@example.com", name: `r${++serial}`, duration: 30, start_time: "2031-01-01T10:00" }, apiKey),
+    "public mapper": () => fresh(`${base}/api/v1/conference-mapper/${accountId}/conferenceMapper?conference=room${++serial}@${DOMAIN}`),
+    "mapper": () => fresh(`${base}/api/v1/conference-mapper/conferenceMapper?conference=room${++serial}@${DOMAIN}`, { headers: { authorization: apiKey } }),
+    "event_sync": () =>
+      json(
+        "POST",
+        "/api/v1/events/occupant/joined",
+        {
+          event_name: "muc-occupant-joined",
+          room_name: "load",
+          room_jid: `load@${DOMAIN}`,
+          is_breakout: false,
+          active_occupants_count: 1,
+          occupant: { occupant_jid: `load@${DOMAIN}/u${++serial}`, joined_at: Math.floor(Date.now() / 1000) },
+        },
+        `Bearer ${apiKey}`,
+      ),
+    "usage": () => json("POST", "/api/v1/pricing/cdr", {}, `Bearer ${apiKey}`),
+    "messaging rooms": () => fresh(`${base}/api/v1/messaging/rooms`, { headers: { authorization: `Bearer ${token}` } }),
+    "messaging list": () => fresh(`${base}/api/v1/messaging/rooms/faults/messages`, { headers: { authorization: `Bearer ${token}` } }),
+    "messaging edit": () => json("PUT", `/api/v1/messaging/rooms/faults/messages/${editable}`, { content: `edit ${++serial}` }, `Bearer ${token}`),
+    "uploads": () => json("POST", "/api/v1/misc/get-presigned", { fileName: `f${++serial}.png`, fileType: "image/png" }, `Bearer ${token}`),
+    "media on_publish": () =>
+      fresh(`${base}/terraform/v1/hooks/srs/on_publish`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: `call=publish&app=live&name=${liveStream}&clientid=p${++serial}`,
+      }),
+    "media on_play": () =>
+      fresh(`${base}/terraform/v1/hooks/srs/on_play`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: `call=play&app=live&name=${liveStream}&clientid=v${++serial}`,
+      }),
+    "healthz": () => fresh(`${base}/healthz`),
+    "readyz": () => fresh(`${base}/readyz`),
+    "metrics": () => fresh(`${base}/metrics`),
+    "jwks": () => fresh(`${base}/.well-known/jwks.json`),
+  };
+  /** Routes that need Redis: 503 dependency_down with Retry-After while it is down. */
+  const needRedis: Record<string, () => Promise<Response>> = {
+    "viewer count": () => fresh(`${base}/terraform/v1/hooks/srs/live/viewers/count/${liveStream}`),
+    "startRecording": () => json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `down-${++serial}` }, apiKey),
+    "stopRecording": () => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey),
+  };
+
+  async function ask(routes: Record<string, () => Promise<Response>>): Promise<Answer[]> {
+    return Promise.all(
+      Object.entries(routes).map(async ([route, send]) => {
+        const started = Date.now();
+        const response = await send().catch((error: Error) => error);
+        const ms = Date.now() - started;
+        if (response instanceof Error) return { route, status: 0, code: response.name, retryAfter: null, ms };
+        const body = (await response.text().then((text) => JSON.parse(text)).catch(() => ({}))) as { error?: { code?: string } };
+        return { route, status: response.status, code: body.error?.code, retryAfter: response.headers.get("retry-after"), ms };
+      }),
+    );
+  }
+
+  async function startSupervisor(port: number) {
+    return Bun.spawn([process.execPath, entry], {
+      env: {
+        ...process.env,
+        REDIS_URL: redis.url,
+        REDIS_PREFIX: prefix,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        API_PROCESSES: "2",
+        DATA_DIR: dir,
+        LOG_LEVEL: "warn",
+        STREAMING_RECORDER_DRIVER: "command",
+        STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
+        STREAMING_OPERATION_TIMEOUT_MS: "10000",
+        SIP_UDP_PORT: String(await freePort()),
+        SIP_TCP_PORT: String(await freePort()),
+      },
+      stdout: Bun.file(join(dir, "parley.log")),
+      stderr: Bun.file(join(dir, "parley.err")),
+    });
+  }
+
+  beforeAll(async () => {
+    redis = await privateRedis();
+    dir = mkdtempSync(join(tmpdir(), "parley-redisdown-"));
+    prefix = `parley-test-redisdown-${crypto.randomUUID()}`;
+    ({ apiKey, accountId } = await newAccount());
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    supervisor = await startSupervisor(port);
+    await until(() => fresh(`${base}/readyz`).then((r) => r.status, () => 0), (status) => status === 200, 30_000, 200);
+    const created = await json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" }, "");
+    token = ((await created.json()) as { token: string }).token;
+    for (const channel of ["faults", "late"]) {
+      const room = await json("POST", "/api/v1/messaging/rooms/create", { channel_id: channel }, `Bearer ${token}`);
+      expect(room.status).toBe(201);
+    }
+    const first = connect(base.replace("http", "ws"), token);
+    const room = first.channel("chat:faults", {});
+    await joinChannel(room);
+    editable = (await push(room, "new_message", { content: "edit me" })).response.message.id;
+    await disconnect(first);
+    const started = await json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: "live" }, apiKey);
+    expect(started.status).toBe(200);
+    liveStream = ((await started.json()) as { stream_name: string }).stream_name;
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const socket of sockets) await disconnect(socket).catch(() => {});
+    supervisor?.kill("SIGKILL");
+    await supervisor?.exited;
+    for (const pid of recordersOf(liveStream ?? "none")) process.kill(-pid, "SIGKILL");
+    await redis?.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("every route answers within a bound, 503 only where Redis is needed; the socket answers; nothing dies; all resumes", async () => {
+    const before = await until(() => childPids(supervisor.pid), (pids) => pids.length === Object.keys(ROLES).length + 1, 15_000);
+    expect(before).toHaveLength(Object.keys(ROLES).length + 1);
+    const healthy = await ask(plain);
+    expect(healthy.filter((answer) => answer.status === 0 || answer.status >= 300)).toEqual([]);
+
+    const socket = connect(base.replace("http", "ws"), token);
+    sockets.push(socket);
+    const channel = socket.channel("chat:faults", {});
+    await joinChannel(channel);
+
+    // A client that sends each message until it is acknowledged, sending again after an error reply.
+    const acknowledged: string[] = [];
+    const unanswered: string[] = [];
+    let sending = true;
+    const chatter = (async () => {
+      for (let i = 0; sending; i++) {
+        const content = `m${i}`;
+        for (let attempt = 0; attempt < 20; attempt++) {
+          const reply = await push(channel, "new_message", { content }).catch(() => undefined);
+          if (reply === undefined) {
+            unanswered.push(content);
+            break;
+          }
+          if (reply.status === "ok") {
+            acknowledged.push(content);
+            break;
+          }
+          expect(reply.response).toMatchObject({ reason: "dependency_down", retry_after: 5 });
+          await Bun.sleep(200);
+        }
+        await Bun.sleep(50);
+      }
+    })();
+    let loading = true;
+    const seen: Answer[] = [];
+    const load = (async () => {
+      while (loading) seen.push(...(await ask(plain)));
+    })();
+    await Bun.sleep(500);
+    await redis.kill();
+    const killedAt = Date.now();
+
+    // Every route, during the outage: within the bound; 2xx unless it needs Redis, then 503.
+    await Bun.sleep(300);
+    const down = await ask({ ...plain, ...needRedis });
+    // A route that did not answer within ANSWER_WITHIN_MS shows as status 0.
+    expect(down.filter((answer) => !(answer.route in needRedis) && (answer.status === 0 || answer.status >= 300))).toEqual([]);
+    for (const answer of down.filter((a) => a.route in needRedis)) {
+      expect(answer).toEqual({ ...answer, status: 503, code: "dependency_down", retryAfter: "5" });
+    }
+    const slowest = Math.max(...down.map((answer) => answer.ms));
+    const ready = await fresh(`${base}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: "degraded", database: "ok", redis: "down" });
+    expect(await (await fresh(`${base}/metrics`)).text()).toContain("parley_http_requests_total");
+
+    // The refused start left no stream waiting to start: its row failed, with the reason.
+    const refused = await db.select().from(streams).where(eq(streams.accountId, accountId));
+    expect(refused.filter((stream) => stream.state === "starting")).toEqual([]);
+    const failed = refused.filter((stream) => stream.state === "failed");
+    expect(failed.length).toBeGreaterThan(0);
+    expect(failed.every((stream) => stream.reason === "queue_unavailable")).toBe(true);
+    // The stop that was refused left the live stream running.
+    expect(refused.find((stream) => stream.streamName === liveStream)?.state).toBe("running");
+
+    // A new socket and a join on an open one are answered; so is a push.
+    const late = connect(base.replace("http", "ws"), token);
+    sockets.push(late);
+    const lateChannel = late.channel("chat:late", {});
+    const joinStarted = Date.now();
+    await joinChannel(lateChannel);
+    const joinMs = Date.now() - joinStarted;
+    const pushed = await push(lateChannel, "new_message", { content: "during the outage" });
+    expect(pushed.status).toBe("ok");
+    const rtc = socket.channel("rtc:faults", {});
+    await joinChannel(rtc);
+    expect((await push(rtc, "offer", { sdp: "x" })).status).toBe("ok");
+
+    // Long enough for heartbeats, reconciliations and retries to hit the outage.
+    await Bun.sleep(6_000);
+    loading = false;
+    await load;
+    const bad = seen.filter((answer) => answer.status === 0 || answer.status >= 300);
+    expect(bad).toEqual([]);
+
+    await redis.start();
+    const restartedAt = Date.now();
+    const back = await until(() => ask({ ...plain, "viewer count": needRedis["viewer count"]! }), (answers) => answers.every((a) => a.status > 0 && a.status < 300), 20_000, 250);
+    expect(back.filter((answer) => answer.status === 0 || answer.status >= 300)).toEqual([]);
+    const backMs = Date.now() - restartedAt;
+    // readyz pings Redis on the process's shared connection, which may reconnect a moment after the routes' own.
+    const readyAgain = await until(() => fresh(`${base}/readyz`).then((response) => response.json() as Promise<Record<string, string>>), (body) => body.status === "ok", 10_000, 250);
+    expect(readyAgain).toEqual({ status: "ok", database: "ok", redis: "ok" });
+    sending = false;
+    await chatter;
+
+    // A start job that reaches Redis late, for a stream already failed, starts no recorder.
+    const queue = new Queue("recorder", { connection: { host: "127.0.0.1", port: redis.port }, prefix: `${prefix}:bull` });
+    const stale = failed[0]!;
+    await queue.add("start", { streamId: stale.id, destinations: [] }, { jobId: `late-${stale.id}`, removeOnComplete: true, removeOnFail: true });
+    await until(() => queue.getJobCounts("waiting", "active"), (counts) => counts.waiting + counts.active === 0, 10_000, 100);
+    await queue.close();
+    expect(recordersOf(stale.streamName)).toEqual([]);
+    expect((await db.select().from(streams).where(eq(streams.id, stale.id)))[0]?.state).toBe("failed");
+
+    // Streams start and stop again.
+    const stopped = await json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey);
+    expect(stopped.status).toBe(200);
+    const again = await fresh(`${base}/terraform/v1/hooks/srs/startRecording`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: apiKey },
+      body: JSON.stringify({ room_name: "again" }),
+      signal: AbortSignal.timeout(15_000),
+    });
+    expect(again.status).toBe(200);
+    liveStream = ((await again.json()) as { stream_name: string }).stream_name;
+
+    // Every acknowledged message stored once, and nothing stored twice; no push went unanswered.
+    expect(unanswered).toEqual([]);
+    const rooms = await db.select({ id: chatRooms.id }).from(chatRooms).where(eq(chatRooms.accountId, accountId));
+    const stored = await db
+      .select({ content: chatMessages.content })
+      .from(chatMessages)
+      .where(inArray(chatMessages.roomId, rooms.map((room) => room.id)));
+    const contents = stored.map((row) => row.content).filter((content) => content.startsWith("m"));
+    expect(contents.length).toBe(new Set(contents).size);
+    expect([...contents].sort()).toEqual([...acknowledged].sort());
+    expect(acknowledged.length).toBeGreaterThan(10);
+
+    // Every child that ran before the outage still runs: none died and was restarted.
+    expect(childPids(supervisor.pid)).toEqual(before);
+    expect(readFileSync(join(dir, "parley.log"), "utf8")).not.toContain("child exited");
+    console.log(
+      JSON.stringify({
+        slowestDuringOutageMs: slowest,
+        slowestUnderLoadMs: Math.max(...seen.map((answer) => answer.ms)),
+        lateJoinMs: joinMs,
+        answersUnderLoad: seen.length,
+        acknowledged: acknowledged.length,
+        allBackAfterRedisStartMs: backMs,
+        outageMs: restartedAt - killedAt,
+      }),
+    );
+  }, 90_000);
+
+  test("SIGTERM exits promptly while Redis is down", async () => {
+    const socket = connect(base.replace("http", "ws"), token);
+    sockets.push(socket);
+    await joinChannel(socket.channel("chat:faults", {}));
+    await redis.kill();
+    await Bun.sleep(1_000);
+    const started = Date.now();
+    supervisor.kill("SIGTERM");
+    const code = await Promise.race([supervisor.exited, Bun.sleep(10_000).then(() => "still running" as const)]);
+    const ms = Date.now() - started;
+    console.log(JSON.stringify({ sigtermExitMs: ms, code }));
+    expect(code).toBe(0);
+    // Far below the grace period (SHUTDOWN_GRACE_MS, 10 s): nothing waited on Redis.
+    expect(ms).toBeLessThan(3_000);
+  }, 30_000);
+});

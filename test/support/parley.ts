@@ -1,0 +1,177 @@
+/**
+ * Parley as a user starts it: `bun src/index.ts` (the supervisor with every role) as a child
+ * process on free ports, on the embedded database (no DATABASE_URL, PGlite in a temp DATA_DIR)
+ * or on the test PostgreSQL. Its output is kept so a failing wait can show what it said.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import { freePort } from "./ports";
+import { isAlive } from "./wait";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const ENTRY = join(ROOT, "src/index.ts");
+
+export interface ParleyOptions {
+  /** true: no DATABASE_URL, so Parley runs on PGlite in its DATA_DIR. */
+  embedded: boolean;
+  env?: Record<string, string>;
+  /** A data folder to start on again (kept at cleanup: its owner removes it); a new temp one otherwise. */
+  dataDir?: string;
+}
+
+export interface Parley {
+  base: string;
+  ws: string;
+  port: number;
+  sipPort: number;
+  dataDir: string;
+  env: Record<string, string>;
+  process: Subprocess;
+  /** The last lines Parley wrote, for failure messages. */
+  tail(lines?: number): string;
+  /** Runs `bun src/admin.ts ...` against the same database, bounded in time. */
+  admin(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** Sends the signal and resolves with the exit code, or "still running" after `withinMs`. */
+  stop(signal: "SIGTERM" | "SIGKILL", withinMs: number): Promise<number | "still running">;
+  cleanup(): void;
+}
+
+function collect(stream: ReadableStream<Uint8Array>, into: string[]): void {
+  const decoder = new TextDecoder();
+  (async () => {
+    for await (const chunk of stream) into.push(decoder.decode(chunk, { stream: true }));
+  })().catch(() => {});
+}
+
+/** Processes whose environment names the stream: its recorder. */
+export function recordersOf(streamName: string): number[] {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`PARLEY_STREAM_NAME=${streamName}`);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number)
+    .filter(isAlive);
+}
+
+/** Waits (bounded) for a probe to give a value; on time-out fails naming what and showing Parley's output. */
+export async function within<T>(parley: Parley | undefined, what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await Bun.sleep(100);
+  }
+  const why = last instanceof Error ? ` (last error: ${last.message})` : "";
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}${parley ? `\n--- Parley said:\n${parley.tail()}` : ""}`);
+}
+
+export interface Answer {
+  status: number;
+  body: any;
+}
+
+/** One HTTP request to a running Parley, bounded in time; a failure to connect shows what Parley said. */
+export async function http(parley: Parley, method: string, path: string, options: { body?: unknown; form?: Record<string, string>; auth?: string } = {}): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  let body: string | undefined;
+  if (options.auth) headers.authorization = options.auth;
+  if (options.form) {
+    headers["content-type"] = "application/x-www-form-urlencoded";
+    body = new URLSearchParams(options.form).toString();
+  } else if (options.body !== undefined) {
+    headers["content-type"] = "application/json";
+    body = JSON.stringify(options.body);
+  }
+  let response: Response;
+  try {
+    response = await fetch(`${parley.base}${path}`, { method, headers, body, signal: AbortSignal.timeout(15_000) });
+  } catch (error) {
+    throw new Error(`${method} ${path}: ${(error as Error).message}\n--- Parley said:\n${parley.tail()}`);
+  }
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: response.status, body: parsed };
+}
+
+export async function startParley(options: ParleyOptions): Promise<Parley> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "parley-e2e-"));
+  const port = await freePort();
+  const sipPort = await freePort();
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    DATA_DIR: dataDir,
+    API_PROCESSES: "1",
+    SIP_BIND_ADDRESS: "127.0.0.1",
+    SIP_UDP_PORT: String(sipPort),
+    SIP_TCP_PORT: String(sipPort),
+    // Every request logged: on a hang, the tail shows the last ones and what was waiting.
+    LOG_LEVEL: "info",
+    // Its own key prefix: its workers must not take jobs of other test processes, nor they its.
+    REDIS_PREFIX: `parley-test-e2e-${crypto.randomUUID()}`,
+    ...options.env,
+  };
+  if (options.embedded) delete env.DATABASE_URL;
+  const output: string[] = [];
+  const child = Bun.spawn([process.execPath, ENTRY], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  collect(child.stdout, output);
+  collect(child.stderr, output);
+
+  const parley: Parley = {
+    base: `http://127.0.0.1:${port}`,
+    ws: `ws://127.0.0.1:${port}`,
+    port,
+    sipPort,
+    dataDir,
+    env,
+    process: child,
+    tail: (lines = 40) => output.join("").split("\n").slice(-lines).join("\n"),
+    async admin(...args) {
+      const cli = Bun.spawn([process.execPath, join(ROOT, "src/admin.ts"), ...args], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+      const killer = setTimeout(() => cli.kill("SIGKILL"), 30_000);
+      const [stdout, stderr, code] = await Promise.all([new Response(cli.stdout).text(), new Response(cli.stderr).text(), cli.exited]);
+      clearTimeout(killer);
+      return { code, stdout, stderr };
+    },
+    async stop(signal, withinMs) {
+      child.kill(signal);
+      return Promise.race([child.exited, Bun.sleep(withinMs).then(() => "still running" as const)]);
+    },
+    cleanup() {
+      child.kill("SIGKILL");
+      if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  // PGlite's first start (initdb and migrations) takes several seconds on a busy machine.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ready = await fetch(`${parley.base}/readyz`, { signal: AbortSignal.timeout(2_000) }).then((response) => response.ok, () => false);
+    if (ready) break;
+    if (child.exitCode !== null || Date.now() > deadline) {
+      const why = child.exitCode !== null ? `Parley exited with ${child.exitCode}` : "Parley was not ready within 60 s";
+      await Bun.sleep(200);
+      const said = parley.tail();
+      parley.cleanup();
+      throw new Error(`${why}\n--- Parley said:\n${said}`);
+    }
+    await Bun.sleep(200);
+  }
+  return parley;
+}
