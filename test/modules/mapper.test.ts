@@ -33,7 +33,7 @@ function readAsJitsiMeet(mapping: any, numbers: any) {
   if (!Array.isArray(numbers)) throw new Error("jitsi-meet would read the legacy { numbers: {...} } format");
   return {
     pin: String(mapping.id),
-    byCountry: Object.groupBy(numbers as Array<{ countryCode: string; formattedNumber: string; tollFree: boolean }>, (n) => n.countryCode),
+    byCountry: Object.groupBy(numbers as Array<{ countryCode: string; formattedNumber: string; tollFree: boolean; default: boolean }>, (n) => n.countryCode),
   };
 }
 
@@ -144,12 +144,25 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
   });
 
   test("missing or malformed input is 405 with a message", async () => {
-    for (const query of ["", "?id=", "?id=12ab", "?id=-5", "?id=12345678901", "?conference=no-at-sign", "?conference=room@", "?conference=a b@conference.example.com", "?other=1"]) {
+    for (const query of ["", "?id=", "?id=12ab", "?id=-5", "?id=12345678901", "?conference=no-at-sign", "?conference=room@", "?conference=a@b@conference.example.com", "?other=1"]) {
       const answer = await call("GET", `${MAPPER}${query}`, as(a));
       expect(answer.status, query).toBe(405);
       expect(answer.body.error.code).toBe("invalid_mapper_input");
       expect(answer.body.message).toBe(answer.body.error.message);
     }
+  });
+
+  test("a room typed with spaces or accents is the room jitsi-meet names (its getBackendSafeRoomName)", async () => {
+    const spellings = ["Design Review@conference.meet.example.com", "design review@conference.meet.example.com", "design%20review@Conference.Meet.Example.com"];
+    const answers = await Promise.all(spellings.map((conference) => call("GET", `${MAPPER}?conference=${encodeURIComponent(conference)}`, as(a))));
+    for (const answer of answers) {
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ id: answers[0]!.body.id, conference: "design%20review@conference.meet.example.com" });
+    }
+    const cafe = await call("GET", `${MAPPER}?conference=${encodeURIComponent("Café@conference.meet.example.com")}`, as(a));
+    expect(cafe.body.conference).toBe("caf%c3%a9@conference.meet.example.com");
+    const byId = await call("GET", `${MAPPER}?id=${cafe.body.id}`, as(a));
+    expect(byId.body.conference).toBe("caf%c3%a9@conference.meet.example.com");
   });
 
   test("without a valid API key it is 401", async () => {
@@ -197,8 +210,8 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     }
 
     const expected = [
-      { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true },
-      { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false },
+      { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true, default: false },
+      { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false, default: false },
     ];
     const viaKey = await call("GET", `${NUMBERS}?conference=room@conference.meet.example.com`, { headers: { authorization: a.apiKey } });
     expect(viaKey.status).toBe(200);
@@ -228,6 +241,34 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     ]);
     const page = readAsJitsiMeet(mapping.body, numbers.body);
     expect(page.pin).toMatch(/^[1-9][0-9]{5,9}$/);
-    expect(page.byCountry.GB).toEqual([{ countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false }]);
+    expect(page.byCountry.GB).toEqual([{ countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false }]);
   }, 30_000);
+
+  test("the operator marks the default number: it is flagged and listed first, and only one is", async () => {
+    const account = await newAccount();
+    const numbersOf = async () => (await call("GET", `/api/v1/conference-mapper/${account.accountId}/phoneNumberList`)).body;
+    expect((await admin("add-number", account.accountId, "DE", "0800 123 4567", "--toll-free")).code).toBe(0);
+    expect((await admin("add-number", account.accountId, "US", "+1 512 555 0100", "--default")).code).toBe(0);
+    expect((await admin("add-number", account.accountId, "GB", "+44 20 7946 0000")).code).toBe(0);
+    expect(await numbersOf()).toEqual([
+      { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false, default: true },
+      { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true, default: false },
+      { countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false },
+    ]);
+
+    const rows = JSON.parse((await admin("list-numbers", account.accountId, "--json")).stdout) as Array<{ id: number; countryCode: string }>;
+    const gb = rows.find((row) => row.countryCode === "GB")!;
+    const moved = await admin("set-default-number", String(gb.id));
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toContain("is now the default");
+    const after = (await numbersOf()) as Array<{ countryCode: string; default: boolean }>;
+    expect(after.map((number) => [number.countryCode, number.default])).toEqual([
+      ["GB", true],
+      ["DE", false],
+      ["US", false],
+    ]);
+    expect((await admin("list-numbers", account.accountId)).stdout).toContain("GB  +44 20 7946 0000  default");
+    expect((await admin("set-default-number", "999999")).code).toBe(1);
+    expect((await admin("set-default-number", "abc")).code).toBe(2);
+  }, 60_000);
 });

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
+import { config } from "../../src/config";
 import { app, call, newAccount } from "../helpers";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
@@ -158,24 +159,40 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
   });
 
   test("a reservation that has not started yet is 403 with a message", async () => {
-    const answer = await createConference(account, "design_review", T0 - 10 * MINUTE, "alice@meet.example.com");
+    const answer = await createConference(account, "design%20review", T0 - 10 * MINUTE, "alice@meet.example.com");
     expect(answer.status).toBe(403);
     expect(prosodyErrorText(answer)).toContain("has not started");
   });
 
-  test("someone other than the owner is 403 with a message", async () => {
-    const answer = await createConference(account, "design_review", T0 + 5 * MINUTE, "mallory@meet.example.com");
-    expect(answer.status).toBe(403);
-    expect(prosodyErrorText(answer)).toContain("owner");
+  test("with SCHEDULER_CHECK_OWNER on, someone other than the owner is 403 with a message", async () => {
+    config.scheduler.checkOwner = true;
+    try {
+      const answer = await createConference(account, "design%20review", T0 + 5 * MINUTE, "mallory@meet.example.com");
+      expect(answer.status).toBe(403);
+      expect(prosodyErrorText(answer)).toContain("owner");
+      // A Prosody account named by its e-mail address has it XEP-0106-escaped in the JID node.
+      const other = await newAccount();
+      for (const name of ["escaped-owner", "escaped-other"]) {
+        const reserved = await call("POST", `${PREFIX}/reservation`, {
+          headers: { authorization: other.apiKey },
+          body: { mail_owner: "Alice@example.com", name, duration: 60, start_time: "2030-01-15T15:00", timezone: "UTC" },
+        });
+        expect(reserved.status).toBe(200);
+      }
+      expect((await createConference(other, "escaped-owner", T0, "alice\\40example.com@meet.example.com")).status).toBe(200);
+      expect((await createConference(other, "escaped-other", T0, "mallory\\40example.com@meet.example.com")).status).toBe(403);
+    } finally {
+      config.scheduler.checkOwner = false;
+    }
   });
 
   test("the owner within the window starts the room; the conference takes the reservation's time", async () => {
-    const opened = await createConference(account, "design_review", T0 + 10 * MINUTE, "alice@meet.example.com");
+    const opened = await createConference(account, "design%20review", T0 + 10 * MINUTE, "alice@meet.example.com");
     expect(opened.status).toBe(200);
-    const { data, expiresAt } = prosodyAccepts(opened, "design_review");
+    const { data, expiresAt } = prosodyAccepts(opened, "design%20review");
     expect(data).toEqual({
       id: expect.any(Number),
-      name: "design_review",
+      name: "design%20review",
       mail_owner: "alice@meet.example.com",
       start_time: "2030-01-15T15:00:00.000Z",
       duration: 3600,
@@ -187,18 +204,18 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     expect(expiresAt).toBe(T0 + 60 * MINUTE);
 
     // Another shard asks for the same room: 409 with conflict_id, then GET /conference/{id}.
-    const again = await createConference(account, "design_review", T0 + 12 * MINUTE, "bob@meet.example.com");
+    const again = await createConference(account, "design%20review", T0 + 12 * MINUTE, "bob@meet.example.com");
     expect(again.status).toBe(409);
     const { conflict_id } = JSON.parse(again.body);
     expect(conflict_id).toBe(data.id);
     const fetched = await prosodyRequest(account, "GET", `/conference/${conflict_id}`);
     expect(fetched.status).toBe(200);
-    expect(prosodyAccepts(fetched, "design_review").data).toEqual(data);
+    expect(prosodyAccepts(fetched, "design%20review").data).toEqual(data);
 
     // These conferences are what GET /conference lists.
     const listed = await call("GET", `${PREFIX}/conference`, { headers: { authorization: account.apiKey } });
     expect(listed.body).toEqual([data]);
-    const byRoom = await call("GET", `${PREFIX}/conference/room/Design_Review`, { headers: { authorization: account.apiKey } });
+    const byRoom = await call("GET", `${PREFIX}/conference/room/Design%20Review`, { headers: { authorization: account.apiKey } });
     expect(byRoom.body).toEqual(data);
 
     // The room is destroyed: Prosody sends DELETE /conference/{conflict_id} (the id it kept).
@@ -213,9 +230,9 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     expect(JSON.parse(repeated.body).ended_at).toBe(ended.ended_at);
 
     // Re-created within the window, the room starts again, linked to the same reservation.
-    const reopened = await createConference(account, "design_review", T0 + 30 * MINUTE, "alice@meet.example.com");
+    const reopened = await createConference(account, "design%20review", T0 + 30 * MINUTE, "alice@meet.example.com");
     expect(reopened.status).toBe(200);
-    const second = prosodyAccepts(reopened, "design_review");
+    const second = prosodyAccepts(reopened, "design%20review");
     expect(second.data.id).not.toBe(data.id);
     expect(second.data.reservation_id).toBe(reservationId);
     expect(second.expiresAt).toBe(T0 + 60 * MINUTE);
@@ -223,7 +240,7 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
 
   test("after the reservation is over it is 419; the room that outlived it counts as ended", async () => {
     // The room reopened above was never destroyed; its time ran out at T0 + 60 min.
-    const late = await createConference(account, "design_review", T0 + 65 * MINUTE, "alice@meet.example.com");
+    const late = await createConference(account, "design%20review", T0 + 65 * MINUTE, "alice@meet.example.com");
     expect(late.status).toBe(419);
     expect(prosodyErrorText(late)).toContain("ended");
   });
@@ -288,6 +305,27 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     expect((await createConference(owner, "gone", T0 + 40 * MINUTE, "bob@meet.example.com")).status).toBe(419);
     await call("DELETE", `${PREFIX}/reservation/${reserved.body.id}`, { headers: { authorization: owner.apiKey } });
     expect((await createConference(owner, "gone", T0 + 40 * MINUTE, "bob@meet.example.com")).status).toBe(200);
+  });
+
+  test("ids sent back as 1.0 (cjson on Lua 5.3+) are the same ids: the room ends and reopens, again and again", async () => {
+    let previous: number | undefined;
+    for (let round = 0; round < 3; round++) {
+      const opened = await createConference(account, "float-ids", T0 + round * MINUTE, "a@meet.example.com");
+      expect(opened.status).toBe(200);
+      const { data } = prosodyAccepts(opened, "float-ids");
+      expect(data.id).not.toBe(previous);
+      previous = data.id;
+      // After a 409 the module asks for the conflict id as it decoded it.
+      const conflict = await createConference(account, "float-ids", T0 + round * MINUTE + 1, "b@meet.example.com");
+      expect(JSON.parse(conflict.body).conflict_id).toBe(data.id);
+      const fetched = await prosodyRequest(account, "GET", `/conference/${data.id}.0`);
+      expect(fetched.status).toBe(200);
+      expect(prosodyAccepts(fetched, "float-ids").data).toEqual(data);
+      const deleted = await prosodyRequest(account, "DELETE", `/conference/${data.id}.0`);
+      expect(deleted.status).toBe(200);
+      expect(JSON.parse(deleted.body).ended_at).toBeString();
+    }
+    for (const id of ["1.5", "1e0", "0x1", "-1", "1.0.0"]) expect((await prosodyRequest(account, "GET", `/conference/${id}`)).status, id).toBe(404);
   });
 
   test("concurrent first joins on several shards open the room once", async () => {

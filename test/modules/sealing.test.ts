@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { openPrivateKey, type SealedKey, sealPrivateKey } from "../../src/modules/accounts/sealing";
-import { signingKeys } from "../../src/db/schema";
+import { signingKeys } from "../../drizzle/schema";
 import { call, newAccount } from "../helpers";
 
 describe("private signing keys at rest", () => {

@@ -2,6 +2,8 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { createPublicKey } from "node:crypto";
 import { createVerifier } from "fast-jwt";
 import { SignJWT, base64url } from "jose";
+import type { AppError } from "../../src/core/errors";
+import { ERROR_STATUS } from "../../src/http/errors";
 import { createApiKey, revokeApiKey, rotateSigningKey } from "../../src/modules/accounts/service";
 import { call, newAccount, tokenFor } from "../helpers";
 
@@ -19,6 +21,13 @@ async function verifyIndependently(token: string, options: Record<string, unknow
     ...options,
   });
   return verify(token) as Promise<Record<string, any>>;
+}
+
+/** A service's refusal as the HTTP pipeline answers it: the error's code and that code's status. */
+function asAnswered(refused: Promise<unknown>): Promise<unknown> {
+  return refused.catch((error: AppError) => {
+    throw { code: error.code, status: ERROR_STATUS[error.code] };
+  });
 }
 
 function decode(token: string) {
@@ -101,7 +110,7 @@ describe("POST /api/v1/misc/generate-token", () => {
     ["parley", "parley"],
     ["", ["messaging", "media", "parley"]],
   ])("scope %p gives audience %p", async (scope, aud) => {
-    const { payload } = decode((await call("POST", ROUTE, { body: { apiKey: ed.apiKey, scope } })).body.token);
+    const { payload } = decode((await call("POST", ROUTE, { body: { apiKey: rsa.apiKey, scope } })).body.token);
     expect(payload.aud).toEqual(aud);
     expect(payload.room === "*").toBe(scope === "media" || scope === "");
   });
@@ -161,6 +170,85 @@ describe("POST /api/v1/misc/generate-token", () => {
   });
 });
 
+describe("media tokens, for Jitsi's Prosody token auth", () => {
+  const { revokeSigningKey, setJitsiDomain } = require("../../src/modules/accounts/service") as typeof import("../../src/modules/accounts/service");
+  const { verifyAccessToken } = require("../../src/modules/token/service") as typeof import("../../src/modules/token/service");
+  const sha256hex = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest("hex");
+  const asapKey = (kid: string) => call("GET", `/api/v1/jitsi/asap-keys/${sha256hex(kid)}.pem`);
+
+  test("sub is the account's Jitsi domain (* until set), the account stays in context.group, room defaults to *", async () => {
+    const account = await newAccount("RS256");
+    const first = decode((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } })).body.token).payload;
+    expect(first).toMatchObject({ iss: "parley", aud: "media", sub: "*", room: "*", context: { group: account.accountId } });
+    await setJitsiDomain(account.accountId, "Meet.Example.com");
+    const answer = await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media", room: "Design Review" } });
+    expect(answer.status).toBe(200);
+    expect(decode(answer.body.token).payload).toMatchObject({ sub: "meet.example.com", room: "design%20review" });
+    // Parley itself still takes it as the account's media token.
+    expect(await verifyAccessToken(answer.body.token, "media")).toMatchObject({ accountId: account.accountId, audiences: ["media"] });
+    // Other scopes keep the account id as sub.
+    const messaging = decode((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).body.token).payload;
+    expect(messaging.sub).toBe(account.accountId);
+    await expect(asAnswered(setJitsiDomain(account.accountId, "not a domain!"))).rejects.toMatchObject({ status: 422 });
+  });
+
+  test("a room belongs to media tokens only", async () => {
+    const account = await newAccount("RS256");
+    for (const scope of ["messaging", ""]) {
+      const answer = await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope, room: "standup" } });
+      expect(answer.status).toBe(422);
+      expect(answer.body.error.message).toContain("room");
+    }
+  });
+
+  test.each(["ES256", "EdDSA"] as const)("a %s account gets a 422 naming RS256 for a media token, and its other tokens still", async (alg) => {
+    const account = await newAccount(alg);
+    const refused = await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("validation_failed");
+    expect(refused.body.error.message).toContain("RS256");
+    expect((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).status).toBe(200);
+  });
+
+  test("the ASAP key route serves current and rotated keys as PEM at sha256(kid).pem, without a credential", async () => {
+    const account = await newAccount("RS256");
+    const served = await asapKey(account.kid);
+    expect(served.status).toBe(200);
+    expect(served.headers.get("content-type")).toContain("application/x-pem-file");
+    const jwk = (await call("GET", "/.well-known/jwks.json")).body.keys.find((key: { kid: string }) => key.kid === account.kid);
+    expect(served.body).toBe(createPublicKey({ key: jwk, format: "jwk" }).export({ type: "spki", format: "pem" }));
+    // A token it signed verifies with the served PEM (independently of Parley's verifier).
+    const token = await tokenFor(account.apiKey, { id: "pem" }, "media");
+    const claims = createVerifier({ key: served.body as string, algorithms: ["RS256"] })(token) as Record<string, unknown>;
+    expect(claims.aud).toBe("media");
+
+    const newKid = await rotateSigningKey(account.accountId);
+    expect((await asapKey(account.kid)).status).toBe(200);
+    expect((await asapKey(newKid)).status).toBe(200);
+    for (const path of [sha256hex("no-such-kid"), `${sha256hex(account.kid)}.pub`, "..%2f..%2fetc%2fpasswd", account.kid]) {
+      const missing = await call("GET", `/api/v1/jitsi/asap-keys/${path}`);
+      expect(missing.status).toBe(404);
+      expect(missing.body.error.code).toBe("not_found");
+    }
+  });
+
+  test("a revoked key is no longer served and its tokens stop verifying; a current key is replaced", async () => {
+    const account = await newAccount("RS256");
+    const token = await tokenFor(account.apiKey, { id: "leak" }, "media");
+    await verifyAccessToken(token, "media");
+    const { newKid } = await revokeSigningKey(account.kid);
+    expect(newKid).toBeString();
+    expect((await asapKey(account.kid)).status).toBe(404);
+    await expect(verifyAccessToken(token, "media")).rejects.toMatchObject({ code: "invalid_token" });
+    const jwks = (await call("GET", "/.well-known/jwks.json")).body.keys.map((key: { kid: string }) => key.kid);
+    expect(jwks).not.toContain(account.kid);
+    const next = await tokenFor(account.apiKey, { id: "after" }, "media");
+    expect(decode(next).header.kid).toBe(newKid);
+    expect((await asapKey(newKid!)).status).toBe(200);
+    await expect(revokeSigningKey("no-such-kid")).rejects.toMatchObject({ code: "not_found" });
+  });
+});
+
 describe("bearer token verification", () => {
   const { verifyAccessToken } = require("../../src/modules/token/service") as typeof import("../../src/modules/token/service");
 
@@ -171,9 +259,9 @@ describe("bearer token verification", () => {
   });
 
   test("expired tokens are token_expired, wrong scope forbidden", async () => {
-    const account = await newAccount();
+    const account = await newAccount("RS256");
     const media = await tokenFor(account.apiKey, { id: "dave" }, "media");
-    await expect(verifyAccessToken(media, "messaging")).rejects.toMatchObject({ code: "forbidden", status: 403 });
+    await expect(asAnswered(verifyAccessToken(media, "messaging"))).rejects.toMatchObject({ code: "forbidden", status: 403 });
 
     const { currentSigningKey } = await import("../../src/modules/accounts/service");
     const key = await currentSigningKey(account.accountId);
@@ -185,7 +273,7 @@ describe("bearer token verification", () => {
       .setIssuedAt(Math.floor(Date.now() / 1000) - 7200)
       .setExpirationTime(Math.floor(Date.now() / 1000) - 3600)
       .sign(key.privateKey);
-    await expect(verifyAccessToken(expired, "messaging")).rejects.toMatchObject({ code: "token_expired", status: 401 });
+    await expect(asAnswered(verifyAccessToken(expired, "messaging"))).rejects.toMatchObject({ code: "token_expired", status: 401 });
   });
 
   test("tampered, alg none and HS256-with-the-public-key tokens are invalid", async () => {

@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { config } from "../../config";
-import { log } from "../../http/log";
+import { log } from "../../core/log";
 import { countAccounts, createAccount } from "./service";
 
 export async function ensureFirstAccount(): Promise<void> {

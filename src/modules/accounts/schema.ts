@@ -6,6 +6,11 @@ export const accounts = pgTable("accounts", {
   name: text("name").notNull(),
   /** Algorithm used when this account's signing key is next made or rotated. */
   signingAlgorithm: text("signing_algorithm").notNull(),
+  /**
+   * The `sub` of the account's media tokens: the Jitsi domain (meet.example.com) or tenant
+   * its Prosody checks with enable_domain_verification; `*` lets the tokens into any.
+   */
+  jitsiDomain: text("jitsi_domain").notNull().default("*"),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
 });
 

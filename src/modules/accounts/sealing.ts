@@ -5,7 +5,7 @@
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import { config } from "../../config";
-import { AppError } from "../../http/errors";
+import { AppError } from "../../core/errors";
 
 // A type, not an interface, so it fits the JWK shape of the column as well.
 export type SealedKey = {

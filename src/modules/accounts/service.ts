@@ -4,14 +4,15 @@
  * signing key, kid → public key) are cached per process and dropped on a Redis broadcast
  * whenever a key is revoked or rotated, from any process or the admin command line.
  */
-import { createHash, createPrivateKey, generateKeyPair as generateNodeKeyPair, type KeyObject, randomBytes } from "node:crypto";
+import { createHash, createPrivateKey, createPublicKey, generateKeyPair as generateNodeKeyPair, type KeyObject, randomBytes } from "node:crypto";
 import { promisify } from "node:util";
-import { and, asc, eq, gt, isNull, or } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { type CryptoKey, importJWK, type JWK } from "jose";
 import { config, type SigningAlgorithm } from "../../config";
 import { db } from "../../db/client";
-import { AppError } from "../../http/errors";
-import { createRedis, redis, redisKey } from "../../queue/connection";
+import { AppError } from "../../core/errors";
+import { log } from "../../core/log";
+import { closeClient, createRedis, redis, redisKey, withinRedis } from "../../queue/connection";
 import { openPrivateKey, sealPrivateKey } from "./sealing";
 import { accounts, apiKeys, signingKeys } from "./schema";
 
@@ -19,6 +20,8 @@ export interface Account {
   id: string;
   name: string;
   signingAlgorithm: SigningAlgorithm;
+  /** The `sub` of media tokens: the Jitsi domain or tenant, or `*`. */
+  jitsiDomain: string;
 }
 
 export interface SigningKey {
@@ -52,18 +55,29 @@ function fresh<T>(entry: Cached<T> | undefined): entry is Cached<T> {
   return entry !== undefined && Date.now() - entry.at < CACHE_TTL_MS;
 }
 
+/** Other per-account caches (limits) that go with these on every invalidation. */
+const dependentCaches: Array<() => void> = [];
+
+export function onAccountsInvalidated(clear: () => void): void {
+  dependentCaches.push(clear);
+}
+
 function clearCaches(): void {
   accountByKeyHash.clear();
   signingKeyByAccount.clear();
   verificationKeyByKid.clear();
+  for (const clear of dependentCaches) clear();
 }
 
 const invalidationChannel = () => redisKey("invalidate", "accounts");
 
-/** Drops every process's cached keys (this one at once, the others through Redis). */
-async function broadcastInvalidation(): Promise<void> {
+/** Drops every process's cached keys and limits (this one at once, the others through Redis). */
+export async function broadcastInvalidation(): Promise<void> {
   clearCaches();
-  await redis().publish(invalidationChannel(), String(process.pid));
+  // Without Redis the others learn it when their cached look-ups expire (CACHE_TTL_MS).
+  await withinRedis(redis(), "announcing a key change", () => redis().publish(invalidationChannel(), String(process.pid)), 2_000).catch((error: Error) =>
+    log.warn({ err: error.message }, "key change not announced; other processes drop their cached keys within a minute"),
+  );
 }
 
 let subscriber: ReturnType<typeof createRedis> | undefined;
@@ -78,7 +92,7 @@ export function listenForInvalidations(): void {
 }
 
 export async function stopListeningForInvalidations(): Promise<void> {
-  await subscriber?.quit().catch(() => {});
+  await closeClient(subscriber);
   subscriber = undefined;
 }
 
@@ -133,16 +147,39 @@ export async function createAccount(
 ): Promise<{ account: Account; apiKey: CreatedApiKey; kid: string }> {
   const id = randomId("acc_", 9);
   const key = await makeSigningKey(id, algorithm);
-  await db.insert(accounts).values({ id, name, signingAlgorithm: algorithm });
+  const [row] = await db.insert(accounts).values({ id, name, signingAlgorithm: algorithm }).returning();
   await db.insert(signingKeys).values(key);
   const apiKey = await insertApiKey(id, "default");
-  return { account: { id, name, signingAlgorithm: algorithm }, apiKey, kid: key.kid };
+  return { account: toAccount(row!), apiKey, kid: key.kid };
+}
+
+function toAccount(row: { id: string; name: string; signingAlgorithm: string; jitsiDomain: string }): Account {
+  return { id: row.id, name: row.name, signingAlgorithm: row.signingAlgorithm as SigningAlgorithm, jitsiDomain: row.jitsiDomain };
 }
 
 export async function getAccount(accountId: string): Promise<Account> {
   const [row] = await db.select().from(accounts).where(eq(accounts.id, accountId));
   if (!row) throw new AppError("not_found", `no account ${accountId}`);
-  return { id: row.id, name: row.name, signingAlgorithm: row.signingAlgorithm as SigningAlgorithm };
+  return toAccount(row);
+}
+
+/** A host name (meet.example.com) or a tenant (a single label), lower case as Prosody compares them. */
+const JITSI_DOMAIN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/**
+ * Sets the `sub` of the account's media tokens. Jitsi's Prosody, with domain verification
+ * on, admits a token to `room@conference.<sub>` (or `[<sub>]room@…` on a multi-tenant
+ * deployment) only; `*` admits it to any domain or tenant of that Prosody.
+ */
+export async function setJitsiDomain(accountId: string, domain: string): Promise<Account> {
+  const value = domain.trim().toLowerCase();
+  if (value !== "*" && (value.length > 253 || !JITSI_DOMAIN.test(value))) {
+    throw new AppError("validation_failed", `the Jitsi domain must be a host name such as meet.example.com, a tenant name, or *, got "${domain}"`);
+  }
+  const [row] = await db.update(accounts).set({ jitsiDomain: value }).where(eq(accounts.id, accountId)).returning();
+  if (!row) throw new AppError("not_found", `no account ${accountId}`);
+  await broadcastInvalidation();
+  return toAccount(row);
 }
 
 export async function countAccounts(): Promise<number> {
@@ -200,17 +237,39 @@ export async function rotateSigningKey(accountId: string, algorithm?: SigningAlg
   return key.kid;
 }
 
+/**
+ * Withdraws a signing key at once (a leaked key, say): tokens it signed stop verifying, here
+ * and at every Jitsi that fetches keys from Parley, and it is no longer published. When it
+ * was the account's current key, a new one of the same algorithm takes its place.
+ */
+export async function revokeSigningKey(kid: string): Promise<{ accountId: string; newKid?: string }> {
+  const [key] = await db.select().from(signingKeys).where(eq(signingKeys.kid, kid));
+  if (!key) throw new AppError("not_found", `no signing key ${kid}`);
+  const replacement = key.retiredAt ? undefined : await makeSigningKey(key.accountId, key.algorithm as SigningAlgorithm);
+  const now = new Date();
+  await db.transaction(async (tx) => {
+    await tx.update(signingKeys).set({ retiredAt: key.retiredAt ?? now, verifyUntil: now }).where(eq(signingKeys.kid, kid));
+    if (replacement) await tx.insert(signingKeys).values(replacement);
+  });
+  await broadcastInvalidation();
+  return { accountId: key.accountId, ...(replacement && { newKid: replacement.kid }) };
+}
+
 /** The account an API key belongs to, or 401 when the key is unknown or revoked. */
 export async function accountForApiKey(apiKey: string): Promise<Account> {
-  const hash = hashApiKey(apiKey);
+  return accountForApiKeyHash(hashApiKey(apiKey));
+}
+
+/** As accountForApiKey, for a holder that kept only the key's hash (a console session). */
+export async function accountForApiKeyHash(hash: string): Promise<Account> {
   let entry = accountByKeyHash.get(hash);
   if (!fresh(entry)) {
     const [row] = await db
-      .select({ id: accounts.id, name: accounts.name, signingAlgorithm: accounts.signingAlgorithm })
+      .select({ id: accounts.id, name: accounts.name, signingAlgorithm: accounts.signingAlgorithm, jitsiDomain: accounts.jitsiDomain })
       .from(apiKeys)
       .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
       .where(and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)));
-    entry = { value: row ? { ...row, signingAlgorithm: row.signingAlgorithm as SigningAlgorithm } : null, at: Date.now() };
+    entry = { value: row ? toAccount(row) : null, at: Date.now() };
     accountByKeyHash.set(hash, entry);
   }
   if (!entry.value) throw new AppError("invalid_api_key", "unknown or revoked API key");
@@ -255,6 +314,24 @@ export async function verificationKey(kid: string): Promise<VerificationKey | nu
   const key = entry.value;
   if (key?.verifyUntil && key.verifyUntil.getTime() <= Date.now()) return null;
   return key;
+}
+
+/**
+ * The public key, as PEM, of the still-verifying key whose kid hashes (SHA-256, hex) to
+ * `kidHash`: the look-up Jitsi's ASAP key server contract makes. Null when there is none.
+ */
+export async function publicKeyPemByKidHash(kidHash: string): Promise<string | null> {
+  const [row] = await db
+    .select({ publicJwk: signingKeys.publicJwk })
+    .from(signingKeys)
+    .where(
+      and(
+        sql`encode(sha256(convert_to(${signingKeys.kid}, 'UTF8')), 'hex') = ${kidHash}`,
+        or(isNull(signingKeys.verifyUntil), gt(signingKeys.verifyUntil, new Date())),
+      ),
+    );
+  if (!row) return null;
+  return createPublicKey({ key: row.publicJwk as never, format: "jwk" }).export({ type: "spki", format: "pem" }) as string;
 }
 
 /** Every public key that still verifies, as a JWK Set. */

@@ -7,8 +7,10 @@
  * nothing beyond these two read-or-map operations, with CORS open to any origin.
  */
 import { Elysia, t } from "elysia";
-import { auth } from "../../http/auth";
+import { auth } from "../auth";
 import { ErrorModel, errorResponses } from "../../http/errors";
+import { limits } from "../limits";
+import { Text } from "../../http/text";
 import { getAccount } from "../accounts/service";
 import { listPhoneNumbers, resolveMapping } from "./service";
 
@@ -17,9 +19,9 @@ const PREFIX = "/api/v1/conference-mapper";
 export const MapperModel = {
   query: t.Object(
     {
-      conference: t.Optional(t.String({ description: "room@conference.domain; creates or returns the mapping; wins over id", examples: ["standup@conference.meet.example.com"] })),
-      id: t.Optional(t.String({ description: "a numeric id to look up; used only without conference", examples: ["123456789"] })),
-      cid: t.Optional(t.String({ description: "alias of id" })),
+      conference: t.Optional(Text({ maxLength: 3071, description: "room@conference.domain; creates or returns the mapping; wins over id", examples: ["standup@conference.meet.example.com"] })),
+      id: t.Optional(Text({ maxLength: 32, description: "a numeric id to look up; used only without conference", examples: ["123456789"] })),
+      cid: t.Optional(Text({ maxLength: 32, description: "alias of id" })),
     },
     { additionalProperties: true },
   ),
@@ -28,15 +30,25 @@ export const MapperModel = {
     id: t.Number({ description: "6–10 digits, the last one a Damm check digit" }),
     conference: t.Union([t.String(), t.Literal(false)], { description: "false when the id maps to nothing" }),
   }),
-  numbersQuery: t.Object({ conference: t.Optional(t.String({ description: "accepted and ignored: numbers are per account" })) }, { additionalProperties: true }),
-  phoneNumber: t.Object({ countryCode: t.String({ examples: ["US"] }), formattedNumber: t.String({ examples: ["+1 512 555 0100"] }), tollFree: t.Boolean() }),
-  accountParams: t.Object({ accountId: t.String({ description: "The account's id (not a secret; see README)" }) }),
+  numbersQuery: t.Object({ conference: t.Optional(Text({ maxLength: 3071, description: "accepted and ignored: numbers are per account" })) }, { additionalProperties: true }),
+  phoneNumber: t.Object({
+    countryCode: t.String({ examples: ["US"] }),
+    formattedNumber: t.String({ examples: ["+1 512 555 0100"] }),
+    tollFree: t.Boolean(),
+    default: t.Boolean({ description: "The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first." }),
+  }),
+  accountParams: t.Object({ accountId: Text({ maxLength: 64, description: "The account's id (not a secret; see README)" }) }),
 };
 
 const PhoneNumberList = t.Array(MapperModel.phoneNumber, { description: "The array form jitsi-meet reads as the current number-list format" });
 
 async function numbersOf(accountId: string) {
-  return (await listPhoneNumbers(accountId)).map(({ countryCode, formattedNumber, tollFree }) => ({ countryCode, formattedNumber, tollFree }));
+  return (await listPhoneNumbers(accountId)).map(({ countryCode, formattedNumber, tollFree, isDefault }) => ({
+    countryCode,
+    formattedNumber,
+    tollFree,
+    default: isDefault,
+  }));
 }
 
 /** The 405 body also carries `message` at the top, where mapper clients look for it. */
@@ -46,14 +58,17 @@ const mappingResponses = { 200: MapperModel.mapping, 405: MapperError, ...errorR
 
 export const mapperController = new Elysia({ name: "parley.mapper", detail: { tags: ["conference-mapper"] } })
   .use(auth)
+  .use(limits)
   .get(`${PREFIX}/conferenceMapper`, ({ account, query }) => resolveMapping(account.id, { conference: query.conference, id: query.id ?? query.cid }), {
     apiKey: true,
+    limit: "mapper",
     query: MapperModel.query,
     response: mappingResponses,
     detail: { summary: "Create or look up the numeric id of a conference (API key in Authorization)" },
   })
   .get(`${PREFIX}/phoneNumberList`, ({ account }) => numbersOf(account.id), {
     apiKey: true,
+    limit: "mapper",
     query: MapperModel.numbersQuery,
     response: { 200: PhoneNumberList, ...errorResponses(401) },
     detail: { summary: "The account's dial-in numbers (API key in Authorization)" },
@@ -66,6 +81,7 @@ export const mapperController = new Elysia({ name: "parley.mapper", detail: { ta
       return resolveMapping(params.accountId, { conference: query.conference, id: query.id ?? query.cid });
     },
     {
+      publicLimit: true,
       params: MapperModel.accountParams,
       query: MapperModel.query,
       response: mappingResponses,
@@ -80,6 +96,7 @@ export const mapperController = new Elysia({ name: "parley.mapper", detail: { ta
       return numbersOf(params.accountId);
     },
     {
+      publicLimit: true,
       params: MapperModel.accountParams,
       query: MapperModel.numbersQuery,
       response: { 200: PhoneNumberList, ...errorResponses(404) },

@@ -1,4 +1,5 @@
-import { bigint, boolean, pgTable, serial, text, timestamp, unique } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { bigint, boolean, pgTable, serial, text, timestamp, unique, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 
 /**
@@ -29,8 +30,13 @@ export const phoneNumbers = pgTable(
     countryCode: text("country_code").notNull(),
     formattedNumber: text("formatted_number").notNull(),
     tollFree: boolean("toll_free").notNull().default(false),
+    /** The number jitsi-meet shows first, as the one to call; at most one per account (below). */
+    isDefault: boolean("is_default").notNull().default(false),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
   // Leads with account_id, so it also serves the per-account listing.
-  (table) => [unique("phone_numbers_account_number_key").on(table.accountId, table.formattedNumber)],
+  (table) => [
+    unique("phone_numbers_account_number_key").on(table.accountId, table.formattedNumber),
+    uniqueIndex("phone_numbers_one_default_idx").on(table.accountId).where(sql`${table.isDefault}`),
+  ],
 );

@@ -8,10 +8,12 @@
  * adjacent digits gives an id whose check fails, so it is refused before any look-up.
  */
 import { randomInt } from "node:crypto";
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, desc, eq } from "drizzle-orm";
 import { config } from "../../config";
+import { numericId } from "../../core/record-id";
+import { roomAddress } from "../../core/room-key";
 import { db } from "../../db/client";
-import { AppError } from "../../http/errors";
+import { AppError } from "../../core/errors";
 import { conferenceMappings, phoneNumbers } from "./schema";
 
 /** Damm's totally anti-symmetric quasigroup of order 10, with zeros on the diagonal (the published table). */
@@ -62,10 +64,10 @@ function invalidInput(message: string): AppError {
   return new AppError("invalid_mapper_input", message, { message });
 }
 
-/** The address as the mapper stores it, or an `invalid_mapper_input` error. */
+/** The address as the mapper stores it (the room as its key, core/room-key), or an `invalid_mapper_input` error. */
 export function normalizeConference(conference: string): string {
-  const address = conference.trim().toLowerCase();
-  if (!CONFERENCE_ADDRESS.test(address)) {
+  const { address, host } = roomAddress(conference);
+  if (host === undefined || !CONFERENCE_ADDRESS.test(address)) {
     throw invalidInput(`conference must be a room address like room@conference.example.com, got "${conference}"`);
   }
   return address;
@@ -122,8 +124,8 @@ export async function resolveMapping(accountId: string, query: { conference?: st
   }
   const rawId = query.id?.trim();
   if (!rawId) throw invalidInput("give conference=room@conference.domain, or id=N to look a mapping up");
-  if (!/^[0-9]{1,10}$/.test(rawId)) throw invalidInput(`id must be a number of up to 10 digits, got "${query.id}"`);
-  const id = Number(rawId);
+  const id = numericId(rawId);
+  if (id === undefined) throw invalidInput(`id must be a number of up to 10 digits, got "${query.id}"`);
   if (!hasValidCheckDigit(id)) return { message: "No conference mapping was found: the id's check digit does not match (a mistyped digit?)", id, conference: false };
   const found = await conferenceForMapperId(id);
   if (!found || found.accountId !== accountId) return { message: "No conference mapping was found", id, conference: false };
@@ -135,7 +137,17 @@ export interface PhoneNumber {
   countryCode: string;
   formattedNumber: string;
   tollFree: boolean;
+  /** The number jitsi-meet shows as the one to call (it reads `default`). */
+  isDefault: boolean;
 }
+
+const numberColumns = {
+  id: phoneNumbers.id,
+  countryCode: phoneNumbers.countryCode,
+  formattedNumber: phoneNumbers.formattedNumber,
+  tollFree: phoneNumbers.tollFree,
+  isDefault: phoneNumbers.isDefault,
+};
 
 const COUNTRY_CODE = /^[A-Z]{2}$/;
 /** What people write for a phone number: digits with an optional leading +, spaces, dots, dashes, parentheses. */
@@ -143,7 +155,7 @@ const FORMATTED_NUMBER = /^\+?[0-9][0-9 ().-]{2,38}[0-9]$/;
 
 export async function addPhoneNumber(
   accountId: string,
-  number: { countryCode: string; formattedNumber: string; tollFree: boolean },
+  number: { countryCode: string; formattedNumber: string; tollFree: boolean; isDefault?: boolean },
 ): Promise<PhoneNumber> {
   const countryCode = number.countryCode.trim().toUpperCase();
   const formattedNumber = number.formattedNumber.trim();
@@ -157,22 +169,37 @@ export async function addPhoneNumber(
     .insert(phoneNumbers)
     .values({ accountId, countryCode, formattedNumber, tollFree: number.tollFree })
     .onConflictDoNothing()
-    .returning();
+    .returning(numberColumns);
   if (!row) throw new AppError("conflict", `the account already lists ${formattedNumber}`);
-  return { id: row.id, countryCode: row.countryCode, formattedNumber: row.formattedNumber, tollFree: row.tollFree };
+  return number.isDefault ? setDefaultPhoneNumber(row.id) : row;
 }
 
+/** Makes the number its account's default, the one jitsi-meet offers first; the previous default stops being one. */
+export async function setDefaultPhoneNumber(id: number): Promise<PhoneNumber & { accountId: string }> {
+  return db.transaction(async (tx) => {
+    const [number] = await tx.select({ accountId: phoneNumbers.accountId }).from(phoneNumbers).where(eq(phoneNumbers.id, id));
+    if (!number) throw new AppError("not_found", `no phone number with id ${id}`);
+    await tx.update(phoneNumbers).set({ isDefault: false }).where(and(eq(phoneNumbers.accountId, number.accountId), eq(phoneNumbers.isDefault, true)));
+    const [row] = await tx.update(phoneNumbers).set({ isDefault: true }).where(eq(phoneNumbers.id, id)).returning(numberColumns);
+    return { ...row!, accountId: number.accountId };
+  });
+}
+
+/** Default first (jitsi-meet falls back to the first number when none is marked), then by country. */
 export async function listPhoneNumbers(accountId: string): Promise<PhoneNumber[]> {
   return db
-    .select({ id: phoneNumbers.id, countryCode: phoneNumbers.countryCode, formattedNumber: phoneNumbers.formattedNumber, tollFree: phoneNumbers.tollFree })
+    .select(numberColumns)
     .from(phoneNumbers)
     .where(eq(phoneNumbers.accountId, accountId))
-    .orderBy(asc(phoneNumbers.countryCode), asc(phoneNumbers.id));
+    .orderBy(desc(phoneNumbers.isDefault), asc(phoneNumbers.countryCode), asc(phoneNumbers.id));
 }
 
 /** Removes a number by the id `list-numbers` shows; returns what was removed. */
 export async function removePhoneNumber(id: number): Promise<PhoneNumber & { accountId: string }> {
-  const [row] = await db.delete(phoneNumbers).where(eq(phoneNumbers.id, id)).returning();
+  const [row] = await db
+    .delete(phoneNumbers)
+    .where(eq(phoneNumbers.id, id))
+    .returning({ ...numberColumns, accountId: phoneNumbers.accountId });
   if (!row) throw new AppError("not_found", `no phone number with id ${id}`);
-  return { id: row.id, accountId: row.accountId, countryCode: row.countryCode, formattedNumber: row.formattedNumber, tollFree: row.tollFree };
+  return row;
 }

@@ -8,8 +8,10 @@ export const reservations = pgTable(
   {
     id: serial("id").primaryKey(),
     accountId: accountIdColumn(),
-    /** Lowercased, spaces as `_`: the form Jitsi uses for the room. */
+    /** As the client gave it ("Design Review"). */
     name: text("name").notNull(),
+    /** The room as Jitsi names it (core/room-key: `design%20review`); rooms are matched on it. */
+    roomKey: text("room_key").notNull(),
     mailOwner: text("mail_owner").notNull(),
     /** Exactly as the client sent it, local to `timezone`. */
     startTime: text("start_time").notNull(),
@@ -22,7 +24,7 @@ export const reservations = pgTable(
     endsAt: timestamp("ends_at", { withTimezone: true }).notNull(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (table) => [index("reservations_account_name_idx").on(table.accountId, table.name, table.startsAt)],
+  (table) => [index("reservations_account_room_key_idx").on(table.accountId, table.roomKey, table.startsAt)],
 );
 
 /**
@@ -34,7 +36,10 @@ export const conferences = pgTable(
   {
     id: serial("id").primaryKey(),
     accountId: accountIdColumn(),
+    /** The room's JID node as Prosody sent it, lower-cased (the module checks the answer against it). */
     name: text("name").notNull(),
+    /** core/room-key of the node; rooms are matched on it. */
+    roomKey: text("room_key").notNull(),
     /** The bare JID Prosody sent for the user who opened the room. */
     mailOwner: text("mail_owner").notNull(),
     /** As answered to Prosody: what it sent, or the reservation's start in UTC. */
@@ -49,7 +54,7 @@ export const conferences = pgTable(
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (table) => [
-    uniqueIndex("conferences_open_name_key").on(table.accountId, table.name).where(sql`${table.endedAt} is null`),
-    index("conferences_account_name_idx").on(table.accountId, table.name, table.startsAt),
+    uniqueIndex("conferences_open_room_key").on(table.accountId, table.roomKey).where(sql`${table.endedAt} is null`),
+    index("conferences_account_room_key_idx").on(table.accountId, table.roomKey, table.startsAt),
   ],
 );

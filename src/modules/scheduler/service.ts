@@ -8,8 +8,11 @@
  */
 import { and, asc, desc, eq, gt, isNull, lt, lte, sql } from "drizzle-orm";
 import { config } from "../../config";
+import { numericId } from "../../core/record-id";
+import { roomKey } from "../../core/room-key";
 import { db } from "../../db/client";
-import { AppError, type ErrorCode } from "../../http/errors";
+import { AppError, type ErrorCode } from "../../core/errors";
+import { recordEvent } from "../webhooks/outbox";
 import { conferences, reservations } from "./schema";
 
 export const DEFAULT_TIMEZONE = "America/New_York";
@@ -20,7 +23,10 @@ export const MAX_DURATION_MINUTES = 525_600;
 
 export interface ReservationRecord {
   id: number;
+  /** As the client gave it. */
   name: string;
+  /** The room as Jitsi names it (see core/room-key). */
+  room_key: string;
   mail_owner: string;
   start_time: string;
   duration: number;
@@ -47,6 +53,7 @@ function reservationRecord(row: ReservationRow): ReservationRecord {
   return {
     id: row.id,
     name: row.name,
+    room_key: row.roomKey,
     mail_owner: row.mailOwner,
     start_time: row.startTime,
     duration: row.duration,
@@ -76,19 +83,24 @@ function invalid(field: string, message: string): AppError {
   return new AppError("validation_failed", `${field}: ${message}`, { field });
 }
 
-const ROOM_NAME = /^[\p{L}\p{N}_\- ]+$/u;
+/**
+ * Control characters, lone surrogates, private-use and unassigned code points, line and
+ * paragraph separators: nothing a user types into a room name. Format characters stay
+ * (the zero-width joiners of Persian and Indic words, emoji sequences).
+ */
+const UNPRINTABLE = /[\p{Cc}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/u;
+/** A MUC room name is a JID node: at most 1023 bytes, and a key is ASCII. */
+const MAX_KEY_LENGTH = 1023;
 
-/** The stored form of a room name: lowercased, spaces as `_` (how Jitsi names the room). */
-export function normalizeRoomName(name: string): string {
-  return name.trim().toLowerCase().replace(/ /g, "_");
-}
-
+/** What a user typed as the room, checked; the key of it (surrounding spaces are no part of a room name). */
 function validRoomName(name: string): string {
   const trimmed = name.trim();
-  if (trimmed === "" || trimmed.length > 255 || !ROOM_NAME.test(trimmed)) {
-    throw invalid("name", "a room name is 1 to 255 letters, digits, '_', '-' or spaces");
+  if (trimmed === "" || [...name].length > 255 || UNPRINTABLE.test(name)) {
+    throw invalid("name", "a room name is 1 to 255 printable characters");
   }
-  return normalizeRoomName(trimmed);
+  const key = roomKey(trimmed);
+  if (key.length > MAX_KEY_LENGTH) throw invalid("name", `the room name is too long once percent-encoded (${key.length} of ${MAX_KEY_LENGTH} characters)`);
+  return key;
 }
 
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[^\s@"(),:;<>[\\\]]+\.[^\s@"(),:;<>[\\\]]+$/;
@@ -215,8 +227,13 @@ function jicofoDate(instant: Date): string {
   return `${instant.toISOString().slice(0, 23)}Z`;
 }
 
+/**
+ * A record id as Prosody sends it back: `1`, or `1.0` from mod_reservations variants that
+ * decode JSON with cjson on Lua 5.3+ (every number is a float there); the module's own
+ * contract is "any sensible string".
+ */
 function parseRecordId(id: string, what: string): number {
-  const value = /^[0-9]{1,10}$/.test(id) ? Number(id) : Number.NaN;
+  const value = numericId(id) ?? Number.NaN;
   // Out of the id column's range is as unknown as any other id.
   if (!(value >= 1 && value <= 2_147_483_647)) throw new AppError("not_found", `no ${what} ${id}`, { message: `no ${what} ${id}` });
   return value;
@@ -241,13 +258,13 @@ export interface ReservationInput {
 
 export async function createReservation(accountId: string, input: ReservationInput): Promise<ReservationRecord> {
   const mailOwner = validEmail(input.mail_owner);
-  const name = validRoomName(input.name);
+  const key = validRoomName(input.name);
   const duration = validDuration(input.duration);
   const { startsAt, timezone } = reservationStart(input.start_time, input.timezone);
   const pin = validPin(input.pin);
   const endsAt = new Date(startsAt.getTime() + Math.round(duration * 60) * 1000);
   return db.transaction(async (tx) => {
-    await lockRoom(tx, accountId, name);
+    await lockRoom(tx, accountId, key);
     // Two half-open windows [start, end) overlap when each starts before the other ends.
     const [overlap] = await tx
       .select({ id: reservations.id })
@@ -255,7 +272,7 @@ export async function createReservation(accountId: string, input: ReservationInp
       .where(
         and(
           eq(reservations.accountId, accountId),
-          eq(reservations.name, name),
+          eq(reservations.roomKey, key),
           lt(reservations.startsAt, endsAt),
           gt(reservations.endsAt, startsAt),
         ),
@@ -263,12 +280,13 @@ export async function createReservation(accountId: string, input: ReservationInp
       .orderBy(asc(reservations.startsAt))
       .limit(1);
     if (overlap) {
-      throw new AppError("conflict", `room ${name} is already reserved at an overlapping time (reservation ${overlap.id})`, { conflict_id: overlap.id });
+      throw new AppError("conflict", `room ${key} is already reserved at an overlapping time (reservation ${overlap.id})`, { conflict_id: overlap.id });
     }
     const [row] = await tx
       .insert(reservations)
-      .values({ accountId, name, mailOwner, startTime: input.start_time, timezone, duration, pin, startsAt, endsAt })
+      .values({ accountId, name: input.name, roomKey: key, mailOwner, startTime: input.start_time, timezone, duration, pin, startsAt, endsAt })
       .returning();
+    await recordEvent(tx, accountId, "reservation.created", { reservation_id: row!.id, room: key, mail_owner: mailOwner, start_time: input.start_time, duration, timezone });
     return reservationRecord(row!);
   });
 }
@@ -289,27 +307,35 @@ export async function getReservation(accountId: string, id: string): Promise<Res
 
 /** The room's reservation that is running or comes next; when all are over, the last one. */
 export async function reservationForRoom(accountId: string, room: string, now = new Date()): Promise<ReservationRecord> {
-  const name = normalizeRoomName(room);
+  const key = roomKey(room.trim());
   const rows = await db
     .select()
     .from(reservations)
-    .where(and(eq(reservations.accountId, accountId), eq(reservations.name, name)))
+    .where(and(eq(reservations.accountId, accountId), eq(reservations.roomKey, key)))
     .orderBy(asc(reservations.startsAt));
   const row = rows.find((candidate) => candidate.endsAt > now) ?? rows.at(-1);
-  if (!row) throw new AppError("not_found", `no reservation for room ${name}`);
+  if (!row) throw new AppError("not_found", `no reservation for room ${key}`);
   return reservationRecord(row);
 }
 
 export async function deleteReservation(accountId: string, id: string): Promise<ReservationRecord> {
-  const [row] = await db
-    .delete(reservations)
-    .where(and(eq(reservations.accountId, accountId), eq(reservations.id, parseRecordId(id, "reservation"))))
-    .returning();
+  const row = await db.transaction(async (tx) => {
+    const [deleted] = await tx
+      .delete(reservations)
+      .where(and(eq(reservations.accountId, accountId), eq(reservations.id, parseRecordId(id, "reservation"))))
+      .returning();
+    if (deleted) await recordEvent(tx, accountId, "reservation.deleted", { reservation_id: deleted.id, room: deleted.roomKey });
+    return deleted;
+  });
   if (!row) throw new AppError("not_found", `no reservation ${id}`);
   return reservationRecord(row);
 }
 
 // ---------------------------------------------------------------- conferences (Prosody)
+
+function conferenceStarted(row: ConferenceRow) {
+  return { conference_id: row.id, room: row.roomKey, mail_owner: row.mailOwner, start_time: row.startTime, duration: row.durationSeconds, reservation_id: row.reservationId };
+}
 
 /** A refusal Prosody can show: it reads the reason from a top-level `message`. */
 function refusal(code: ErrorCode, message: string, extra: Record<string, unknown> = {}): AppError {
@@ -318,6 +344,20 @@ function refusal(code: ErrorCode, message: string, extra: Record<string, unknown
 
 /** A JID node: what Prosody sends as the room name (no spaces nor the characters XMPP forbids there). */
 const JID_NODE = /^[^\s"&'/:<>@]{1,1023}$/;
+
+/**
+ * Who the opener may be as a reservation's owner. mod_reservations sends only the bare JID
+ * of the user (never the token's user context), so that JID, and the e-mail address a JID
+ * node carries XEP-0106-escaped (`alice\40example.com@meet.example.com`, how Prosody
+ * names accounts whose user names are e-mail addresses).
+ */
+function ownerAddresses(bareJid: string): string[] {
+  const jid = bareJid.toLowerCase();
+  const at = jid.lastIndexOf("@");
+  const node = at > 0 ? jid.slice(0, at) : "";
+  const unescaped = node.replace(/\\(20|22|26|27|2f|3a|3c|3e|40|5c)/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+  return unescaped.includes("@") ? [jid, unescaped] : [jid];
+}
 
 export interface ConferenceRequest {
   name?: string;
@@ -339,31 +379,35 @@ export async function openConference(accountId: string, request: ConferenceReque
     throw refusal("validation_failed", "start_time: a UTC date and time like 2030-01-15T15:00:00.000Z is required", { field: "start_time" });
   }
   const at = new Date(fieldsAtOffset(parsed.fields, parsed.offsetMinutes));
-  const name = normalizeRoomName(node);
+  // The module compares the answer's name, lower-cased, with the node; rooms are matched on the key.
+  const key = roomKey(node);
 
   return db.transaction(async (tx) => {
-    await lockRoom(tx, accountId, name);
-    await tx
+    await lockRoom(tx, accountId, key);
+    const expired = await tx
       .update(conferences)
       .set({ endedAt: conferences.endsAt })
-      .where(and(eq(conferences.accountId, accountId), eq(conferences.name, name), isNull(conferences.endedAt), lte(conferences.endsAt, at)));
+      .where(and(eq(conferences.accountId, accountId), eq(conferences.roomKey, key), isNull(conferences.endedAt), lte(conferences.endsAt, at)))
+      .returning();
+    for (const row of expired) await recordEvent(tx, accountId, "conference.ended", { conference_id: row.id, room: row.roomKey, ended_at: row.endedAt!.toISOString() });
     const [running] = await tx
       .select({ id: conferences.id })
       .from(conferences)
-      .where(and(eq(conferences.accountId, accountId), eq(conferences.name, name), isNull(conferences.endedAt)));
-    if (running) throw refusal("conflict", `room ${name} is already running as conference ${running.id}`, { conflict_id: running.id });
+      .where(and(eq(conferences.accountId, accountId), eq(conferences.roomKey, key), isNull(conferences.endedAt)));
+    if (running) throw refusal("conflict", `room ${key} is already running as conference ${running.id}`, { conflict_id: running.id });
 
     const booked = await tx
       .select()
       .from(reservations)
-      .where(and(eq(reservations.accountId, accountId), eq(reservations.name, name)))
+      .where(and(eq(reservations.accountId, accountId), eq(reservations.roomKey, key)))
       .orderBy(asc(reservations.startsAt));
     let values: typeof conferences.$inferInsert;
     if (booked.length === 0) {
       const durationSeconds = config.scheduler.defaultConferenceMinutes * 60;
       values = {
         accountId,
-        name,
+        name: node.toLowerCase(),
+        roomKey: key,
         mailOwner: owner,
         startTime: request.start_time!.trim(),
         startsAt: at,
@@ -374,16 +418,17 @@ export async function openConference(accountId: string, request: ConferenceReque
       const open = booked.find((reservation) => reservation.startsAt <= at && at < reservation.endsAt);
       if (!open) {
         const next = booked.find((reservation) => reservation.startsAt > at);
-        if (next) throw refusal("forbidden", `room ${name} is reserved from ${next.startTime} (${next.timezone}); it has not started yet`);
-        throw refusal("reservation_expired", `the reservation of room ${name} ended at ${jicofoDate(booked.at(-1)!.endsAt)}`);
+        if (next) throw refusal("forbidden", `room ${key} is reserved from ${next.startTime} (${next.timezone}); it has not started yet`);
+        throw refusal("reservation_expired", `the reservation of room ${key} ended at ${jicofoDate(booked.at(-1)!.endsAt)}`);
       }
-      if (config.scheduler.checkOwner && open.mailOwner.toLowerCase() !== owner.toLowerCase()) {
-        throw refusal("forbidden", `only the owner of the reservation may start room ${name}`);
+      if (config.scheduler.checkOwner && !ownerAddresses(owner).includes(open.mailOwner.toLowerCase())) {
+        throw refusal("forbidden", `only the owner of the reservation may start room ${key}`);
       }
       // The conference lives exactly as long as the reservation: Prosody closes the room at start_time + duration.
       values = {
         accountId,
-        name,
+        name: node.toLowerCase(),
+        roomKey: key,
         mailOwner: owner,
         startTime: jicofoDate(open.startsAt),
         startsAt: open.startsAt,
@@ -393,6 +438,7 @@ export async function openConference(accountId: string, request: ConferenceReque
       };
     }
     const [row] = await tx.insert(conferences).values(values).returning();
+    await recordEvent(tx, accountId, "conference.started", conferenceStarted(row!));
     return conferenceRecord(row!, at);
   });
 }
@@ -409,11 +455,15 @@ export async function getConference(accountId: string, id: string): Promise<Conf
 /** Prosody destroyed the room. Ending an ended conference changes nothing. */
 export async function endConference(accountId: string, id: string, now = new Date()): Promise<ConferenceRecord> {
   const conferenceId = parseRecordId(id, "conference");
-  const [ended] = await db
-    .update(conferences)
-    .set({ endedAt: sql`least(${conferences.endsAt}, ${now.toISOString()}::timestamptz)` })
-    .where(and(eq(conferences.accountId, accountId), eq(conferences.id, conferenceId), isNull(conferences.endedAt)))
-    .returning();
+  const ended = await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(conferences)
+      .set({ endedAt: sql`least(${conferences.endsAt}, ${now.toISOString()}::timestamptz)` })
+      .where(and(eq(conferences.accountId, accountId), eq(conferences.id, conferenceId), isNull(conferences.endedAt)))
+      .returning();
+    if (row) await recordEvent(tx, accountId, "conference.ended", { conference_id: row.id, room: row.roomKey, ended_at: row.endedAt!.toISOString() });
+    return row;
+  });
   if (ended) return conferenceRecord(ended, now);
   return getConference(accountId, id);
 }
@@ -426,13 +476,13 @@ export async function listConferences(accountId: string): Promise<ConferenceReco
 
 /** The room's open conference, or else its latest one. */
 export async function conferenceForRoom(accountId: string, room: string): Promise<ConferenceRecord> {
-  const name = normalizeRoomName(room);
+  const key = roomKey(room.trim());
   const [row] = await db
     .select()
     .from(conferences)
-    .where(and(eq(conferences.accountId, accountId), eq(conferences.name, name)))
+    .where(and(eq(conferences.accountId, accountId), eq(conferences.roomKey, key)))
     .orderBy(sql`${conferences.endedAt} is null desc`, desc(conferences.startsAt), desc(conferences.id))
     .limit(1);
-  if (!row) throw new AppError("not_found", `no conference for room ${name}`);
+  if (!row) throw new AppError("not_found", `no conference for room ${key}`);
   return conferenceRecord(row);
 }

@@ -4,8 +4,10 @@
 import { randomUUID } from "node:crypto";
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
 import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../config";
-import { AppError } from "../../http/errors";
-import { currentSigningKey, verificationKey } from "../accounts/service";
+import { roomKey } from "../../core/room-key";
+import { AppError } from "../../core/errors";
+import { isStorable } from "../../http/text";
+import { type Account, currentSigningKey, verificationKey } from "../accounts/service";
 import { signJwt } from "./jwt";
 
 /** Scope values of a token request; `parley` is the platform scope. */
@@ -25,6 +27,8 @@ export interface TokenRequest {
   exp?: string;
   nbf?: string;
   scope?: string;
+  /** The one conference room a media token admits to; any room when absent. */
+  room?: string;
 }
 
 export interface TokenContextUser {
@@ -95,8 +99,21 @@ function generatedUserId(): string {
   return `usr_${randomUUID().replaceAll("-", "").slice(0, 20)}`;
 }
 
-export async function issueToken(accountId: string, request: TokenRequest): Promise<string> {
+/**
+ * The `room` claim of a media token: the room as Jitsi's Prosody names it (the JID node,
+ * which it compares lower-cased with the claim), or `*` for any room.
+ */
+function roomClaim(audiences: Scope[], room: string | undefined): string | undefined {
+  if (room === undefined || room === "") return audiences.includes("media") ? "*" : undefined;
+  if (!(audiences.length === 1 && audiences[0] === "media")) throw new AppError("validation_failed", "room: only a media-scoped token names a room");
+  return room === "*" ? room : roomKey(room);
+}
+
+export async function issueToken(account: Account, request: TokenRequest): Promise<string> {
+  const accountId = account.id;
   const audiences = audiencesFor(request.scope);
+  const mediaOnly = audiences.length === 1 && audiences[0] === "media";
+  const room = roomClaim(audiences, request.room);
   const lifetime = request.exp === undefined || request.exp === "" ? config.tokens.defaultTtlSeconds : parseDuration("exp", request.exp);
   if (lifetime > config.tokens.maxTtlSeconds) {
     throw new AppError("validation_failed", `exp: at most ${config.tokens.maxTtlSeconds / 3600} hours`);
@@ -115,16 +132,24 @@ export async function issueToken(accountId: string, request: TokenRequest): Prom
     moderator: user.moderator ?? false,
   };
   const key = await currentSigningKey(accountId);
+  // Jitsi's Prosody verifies RS256 only (luajwtjitsi); a token it can never accept is refused here, where the cause can be named.
+  if (mediaOnly && key.algorithm !== "RS256") {
+    throw new AppError(
+      "validation_failed",
+      `scope: media tokens are for Jitsi, which verifies RS256 only, and this account signs with ${key.algorithm}; the operator can switch it with \`bun run admin rotate-key ${accountId} --alg RS256\``,
+    );
+  }
   return signJwt(key, {
     iss: config.tokens.issuer,
-    sub: accountId,
+    // Jitsi reads sub as the domain (or tenant) the token is for; the account stays in context.group.
+    sub: mediaOnly ? account.jitsiDomain : accountId,
     aud: audiences.length === 1 ? audiences[0]! : audiences,
     iat: now,
     ...(notBefore !== undefined && { nbf: now + notBefore }),
     exp: now + lifetime,
     context: { user: contextUser, group: accountId },
     // Jitsi's token verifier requires a room claim; "*" lets the holder join any room.
-    ...(audiences.includes("media") && { room: "*" }),
+    ...(room !== undefined && { room }),
   });
 }
 
@@ -139,7 +164,8 @@ export async function verifyAccessToken(token: string, audience?: Scope): Promis
   } catch {
     throw new AppError("invalid_token", "the token is not a JWT");
   }
-  if (!header.kid || !(SIGNING_ALGORITHMS as readonly string[]).includes(header.alg ?? "")) {
+  // The key id is looked up in the database: a forged header may hold anything, NUL included.
+  if (typeof header.kid !== "string" || !isStorable(header.kid) || !(SIGNING_ALGORITHMS as readonly string[]).includes(header.alg ?? "")) {
     throw new AppError("invalid_token", "the token's header names no known key or algorithm");
   }
   const key = await verificationKey(header.kid);
@@ -154,7 +180,9 @@ export async function verifyAccessToken(token: string, audience?: Scope): Promis
     throw new AppError("invalid_token", "the token could not be verified");
   }
   const context = payload.context as { user?: TokenContextUser; group?: string } | undefined;
-  if (payload.sub !== key.accountId || context?.group !== key.accountId || typeof context.user?.id !== "string") {
+  // A media token's sub names its Jitsi domain; every other token's names the account.
+  const subjectMatches = payload.aud === "media" || payload.sub === key.accountId;
+  if (!subjectMatches || context?.group !== key.accountId || typeof context.user?.id !== "string") {
     throw new AppError("invalid_token", "the token's claims do not match its key");
   }
   const audiences = (Array.isArray(payload.aud) ? payload.aud : [payload.aud]).filter((aud): aud is Scope =>
