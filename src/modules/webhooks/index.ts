@@ -1,0 +1,143 @@
+/**
+ * The event catalogue for consumers: the event log (`GET /api/v1/events`), its live stream
+ * (Server-Sent Events, resumable with Last-Event-ID) and webhook endpoints with their
+ * delivery log, retry and replay. Every route takes the account's API key.
+ */
+import { Elysia, t } from "elysia";
+import { accountFromHeader, auth } from "../auth";
+import { AppError } from "../../core/errors";
+import { errorResponses } from "../../http/errors";
+import { WebhooksModel } from "./model";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  getEndpoint,
+  listDeliveries,
+  listEndpoints,
+  listEvents,
+  parseTypes,
+  replay,
+  retryDelivery,
+  rotateSecret,
+  updateEndpoint,
+} from "./service";
+import { eventStream } from "./stream";
+
+const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
+
+/** Runs before the request is validated, so a caller without a valid key learns nothing about the routes' input (401 first). */
+const authenticateFirst = ({ headers }: { headers: Record<string, string | undefined> }) => accountFromHeader(headers.authorization).then(() => undefined);
+
+export const eventLogController = new Elysia({ name: "parley.events.log", prefix: "/api/v1/events", detail: { tags: ["events"] } })
+  .use(auth)
+  .onTransform(authenticateFirst)
+  // The catalogue union built from a map loses which data goes with which type, so TypeScript cannot match it; the runtime check still does.
+  .get("/", async ({ account, query }) => (await listEvents(account.id, { after: query.after, types: parseTypes(query.types), limit: query.limit })) as never, {
+    apiKey: true,
+    query: WebhooksModel.eventQuery,
+    response: { 200: WebhooksModel.eventPage, ...errorResponses(400, 401, 422) },
+    detail: { summary: "The account's catalogue events in sequence order, after a cursor (see docs/webhooks.md)" },
+  })
+  .get(
+    "/stream",
+    ({ account, query, headers, request }) => {
+      const resume = headers["last-event-id"] ?? (query.after === undefined ? undefined : String(query.after));
+      if (resume !== undefined && !/^\d{1,15}$/.test(resume.trim())) throw new AppError("validation_failed", "Last-Event-ID: must be an event's sequence number");
+      return eventStream(account.id, { after: resume === undefined ? undefined : Number(resume), types: parseTypes(query.types) }, request.signal);
+    },
+    {
+      apiKey: true,
+      query: t.Object({ after: t.Optional(t.Integer({ minimum: 0 })), types: t.Optional(t.String()) }),
+      detail: {
+        summary: "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
+        responses: { 200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } } },
+      },
+    },
+  );
+
+export const webhooksController = new Elysia({ name: "parley.webhooks", prefix: "/api/v1/webhooks", detail: { tags: ["webhooks"] } })
+  .use(auth)
+  .onTransform(authenticateFirst)
+  .post(
+    "/",
+    async ({ account, body, set }) => {
+      set.status = 201;
+      return createEndpoint(account.id, body);
+    },
+    {
+      apiKey: true,
+      body: WebhooksModel.endpointCreate,
+      response: { 201: WebhooksModel.endpointWithSecret, ...errorResponses(400, 401, 422) },
+      detail: { summary: "Add a webhook endpoint; its whsec_ signing secret is shown only in this answer" },
+    },
+  )
+  .get("/", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
+    apiKey: true,
+    response: { 200: t.Object({ endpoints: t.Array(WebhooksModel.endpoint) }), ...errorResponses(401) },
+    detail: { summary: "The account's webhook endpoints" },
+  })
+  .get("/:id", async ({ account, params }) => getEndpoint(account.id, params.id), {
+    apiKey: true,
+    params: IdParams,
+    response: { 200: WebhooksModel.endpoint, ...errorResponses(401, 404) },
+    detail: { summary: "One webhook endpoint" },
+  })
+  .patch("/:id", async ({ account, params, body }) => updateEndpoint(account.id, params.id, body), {
+    apiKey: true,
+    params: IdParams,
+    body: WebhooksModel.endpointUpdate,
+    response: { 200: WebhooksModel.endpoint, ...errorResponses(400, 401, 404, 422) },
+    detail: { summary: "Change a webhook endpoint; enabled: true resumes one Parley disabled" },
+  })
+  .delete(
+    "/:id",
+    async ({ account, params, set }) => {
+      await deleteEndpoint(account.id, params.id);
+      set.status = 204;
+    },
+    { apiKey: true, params: IdParams, response: { 204: t.Void(), ...errorResponses(401, 404) }, detail: { summary: "Remove a webhook endpoint and its delivery log" } },
+  )
+  .post("/:id/rotate-secret", async ({ account, params }) => rotateSecret(account.id, params.id), {
+    apiKey: true,
+    params: IdParams,
+    response: { 200: WebhooksModel.endpointWithSecret, ...errorResponses(401, 404) },
+    detail: { summary: "A new signing secret, shown once; the old one keeps signing beside it for 24 hours" },
+  })
+  .get("/:id/deliveries", async ({ account, params, query }) => ({ deliveries: await listDeliveries(account.id, params.id, query) }), {
+    apiKey: true,
+    params: IdParams,
+    query: WebhooksModel.deliveryQuery,
+    response: { 200: t.Object({ deliveries: t.Array(WebhooksModel.delivery) }), ...errorResponses(400, 401, 404) },
+    detail: { summary: "The endpoint's deliveries, newest first: event, attempts, last status code, latency, first 1 KB of the answer, next retry" },
+  })
+  .post(
+    "/:id/deliveries/:delivery/retry",
+    async ({ account, params, set }) => {
+      const deliveryId = /^\d{1,15}$/.test(params.delivery) ? Number(params.delivery) : Number.NaN;
+      if (!Number.isSafeInteger(deliveryId)) throw new AppError("not_found", `no delivery ${params.delivery}`);
+      await retryDelivery(account.id, params.id, deliveryId);
+      set.status = 202;
+      return { queued: 1 };
+    },
+    {
+      apiKey: true,
+      params: t.Object({ id: t.String({ maxLength: 64 }), delivery: t.String({ maxLength: 20 }) }),
+      response: { 202: WebhooksModel.replayed, ...errorResponses(401, 404) },
+      detail: { summary: "Send one delivery again now" },
+    },
+  )
+  .post(
+    "/:id/replay",
+    async ({ account, params, body, set }) => {
+      const queued = await replay(account.id, params.id, body);
+      set.status = 202;
+      return { queued };
+    },
+    {
+      apiKey: true,
+      params: IdParams,
+      body: WebhooksModel.replay,
+      response: { 202: WebhooksModel.replayed, ...errorResponses(400, 401, 404, 422) },
+      detail: { summary: "Send every kept event since a time or after a sequence number to the endpoint again" },
+    },
+  );

@@ -1,0 +1,92 @@
+import { sql } from "drizzle-orm";
+import { bigint, bigserial, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { accountIdColumn } from "../accounts/schema";
+import type { StoredPrivateKey } from "../accounts/sealing";
+
+/**
+ * The last event sequence number of each account. Taking the next number updates this row,
+ * so the row lock orders the account's writers: a later number always commits later, and a
+ * reader that has seen sequence n never finds a smaller one appear afterwards.
+ */
+export const eventSequences = pgTable("event_sequences", {
+  accountId: accountIdColumn().primaryKey(),
+  lastSequence: bigint("last_sequence", { mode: "number" }).notNull(),
+});
+
+/** The public event catalogue's log (the transactional outbox): written with the change it describes. */
+export const events = pgTable(
+  "events",
+  {
+    id: text("id").primaryKey(),
+    accountId: accountIdColumn(),
+    sequence: bigint("sequence", { mode: "number" }).notNull(),
+    type: text("type").notNull(),
+    data: jsonb("data").$type<Record<string, unknown>>().notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [uniqueIndex("events_account_sequence_idx").on(table.accountId, table.sequence), index("events_created_idx").on(table.createdAt)],
+);
+
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    accountId: accountIdColumn(),
+    url: text("url").notNull(),
+    description: text("description").notNull().default(""),
+    /** Event types sent to the endpoint; null means every type. */
+    eventTypes: jsonb("event_types").$type<string[] | null>(),
+    enabled: boolean("enabled").notNull().default(true),
+    /** Deliver one at a time in sequence order: a failing event holds back the later ones. */
+    ordered: boolean("ordered").notNull().default(false),
+    /** The `whsec_` secret, sealed like signing keys when SIGNING_KEY_SECRET is set. */
+    secret: jsonb("secret").$type<StoredPrivateKey>().notNull(),
+    /** The secret before the last rotation, still signing beside the new one until previousSecretUntil. */
+    previousSecret: jsonb("previous_secret").$type<StoredPrivateKey>(),
+    previousSecretUntil: timestamp("previous_secret_until", { withTimezone: true }),
+    /** Why Parley disabled the endpoint (410 Gone, failing too long); null when enabled or disabled by the account. */
+    disabledReason: text("disabled_reason"),
+    /** Start of the current run of failed attempts; cleared by any success. */
+    failingSince: timestamp("failing_since", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [index("webhook_endpoints_account_idx").on(table.accountId)],
+);
+
+/**
+ * One event to one endpoint. The row is the truth about what is left to deliver: a queued
+ * job only rings the doorbell, and the webhooks sweep finds every pending row that is due.
+ */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    accountId: accountIdColumn(),
+    endpointId: text("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: text("event_id")
+      .notNull()
+      .references(() => events.id, { onDelete: "cascade" }),
+    sequence: bigint("sequence", { mode: "number" }).notNull(),
+    /** pending, succeeded, or failed (every retry used up). */
+    status: text("status").notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    /** Set while a worker sends it; a worker that died leaves it to expire. */
+    leasedUntil: timestamp("leased_until", { withTimezone: true }),
+    lastAttemptAt: timestamp("last_attempt_at", { withTimezone: true }),
+    lastStatusCode: integer("last_status_code"),
+    lastLatencyMs: integer("last_latency_ms"),
+    /** The first kilobyte of the last answer, or why there was none. */
+    lastResponse: text("last_response"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [
+    uniqueIndex("webhook_deliveries_endpoint_event_idx").on(table.endpointId, table.eventId),
+    index("webhook_deliveries_endpoint_sequence_idx").on(table.endpointId, table.sequence),
+    // Holds only what is left to deliver, so the sweep's scan stays small however long the log.
+    index("webhook_deliveries_due_idx").on(table.nextAttemptAt).where(sql`${table.status} = 'pending'`),
+  ],
+);

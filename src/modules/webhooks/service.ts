@@ -1,0 +1,251 @@
+/**
+ * The consumer side of the event catalogue: the account's event log read by cursor, its
+ * webhook endpoints, their delivery log, manual retries and replays. Every query names the
+ * account, so no account ever reaches another's events, endpoints or deliveries.
+ */
+import { randomBytes } from "node:crypto";
+import { and, asc, desc, eq, gt, inArray, lt, sql } from "drizzle-orm";
+import { config } from "../../config";
+import { db } from "../../db/client";
+import { AppError } from "../../core/errors";
+import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
+import { type Delivery, EVENT_TYPES, type Endpoint, type EndpointCreate, type EndpointUpdate, type EventType, type PublicEvent } from "./model";
+import { ringDeliveries, ringDelivery, rowsOf } from "./outbox";
+import { events, webhookDeliveries, webhookEndpoints } from "./schema";
+import { checkWebhookUrl } from "./ssrf";
+
+/** How long a rotated-out secret keeps signing beside the new one. */
+export const PREVIOUS_SECRET_HOURS = 24;
+
+type EventRow = typeof events.$inferSelect;
+type EndpointRow = typeof webhookEndpoints.$inferSelect;
+
+export function publicEvent(row: Pick<EventRow, "id" | "accountId" | "type" | "sequence" | "createdAt" | "data">): PublicEvent {
+  // The row was written from the type's own data model by recordEvent.
+  return {
+    id: row.id,
+    type: row.type,
+    account_id: row.accountId,
+    created_at: row.createdAt.toISOString(),
+    sequence: Number(row.sequence),
+    data: row.data,
+  } as PublicEvent;
+}
+
+export function parseTypes(types: string | undefined): EventType[] | undefined {
+  if (types === undefined || types.trim() === "") return undefined;
+  const wanted = types.split(",").map((type) => type.trim()).filter(Boolean);
+  for (const type of wanted) {
+    if (!(EVENT_TYPES as string[]).includes(type)) throw new AppError("validation_failed", `types: unknown event type "${type}"; the catalogue has ${EVENT_TYPES.join(", ")}`);
+  }
+  return wanted as EventType[];
+}
+
+/** The account's events after a sequence number, oldest first. */
+export async function listEvents(accountId: string, query: { after?: number; types?: EventType[]; limit?: number }): Promise<{ events: PublicEvent[]; next_after: number }> {
+  const after = query.after ?? 0;
+  const limit = query.limit ?? 100;
+  const rows = await db
+    .select()
+    .from(events)
+    .where(and(eq(events.accountId, accountId), gt(events.sequence, after), query.types ? inArray(events.type, query.types) : undefined))
+    .orderBy(asc(events.sequence))
+    .limit(limit);
+  const page = rows.map(publicEvent);
+  return { events: page, next_after: page.at(-1)?.sequence ?? after };
+}
+
+/** Deletes events older than EVENT_RETENTION_DAYS (their deliveries go with them), in batches. */
+export async function purgeOldEvents(batchSize = 5_000): Promise<number> {
+  let purged = 0;
+  for (;;) {
+    const removed = rowsOf<{ id: string }>(
+      await db.execute(sql`
+        delete from events where id in (
+          select id from events where created_at < now() - make_interval(days => ${config.webhooks.eventRetentionDays}) limit ${batchSize}
+        ) returning id`),
+    );
+    purged += removed.length;
+    if (removed.length < batchSize) return purged;
+  }
+}
+
+/* ---------- endpoints ---------- */
+
+function endpointOf(row: EndpointRow): Endpoint {
+  return {
+    id: row.id,
+    url: row.url,
+    event_types: row.eventTypes,
+    description: row.description,
+    enabled: row.enabled,
+    ordered: row.ordered,
+    disabled_reason: row.disabledReason,
+    failing_since: row.failingSince?.toISOString() ?? null,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+  };
+}
+
+/** A Standard Webhooks secret: `whsec_` and 32 random bytes in base64. */
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString("base64")}`;
+}
+
+const sealSecret = (secret: string) => sealPrivateKey({ secret });
+export const openSecret = (stored: EndpointRow["secret"]) => openPrivateKey(stored).secret as string;
+
+export async function createEndpoint(accountId: string, input: EndpointCreate): Promise<{ endpoint: Endpoint; secret: string }> {
+  const { url } = await checkWebhookUrl(input.url);
+  const secret = newSecret();
+  const [row] = await db
+    .insert(webhookEndpoints)
+    .values({
+      id: `wh_${crypto.randomUUID().replaceAll("-", "")}`,
+      accountId,
+      url: url.toString(),
+      eventTypes: input.event_types ?? null,
+      description: input.description ?? "",
+      enabled: input.enabled ?? true,
+      ordered: input.ordered ?? false,
+      secret: sealSecret(secret),
+    })
+    .returning();
+  return { endpoint: endpointOf(row!), secret };
+}
+
+async function endpointRow(accountId: string, id: string): Promise<EndpointRow> {
+  const [row] = await db
+    .select()
+    .from(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)));
+  if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
+  return row;
+}
+
+export async function listEndpoints(accountId: string): Promise<Endpoint[]> {
+  const rows = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).orderBy(asc(webhookEndpoints.createdAt));
+  return rows.map(endpointOf);
+}
+
+export async function getEndpoint(accountId: string, id: string): Promise<Endpoint> {
+  return endpointOf(await endpointRow(accountId, id));
+}
+
+export async function updateEndpoint(accountId: string, id: string, input: EndpointUpdate): Promise<Endpoint> {
+  const url = input.url === undefined ? undefined : (await checkWebhookUrl(input.url)).url.toString();
+  const enabling = input.enabled === true;
+  const [row] = await db
+    .update(webhookEndpoints)
+    .set({
+      ...(url !== undefined && { url }),
+      ...(input.event_types !== undefined && { eventTypes: input.event_types }),
+      ...(input.description !== undefined && { description: input.description }),
+      ...(input.ordered !== undefined && { ordered: input.ordered }),
+      ...(input.enabled !== undefined && { enabled: input.enabled }),
+      // Enabling starts afresh: the reason and the failure run of the last disable are over.
+      ...(enabling && { disabledReason: null, failingSince: null }),
+      updatedAt: sql`now()`,
+    })
+    .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
+    .returning();
+  if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
+  return endpointOf(row);
+}
+
+export async function deleteEndpoint(accountId: string, id: string): Promise<void> {
+  const removed = await db
+    .delete(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
+    .returning({ id: webhookEndpoints.id });
+  if (removed.length === 0) throw new AppError("not_found", `no webhook endpoint ${id}`);
+}
+
+/** A new secret, shown once; the old one keeps signing beside it for PREVIOUS_SECRET_HOURS so receivers can switch. */
+export async function rotateSecret(accountId: string, id: string): Promise<{ endpoint: Endpoint; secret: string }> {
+  const secret = newSecret();
+  const [row] = await db
+    .update(webhookEndpoints)
+    .set({
+      previousSecret: sql`${webhookEndpoints.secret}`,
+      previousSecretUntil: sql`now() + make_interval(hours => ${PREVIOUS_SECRET_HOURS})`,
+      secret: sealSecret(secret),
+      updatedAt: sql`now()`,
+    })
+    .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
+    .returning();
+  if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
+  return { endpoint: endpointOf(row), secret };
+}
+
+/* ---------- deliveries ---------- */
+
+export async function listDeliveries(
+  accountId: string,
+  endpointId: string,
+  query: { before?: number; status?: Delivery["status"]; limit?: number },
+): Promise<Delivery[]> {
+  await endpointRow(accountId, endpointId);
+  const rows = await db
+    .select({ delivery: webhookDeliveries, type: events.type })
+    .from(webhookDeliveries)
+    .innerJoin(events, eq(events.id, webhookDeliveries.eventId))
+    .where(
+      and(
+        eq(webhookDeliveries.accountId, accountId),
+        eq(webhookDeliveries.endpointId, endpointId),
+        query.before === undefined ? undefined : lt(webhookDeliveries.id, query.before),
+        query.status === undefined ? undefined : eq(webhookDeliveries.status, query.status),
+      ),
+    )
+    .orderBy(desc(webhookDeliveries.id))
+    .limit(query.limit ?? 100);
+  return rows.map(({ delivery, type }) => ({
+    id: delivery.id,
+    event_id: delivery.eventId,
+    event_type: type,
+    sequence: Number(delivery.sequence),
+    status: delivery.status as Delivery["status"],
+    attempts: delivery.attempts,
+    last_attempt_at: delivery.lastAttemptAt?.toISOString() ?? null,
+    status_code: delivery.lastStatusCode,
+    latency_ms: delivery.lastLatencyMs,
+    response: delivery.lastResponse,
+    next_attempt_at: delivery.status === "pending" ? delivery.nextAttemptAt.toISOString() : null,
+  }));
+}
+
+/** Sends one delivery again now, whatever became of it; its receiver de-duplicates by webhook-id. */
+export async function retryDelivery(accountId: string, endpointId: string, deliveryId: number): Promise<void> {
+  const [row] = await db
+    .update(webhookDeliveries)
+    .set({ status: "pending", nextAttemptAt: sql`now()` })
+    .where(and(eq(webhookDeliveries.accountId, accountId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.id, deliveryId)))
+    .returning({ id: webhookDeliveries.id, attempts: webhookDeliveries.attempts });
+  if (!row) throw new AppError("not_found", `no delivery ${deliveryId} of webhook endpoint ${endpointId}`);
+  await ringDelivery(row.id, row.attempts, 0, true);
+}
+
+/**
+ * Queues every kept event of the account since a time or after a sequence number (of the
+ * types the endpoint takes) to the endpoint again: a new delivery where there was none, and
+ * a delivery made before sent once more.
+ */
+export async function replay(accountId: string, endpointId: string, from: { since?: string; after?: number }): Promise<number> {
+  if ((from.since === undefined) === (from.after === undefined)) throw new AppError("validation_failed", "give exactly one of since (a time) and after (a sequence number)");
+  const since = from.since === undefined ? undefined : new Date(from.since);
+  if (since && Number.isNaN(since.getTime())) throw new AppError("validation_failed", `since: not a time: "${from.since}"`);
+  const endpoint = await endpointRow(accountId, endpointId);
+  const queued = rowsOf<{ id: string | number; attempts: number }>(
+    await db.execute(sql`
+      insert into webhook_deliveries (account_id, endpoint_id, event_id, sequence)
+      select ev.account_id, ${endpointId}, ev.id, ev.sequence from events ev
+      where ev.account_id = ${accountId}
+        and ${since ? sql`ev.created_at >= ${since.toISOString()}::timestamptz` : sql`ev.sequence > ${from.after!}`}
+        and (${endpoint.eventTypes === null ? sql`true` : sql`ev.type in (select jsonb_array_elements_text(${JSON.stringify(endpoint.eventTypes)}::jsonb))`})
+      on conflict (endpoint_id, event_id) do update set status = 'pending', next_attempt_at = now()
+      returning id, attempts`),
+  );
+  await ringDeliveries(queued.map((row) => ({ id: Number(row.id), attempts: row.attempts })), 0, true);
+  return queued.length;
+}

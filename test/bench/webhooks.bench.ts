@@ -1,0 +1,140 @@
+/**
+ * Webhook delivery throughput and the outbox's cost. Run by hand:
+ *
+ *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_webhooks bun test/bench/webhooks.bench.ts
+ *
+ * WIPES the database it is given. A receiver answering 204 runs in its own process. The
+ * benchmark times BENCH_DELIVERIES (default 2,000) POSTs of a catalogue event by a bare
+ * fetch loop with WEBHOOK_WORKER_CONCURRENCY requests in flight, then the same number of
+ * deliveries by one webhooks worker (claim, sign, send, record), and prints both rates with
+ * their ratio (target ≥ 0.5). Then it times recordEvent inside the writing transaction with
+ * an endpoint subscribed (sequence, event row and delivery row), BENCH_SAMPLES (default
+ * 2,000) times one after another, and the event_sync route that writes through it, and
+ * prints p50 and p99 of each (target for the outbox: p99 < 2 ms).
+ */
+export {};
+
+const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+if (!databaseUrl) {
+  console.error("set BENCH_DATABASE_URL to a database this benchmark may wipe");
+  process.exit(2);
+}
+process.env.DATABASE_URL = databaseUrl;
+process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
+process.env.LOG_LEVEL = "silent";
+process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
+process.env.WEBHOOK_WORKER_CONCURRENCY ??= "16";
+
+const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 2_000);
+const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2_000);
+const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
+
+const { default: postgres } = await import("postgres");
+const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+await admin.end();
+
+const { migrate } = await import("../../src/db/migrate");
+await migrate();
+const { createAccount } = await import("../../src/modules/accounts/service");
+const { createApp } = await import("../../src/app");
+const { database, db } = await import("../../src/db/client");
+const { recordEvent } = await import("../../src/modules/webhooks/outbox");
+const { createEndpoint } = await import("../../src/modules/webhooks/service");
+const { closeRedis, redis } = await import("../../src/queue/connection");
+const { closeQueues } = await import("../../src/queue/queues");
+const { startWebhooksWorker } = await import("../../workers/webhooks");
+const { freePort } = await import("../support/ports");
+const { sql } = await import("drizzle-orm");
+
+const port = await freePort();
+const receiver = Bun.spawn(
+  [process.execPath, "-e", `Bun.serve({ port: ${port}, hostname: "127.0.0.1", async fetch(r) { await r.text(); return new Response(null, { status: 204 }); } }); console.log("ready");`],
+  { stdout: "pipe", stderr: "inherit" },
+);
+await receiver.stdout.getReader().read();
+const url = `http://127.0.0.1:${port}/hook`;
+
+const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
+const ms = (value: number) => `${value.toFixed(3)} ms`;
+
+try {
+  // A bare fetch loop: the same body size, the same number in flight, nothing recorded.
+  const body = JSON.stringify({ id: `evt_${"0".repeat(32)}`, type: "room.started", account_id: "acc", created_at: new Date().toISOString(), sequence: 1, data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() } });
+  let next = 0;
+  const bareStarted = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next++ < DELIVERIES) {
+        const answer = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "webhook-id": "x" }, body });
+        await answer.arrayBuffer();
+      }
+    }),
+  );
+  const bareRate = DELIVERIES / ((performance.now() - bareStarted) / 1000);
+
+  // The worker: events recorded first (their jobs wait in Redis), then one worker delivers them.
+  const created = await createAccount("bench", "EdDSA");
+  const account = created.account;
+  const apiKey = created.apiKey.apiKey;
+  await createEndpoint(account.id, { url, event_types: ["room.started"] });
+  for (let i = 0; i < DELIVERIES; i += 100) {
+    await db.transaction(async (tx) => {
+      for (let j = i; j < Math.min(i + 100, DELIVERIES); j++) await recordEvent(tx, account.id, "room.started", { room: `bench-${j}`, breakout_id: "", started_at: new Date().toISOString() });
+    });
+  }
+  // Let the doorbells of the last commit reach Redis.
+  await Bun.sleep(500);
+  const workerStarted = performance.now();
+  const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
+  for (;;) {
+    const [row] = (await db.execute(sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`)) as unknown as Array<{ n: number }>;
+    if (row!.n >= DELIVERIES) break;
+    await Bun.sleep(20);
+  }
+  const workerRate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
+  await worker.stop();
+
+  // The outbox inside the writing transaction, one after another.
+  const outbox: number[] = [];
+  for (let i = 0; i < SAMPLES; i++) {
+    await db.transaction(async (tx) => {
+      const started = performance.now();
+      await recordEvent(tx, account.id, "room.started", { room: `latency-${i}`, breakout_id: "", started_at: new Date().toISOString() });
+      outbox.push(performance.now() - started);
+    });
+  }
+  // The event_sync route that writes through it (its own insert, the outbox, the fold's doorbell).
+  const app = createApp();
+  const route: number[] = [];
+  for (let i = 0; i < Math.min(SAMPLES, 1_000); i++) {
+    const started = performance.now();
+    const answer = await app.handle(
+      new Request("http://parley.bench/api/v1/events/room/created", {
+        method: "POST",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ event_name: "muc-room-created", room_name: `route-${i}`, created_at: 1_900_000_000 + i }),
+      }),
+    );
+    if (answer.status !== 200) throw new Error(`the route answered ${answer.status}: ${await answer.text()}`);
+    await answer.text();
+    route.push(performance.now() - started);
+  }
+
+  console.log(`deliveries: ${DELIVERIES}, ${CONCURRENCY} in flight, database ${database.kind}`);
+  console.log(`  bare fetch loop       ${bareRate.toFixed(0)} /s`);
+  console.log(`  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`);
+  console.log(`outbox (recordEvent in the transaction, ${SAMPLES} samples)`);
+  console.log(`  p50 ${ms(percentile(outbox, 50))}   p99 ${ms(percentile(outbox, 99))} (target < 2 ms)`);
+  console.log(`POST /api/v1/events/room/created (${route.length} samples)`);
+  console.log(`  p50 ${ms(percentile(route, 50))}   p99 ${ms(percentile(route, 99))}`);
+} finally {
+  receiver.kill();
+  const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
+  if (keys.length > 0) await redis().del(...keys);
+  await closeQueues();
+  await closeRedis();
+  await database.close();
+}
+// The worker's blocking Redis connection can outlive its close by a while; the figures are printed.
+process.exit(0);

@@ -1,0 +1,143 @@
+/**
+ * The features write the catalogue's events with their state changes: event_sync rooms and
+ * participants (once per fact, however often Prosody retries), reservations and conferences,
+ * streams and recordings, phone calls and settled usage days. A change that fails writes no event.
+ */
+import { describe, expect, test } from "bun:test";
+import { randomUUID } from "node:crypto";
+import { db } from "../../src/db/client";
+import { endConference, openConference } from "../../src/modules/scheduler/service";
+import { streams } from "../../src/modules/streaming/schema";
+import { finishStream, markRunning, optionsOf } from "../../src/modules/streaming/service";
+import { sweepUnfolded } from "../../src/modules/usage/fold";
+import { CallLog } from "../../sip-gateway/calls";
+import { call, newAccount } from "../helpers";
+
+const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
+
+async function eventsOf(apiKey: string, types?: string) {
+  const answer = await call("GET", `/api/v1/events?limit=1000${types ? `&types=${types}` : ""}`, { headers: auth(apiKey) });
+  expect(answer.status).toBe(200);
+  return answer.body.events as any[];
+}
+
+describe("event_sync", () => {
+  test("rooms and participants become catalogue events once each, with the meeting's minutes", async () => {
+    const a = await newAccount();
+    const t0 = 1_900_000_000;
+    const occupant = { occupant_jid: "room@conference.example/alice", joined_at: t0 + 10, name: "Alice", id: "u1" };
+    const deliveries = [
+      ["/api/v1/events/room/created", { event_name: "muc-room-created", room_name: "Standup", created_at: t0 }],
+      ["/api/v1/events/occupant/joined", { event_name: "muc-occupant-joined", room_name: "Standup", occupant }],
+      ["/api/v1/events/occupant/left", { event_name: "muc-occupant-left", room_name: "Standup", occupant: { ...occupant, left_at: t0 + 130 } }],
+      [
+        "/api/v1/events/room/destroyed",
+        { event_name: "muc-room-destroyed", room_name: "Standup", created_at: t0, destroyed_at: t0 + 301, all_occupants: [{ ...occupant, left_at: t0 + 130 }, { occupant_jid: "room@conference.example/bob", joined_at: t0 + 20 }] },
+      ],
+    ] as const;
+    for (const [path, body] of deliveries) {
+      expect((await call("POST", path, { headers: auth(a.apiKey), body })).status).toBe(200);
+      // Prosody retries a delivery it thinks failed: still one event.
+      expect((await call("POST", path, { headers: auth(a.apiKey), body })).body).toEqual({ stored: false });
+    }
+    const got = await eventsOf(a.apiKey);
+    expect(got.map((event) => [event.sequence, event.type])).toEqual([
+      [1, "room.started"],
+      [2, "participant.joined"],
+      [3, "participant.left"],
+      [4, "room.ended"],
+    ]);
+    expect(got[0].data).toEqual({ room: "standup", breakout_id: "", started_at: new Date(t0 * 1000).toISOString() });
+    expect(got[1].data.participant).toEqual({ occupant_jid: occupant.occupant_jid, id: "u1", name: "Alice", email: null });
+    expect(got[2].data).toMatchObject({ left_at: new Date((t0 + 130) * 1000).toISOString(), minutes: 2 });
+    // 301 s → 6 minutes; Alice 120 s + Bob (no leave: until the end) 281 s = 401 s → 7 minutes.
+    expect(got[3].data).toMatchObject({ duration_seconds: 301, minutes: 6, participant_minutes: 7, participants: 2 });
+  });
+});
+
+describe("scheduler", () => {
+  test("reservations and conferences", async () => {
+    const a = await newAccount();
+    const created = await call("POST", "/api/v1/scheduler/reservation", {
+      headers: auth(a.apiKey),
+      body: { name: "Board Room", mail_owner: "owner@example.com", start_time: "2031-01-15T10:00:00", duration: 60, timezone: "UTC" },
+    });
+    expect(created.status).toBe(200);
+    // A refused reservation (overlap) writes nothing.
+    const clash = await call("POST", "/api/v1/scheduler/reservation", {
+      headers: auth(a.apiKey),
+      body: { name: "Board Room", mail_owner: "owner@example.com", start_time: "2031-01-15T10:30:00", duration: 60, timezone: "UTC" },
+    });
+    expect(clash.status).toBe(409);
+    expect((await call("DELETE", `/api/v1/scheduler/reservation/${created.body.id}`, { headers: auth(a.apiKey) })).status).toBe(200);
+    const conference = await openConference(a.accountId, { name: "huddle", start_time: "2031-02-01T09:00:00.000Z", mail_owner: "bob@example.com" });
+    await endConference(a.accountId, String(conference.id), new Date("2031-02-01T09:30:00.000Z"));
+    // Ending it again changes nothing and says nothing.
+    await endConference(a.accountId, String(conference.id), new Date("2031-02-01T09:40:00.000Z"));
+
+    const got = await eventsOf(a.apiKey);
+    expect(got.map((event) => event.type)).toEqual(["reservation.created", "reservation.deleted", "conference.started", "conference.ended"]);
+    // Events name a room by its room key, as jitsi-meet names "Board Room".
+    expect(got[0].data).toEqual({ reservation_id: created.body.id, room: "board%20room", mail_owner: "owner@example.com", start_time: "2031-01-15T10:00:00", duration: 60, timezone: "UTC" });
+    expect(got[1].data).toEqual({ reservation_id: created.body.id, room: "board%20room" });
+    expect(got[2].data).toMatchObject({ conference_id: conference.id, room: "huddle", mail_owner: "bob@example.com", reservation_id: null });
+    expect(got[3].data).toEqual({ conference_id: conference.id, room: "huddle", ended_at: "2031-02-01T09:30:00.000Z" });
+  });
+});
+
+describe("streaming", () => {
+  async function newStream(accountId: string, room: string, options: Record<string, unknown> = {}) {
+    const [row] = await db
+      .insert(streams)
+      .values({ id: randomUUID(), accountId, room, streamName: `${room}-abcd`, state: "starting", options: optionsOf({ room_name: room, ...options }) })
+      .returning();
+    return row!;
+  }
+
+  test("started, failed with its reason, stopped, and recording.ready with the object key and vod_url", async () => {
+    const a = await newAccount();
+    const failing = await newStream(a.accountId, "broken");
+    await finishStream(failing.id, ["starting"], "failed", "recorder_failed");
+    // A second finisher (reconciliation racing the recorder) writes nothing.
+    await finishStream(failing.id, ["starting", "running"], "failed", "recorder_failed");
+    const vod = await newStream(a.accountId, "talk", { is_recording: true, is_vod: true });
+    expect(await markRunning(vod.id)).toBe(true);
+    expect(await markRunning(vod.id)).toBe(false);
+    await finishStream(vod.id, ["running"], "stopped", "requested", "accounts/x/recordings/talk-abcd.mp4");
+
+    const got = await eventsOf(a.apiKey);
+    expect(got.map((event) => event.type)).toEqual(["stream.failed", "stream.started", "stream.stopped", "recording.ready"]);
+    expect(got[0].data).toEqual({ stream_id: failing.id, stream_name: "broken-abcd", room: "broken", reason: "recorder_failed" });
+    expect(got[1].data).toEqual({ stream_id: vod.id, stream_name: "talk-abcd", room: "talk", recording: true });
+    expect(got[2].data).toMatchObject({ reason: "requested" });
+    expect(got[3].data).toMatchObject({ object_key: "accounts/x/recordings/talk-abcd.mp4" });
+    expect(got[3].data.vod_url).toEndWith("/talk-abcd.mp4");
+  });
+});
+
+describe("SIP calls and usage", () => {
+  test("call.started at the answer, call.ended with its duration, then usage.day_settled from the fold", async () => {
+    const a = await newAccount();
+    const log = new CallLog({ callId: `call-${randomUUID()}@example`, caller: "sip:+15550100@example", callee: "sip:123@parley", transport: "udp", source: "127.0.0.1" });
+    await log.resolved({ accountId: a.accountId, room: "phones", resolvedBy: "header" } as never);
+    await log.answered();
+    await Bun.sleep(1100);
+    await log.ended("bye");
+
+    const calls = await eventsOf(a.apiKey, "call.started,call.ended");
+    expect(calls.map((event) => event.type)).toEqual(["call.started", "call.ended"]);
+    expect(calls[0].data).toMatchObject({ room: "phones", caller: "sip:+15550100@example", callee: "sip:123@parley" });
+    expect(calls[1].data).toMatchObject({ answered: true, reason: "bye" });
+    expect(calls[1].data.duration_seconds).toBeGreaterThanOrEqual(1);
+
+    await sweepUnfolded(0);
+    const days = await eventsOf(a.apiKey, "usage.day_settled");
+    expect(days.length).toBe(1);
+    expect(days[0].data).toMatchObject({ room: "phones", day: new Date().toISOString().slice(0, 10) });
+    expect(days[0].data.phone_seconds).toBeGreaterThanOrEqual(1);
+    // Folding the same events again computes the same figures and announces nothing.
+    const { refoldLog } = await import("../../src/modules/usage/fold");
+    await refoldLog();
+    expect((await eventsOf(a.apiKey, "usage.day_settled")).length).toBe(1);
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * The main flow on the embedded database: Parley started as `npm start` does with no
+ * DATABASE_URL (PGlite, every role in one process, the webhooks worker among them). Conference
+ * events posted to it reach a webhook receiver, each verified with `standardwebhooks`, in
+ * the log and on the stream; a receiver down for a while still gets each event once.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Redis } from "ioredis";
+import { freePort } from "../support/ports";
+import { until } from "../support/wait";
+import { startReceiver } from "../support/webhook-receiver";
+
+const ROOT = resolve(import.meta.dir, "../..");
+let workspace: string;
+let parley: ReturnType<typeof Bun.spawn>;
+let base: string;
+let apiKey: string;
+const prefix = `parley-embedded-webhooks-${process.pid}`;
+
+beforeAll(async () => {
+  workspace = mkdtempSync(join(tmpdir(), "parley-webhooks-"));
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value;
+  delete env.DATABASE_URL;
+  Object.assign(env, {
+    DATA_DIR: join(workspace, "data"),
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    REDIS_PREFIX: prefix,
+    BOOTSTRAP_ACCOUNT: "true",
+    SIP_ENABLED: "false",
+    LOG_LEVEL: "warn",
+    WEBHOOK_SWEEP_INTERVAL_MS: "300",
+  });
+  parley = Bun.spawn([process.execPath, join(ROOT, "src/index.ts")], { cwd: workspace, env, stdout: "ignore", stderr: "inherit" });
+  await until(
+    () => fetch(`${base}/readyz`).then((answer) => answer.status, () => 0),
+    (status) => status === 200,
+    25_000,
+    100,
+  );
+  const keyFile = join(workspace, "data/first-api-key");
+  await until(() => existsSync(keyFile), Boolean, 5_000);
+  apiKey = readFileSync(keyFile, "utf8").trim();
+}, 40_000);
+
+afterAll(async () => {
+  if (parley) {
+    parley.kill("SIGTERM");
+    const stopped = await Promise.race([parley.exited.then(() => true), Bun.sleep(10_000).then(() => false)]);
+    if (!stopped) parley.kill("SIGKILL");
+  }
+  const redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: 1 });
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await redis.quit();
+  if (workspace) rmSync(workspace, { recursive: true, force: true });
+});
+
+const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+
+test("on PGlite: webhooks verified and delivered once each across an outage, the log and the stream", async () => {
+  let secret = "";
+  const receiver = await startReceiver(() => secret);
+  try {
+    const created = await api("POST", "/api/v1/webhooks", { url: receiver.url, event_types: ["room.started", "room.ended"] });
+    expect(created.status).toBe(201);
+    const endpoint = (await created.json()) as { endpoint: { id: string }; secret: string };
+    secret = endpoint.secret;
+
+    const t0 = 1_900_000_000;
+    const room = (i: number) => ({ event_name: "muc-room-created", room_name: `embedded-${i}`, created_at: t0 + i });
+    for (let i = 0; i < 3; i++) expect((await api("POST", "/api/v1/events/room/created", room(i))).status).toBe(200);
+    await until(() => receiver.received.length, (n) => n >= 3);
+    receiver.setMode("down");
+    for (let i = 3; i < 6; i++) expect((await api("POST", "/api/v1/events/room/created", room(i))).status).toBe(200);
+    await Bun.sleep(1_200);
+    receiver.setMode("error");
+    await Bun.sleep(1_200);
+    receiver.setMode("ok");
+    const destroyed = { event_name: "muc-room-destroyed", room_name: "embedded-0", created_at: t0, destroyed_at: t0 + 600, all_occupants: [] };
+    expect((await api("POST", "/api/v1/events/room/destroyed", destroyed)).status).toBe(200);
+    // Not a type the endpoint takes: in the log, never delivered.
+    const joined = { event_name: "muc-occupant-joined", room_name: "embedded-0", occupant: { occupant_jid: "a@b/c", joined_at: t0 + 1 } };
+    expect((await api("POST", "/api/v1/events/occupant/joined", joined)).status).toBe(200);
+
+    const unique = await until(() => receiver.unique(), (list) => list.length >= 7, 20_000);
+    expect(unique.every((entry) => entry.verified)).toBe(true);
+    expect(unique.map((entry) => entry.event.type).sort()).toEqual([...Array(6).fill("room.started"), "room.ended"].sort());
+    expect(unique.find((entry) => entry.event.type === "room.ended")!.event.data).toMatchObject({ room: "embedded-0", minutes: 10 });
+
+    const log = (await (await api("GET", "/api/v1/events?after=0&types=room.started,room.ended,participant.joined")).json()) as { events: Array<{ sequence: number; type: string }> };
+    expect(log.events.map((event) => event.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(log.events.at(-1)!.type).toBe("participant.joined");
+
+    // The stream resumes after sequence 6 with exactly 7 and 8 (the fold's usage.day_settled is filtered out).
+    const stream = await api("GET", "/api/v1/events/stream?types=room.started,room.ended,participant.joined", undefined, { "last-event-id": "6" });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    let text = "";
+    const deadline = Date.now() + 5_000;
+    while (!/id: 8\n/.test(text) && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    await reader.cancel();
+    expect([...text.matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]))).toEqual([7, 8]);
+
+    const deliveries = (await (await api("GET", `/api/v1/webhooks/${endpoint.endpoint.id}/deliveries`)).json()) as { deliveries: Array<{ status: string }> };
+    expect(deliveries.deliveries.length).toBe(7);
+    expect(deliveries.deliveries.every((delivery) => delivery.status === "succeeded")).toBe(true);
+  } finally {
+    receiver.stop();
+  }
+}, 60_000);
