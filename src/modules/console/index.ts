@@ -1,0 +1,412 @@
+/**
+ * The operator console at /console: its page and script, sign-in and sign-out, and the JSON
+ * API its pages call. Every figure comes from the services the public API uses; this file
+ * only checks who is asking and which account they may see.
+ */
+import { jwt } from "@elysiajs/jwt";
+import { Elysia, t } from "elysia";
+import { config } from "../../config";
+import { AppError } from "../../core/errors";
+import { errorBody } from "../../http/errors";
+import { log } from "../../core/log";
+import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
+import { listPhoneNumbers, resolveMapping } from "../mapper/service";
+import { type Actor, deleteMessages, listMessages, listRooms } from "../messaging/service";
+import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler/service";
+import { stopStream } from "../streaming/service";
+import { reportCsv, usageReport } from "../usage/service";
+import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
+import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints, replay, retryDelivery, rotateSecret, updateEndpoint } from "../webhooks/service";
+import { CONSOLE_PAGE, consoleAssets } from "./bundle";
+import { overview, streamsView } from "./service";
+import {
+  accountInView,
+  accountLogin,
+  consoleSecret,
+  csrfMatches,
+  csrfToken,
+  loginBlockedFor,
+  operatorLogin,
+  requireAccount,
+  requireOperator,
+  revokeSession,
+  sessionViewer,
+  type Viewer,
+} from "./sessions";
+
+const COOKIE = "parley_console";
+const API = "/console/api";
+/** How often the live feed looks for changes: well inside the 2 seconds the pages promise. */
+const LIVE_TICK_MS = 1_000;
+
+export const ConsoleModel = {
+  login: t.Object({
+    name: t.Optional(t.String({ maxLength: 64, description: "Operator name (with password)" })),
+    password: t.Optional(t.String({ maxLength: 1024 })),
+    api_key: t.Optional(t.String({ maxLength: 256, description: "An account's API key, for its owner" })),
+  }),
+  session: t.Object({
+    kind: t.Union([t.Literal("operator"), t.Literal("account")]),
+    name: t.String(),
+    account_id: t.Union([t.String(), t.Null()], { description: "The one account an owner's session sees; null for an operator" }),
+    csrf_token: t.String({ description: "Send as X-CSRF-Token on every call that changes something" }),
+  }),
+  accountQuery: t.Object({ account: t.Optional(t.String({ maxLength: 64 })) }),
+  accountBody: t.Object({ account: t.String({ maxLength: 64 }) }),
+  endpointParams: t.Object({ id: t.String({ maxLength: 64 }) }),
+  window: t.Object({
+    account: t.Optional(t.String({ maxLength: 64 })),
+    start: t.Optional(t.String({ maxLength: 64 })),
+    end: t.Optional(t.String({ maxLength: 64 })),
+  }),
+};
+
+const viewerOf = new WeakMap<Request, Viewer>();
+
+function cookieOf(header: string | undefined): string | undefined {
+  return header
+    ?.split(";")
+    .map((part) => part.trim())
+    .find((part) => part.startsWith(`${COOKIE}=`))
+    ?.slice(COOKIE.length + 1);
+}
+
+function sessionCookie(request: Request, value: string, maxAgeSeconds: number): string {
+  const secure = config.http.publicUrl.startsWith("https:") || new URL(request.url).protocol === "https:";
+  return `${COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
+}
+
+function sessionBody(viewer: Viewer) {
+  return { kind: viewer.kind, name: viewer.name, account_id: viewer.kind === "account" ? viewer.accountId : null, csrf_token: csrfToken(viewer.sessionId) };
+}
+
+async function accountsFor(viewer: Viewer) {
+  const accounts = await listAccounts();
+  return viewer.kind === "operator" ? accounts : accounts.filter((account) => account.id === viewer.accountId);
+}
+
+async function apiKeyOf(viewer: Viewer, accountId: string, keyId: number) {
+  const account = (await accountsFor(viewer)).find((candidate) => candidate.id === requireAccount(viewer, accountId));
+  const key = account?.apiKeys.find((candidate) => candidate.id === keyId && candidate.revokedAt === null);
+  if (!account || !key) throw new AppError("not_found", `no active API key #${keyId} in that account`);
+  return key;
+}
+
+/** The console acts in chat as a moderator named after the person signed in. */
+function chatActor(viewer: Viewer, accountId: string): Actor {
+  return { accountId, userId: `console:${viewer.name}`, name: viewer.name, moderator: true };
+}
+
+const consoleAuth = new Elysia({ name: "parley.console.auth" })
+  .use(jwt({ name: "consoleJwt", secret: consoleSecret(), exp: `${config.console.tokenTtlSeconds}s` }))
+  // Before the body is parsed or validated: a request without a live session learns nothing else.
+  .onRequest(async ({ consoleJwt, request, set }) => {
+    // Every request passes here: the cheap test first, so the API's other routes pay nothing.
+    if (!request.url.includes(`${API}/`)) return;
+    const path = new URL(request.url).pathname;
+    if (!path.startsWith(`${API}/`) || path === `${API}/login`) return;
+    const token = cookieOf(request.headers.get("cookie") ?? undefined);
+    const claims = token ? await consoleJwt.verify(token) : false;
+    if (!claims || typeof claims.sid !== "string") throw new AppError("unauthorized", "sign in to the console first");
+    const viewer = await sessionViewer(claims.sid);
+    if (request.method !== "GET" && !csrfMatches(viewer.sessionId, request.headers.get("x-csrf-token") ?? undefined)) {
+      throw new AppError("forbidden", "the X-CSRF-Token header is missing or wrong; reload the console");
+    }
+    // Renewed once half its life is gone, so a console in use never signs out by itself.
+    if (typeof claims.iat === "number" && Date.now() / 1000 - claims.iat > config.console.tokenTtlSeconds / 2) {
+      set.headers["set-cookie"] = sessionCookie(request, await consoleJwt.sign({ sid: viewer.sessionId }), config.console.tokenTtlSeconds);
+    }
+    viewerOf.set(request, viewer);
+  })
+  .resolve({ as: "scoped" }, ({ request }) => ({ viewer: viewerOf.get(request) as Viewer }));
+
+/** The figures of one page, for its live feed. */
+const LIVE_VIEWS = {
+  overview: async (accountId: string | undefined) => ({ overview: await overview(accountId) }),
+  streams: async (accountId: string | undefined) => ({ streams: await streamsView(accountId) }),
+};
+
+function liveFeed(request: Request, viewer: Viewer, accountId: string | undefined, view: keyof typeof LIVE_VIEWS): Response {
+  const encoder = new TextEncoder();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let closed = false;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      let last = "";
+      let ticks = 0;
+      const tick = async () => {
+        if (closed) return;
+        try {
+          // The session is read again every few seconds: logging out ends an open feed too.
+          if (ticks++ % 5 === 4) await sessionViewer(viewer.sessionId);
+          const snapshot = JSON.stringify(await LIVE_VIEWS[view](accountId));
+          if (snapshot !== last) {
+            last = snapshot;
+            controller.enqueue(encoder.encode(`event: snapshot\ndata: ${snapshot}\n\n`));
+          } else if (ticks % 15 === 0) {
+            controller.enqueue(encoder.encode(": still here\n\n"));
+          }
+          timer = setTimeout(tick, LIVE_TICK_MS);
+        } catch (error) {
+          // The session ended, the viewer went away, or a dependency failed: the feed ends, and
+          // the browser reconnects (or, refused, returns to the sign-in).
+          if (!(error instanceof AppError) && !closed) log.warn({ err: (error as Error).message }, "console live feed ended");
+          if (!closed) {
+            closed = true;
+            controller.close();
+          }
+        }
+      };
+      void tick();
+    },
+    cancel() {
+      closed = true;
+      clearTimeout(timer);
+    },
+  });
+  request.signal.addEventListener("abort", () => {
+    closed = true;
+    clearTimeout(timer);
+  });
+  return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-store" } });
+}
+
+// Scripts only from Parley itself, and never inside another site's frame.
+const PAGE_POLICY = "script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+
+const page = () =>
+  new Response(CONSOLE_PAGE, {
+    headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "content-security-policy": PAGE_POLICY, "x-frame-options": "DENY" },
+  });
+
+export const consoleController = new Elysia({ name: "parley.console", detail: { tags: ["console"], hide: true } })
+  .get("/console", page)
+  .get("/console/", page)
+  .get("/console/:file", async ({ params }) => {
+    const file = (await consoleAssets()).files.get(params.file);
+    if (!file) throw new AppError("not_found", "no such console file");
+    return new Response(file.body, { headers: { "content-type": file.type } });
+  })
+  .use(consoleAuth)
+  .post(
+    `${API}/login`,
+    async ({ body, consoleJwt, request, server, set }) => {
+      const address = server?.requestIP(request)?.address;
+      const attempt = { address: address ?? "unknown", name: body.api_key ? "api-key" : (body.name ?? "") };
+      const wait = await loginBlockedFor(attempt);
+      if (wait > 0) {
+        set.status = 429;
+        set.headers["retry-after"] = String(wait);
+        return errorBody("rate_limited", `too many failed sign-ins; try again in ${wait} seconds`);
+      }
+      let viewer: Viewer;
+      if (body.api_key) viewer = await accountLogin(body.api_key, attempt);
+      else if (body.name && body.password !== undefined) viewer = await operatorLogin(body.name, body.password, attempt);
+      else throw new AppError("validation_failed", "give name and password (operator) or api_key (account owner)");
+      set.headers["set-cookie"] = sessionCookie(request, await consoleJwt.sign({ sid: viewer.sessionId }), config.console.tokenTtlSeconds);
+      return sessionBody(viewer);
+    },
+    { body: ConsoleModel.login },
+  )
+  .post(`${API}/logout`, async ({ viewer, request, set }) => {
+    await revokeSession(viewer.sessionId);
+    set.headers["set-cookie"] = sessionCookie(request, "", 0);
+    return { signed_out: true };
+  })
+  .get(`${API}/session`, ({ viewer }) => sessionBody(viewer))
+  .get(`${API}/accounts`, async ({ viewer }) => accountsFor(viewer))
+  .post(
+    `${API}/accounts`,
+    async ({ viewer, body }) => {
+      requireOperator(viewer);
+      const name = body.name.trim();
+      if (name === "") throw new AppError("validation_failed", "name: must not be empty");
+      const { account, apiKey } = await createAccount(name);
+      return { account, api_key: apiKey };
+    },
+    { body: t.Object({ name: t.String({ maxLength: 128 }) }) },
+  )
+  .post(
+    `${API}/accounts/:account/keys`,
+    async ({ viewer, params, body }) => createApiKey(requireAccount(viewer, params.account), body.label ?? ""),
+    { body: t.Object({ label: t.Optional(t.String({ maxLength: 128 })) }) },
+  )
+  .delete(
+    `${API}/accounts/:account/keys/:key`,
+    async ({ viewer, params }) => {
+      const key = await apiKeyOf(viewer, params.account, params.key);
+      await revokeApiKey(key.id);
+      return { revoked: key.id };
+    },
+    { params: t.Object({ account: t.String(), key: t.Integer() }) },
+  )
+  .post(
+    `${API}/accounts/:account/keys/:key/rotate`,
+    async ({ viewer, params }) => {
+      const key = await apiKeyOf(viewer, params.account, params.key);
+      // The new key exists before the old one stops, so nothing that rotates is ever keyless.
+      const created = await createApiKey(params.account, key.label);
+      await revokeApiKey(key.id);
+      return { ...created, replaces: key.id };
+    },
+    { params: t.Object({ account: t.String(), key: t.Integer() }) },
+  )
+  .post(`${API}/accounts/:account/signing-keys`, async ({ viewer, params }) => ({ kid: await rotateSigningKey(requireAccount(viewer, params.account)) }))
+  .get(`${API}/overview`, ({ viewer, query }) => overview(accountInView(viewer, query.account)), { query: ConsoleModel.accountQuery })
+  .get(`${API}/live`, ({ viewer, query, request }) => liveFeed(request, viewer, accountInView(viewer, query.account), query.view), {
+    query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), view: t.Union([t.Literal("overview"), t.Literal("streams")]) }),
+  })
+  .get(
+    `${API}/usage`,
+    async ({ viewer, query }) => {
+      const report = await usageReport(requireAccount(viewer, query.account), { startDate: query.start, endDate: query.end });
+      return { start_date: report.start_date, end_date: report.end_date, days: report.days, totals: report.totals };
+    },
+    { query: ConsoleModel.window },
+  )
+  .get(
+    `${API}/usage.csv`,
+    async ({ viewer, query }) => {
+      const report = await usageReport(requireAccount(viewer, query.account), { startDate: query.start, endDate: query.end });
+      return new Response(reportCsv(report), {
+        headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="usage-${report.start_date.slice(0, 10)}.csv"` },
+      });
+    },
+    { query: ConsoleModel.window },
+  )
+  .get(`${API}/streams`, ({ viewer, query }) => streamsView(accountInView(viewer, query.account)), { query: ConsoleModel.accountQuery })
+  .post(
+    `${API}/streams/stop`,
+    async ({ viewer, body }) => stopStream(requireAccount(viewer, body.account), body.room),
+    { body: t.Object({ account: t.String({ maxLength: 64 }), room: t.String({ maxLength: 1024 }) }) },
+  )
+  .get(
+    `${API}/scheduler`,
+    async ({ viewer, query }) => {
+      const accountId = requireAccount(viewer, query.account);
+      const [reservations, conferences] = await Promise.all([listReservations(accountId), listConferences(accountId)]);
+      return { reservations, conferences };
+    },
+    { query: ConsoleModel.accountQuery },
+  )
+  .post(
+    `${API}/scheduler/reservations`,
+    async ({ viewer, body }) => {
+      const { account, ...input } = body;
+      return createReservation(requireAccount(viewer, account), input);
+    },
+    {
+      body: t.Object({
+        account: t.String({ maxLength: 64 }),
+        name: t.String({ maxLength: 255 }),
+        mail_owner: t.String({ maxLength: 320 }),
+        start_time: t.String({ maxLength: 64 }),
+        duration: t.Union([t.Number(), t.String({ maxLength: 32 })]),
+        timezone: t.Optional(t.String({ maxLength: 64 })),
+      }),
+    },
+  )
+  .delete(
+    `${API}/scheduler/reservations/:id`,
+    async ({ viewer, params, query }) => deleteReservation(requireAccount(viewer, query.account), params.id),
+    { query: ConsoleModel.accountQuery },
+  )
+  .get(
+    `${API}/phone`,
+    async ({ viewer, query }) => {
+      const accountId = requireAccount(viewer, query.account);
+      const report = await usageReport(accountId, { startDate: query.start, endDate: query.end });
+      const calls = report.rooms.flatMap((room) => room.media_usage.calls.map((call) => ({ room: room.room_id, ...call })));
+      return { numbers: await listPhoneNumbers(accountId), calls: calls.sort((a, b) => b.started_at.localeCompare(a.started_at)) };
+    },
+    { query: ConsoleModel.window },
+  )
+  .get(
+    `${API}/phone/mapper`,
+    async ({ viewer, query }) => resolveMapping(requireAccount(viewer, query.account), { conference: query.room }),
+    { query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), room: t.String({ maxLength: 1024 }) }) },
+  )
+  .get(`${API}/chat/rooms`, async ({ viewer, query }) => {
+    const accountId = requireAccount(viewer, query.account);
+    return listRooms(chatActor(viewer, accountId));
+  }, { query: ConsoleModel.accountQuery })
+  .get(
+    `${API}/chat/messages`,
+    async ({ viewer, query }) => {
+      const accountId = requireAccount(viewer, query.account);
+      return listMessages(chatActor(viewer, accountId), query.channel, { size: 50 });
+    },
+    { query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), channel: t.String({ maxLength: 128 }) }) },
+  )
+  .post(
+    `${API}/chat/delete`,
+    async ({ viewer, body }) => {
+      const accountId = requireAccount(viewer, body.account);
+      return { message: await deleteMessages(chatActor(viewer, accountId), body.channel, { messageIds: body.message_ids }) };
+    },
+    {
+      body: t.Object({
+        account: t.String({ maxLength: 64 }),
+        channel: t.String({ maxLength: 128 }),
+        message_ids: t.Array(t.Integer({ minimum: 1 }), { minItems: 1, maxItems: 100 }),
+      }),
+    },
+)
+  // Webhooks: the routes of /api/v1/webhooks for the account in view, through the same service.
+  .get(
+    `${API}/webhooks`,
+    async ({ viewer, query }) => ({ endpoints: await listEndpoints(requireAccount(viewer, query.account)), event_types: EVENT_TYPES }),
+    { query: ConsoleModel.accountQuery },
+  )
+  .post(
+    `${API}/webhooks`,
+    async ({ viewer, body }) => {
+      const { account, ...input } = body;
+      return createEndpoint(requireAccount(viewer, account), input);
+    },
+    { body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.endpointCreate.properties }) },
+  )
+  .patch(
+    `${API}/webhooks/:id`,
+    async ({ viewer, params, body }) => {
+      const { account, ...input } = body;
+      return updateEndpoint(requireAccount(viewer, account), params.id, input);
+    },
+    { params: ConsoleModel.endpointParams, body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.endpointUpdate.properties }) },
+  )
+  .delete(
+    `${API}/webhooks/:id`,
+    async ({ viewer, params, query }) => {
+      await deleteEndpoint(requireAccount(viewer, query.account), params.id);
+      return { deleted: params.id };
+    },
+    { params: ConsoleModel.endpointParams, query: ConsoleModel.accountQuery },
+  )
+  .post(`${API}/webhooks/:id/rotate-secret`, async ({ viewer, params, body }) => rotateSecret(requireAccount(viewer, body.account), params.id), {
+    params: ConsoleModel.endpointParams,
+    body: ConsoleModel.accountBody,
+  })
+  .get(
+    `${API}/webhooks/:id/deliveries`,
+    async ({ viewer, params, query }) => {
+      const { account, ...filter } = query;
+      return { deliveries: await listDeliveries(requireAccount(viewer, account), params.id, { limit: 50, ...filter }) };
+    },
+    { params: ConsoleModel.endpointParams, query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), ...WebhooksModel.deliveryQuery.properties }) },
+  )
+  .post(
+    `${API}/webhooks/:id/deliveries/:delivery/retry`,
+    async ({ viewer, params, body }) => {
+      await retryDelivery(requireAccount(viewer, body.account), params.id, params.delivery);
+      return { queued: 1 };
+    },
+    { params: t.Object({ id: t.String({ maxLength: 64 }), delivery: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) }), body: ConsoleModel.accountBody },
+  )
+  .post(
+    `${API}/webhooks/:id/replay`,
+    async ({ viewer, params, body }) => {
+      const { account, ...from } = body;
+      return { queued: await replay(requireAccount(viewer, account), params.id, from) };
+    },
+    { params: ConsoleModel.endpointParams, body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.replay.properties }) },
+  );

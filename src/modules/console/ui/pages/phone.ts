@@ -1,0 +1,52 @@
+/** Dial-in numbers, a room's mapper id for phone callers, and recent calls with their outcome. */
+import { api, query } from "../api";
+import { field, h, notice, table, when } from "../dom";
+import type { PageContext } from "../page";
+
+interface PhoneNumber {
+  id: number;
+  countryCode: string;
+  formattedNumber: string;
+  tollFree: boolean;
+}
+
+interface Call {
+  room: string;
+  caller: string | null;
+  callee: string | null;
+  answered: boolean;
+  reason: string | null;
+  started_at: string;
+  minutes: number;
+}
+
+export async function phonePage(root: HTMLElement, context: PageContext): Promise<void> {
+  const { numbers, calls } = await api<{ numbers: PhoneNumber[]; calls: Call[] }>("GET", `/phone${query({ account: context.account })}`);
+  const room = h("input", { name: "room", required: true, placeholder: "room@conference.example.com" });
+  const answer = notice();
+  root.append(
+    table("Dial-in numbers", ["Id", "Country", "Number", "Toll-free"], numbers.map((number) => [number.id, number.countryCode, number.formattedNumber, number.tollFree ? "yes" : "no"]), "none; add them with the admin command add-number."),
+    h("h2", {}, "Mapper id of a room"),
+    h(
+      "form",
+      { class: "inline", onsubmit: async (event: Event) => {
+        event.preventDefault();
+        try {
+          const mapping = await api<{ id: number; conference: string }>("GET", `/phone/mapper${query({ account: context.account, room: room.value })}`);
+          answer.textContent = `${mapping.conference}: callers enter ${mapping.id}`;
+        } catch (error) {
+          answer.textContent = error instanceof Error ? error.message : String(error);
+        }
+      } },
+      field("Conference address", room),
+      h("button", { type: "submit" }, "Look up"),
+    ),
+    answer,
+    h("h2", {}, "Recent calls"),
+    table(
+      "Calls of the last 7 days",
+      ["Started (UTC)", "Room", "Caller", "Called", "Answered", "Minutes", "Outcome"],
+      calls.map((call) => [when(call.started_at), call.room, call.caller ?? "—", call.callee ?? "—", call.answered ? "yes" : "no", call.minutes, call.reason ?? "—"]),
+    ),
+  );
+}

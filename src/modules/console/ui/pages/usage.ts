@@ -1,0 +1,69 @@
+/** Usage per day and room over a chosen window: the usage report's own figures, as charts, a table and CSV. */
+import { api, query } from "../api";
+import { timeChart } from "../charts";
+import { field, h, table } from "../dom";
+import type { PageContext } from "../page";
+
+interface Day {
+  room_name: string;
+  date: string;
+  participant_minutes: number;
+  phone_minutes: number;
+  streaming_minutes: number;
+  recording_minutes: number;
+  peak_participants: number;
+}
+
+const KINDS = [
+  ["participant_minutes", "Participant"],
+  ["phone_minutes", "Phone"],
+  ["streaming_minutes", "Streaming"],
+  ["recording_minutes", "Recording"],
+] as const;
+
+const dayOf = (date: Date) => date.toISOString().slice(0, 10);
+
+export async function usagePage(root: HTMLElement, context: PageContext): Promise<void> {
+  const today = new Date();
+  const start = h("input", { type: "date", name: "start", value: dayOf(new Date(today.getTime() - 6 * 86_400_000)) });
+  const end = h("input", { type: "date", name: "end", value: dayOf(today) });
+  const results = h("div", { class: "usage" });
+  const csv = h("a", { class: "button", download: "" }, "Download CSV");
+  const show = async () => {
+    // The end day is included whole.
+    const window = { account: context.account, start: start.value, end: end.value ? `${end.value}T23:59:59Z` : undefined };
+    csv.setAttribute("href", `/console/api/usage.csv${query(window)}`);
+    const report = await api<{ start_date: string; end_date: string; days: Day[]; totals: Record<string, number> }>("GET", `/usage${query(window)}`);
+    // Every day of the window is a bar, the empty ones too, so the axis spans the window asked for.
+    const dates: string[] = [];
+    for (let day = Date.parse(report.start_date.slice(0, 10)); day <= Date.parse(report.end_date); day += 86_400_000) dates.push(dayOf(new Date(day)));
+    const sum = (date: string, kind: (typeof KINDS)[number][0]) =>
+      Math.round(report.days.filter((day) => day.date === date).reduce((total, day) => total + day[kind], 0) * 100) / 100;
+    results.replaceChildren(
+      h(
+        "p",
+        { class: "totals" },
+        `${report.totals.rooms} meetings · ${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
+      ),
+      timeChart(
+        "usage-minutes",
+        "Minutes per day",
+        dates.map((date) => Date.parse(`${date}T00:00:00Z`) / 1000),
+        KINDS.map(([kind, label]) => ({ label, values: dates.map((date) => sum(date, kind)) })),
+        { bars: true, height: 220 },
+      ),
+      table(
+        "Usage per day and room",
+        ["Day", "Room", "Participant min", "Phone min", "Streaming min", "Recording min", "Peak participants"],
+        report.days.map((day) => [day.date, day.room_name, day.participant_minutes, day.phone_minutes, day.streaming_minutes, day.recording_minutes, day.peak_participants]),
+        "no usage in this window.",
+      ),
+    );
+  };
+  const form = h("form", { class: "inline", onsubmit: (event: Event) => {
+    event.preventDefault();
+    void show();
+  } }, field("From", start), field("To", end), h("button", { type: "submit" }, "Show"), csv);
+  root.append(form, results);
+  await show();
+}

@@ -1,0 +1,233 @@
+/**
+ * The account's webhook endpoints (create, enable or disable, delete, rotate the secret, which
+ * is shown once) and one endpoint's delivery log with retry and replay. The open log refreshes
+ * itself, so a delivery shows up and changes state without a click.
+ */
+import { api, query } from "../api";
+import { field, h, notice, table, when } from "../dom";
+import type { PageContext } from "../page";
+
+interface Endpoint {
+  id: string;
+  url: string;
+  event_types: string[] | null;
+  description: string;
+  enabled: boolean;
+  ordered: boolean;
+  disabled_reason: string | null;
+  failing_since: string | null;
+}
+
+interface Delivery {
+  id: number;
+  event_id: string;
+  event_type: string;
+  sequence: number;
+  status: "pending" | "succeeded" | "failed";
+  attempts: number;
+  last_attempt_at: string | null;
+  status_code: number | null;
+  latency_ms: number | null;
+  response: string | null;
+  next_attempt_at: string | null;
+}
+
+/** How often an open delivery log asks for news. */
+const LOG_REFRESH_MS = 1_500;
+/** How much of a receiver's answer the table shows; the full first kilobyte is in the cell's title. */
+const ANSWER_CHARS = 80;
+
+export async function webhooksPage(root: HTMLElement, context: PageContext): Promise<void> {
+  const account = context.account!;
+  const status = notice();
+  const secret = h("div", { class: "secret", "aria-live": "polite" });
+  const list = h("div");
+  const log = h("section", { "aria-label": "Delivery log" });
+  let endpoints: Endpoint[] = [];
+  let open: string | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let left = false;
+  context.onLeave(() => {
+    left = true;
+    clearTimeout(timer);
+  });
+
+  const showSecret = (what: string, value: string) => {
+    secret.replaceChildren(h("p", {}, `${what}. Copy it now: it is never shown again.`), h("output", { class: "key", "data-new-secret": "" }, value));
+  };
+  /** Runs an action, saying what it does and then how it went (its own words, if it has some). */
+  const act = async (describe: string, action: () => Promise<unknown>) => {
+    status.textContent = `${describe}…`;
+    try {
+      const outcome = await action();
+      status.textContent = `${describe}: ${typeof outcome === "string" ? outcome : "done."}`;
+    } catch (error) {
+      status.textContent = `${describe}: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  };
+
+  type Listing = { endpoints: Endpoint[]; event_types: string[] };
+  const loadEndpoints = async (listing?: Listing) => {
+    ({ endpoints } = listing ?? (await api<Listing>("GET", `/webhooks${query({ account })}`)));
+    list.replaceChildren(
+      table(
+        "Endpoints",
+        ["URL", "Events", "State", "Ordered", "Actions"],
+        endpoints.map((endpoint) => [
+          h("span", { class: "url" }, endpoint.url, endpoint.description ? h("br") : null, endpoint.description ? h("small", {}, endpoint.description) : null),
+          endpoint.event_types === null ? "all" : endpoint.event_types.join(", ") || "none",
+          h(
+            "span",
+            { "data-endpoint-state": endpoint.id },
+            endpoint.enabled ? (endpoint.failing_since ? `enabled; failing since ${when(endpoint.failing_since)}` : "enabled") : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
+          ),
+          endpoint.ordered ? "yes" : "no",
+          h(
+            "span",
+            { class: "actions" },
+            h("button", { type: "button", "aria-label": `Deliveries of ${endpoint.url}`, "aria-pressed": String(open === endpoint.id), onclick: () => void openLog(endpoint.id) }, "Deliveries"),
+            h("button", { type: "button", class: "secondary", "aria-label": `${endpoint.enabled ? "Disable" : "Enable"} ${endpoint.url}`, onclick: () => void act(`${endpoint.enabled ? "Disabling" : "Enabling"} ${endpoint.url}`, async () => {
+              await api("PATCH", `/webhooks/${endpoint.id}`, { account, enabled: !endpoint.enabled });
+              await loadEndpoints();
+            }) }, endpoint.enabled ? "Disable" : "Enable"),
+            h("button", { type: "button", class: "secondary", "aria-label": `Rotate secret of ${endpoint.url}`, onclick: () => void act(`Rotating the secret of ${endpoint.url}`, async () => {
+              const rotated = await api<{ secret: string }>("POST", `/webhooks/${endpoint.id}/rotate-secret`, { account });
+              showSecret(`New secret of ${endpoint.url}; the old one keeps signing beside it for 24 hours`, rotated.secret);
+            }) }, "Rotate secret"),
+            h("button", { type: "button", class: "danger", "aria-label": `Delete ${endpoint.url}`, onclick: () => void act(`Deleting ${endpoint.url}`, async () => {
+              await api("DELETE", `/webhooks/${endpoint.id}${query({ account })}`);
+              if (open === endpoint.id) closeLog();
+              await loadEndpoints();
+            }) }, "Delete"),
+          ),
+        ]),
+        "no endpoints yet.",
+      ),
+    );
+  };
+
+  // The log's rows, kept apart from its replay form so a refresh never disturbs typing there.
+  const rows = h("div", { "aria-live": "off" });
+  let shown = "";
+  const renderDeliveries = (endpoint: Endpoint, deliveries: Delivery[]) => {
+    const snapshot = JSON.stringify(deliveries);
+    if (snapshot === shown) return;
+    shown = snapshot;
+    // A refresh keeps the keyboard where it was: on the same delivery's Retry button.
+    const focused = (document.activeElement as HTMLElement | null)?.dataset?.retry;
+    rows.replaceChildren(
+      table(
+        `Deliveries to ${endpoint.url}`,
+        ["Event", "Status", "Attempts", "Code", "Latency", "Answer", "Last attempt (UTC)", "Next retry (UTC)", "Actions"],
+        deliveries.map((delivery) => [
+          h("span", {}, delivery.event_type, h("br"), h("small", {}, `#${delivery.sequence} `, h("code", {}, delivery.event_id))),
+          h("span", { class: `state state-${delivery.status}`, "data-delivery-status": delivery.id }, delivery.status),
+          delivery.attempts,
+          h("span", { "data-delivery-code": delivery.id }, delivery.status_code ?? "—"),
+          delivery.latency_ms === null ? "—" : `${delivery.latency_ms} ms`,
+          delivery.response === null
+            ? "—"
+            : h("span", { class: "answer", title: delivery.response }, delivery.response.length > ANSWER_CHARS ? `${delivery.response.slice(0, ANSWER_CHARS)}…` : delivery.response),
+          when(delivery.last_attempt_at),
+          when(delivery.next_attempt_at),
+          h("button", { type: "button", class: "secondary", "data-retry": delivery.id, onclick: () => void act(`Retrying delivery ${delivery.id}`, async () => {
+            await api("POST", `/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`, { account });
+            await refreshLog();
+          }) }, `Retry delivery ${delivery.id}`),
+        ]),
+        "no deliveries yet.",
+      ),
+    );
+    if (focused) rows.querySelector<HTMLElement>(`[data-retry="${focused}"]`)?.focus();
+  };
+
+  const refreshLog = async () => {
+    clearTimeout(timer);
+    const endpoint = endpoints.find((candidate) => candidate.id === open);
+    if (!endpoint || left) return;
+    try {
+      const { deliveries } = await api<{ deliveries: Delivery[] }>("GET", `/webhooks/${endpoint.id}/deliveries${query({ account })}`);
+      if (open === endpoint.id && !left) renderDeliveries(endpoint, deliveries);
+    } catch (error) {
+      status.textContent = `The delivery log could not be read: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    if (open === endpoint.id && !left) timer = setTimeout(() => void refreshLog(), LOG_REFRESH_MS);
+  };
+
+  const closeLog = () => {
+    open = undefined;
+    clearTimeout(timer);
+    log.replaceChildren();
+  };
+
+  const openLog = async (id: string) => {
+    open = id;
+    shown = "";
+    const endpoint = endpoints.find((candidate) => candidate.id === id)!;
+    const after = h("input", { name: "after", type: "number", min: 0, inputmode: "numeric" });
+    const since = h("input", { name: "since", type: "datetime-local", step: 1 });
+    const heading = h("h2", { tabindex: -1 }, `Delivery log of ${endpoint.url}`);
+    log.replaceChildren(
+      heading,
+      h(
+        "form",
+        { class: "inline", id: "replay", onsubmit: (event: Event) => {
+          event.preventDefault();
+          void act(`Replaying to ${endpoint.url}`, async () => {
+            // A datetime-local field holds the browser's local time; the service takes an instant.
+            const from = after.value !== "" ? { after: Number(after.value) } : since.value !== "" ? { since: new Date(since.value).toISOString() } : {};
+            const { queued } = await api<{ queued: number }>("POST", `/webhooks/${endpoint.id}/replay`, { account, ...from });
+            await refreshLog();
+            return `${queued} ${queued === 1 ? "delivery" : "deliveries"} queued.`;
+          });
+        } },
+        field("Replay after sequence", after),
+        field("or since (local time)", since),
+        h("button", { type: "submit" }, "Replay"),
+      ),
+      rows,
+    );
+    rows.replaceChildren();
+    await loadEndpoints();
+    await refreshLog();
+    heading.focus();
+  };
+
+  const url = h("input", { name: "url", type: "url", required: true, maxlength: 2048, placeholder: "https://example.com/parley-hook" });
+  const description = h("input", { name: "description", maxlength: 1024 });
+  const ordered = h("input", { name: "ordered", type: "checkbox" });
+  const first = await api<Listing>("GET", `/webhooks${query({ account })}`);
+  const typeBoxes = first.event_types.map((type) => h("input", { type: "checkbox", name: "event_types", value: type }));
+  const form = h(
+    "form",
+    { id: "create-endpoint", onsubmit: (event: Event) => {
+      event.preventDefault();
+      void act(`Adding ${url.value}`, async () => {
+        const picked = typeBoxes.filter((box) => box.checked).map((box) => box.value);
+        const created = await api<{ endpoint: Endpoint; secret: string }>("POST", "/webhooks", {
+          account,
+          url: url.value,
+          description: description.value,
+          ordered: ordered.checked,
+          // None ticked is every type, as the API's null.
+          event_types: picked.length > 0 ? picked : null,
+        });
+        showSecret(`Signing secret of ${created.endpoint.url}`, created.secret);
+        form.reset();
+        await loadEndpoints();
+      });
+    } },
+    field("Endpoint URL", url),
+    field("Description", description),
+    h("div", { class: "field check" }, h("label", {}, ordered, " Ordered (one event at a time, in sequence)")),
+    h(
+      "details",
+      { class: "types" },
+      h("summary", {}, "Event types (none ticked: every type)"),
+      h("fieldset", {}, h("legend", {}, "Send only these event types"), ...typeBoxes.map((box) => h("label", {}, box, ` ${box.value}`))),
+    ),
+    h("button", { type: "submit" }, "Add endpoint"),
+  );
+  root.append(h("h2", {}, "New endpoint"), form, status, secret, list, log);
+  await loadEndpoints(first);
+}

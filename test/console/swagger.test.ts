@@ -1,0 +1,73 @@
+/**
+ * The API reference at /swagger renders its route list in a browser that cannot reach the
+ * internet; and the console's own script stays within its size budget.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { consoleAssets } from "../../src/modules/console/bundle";
+import { app } from "../helpers";
+import { type Chromium, startChromium } from "../support/browser";
+
+// A browser test waits on pages, workers and Chromium; each test still bounds its own waits.
+setDefaultTimeout(30_000);
+
+let chromium: Chromium;
+let base: string;
+
+beforeAll(async () => {
+  app.listen({ port: 0, hostname: "127.0.0.1" });
+  base = `http://127.0.0.1:${app.server!.port}`;
+  chromium = await startChromium();
+});
+
+afterAll(async () => {
+  await chromium?.close();
+  await app.stop(true);
+});
+
+test("/swagger lists the routes with every outside address blocked", async () => {
+  const context = await chromium.context();
+  const page = await context.newPage();
+  const failed: string[] = [];
+  page.on("requestfailed", (request) => failed.push(request.url()));
+  await page.goto(`${base}/swagger`);
+  const route = page.locator(".opblock-summary-path", { hasText: "/api/v1/misc/generate-token" });
+  await route.first().waitFor({ timeout: 15_000 });
+  const paths = await page.locator(".opblock-summary-path").allTextContents();
+  expect(paths.length).toBeGreaterThan(20);
+  expect(paths).toEqual(expect.arrayContaining(["/api/v1/pricing/cdr", "/terraform/v1/hooks/srs/startRecording"]));
+  // The viewer came from Parley itself: nothing was even asked of another address.
+  expect(context.blocked).toEqual([]);
+  expect(failed).toEqual([]);
+  await context.close();
+});
+
+test("the reference page names no outside address for its viewer", async () => {
+  const html = await (await fetch(`${base}/swagger`)).text();
+  expect(html).toContain('src="/swagger/assets/viewer.js"');
+  expect(html).not.toMatch(/jsdelivr|unpkg/);
+  const viewer = await fetch(`${base}/swagger/assets/swagger-ui-bundle.js`);
+  expect(viewer.status).toBe(200);
+  expect(viewer.headers.get("content-type")).toContain("javascript");
+  expect((await fetch(`${base}/swagger/assets/..%2Fpackage.json`)).status).toBe(404);
+});
+
+test("the console's script is built by Bun, served from memory, and small", async () => {
+  const page = await fetch(`${base}/console`);
+  expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+  expect(page.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+  const served = await fetch(`${base}/console/app.js`);
+  expect(served.headers.get("content-type")).toContain("javascript");
+  const script = await served.text();
+  const assets = await consoleAssets();
+  expect(script).toBe(assets.files.get("app.js")!.body);
+  // What every page loads, uPlot included; hls.js is a file of its own, loaded only to play a stream.
+  expect(assets.scriptGzipBytes).toBeLessThan(50_000);
+  expect(script).not.toContain("hls.js");
+  expect([...assets.files.keys()].sort()).toEqual(["app.css", "app.js", "hls-light.js"]);
+  expect(assets.allScriptsGzipBytes).toBeLessThan(150_000);
+  expect(script).toContain("/console/hls-light.js");
+  const player = await fetch(`${base}/console/hls-light.js`);
+  expect(player.headers.get("content-type")).toContain("javascript");
+  expect(await player.text()).toBe(assets.files.get("hls-light.js")!.body);
+  expect((await fetch(`${base}/console/nothing.js`)).status).toBe(404);
+});

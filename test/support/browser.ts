@@ -1,0 +1,73 @@
+/**
+ * A real Chromium (Debian's, with a fresh temporary profile that playwright removes on close) driven by playwright-core, with every request to an address
+ * other than loopback aborted, so nothing a page does can depend on the internet.
+ */
+import { mkdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+
+export const ARTIFACTS = resolve(import.meta.dir, "../.artifacts");
+const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir), "utf8");
+
+export interface Chromium {
+  browser: Browser;
+  /** A fresh context (its own cookies) whose outside requests are aborted and listed in `blocked`. */
+  context(viewport?: { width: number; height: number }): Promise<BrowserContext & { blocked: string[] }>;
+  close(): Promise<void>;
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+export async function startChromium(): Promise<Chromium> {
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    timeout: 20_000,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  return {
+    browser,
+    async context(viewport = { width: 1280, height: 860 }) {
+      const context = Object.assign(await browser.newContext({ viewport }), { blocked: [] as string[] });
+      context.setDefaultTimeout(10_000);
+      await context.route("**/*", (route) => {
+        const url = new URL(route.request().url());
+        if (["http:", "https:", "ws:", "wss:"].includes(url.protocol) && !LOOPBACK.has(url.hostname)) {
+          context.blocked.push(url.href);
+          return route.abort("blockedbyclient");
+        }
+        return route.continue();
+      });
+      return context;
+    },
+    async close() {
+      await browser.close().catch(() => {});
+    },
+  };
+}
+
+/** axe-core's serious and critical violations on the page as it stands. */
+export async function seriousViolations(page: Page): Promise<Array<{ id: string; impact: string; nodes: string[] }>> {
+  // Evaluated rather than added as a script tag: the console's policy refuses inline scripts.
+  await page.evaluate(AXE);
+  const violations = await page.evaluate(async () => {
+    const result = await (window as any).axe.run(document, { resultTypes: ["violations"] });
+    return result.violations.map((v: any) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n: any) => n.target.join(" ")) }));
+  });
+  return violations.filter((violation: { impact: string }) => violation.impact === "serious" || violation.impact === "critical");
+}
+
+export async function screenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const path = join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
