@@ -4,7 +4,7 @@
  * tells an operator's media bridge by HTTP (or, with no URL configured, only lets the
  * gateway record the join), since the gateway itself carries no audio into conferences.
  */
-import { log } from "../src/http/log";
+import { log } from "../src/core/log";
 
 export interface ConferenceJoin {
   callId: string;

@@ -5,12 +5,13 @@
  */
 import { and, desc, eq } from "drizzle-orm";
 import { db } from "../src/db/client";
-import { log } from "../src/http/log";
+import { log } from "../src/core/log";
+import type { Database } from "../src/db/client";
 import { appendEvent } from "../src/modules/events/service";
+import { GATEWAY_NAME } from "./lost-calls";
+import { recordEvent } from "../src/modules/webhooks/outbox";
 import type { ResolvedRoom } from "./rooms";
-import { sipCalls } from "./schema";
-
-export type CallRecord = typeof sipCalls.$inferSelect;
+import { type CallRecord, sipCalls } from "./schema";
 
 export interface CallStart {
   callId: string;
@@ -26,11 +27,12 @@ export class CallLog {
   private room: ResolvedRoom | undefined;
   private answeredAt: Date | undefined;
   private startedEventSent = false;
+  private startedPublished = false;
 
   constructor(private readonly start: CallStart) {
     this.chain = db
       .insert(sipCalls)
-      .values({ id: this.id, ...start, startedAt: new Date() })
+      .values({ id: this.id, ...start, startedAt: new Date(), gateway: GATEWAY_NAME })
       .catch((error: Error) => log.error({ callId: start.callId, err: error.message }, "sip: call record insert failed"));
   }
 
@@ -45,10 +47,13 @@ export class CallLog {
   resolved(room: ResolvedRoom): Promise<void> {
     this.room = room;
     return this.write(async () => {
-      await db
-        .update(sipCalls)
-        .set({ accountId: room.accountId, room: room.room, resolvedBy: room.resolvedBy, mapperId: room.mapperId ?? null })
-        .where(eq(sipCalls.id, this.id));
+      await db.transaction(async (tx) => {
+        await tx
+          .update(sipCalls)
+          .set({ accountId: room.accountId, room: room.room, resolvedBy: room.resolvedBy, mapperId: room.mapperId ?? null })
+          .where(eq(sipCalls.id, this.id));
+        await this.publishStarted(tx);
+      });
       await this.startedEvent();
     });
   }
@@ -57,7 +62,10 @@ export class CallLog {
     const at = new Date();
     this.answeredAt = at;
     return this.write(async () => {
-      await db.update(sipCalls).set({ answeredAt: at, finalStatus: 200 }).where(eq(sipCalls.id, this.id));
+      await db.transaction(async (tx) => {
+        await tx.update(sipCalls).set({ answeredAt: at, finalStatus: 200 }).where(eq(sipCalls.id, this.id));
+        await this.publishStarted(tx);
+      });
       await this.startedEvent();
     });
   }
@@ -67,8 +75,24 @@ export class CallLog {
     return this.write(() => db.update(sipCalls).set({ joinedAt: at }).where(eq(sipCalls.id, this.id)));
   }
 
+  /** The second leg: answered by `endpoint` (status 200), or the failure of the last endpoint tried. */
+  mediaLeg(leg: { endpoint?: string; callId?: string; status: number }): Promise<void> {
+    const at = new Date();
+    return this.write(() =>
+      db
+        .update(sipCalls)
+        .set({
+          mediaEndpoint: leg.endpoint ?? null,
+          mediaCallId: leg.callId ?? null,
+          mediaStatus: leg.status,
+          ...(leg.status === 200 ? { joinedAt: at } : {}),
+        })
+        .where(eq(sipCalls.id, this.id)),
+    );
+  }
+
   /** The usage event goes first, so a record with ended_at set is a call fully accounted for. */
-  ended(reason: string, finalStatus?: number): Promise<void> {
+  ended(reason: string, finalStatus?: number, packets?: { fromCaller: number; toCaller: number }): Promise<void> {
     const at = new Date();
     return this.write(async () => {
       if (this.room) {
@@ -82,11 +106,30 @@ export class CallLog {
           dedupeKey: `call:${this.start.callId}:ended`,
         });
       }
-      await db
-        .update(sipCalls)
-        .set({ endedAt: at, reason, ...(finalStatus === undefined ? {} : { finalStatus }) })
-        .where(eq(sipCalls.id, this.id));
+      await db.transaction(async (tx) => {
+        await tx
+          .update(sipCalls)
+          .set({
+            endedAt: at,
+            reason,
+            ...(finalStatus === undefined ? {} : { finalStatus }),
+            ...(packets ? { packetsFromCaller: packets.fromCaller, packetsToCaller: packets.toCaller } : {}),
+          })
+          .where(eq(sipCalls.id, this.id));
+        if (this.room) await recordEvent(tx, this.room.accountId, "call.ended", { ...this.named(this.room), ended_at: at.toISOString(), answered: this.answeredAt !== undefined, duration_seconds: this.answeredAt ? Math.round((at.getTime() - this.answeredAt.getTime()) / 1000) : 0, reason });
+      });
     });
+  }
+
+  private named(room: ResolvedRoom) {
+    return { call_id: this.start.callId, room: room.room, caller: this.start.caller || null, callee: this.start.callee || null };
+  }
+
+  /** call.started, with whichever of room and answer is known last. */
+  private async publishStarted(tx: Database): Promise<void> {
+    if (this.startedPublished || !this.room || !this.answeredAt) return;
+    await recordEvent(tx, this.room.accountId, "call.started", { ...this.named(this.room), started_at: this.answeredAt.toISOString() });
+    this.startedPublished = true;
   }
 
   /** Phone minutes count from the answer, in the room the call joined: both must be known, in either order. */

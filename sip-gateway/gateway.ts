@@ -16,11 +16,13 @@ import {
   type UserAgentOptions,
 } from "sip.js";
 import type { SipConfig } from "../src/config";
-import { log } from "../src/http/log";
+import { isDependencyDown } from "../src/core/errors";
+import { log } from "../src/core/log";
 import type { ConferenceAdapter, ConferenceJoin } from "./adapter";
+import { type EndpointLeg, type LegResult, MediaEndpoints, placeLeg } from "./bridge";
 import { CallLog } from "./calls";
 import { SourceGuard } from "./guard";
-import { GatewayMedia, mediaFactory, negotiate, UnacceptableOffer } from "./media";
+import { GatewayMedia, legMedia, mediaFactory, negotiate, UnacceptableOffer } from "./media";
 import { ORIGINAL_URI_HEADER, parseVia } from "./message";
 import { byMapperId, type ConferenceDirectory, JIGASI_ROOM_HEADER, type ResolvedRoom, resolveRoom } from "./rooms";
 import { CONTACT_USER, EndpointTransport, type SipEndpoint, TcpEndpoint, UdpEndpoint } from "./transport";
@@ -51,11 +53,20 @@ export class SipGateway {
   readonly address: string;
   /** The user part of the trunk AOR: the gateway's own number, never a conference id. */
   readonly ownNumber: string | undefined;
+  /** Set (SIP_MEDIA_URI): calls are bridged to a media endpoint instead of announced to the join URL. */
+  readonly mediaEndpoints: MediaEndpoints;
 
   private constructor(readonly parts: GatewayParts) {
     this.address = advertisedAddress(parts.settings);
     const aor = parts.settings.trunk.aor;
     this.ownNumber = aor ? UserAgent.makeURI(aor)?.user : undefined;
+    this.mediaEndpoints = new MediaEndpoints(parts.settings.media);
+  }
+
+  /** The user agent whose transport reaches a URI: TCP when it says so, else UDP when open. */
+  agentFor(uri: string): UserAgent | undefined {
+    const protocol = /;transport=tls/i.test(uri) || uri.startsWith("sips:") ? "TLS" : /;transport=tcp/i.test(uri) ? "TCP" : "UDP";
+    return this.agents.find((agent) => agent.transport.protocol === protocol) ?? this.agents[0];
   }
 
   static async start(parts: GatewayParts): Promise<SipGateway> {
@@ -77,6 +88,10 @@ export class SipGateway {
     return this.endpoints.find((endpoint) => endpoint.protocol === "TCP")?.port;
   }
 
+  get tlsPort(): number | undefined {
+    return this.endpoints.find((endpoint) => endpoint.protocol === "TLS")?.port;
+  }
+
   get stats() {
     return Object.fromEntries(this.endpoints.map((endpoint) => [endpoint.protocol, { ...endpoint.stats }]));
   }
@@ -96,6 +111,7 @@ export class SipGateway {
     const guard = new SourceGuard(settings.allowedSources, settings.requestsPerSecond);
     if (settings.udpPort !== 0) this.endpoints.push(await UdpEndpoint.open(settings, guard, settings.udpPort));
     if (settings.tcpPort !== 0) this.endpoints.push(TcpEndpoint.open(settings, guard, settings.tcpPort));
+    if (settings.tls.port !== 0) this.endpoints.push(TcpEndpoint.open(settings, guard, settings.tls.port, settings.tls as { certPath: string; keyPath: string }));
     for (const endpoint of this.endpoints) this.agents.push(await this.startAgent(endpoint));
     if (settings.trunk.registrar) this.register();
   }
@@ -176,8 +192,10 @@ export class SipGateway {
     this.calls.set(key, call);
     call.finished.then(() => this.calls.delete(key));
     call.run().catch((error: Error) => {
-      log.error({ callId: request.callId, err: error.message }, "sip: call failed");
-      call.hangUp("gateway_error", 500);
+      // A caller refused for an outage may redial; 503 tells its proxy to try elsewhere or later.
+      const outage = isDependencyDown(error);
+      log.error({ callId: request.callId, err: error.message }, outage ? "sip: call failed, a dependency is down" : "sip: call failed");
+      call.hangUp(outage ? "dependency_down" : "gateway_error", outage ? 503 : 500);
     });
   }
 
@@ -244,6 +262,11 @@ export class PhoneCall {
   private dtmfTimer: ReturnType<typeof setTimeout> | undefined;
   private wrongEntries = 0;
   private entry: DigitEntry | undefined;
+  /** The bridged leg to the media endpoint, once it answered. */
+  private leg: EndpointLeg | undefined;
+  private ringing = false;
+  /** Aborted when the caller cancels or the call ends, so a leg still being placed is given up. */
+  private readonly abandoned = new AbortController();
   readonly finished: Promise<void>;
 
   constructor(
@@ -286,6 +309,7 @@ export class PhoneCall {
       onCancel: () => {
         this.reason ??= "cancelled";
         this.finalStatus ??= 487;
+        this.abandoned.abort();
       },
       onInfo: (info: Info) => this.onInfo(info),
     };
@@ -337,6 +361,7 @@ export class PhoneCall {
       case "room":
         this.room = resolution.resolved;
         this.record.resolved(resolution.resolved);
+        if (this.gateway.mediaEndpoints.enabled) return this.bridgeThenAnswer();
         if (!(await this.ring()) || !(await this.answer())) return;
         return this.joinConference();
       case "collect_dtmf":
@@ -372,6 +397,100 @@ export class PhoneCall {
     this.record.answered();
     this.timers.push(setTimeout(() => this.hangUp("max_duration"), this.settings.maxCallSeconds * 1000));
     return true;
+  }
+
+  /** The caller's media handler, made ahead of the answer so the bridge can relay early media through it. */
+  private callerMedia(): GatewayMedia {
+    const existing = this.media ?? legMedia.get(this.invitation);
+    if (existing instanceof GatewayMedia) return existing;
+    const media = new GatewayMedia({ ...this.settings, advertisedAddress: this.gateway.address });
+    legMedia.set(this.invitation, media);
+    return media;
+  }
+
+  private placeLeg(passthroughOffer: string | undefined, callerMedia: GatewayMedia): Promise<LegResult> {
+    const passingSdp = passthroughOffer !== undefined;
+    const room = this.room!;
+    const domain = this.settings.media.conferenceDomain;
+    const from = this.invitation.request.from;
+    return placeLeg({
+      agentFor: (uri) => this.gateway.agentFor(uri),
+      settings: { ...this.settings, advertisedAddress: this.gateway.address },
+      endpoints: this.gateway.mediaEndpoints.order(),
+      conference: room.conference ?? (domain ? `${room.room}@${domain}` : room.room),
+      caller: { displayName: from.displayName || from.uri.user || "phone" },
+      callId: this.callId,
+      callerMedia,
+      passthroughOffer,
+      onProgress: (statusCode, sdp) => this.endpointProgress(statusCode, sdp, callerMedia, passingSdp),
+      signal: this.abandoned.signal,
+    });
+  }
+
+  /** Ringing and early media from the endpoint reach the caller while it has no answer yet. */
+  private endpointProgress(statusCode: number, sdp: string | undefined, callerMedia: GatewayMedia, passingSdp: boolean): void {
+    if (this.invitation.state !== SessionState.Initial) return;
+    // Early media needs the endpoint's SDP, and (relayed) the caller's offer to answer in the 183.
+    const early = statusCode === 183 && sdp !== undefined && (passingSdp || callerMedia.negotiated !== undefined);
+    if (early) {
+      if (passingSdp) callerMedia.passthroughAnswer = sdp;
+      this.ringing = true;
+      this.invitation.progress({ statusCode: 183 }).catch((error: Error) => log.debug({ callId: this.callId, err: error.message }, "sip: early media not sent"));
+    } else if (!this.ringing) {
+      this.ringing = true;
+      this.invitation.progress().catch((error: Error) => log.debug({ callId: this.callId, err: error.message }, "sip: ringing not sent"));
+    }
+  }
+
+  /**
+   * A room known from the INVITE: the endpoint leg is placed first, so its ringing, early
+   * media and failure reach the caller, who is answered only once the endpoint answered.
+   */
+  private async bridgeThenAnswer(): Promise<void> {
+    const offer = this.invitation.body || undefined;
+    const passthrough = !this.settings.media.relay && offer !== undefined ? offer : undefined;
+    const callerMedia = this.callerMedia();
+    if (passthrough === undefined) {
+      if (offer !== undefined) await callerMedia.setDescription(offer);
+      await callerMedia.open();
+    }
+    const result = await this.placeLeg(passthrough, callerMedia);
+    if (result.kind === "failed") return this.legFailed(result);
+    const leg = result.leg;
+    this.attach(leg);
+    if (this.invitation.state !== SessionState.Initial) return leg.hangUp();
+    if (passthrough !== undefined) callerMedia.passthroughAnswer = leg.passthroughAnswer;
+    if (!(await this.answer())) return leg.hangUp();
+  }
+
+  /** A room keyed in by DTMF: the caller is answered already, and its audio is relayed. */
+  private async bridgeAnswered(): Promise<void> {
+    const callerMedia = this.media;
+    if (!callerMedia) return this.hangUp("gateway_error");
+    const result = await this.placeLeg(undefined, callerMedia);
+    if (result.kind === "failed") return this.legFailed(result);
+    this.attach(result.leg);
+    if (this.invitation.state !== SessionState.Established) result.leg.hangUp();
+  }
+
+  private legFailed(result: Extract<LegResult, { kind: "failed" }>): void {
+    log.warn({ callId: this.callId, endpoint: result.endpoint, status: result.status, reason: result.reason }, "sip: no media endpoint took the call");
+    this.record.mediaLeg({ endpoint: result.endpoint, status: result.endpointStatus ?? result.status });
+    if (this.invitation.state === SessionState.Initial) this.reject(result.status, result.reason);
+    else this.hangUp(result.reason);
+  }
+
+  private attach(leg: EndpointLeg): void {
+    this.leg = leg;
+    this.record.mediaLeg({ endpoint: leg.endpoint, callId: leg.callId, status: 200 });
+    leg.inviter.delegate = {
+      onBye: (bye: Bye) => {
+        this.reason ??= "endpoint_bye";
+        bye.accept();
+      },
+    };
+    // However the endpoint's leg ends, the caller's ends with it.
+    leg.onEnded = () => this.hangUp("endpoint_ended");
   }
 
   private async joinConference(): Promise<void> {
@@ -411,7 +530,7 @@ export class PhoneCall {
     this.entry = new DigitEntry((id) => {
       this.checkEntry(id).catch((error: Error) => {
         log.error({ callId: this.callId, err: error.message }, "sip: conference id look-up failed");
-        this.hangUp("gateway_error");
+        this.hangUp(isDependencyDown(error) ? "dependency_down" : "gateway_error");
       });
     });
     this.restartDigitTimer();
@@ -439,6 +558,7 @@ export class PhoneCall {
     clearTimeout(this.dtmfTimer);
     this.room = resolved;
     this.record.resolved(resolved);
+    if (this.gateway.mediaEndpoints.enabled) return this.bridgeAnswered();
     await this.joinConference();
   }
 
@@ -473,14 +593,19 @@ export class PhoneCall {
   private async finish(): Promise<void> {
     for (const timer of this.timers) clearTimeout(timer);
     clearTimeout(this.dtmfTimer);
+    this.abandoned.abort();
     this.entry = undefined;
     let reason = this.reason;
     if (!reason) reason = this.answered ? (this.acked ? "ended" : "no_ack") : "cancelled";
     const status = this.answered ? undefined : (this.finalStatus ?? 487);
+    const leg = this.leg;
+    if (leg) leg.hangUp();
+    // A caller refused before its answer has a media handler sip.js never took over.
+    legMedia.get(this.invitation)?.close();
     if (this.join) {
       // Whatever the adapter does on leave, the call record still gets its end.
       await this.gateway.parts.adapter.leave(this.join, reason).catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: leave failed"));
     }
-    await this.record.ended(reason, status);
+    await this.record.ended(reason, status, leg?.media?.counts);
   }
 }

@@ -6,7 +6,7 @@
  * It must be registered before sip.js is first loaded, so the gateway is imported after it.
  */
 import { plugin } from "bun";
-import { log } from "../src/http/log";
+import { log } from "../src/core/log";
 
 const DECODE = `function peg$decode(s) {
         return s.split("").map((ch) => ch.charCodeAt(0) - 32);

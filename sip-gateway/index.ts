@@ -5,11 +5,13 @@
 // Registers the sip.js parser cache; every module that loads sip.js is imported after it, dynamically.
 import "./grammar-cache";
 import { config, type SipConfig } from "../src/config";
-import { log } from "../src/http/log";
+import { closeShared } from "../src/connections";
+import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
+import { log } from "../src/core/log";
 import { conferenceForMapperId } from "../src/modules/mapper/service";
-import type { Running } from "../src/server";
 import { HttpConferenceAdapter } from "./adapter";
 import type { GatewayParts, SipGateway } from "./gateway";
+import { startLostCallReconciler } from "./lost-calls";
 
 /** Production wiring: the conference mapper for numeric ids, the HTTP adapter for joins. */
 export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
@@ -23,24 +25,30 @@ export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
 export async function startSipGateway(parts: GatewayParts = defaultParts()): Promise<Running & { gateway: SipGateway }> {
   const { SipGateway } = await import("./gateway");
   const gateway = await SipGateway.start(parts);
+  const lostCalls = startLostCallReconciler();
   log.info({ udpPort: gateway.udpPort, tcpPort: gateway.tcpPort, address: gateway.address }, "sip gateway listening");
-  return { gateway, stop: () => gateway.stop() };
+  return {
+    gateway,
+    async stop() {
+      await gateway.stop();
+      await lostCalls.stop();
+    },
+  };
 }
 
-/** The `sip` role: idle when SIP_ENABLED is off, so the supervisor's one-of-every-role start stays simple. */
-export async function startSipRole(): Promise<Running> {
-  if (!config.sip.enabled) return { stop: async () => {} };
-  return startSipGateway();
-}
-
+/** `bun sip-gateway/index.ts`: migrations, then the gateway until SIGTERM, as the supervisor runs the `sip` role. */
 async function runAlone(): Promise<void> {
   const { migrate } = await import("../src/db/migrate");
-  const { runRole } = await import("../src/supervisor");
   await migrate();
-  await runRole("sip");
+  guardAgainstStrayErrors();
+  if (!config.sip.enabled) {
+    log.info({ role: "sip" }, "role disabled by configuration; nothing to run");
+    await closeShared();
+    return;
+  }
+  runUntilStopped(await startSipGateway(), closeShared);
 }
 
-// Not a top-level await: the role imports this module again, which must have finished evaluating.
 if (import.meta.main) {
   runAlone().catch((error: Error) => {
     console.error(`parley sip gateway: ${error.message}`);

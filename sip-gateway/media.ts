@@ -2,19 +2,87 @@
  * The server-side session description handler sip.js asks for on every call: it answers
  * an SDP offer with G.711 (PCMU or PCMA, the caller's preference) plus telephone-event,
  * or makes that offer itself when the INVITE came without one, and opens the call's RTP
- * socket. The gateway carries no audio onward; the socket is read for RFC 4733
- * telephone-events (DTMF), and everything else arriving on it is dropped.
+ * socket. Until the call is bridged to a media endpoint (see bridge.ts) the socket is read
+ * for RFC 4733 telephone-events (DTMF) and everything else is dropped; once bridged, every
+ * packet is relayed unchanged to the endpoint's side.
  */
 import type { udp } from "bun";
-import type { BodyAndContentType, SessionDescriptionHandler, SessionDescriptionHandlerFactory } from "sip.js";
+import type { BodyAndContentType, Session, SessionDescriptionHandler, SessionDescriptionHandlerFactory } from "sip.js";
 import type { SipConfig } from "../src/config";
-import { log } from "../src/http/log";
+import { log } from "../src/core/log";
 
 export const G711 = { 0: "PCMU", 8: "PCMA" } as const;
 const TELEPHONE_EVENT_PT = 101;
 const DTMF_EVENTS = "0123456789*#ABCD";
 
 export class UnacceptableOffer extends Error {}
+
+export interface RtpAddress {
+  address?: string;
+  port: number;
+}
+
+let rtpSockets = 0;
+/** RTP sockets open in this process: the tests' check that ended calls leave none behind. */
+export function openRtpSockets(): number {
+  return rtpSockets;
+}
+
+/** Binds one RTP socket, an even port in SIP_RTP_PORT_MIN..MAX when set. */
+export async function bindRtpSocket(
+  settings: Pick<SipConfig, "bindAddress" | "rtpPortMin" | "rtpPortMax">,
+  onPacket: (packet: Buffer, port: number, address: string) => void,
+): Promise<udp.Socket<"buffer">> {
+  const { rtpPortMin, rtpPortMax } = settings;
+  const handler = { data: (_socket: unknown, packet: Buffer, port: number, address: string) => onPacket(packet, port, address) };
+  let socket: udp.Socket<"buffer"> | undefined;
+  if (rtpPortMin === 0) socket = await Bun.udpSocket({ hostname: settings.bindAddress, port: 0, socket: handler });
+  else {
+    // RTP takes even ports (RFC 3550); start at a random one so concurrent calls rarely collide.
+    const span = Math.floor((rtpPortMax - rtpPortMin) / 2) + 1;
+    const first = Math.floor(Math.random() * span);
+    for (let i = 0; i < Math.min(span, 64) && !socket; i++) {
+      const port = rtpPortMin + ((first + i) % span) * 2;
+      try {
+        socket = await Bun.udpSocket({ hostname: settings.bindAddress, port, socket: handler });
+      } catch {}
+    }
+    if (!socket) throw new Error("no free RTP port in SIP_RTP_PORT_MIN..SIP_RTP_PORT_MAX");
+  }
+  rtpSockets++;
+  const close = socket.close.bind(socket);
+  let closed = false;
+  socket.close = () => {
+    if (closed) return;
+    closed = true;
+    rtpSockets--;
+    close();
+  };
+  return socket;
+}
+
+/**
+ * Where to send a peer's media: the address its packets come from once one has arrived
+ * (symmetric RTP, which gets through the peer's NAT), else the address its SDP named.
+ */
+export class RtpPeer {
+  latched: RtpAddress | undefined;
+  described: RtpAddress | undefined;
+
+  describe(address: RtpAddress): void {
+    if (address.address !== this.described?.address || address.port !== this.described?.port) this.latched = undefined;
+    this.described = address;
+  }
+
+  heard(port: number, address: string): void {
+    if (!this.latched) this.latched = { address, port };
+  }
+
+  get target(): RtpAddress | undefined {
+    const target = this.latched ?? this.described;
+    return target?.address && target.port > 0 && target.address !== "0.0.0.0" ? target : undefined;
+  }
+}
 
 interface MediaLine {
   media: string;
@@ -70,8 +138,11 @@ function directionOf(line: MediaLine): Negotiated["direction"] {
   return "sendrecv";
 }
 
-/** Picks what to answer; throws UnacceptableOffer when no audio line offers G.711 over plain RTP. */
-export function negotiate(sdp: string): Negotiated {
+/**
+ * Picks what to answer; throws UnacceptableOffer when no audio line offers G.711 over plain
+ * RTP (or, with `only`, that one codec: a bridged call cannot change codec on one leg).
+ */
+export function negotiate(sdp: string, only?: { payloadType: number }): Negotiated {
   const parsed = parseSdp(sdp);
   for (const [index, line] of parsed.media.entries()) {
     if (line.media !== "audio" || !(line.port > 0) || line.proto !== "RTP/AVP") continue;
@@ -80,6 +151,7 @@ export function negotiate(sdp: string): Negotiated {
       const payloadType = Number(format);
       const name = map ? map.split("/")[0] : G711[payloadType as keyof typeof G711];
       if (name !== "PCMU" && name !== "PCMA") continue;
+      if (only && payloadType !== only.payloadType) continue;
       if (map && !map.startsWith(`${name}/8000`)) continue;
       const event = line.formats.find((candidate) => rtpmap(line, candidate)?.toLowerCase().startsWith("telephone-event/8000"));
       return {
@@ -91,10 +163,28 @@ export function negotiate(sdp: string): Negotiated {
       };
     }
   }
-  throw new UnacceptableOffer("no G.711 audio over RTP/AVP in the offer");
+  throw new UnacceptableOffer(only ? "the offer drops the codec the bridged call carries" : "no G.711 audio over RTP/AVP in the offer");
 }
 
 const ANSWER_DIRECTION = { sendrecv: "sendrecv", sendonly: "recvonly", recvonly: "sendonly", inactive: "inactive" } as const;
+
+/** The session lines every SDP the gateway writes starts with (RFC 4566: v, o, s, c, t). */
+export function sdpSessionLines(sessionId: number | string, version: number, address: string): string[] {
+  const family = address.includes(":") ? "IP6" : "IP4";
+  return ["v=0", `o=parley ${sessionId} ${version} IN ${family} ${address}`, "s=parley", `c=IN ${family} ${address}`, "t=0 0"];
+}
+
+/** An answered audio section: the one negotiated codec, telephone-events if offered, the answering direction. */
+export function answeredAudioLines(port: number, negotiated: Pick<Negotiated, "codec" | "telephoneEvent">, offeredDirection: Negotiated["direction"]): string[] {
+  const { codec, telephoneEvent } = negotiated;
+  return [
+    `m=audio ${port} RTP/AVP ${codec.payloadType}${telephoneEvent === undefined ? "" : ` ${telephoneEvent}`}`,
+    `a=rtpmap:${codec.payloadType} ${codec.name}/8000`,
+    ...(telephoneEvent === undefined ? [] : [`a=rtpmap:${telephoneEvent} telephone-event/8000`, `a=fmtp:${telephoneEvent} 0-15`]),
+    "a=ptime:20",
+    `a=${ANSWER_DIRECTION[offeredDirection]}`,
+  ];
+}
 
 export class GatewayMedia implements SessionDescriptionHandler {
   private socket: udp.Socket<"buffer"> | undefined;
@@ -104,6 +194,13 @@ export class GatewayMedia implements SessionDescriptionHandler {
   private offered: ParsedSdp | undefined;
   private ourOffer = false;
   negotiated: Negotiated | undefined;
+  /** Set once the call is bridged: relays each packet from the caller to the media endpoint. */
+  forward: ((packet: Buffer) => void) | undefined;
+  readonly caller = new RtpPeer();
+  /** With SIP_MEDIA_RELAY=false, the media endpoint's answer, given to the caller as it is. */
+  passthroughAnswer: string | undefined;
+  /** The one codec to offer when the INVITE had no SDP and the endpoint has already chosen. */
+  offerCodec: { payloadType: number; name: string } | undefined;
   /** Called with each RFC 4733 digit; digits that arrive before it is set wait in `pendingDigits`. */
   private digitListener: ((digit: string) => void) | undefined;
   private readonly pendingDigits: string[] = [];
@@ -132,44 +229,45 @@ export class GatewayMedia implements SessionDescriptionHandler {
       const answer = negotiate(sdp);
       if (!(answer.codec.payloadType in G711)) throw new UnacceptableOffer("answer picked a codec we did not offer");
       this.negotiated = answer;
+      this.caller.describe(answer.remote);
       this.ourOffer = false;
       return;
     }
-    this.negotiated = negotiate(sdp);
+    this.negotiated = negotiate(sdp, this.forward ? this.negotiated?.codec : undefined);
     this.offered = parseSdp(sdp);
+    this.caller.describe(this.negotiated.remote);
+  }
+
+  /** Relays a packet from the media endpoint to the caller. */
+  sendToCaller(packet: Buffer): boolean {
+    const target = this.caller.target;
+    if (!this.socket || !target) return false;
+    return this.socket.send(packet, target.port, target.address!);
   }
 
   async getDescription(): Promise<BodyAndContentType> {
+    if (this.passthroughAnswer) {
+      this.offered = undefined;
+      return { body: this.passthroughAnswer, contentType: "application/sdp" };
+    }
     const socket = await this.open();
-    const address = this.settings.advertisedAddress;
-    const family = address.includes(":") ? "IP6" : "IP4";
     this.version++;
-    const lines = [
-      "v=0",
-      `o=parley ${this.sessionId} ${this.version} IN ${family} ${address}`,
-      "s=parley",
-      `c=IN ${family} ${address}`,
-      "t=0 0",
-    ];
+    const lines = sdpSessionLines(this.sessionId, this.version, this.settings.advertisedAddress);
     if (this.offered && this.negotiated) {
       for (const [index, line] of this.offered.media.entries()) {
         if (index !== this.negotiated.audioIndex) {
           lines.push(`m=${line.media} 0 ${line.proto} ${line.formats[0] ?? "0"}`);
           continue;
         }
-        const { codec, telephoneEvent } = this.negotiated;
-        lines.push(`m=audio ${socket.port} RTP/AVP ${codec.payloadType}${telephoneEvent === undefined ? "" : ` ${telephoneEvent}`}`);
-        lines.push(`a=rtpmap:${codec.payloadType} ${codec.name}/8000`);
-        if (telephoneEvent !== undefined) lines.push(`a=rtpmap:${telephoneEvent} telephone-event/8000`, `a=fmtp:${telephoneEvent} 0-15`);
-        lines.push("a=ptime:20", `a=${ANSWER_DIRECTION[this.negotiated.direction]}`);
+        lines.push(...answeredAudioLines(socket.port, this.negotiated, this.negotiated.direction));
       }
       this.offered = undefined;
     } else {
       this.ourOffer = true;
+      const codecs = this.offerCodec ? [this.offerCodec] : [{ payloadType: 0, name: "PCMU" }, { payloadType: 8, name: "PCMA" }];
       lines.push(
-        `m=audio ${socket.port} RTP/AVP 0 8 ${TELEPHONE_EVENT_PT}`,
-        "a=rtpmap:0 PCMU/8000",
-        "a=rtpmap:8 PCMA/8000",
+        `m=audio ${socket.port} RTP/AVP ${codecs.map((codec) => codec.payloadType).join(" ")} ${TELEPHONE_EVENT_PT}`,
+        ...codecs.map((codec) => `a=rtpmap:${codec.payloadType} ${codec.name}/8000`),
         `a=rtpmap:${TELEPHONE_EVENT_PT} telephone-event/8000`,
         `a=fmtp:${TELEPHONE_EVENT_PT} 0-15`,
         "a=ptime:20",
@@ -194,7 +292,8 @@ export class GatewayMedia implements SessionDescriptionHandler {
     this.opening?.then((socket) => socket.close()).catch(() => {});
   }
 
-  private open(): Promise<udp.Socket<"buffer">> {
+  /** Opens the RTP socket ahead of the answer (a bridged call relays early media through it). */
+  open(): Promise<udp.Socket<"buffer">> {
     this.opening ??= this.bind().then((socket) => {
       this.socket = socket;
       if (this.closed) socket.close();
@@ -203,20 +302,12 @@ export class GatewayMedia implements SessionDescriptionHandler {
     return this.opening;
   }
 
-  private async bind(): Promise<udp.Socket<"buffer">> {
-    const { rtpPortMin, rtpPortMax } = this.settings;
-    const handler = { data: (_socket: unknown, packet: Buffer) => this.onPacket(packet) };
-    if (rtpPortMin === 0) return Bun.udpSocket({ hostname: this.settings.bindAddress, port: 0, socket: handler });
-    // RTP takes even ports (RFC 3550); start at a random one so concurrent calls rarely collide.
-    const span = Math.floor((rtpPortMax - rtpPortMin) / 2) + 1;
-    const first = Math.floor(Math.random() * span);
-    for (let i = 0; i < Math.min(span, 64); i++) {
-      const port = rtpPortMin + ((first + i) % span) * 2;
-      try {
-        return await Bun.udpSocket({ hostname: this.settings.bindAddress, port, socket: handler });
-      } catch {}
-    }
-    throw new Error("no free RTP port in SIP_RTP_PORT_MIN..SIP_RTP_PORT_MAX");
+  private bind(): Promise<udp.Socket<"buffer">> {
+    return bindRtpSocket(this.settings, (packet, port, address) => {
+      this.caller.heard(port, address);
+      if (this.forward) this.forward(packet);
+      else this.onPacket(packet);
+    });
   }
 
   /** RFC 3550 header, then an RFC 4733 event when the payload type is the negotiated telephone-event. */
@@ -246,6 +337,9 @@ export class GatewayMedia implements SessionDescriptionHandler {
   }
 }
 
+/** Handlers made before their session asks for one (a bridged call's two legs): the factory hands them over. */
+export const legMedia = new WeakMap<Session, SessionDescriptionHandler>();
+
 export function mediaFactory(settings: SipConfig & { advertisedAddress: string }): SessionDescriptionHandlerFactory {
-  return () => new GatewayMedia(settings);
+  return (session) => legMedia.get(session) ?? new GatewayMedia(settings);
 }

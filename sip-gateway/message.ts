@@ -137,7 +137,11 @@ export function responseDestination(head: SipMessageHead): Destination | undefin
 
 /** Where a request goes: the host and port of its Request-URI (no DNS: trunks are configured by address). */
 export function requestDestination(head: SipMessageHead): Destination | undefined {
-  const target = head.requestUri ?? "";
+  // A dialog through a proxy (Record-Route) carries its route set as Route headers: the
+  // first entry is the next hop (RFC 3261 12.2.1.1, 16.12), not the Request-URI.
+  const route = header(head, "route");
+  const nextHop = route === undefined ? undefined : splitValues(route)[0]?.trim();
+  const target = nextHop ? (/<([^>]*)>/.exec(nextHop)?.[1] ?? nextHop) : (head.requestUri ?? "");
   const match = /^sips?:(?:[^@;]*@)?(\[[0-9a-fA-F:.]+\]|[^;:?>]+)(?::(\d{1,5}))?/.exec(target);
   if (!match) return undefined;
   return { host: match[1]!.replace(/^\[|\]$/g, ""), port: match[2] ? Number(match[2]) : 5060 };

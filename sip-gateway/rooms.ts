@@ -3,6 +3,7 @@
  * conference-room header, a numeric Request-URI user, the configured default room, and
  * otherwise a conference id the caller keys in (resolved later, through `byMapperId`).
  */
+import { roomAddress } from "../src/core/room-key";
 
 /** The conference mapper as the gateway needs it (src/modules/mapper/service.ts behind it in production). */
 export interface ConferenceDirectory {
@@ -16,7 +17,7 @@ export type ResolvedBy = "header" | "uri" | "default" | "dtmf";
 
 export interface ResolvedRoom {
   accountId: string;
-  /** Bare lower-case room name. */
+  /** The room's key (src/core/room-key), as every feature names the room. */
   room: string;
   /** The full conference address when one was given or mapped (room@conference.domain). */
   conference?: string;
@@ -42,10 +43,10 @@ const ROOM_NAME = /^[\p{L}\p{N}._~!$&'()*+,;=:%-]{1,200}$/u;
 /** Mapper ids are positive integers; more than 15 digits would lose precision as a number. */
 const MAPPER_ID = /^\d{1,15}$/;
 
-/** The bare room of a header value or mapping: the local part of room@conference.domain, lower-cased. */
+/** The bare room of a header value or mapping: the key (core/room-key) of the local part of room@conference.domain. */
 export function bareRoom(conference: string): string | undefined {
-  const at = conference.indexOf("@");
-  const room = (at >= 0 ? conference.slice(0, at) : conference).trim().toLowerCase();
+  if (conference.trim() === "") return undefined;
+  const { room } = roomAddress(conference);
   return ROOM_NAME.test(room) ? room : undefined;
 }
 
@@ -75,7 +76,7 @@ export async function resolveRoom(
     }
     const room = bareRoom(value);
     if (!room || (value.includes("@") && !/^[^@]+@[^@\s]+$/.test(value))) return { kind: "invalid_header", value };
-    return named(room, value.includes("@") ? value.toLowerCase() : undefined, "header", settings);
+    return named(room, value.includes("@") ? roomAddress(value).address : undefined, "header", settings);
   }
   const user = call.requestUser;
   if (user && MAPPER_ID.test(user) && user !== settings.ownNumber) {
@@ -84,7 +85,7 @@ export async function resolveRoom(
   }
   if (settings.defaultRoom) {
     const room = bareRoom(settings.defaultRoom);
-    if (room) return named(room, settings.defaultRoom.includes("@") ? settings.defaultRoom.toLowerCase() : undefined, "default", settings);
+    if (room) return named(room, settings.defaultRoom.includes("@") ? roomAddress(settings.defaultRoom).address : undefined, "default", settings);
   }
   return { kind: "collect_dtmf" };
 }

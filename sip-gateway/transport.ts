@@ -11,7 +11,7 @@
 import type { Socket, TCPSocketListener, udp } from "bun";
 import { EmitterImpl, type Transport, TransportState } from "sip.js";
 import type { SipConfig } from "../src/config";
-import { log } from "../src/http/log";
+import { log } from "../src/core/log";
 import type { SourceGuard } from "./guard";
 import {
   addViaPort,
@@ -36,7 +36,7 @@ const TRANSACTION_LIFETIME_MS = 64 * T1;
 /** TCP connections with no traffic for this long are closed (trunks send keep-alives far more often). */
 const TCP_IDLE_SECONDS = 600;
 
-export type Protocol = "UDP" | "TCP";
+export type Protocol = "UDP" | "TCP" | "TLS";
 /** The user part of the gateway's Contact; every incoming request is addressed to it (see `retarget`). */
 export const CONTACT_USER = "parley";
 
@@ -247,8 +247,8 @@ interface Connection {
 
 const keyOf = (host: string, port: number) => `${host.replace(/^\[|\]$/g, "")}:${port}`;
 
+/** SIP over TCP, or over TLS when opened with a certificate (the same framing on a TLS stream). */
 export class TcpEndpoint extends SipEndpoint {
-  readonly protocol = "TCP";
   private listener!: TCPSocketListener<Connection>;
   private readonly connections = new Map<string, Socket<Connection>>();
   private readonly aliases = new Map<string, Socket<Connection>>();
@@ -256,7 +256,11 @@ export class TcpEndpoint extends SipEndpoint {
   private readonly requestConnections = new Map<string, { socket: Socket<Connection>; at: number }>();
   private readonly sweeper: ReturnType<typeof setInterval>;
 
-  private constructor(settings: SipConfig, guard: SourceGuard) {
+  private constructor(
+    settings: SipConfig,
+    guard: SourceGuard,
+    readonly protocol: "TCP" | "TLS",
+  ) {
     super(settings, guard);
     this.sweeper = setInterval(() => {
       const horizon = Date.now() - TRANSACTION_LIFETIME_MS - 10_000;
@@ -265,12 +269,13 @@ export class TcpEndpoint extends SipEndpoint {
     this.sweeper.unref?.();
   }
 
-  static open(settings: SipConfig, guard: SourceGuard, port: number): TcpEndpoint {
-    const endpoint = new TcpEndpoint(settings, guard);
+  static open(settings: SipConfig, guard: SourceGuard, port: number, tls?: { certPath: string; keyPath: string }): TcpEndpoint {
+    const endpoint = new TcpEndpoint(settings, guard, tls ? "TLS" : "TCP");
     endpoint.listener = Bun.listen<Connection>({
       hostname: settings.bindAddress,
       port,
       socket: endpoint.handlers(),
+      ...(tls ? { tls: { cert: Bun.file(tls.certPath), key: Bun.file(tls.keyPath) } } : {}),
     });
     return endpoint;
   }
@@ -366,6 +371,8 @@ export class TcpEndpoint extends SipEndpoint {
       hostname: destination.host,
       port: destination.port,
       socket: this.handlers(),
+      // Connections the gateway opens over TLS check the peer's certificate.
+      ...(this.protocol === "TLS" ? { tls: true } : {}),
     });
     socket.data ??= { buffer: Buffer.alloc(0), key, aliases: new Set() };
     this.connections.set(key, socket);

@@ -6,6 +6,13 @@ describe("sip configuration", () => {
     const { sip } = loadConfig({});
     expect(sip).toMatchObject({ udpPort: 5060, tcpPort: 5060, roomHeader: "Parley-Conference-Room", dtmfAttempts: 3, allowedSources: [] });
     expect(sip.trunk.registrar).toBeUndefined();
+    expect(sip.tls.port).toBe(0);
+    expect(sip.media).toMatchObject({ uris: [], selection: "failover", roomHeader: "Jitsi-Conference-Room", relay: true });
+  });
+
+  test("media endpoints: a comma-separated list of SIP URIs, relaying on unless turned off", () => {
+    const { sip } = loadConfig({ SIP_MEDIA_URI: "sip:jigasi@10.0.0.5:5070, sip:jigasi@10.0.0.6:5070;transport=tcp", SIP_MEDIA_SELECTION: "round-robin", SIP_MEDIA_RELAY: "false" });
+    expect(sip.media).toMatchObject({ uris: ["sip:jigasi@10.0.0.5:5070", "sip:jigasi@10.0.0.6:5070;transport=tcp"], selection: "round-robin", relay: false });
   });
 
   test("lists, ranges and header names are parsed and checked, naming the variable", () => {
@@ -20,6 +27,11 @@ describe("sip configuration", () => {
       { SIP_TRUNK_REGISTRAR: "http://trunk" },
       { SIP_DEFAULT_ROOM: "lobby" },
       { SIP_JOIN_URL: "ftp://bridge" },
+      { SIP_MEDIA_URI: "sip:jigasi@10.0.0.5, http://jigasi" },
+      { SIP_MEDIA_URI: "sip:jigasi@10.0.0.5", SIP_JOIN_URL: "http://bridge" },
+      { SIP_MEDIA_SELECTION: "random" },
+      { SIP_MEDIA_ROOM_HEADER: "Bad Header:" },
+      { SIP_TLS_PORT: "5061" },
     ];
     for (const env of refused) {
       const name = Object.keys(env).at(-1)!.startsWith("SIP_TRUNK") ? "SIP_TRUNK_REGISTRAR" : Object.keys(env)[0]!;

@@ -54,6 +54,23 @@ describe("SIP message handling in the transports", () => {
     expect(requestDestination(parseHead(INVITE))).toEqual({ host: "gw.example.com", port: 5060 });
   });
 
+  test("requests in a dialog set up through a proxy go to the first Route entry", () => {
+    const bye = [
+      "BYE sip:caller@198.51.100.7:5062 SIP/2.0",
+      "Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK9",
+      "Route: <sip:10.0.0.1:5070;lr;ftag=a>, <sip:10.0.0.2;lr>",
+      "Route: <sip:10.0.0.3;lr>",
+      "f: <sip:a@b>;tag=x",
+      "t: <sip:c@d>;tag=y",
+      "i: abc",
+      "CSeq: 2 BYE",
+      "Content-Length: 0",
+      "",
+      "",
+    ].join("\r\n");
+    expect(requestDestination(parseHead(bye))).toEqual({ host: "10.0.0.1", port: 5070 });
+  });
+
   test("retargeting keeps the dialled URI in one trustworthy header", () => {
     const text = retarget(INVITE, parseHead(INVITE), "parley");
     const head = parseHead(text);

@@ -14,6 +14,8 @@ export interface SippRun {
   output: string;
   /** sipp's error log, when it wrote one. */
   errors: string;
+  /** The -trace_msg log (when asked for): every message sent and received. */
+  messages: string;
   /** The -trace_rtt CSV (when asked for): one INVITE-to-200 time per call, for the benchmark. */
   rtt: string;
 }
@@ -21,7 +23,7 @@ export interface SippRun {
 export interface SippOptions {
   scenario: string;
   port: number;
-  transport?: "udp" | "tcp";
+  transport?: "udp" | "tcp" | "tls";
   service?: string;
   keys?: Record<string, string>;
   calls?: number;
@@ -35,7 +37,18 @@ export interface SippOptions {
   extra?: string[];
 }
 
+/**
+ * freePort checks TCP only, and the gateway's RTP sockets take UDP ports the system picks: a
+ * sipp that cannot bind its media port fails before any call, and is started again on others.
+ */
 export async function runSipp(options: SippOptions): Promise<SippRun> {
+  for (let attempt = 1; ; attempt++) {
+    const run = await runSippOnce(options);
+    if (attempt === 3 || run.code === 0 || !/Unable to bind|Address already in use/.test(`${run.errors}\n${run.output}`)) return run;
+  }
+}
+
+async function runSippOnce(options: SippOptions): Promise<SippRun> {
   const cid = options.keys?.cid ?? crypto.randomUUID();
   const dir = mkdtempSync(join(tmpdir(), "parley-sipp-"));
   const args = [
@@ -50,7 +63,7 @@ export async function runSipp(options: SippOptions): Promise<SippRun> {
     "-mp",
     String(await freePort()),
     "-t",
-    options.transport === "tcp" ? "t1" : "u1",
+    options.transport === "tcp" ? "t1" : options.transport === "tls" ? "l1" : "u1",
     "-m",
     String(options.calls ?? 1),
     "-r",
@@ -77,7 +90,7 @@ export async function runSipp(options: SippOptions): Promise<SippRun> {
       .filter((name) => name.endsWith(suffix))
       .map((name) => readFileSync(join(dir, name), "utf8"))
       .join("\n");
-  const run = { cid, callId: `${cid}-1`, code, output: `${stdout}\n${stderr}`, errors: read("_errors.log"), rtt: read("_rtt.csv") };
+  const run = { cid, callId: `${cid}-1`, code, output: `${stdout}\n${stderr}`, errors: read("_errors.log"), rtt: read("_rtt.csv"), messages: read("_messages.log") };
   rmSync(dir, { recursive: true, force: true });
   return run;
 }

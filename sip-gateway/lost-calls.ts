@@ -1,0 +1,118 @@
+/**
+ * Calls of a gateway process that died mid-call (killed, or its machine lost). Such a call
+ * never gets its end written, and an open call counts phone minutes until now, for ever.
+ * Every gateway beats in Redis; every gateway, now and then, ends the open calls of gateways
+ * whose beat stopped, at their last beat, so the bill stops within seconds of the death.
+ */
+import { hostname } from "node:os";
+import { and, eq, isNull, ne, or } from "drizzle-orm";
+import { config } from "../src/config";
+import { db } from "../src/db/client";
+import { log } from "../src/core/log";
+import { appendEvent } from "../src/modules/events/service";
+import { redis, redisKey } from "../src/queue/connection";
+import type { CallRecord } from "./schema";
+import { sipCalls } from "./schema";
+
+/** This process's name in call records and in Redis. */
+export const GATEWAY_NAME = `${hostname()}-sip-${process.pid}`;
+
+export const HEARTBEAT_MS = 2_000;
+/** A gateway silent this long is gone. */
+export const SILENT_AFTER_MS = 6_000;
+export const RECONCILE_EVERY_MS = 5_000;
+/** Beyond the longest call, an open call whose gateway is unknown is over whatever happened. */
+const UNKNOWN_GATEWAY_MARGIN_MS = 60_000;
+
+/** gateway name -> its last beat (ms since the epoch). */
+const beatsKey = () => redisKey("sip", "gateways");
+
+/** Writes the end of a call its gateway never wrote: the usage event first, as CallLog does. */
+async function endLostCall(call: CallRecord, at: Date): Promise<void> {
+  if (call.accountId && call.room) {
+    await appendEvent({
+      accountId: call.accountId,
+      kind: "call_ended",
+      room: call.room,
+      occurredAt: at,
+      subject: call.callId,
+      payload: { caller: call.caller, callee: call.callee, answered: call.answeredAt !== null, reason: "gateway_lost" },
+      // The key the gateway itself would have used: if it did write the end, this one is dropped.
+      dedupeKey: `call:${call.callId}:ended`,
+    });
+  }
+  await db
+    .update(sipCalls)
+    .set({ endedAt: at, reason: "gateway_lost" })
+    .where(and(eq(sipCalls.id, call.id), isNull(sipCalls.endedAt)));
+  log.warn({ callId: call.callId, gateway: call.gateway, endedAt: at.toISOString() }, "sip: ended a call whose gateway is gone");
+}
+
+export async function endCallsOfLostGateways(now = Date.now()): Promise<void> {
+  const open = await db
+    .select()
+    .from(sipCalls)
+    .where(and(isNull(sipCalls.endedAt), or(isNull(sipCalls.gateway), ne(sipCalls.gateway, GATEWAY_NAME))));
+  if (open.length === 0) return;
+  const beats = await redis().hgetall(beatsKey());
+  const longestCallMs = config.sip.maxCallSeconds * 1000;
+  for (const call of open) {
+    const lastBeat = call.gateway ? Number(beats[call.gateway]) : Number.NaN;
+    if (Number.isFinite(lastBeat)) {
+      if (now - lastBeat >= SILENT_AFTER_MS) await endLostCall(call, new Date(Math.max(lastBeat, call.startedAt.getTime())));
+    } else if (now - call.startedAt.getTime() > longestCallMs + UNKNOWN_GATEWAY_MARGIN_MS) {
+      // No beat known (written before gateways beat, or Redis lost its data): the gateway would have hung up by now.
+      await endLostCall(call, new Date(call.startedAt.getTime() + longestCallMs));
+    }
+  }
+}
+
+/** Forgets beats of gateways that are long gone and have no open call left. */
+async function forgetQuietGateways(now: number): Promise<void> {
+  const beats = await redis().hgetall(beatsKey());
+  const stale = Object.entries(beats).filter(([, beat]) => now - Number(beat) > 10 * SILENT_AFTER_MS);
+  for (const [name] of stale) {
+    const [open] = await db
+      .select({ id: sipCalls.id })
+      .from(sipCalls)
+      .where(and(eq(sipCalls.gateway, name), isNull(sipCalls.endedAt)))
+      .limit(1);
+    if (!open) await redis().hdel(beatsKey(), name);
+  }
+}
+
+export function startLostCallReconciler(): { stop(): Promise<void> } {
+  // Since when this gateway's beats have gone through without a break. Right after Redis was
+  // unreachable, other gateways have not beaten again yet and would look silent: wait a while.
+  let beatingSince: number | undefined;
+  const beat = async () => {
+    try {
+      await redis().hset(beatsKey(), GATEWAY_NAME, String(Date.now()));
+      beatingSince ??= Date.now();
+    } catch (error) {
+      beatingSince = undefined;
+      log.warn({ err: (error as Error).message }, "sip: heartbeat failed");
+    }
+  };
+  const reconcile = async () => {
+    if (beatingSince === undefined || Date.now() - beatingSince < SILENT_AFTER_MS) return;
+    await endCallsOfLostGateways();
+    await forgetQuietGateways(Date.now());
+  };
+  void beat();
+  const heartbeat = setInterval(() => void beat(), HEARTBEAT_MS);
+  const reconciler = setInterval(
+    () => void reconcile().catch((error: Error) => log.error({ err: error.message }, "sip: lost-call check failed")),
+    RECONCILE_EVERY_MS,
+  );
+  heartbeat.unref?.();
+  reconciler.unref?.();
+  return {
+    async stop() {
+      clearInterval(heartbeat);
+      clearInterval(reconciler);
+      // A last beat: a call whose end this stop failed to write is ended at this moment by another gateway.
+      await beat();
+    },
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * A gateway process killed mid-call never writes the call's end; another gateway notices its
+ * heartbeat stopped and ends the call at the last beat, so the phone minutes stop there
+ * instead of running on until the report is read.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { hostname } from "node:os";
+import { and, eq } from "drizzle-orm";
+import { db } from "../../src/db/client";
+import { conferenceEvents } from "../../src/modules/events/schema";
+import { mapperIdFor } from "../../src/modules/mapper/service";
+import { redis, redisKey } from "../../src/queue/connection";
+import { callsById } from "../../sip-gateway/calls";
+import { HEARTBEAT_MS } from "../../sip-gateway/lost-calls";
+import { sipCalls } from "../../sip-gateway/schema";
+import { call, newAccount } from "../helpers";
+import { foldQueued } from "../support/cdr-worker";
+import { freePort } from "../support/ports";
+import { runSipp } from "../support/sipp";
+import { until } from "../support/wait";
+
+const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+const gateways: Array<ReturnType<typeof Bun.spawn>> = [];
+
+/** A sip role process as the supervisor starts it, on its own free port; resolves once it beats. */
+async function startGateway() {
+  const port = await freePort();
+  const child = Bun.spawn([process.execPath, entry, "--role=sip"], {
+    env: { ...process.env, LOG_LEVEL: "silent", SIP_BIND_ADDRESS: "127.0.0.1", SIP_UDP_PORT: String(port), SIP_TCP_PORT: String(port) },
+    stdout: "ignore",
+    stderr: "inherit",
+  });
+  gateways.push(child);
+  const name = `${hostname()}-sip-${child.pid}`;
+  const beating = await until(() => redis().hexists(redisKey("sip", "gateways"), name), (found) => found === 1, 15_000, 100);
+  if (beating !== 1) throw new Error(`gateway ${name} never beat`);
+  return { child, port, name };
+}
+
+afterAll(() => {
+  for (const child of gateways) child.kill("SIGKILL");
+});
+
+test("a call whose gateway is killed mid-call is ended at the gateway's last beat by another gateway", async () => {
+  const account = await newAccount();
+  const mapperId = await mapperIdFor(account.accountId, "cut@conference.example.com");
+  const doomed = await startGateway();
+
+  const sipp = runSipp({ scenario: "call.xml", port: doomed.port, service: "gateway", keys: { extra_header: `Parley-Conference-Room: ${mapperId}` }, holdMs: 3_000, timeoutSeconds: 6 });
+  // The Call-ID is known only when sipp is done; find the call by its account instead.
+  const answered = await until(
+    () => db.select().from(sipCalls).where(eq(sipCalls.accountId, account.accountId)),
+    (rows) => rows.length === 1 && rows[0]!.answeredAt !== null,
+    10_000,
+  );
+  expect(answered[0]?.answeredAt).toBeInstanceOf(Date);
+  expect(answered[0]?.gateway).toBe(doomed.name);
+  const callId = answered[0]!.callId;
+
+  doomed.child.kill("SIGKILL");
+  const killedAt = Date.now();
+  await doomed.child.exited;
+  await sipp;
+
+  await startGateway();
+  const [ended] = await until(() => callsById(callId), (rows) => rows[0]?.endedAt != null, 25_000, 200);
+  expect(ended).toMatchObject({ reason: "gateway_lost", gateway: doomed.name });
+  // At its last beat: before the kill, by at most one beat interval (and a little scheduling slack).
+  expect(ended!.endedAt!.getTime()).toBeLessThanOrEqual(killedAt);
+  expect(ended!.endedAt!.getTime()).toBeGreaterThan(killedAt - HEARTBEAT_MS - 1_000);
+
+  const events = await db
+    .select({ kind: conferenceEvents.kind, payload: conferenceEvents.payload })
+    .from(conferenceEvents)
+    .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.subject, callId)));
+  expect(events.map((event) => event.kind).sort()).toEqual(["call_ended", "call_started"]);
+  expect(events.find((event) => event.kind === "call_ended")!.payload).toMatchObject({ answered: true, reason: "gateway_lost" });
+
+  await foldQueued();
+  const report = await call("POST", "/api/v1/pricing/cdr", { body: { room_name: ["cut"] }, headers: { authorization: `Bearer ${account.apiKey}` } });
+  const billed = report.body.rooms[0].media_usage.calls.find((entry: any) => entry.call_id === callId);
+  expect(billed.ended_at).toBe(ended!.endedAt!.toISOString());
+  expect(billed.minutes).toBeLessThan(0.2);
+}, 60_000);
