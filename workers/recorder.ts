@@ -19,8 +19,9 @@ import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { DelayedError, type Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { config } from "../src/config";
-import { log } from "../src/http/log";
+import { log } from "../src/core/log";
 import { eventChannel } from "../src/modules/events/service";
+import { RECONNECT_WINDOW_UNIT_MS } from "../src/modules/streaming/schema";
 import {
   claimStream,
   finishStream,
@@ -28,14 +29,13 @@ import {
   LIVE_STATES,
   liveStreams,
   markRunning,
-  RECONNECT_WINDOW_UNIT_MS,
   recordingObjectKey,
   type Stream,
   wantsRecording,
 } from "../src/modules/streaming/service";
-import { createRedis, redis, redisKey } from "../src/queue/connection";
-import { QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
-import type { Running } from "../src/server";
+import { closeClient, createRedis, redis, redisKey, withinRedis } from "../src/queue/connection";
+import { closeWorker, QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
+import type { Running } from "../src/core/lifecycle";
 import { bucket, s3, storageConfigured } from "../src/storage/s3";
 import type { RecorderDriver, RecorderProcess } from "./recorder/driver";
 import { driverFromConfig } from "./recorder/index";
@@ -57,8 +57,9 @@ const podKey = (pod: string) => redisKey("recorder", "pod", pod);
 const podCommands = (pod: string) => redisKey("recorder", "pod", pod, "stop");
 const occupantsKey = (accountId: string, room: string) => redisKey("room", accountId, room, "occupants");
 
+/** Fails while Redis is away rather than waiting for it: an answer from a Redis that came back empty would say every worker is dead. */
 async function podAlive(pod: string): Promise<boolean> {
-  return (await redis().exists(podKey(pod))) === 1;
+  return (await withinRedis(redis(), "reading a recorder heartbeat", () => redis().exists(podKey(pod)))) === 1;
 }
 
 function recordingPathOf(stream: Stream): string {
@@ -110,9 +111,25 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   let closing = false;
   mkdirSync(config.streaming.recordingDir, { recursive: true });
 
-  const beat = () => redis().set(podKey(pod), host, "PX", HEARTBEAT_TTL_MS);
+  /**
+   * From when this worker may take another for dead by its missing heartbeat: at once on start,
+   * as before. Once its own heartbeat has failed (Redis away; a Redis restarted empty has lost
+   * every worker's heartbeat), only after its beats have gone through again for a whole
+   * HEARTBEAT_TTL_MS, by which time every live worker has beaten again.
+   */
+  let judgeFrom: number | undefined = Date.now();
+  const beat = async () => {
+    try {
+      await withinRedis(redis(), "recorder heartbeat", () => redis().set(podKey(pod), host, "PX", HEARTBEAT_TTL_MS));
+      judgeFrom ??= Date.now() + HEARTBEAT_TTL_MS;
+    } catch (error) {
+      if (judgeFrom !== undefined) log.warn({ err: (error as Error).message }, "recorder heartbeat failed; no other worker is judged lost until it is back");
+      judgeFrom = undefined;
+    }
+  };
+  const othersJudgeable = () => judgeFrom !== undefined && Date.now() >= judgeFrom;
   await beat();
-  const heartbeat = setInterval(() => void beat().catch(() => {}), HEARTBEAT_MS);
+  const heartbeat = setInterval(() => void beat(), HEARTBEAT_MS);
 
   /** Stops a recorder of this worker, keeps its recording, and finishes its stream. */
   function stopLocal(entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
@@ -240,7 +257,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
       if (stream.podName === null) {
         // Still queued: its request gives up on its own after the operation timeout.
         if (Date.now() - stream.createdAt.getTime() < config.streaming.operationTimeoutMs * 2) continue;
-      } else if (stream.podName !== pod && (await podAlive(stream.podName))) {
+      } else if (stream.podName !== pod && (!othersJudgeable() || (await podAlive(stream.podName)))) {
         continue;
       }
       await finishOrphan(stream, "failed", "recorder_lost");
@@ -296,6 +313,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     if (entry) await stopLocal(entry, "stopped", reason);
   }
 
+  const workerOptions = queueOptions();
   const worker = new Worker(
     QUEUE_NAMES.recorder,
     async (job: Job, token?: string) => {
@@ -305,7 +323,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     },
     // Jobs, not streams: a start job ends once its recorder publishes, and a relayed stop
     // may wait on another worker, so a few run side by side; STREAMING_CAPACITY bounds streams.
-    { ...queueOptions(), concurrency: 8 },
+    { ...workerOptions, concurrency: 8 },
   );
   worker.on("failed", (job, error) => log.warn({ job: job?.name, err: error.message }, "recorder job failed"));
   worker.on("error", (error) => log.error({ err: error.message }, "recorder worker error"));
@@ -322,13 +340,14 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     active: () => [...local.keys()],
     async stop() {
       clearInterval(reconciler);
-      await worker.close();
+      await closeWorker(worker, workerOptions.connection as Redis);
       // Shutting down ends this worker's streams cleanly, recordings kept, rather than orphaning them.
       await Promise.all([...local.values()].map((entry) => stopLocal(entry, "stopped", "recorder_shutdown")));
       closing = true;
       clearInterval(heartbeat);
-      await redis().del(podKey(pod));
-      await subscriber.quit().catch(() => subscriber.disconnect());
+      // Without Redis the mark expires by itself (HEARTBEAT_TTL_MS).
+      await withinRedis(redis(), "removing the heartbeat", () => redis().del(podKey(pod))).catch(() => 0);
+      await closeClient(subscriber);
     },
   };
 }

@@ -7,7 +7,8 @@
  */
 import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
-import { AppError } from "../http/errors";
+import { AppError } from "../core/errors";
+import { Text } from "../http/text";
 import { actorFrom } from "../modules/messaging/service";
 import { verifyAccessToken } from "../modules/token/service";
 import { closeConnection, connectionOf, openConnection } from "./socket";
@@ -15,16 +16,18 @@ import { closeConnection, connectionOf, openConnection } from "./socket";
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
 
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
-  .resolve(async ({ query, server }) => {
+  // In transform, before the query is validated: a caller without a valid token learns nothing more.
+  .derive(async ({ query, server }) => {
+    if (!query.token) throw new AppError("unauthorized", "token: give a messaging token as ?token=");
+    const session = await verifyAccessToken(query.token, "messaging");
     if (query.vsn !== undefined && !query.vsn.startsWith("2.")) {
       throw new AppError("bad_request", `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`);
     }
-    if (!query.token) throw new AppError("unauthorized", "token: give a messaging token as ?token=");
     // The server is handed on explicitly: Elysia's context exposes it only to code that names it.
-    return { session: await verifyAccessToken(query.token, "messaging"), bunServer: server };
+    return { session, bunServer: server };
   })
   .ws(SOCKET_PATH, {
-    query: t.Object({ token: t.Optional(t.String({ maxLength: 8192 })), vsn: t.Optional(t.String({ maxLength: 16 })) }),
+    query: t.Object({ token: t.Optional(Text({ maxLength: 8192 })), vsn: t.Optional(Text({ maxLength: 16 })) }),
     detail: { summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id> and rtc:<channel_id>" },
     open(ws) {
       openConnection(ws.raw as ServerWebSocket<unknown>, ws.data.bunServer as never, actorFrom(ws.data.session));

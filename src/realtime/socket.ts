@@ -8,8 +8,9 @@
 import { randomUUID } from "node:crypto";
 import type { Server, ServerWebSocket } from "bun";
 import { config } from "../config";
-import { AppError } from "../http/errors";
-import { log } from "../http/log";
+import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
+import { log } from "../core/log";
+import { firstUnstorable } from "../http/text";
 import {
   type Actor,
   type MessageView,
@@ -18,7 +19,9 @@ import {
   recentMessages,
   roomAccess,
   vote,
+  withdrawWaitingPosts,
 } from "../modules/messaging/service";
+import { limitSocketMessage } from "../modules/limits/rates";
 import { attachServer, broker, type PresenceEntry } from "./broker";
 import { presenceDiff, presenceState } from "./presence";
 import { broadcastFrame, decodeFrame, encodeFrame, type Frame, PHOENIX_TOPIC, replyFrame } from "./protocol";
@@ -30,6 +33,16 @@ const MAX_PENDING_FRAMES = 256;
 export const CLOSE_UNSUPPORTED_DATA = 1003;
 export const CLOSE_POLICY = 1008;
 export const CLOSE_GOING_AWAY = 1001;
+/**
+ * Service Restart (IANA registry): the server is stopping and the client should connect again,
+ * reaching another process. Any code but 1000 makes the phoenix client reconnect; this one
+ * also says why to proxies and other clients.
+ */
+export const CLOSE_SERVICE_RESTART = 1012;
+/** The reply to a push the server did not start because it is stopping: nothing of it was done. */
+export const SHUTTING_DOWN = { reason: "shutting_down", message: "the server is shutting down; reconnect and send again" } as const;
+/** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
+class ShuttingDown extends Error {}
 
 type Kind = "chat" | "rtc";
 
@@ -49,6 +62,8 @@ export class Connection {
   lastSeen = Date.now();
   private readonly joined = new Map<string, Membership>();
   private queue: Promise<void> = Promise.resolve();
+  /** Pushes handed on (messages being stored) whose replies have not gone out yet. */
+  private inFlight: Promise<void> = Promise.resolve();
   private pending = 0;
   private closed = false;
 
@@ -60,24 +75,67 @@ export class Connection {
   /** Takes a frame as Bun delivered it; handling waits behind the frames before it. */
   receive(message: unknown): void {
     this.lastSeen = Date.now();
+    // Answered at once, not behind the work in flight: the client can send it elsewhere sooner.
+    if (draining) {
+      this.refuse(message);
+      return;
+    }
     if (++this.pending > MAX_PENDING_FRAMES) {
       this.ws.close(CLOSE_POLICY, "too many frames waiting");
       return;
     }
+    const rateCheck = this.checkRate(message);
     this.queue = this.queue
-      .then(() => this.handle(message))
+      .then(() => this.handle(message, rateCheck))
       .catch((error: Error) => log.error({ err: error.message, stack: error.stack }, "realtime: frame handling failed"))
       .finally(() => {
         this.pending--;
       });
   }
 
+  /**
+   * Starts a push's rate check as the frame arrives, beside the checks of the frames ahead
+   * of it, so a burst costs one Redis round trip instead of one per frame (and its frames
+   * go out together). Heartbeats are free. Awaited, in order, when the frame is handled.
+   */
+  private checkRate(message: unknown): Promise<void> | undefined {
+    const frame = decodeFrame(message);
+    if ("error" in frame || frame.topic === PHOENIX_TOPIC) return undefined;
+    const check = limitSocketMessage(this.actor.accountId, this.actor.userId);
+    // A frame dropped unhandled (its socket closed) must not leave a refusal unhandled.
+    check.catch(() => {});
+    return check;
+  }
+
+  /** Replies to a push once `work` settles, counting it as a waiting frame until then. */
+  private answerWhenDone(frame: Frame, work: Promise<unknown>): void {
+    this.pending++;
+    const answered = work.then(
+      (response) => this.send(replyFrame(frame, "ok", response)),
+      (error) => this.replyFailure(frame, error),
+    );
+    this.inFlight = Promise.all([this.inFlight, answered]).then(() => {
+      this.pending--;
+    });
+  }
+
   private send(frame: string): void {
     if (!this.closed) this.ws.send(frame);
   }
 
-  private async handle(message: unknown): Promise<void> {
+  /** A frame the stopping server will not act on gets an error reply, so the client knows to send it again. */
+  private refuse(message: unknown): void {
+    const frame = decodeFrame(message);
+    if (!("error" in frame)) this.send(replyFrame(frame, "error", SHUTTING_DOWN));
+  }
+
+  private async handle(message: unknown, rateCheck: Promise<void> | undefined): Promise<void> {
     if (this.closed) return;
+    // Waited behind the frame in flight when the server began to stop.
+    if (draining) {
+      this.refuse(message);
+      return;
+    }
     if (typeof message !== "string" && (typeof message !== "object" || message === null || message instanceof Uint8Array || message instanceof ArrayBuffer)) {
       this.ws.close(CLOSE_UNSUPPORTED_DATA, "only JSON text frames are understood");
       return;
@@ -87,24 +145,51 @@ export class Connection {
       this.ws.close(CLOSE_UNSUPPORTED_DATA, frame.error);
       return;
     }
+    // Topics name rooms and payloads become messages: both reach PostgreSQL.
+    const unstorable = firstUnstorable(frame.topic, "topic") ?? firstUnstorable(frame.payload, "payload");
+    if (unstorable) {
+      this.send(replyFrame(frame, "error", { reason: "bad_request", message: `${unstorable.path}: ${unstorable.reason}` }));
+      return;
+    }
     try {
-      await this.dispatch(frame);
+      await this.dispatch(frame, rateCheck);
     } catch (error) {
-      if (error instanceof AppError) {
-        this.send(replyFrame(frame, "error", { reason: error.code, message: error.message }));
-      } else {
-        log.error({ err: (error as Error).message, stack: (error as Error).stack, event: frame.event }, "realtime: push failed");
-        this.send(replyFrame(frame, "error", { reason: "internal", message: "internal error" }));
-      }
+      this.replyFailure(frame, error);
     }
   }
 
-  private async dispatch(frame: Frame): Promise<void> {
+  /** The error reply to a push that could not be served; the socket stays open. */
+  private replyFailure(frame: Frame, error: unknown): void {
+    if (error instanceof ShuttingDown) {
+      this.send(replyFrame(frame, "error", SHUTTING_DOWN));
+    } else if (error instanceof AppError) {
+      this.send(replyFrame(frame, "error", { ...error.extra, reason: error.code, message: error.message }));
+    } else if (isDependencyDown(error)) {
+      // The push was not applied; the socket stays open and the client may push it again.
+      log.warn({ err: dependencyFailure(error), event: frame.event }, "realtime: dependency down");
+      this.send(
+        replyFrame(frame, "error", {
+          reason: "dependency_down",
+          message: "a service Parley depends on is unavailable; retry later",
+          retry_after: DEPENDENCY_RETRY_AFTER_SECONDS,
+        }),
+      );
+    } else {
+      log.error({ err: (error as Error).message, stack: (error as Error).stack, event: frame.event }, "realtime: push failed");
+      this.send(replyFrame(frame, "error", { reason: "internal", message: "internal error" }));
+    }
+  }
+
+  private async dispatch(frame: Frame, rateCheck: Promise<void> | undefined): Promise<void> {
     if (frame.topic === PHOENIX_TOPIC) {
       if (frame.event !== "heartbeat") throw new AppError("bad_request", `unknown event "${frame.event}" on topic phoenix`);
       this.send(replyFrame(frame, "ok", {}));
       return;
     }
+    // Heartbeats are free, so a user over the limit keeps the socket and is told why each push is refused.
+    await (rateCheck ?? limitSocketMessage(this.actor.accountId, this.actor.userId));
+    // A join or leave comes after the replies to the pushes before it, as it would if they had been awaited.
+    if (frame.event === "phx_join" || frame.event === "phx_leave") await this.inFlight;
     if (frame.event === "phx_join") return this.join(frame);
     const membership = this.joined.get(frame.topic);
     // Phoenix's answer to a push on a topic the socket has not joined.
@@ -121,8 +206,11 @@ export class Connection {
     if (membership.kind === "rtc") return this.relay(frame, membership);
     switch (frame.event) {
       case "new_message": {
-        const message = await postMessage(this.actor, membership.channelId, (frame.payload ?? {}) as never);
-        this.send(replyFrame(frame, "ok", { message }));
+        // Written with whatever else waits to be stored, so the next frame does not wait for it; the reply follows the row.
+        this.answerWhenDone(
+          frame,
+          postMessage(this.actor, membership.channelId, (frame.payload ?? {}) as never).then((message) => ({ message })),
+        );
         return;
       }
       case "new_vote": {
@@ -216,6 +304,14 @@ export class Connection {
     this.send(replyFrame(frame, "ok", {}));
   }
 
+  /** The server is stopping: once the frame in flight is answered, the client is told to reconnect. */
+  drain(): Promise<void> {
+    return this.queue.then(async () => {
+      await this.inFlight;
+      if (!this.closed) this.ws.close(CLOSE_SERVICE_RESTART, "server restarting");
+    });
+  }
+
   /** The socket has closed: frames not yet started are dropped; every channel is left once the running one is done. */
   closedByPeer(): Promise<void> {
     this.closed = true;
@@ -227,6 +323,8 @@ export class Connection {
 }
 
 const connections = new Map<Raw, Connection>();
+/** Set once, when the process begins to stop: no push is started after it. */
+let draining = false;
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
 /** Closes sockets that have sent nothing, not even a heartbeat, within the idle timeout. */
@@ -238,6 +336,11 @@ function sweepIdle(): void {
 }
 
 export function openConnection(ws: Raw, server: Server<unknown> | null, actor: Actor): void {
+  // An upgrade that was already being checked when the server began to stop.
+  if (draining) {
+    ws.close(CLOSE_SERVICE_RESTART, "server restarting");
+    return;
+  }
   if (server) attachServer(server);
   connections.set(ws, new Connection(ws, actor));
   if (!sweeper) {
@@ -259,4 +362,15 @@ export async function closeConnection(ws: Raw): Promise<void> {
     sweeper = undefined;
   }
   await connection.closedByPeer();
+}
+
+/**
+ * Stops the sockets of this process for a shutdown: pushes not yet started are answered with
+ * an error, the ones in flight finish and are answered, then every client is closed with
+ * 1012 so it reconnects (to another process). Resolves when all are closed.
+ */
+export async function drainConnections(): Promise<void> {
+  draining = true;
+  withdrawWaitingPosts(new ShuttingDown(SHUTTING_DOWN.message));
+  await Promise.all([...connections.values()].map((connection) => connection.drain()));
 }

@@ -1,5 +1,5 @@
 /** Topic names, and the one way other modules announce something to a room's sockets. */
-import { log } from "../http/log";
+import { log } from "../core/log";
 import { broker } from "./broker";
 import { broadcastFrame } from "./protocol";
 

@@ -1,23 +1,38 @@
 /**
- * Fan-out benchmark: one sender, 1,000 subscribed sockets. Parley's socket (the `phoenix`
- * client, Redis broker as in production) beside a Socket.IO server doing the same
- * broadcast (the `socket.io-client` client), in the same process and the same run.
+ * Fan-out benchmark, clients in their own processes (as Socket.IO's and Centrifugo's own
+ * benchmarks run them): one sender and `sockets` receiving sockets spread over several
+ * client processes, against one server process at a time:
  *
- *   TEST_DATABASE_URL=postgres://... bun test/bench/fanout.bench.ts [sockets] [messages]
+ * - a bare Bun WebSocket server doing nothing but `publish` (the physical limit here; it
+ *   speaks just enough Phoenix for the same `phoenix` clients, so only the servers differ),
+ * - Socket.IO 4 broadcasting to a room (on Node, its home runtime; `socket.io-client`),
+ * - Parley `rtc:` (relay only) with the Redis broker, and with the local one,
+ * - Parley `chat:` (each message stored in PostgreSQL, then broadcast), Redis broker,
+ * - Parley `rtc:` on two API processes with the Redis broker, the receivers spread over
+ *   both and the sender on the first (frames cross Redis to half of the receivers).
  *
- * Prints deliveries per second and latency percentiles for: Parley `rtc:` (relay only),
- * Parley `chat:` (stored in PostgreSQL, then broadcast) and Socket.IO, and the ratios.
- * Clients and servers share this process, so the figures are for comparison, not capacity.
+ * Parley is one API process (`src/index.ts --role=api`) and its receivers the unchanged
+ * `phoenix` client. A burst of `messages` gives deliveries per second (and the server's
+ * CPU time for them); then 30 messages, one every 100 ms, give latency.
+ *
+ *   TEST_DATABASE_URL=postgres://... bun test/bench/fanout.bench.ts [sockets=1000] [messages=100]
+ *
+ * BENCH_CLIENT_PROCESSES (4) sets the receiving processes; BENCH_TARGETS (comma-separated
+ * names: bare, socketio, rtc-redis, rtc-local, chat, rtc-redis-2) picks what runs; BENCH_CPU_PROFILE=<dir>
+ * writes CPU profiles of the Parley server there.
  */
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { Subprocess } from "bun";
+import { readFileSync } from "node:fs";
+import { freePort } from "../support/ports";
 
 const SOCKETS = Number(process.argv[2] ?? 1000);
 const MESSAGES = Number(process.argv[3] ?? 100);
+const CLIENT_PROCESSES = Number(process.env.BENCH_CLIENT_PROCESSES ?? 4);
 /** The paced phase: one message every PACE_MS, well under capacity, so latency is not queueing. */
 const PACED_MESSAGES = 30;
 const PACE_MS = 100;
-const DEADLINE_MS = 120_000;
+const PHASE_DEADLINE_MS = 60_000;
+const TARGETS = (process.env.BENCH_TARGETS ?? "bare,socketio,rtc-redis,rtc-local,chat,rtc-redis-2").split(",");
 
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
 if (!databaseUrl) {
@@ -30,169 +45,282 @@ process.env.LOG_LEVEL = "silent";
 process.env.BOOTSTRAP_ACCOUNT = "false";
 
 const { migrate } = await import("../../src/db/migrate");
-const { createApp } = await import("../../src/app");
 const { createAccount } = await import("../../src/modules/accounts/service");
+const { setLimit } = await import("../../src/modules/limits/service");
 const { issueToken, verifyAccessToken } = await import("../../src/modules/token/service");
 const { actorFrom, createRoom } = await import("../../src/modules/messaging/service");
 const { Socket } = await import("phoenix");
-const { Server } = await import("socket.io");
 const { io: ioClient } = await import("socket.io-client");
+
+const here = new URL(".", import.meta.url).pathname;
+const now = () => performance.timeOrigin + performance.now();
+type Stamp = { t: number; seq: number };
+
+interface Server {
+  /** One, or several API processes sharing the Redis broker. */
+  processes: Subprocess[];
+  /** What the receivers connect to, the client processes taking them in turn; the sender takes the first. */
+  urls: string[];
+}
+
+interface Target {
+  name: string;
+  start(port: number): Promise<Server>;
+  /** Arguments of clients.ts: kind, url, phases, then token, topic, event (the socket count goes after the url). */
+  clients(url: string, phases: string): string[];
+  /** Connects the sender; resolves to its send function and its disconnect. */
+  sender(server: Server): Promise<{ send(stamp: Stamp): void; close(): void }>;
+}
 
 interface Result {
   name: string;
-  /** Burst phase: every message sent at once. */
-  deliveries: number;
-  seconds: number;
-  burstLatencies: number[];
-  /** Paced phase. */
-  pacedLatencies: number[];
+  deliveriesPerSecond: number;
+  serverCpuMs: number;
+  burst: number[];
+  paced: number[];
+}
+
+async function listening(url: string, child: Subprocess): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    if (await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(() => true, () => false)) return;
+    await Bun.sleep(50);
+  }
+  throw new Error(`no server at ${url}`);
+}
+
+/** User plus system CPU time of a process so far, in ms (Linux). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** Waits until the server has used under 2% of a core for 500 ms (at most 20 s), so the burst starts on an idle server. */
+async function quiet(pid: number): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (let before = cpuMs(pid); Date.now() < deadline; ) {
+    await Bun.sleep(500);
+    const after = cpuMs(pid);
+    if (after - before <= 10) return;
+    before = after;
+  }
 }
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + DEADLINE_MS;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(10);
-  }
-}
-
-/**
- * Burst: MESSAGES stamped messages at once, until every receiver has them all (throughput,
- * and latency under a full queue). Then paced: PACED_MESSAGES one every PACE_MS (latency).
- */
-async function measure(name: string, send: (payload: { t: number; seq: number }) => void, received: () => number, latencies: number[]): Promise<Result> {
-  const expected = SOCKETS * MESSAGES;
-  const startedAt = performance.now();
-  for (let seq = 0; seq < MESSAGES; seq++) send({ t: performance.now(), seq });
-  await until(() => received() >= expected, `${name}: ${expected} deliveries`);
-  const seconds = (performance.now() - startedAt) / 1000;
-  const burstLatencies = latencies.splice(0);
-  for (let seq = 0; seq < PACED_MESSAGES; seq++) {
-    send({ t: performance.now(), seq });
-    await Bun.sleep(PACE_MS);
-  }
-  await until(() => received() >= expected + SOCKETS * PACED_MESSAGES, `${name}: paced deliveries`);
-  return { name, deliveries: expected, seconds, burstLatencies, pacedLatencies: latencies };
-}
-
-async function benchParley(topicKind: "rtc" | "chat"): Promise<Result> {
-  const server = createApp().listen({ hostname: "127.0.0.1", port: 0 });
-  const base = `ws://127.0.0.1:${server.server!.port}/api/v1/messaging`;
-  const { account } = await createAccount(`bench-${crypto.randomUUID().slice(0, 8)}`, "EdDSA");
-  const token = await issueToken(account.id, { user: { id: "sender", name: "Sender" }, scope: "messaging" });
-  const receiverToken = await issueToken(account.id, { user: { id: "receiver" }, scope: "messaging" });
-  const room = `bench-${topicKind}`;
-  await createRoom(actorFrom(await verifyAccessToken(token, "messaging")), { channelId: room });
-  const topic = `${topicKind}:${room}`;
-  const event = topicKind === "rtc" ? "tick" : "new_message";
-
-  let count = 0;
-  const latencies: number[] = [];
-  const sockets: InstanceType<typeof Socket>[] = [];
-  const joinOne = (socketToken: string) =>
-    new Promise<InstanceType<typeof Socket>["channel"] extends (...args: never[]) => infer C ? C : never>((resolve, reject) => {
-      const socket = new Socket(base, { params: { token: socketToken }, reconnectAfterMs: () => 3_600_000, timeout: 60_000 });
-      socket.connect();
-      sockets.push(socket);
-      const channel = socket.channel(topic);
-      channel
-        .join()
-        .receive("ok", () => resolve(channel))
-        .receive("error", (error: unknown) => reject(new Error(JSON.stringify(error))))
-        .receive("timeout", () => reject(new Error("join timed out")));
-    });
-
-  for (let i = 0; i < SOCKETS; i += 100) {
-    const batch = await Promise.all(Array.from({ length: Math.min(100, SOCKETS - i) }, () => joinOne(receiverToken)));
-    for (const channel of batch) {
-      channel.on(event, (payload: { t?: number; content?: string }) => {
-        const sentAt = topicKind === "rtc" ? payload.t : Number(payload.content?.split(" ")[0]);
-        if (sentAt === undefined || Number.isNaN(sentAt)) return;
-        latencies.push(performance.now() - sentAt);
-        count++;
-      });
-    }
-  }
-  const sender = await joinOne(token);
-  await Bun.sleep(1_000); // let the join-time presence traffic settle
-  const result = await measure(
-    `Parley ${topicKind}:`,
-    (payload) => {
-      if (topicKind === "rtc") sender.push(event, payload, 60_000);
-      else sender.push(event, { content: `${payload.t} #${payload.seq}` }, 60_000);
-    },
-    () => count,
-    latencies,
-  );
-  for (const socket of sockets) socket.disconnect();
-  await server.stop(true);
-  return result;
-}
-
-async function benchSocketIo(): Promise<Result> {
-  const http = createServer();
-  const io = new Server(http, { transports: ["websocket"] });
-  io.on("connection", (socket) => {
-    socket.join("room");
-    // The same relay as Parley's rtc topic: everyone in the room but the sender.
-    socket.on("tick", (payload) => socket.to("room").emit("tick", payload));
+async function within<T>(promise: Promise<T>, what: string, ms = PHASE_DEADLINE_MS): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms);
   });
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  let count = 0;
-  const latencies: number[] = [];
-  const clients: ReturnType<typeof ioClient>[] = [];
-  const connectOne = () =>
-    new Promise<ReturnType<typeof ioClient>>((resolve, reject) => {
-      const client = ioClient(url, { transports: ["websocket"], reconnection: false, timeout: 60_000 });
-      clients.push(client);
-      client.on("connect", () => resolve(client));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function run(target: Target): Promise<Result> {
+  const server = await target.start(await freePort());
+  const children: Subprocess[] = [];
+  try {
+    const reports = new Map<number, Array<{ latencies: number[]; at: number }>>();
+    const waiters: Array<() => void> = [];
+    let ready = 0;
+    const notify = () => {
+      for (const waiter of waiters.splice(0)) waiter();
+    };
+    const until = (check: () => boolean, what: string) =>
+      within(
+        new Promise<void>((resolve) => {
+          const poll = () => (check() ? resolve() : waiters.push(poll));
+          poll();
+        }),
+        `${target.name}: ${what}`,
+      );
+    for (let i = 0; i < CLIENT_PROCESSES; i++) {
+      const sockets = Math.floor(SOCKETS / CLIENT_PROCESSES) + (i < SOCKETS % CLIENT_PROCESSES ? 1 : 0);
+      const [kind, ...rest] = target.clients(server.urls[i % server.urls.length]!, `${MESSAGES},${PACED_MESSAGES}`);
+      children.push(
+        Bun.spawn([process.execPath, `${here}fanout/clients.ts`, kind!, rest[0]!, String(sockets), ...rest.slice(1)], {
+          stdout: "inherit",
+          stderr: "inherit",
+          ipc(message: { type: string; phase?: number; latencies?: number[]; at?: number }) {
+            if (message.type === "ready") ready++;
+            else reports.set(message.phase!, [...(reports.get(message.phase!) ?? []), { latencies: message.latencies!, at: message.at! }]);
+            notify();
+          },
+        }),
+      );
+    }
+    await until(() => ready === CLIENT_PROCESSES, "receivers joined");
+    const sender = await within(target.sender(server), `${target.name}: sender`);
+    for (const child of server.processes) await quiet(child.pid); // the join-time traffic (presence) is over
+
+    const serverCpu = () => server.processes.reduce((sum, child) => sum + cpuMs(child.pid), 0);
+    const cpuBefore = serverCpu();
+    const startedAt = now();
+    for (let seq = 0; seq < MESSAGES; seq++) sender.send({ t: now(), seq });
+    await until(() => reports.get(0)?.length === CLIENT_PROCESSES, "burst deliveries");
+    const lastAt = Math.max(...reports.get(0)!.map((report) => report.at));
+    const serverCpuMs = serverCpu() - cpuBefore;
+
+    for (let seq = 0; seq < PACED_MESSAGES; seq++) {
+      sender.send({ t: now(), seq });
+      await Bun.sleep(PACE_MS);
+    }
+    await until(() => reports.get(1)?.length === CLIENT_PROCESSES, "paced deliveries");
+    sender.close();
+    return {
+      name: target.name,
+      deliveriesPerSecond: (SOCKETS * MESSAGES) / ((lastAt - startedAt) / 1000),
+      serverCpuMs,
+      burst: reports.get(0)!.flatMap((report) => report.latencies),
+      paced: reports.get(1)!.flatMap((report) => report.latencies),
+    };
+  } finally {
+    for (const child of children) child.kill();
+    for (const child of server.processes) child.kill();
+    await Promise.all([...children, ...server.processes].map((child) => child.exited));
+  }
+}
+
+// ---- the targets
+
+const bare: Target = {
+  name: "bare Bun publish",
+  async start(port) {
+    const child = Bun.spawn([process.execPath, `${here}fanout/bare-server.ts`, String(port)], { stdout: "ignore", stderr: "inherit" });
+    await listening(`http://127.0.0.1:${port}`, child);
+    return { processes: [child], urls: [`ws://127.0.0.1:${port}/bare`] };
+  },
+  clients: (url, phases) => ["phoenix", url, phases, "", "rtc:bare", "tick"],
+  sender: (server) => phoenixSender(server.urls[0]!, "", "rtc:bare", (stamp) => ["tick", stamp]),
+};
+
+/** A `phoenix` client that joins `topic` and pushes one event per stamp. */
+async function phoenixSender(url: string, token: string, topic: string, push: (stamp: Stamp) => [string, object]) {
+  const socket = new Socket(url, { params: { token }, reconnectAfterMs: () => 3_600_000, timeout: 60_000 });
+  socket.connect();
+  const channel = socket.channel(topic);
+  await new Promise((resolve, reject) => {
+    channel.join().receive("ok", resolve).receive("error", reject).receive("timeout", reject);
+  });
+  return {
+    send: (stamp: Stamp) => channel.push(...push(stamp), 60_000),
+    close: () => socket.disconnect(),
+  };
+}
+
+const socketIo: Target = {
+  name: "Socket.IO",
+  async start(port) {
+    const runtime = Bun.which("node") ?? process.execPath;
+    const child = Bun.spawn([runtime, `${here}fanout/socketio-server.mjs`, String(port)], { stdout: "ignore", stderr: "inherit" });
+    const url = `http://127.0.0.1:${port}`;
+    await listening(`${url}/socket.io/?EIO=4&transport=polling`, child);
+    return { processes: [child], urls: [url] };
+  },
+  clients: (url, phases) => ["socketio", url, phases],
+  async sender(server) {
+    const client = ioClient(server.urls[0]!, { transports: ["websocket"], reconnection: false });
+    await new Promise((resolve, reject) => {
+      client.on("connect", () => resolve(undefined));
       client.on("connect_error", reject);
     });
-  for (let i = 0; i < SOCKETS; i += 100) {
-    const batch = await Promise.all(Array.from({ length: Math.min(100, SOCKETS - i) }, connectOne));
-    for (const client of batch) {
-      client.on("tick", (payload: { t: number }) => {
-        latencies.push(performance.now() - payload.t);
-        count++;
-      });
-    }
-  }
-  const sender = await connectOne();
-  await Bun.sleep(1_000);
-  const result = await measure("Socket.IO", (payload) => sender.emit("tick", payload), () => count, latencies);
-  for (const client of clients) client.disconnect();
-  io.close();
-  return result;
-}
+    return { send: (stamp) => client.emit("tick", stamp), close: () => client.disconnect() };
+  },
+};
 
 await migrate();
-console.log(`fan-out: 1 sender, ${SOCKETS} receiving sockets, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per run)\n`);
-const results = [await benchParley("rtc"), await benchParley("chat"), await benchSocketIo()];
-const row = (cells: string[]) => console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(14) : cell.padStart(14))).join(""));
-row(["", "deliveries/s", "burst p99 ms", "paced p50 ms", "paced p99 ms"]);
-const figures = new Map<string, { rate: number; p99: number }>();
-for (const result of results) {
-  const burst = [...result.burstLatencies].sort((a, b) => a - b);
-  const paced = [...result.pacedLatencies].sort((a, b) => a - b);
-  const rate = result.deliveries / result.seconds;
-  figures.set(result.name, { rate, p99: percentile(paced, 99) });
-  row([result.name, Math.round(rate).toLocaleString("en"), percentile(burst, 99).toFixed(1), percentile(paced, 50).toFixed(1), percentile(paced, 99).toFixed(1)]);
+const { account } = await createAccount(`bench-${crypto.randomUUID().slice(0, 8)}`, "EdDSA");
+// One sender bursts and one receiver user joins a thousand times: lift the per-user frame limit (docs/limits.md).
+await setLimit(account.id, "socket.messages", 1_000_000_000);
+const senderToken = await issueToken(account, { user: { id: "sender", name: "Sender" }, scope: "messaging" });
+const receiverToken = await issueToken(account, { user: { id: "receiver" }, scope: "messaging" });
+const senderActor = actorFrom(await verifyAccessToken(senderToken, "messaging"));
+
+/** Parley on `apiProcesses` API processes (each its own port), the receivers spread over them. */
+function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", apiProcesses = 1): Target {
+  const room = `bench-${kind}-${broker}-${apiProcesses}`;
+  const topic = `${kind}:${room}`;
+  const event = kind === "rtc" ? "tick" : "new_message";
+  const profile = process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [];
+  return {
+    name,
+    async start(port) {
+      await createRoom(senderActor, { channelId: room });
+      const ports = [port, ...(await Promise.all(Array.from({ length: apiProcesses - 1 }, freePort)))];
+      const processes = ports.map((each) =>
+        Bun.spawn([process.execPath, ...profile, "src/index.ts", "--role=api"], {
+          env: { ...process.env, PORT: String(each), HOST: "127.0.0.1", REALTIME_BROKER: broker, API_PROCESSES: String(apiProcesses) },
+          stdout: "ignore",
+          stderr: "inherit",
+        }),
+      );
+      await Promise.all(ports.map((each, i) => listening(`http://127.0.0.1:${each}/healthz`, processes[i]!)));
+      return { processes, urls: ports.map((each) => `ws://127.0.0.1:${each}/api/v1/messaging`) };
+    },
+    clients: (url, phases) => ["phoenix", url, phases, receiverToken, topic, event],
+    sender: (server) =>
+      phoenixSender(server.urls[0]!, senderToken, topic, (stamp) => (kind === "rtc" ? [event, stamp] : [event, { content: `${stamp.t} #${stamp.seq}` }])),
+  };
 }
-const reference = figures.get("Socket.IO")!;
-console.log(`\n(paced: one message every ${PACE_MS} ms; ratios below: Parley ÷ Socket.IO)`);
-for (const name of ["Parley rtc:", "Parley chat:"]) {
-  const parley = figures.get(name)!;
-  console.log(`${name.padEnd(13)} throughput ${(parley.rate / reference.rate).toFixed(2)}×; paced p99 latency ${(parley.p99 / reference.p99).toFixed(2)}×`);
+
+const catalogue: Record<string, Target> = {
+  bare,
+  socketio: socketIo,
+  "rtc-redis": parley("Parley rtc: redis", "rtc", "redis"),
+  "rtc-local": parley("Parley rtc: local", "rtc", "local"),
+  chat: parley("Parley chat:", "chat", "redis"),
+  "rtc-redis-2": parley("Parley rtc: 2 procs", "rtc", "redis", 2),
+};
+
+console.log(
+  `fan-out: 1 sender, ${SOCKETS} receiving sockets in ${CLIENT_PROCESSES} client processes, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per burst)\n`,
+);
+const results = new Map<string, Result>();
+for (const key of TARGETS) {
+  const target = catalogue[key];
+  if (!target) throw new Error(`unknown target "${key}"; targets are ${Object.keys(catalogue).join(", ")}`);
+  results.set(key, await run(target));
 }
-const { closeBroker } = await import("../../src/realtime/broker");
+
+const row = (cells: string[]) => console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(20) : cell.padStart(14))).join(""));
+row(["", "deliveries/s", "server CPU ms", "burst p99 ms", "paced p50 ms", "paced p99 ms"]);
+for (const result of results.values()) {
+  const burst = [...result.burst].sort((a, b) => a - b);
+  const paced = [...result.paced].sort((a, b) => a - b);
+  row([
+    result.name,
+    Math.round(result.deliveriesPerSecond).toLocaleString("en"),
+    String(result.serverCpuMs),
+    percentile(burst, 99).toFixed(1),
+    percentile(paced, 50).toFixed(1),
+    percentile(paced, 99).toFixed(1),
+  ]);
+}
+console.log(`\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms)`);
+const ratio = (key: string, reference: string) => {
+  const a = results.get(key);
+  const b = results.get(reference);
+  if (!a || !b) return;
+  const p99 = (r: Result) => percentile([...r.paced].sort((x, y) => x - y), 99);
+  console.log(
+    `${a.name.padEnd(20)} ÷ ${b.name.padEnd(17)} throughput ${(a.deliveriesPerSecond / b.deliveriesPerSecond).toFixed(2)}×; paced p99 ${(p99(a) / p99(b)).toFixed(2)}×`,
+  );
+};
+ratio("rtc-redis", "bare");
+ratio("rtc-local", "bare");
+ratio("chat", "socketio");
+ratio("rtc-redis", "socketio");
+ratio("rtc-redis-2", "bare");
+
 const { closeRedis } = await import("../../src/queue/connection");
 const { database } = await import("../../src/db/client");
-await closeBroker();
 await closeRedis();
 await database.close();
 process.exit(0);

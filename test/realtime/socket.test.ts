@@ -324,7 +324,8 @@ describe("raw frames", () => {
     expect((await none.json()).error.code).toBe("unauthorized");
     const bad = await fetch(`${url}?token=nope`, { headers: upgrade });
     expect(bad.status).toBe(401);
-    const mediaOnly = await tokenFor(account.apiKey, { id: "alice" }, "media");
+    // Media tokens are signed RS256 only (what Jitsi verifies), so they come from an RS256 account.
+    const mediaOnly = await tokenFor((await newAccount("RS256")).apiKey, { id: "alice" }, "media");
     expect((await fetch(`${url}?token=${mediaOnly}`, { headers: upgrade })).status).toBe(403);
     const plain = await fetch(`${url}?token=${aliceToken}`);
     expect(plain.status).toBe(404);

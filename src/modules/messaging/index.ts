@@ -1,9 +1,12 @@
 /** Chat over REST: rooms, messages and replies, polls and users (spec 4.4). New messages arrive over the socket. */
 import { Elysia, t } from "elysia";
-import { auth } from "../../http/auth";
+import { auth } from "../auth";
 import { errorResponses } from "../../http/errors";
+import { limits } from "../limits";
+import { Text } from "../../http/text";
 import {
   actorFrom,
+  CONTENT_MAX_CHARS,
   addRoomUser,
   createRoom,
   deleteMessages,
@@ -30,8 +33,8 @@ import {
 } from "./service";
 
 const Id = t.Integer({ minimum: 1, maximum: 2_147_483_647 });
-const ChannelId = t.String({ minLength: 1, maxLength: 128, description: "The room's channel id" });
-const UserId = t.String({ minLength: 1, maxLength: 256 });
+const ChannelId = Text({ minLength: 1, maxLength: 128, description: "The room's channel id" });
+const UserId = Text({ minLength: 1, maxLength: 256 });
 
 const Room = t.Object({
   id: t.Integer(),
@@ -74,7 +77,7 @@ const Confirmation = t.Object({ message: t.String() });
 
 const Size = t.Integer({ minimum: 1, maximum: PAGE_SIZE_MAX, default: PAGE_SIZE_DEFAULT, description: `Default ${PAGE_SIZE_DEFAULT}, at most ${PAGE_SIZE_MAX}` });
 const Offset = t.Integer({ minimum: 0, maximum: 1_000_000_000, default: 0 });
-const SearchTerm = t.String({ minLength: 1, maxLength: SEARCH_TERM_MAX_CHARS, description: "Case-insensitive; % and _ match themselves" });
+const SearchTerm = Text({ minLength: 1, maxLength: SEARCH_TERM_MAX_CHARS, description: "Case-insensitive; % and _ match themselves" });
 
 export const MessagingModel = {
   room: Room,
@@ -90,7 +93,7 @@ export const MessagingModel = {
   listQuery: t.Object({
     size: t.Optional(Size),
     offset: t.Optional(Offset),
-    message_ids: t.Optional(t.String({ maxLength: 2000, description: "Comma-separated message ids" })),
+    message_ids: t.Optional(Text({ maxLength: 2000, description: "Comma-separated message ids" })),
     group_by_day: t.Optional(t.Boolean()),
   }),
   repliesQuery: t.Object({ size: t.Optional(Size), offset: t.Optional(Offset), group_by_day: t.Optional(t.Boolean()) }),
@@ -100,7 +103,7 @@ export const MessagingModel = {
     message_ids: t.Optional(t.Array(Id, { maxItems: PAGE_SIZE_MAX })),
   }),
   deleteReplies: t.Object({ reply_message_ids: t.Array(Id, { minItems: 1, maxItems: PAGE_SIZE_MAX }) }),
-  editMessage: t.Object({ content: t.Optional(t.String({ minLength: 1 })) }),
+  editMessage: t.Object({ content: t.Optional(Text({ minLength: 1, maxLength: CONTENT_MAX_CHARS })) }),
 };
 
 const roomParams = t.Object({ channel_id: ChannelId });
@@ -110,7 +113,8 @@ const ROOM_ERRORS = errorResponses(400, 401, 403, 404, 422);
 
 export const messagingController = new Elysia({ name: "parley.messaging", detail: { tags: ["messaging"] } })
   .use(auth)
-  .guard({ bearer: "messaging" }, (app) =>
+  .use(limits)
+  .guard({ bearer: "messaging", limit: "messaging" }, (app) =>
     app
       .get("/api/v1/messaging/rooms", async ({ session }) => ({ rooms: await listRooms(actorFrom(session)) }), {
         response: { 200: t.Object({ rooms: t.Array(Room) }), ...errorResponses(401, 403) },

@@ -6,8 +6,9 @@
  */
 import { and, asc, count, desc, eq, ilike, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
 import { db } from "../../db/client";
-import { AppError } from "../../http/errors";
+import { AppError, isDependencyDown } from "../../core/errors";
 import { announceToRoom } from "../../realtime/topics";
+import { admitChatBytes, assertChatStorage, type ChatStorage, readChatStorage } from "../limits/quotas";
 import type { VerifiedToken } from "../token/service";
 import { chatMessages, chatPollOptions, chatPollVotes, chatRooms, chatUsers } from "./schema";
 
@@ -226,11 +227,16 @@ async function findRoom(accountId: string, channelId: string): Promise<RoomRow |
 
 /** The room if the actor may read it; 404 when the account has no such room, 403 when it is closed to the actor. */
 async function enterRoom(actor: Actor, channelId: string, purpose: "read" | "write" = "read"): Promise<RoomRow> {
-  const room = await findRoom(actor.accountId, channelId);
+  const room = admitted(await findRoom(actor.accountId, channelId), actor, channelId, purpose);
+  await rememberUser(actor);
+  return room;
+}
+
+/** The room found for `channelId` if the actor may use it so; the 404 or 403 otherwise. */
+function admitted(room: RoomRow | undefined, actor: Actor, channelId: string, purpose: "read" | "write"): RoomRow {
   if (!room) throw new AppError("not_found", `no room "${channelId}"`);
   if (!mayEnter(room, actor)) throw new AppError("forbidden", `user "${actor.userId}" may not enter room "${channelId}"`);
   if (purpose === "write" && room.status !== "active") throw new AppError("forbidden", `room "${channelId}" is ${room.status}: it is read-only`);
-  await rememberUser(actor);
   return room;
 }
 
@@ -492,8 +498,14 @@ function checkPollOptions(options: unknown): string[] {
   return texts;
 }
 
-/** Stores a message (a poll when content_type is "poll"; a reply when parent_id is set) and broadcasts it as `new_message`. */
-export async function postMessage(actor: Actor, channelId: string, input: NewMessage): Promise<MessageView> {
+interface Draft {
+  content: string;
+  contentType: string;
+  options: string[] | undefined;
+  parentId: number | null;
+}
+
+function checkDraft(input: NewMessage): Draft {
   if (typeof input !== "object" || input === null) throw new AppError("validation_failed", "the payload must be an object");
   const content = checkContent(input.content);
   const contentType = input.content_type ?? "text";
@@ -503,39 +515,203 @@ export async function postMessage(actor: Actor, channelId: string, input: NewMes
   const options = contentType === "poll" ? checkPollOptions(input.options) : undefined;
   if (contentType !== "poll" && input.options !== undefined) throw new AppError("validation_failed", "options: only a poll has options");
   const parentId = input.parent_id === undefined || input.parent_id === null ? null : positiveInt("parent_id", input.parent_id);
-  const room = await enterRoom(actor, channelId, "write");
-  if (parentId !== null) {
-    const parent = await findMessage(room, parentId);
-    if (parent.parentId !== null) throw new AppError("validation_failed", "parent_id: a reply cannot have replies; answer its parent");
+  return { content, contentType, options, parentId };
+}
+
+/**
+ * Stores a message (a poll when content_type is "poll"; a reply when parent_id is set),
+ * broadcasts it as `new_message`, and resolves once both are done: a resolved post is a
+ * stored message. Posts are written in the order they were made, together with whatever
+ * else is waiting (see the writer below), and broadcast in that order.
+ */
+export async function postMessage(actor: Actor, channelId: string, input: NewMessage): Promise<MessageView> {
+  const draft = checkDraft(input);
+  return new Promise((resolve, reject) => {
+    waiting.push({ actor, channelId, draft, resolve, reject });
+    if (!writing) {
+      writing = true;
+      // One turn of the event loop: the posts of frames read together are written together.
+      setImmediate(writeWaiting);
+    }
+  });
+}
+
+// ---- the message writer: posts of every socket of this process, in batches
+
+interface Post {
+  actor: Actor;
+  channelId: string;
+  draft: Draft;
+  resolve(message: MessageView): void;
+  reject(error: unknown): void;
+}
+
+/** Posts not yet written, oldest first. One batch is written at a time, so order holds across batches. */
+let waiting: Post[] = [];
+let writing = false;
+/** Rows in one INSERT at most; a longer queue is written in several. */
+const WRITE_BATCH_MAX = 500;
+
+/**
+ * Takes back the posts still waiting for the writer, none of them stored, failing each with
+ * `reason`: the process is stopping. A batch already being written finishes.
+ */
+export function withdrawWaitingPosts(reason: Error): void {
+  const withdrawn = waiting;
+  waiting = [];
+  for (const post of withdrawn) post.reject(reason);
+}
+
+async function writeWaiting(): Promise<void> {
+  while (waiting.length > 0) {
+    const batch = waiting.slice(0, WRITE_BATCH_MAX);
+    waiting = waiting.slice(batch.length);
+    try {
+      await writeBatch(batch);
+    } catch (error) {
+      for (const post of batch) post.reject(error);
+    }
   }
-  const values = {
+  writing = false;
+}
+
+/**
+ * Checks every post as postMessage always has (the room, the parent, the storage quota),
+ * stores runs of plain messages with one INSERT each and polls in their own transaction,
+ * in order, then broadcasts and settles each post in that order.
+ */
+async function writeBatch(batch: Post[]): Promise<void> {
+  const rooms = new Map<string, Promise<RoomRow | undefined>>();
+  const roomOf = (post: Post) => {
+    const key = `${post.actor.accountId}\u0000${post.channelId}`;
+    if (!rooms.has(key)) rooms.set(key, findRoom(post.actor.accountId, post.channelId));
+    return rooms.get(key)!;
+  };
+  // Read beside the rooms: the quota does not depend on them.
+  const storage = new Map<string, Promise<ChatStorage>>();
+  for (const { actor } of batch) if (!storage.has(actor.accountId)) storage.set(actor.accountId, readChatStorage(actor.accountId));
+  for (const read of storage.values()) read.catch(() => {}); // awaited below, unless no post gets that far
+  const checked = await Promise.all(
+    batch.map(async (post) => {
+      try {
+        const room = admitted(await roomOf(post), post.actor, post.channelId, "write");
+        await rememberUser(post.actor);
+        if (post.draft.parentId !== null) {
+          const parent = await findMessage(room, post.draft.parentId);
+          if (parent.parentId !== null) throw new AppError("validation_failed", "parent_id: a reply cannot have replies; answer its parent");
+        }
+        return { post, room };
+      } catch (error) {
+        post.reject(error);
+        return undefined;
+      }
+    }),
+  );
+  const admittedPosts = await withinQuota(checked.filter((entry) => entry !== undefined), storage);
+  // Runs of plain messages share an INSERT; a poll is written alone, in its place.
+  for (let start = 0; start < admittedPosts.length; ) {
+    let end = start + 1;
+    if (!admittedPosts[start]!.post.draft.options) while (end < admittedPosts.length && !admittedPosts[end]!.post.draft.options) end++;
+    const run = admittedPosts.slice(start, end);
+    start = end;
+    let messages: Array<MessageView | Error>;
+    try {
+      messages = run[0]!.post.draft.options ? [await storePoll(run[0]!)] : await storeMessages(run);
+    } catch (error) {
+      messages = run.map(() => error as Error);
+    }
+    for (const [i, { post }] of run.entries()) {
+      const message = messages[i]!;
+      if (message instanceof Error) {
+        post.reject(message);
+        continue;
+      }
+      // Not awaited: this process's sockets have it when the call returns, and the writer
+      // must not stall on Redis (copies for other processes keep their order on one connection).
+      announceToRoom(post.actor.accountId, post.channelId, "new_message", message);
+      post.resolve(message);
+    }
+  }
+}
+
+type Admitted = { post: Post; room: RoomRow };
+
+/** The posts within their account's stored-bytes quota, counted in order; the others are refused. */
+async function withinQuota(entries: Admitted[], storage: Map<string, Promise<ChatStorage>>): Promise<Admitted[]> {
+  const bytesOf = ({ post: { draft } }: Admitted) =>
+    (draft.options ?? []).reduce((bytes, text) => bytes + Buffer.byteLength(text), Buffer.byteLength(draft.content));
+  const accounts = [...new Set(entries.map((entry) => entry.post.actor.accountId))];
+  const verdicts = new Map<Admitted, unknown>();
+  await Promise.all(
+    accounts.map(async (accountId) => {
+      const mine = entries.filter((entry) => entry.post.actor.accountId === accountId);
+      try {
+        const refusals = admitChatBytes(await storage.get(accountId)!, mine.map(bytesOf));
+        for (const [i, entry] of mine.entries()) verdicts.set(entry, refusals[i]);
+      } catch (error) {
+        for (const entry of mine) verdicts.set(entry, error);
+      }
+    }),
+  );
+  return entries.filter((entry) => {
+    const refusal = verdicts.get(entry);
+    if (refusal !== undefined) entry.post.reject(refusal);
+    return refusal === undefined;
+  });
+}
+
+function rowOf({ post: { actor, draft }, room }: Admitted) {
+  return {
     accountId: actor.accountId,
     roomId: room.id,
-    parentId,
-    content,
-    contentType,
+    parentId: draft.parentId,
+    content: draft.content,
+    contentType: draft.contentType,
     createdBy: actor.userId,
     createdByName: actor.name || actor.userId,
   };
-  // A new message has no replies or votes yet, so its view is built without reading back.
-  let message: MessageView;
-  if (options) {
-    message = await db.transaction(async (tx) => {
-      const [row] = await tx.insert(chatMessages).values(values).returning();
-      const stored = await tx
-        .insert(chatPollOptions)
-        .values(options.map((text, position) => ({ accountId: actor.accountId, messageId: row!.id, position, text })))
-        .returning({ id: chatPollOptions.id, text: chatPollOptions.text, position: chatPollOptions.position });
-      const ordered = stored.sort((a, b) => a.position - b.position).map(({ id, text }) => ({ id, text, vote_count: 0 }));
-      return viewOf(room, row!, 0, ordered);
-    });
-  } else {
-    // The hot path: one statement, no transaction round trips.
-    const [row] = await db.insert(chatMessages).values(values).returning();
-    message = viewOf(room, row!, 0, []);
+}
+
+/**
+ * Plain messages in one statement. Their ids come from the sequence in the order of the
+ * VALUES, so the rows sorted by id pair with the posts in order. A statement refused for
+ * one row (a parent deleted meanwhile) is retried row by row, so only that post fails.
+ */
+async function storeMessages(run: Admitted[]): Promise<Array<MessageView | Error>> {
+  try {
+    const rows = (await db.insert(chatMessages).values(run.map(rowOf)).returning()).sort((a, b) => a.id - b.id);
+    // A new message has no replies or votes yet, so its view is built without reading back.
+    return rows.map((row, i) => viewOf(run[i]!.room, row, 0, []));
+  } catch (error) {
+    if (run.length === 1 || isDependencyDown(error)) throw error;
+    const one: Array<MessageView | Error> = [];
+    for (const entry of run) {
+      one.push(
+        await db
+          .insert(chatMessages)
+          .values(rowOf(entry))
+          .returning()
+          .then(
+            ([row]) => viewOf(entry.room, row!, 0, []),
+            (failure: Error) => failure,
+          ),
+      );
+    }
+    return one;
   }
-  await announceToRoom(actor.accountId, channelId, "new_message", message);
-  return message;
+}
+
+async function storePoll(entry: Admitted): Promise<MessageView> {
+  const options = entry.post.draft.options!;
+  return db.transaction(async (tx) => {
+    const [row] = await tx.insert(chatMessages).values(rowOf(entry)).returning();
+    const stored = await tx
+      .insert(chatPollOptions)
+      .values(options.map((text, position) => ({ accountId: entry.post.actor.accountId, messageId: row!.id, position, text })))
+      .returning({ id: chatPollOptions.id, text: chatPollOptions.text, position: chatPollOptions.position });
+    const ordered = stored.sort((a, b) => a.position - b.position).map(({ id, text }) => ({ id, text, vote_count: 0 }));
+    return viewOf(entry.room, row!, 0, ordered);
+  });
 }
 
 /** Only the author edits; the room must be active. Broadcasts `message_updated`. */
@@ -544,9 +720,11 @@ export async function editMessage(actor: Actor, channelId: string, messageId: nu
   const row = await findMessage(room, messageId);
   if (row.createdBy !== actor.userId) throw new AppError("forbidden", "only the author may edit a message");
   if (content === undefined) return (await present(room, [row]))[0]!;
+  const checked = checkContent(content);
+  await assertChatStorage(actor.accountId, Buffer.byteLength(checked) - Buffer.byteLength(row.content));
   const [updated] = await db
     .update(chatMessages)
-    .set({ content: checkContent(content), updatedAt: sql`now()` })
+    .set({ content: checked, updatedAt: sql`now()` })
     .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.id, row.id)))
     .returning();
   const [message] = await present(room, [updated!]);

@@ -5,6 +5,9 @@ import { accountIdColumn } from "../accounts/schema";
 export const STREAM_STATES = ["starting", "running", "stopping", "stopped", "failed"] as const;
 export type StreamState = (typeof STREAM_STATES)[number];
 
+/** The spec's reconnect_window unit: 6000 is one minute, so one unit is 10 ms. */
+export const RECONNECT_WINDOW_UNIT_MS = 10;
+
 /** What the recorder was asked to do; stream keys are never part of it. */
 export interface StreamOptions {
   codec: "H264" | "H265";

@@ -9,15 +9,20 @@
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { GetObjectCommand } from "@aws-sdk/client-s3";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
-import { and, eq, inArray } from "drizzle-orm";
+import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import { config } from "../../config";
+import { roomAddress } from "../../core/room-key";
 import { db } from "../../db/client";
-import { AppError } from "../../http/errors";
-import { createRedis, redis, redisKey } from "../../queue/connection";
-import { getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
+import { AppError, isDependencyDown } from "../../core/errors";
+import { log } from "../../core/log";
+import { closeClient, createRedis, disconnected, PROMPT_REDIS_MS, promptRedis, redisKey, settledWithin, withinRedis } from "../../queue/connection";
+import { enqueue, getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
 import { accountKey, bucket, s3 } from "../../storage/s3";
 import { appendEvent } from "../events/service";
+import { quotaExceeded } from "../limits/quotas";
+import { limitsOf } from "../limits/service";
+import { recordEvent } from "../webhooks/outbox";
 import { BITRATE_LADDER, baseStreamName } from "./ladder";
 import { hostAllowed, PLATFORM_NAMES, platformIngest, SAFE_URL_TEXT } from "./platforms";
 import { type StreamOptions, type StreamState, streams } from "./schema";
@@ -26,8 +31,6 @@ export type Stream = typeof streams.$inferSelect;
 
 export const LIVE_STATES: StreamState[] = ["starting", "running", "stopping"];
 
-/** The spec's reconnect_window unit: 6000 is one minute, so one unit is 10 ms. */
-export const RECONNECT_WINDOW_UNIT_MS = 10;
 export const DEFAULT_RECONNECT_WINDOW = 6000;
 /** A day; a longer window would keep an empty room's recorder for no one. */
 export const MAX_RECONNECT_WINDOW = 8_640_000;
@@ -65,9 +68,9 @@ export interface StreamStopped {
   pod_name: string;
 }
 
-/** The room name events and streams are filed under: without any `@conference.domain`, lowercase. */
+/** The room events and streams are filed under: the key (core/room-key) of the room, without any `@conference.domain`. */
 export function bareRoom(roomName: string): string {
-  return roomName.split("@")[0]!.trim().toLowerCase();
+  return roomName.trim() === "" ? "" : roomAddress(roomName).room;
 }
 
 function invalid(message: string): never {
@@ -134,13 +137,17 @@ export function optionsOf(request: StartRequest): StreamOptions {
   };
 }
 
-function streamNameFor(room: string): string {
+/** Random bits in a stream name. The viewer-count and VOD routes answer anyone who knows a name, so it must not be guessable. */
+export const STREAM_NAME_RANDOM_BYTES = 16;
+
+/** `<room slug>-<32 hex digits>`: 128 random bits after a readable prefix. */
+export function streamNameFor(room: string): string {
   const slug =
     room
       .replace(/[^a-z0-9]+/g, "-")
       .replace(/^-+|-+$/g, "")
       .slice(0, 40) || "stream";
-  return `${slug}-${randomBytes(4).toString("hex")}`;
+  return `${slug}-${randomBytes(STREAM_NAME_RANDOM_BYTES).toString("hex")}`;
 }
 
 /** The RTMP name the stream's top quality is published under. */
@@ -174,27 +181,44 @@ export function wantsRecording(options: StreamOptions): boolean {
 
 // ---------------------------------------------------------------- state changes
 
+/** How catalogue events name a stream. */
+function streamNamed(stream: Stream) {
+  return { stream_id: stream.id, stream_name: stream.streamName, room: stream.room };
+}
+
 const stateChannel = () => redisKey("streams", "state");
 let stateSubscriber: Redis | undefined;
 const stateWaiters = new Map<string, Set<() => void>>();
 
+/** Best effort: the row is the truth, and a waiter that misses the announcement finds the change on its next poll. */
 async function announce(streamId: string): Promise<void> {
-  await redis().publish(stateChannel(), streamId);
+  await withinRedis(promptRedis(), "announcing a stream state", () => promptRedis().publish(stateChannel(), streamId)).catch((error: Error) =>
+    log.warn({ streamId, err: error.message }, "stream state change not announced"),
+  );
 }
 
+let stateSubscribed: Promise<unknown> = Promise.resolve();
+
+/**
+ * Waits for the SUBSCRIBE at most PROMPT_REDIS_MS, and not at all while Redis is away: ioredis
+ * sends it once Redis is back, and waiters poll the row meanwhile.
+ */
 async function subscribeToStates(): Promise<void> {
-  if (stateSubscriber) return;
-  stateSubscriber = createRedis("stream-states");
-  stateSubscriber.on("message", (_channel: string, streamId: string) => {
-    for (const wake of stateWaiters.get(streamId) ?? []) wake();
-  });
-  await stateSubscriber.subscribe(stateChannel());
+  if (!stateSubscriber) {
+    stateSubscriber = createRedis("stream-states");
+    stateSubscriber.on("message", (_channel: string, streamId: string) => {
+      for (const wake of stateWaiters.get(streamId) ?? []) wake();
+    });
+    // A SUBSCRIBE that fails (the connection dropped at shutdown) leaves the waiters to their poll.
+    stateSubscribed = stateSubscriber.subscribe(stateChannel()).catch(() => {});
+  }
+  if (!disconnected(stateSubscriber)) await settledWithin(stateSubscribed, PROMPT_REDIS_MS);
 }
 
 export async function stopStateSubscriber(): Promise<void> {
   const subscriber = stateSubscriber;
   stateSubscriber = undefined;
-  await subscriber?.quit().catch(() => subscriber.disconnect());
+  await closeClient(subscriber);
 }
 
 /** Waits until the stream satisfies `done` or the time is up; answers the last row seen. */
@@ -244,22 +268,36 @@ export async function startStream(accountId: string, request: StartRequest): Pro
   const destinations = destinationsOf(request);
   const timeoutMs = config.streaming.operationTimeoutMs;
 
+  // Read before the transaction, which may use only its own handle.
+  const limits = await limitsOf(accountId);
   let stream: Stream | undefined;
   for (let attempt = 0; attempt < 3 && !stream; attempt++) {
-    const [created] = await db
-      .insert(streams)
-      .values({ id: randomUUID(), accountId, room, streamName: streamNameFor(room), state: "starting", options })
-      .onConflictDoNothing()
-      .returning();
+    const [created] = await db.transaction(async (tx) => {
+      await checkStreamQuotas(tx, accountId, room, options, limits);
+      return tx
+        .insert(streams)
+        .values({ id: randomUUID(), accountId, room, streamName: streamNameFor(room), state: "starting", options })
+        .onConflictDoNothing()
+        .returning();
+    });
     if (created) {
       const job: RecorderStartJob = { streamId: created.id, destinations };
-      await getQueue(QUEUE_NAMES.recorder).add(RECORDER_JOBS.start, job, {
-        jobId: `start-${created.id}`,
-        attempts: 1,
-        // The job holds stream keys: it leaves Redis the moment it ends, either way.
-        removeOnComplete: true,
-        removeOnFail: true,
-      });
+      try {
+        await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.start, job, {
+          jobId: `start-${created.id}`,
+          attempts: 1,
+          // The job holds stream keys: it leaves Redis the moment it ends, either way.
+          removeOnComplete: true,
+          removeOnFail: true,
+        });
+      } catch (error) {
+        if (!isDependencyDown(error)) throw error;
+        // No recorder will start it: the row is finished now, and a job that reaches Redis
+        // late finds it failed and does nothing (workers/recorder.ts starts only `starting` streams).
+        await finishStream(created.id, ["starting"], "failed", QUEUE_UNAVAILABLE);
+        log.warn({ streamId: created.id, err: (error as Error).message }, "stream not started: the recorder queue is unavailable");
+        throw new AppError("dependency_down", "the recorder queue is unavailable, so the stream was not started; retry later", { started: false });
+      }
       stream = created;
       break;
     }
@@ -276,15 +314,49 @@ export async function startStream(accountId: string, request: StartRequest): Pro
   if (settled.state === "starting") {
     // Give up on this attempt: the recorder that is still starting sees the row failed and stops itself.
     await finishStream(settled.id, ["starting"], "failed", "timeout");
-    await getQueue(QUEUE_NAMES.recorder)
-      .remove(`start-${settled.id}`)
-      .catch(() => 0);
+    await settledWithin(getQueue(QUEUE_NAMES.recorder).remove(`start-${settled.id}`), PROMPT_REDIS_MS);
     throw new AppError("timeout", `the stream did not start within ${timeoutMs / 1000} seconds; send the request again`, {
       started: false,
     });
   }
   throw new AppError("dependency_down", `the stream could not start: ${settled.reason ?? settled.state}`, { started: false });
 }
+
+type Transaction = Parameters<Parameters<typeof db.transaction>[0]>[0];
+
+/**
+ * The account's live-stream and recording quotas, counted in the database so they hold
+ * across processes and without Redis. Starts of one account queue on an advisory lock, so
+ * two can never both take the last place. The room's own live stream is left out: starting
+ * it again adds nothing.
+ */
+async function checkStreamQuotas(
+  tx: Transaction,
+  accountId: string,
+  room: string,
+  options: StreamOptions,
+  limits: Awaited<ReturnType<typeof limitsOf>>,
+): Promise<void> {
+  // drizzle has no builder for advisory locks.
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`streams/${accountId}`}, 0))`);
+  // StreamOptions is jsonb: its flags are read with ->> (see wantsRecording).
+  const recording = or(sql`(${streams.options} ->> 'isRecording')::boolean`, sql`(${streams.options} ->> 'isVod')::boolean`);
+  const [live] = await tx
+    .select({ streams: sql<number>`count(*)::int`, recordings: sql<number>`(count(*) filter (where ${recording}))::int` })
+    .from(streams)
+    .where(and(eq(streams.accountId, accountId), inArray(streams.state, LIVE_STATES), ne(streams.room, room)));
+  const streamLimit = limits["streams.concurrent"];
+  if (live!.streams >= streamLimit) {
+    throw quotaExceeded("streams.concurrent", streamLimit, live!.streams, "no more live streams at once; stop one first", { started: false });
+  }
+  const recordingLimit = limits["recordings.concurrent"];
+  if (wantsRecording(options) && live!.recordings >= recordingLimit) {
+    throw quotaExceeded("recordings.concurrent", recordingLimit, live!.recordings, "no more recording streams at once; stop one first", { started: false });
+  }
+}
+
+/** The stop reason of a stream whose start or stop could not be queued (Redis down). */
+export const QUEUE_UNAVAILABLE = "queue_unavailable";
 
 export async function stopStream(accountId: string, roomName: string): Promise<StreamStopped> {
   const stream = await liveStreamOfRoom(accountId, bareRoom(roomName));
@@ -299,21 +371,34 @@ export async function stopStream(accountId: string, roomName: string): Promise<S
   return body;
 }
 
-/** Marks the stream stopping and asks a recorder worker to stop it. */
+/**
+ * Asks a recorder worker to stop the stream, then marks it stopping. Queued first: when the
+ * queue is unavailable the caller gets a 503 and the stream goes on as it was (running),
+ * rather than being left `stopping` with nobody to stop it.
+ */
 async function requestStop(stream: Stream, reason: string): Promise<void> {
+  const job: RecorderStopJob = { streamId: stream.id, reason };
+  try {
+    await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.stop, job, {
+      jobId: `stop-${stream.id}`,
+      attempts: 3,
+      backoff: { type: "fixed", delay: 500 },
+      removeOnComplete: true,
+      removeOnFail: true,
+    });
+  } catch (error) {
+    if (!isDependencyDown(error)) throw error;
+    throw new AppError("dependency_down", "the recorder queue is unavailable, so the stream was not stopped; it goes on, retry later", {
+      started: false,
+      stream_name: stream.streamName,
+      pod_name: stream.podName ?? "",
+    });
+  }
   await db
     .update(streams)
     .set({ state: "stopping" })
     .where(and(eq(streams.id, stream.id), inArray(streams.state, ["starting", "running"])));
   await announce(stream.id);
-  const job: RecorderStopJob = { streamId: stream.id, reason };
-  await getQueue(QUEUE_NAMES.recorder).add(RECORDER_JOBS.stop, job, {
-    jobId: `stop-${stream.id}`,
-    attempts: 3,
-    backoff: { type: "fixed", delay: 500 },
-    removeOnComplete: true,
-    removeOnFail: true,
-  });
 }
 
 // ---------------------------------------------------------------- recorder side
@@ -336,11 +421,15 @@ export async function claimStream(streamId: string, place: RecorderPlace): Promi
 
 /** The recorder is publishing: starting → running. False when the request gave up meanwhile. */
 export async function markRunning(streamId: string): Promise<boolean> {
-  const [stream] = await db
-    .update(streams)
-    .set({ state: "running", startedAt: new Date() })
-    .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
-    .returning();
+  const stream = await db.transaction(async (tx) => {
+    const [running] = await tx
+      .update(streams)
+      .set({ state: "running", startedAt: new Date() })
+      .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
+      .returning();
+    if (running) await recordEvent(tx, running.accountId, "stream.started", { ...streamNamed(running), recording: running.options.isRecording });
+    return running;
+  });
   if (!stream) return false;
   const room = stream.room;
   await appendEvent({
@@ -378,18 +467,25 @@ export async function finishStream(
   reason: string,
   recordingKey?: string,
 ): Promise<Stream | undefined> {
-  const [stream] = await db
-    .update(streams)
-    .set({ state, reason, stoppedAt: new Date(), ...(recordingKey ? { recordingKey } : {}) })
-    .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
-    .returning();
+  const stream = await db.transaction(async (tx) => {
+    const [finished] = await tx
+      .update(streams)
+      .set({ state, reason, stoppedAt: new Date(), ...(recordingKey ? { recordingKey } : {}) })
+      .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
+      .returning();
+    if (finished) await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", { ...streamNamed(finished), reason });
+    if (finished && recordingKey) await recordEvent(tx, finished.accountId, "recording.ready", { ...streamNamed(finished), object_key: recordingKey, vod_url: streamUrls(finished).vod_url });
+    return finished;
+  });
   if (!stream) return undefined;
   if (stream.startedAt) {
     const viewersKey = redisKey("stream", stream.streamName, "viewers");
     const peakKey = redisKey("stream", stream.streamName, "peak");
-    const peak = Number((await redis().get(peakKey)) ?? 0);
-    await redis().del(viewersKey);
-    await redis().expire(peakKey, 86_400);
+    // Viewer sets live in Redis only; without it the peak is reported as 0.
+    const peak = await withinRedis(promptRedis(), "reading the viewer peak", async () => {
+      const [[, value]] = (await promptRedis().multi().get(peakKey).del(viewersKey).expire(peakKey, 86_400).exec()) as [[Error | null, string | null]];
+      return Number(value ?? 0);
+    }).catch(() => 0);
     await appendEvent({
       accountId: stream.accountId,
       kind: "stream_stopped",
@@ -450,15 +546,27 @@ local n = redis.call('SCARD', KEYS[1])
 if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end
 return {changed, n}`;
 
+/** Viewers are counted in Redis only: while it is away a play is allowed and left uncounted. */
 async function changeViewers(stream: Stream, change: "add" | "remove", client: string): Promise<void> {
-  const [changed, viewers] = (await redis().eval(
-    VIEWER_SCRIPT,
-    2,
-    redisKey("stream", stream.streamName, "viewers"),
-    redisKey("stream", stream.streamName, "peak"),
-    change,
-    client,
-  )) as [number, number];
+  const counted = await withinRedis(
+    promptRedis(),
+    "counting viewers",
+    () =>
+      promptRedis().eval(
+        VIEWER_SCRIPT,
+        2,
+        redisKey("stream", stream.streamName, "viewers"),
+        redisKey("stream", stream.streamName, "peak"),
+        change,
+        client,
+      ) as Promise<[number, number]>,
+  ).catch((error: Error) => {
+    if (!isDependencyDown(error)) throw error;
+    log.warn({ stream: stream.streamName, err: error.message }, "viewer not counted: Redis is unavailable");
+    return undefined;
+  });
+  if (!counted) return;
+  const [changed, viewers] = counted;
   if (changed === 0) return;
   await appendEvent({
     accountId: stream.accountId,
@@ -510,7 +618,9 @@ export async function handleMediaCallback(callback: MediaCallback, fields: Recor
 export async function viewerCount(streamName: string): Promise<Record<string, { current_viewers: number; uptime: number }>> {
   const stream = await streamByName(streamName);
   if (!stream) throw new AppError("not_found", "no stream by that name");
-  const viewers = LIVE_STATES.includes(stream.state) ? await redis().scard(redisKey("stream", stream.streamName, "viewers")) : 0;
+  const viewersKey = redisKey("stream", stream.streamName, "viewers");
+  // Without Redis the count is unknown: a 503 rather than a made-up number.
+  const viewers = LIVE_STATES.includes(stream.state) ? await withinRedis(promptRedis(), "counting viewers", () => promptRedis().scard(viewersKey)) : 0;
   const end = stream.stoppedAt?.getTime() ?? Date.now();
   const uptime = stream.startedAt ? Math.max(0, Math.floor((end - stream.startedAt.getTime()) / 1000)) : 0;
   return { [stream.streamName]: { current_viewers: viewers, uptime } };
@@ -525,4 +635,27 @@ export async function vodLocation(file: string): Promise<string> {
   return getSignedUrl(s3(), new GetObjectCommand({ Bucket: bucket(), Key: stream.recordingKey }), {
     expiresIn: config.storage.presignExpirySeconds,
   });
+}
+
+// ---------------------------------------------------------------- console
+
+/** An account's streams, or every account's when none is given, newest first. */
+export async function recentStreams(accountId: string | undefined, limit: number): Promise<Stream[]> {
+  return db
+    .select()
+    .from(streams)
+    .where(accountId === undefined ? undefined : eq(streams.accountId, accountId))
+    .orderBy(desc(streams.createdAt))
+    .limit(limit);
+}
+
+/** Viewers of a stream now (0 once it ended) and the most there were at once. */
+export async function viewersOf(stream: Stream): Promise<{ current: number; peak: number }> {
+  const [current, peak] = await withinRedis(promptRedis(), "reading viewers", () =>
+    Promise.all([
+      LIVE_STATES.includes(stream.state) ? promptRedis().scard(redisKey("stream", stream.streamName, "viewers")) : 0,
+      promptRedis().get(redisKey("stream", stream.streamName, "peak")),
+    ]),
+  );
+  return { current, peak: Number(peak ?? 0) };
 }

@@ -3,7 +3,13 @@ import { Elysia, t } from "elysia";
 import { pingDatabase } from "../../db/client";
 import { renderMetrics } from "../../http/metrics";
 import { pingRedis } from "../../queue/connection";
-import { publicKeySet } from "../accounts/service";
+import { AppError } from "../../core/errors";
+import { ErrorModel } from "../../http/errors";
+import { publicKeyPemByKidHash, publicKeySet } from "../accounts/service";
+
+/** Where Jitsi's Prosody fetches a token's public key: `asap_key_server` names this path. */
+export const ASAP_KEYS_PATH = "/api/v1/jitsi/asap-keys";
+const KID_HASH_FILE = /^([0-9a-f]{64})\.pem$/;
 
 /** How long a dependency may take to answer a readiness probe. */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -13,7 +19,11 @@ async function probe(check: () => Promise<void>): Promise<"ok" | "down"> {
   return Promise.race([check().then(() => "ok" as const, () => "down" as const), timeout]);
 }
 
-const Readiness = t.Object({ status: t.String(), database: t.String(), redis: t.String() });
+const Readiness = t.Object({
+  status: t.String({ description: "ok; degraded (Redis down: still serving); unavailable (the database is down)" }),
+  database: t.String(),
+  redis: t.String(),
+});
 
 export const systemController = new Elysia({ name: "parley.system", detail: { tags: ["system"] } })
   .get("/healthz", () => ({ status: "ok" }), { response: t.Object({ status: t.String() }), detail: { summary: "The process is alive" } })
@@ -21,11 +31,14 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
     "/readyz",
     async ({ set }) => {
       const [database, redis] = await Promise.all([probe(pingDatabase), probe(pingRedis)]);
-      const ready = database === "ok" && redis === "ok";
-      if (!ready) set.status = 503;
-      return { status: ready ? "ok" : "unavailable", database, redis };
+      // Ready means this process can serve requests. Without the database almost nothing works;
+      // without Redis most routes still do (docs/fault-injection.md), and a load balancer that
+      // took every API process out for a Redis outage would turn it into a full one.
+      if (database !== "ok") set.status = 503;
+      const status = database !== "ok" ? "unavailable" : redis !== "ok" ? "degraded" : "ok";
+      return { status, database, redis };
     },
-    { response: { 200: Readiness, 503: Readiness }, detail: { summary: "The database and Redis answer" } },
+    { response: { 200: Readiness, 503: Readiness }, detail: { summary: "The database answers (503 if not); Redis is reported but not required" } },
   )
   .get(
     "/metrics",
@@ -44,5 +57,24 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
     {
       response: t.Object({ keys: t.Array(t.Record(t.String(), t.Unknown())) }),
       detail: { summary: "Public keys that verify Parley's tokens (JWK Set)" },
+    },
+  )
+  .get(
+    `${ASAP_KEYS_PATH}/:file`,
+    async ({ params, set }) => {
+      const kidHash = KID_HASH_FILE.exec(params.file.toLowerCase())?.[1];
+      const pem = kidHash ? await publicKeyPemByKidHash(kidHash) : null;
+      if (!pem) throw new AppError("not_found", "no current Parley signing key has that kid");
+      set.headers["content-type"] = "application/x-pem-file";
+      set.headers["cache-control"] = "public, max-age=60";
+      return pem;
+    },
+    {
+      params: t.Object({ file: t.String({ maxLength: 80, description: "<SHA-256 of the kid, hex>.pem" }) }),
+      response: { 200: t.String({ description: "The public key, PEM (SPKI)" }), 404: ErrorModel },
+      detail: {
+        summary: "A signing key's public key as PEM, for Jitsi's Prosody token auth (its asap_key_server); no credential, public keys only",
+        security: [],
+      },
     },
   );

@@ -2,7 +2,7 @@
 import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { config } from "../../config";
-import { AppError } from "../../http/errors";
+import { AppError } from "../../core/errors";
 import { accountKey, bucket, s3 } from "../../storage/s3";
 
 const FILE_NAME_MAX_CHARS = 512;

@@ -1,0 +1,26 @@
+/**
+ * The physical limit for the fan-out benchmark: a bare Bun WebSocket server that speaks
+ * just enough of the Phoenix protocol for the same `phoenix` clients (join and heartbeat
+ * replies) and relays every other push with one `publish` to the rest of the topic, as a
+ * broadcast frame with null refs, answering the push as Parley does. No authentication,
+ * rate limits, validation or presence. Usage: bun bare-server.ts <port>
+ */
+type Frame = [string | null, string | null, string, string, unknown];
+
+const server = Bun.serve({
+  hostname: "127.0.0.1",
+  port: Number(process.argv[2]),
+  fetch(request, srv) {
+    return srv.upgrade(request) ? undefined : new Response("upgrade only", { status: 400 });
+  },
+  websocket: {
+    message(ws, message) {
+      const [joinRef, ref, topic, event, payload] = JSON.parse(String(message)) as Frame;
+      const reply = () => ws.send(JSON.stringify([joinRef, ref, topic, "phx_reply", { status: "ok", response: {} }]));
+      if (event === "phx_join") ws.subscribe(topic);
+      else if (topic !== "phoenix") ws.publish(topic, JSON.stringify([null, null, topic, event, payload]));
+      reply();
+    },
+  },
+});
+console.log(`listening ${server.port}`);

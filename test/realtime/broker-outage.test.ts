@@ -1,0 +1,114 @@
+/**
+ * The Redis broker across a Redis restart that loses everything: broadcasts while Redis is
+ * away return at once and are logged once, not queued; when Redis returns, the process's
+ * interest is declared again, so frames reach the other processes without waiting for a
+ * heartbeat. The brokers run in a child process pointed at a private Redis.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { Subprocess } from "bun";
+import Redis from "ioredis";
+import { type PrivateRedis, privateRedis } from "../support/redis-server";
+import { eventually, until } from "../support/wait";
+
+const PREFIX = "outage-test";
+const TOPIC = "acc/outage:frames";
+
+/** Two brokers standing for two processes with sockets on TOPIC; commands arrive on stdin, answers are lines starting with "@". */
+const CHILD = `
+const { RedisBroker } = await import("./src/realtime/broker.ts");
+const here = new RedisBroker();
+const elsewhere = new RedisBroker();
+await here.subscribe(${JSON.stringify(TOPIC)});
+await elsewhere.subscribe(${JSON.stringify(TOPIC)});
+console.log("@ready " + here.node + " " + elsewhere.node);
+for await (const chunk of console) {
+  const [command, arg] = chunk.trim().split(" ");
+  if (command === "burst") {
+    const started = performance.now();
+    for (let i = 0; i < Number(arg); i++) await here.broadcast(${JSON.stringify(TOPIC)}, "during " + i);
+    console.log("@burst " + Math.round(performance.now() - started));
+  } else if (command === "send") {
+    await here.broadcast(${JSON.stringify(TOPIC)}, "after " + arg);
+    console.log("@sent " + arg);
+  }
+}
+`;
+
+let redis: PrivateRedis;
+let child: Subprocess<"pipe", "pipe", "inherit">;
+const lines: string[] = [];
+
+async function readLines(stream: ReadableStream<Uint8Array>) {
+  const decoder = new TextDecoder();
+  let rest = "";
+  for await (const chunk of stream) {
+    rest += decoder.decode(chunk);
+    const parts = rest.split("\n");
+    rest = parts.pop() ?? "";
+    lines.push(...parts);
+  }
+}
+
+const answer = (prefix: string) => until(() => lines.find((line) => line.startsWith(prefix)), Boolean, 10_000, 20);
+const tell = (command: string) => {
+  child.stdin.write(`${command}\n`);
+  child.stdin.flush();
+};
+
+beforeAll(async () => {
+  redis = await privateRedis();
+  child = Bun.spawn([process.execPath, "-e", CHILD], {
+    env: { ...process.env, REDIS_URL: redis.url, REDIS_PREFIX: PREFIX, LOG_LEVEL: "info" },
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  readLines(child.stdout);
+}, 20_000);
+
+afterAll(async () => {
+  child?.kill("SIGKILL");
+  await child?.exited;
+  await redis?.kill();
+});
+
+test("while Redis is away a broadcast does not wait and fan-out failure is logged once; interest is declared again when it returns", async () => {
+  const [, here, elsewhere] = (await answer("@ready"))?.split(" ") ?? [];
+  expect(here).toBeDefined();
+
+  await redis.kill();
+  // Let every connection of the child notice the loss.
+  await Bun.sleep(500);
+  tell("burst 500");
+  const burstMs = Number((await answer("@burst"))?.split(" ")[1]);
+  expect(burstMs).toBeLessThan(500);
+
+  await redis.start();
+  const fresh = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  const listener = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  try {
+    const received: string[] = [];
+    listener.on("message", (_channel: string, text: string) => received.push(text));
+    await listener.subscribe(`${PREFIX}:rt:${TOPIC}`);
+    // The restarted Redis is empty: the interest set comes back from the child, well before its 10 s heartbeat.
+    const members = await until(() => fresh.smembers(`${PREFIX}:rt-interest:${TOPIC}`), (nodes) => nodes.length === 2, 5_000, 50);
+    expect(members.sort()).toEqual([here, elsewhere].sort());
+    let n = 0;
+    expect(
+      await eventually(async () => {
+        tell(`send ${++n}`);
+        await answer(`@sent ${n}`);
+        await Bun.sleep(50);
+        return received.some((text) => text.startsWith(`${here} after `));
+      }),
+    ).toBe(true);
+    // Nothing broadcast during the outage was kept back and replayed once Redis returned.
+    expect(received.filter((text) => text.includes(" during "))).toEqual([]);
+  } finally {
+    listener.disconnect();
+    fresh.disconnect();
+  }
+  const failures = lines.filter((line) => line.includes("fan-out to other processes failed"));
+  expect(failures.length).toBe(1);
+  expect(await eventually(() => lines.some((line) => line.includes("fan-out to other processes works again")))).toBe(true);
+}, 30_000);

@@ -1,0 +1,65 @@
+/**
+ * With the Redis broker and Redis gone, a chat message is still stored, delivered to the
+ * room's sockets on this process and acknowledged: the copy for other processes waits for
+ * Redis, not the writer, and nothing acknowledged lives only in Redis.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { Subprocess } from "bun";
+import { eq } from "drizzle-orm";
+import { db } from "../../src/db/client";
+import { chatMessages } from "../../src/modules/messaging/schema";
+import { actorFrom, createRoom } from "../../src/modules/messaging/service";
+import { verifyAccessToken } from "../../src/modules/token/service";
+import { newAccount, tokenFor } from "../helpers";
+import { connect, disconnect, join, push, recorder } from "../support/phoenix";
+import { freePort } from "../support/ports";
+import { type PrivateRedis, privateRedis } from "../support/redis-server";
+
+let redis: PrivateRedis;
+let api: Subprocess;
+let base: string;
+let aliceToken: string;
+let bobToken: string;
+
+beforeAll(async () => {
+  const account = await newAccount();
+  aliceToken = await tokenFor(account.apiKey, { id: "alice", name: "Alice" }, "messaging");
+  bobToken = await tokenFor(account.apiKey, { id: "bob", name: "Bob" }, "messaging");
+  await createRoom(actorFrom(await verifyAccessToken(aliceToken, "messaging")), { channelId: "no-redis" });
+  redis = await privateRedis();
+  const port = await freePort();
+  api = Bun.spawn([process.execPath, "src/index.ts", "--role=api"], {
+    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "silent", REDIS_URL: redis.url, REALTIME_BROKER: "redis" },
+    stdout: "ignore",
+    stderr: "inherit",
+  });
+  for (let i = 0; i < 150; i++) {
+    if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
+    await Bun.sleep(100);
+  }
+  base = `ws://127.0.0.1:${port}`;
+}, 30_000);
+
+afterAll(async () => {
+  api?.kill("SIGKILL");
+  await api?.exited;
+  await redis?.kill();
+});
+
+test("a message pushed while Redis is down is stored, reaches the room on this process and is acknowledged", async () => {
+  const alice = connect(base, aliceToken);
+  const bob = connect(base, bobToken);
+  const channelA = alice.channel("chat:no-redis");
+  const channelB = bob.channel("chat:no-redis");
+  const seen = recorder(channelB, ["new_message"]);
+  await join(channelA);
+  await join(channelB);
+
+  await redis.kill();
+  const reply = await push(channelA, "new_message", { content: "while Redis is down" });
+  expect(reply.status).toBe("ok");
+  expect((await seen.next("new_message")).id).toBe(reply.response.message.id);
+  const rows = await db.select({ content: chatMessages.content }).from(chatMessages).where(eq(chatMessages.id, reply.response.message.id));
+  expect(rows).toEqual([{ content: "while Redis is down" }]);
+  await Promise.all([disconnect(alice), disconnect(bob)]);
+});
