@@ -70,7 +70,8 @@ describe("POST /api/v1/misc/get-presigned", () => {
 
   test("needs a messaging token", async () => {
     expect((await call("POST", ROUTE, { body: { fileName: "a.png", fileType: "png" } })).status).toBe(401);
-    const media = await tokenFor(account.apiKey, { id: "alice" }, "media");
+    // Media tokens are signed RS256 only (what Jitsi verifies), so they come from an RS256 account.
+    const media = await tokenFor((await newAccount("RS256")).apiKey, { id: "alice" }, "media");
     expect((await presign({ fileName: "a.png", fileType: "png" }, media)).status).toBe(403);
   });
 });
