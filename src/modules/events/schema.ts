@@ -1,5 +1,4 @@
-import { sql } from "drizzle-orm";
-import { bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 
 /** Append-only log of what happened in an account's conferences; the usage report folds it. */
@@ -19,9 +18,9 @@ export const conferenceEvents = pgTable(
     dedupeKey: text("dedupe_key").notNull(),
     receivedAt: timestamp("received_at", { withTimezone: true }).notNull().defaultNow(),
     /**
-     * Set by the fold's own transaction. The fold job in Redis is only a doorbell: whatever is
-     * still null after a Redis crash is found by the cdr sweep, so an acknowledged event is
-     * always folded.
+     * Set by the fold's own transaction, when it takes the event off conference_events_unfolded.
+     * No index names it, and the log leaves room on its pages (fillfactor 50, set in the
+     * migration), so the mark is a heap-only update that rewrites no index.
      */
     foldedAt: timestamp("folded_at", { withTimezone: true }),
   },
@@ -30,9 +29,25 @@ export const conferenceEvents = pgTable(
     index("conference_events_room_idx").on(table.accountId, table.room, table.occurredAt),
     // Streams and calls are refolded from all events about one subject (stream name, Call-ID).
     index("conference_events_subject_idx").on(table.accountId, table.subject),
-    // Holds only the events not folded yet, so the sweep's scan stays small however long the log.
-    index("conference_events_unfolded_idx").on(table.id).where(sql`${table.foldedAt} is null`),
-    // A room's fold job reads the room's unfolded events.
-    index("conference_events_unfolded_room_idx").on(table.accountId, table.room, table.id).where(sql`${table.foldedAt} is null`),
   ],
+);
+
+/**
+ * The events not folded yet: a trigger on conference_events (in the migration) lists every
+ * stored event here in the statement that stores it, whoever writes it, and the fold's
+ * transaction deletes the row. The fold job in Redis is only a doorbell: what is left
+ * here after a Redis crash is found by the cdr sweep, so an acknowledged event is always
+ * folded. Narrow, so claiming and clearing a page never touches the log's wide rows or indexes.
+ */
+export const conferenceEventsUnfolded = pgTable(
+  "conference_events_unfolded",
+  {
+    eventId: bigint("event_id", { mode: "number" })
+      .primaryKey()
+      .references(() => conferenceEvents.id, { onDelete: "cascade" }),
+    accountId: text("account_id").notNull(),
+    room: text("room").notNull(),
+  },
+  // A room's fold job reads the room's unfolded events.
+  (table) => [index("conference_events_unfolded_room_idx").on(table.accountId, table.room, table.eventId)],
 );

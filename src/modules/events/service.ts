@@ -2,12 +2,12 @@
  * The conference event log. Every feature that learns a usage fact (a participant joined,
  * a stream started, a phone call ended) appends it here; the cdr worker folds the log into
  * the usage report. Appending is idempotent by dedupeKey. The database is the truth about
- * what is left to fold (`folded_at` is null until the fold's transaction sets it); the fold
- * job queued in Redis is only a doorbell that gets it folded at once, and the cdr sweep
- * folds whatever a lost doorbell left behind. So an event is acknowledged once it is stored,
- * whatever Redis does.
+ * what is left to fold (conference_events_unfolded, written with the event by a trigger and
+ * cleared by the fold's transaction); the fold job queued in Redis is only a doorbell that
+ * gets it folded at once, and the cdr sweep folds whatever a lost doorbell left behind. So an
+ * event is acknowledged once it is stored, whatever Redis does.
  */
-import { and, asc, eq, gt, inArray, isNull, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { roomKey } from "../../core/room-key";
 import { type Database, db } from "../../db/client";
@@ -16,7 +16,7 @@ import { log } from "../../core/log";
 import { redis, redisKey } from "../../queue/connection";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
-import { conferenceEvents } from "./schema";
+import { conferenceEvents, conferenceEventsUnfolded } from "./schema";
 import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncBody, type EventSyncKind, type EventSyncOccupant } from "./event-sync";
 
 /** Kinds that describe one stream or call, named by subject, rather than a conference room. */
@@ -136,7 +136,8 @@ export async function appendEvent(event: ConferenceEvent, publish?: (tx: Databas
     const [stored] = await db
       .select({ id: conferenceEvents.id })
       .from(conferenceEvents)
-      .where(and(eq(conferenceEvents.accountId, event.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey), isNull(conferenceEvents.foldedAt)));
+      .innerJoin(conferenceEventsUnfolded, eq(conferenceEventsUnfolded.eventId, conferenceEvents.id))
+      .where(and(eq(conferenceEvents.accountId, event.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey)));
     if (stored) await ifRedisAnswers("queueing the fold", stored.id, () => enqueueFold(stored.id, event));
     return false;
   }
@@ -167,8 +168,9 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<StoredEvent[]>
   if (ids.length === 0) return [];
   const rows = await db
     .select(storedColumns)
-    .from(conferenceEvents)
-    .where(and(inArray(conferenceEvents.id, ids), isNull(conferenceEvents.foldedAt)));
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(inArray(conferenceEventsUnfolded.eventId, ids));
   return rows as StoredEvent[];
 }
 
@@ -180,11 +182,12 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<StoredEvent[]>
 export async function claimUnfoldedEvents(tx: Database, olderThanMs: number, limit: number): Promise<StoredEvent[]> {
   const rows = await tx
     .select(storedColumns)
-    .from(conferenceEvents)
-    .where(and(isNull(conferenceEvents.foldedAt), sql`${conferenceEvents.receivedAt} < now() - make_interval(secs => ${olderThanMs / 1000})`))
-    .orderBy(asc(conferenceEvents.id))
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(sql`${conferenceEvents.receivedAt} < now() - make_interval(secs => ${olderThanMs / 1000})`)
+    .orderBy(asc(conferenceEventsUnfolded.eventId))
     .limit(limit)
-    .for("update", { skipLocked: true });
+    .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
   return rows as StoredEvent[];
 }
 
@@ -195,11 +198,12 @@ export async function claimUnfoldedEvents(tx: Database, olderThanMs: number, lim
 export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<StoredEvent[]> {
   const rows = await tx
     .select(storedColumns)
-    .from(conferenceEvents)
-    .where(and(eq(conferenceEvents.accountId, where.accountId), eq(conferenceEvents.room, where.room), isNull(conferenceEvents.foldedAt)))
-    .orderBy(asc(conferenceEvents.id))
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(and(eq(conferenceEventsUnfolded.accountId, where.accountId), eq(conferenceEventsUnfolded.room, where.room)))
+    .orderBy(asc(conferenceEventsUnfolded.eventId))
     .limit(limit)
-    .for("update", { skipLocked: true });
+    .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
   return rows as StoredEvent[];
 }
 
@@ -210,13 +214,16 @@ export async function roomOfEvent(id: number): Promise<{ accountId: string; room
 }
 
 /**
- * Marks events folded, inside the fold's transaction so the mark commits with the fold.
- * The fold does this first: taking the rows' locks before the rooms' keeps the order the
- * sweep uses, so a job and a sweep never wait on each other crosswise.
+ * Marks events folded, inside the fold's transaction so the mark commits with the fold: takes
+ * them off the unfolded list and stamps folded_at (a heap-only update, see the schema). The
+ * fold does this first: taking the rows' locks before the rooms' keeps the order the sweep
+ * uses, so a job and a sweep never wait on each other crosswise.
  */
 export async function markFolded(tx: Database, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
-  await tx.update(conferenceEvents).set({ foldedAt: sql`now()` }).where(and(inArray(conferenceEvents.id, ids), isNull(conferenceEvents.foldedAt)));
+  await tx.execute(sql`
+    with cleared as (delete from conference_events_unfolded where event_id = any(${`{${ids.join(",")}}`}::bigint[]) returning event_id)
+    update conference_events set folded_at = now() where id in (select event_id from cleared)`);
 }
 
 /** A page of the log in id order, for refolding everything (after a fold change, or in the benchmark). */

@@ -8,8 +8,8 @@
  *  - streams, recordings and calls are rebuilt from every event about their subject;
  *  - each UTC day a touched session overlaps is recomputed from the session tables.
  * Folds of the same room are serialised by a transaction-scoped advisory lock. The fold
- * marks its events folded in its own transaction; the sweep folds whatever is left unmarked
- * (a fold job lost with Redis), straight from the database.
+ * takes its events off the unfolded list in its own transaction; the sweep folds whatever is
+ * left on it (a fold job lost with Redis), straight from the database.
  */
 import { sql } from "drizzle-orm";
 import { db } from "../../db/client";
@@ -25,7 +25,7 @@ import {
   type StoredEvent,
   unfoldedEventsByIds,
 } from "../events/service";
-import { recordEvent } from "../webhooks/outbox";
+import { recordEvent, rowsOf } from "../webhooks/outbox";
 import { mediaSessions } from "./schema";
 
 type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
@@ -47,11 +47,6 @@ interface Touched {
   room: string;
   from: Date;
   to: Date;
-}
-
-/** Rows of a raw query: postgres.js answers an array, PGlite an object with `rows`. */
-function rowsOf<T>(result: unknown): T[] {
-  return Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
 }
 
 
