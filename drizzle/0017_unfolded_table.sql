@@ -17,3 +17,5 @@ BEGIN
   RETURN NULL;
 END $$;--> statement-breakpoint
 CREATE TRIGGER "conference_events_list_unfolded" AFTER INSERT ON "conference_events" REFERENCING NEW TABLE AS "stored" FOR EACH STATEMENT EXECUTE FUNCTION "conference_events_list_unfolded"();
+--> statement-breakpoint
+ALTER TABLE "participant_sessions" SET (fillfactor = 60);

@@ -1,13 +1,27 @@
 import { bigint, bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 
+/** Kinds that describe one stream or call, named by subject, rather than a conference room. */
+export const MEDIA_EVENT_KINDS = [
+  "stream_started",
+  "stream_stopped",
+  "recording_started",
+  "recording_stopped",
+  "call_started",
+  "call_ended",
+  "viewers_changed",
+] as const;
+
+export const EVENT_KINDS = ["room_created", "room_destroyed", "occupant_joined", "occupant_left", ...MEDIA_EVENT_KINDS] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+
 /** Append-only log of what happened in an account's conferences; the usage report folds it. */
 export const conferenceEvents = pgTable(
   "conference_events",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
     accountId: accountIdColumn(),
-    kind: text("kind").notNull(),
+    kind: text("kind").$type<EventKind>().notNull(),
     room: text("room").notNull(),
     /** When it happened at the source, which may be long before it reached Parley. */
     occurredAt: timestamp("occurred_at", { withTimezone: true }).notNull(),

@@ -16,23 +16,8 @@ import { log } from "../../core/log";
 import { redis, redisKey } from "../../queue/connection";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
-import { conferenceEvents, conferenceEventsUnfolded } from "./schema";
+import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
 import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncBody, type EventSyncKind, type EventSyncOccupant } from "./event-sync";
-
-/** Kinds that describe one stream or call, named by subject, rather than a conference room. */
-const MEDIA_KINDS = [
-  "stream_started",
-  "stream_stopped",
-  "recording_started",
-  "recording_stopped",
-  "call_started",
-  "call_ended",
-  "viewers_changed",
-] as const;
-
-export const EVENT_KINDS = ["room_created", "room_destroyed", "occupant_joined", "occupant_left", ...MEDIA_KINDS] as const;
-export type EventKind = (typeof EVENT_KINDS)[number];
-export const MEDIA_EVENT_KINDS: readonly EventKind[] = MEDIA_KINDS;
 
 export interface ConferenceEvent {
   accountId: string;
@@ -44,15 +29,9 @@ export interface ConferenceEvent {
   dedupeKey: string;
 }
 
-export interface StoredEvent {
-  id: number;
-  accountId: string;
-  kind: EventKind;
-  room: string;
-  occurredAt: Date;
-  subject: string | null;
-  payload: Record<string, unknown>;
-}
+export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "accountId" | "kind" | "room" | "occurredAt" | "subject" | "payload">;
+/** What the fold needs of an event it folds: the payloads it reads are read in SQL, or again with the media events. */
+export type FoldableEvent = Omit<StoredEvent, "payload">;
 
 export const eventChannel = () => redisKey("events");
 
@@ -147,31 +126,31 @@ export async function appendEvent(event: ConferenceEvent, publish?: (tx: Databas
   return true;
 }
 
-const storedColumns = {
+const foldableColumns = {
   id: conferenceEvents.id,
   accountId: conferenceEvents.accountId,
   kind: conferenceEvents.kind,
   room: conferenceEvents.room,
   occurredAt: conferenceEvents.occurredAt,
   subject: conferenceEvents.subject,
-  payload: conferenceEvents.payload,
 };
+const storedColumns = { ...foldableColumns, payload: conferenceEvents.payload };
 
 export async function eventsByIds(ids: number[]): Promise<StoredEvent[]> {
   if (ids.length === 0) return [];
   const rows = await db.select(storedColumns).from(conferenceEvents).where(inArray(conferenceEvents.id, ids));
-  return rows as StoredEvent[];
+  return rows;
 }
 
 /** The named events that are not folded yet (a job whose event the sweep folded has nothing left). */
-export async function unfoldedEventsByIds(ids: number[]): Promise<StoredEvent[]> {
+export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[]> {
   if (ids.length === 0) return [];
   const rows = await db
-    .select(storedColumns)
+    .select(foldableColumns)
     .from(conferenceEventsUnfolded)
     .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
     .where(inArray(conferenceEventsUnfolded.eventId, ids));
-  return rows as StoredEvent[];
+  return rows;
 }
 
 /**
@@ -179,32 +158,32 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<StoredEvent[]>
  * have a fold job on its way), locked for the sweep's transaction; rows another sweep holds
  * are skipped, so several cdr processes share the backlog.
  */
-export async function claimUnfoldedEvents(tx: Database, olderThanMs: number, limit: number): Promise<StoredEvent[]> {
+export async function claimUnfoldedEvents(tx: Database, olderThanMs: number, limit: number): Promise<FoldableEvent[]> {
   const rows = await tx
-    .select(storedColumns)
+    .select(foldableColumns)
     .from(conferenceEventsUnfolded)
     .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
     .where(sql`${conferenceEvents.receivedAt} < now() - make_interval(secs => ${olderThanMs / 1000})`)
     .orderBy(asc(conferenceEventsUnfolded.eventId))
     .limit(limit)
     .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
-  return rows as StoredEvent[];
+  return rows;
 }
 
 /**
  * The oldest events of one room not folded yet, locked for the fold's transaction; rows a
  * sweep holds are skipped (the sweep folds them).
  */
-export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<StoredEvent[]> {
+export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<FoldableEvent[]> {
   const rows = await tx
-    .select(storedColumns)
+    .select(foldableColumns)
     .from(conferenceEventsUnfolded)
     .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
     .where(and(eq(conferenceEventsUnfolded.accountId, where.accountId), eq(conferenceEventsUnfolded.room, where.room)))
     .orderBy(asc(conferenceEventsUnfolded.eventId))
     .limit(limit)
     .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
-  return rows as StoredEvent[];
+  return rows;
 }
 
 /** The account and room of a stored event, or undefined once its account is deleted. */
@@ -227,14 +206,14 @@ export async function markFolded(tx: Database, ids: number[]): Promise<void> {
 }
 
 /** A page of the log in id order, for refolding everything (after a fold change, or in the benchmark). */
-export async function eventsAfter(afterId: number, limit: number): Promise<StoredEvent[]> {
+export async function eventsAfter(afterId: number, limit: number): Promise<FoldableEvent[]> {
   const rows = await db
-    .select(storedColumns)
+    .select(foldableColumns)
     .from(conferenceEvents)
     .where(gt(conferenceEvents.id, afterId))
     .orderBy(asc(conferenceEvents.id))
     .limit(limit);
-  return rows as StoredEvent[];
+  return rows;
 }
 
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */
@@ -245,9 +224,9 @@ export async function mediaEventsForSubjects(subjects: Array<{ accountId: string
   const rows = await executor
     .select(storedColumns)
     .from(conferenceEvents)
-    .where(and(sql`(${conferenceEvents.accountId}, ${conferenceEvents.subject}) in (${wanted})`, inArray(conferenceEvents.kind, [...MEDIA_EVENT_KINDS])))
+    .where(and(sql`(${conferenceEvents.accountId}, ${conferenceEvents.subject}) in (${wanted})`, inArray(conferenceEvents.kind, MEDIA_EVENT_KINDS)))
     .orderBy(asc(conferenceEvents.occurredAt), asc(conferenceEvents.id));
-  return rows as StoredEvent[];
+  return rows;
 }
 
 /* ---------- Jitsi's event_sync Prosody module ---------- */

@@ -18,14 +18,15 @@ import {
   claimUnfoldedEvents,
   claimUnfoldedRoomEvents,
   eventsAfter,
-  MEDIA_EVENT_KINDS,
+  type FoldableEvent,
   markFolded,
   mediaEventsForSubjects,
   roomOfEvent,
   type StoredEvent,
   unfoldedEventsByIds,
 } from "../events/service";
-import { recordEvent, rowsOf } from "../webhooks/outbox";
+import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
+import { recordEvents, rowsOf } from "../webhooks/outbox";
 import { mediaSessions } from "./schema";
 
 type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
@@ -417,29 +418,37 @@ interface SettledDay {
 
 /**
  * usage.day_settled for every room-day whose settled figures the fold changed, in its
- * transaction. Accounts in a fixed order: each takes its sequence row's lock, and two folds
- * must not take them crosswise.
+ * transaction, one statement per account. Accounts in a fixed order: each takes its sequence
+ * row's lock, and two folds must not take them crosswise.
  */
 async function publishSettledDays(tx: Tx, days: SettledDay[]): Promise<void> {
-  const sorted = [...days].sort((a, b) => (a.account_id < b.account_id ? -1 : a.account_id > b.account_id ? 1 : 0));
-  for (const { account_id, ...figures } of sorted) {
-    await recordEvent(tx, account_id, "usage.day_settled", {
-      ...figures,
-      participant_seconds: Number(figures.participant_seconds),
-      peak_participants: Number(figures.peak_participants),
-      phone_seconds: Number(figures.phone_seconds),
-      streaming_seconds: Number(figures.streaming_seconds),
-      recording_seconds: Number(figures.recording_seconds),
-    });
+  const byAccount = new Map<string, SettledDay[]>();
+  for (const day of days) byAccount.set(day.account_id, [...(byAccount.get(day.account_id) ?? []), day]);
+  for (const accountId of [...byAccount.keys()].sort()) {
+    await recordEvents(
+      tx,
+      accountId,
+      "usage.day_settled",
+      byAccount.get(accountId)!.map(({ account_id: _, ...figures }) => ({
+        ...figures,
+        participant_seconds: Number(figures.participant_seconds),
+        peak_participants: Number(figures.peak_participants),
+        phone_seconds: Number(figures.phone_seconds),
+        streaming_seconds: Number(figures.streaming_seconds),
+        recording_seconds: Number(figures.recording_seconds),
+      })),
+    );
   }
 }
 
+const MEDIA_KINDS = new Set<EventKind>(MEDIA_EVENT_KINDS);
+
 /** Folds a batch of stored events inside the caller's transaction, and marks them folded. */
-async function foldInTransaction(tx: Tx, events: StoredEvent[]): Promise<void> {
+async function foldInTransaction(tx: Tx, events: FoldableEvent[]): Promise<void> {
   if (events.length === 0) return;
   const subjects = [
     ...new Map(
-      events.filter((event) => event.subject !== null && MEDIA_EVENT_KINDS.includes(event.kind)).map((event) => [`${event.accountId}|${event.subject}`, { accountId: event.accountId, subject: event.subject! }]),
+      events.filter((event) => event.subject !== null && MEDIA_KINDS.has(event.kind)).map((event) => [`${event.accountId}|${event.subject}`, { accountId: event.accountId, subject: event.subject! }]),
     ).values(),
   ];
   const rooms = [...new Map(events.map((event) => [lockKey(event.accountId, event.room), { accountId: event.accountId, room: event.room }])).entries()];
@@ -456,7 +465,7 @@ async function foldInTransaction(tx: Tx, events: StoredEvent[]): Promise<void> {
 }
 
 /** Folds a batch of stored events (any kinds, any accounts, any order) into the usage tables. */
-export async function foldEvents(events: StoredEvent[]): Promise<void> {
+export async function foldEvents(events: FoldableEvent[]): Promise<void> {
   if (events.length === 0) return;
   await db.transaction((tx) => foldInTransaction(tx, events));
 }

@@ -27,7 +27,9 @@ export const roomSessions = pgTable(
 
 /**
  * One stay of one connection in a room. event_sync repeats the occupant jid and the join
- * second in the leave, so both halves name the same row whichever arrives first.
+ * second in the leave, so both halves name the same row whichever arrives first. Its pages
+ * keep room (fillfactor 60, set in the migration), so the leave's update, which changes no
+ * indexed column, is a heap-only update.
  */
 export const participantSessions = pgTable(
   "participant_sessions",

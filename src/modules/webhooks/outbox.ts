@@ -77,27 +77,36 @@ const queuedInTransaction = new WeakMap<Database, Due[]>();
  * lock orders the account's writers until commit), stores the event and queues a delivery
  * to every enabled endpoint of the account that wants this type.
  */
-export async function recordEvent<T extends EventType>(tx: Database, accountId: string, type: T, data: EventData<T>): Promise<void> {
-  const id = `evt_${crypto.randomUUID().replaceAll("-", "")}`;
-  const [row] = rowsOf<{ sequence: string | number; deliveries: Array<number | string> }>(
+export function recordEvent<T extends EventType>(tx: Database, accountId: string, type: T, data: EventData<T>): Promise<void> {
+  return recordEvents(tx, accountId, type, [data]);
+}
+
+/** Records several events of one type and account in one statement, in the given order (see recordEvent). */
+export async function recordEvents<T extends EventType>(tx: Database, accountId: string, type: T, data: Array<EventData<T>>): Promise<void> {
+  if (data.length === 0) return;
+  const items = data.map((item) => ({ id: `evt_${crypto.randomUUID().replaceAll("-", "")}`, data: item }));
+  const [row] = rowsOf<{ deliveries: Array<number | string> }>(
     await tx.execute(sql`
       with next as (
-        insert into event_sequences as s (account_id, last_sequence) values (${accountId}, 1)
-        on conflict (account_id) do update set last_sequence = s.last_sequence + 1
+        insert into event_sequences as s (account_id, last_sequence) values (${accountId}, ${items.length})
+        on conflict (account_id) do update set last_sequence = s.last_sequence + ${items.length}
         returning last_sequence
       ),
       stored as (
         insert into events (id, account_id, sequence, type, data, created_at)
-        select ${id}, ${accountId}, last_sequence, ${type}, ${JSON.stringify(data)}::jsonb, clock_timestamp() from next
-        returning sequence
+        select i.item->>'id', ${accountId}, next.last_sequence - ${items.length} + i.n, ${type}, i.item->'data', clock_timestamp()
+        from next, jsonb_array_elements(${JSON.stringify(items)}::jsonb) with ordinality as i(item, n)
+        order by i.n
+        returning id, sequence
       ),
       queued as (
         insert into webhook_deliveries (account_id, endpoint_id, event_id, sequence)
-        select e.account_id, e.id, ${id}, stored.sequence from webhook_endpoints e, stored
+        select e.account_id, e.id, stored.id, stored.sequence from webhook_endpoints e, stored
         where e.account_id = ${accountId} and e.enabled and (e.event_types is null or e.event_types ? ${type})
+        order by stored.sequence, e.id
         returning id
       )
-      select (select sequence from stored) as sequence, coalesce((select json_agg(id) from queued), '[]'::json) as deliveries`),
+      select coalesce((select json_agg(id) from queued), '[]'::json) as deliveries`),
   );
   const deliveries = (row?.deliveries ?? []).map((id) => ({ id: Number(id), attempts: 0 }));
   let queued = queuedInTransaction.get(tx);
