@@ -5,7 +5,8 @@
  */
 import { listAccounts } from "../accounts/service";
 import { LIVE_STATES, recentStreams, type Stream, streamUrls, viewersOf } from "../streaming/service";
-import { type UsageReport, usageReport } from "../usage/service";
+import type { UsageReport } from "../usage/model";
+import { usageReport } from "../usage/service";
 
 const HOUR_MS = 3_600_000;
 /** The overview's charts: the last 24 hours, one point every 10 minutes. */

@@ -7,7 +7,8 @@
  */
 import type { Database } from "../../db/client";
 import { recordEvent } from "../webhooks/outbox";
-import { breakoutOf, type EventSyncBody, type EventSyncKind, type EventSyncOccupant } from "./event-sync";
+import { breakoutOf, type EventSyncKind } from "./event-sync";
+import type { EventSyncBody, EventSyncOccupant } from "./model";
 
 const iso = (unixSeconds: number) => new Date(Math.floor(unixSeconds) * 1000).toISOString();
 const minutesOf = (seconds: number) => Math.ceil(Math.max(0, seconds) / 60);

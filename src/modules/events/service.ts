@@ -17,7 +17,8 @@ import { redis, redisKey } from "../../queue/connection";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
-import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncBody, type EventSyncKind, type EventSyncOccupant } from "./event-sync";
+import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind } from "./event-sync";
+import type { EventSyncBody, EventSyncOccupant } from "./model";
 
 export interface ConferenceEvent {
   accountId: string;

@@ -56,6 +56,15 @@ export const participantSessions = pgTable(
   ],
 );
 
+export type MediaKind = "streaming" | "recording" | "phone";
+/** What a phone call's events said about it; empty for streams and recordings. */
+export interface CallDetails {
+  caller?: string | null;
+  callee?: string | null;
+  answered?: boolean;
+  reason?: string | null;
+}
+
 /** A stream, a recording or an answered phone call: an interval in a room, named by its subject. */
 export const mediaSessions = pgTable(
   "media_sessions",
@@ -63,15 +72,14 @@ export const mediaSessions = pgTable(
     id: bigserial("id", { mode: "number" }).primaryKey(),
     accountId: accountIdColumn(),
     room: text("room").notNull(),
-    /** streaming, recording or phone */
-    kind: text("kind").notNull(),
+    kind: text("kind").$type<MediaKind>().notNull(),
     /** Stream name, or the SIP Call-ID of a phone call. */
     subject: text("subject").notNull(),
     startedAt: timestamp("started_at", { withTimezone: true }).notNull(),
     endedAt: timestamp("ended_at", { withTimezone: true }),
     peakViewers: integer("peak_viewers").notNull().default(0),
     /** Phone calls: caller, callee, answered, reason. */
-    details: jsonb("details").$type<Record<string, unknown>>().notNull().default({}),
+    details: jsonb("details").$type<CallDetails>().notNull().default({}),
   },
   (table) => [
     uniqueIndex("media_sessions_key_idx").on(table.accountId, table.kind, table.subject, table.startedAt),

@@ -1,0 +1,128 @@
+/**
+ * Streams, recordings and phone calls, rebuilt from every event about their subject (a stream
+ * name, a SIP Call-ID) each time one of them is folded.
+ */
+import { sql } from "drizzle-orm";
+import type { Database } from "../../db/client";
+import { mediaEventsForSubjects, type StoredEvent } from "../events/service";
+import { rowsOf } from "../webhooks/outbox";
+import type { Touched } from "./fold-days";
+import { type CallDetails, type MediaKind, mediaSessions } from "./schema";
+
+interface MediaInterval {
+  accountId: string;
+  room: string;
+  kind: MediaKind;
+  subject: string;
+  startedAt: Date;
+  endedAt: Date | null;
+  peakViewers: number;
+  details: CallDetails;
+}
+
+/**
+ * Pairs the starts and stops of one subject in time order. A stream's recording runs from
+ * recording_started, or stream_started with `recording: true`, to recording_stopped or the
+ * stream's stop. A call counts from call_started (sent when answered) to call_ended; a call
+ * that ended unanswered is kept with no duration, so the report can list it.
+ */
+function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
+  const intervals: MediaInterval[] = [];
+  const open = new Map<MediaInterval["kind"], MediaInterval>();
+  const start = (event: StoredEvent, kind: MediaInterval["kind"], details: CallDetails = {}) => {
+    if (open.has(kind)) return;
+    const interval: MediaInterval = {
+      accountId: event.accountId,
+      room: event.room,
+      kind,
+      subject: event.subject!,
+      startedAt: event.occurredAt,
+      endedAt: null,
+      peakViewers: 0,
+      details,
+    };
+    open.set(kind, interval);
+    intervals.push(interval);
+  };
+  const stop = (event: StoredEvent, kind: MediaInterval["kind"]) => {
+    const interval = open.get(kind);
+    if (!interval) return undefined;
+    interval.endedAt = event.occurredAt;
+    open.delete(kind);
+    return interval;
+  };
+  // The gateway sends text; anything else is kept as its text, so the report stays its declared type.
+  const text = (value: unknown) => (value === undefined || value === null ? null : String(value));
+  const callDetails = (payload: Record<string, unknown>): CallDetails => ({
+    caller: text(payload.caller),
+    callee: text(payload.callee),
+    answered: payload.answered === true,
+    reason: text(payload.reason),
+  });
+
+  for (const event of events) {
+    switch (event.kind) {
+      case "stream_started":
+        start(event, "streaming");
+        if (event.payload.recording === true) start(event, "recording");
+        break;
+      case "stream_stopped": {
+        const stream = stop(event, "streaming");
+        // The streaming feature also sends the peak it counted itself.
+        const peak = Number(event.payload.peak_viewers);
+        if (stream && Number.isFinite(peak)) stream.peakViewers = Math.max(stream.peakViewers, Math.round(peak));
+        stop(event, "recording");
+        break;
+      }
+      case "recording_started":
+        start(event, "recording");
+        break;
+      case "recording_stopped":
+        stop(event, "recording");
+        break;
+      case "viewers_changed": {
+        const viewers = Number(event.payload.viewers);
+        const stream = open.get("streaming") ?? intervals.findLast((interval) => interval.kind === "streaming");
+        if (stream && Number.isFinite(viewers)) stream.peakViewers = Math.max(stream.peakViewers, Math.round(viewers));
+        break;
+      }
+      case "call_started":
+        start(event, "phone", callDetails({ ...event.payload, answered: true }));
+        break;
+      case "call_ended": {
+        const call = stop(event, "phone");
+        if (call) call.details = { ...call.details, ...callDetails({ ...event.payload, answered: true }) };
+        else {
+          start(event, "phone", callDetails(event.payload));
+          stop(event, "phone");
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  // Two intervals starting in the same second share a key; the later one is what the log says last.
+  return [...new Map(intervals.map((interval) => [`${interval.kind}|${interval.startedAt.getTime()}`, interval])).values()];
+}
+
+export async function rebuildMedia(tx: Database, subjects: Array<{ accountId: string; subject: string }>): Promise<Touched[]> {
+  if (subjects.length === 0) return [];
+  const events = await mediaEventsForSubjects(subjects, tx);
+  const bySubject = new Map<string, StoredEvent[]>();
+  for (const event of events) {
+    const key = `${event.accountId}|${event.subject}`;
+    bySubject.set(key, [...(bySubject.get(key) ?? []), event]);
+  }
+  const intervals = [...bySubject.values()].flatMap(pairMediaEvents);
+  const removed = rowsOf<{ account_id: string; room: string; started_at: string; ended_at: string | null }>(await tx.execute(sql`
+    delete from media_sessions m
+    using jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)
+    where m.account_id = s."accountId" and m.subject = s.subject
+    returning m.account_id, m.room, m.started_at, m.ended_at`));
+  if (intervals.length > 0) await tx.insert(mediaSessions).values(intervals);
+  return [
+    ...removed.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.started_at), to: new Date(row.ended_at ?? row.started_at) })),
+    ...intervals.map((interval) => ({ accountId: interval.accountId, room: interval.room, from: interval.startedAt, to: interval.endedAt ?? interval.startedAt })),
+  ];
+}

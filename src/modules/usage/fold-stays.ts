@@ -1,0 +1,147 @@
+/**
+ * Room lives and participant stays, upserted straight from the log: both halves of a pair
+ * carry the key, so either may arrive first; a stay left open inside an ended room life is
+ * closed at the room's end and marked estimated until a real leave replaces it.
+ */
+import { sql } from "drizzle-orm";
+import type { Database } from "../../db/client";
+import { log } from "../../core/log";
+import { rowsOf } from "../webhooks/outbox";
+import type { Touched } from "./fold-days";
+
+/** Unix seconds at a JSON path of a payload, as a whole-second timestamp; null unless a number ≥ 0. */
+const unixAt = (path: string) =>
+  `(case when jsonb_typeof(${path}) = 'number' then case when (${path})::text::numeric >= 0 then to_timestamp(floor((${path})::text::numeric)) end end)`;
+
+/**
+ * Upserts, in one statement straight from the log, the room lives and stays the page's
+ * conference events name, and answers the spans they touched, whether a stay may now be
+ * closed at its room's end, and the events that name no stay or life. Within the page, the
+ * halves of a pair are merged first (latest end, first name known), so each key is written
+ * once. The `previous` CTE reads the stays before the insert: a reported leave may be earlier
+ * than the estimate it replaces, and the days between must be rebuilt too.
+ */
+export async function upsertConferenceFacts(tx: Database, ids: number[]) {
+  const rows = rowsOf<{ what: "span" | "close" | "unusable"; account_id: string; room: string; from_day: string; to_day: string; id: string }>(
+    await tx.execute(sql`
+      with page as (
+        select id, account_id, room, kind, payload,
+          case when payload->'is_breakout' = 'true'::jsonb then coalesce(payload->>'breakout_room_id', '') else '' end as breakout_id,
+          case when kind in ('room_created', 'room_destroyed') then ${sql.raw(unixAt("payload->'created_at'"))} end as created_at,
+          case when kind = 'room_destroyed' then ${sql.raw(unixAt("payload->'destroyed_at'"))} end as destroyed_at
+        from conference_events
+        where id = any(${`{${ids.join(",")}}`}::bigint[]) and kind in ('room_created', 'room_destroyed', 'occupant_joined', 'occupant_left')
+      ),
+      -- A destroy names the stays of everyone still listed; a join or a leave names its own.
+      occupants as (
+        select p.id, o.n, p.account_id, p.room, p.breakout_id, o.occupant
+        from page p
+        cross join lateral jsonb_array_elements(case jsonb_typeof(p.payload->'all_occupants')
+          when 'array' then p.payload->'all_occupants'
+          when 'object' then (select coalesce(jsonb_agg(v), '[]'::jsonb) from jsonb_each(p.payload->'all_occupants') as e(k, v))
+          else '[]'::jsonb end) with ordinality as o(occupant, n)
+        where p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null
+        union all
+        select p.id, 0, p.account_id, p.room, p.breakout_id, p.payload->'occupant'
+        from page p where p.kind in ('occupant_joined', 'occupant_left')
+      ),
+      named as (
+        select o.id, o.n, o.account_id, o.room, o.breakout_id, o.occupant->>'occupant_jid' as occupant_jid,
+          ${sql.raw(unixAt("o.occupant->'joined_at'"))} as joined_at, ${sql.raw(unixAt("o.occupant->'left_at'"))} as left_at,
+          nullif(o.occupant->>'id', '') as user_id, nullif(o.occupant->>'name', '') as name, nullif(o.occupant->>'email', '') as email
+        from occupants o
+        where jsonb_typeof(o.occupant) = 'object' and jsonb_typeof(o.occupant->'occupant_jid') = 'string'
+      ),
+      usable as (
+        select n.id, n.n, n.account_id, n.room, n.breakout_id, n.occupant_jid, n.joined_at, n.left_at, n.user_id, n.name, n.email
+        from named n join page p on p.id = n.id
+        where n.joined_at is not null and (p.kind <> 'occupant_left' or n.left_at is not null)
+      ),
+      incoming as (
+        select account_id, room, breakout_id, occupant_jid, joined_at, max(left_at) as left_at,
+          (array_agg(user_id order by id, n) filter (where user_id is not null))[1] as user_id,
+          (array_agg(name order by id, n) filter (where name is not null))[1] as name,
+          (array_agg(email order by id, n) filter (where email is not null))[1] as email
+        from usable
+        group by account_id, room, breakout_id, occupant_jid, joined_at
+      ),
+      lives as (
+        select account_id, room, breakout_id, created_at as started_at, max(destroyed_at) as ended_at,
+          (array_agg(nullif(payload->>'room_jid', '') order by id) filter (where nullif(payload->>'room_jid', '') is not null))[1] as room_jid
+        from page
+        where created_at is not null and (kind = 'room_created' or destroyed_at is not null)
+        group by account_id, room, breakout_id, created_at
+      ),
+      lives_upserted as (
+        insert into room_sessions as r (account_id, room, breakout_id, room_jid, started_at, ended_at)
+        select account_id, room, breakout_id, room_jid, started_at, ended_at from lives
+        on conflict (account_id, room, breakout_id, started_at) do update set
+          -- greatest() skips nulls, so a destroy seen earlier is never undone by a repeated create.
+          ended_at = greatest(r.ended_at, excluded.ended_at),
+          room_jid = coalesce(r.room_jid, excluded.room_jid),
+          updated_at = now()
+        returning r.account_id, r.room, r.started_at as joined_at, r.ended_at as left_at
+      ),
+      previous as (
+        select p.account_id, p.room, p.joined_at, p.left_at
+        from participant_sessions p
+        join incoming k on p.account_id = k.account_id and p.room = k.room and p.breakout_id = k.breakout_id
+          and p.occupant_jid = k.occupant_jid and p.joined_at = k.joined_at
+        where p.left_at is not null
+      ),
+      stays_upserted as (
+        insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
+        select account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at from incoming
+        on conflict (account_id, room, breakout_id, occupant_jid, joined_at) do update set
+          user_id = coalesce(p.user_id, excluded.user_id),
+          name = coalesce(p.name, excluded.name),
+          email = coalesce(p.email, excluded.email),
+          -- A reported leave replaces an estimated one; an event without a leave keeps what is there.
+          left_at = case when excluded.left_at is null then p.left_at
+            when p.left_estimated then excluded.left_at
+            else greatest(p.left_at, excluded.left_at) end,
+          left_estimated = p.left_estimated and excluded.left_at is null,
+          updated_at = now()
+        returning p.account_id, p.room, p.joined_at, p.left_at
+      ),
+      spans as (
+        select * from lives_upserted union all select * from previous union all select * from stays_upserted
+      )
+      select 'span' as what, account_id, room,
+        to_char(joined_at at time zone 'UTC', 'YYYY-MM-DD') as from_day,
+        to_char(coalesce(left_at, joined_at) at time zone 'UTC', 'YYYY-MM-DD') as to_day, null::text as id
+      from spans group by 2, 3, 4, 5
+      -- Only an ended room life or a stay with no leave can leave a stay to close at the room's end.
+      union all select 'close', null, null, null, null, null
+      where exists (select from lives where ended_at is not null) or exists (select from incoming where left_at is null)
+      union all select 'unusable', null, null, null, null, id::text from page p
+      where not exists (select from usable u where u.id = p.id and u.n = 0)
+        and not (p.kind = 'room_created' and p.created_at is not null)
+        and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)`),
+  );
+  const unusable = rows.filter((row) => row.what === "unusable").map((row) => Number(row.id));
+  if (unusable.length > 0) {
+    // Only event_sync's payload names both halves of a stay; a bare occupant event cannot be paired.
+    log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
+  }
+  return {
+    touched: rows
+      .filter((row) => row.what === "span")
+      .map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(`${row.from_day}T00:00:00Z`), to: new Date(`${row.to_day}T00:00:00Z`) })),
+    mayClose: rows.some((row) => row.what === "close"),
+  };
+}
+
+/** Closes, at the room's end, every stay of the given rooms that has no leave inside an ended room life. */
+export async function closeStaysAtRoomEnd(tx: Database, rooms: Array<{ accountId: string; room: string }>): Promise<Touched[]> {
+  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string }>(await tx.execute(sql`
+    update participant_sessions p
+    set left_at = r.ended_at, left_estimated = true, updated_at = now()
+    from room_sessions r, jsonb_to_recordset(${JSON.stringify(rooms)}::jsonb) as k("accountId" text, room text)
+    where p.account_id = k."accountId" and p.room = k.room
+      and r.account_id = p.account_id and r.room = p.room and r.breakout_id = p.breakout_id
+      and p.left_at is null and r.ended_at is not null
+      and p.joined_at >= r.started_at and p.joined_at <= r.ended_at
+    returning p.account_id, p.room, p.joined_at, p.left_at`));
+  return rows.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.joined_at), to: new Date(row.left_at) }));
+}

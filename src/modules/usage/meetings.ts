@@ -1,0 +1,258 @@
+/**
+ * The meetings of a usage report. A room entry is one life of a room (created to destroyed)
+ * that started inside the window, with the stays, streams, recordings and calls that began
+ * during it; a room's record belongs to the window its start falls in, so back-to-back
+ * windows never count a meeting twice.
+ */
+import { and, asc, eq, gte, inArray, isNull, lte, or } from "drizzle-orm";
+import { db } from "../../db/client";
+import type { ReportCall, ReportRoom, ReportStream, ReportUser } from "./model";
+import { type ReportQuery, reportWindow, type Window } from "./report-window";
+import { mediaSessions, participantSessions, roomSessions, roomUsageDaily } from "./schema";
+
+/** Minutes with two decimals, from whole seconds. */
+export const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 100;
+const iso = (date: Date | null) => (date === null ? null : date.toISOString());
+const unix = (date: Date) => Math.floor(date.getTime() / 1000);
+
+type Stay = Omit<typeof participantSessions.$inferSelect, "id" | "accountId">;
+
+interface Life {
+  id: number | null;
+  /** False for a life that began before the window: its stays belong to an earlier report. */
+  listed: boolean;
+  room: string;
+  breakoutId: string;
+  roomJid: string | null;
+  startedAt: Date;
+  endedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+  stays: Stay[];
+  media: Array<typeof mediaSessions.$inferSelect>;
+}
+
+function secondsBetween(from: Date, to: Date | null, now: Date): number {
+  return Math.max(0, Math.round(((to ?? now).getTime() - from.getTime()) / 1000));
+}
+
+/** Most people present at once; at one instant leaves count before joins. */
+function peakPresence(stays: Stay[], now: Date): number {
+  const points = stays.flatMap((stay) => [
+    [stay.joinedAt.getTime(), 1],
+    [Math.max(stay.joinedAt.getTime(), (stay.leftAt ?? now).getTime()), -1],
+  ]);
+  points.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let present = 0;
+  let peak = 0;
+  for (const [, delta] of points) {
+    present += delta!;
+    peak = Math.max(peak, present);
+  }
+  return peak;
+}
+
+function latestOf(dates: Date[]): Date {
+  return new Date(dates.reduce((latest, date) => Math.max(latest, date.getTime()), Number.NEGATIVE_INFINITY));
+}
+
+function lastLeave(stays: Stay[]): Date | null {
+  return stays.length === 0 ? null : latestOf(stays.map((stay) => stay.leftAt!));
+}
+
+const personOf = (stay: Stay) => stay.userId ?? stay.email ?? stay.occupantJid;
+
+export interface Seconds {
+  participant: number;
+  phone: number;
+  streaming: number;
+  recording: number;
+}
+
+function describeRoom(accountId: string, life: Life, now: Date): { room: ReportRoom; seconds: Seconds } {
+  const users: ReportUser[] = life.stays
+    .sort((a, b) => a.joinedAt.getTime() - b.joinedAt.getTime() || a.occupantJid.localeCompare(b.occupantJid))
+    .map((stay) => ({
+      user_id: stay.userId,
+      name: stay.name,
+      email: stay.email,
+      occupant_jid: stay.occupantJid,
+      joined_at: stay.joinedAt.toISOString(),
+      left_at: iso(stay.leftAt),
+      left_estimated: stay.leftEstimated,
+      minutes: minutes(secondsBetween(stay.joinedAt, stay.leftAt, now)),
+    }));
+  const participantSeconds = life.stays.reduce((sum, stay) => sum + secondsBetween(stay.joinedAt, stay.leftAt, now), 0);
+  const mediaSeconds = (kind: string) =>
+    life.media.filter((media) => media.kind === kind).reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, now), 0);
+  const streams: ReportStream[] = life.media.flatMap((media) =>
+    media.kind === "phone"
+      ? []
+      : [
+          {
+            stream_name: media.subject,
+            kind: media.kind,
+            started_at: media.startedAt.toISOString(),
+            ended_at: iso(media.endedAt),
+            minutes: minutes(secondsBetween(media.startedAt, media.endedAt, now)),
+            peak_viewers: media.peakViewers,
+          },
+        ],
+  );
+  const calls: ReportCall[] = life.media
+    .filter((media) => media.kind === "phone")
+    .map((media) => ({
+      call_id: media.subject,
+      caller: media.details.caller ?? null,
+      callee: media.details.callee ?? null,
+      answered: media.details.answered === true,
+      reason: media.details.reason ?? null,
+      started_at: media.startedAt.toISOString(),
+      ended_at: iso(media.endedAt),
+      minutes: minutes(secondsBetween(media.startedAt, media.endedAt, now)),
+    }));
+  const open = life.id === null ? life.stays.some((stay) => stay.leftAt === null) : life.endedAt === null;
+  const updatedAt = latestOf([life.updatedAt, ...life.stays.map((stay) => stay.updatedAt)]);
+  const meeting = `${life.room}${life.breakoutId ? `/${life.breakoutId}` : ""}@${unix(life.startedAt)}`;
+  const seconds: Seconds = {
+    participant: participantSeconds,
+    phone: mediaSeconds("phone"),
+    streaming: mediaSeconds("streaming"),
+    recording: mediaSeconds("recording"),
+  };
+  const room: ReportRoom = {
+    room_id: life.room,
+    room_details: { OwnerId: accountId, AppId: life.roomJid?.split("@")[1] ?? null, MeetingId: meeting },
+    room_type: life.breakoutId ? "breakout" : "conference",
+    status: open ? "active" : "inactive",
+    inferred: life.id === null,
+    StartedAt: life.startedAt.toISOString(),
+    EndedAt: open ? null : iso(life.endedAt ?? lastLeave(life.stays)),
+    CreatedAt: life.createdAt.toISOString(),
+    UpdatedAt: updatedAt.toISOString(),
+    users,
+    media_usage: {
+      participant_minutes: minutes(seconds.participant),
+      phone_minutes: minutes(seconds.phone),
+      streaming_minutes: minutes(seconds.streaming),
+      recording_minutes: minutes(seconds.recording),
+      peak_participants: peakPresence(life.stays, now),
+      distinct_participants: new Set(life.stays.map(personOf)).size,
+      peak_viewers: Math.max(0, ...life.media.filter((media) => media.kind === "streaming").map((media) => media.peakViewers)),
+      streams,
+      calls,
+    },
+  };
+  return { room, seconds };
+}
+
+/** The life of a room that was under way at an instant: the latest one started at or before it. */
+function coveringLife(lives: Life[], at: Date): Life | undefined {
+  let found: Life | undefined;
+  for (const life of lives) {
+    if (life.startedAt <= at && (life.endedAt === null || life.endedAt >= at)) {
+      if (!found || life.startedAt > found.startedAt) found = life;
+    }
+  }
+  return found;
+}
+
+/** A report whose window is checked and whose room lives are read: what remains cannot be refused. */
+export interface PreparedReport {
+  accountId: string;
+  window: Window;
+  lives: Life[];
+  now: Date;
+}
+
+export const inRooms = <T extends typeof roomSessions.room | typeof participantSessions.room | typeof mediaSessions.room | typeof roomUsageDaily.room>(
+  rooms: string[],
+  column: T,
+) => (rooms.length > 0 ? inArray(column, rooms) : undefined);
+
+/** Checks the window and reads the room lives: a bad window or an unreachable database is refused before any answer is sent. */
+export async function prepareReport(accountId: string, query: ReportQuery, now: Date): Promise<PreparedReport> {
+  const window = reportWindow(query, now);
+  const { start, end, rooms } = window;
+  // Lives that began in the window are listed; those under way at its start only claim their stays.
+  const lifeRows = await db
+    .select()
+    .from(roomSessions)
+    .where(
+      and(
+        eq(roomSessions.accountId, accountId),
+        inRooms(rooms, roomSessions.room),
+        lte(roomSessions.startedAt, end),
+        or(gte(roomSessions.startedAt, start), isNull(roomSessions.endedAt), gte(roomSessions.endedAt, start)),
+      ),
+    )
+    .orderBy(asc(roomSessions.startedAt), asc(roomSessions.room), asc(roomSessions.breakoutId));
+  return { accountId, window, now, lives: lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] })) };
+}
+
+/** The meetings of a prepared report, oldest first, each with its seconds for the totals. */
+export async function describeMeetings({ accountId, window, lives, now }: PreparedReport) {
+  const { start, end, rooms } = window;
+  const livesByRoom = new Map<string, Life[]>();
+  for (const life of lives) {
+    const key = `${life.room}|${life.breakoutId}`;
+    livesByRoom.set(key, [...(livesByRoom.get(key) ?? []), life]);
+  }
+
+  // Stays and media that began in a listed life, plus those that began in the window where no
+  // life is known (the room's create and destroy never arrived): the latter form inferred entries.
+  const latest = latestOf([end, ...lives.filter((life) => life.listed).map((life) => life.endedAt ?? now)]);
+  const stayRows = await db
+    .select({
+      room: participantSessions.room,
+      breakoutId: participantSessions.breakoutId,
+      occupantJid: participantSessions.occupantJid,
+      userId: participantSessions.userId,
+      name: participantSessions.name,
+      email: participantSessions.email,
+      joinedAt: participantSessions.joinedAt,
+      leftAt: participantSessions.leftAt,
+      leftEstimated: participantSessions.leftEstimated,
+      updatedAt: participantSessions.updatedAt,
+    })
+    .from(participantSessions)
+    .where(
+      and(
+        eq(participantSessions.accountId, accountId),
+        inRooms(rooms, participantSessions.room),
+        gte(participantSessions.joinedAt, start),
+        lte(participantSessions.joinedAt, latest),
+      ),
+    );
+  const mediaRows = await db
+    .select()
+    .from(mediaSessions)
+    .where(and(eq(mediaSessions.accountId, accountId), inRooms(rooms, mediaSessions.room), gte(mediaSessions.startedAt, start), lte(mediaSessions.startedAt, latest)));
+
+  const inferred = new Map<string, Life>();
+  const orphanLife = (room: string, breakoutId: string, at: Date, updatedAt: Date): Life | undefined => {
+    if (at > end) return undefined;
+    const key = `${room}|${breakoutId}`;
+    let life = inferred.get(key);
+    if (!life) {
+      life = { id: null, listed: true, room, breakoutId, roomJid: null, startedAt: at, endedAt: null, createdAt: updatedAt, updatedAt, stays: [], media: [] };
+      inferred.set(key, life);
+    }
+    if (at < life.startedAt) life.startedAt = at;
+    return life;
+  };
+  for (const stay of stayRows) {
+    const life = coveringLife(livesByRoom.get(`${stay.room}|${stay.breakoutId}`) ?? [], stay.joinedAt);
+    if (life) life.stays.push(stay);
+    else orphanLife(stay.room, stay.breakoutId, stay.joinedAt, stay.updatedAt)?.stays.push(stay);
+  }
+  for (const media of mediaRows) {
+    const life = coveringLife(livesByRoom.get(`${media.room}|`) ?? [], media.startedAt);
+    if (life) life.media.push(media);
+    else orphanLife(media.room, "", media.startedAt, media.startedAt)?.media.push(media);
+  }
+
+  return [...lives.filter((life) => life.listed), ...inferred.values()]
+    .sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || a.room.localeCompare(b.room) || a.breakoutId.localeCompare(b.breakoutId))
+    .map((life) => describeRoom(accountId, life, now));
+}
