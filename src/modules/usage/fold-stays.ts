@@ -34,7 +34,7 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       ),
       -- A destroy names the stays of everyone still listed; a join or a leave names its own.
       occupants as (
-        select p.id, o.n, p.account_id, p.room, p.breakout_id, o.occupant
+        select p.id, o.n, p.kind, p.account_id, p.room, p.breakout_id, o.occupant
         from page p
         cross join lateral jsonb_array_elements(case jsonb_typeof(p.payload->'all_occupants')
           when 'array' then p.payload->'all_occupants'
@@ -42,11 +42,12 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
           else '[]'::jsonb end) with ordinality as o(occupant, n)
         where p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null
         union all
-        select p.id, 0, p.account_id, p.room, p.breakout_id, p.payload->'occupant'
+        select p.id, 0, p.kind, p.account_id, p.room, p.breakout_id, p.payload->'occupant'
         from page p where p.kind in ('occupant_joined', 'occupant_left')
       ),
-      named as (
-        select o.id, o.n, o.account_id, o.room, o.breakout_id, o.occupant->>'occupant_jid' as occupant_jid,
+      -- Materialized, so each occupant's fields are read from its JSON once, not once per use.
+      named as materialized (
+        select o.id, o.n, o.kind, o.account_id, o.room, o.breakout_id, o.occupant->>'occupant_jid' as occupant_jid,
           ${sql.raw(unixAt("o.occupant->'joined_at'"))} as joined_at, ${sql.raw(unixAt("o.occupant->'left_at'"))} as left_at,
           nullif(o.occupant->>'id', '') as user_id, nullif(o.occupant->>'name', '') as name, nullif(o.occupant->>'email', '') as email
         from occupants o
@@ -54,8 +55,8 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       ),
       usable as (
         select n.id, n.n, n.account_id, n.room, n.breakout_id, n.occupant_jid, n.joined_at, n.left_at, n.user_id, n.name, n.email
-        from named n join page p on p.id = n.id
-        where n.joined_at is not null and (p.kind <> 'occupant_left' or n.left_at is not null)
+        from named n
+        where n.joined_at is not null and (n.kind <> 'occupant_left' or n.left_at is not null)
       ),
       incoming as (
         select account_id, room, breakout_id, occupant_jid, joined_at, max(left_at) as left_at,
