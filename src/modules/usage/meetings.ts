@@ -233,8 +233,12 @@ export async function describeMeetings({ accountId, window, lives, now }: Prepar
     await db.execute(sql`
       select room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at, left_estimated, updated_at
       from participant_sessions
-      where account_id = ${accountId} ${rooms.length > 0 ? sql`and room in (select jsonb_array_elements_text(${JSON.stringify(rooms)}::jsonb))` : sql``}
-        and joined_at >= ${start.toISOString()} and joined_at <= ${latest.toISOString()}`),
+      where ${and(
+        eq(participantSessions.accountId, accountId),
+        inRooms(rooms, participantSessions.room),
+        gte(participantSessions.joinedAt, start),
+        lte(participantSessions.joinedAt, latest),
+      )}`),
   ).map(
     (row): Stay => ({
       room: row.room,
