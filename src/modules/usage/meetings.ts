@@ -9,7 +9,7 @@ import { db } from "../../db/client";
 import { rowsOf } from "../webhooks/outbox";
 import type { ReportCall, ReportRoom, ReportStream, ReportUser } from "./model";
 import { type ReportQuery, reportWindow, type Window } from "./report-window";
-import { mediaSessions, participantSessions, roomSessions, roomUsageDaily } from "./schema";
+import { mediaSessions, participantSessions, roomSessions, type roomUsageDaily } from "./schema";
 
 /** Minutes with two decimals, from whole seconds. */
 export const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 100;
