@@ -11,17 +11,14 @@ import { config } from "../config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
 import { firstUnstorable } from "../http/text";
-import {
-  type Actor,
-  type MessageView,
-  positiveInt,
-  postMessage,
-  recentMessages,
-  roomAccess,
-  vote,
-  withdrawWaitingPosts,
-} from "../modules/messaging/service";
+import { positiveInt } from "../modules/messaging/checks";
+import { recentMessages } from "../modules/messaging/messages";
+import type { Message } from "../modules/messaging/model";
+import { vote } from "../modules/messaging/polls";
+import { postMessage, withdrawWaitingPosts } from "../modules/messaging/posting";
+import { roomAccess } from "../modules/messaging/rooms";
 import { limitSocketMessage } from "../modules/limits/rates";
+import type { Actor } from "../modules/token/actor";
 import { attachServer, broker, type PresenceEntry } from "./broker";
 import { presenceDiff, presenceState } from "./presence";
 import { broadcastFrame, decodeFrame, encodeFrame, type Frame, PHOENIX_TOPIC, replyFrame } from "./protocol";
@@ -209,7 +206,7 @@ export class Connection {
         // Written with whatever else waits to be stored, so the next frame does not wait for it; the reply follows the row.
         this.answerWhenDone(
           frame,
-          postMessage(this.actor, membership.channelId, (frame.payload ?? {}) as never).then((message) => ({ message })),
+          postMessage(this.actor, membership.channelId, frame.payload ?? {}).then((message) => ({ message })),
         );
         return;
       }
@@ -233,7 +230,7 @@ export class Connection {
       return;
     }
     // chat needs a room the user may enter; rtc needs that only when a room of that name exists.
-    let history: MessageView[] = [];
+    let history: Message[] = [];
     if (kind === "chat") history = await recentMessages(this.actor, channelId);
     else if ((await roomAccess(this.actor, channelId)) === "forbidden") {
       throw new AppError("forbidden", `user "${this.actor.userId}" may not enter room "${channelId}"`);

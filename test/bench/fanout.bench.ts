@@ -48,7 +48,8 @@ const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { setLimit } = await import("../../src/modules/limits/service");
 const { issueToken, verifyAccessToken } = await import("../../src/modules/token/service");
-const { actorFrom, createRoom } = await import("../../src/modules/messaging/service");
+const { createRoom } = await import("../../src/modules/messaging/rooms");
+const { actorFrom } = await import("../../src/modules/token/actor");
 const { Socket } = await import("phoenix");
 const { io: ioClient } = await import("socket.io-client");
 

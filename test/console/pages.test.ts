@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
 import { createOperator } from "../../src/modules/console/sessions";
-import { createRoom, postMessage } from "../../src/modules/messaging/service";
+import { postMessage } from "../../src/modules/messaging/posting";
+import { createRoom } from "../../src/modules/messaging/rooms";
 import { createReservation } from "../../src/modules/scheduler/service";
 import { stopStateSubscriber } from "../../src/modules/streaming/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";

@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { actorFrom, postMessage } from "../../src/modules/messaging/service";
+import { postMessage } from "../../src/modules/messaging/posting";
+import { actorFrom } from "../../src/modules/token/actor";
 import { verifyAccessToken } from "../../src/modules/token/service";
 import { call, newAccount, tokenFor } from "../helpers";
 
