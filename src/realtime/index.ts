@@ -10,7 +10,7 @@ import { Elysia, t } from "elysia";
 import { AppError } from "../core/errors";
 import { Text } from "../http/text";
 import { actorFrom } from "../modules/token/actor";
-import { verifyAccessToken } from "../modules/token/service";
+import { verifyAccessToken } from "../modules/auth/access-token";
 import { closeConnection, connectionOf, openConnection } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";

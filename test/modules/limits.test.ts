@@ -18,7 +18,7 @@ import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/token/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/service";
 import { streams } from "../../src/modules/streaming/schema";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push } from "../support/phoenix";
 import { freePort } from "../support/ports";

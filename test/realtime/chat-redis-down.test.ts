@@ -10,7 +10,7 @@ import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/token/actor";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 import { freePort } from "../support/ports";

@@ -7,7 +7,7 @@ import type { Subprocess } from "bun";
 import { freePort } from "../support/ports";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/token/actor";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 
