@@ -15,7 +15,6 @@
 import { createReadStream, existsSync, mkdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { DelayedError, type Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { config } from "../src/config";
@@ -36,7 +35,7 @@ import {
 import { closeClient, createRedis, redis, redisKey, withinRedis } from "../src/queue/connection";
 import { closeWorker, QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
 import type { Running } from "../src/core/lifecycle";
-import { bucket, s3, storageConfigured } from "../src/storage/s3";
+import { objects } from "../src/storage/objects";
 import type { RecorderDriver, RecorderProcess } from "./recorder/driver";
 import { driverFromConfig } from "./recorder/index";
 
@@ -74,14 +73,12 @@ async function uploadRecording(stream: Stream, path: string): Promise<string | u
     unlinkSync(path);
     return undefined;
   }
-  if (!storageConfigured()) {
+  if (!objects.configured()) {
     log.warn({ stream: stream.streamName, path }, "recording kept on disk: object storage is not configured");
     return undefined;
   }
   const key = recordingObjectKey(stream);
-  await s3().send(
-    new PutObjectCommand({ Bucket: bucket(), Key: key, Body: createReadStream(path), ContentLength: size, ContentType: "video/mp4" }),
-  );
+  await objects.put(key, createReadStream(path), { contentLength: size, contentType: "video/mp4" });
   unlinkSync(path);
   log.info({ stream: stream.streamName, bytes: size }, "recording uploaded");
   return key;

@@ -7,8 +7,6 @@
  * Stream keys are never stored, logged or returned: they travel only inside the start job.
  */
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
-import { GetObjectCommand } from "@aws-sdk/client-s3";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import { config } from "../../config";
@@ -18,7 +16,8 @@ import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
 import { closeClient, createRedis, disconnected, PROMPT_REDIS_MS, promptRedis, redisKey, settledWithin, withinRedis } from "../../queue/connection";
 import { enqueue, getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
-import { accountKey, bucket, s3 } from "../../storage/s3";
+import { accountKey } from "../../core/objects";
+import { objects } from "../../storage/objects";
 import { appendEvent } from "../events/service";
 import { quotaExceeded } from "../limits/quotas";
 import { limitsOf } from "../limits/service";
@@ -632,9 +631,7 @@ export async function vodLocation(file: string): Promise<string> {
   const stream = await streamByName(streamName);
   if (!stream?.options.isVod) throw new AppError("not_found", "no video on demand by that name");
   if (!stream.recordingKey) throw new AppError("not_found", "the video on demand is available once the stream has finished");
-  return getSignedUrl(s3(), new GetObjectCommand({ Bucket: bucket(), Key: stream.recordingKey }), {
-    expiresIn: config.storage.presignExpirySeconds,
-  });
+  return objects.presignedGetUrl(stream.recordingKey, config.storage.presignExpirySeconds);
 }
 
 // ---------------------------------------------------------------- console
