@@ -19,7 +19,7 @@ import { DelayedError, type Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { config } from "../src/config";
 import { log } from "../src/core/log";
-import { eventChannel } from "../src/modules/events/service";
+import { EVENT_CHANNEL } from "../src/modules/events/service";
 import { RECONNECT_WINDOW_UNIT_MS } from "../src/modules/streaming/schema";
 import {
   claimStream,
@@ -32,7 +32,8 @@ import {
   type Stream,
   wantsRecording,
 } from "../src/modules/streaming/service";
-import { closeClient, createRedis, redis, redisKey, withinRedis } from "../src/queue/connection";
+import { redis, redisKey, withinRedis } from "../src/queue/connection";
+import { pubsub } from "../src/queue/pubsub";
 import { closeWorker, QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
 import type { Running } from "../src/core/lifecycle";
 import { objects } from "../src/storage/objects";
@@ -53,7 +54,8 @@ interface LocalRecorder {
 }
 
 const podKey = (pod: string) => redisKey("recorder", "pod", pod);
-const podCommands = (pod: string) => redisKey("recorder", "pod", pod, "stop");
+/** The channel (core/pubsub) a worker takes stops relayed to its own streams on. */
+const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
 const occupantsKey = (accountId: string, room: string) => redisKey("room", accountId, room, "occupants");
 
 /** Fails while Redis is away rather than waiting for it: an answer from a Redis that came back empty would say every worker is dead. */
@@ -221,7 +223,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     const stream = await getStream(streamId);
     if (!stream || !LIVE_STATES.includes(stream.state)) return;
     if (stream.podName && stream.podName !== pod && (await podAlive(stream.podName))) {
-      await redis().publish(podCommands(stream.podName), JSON.stringify({ streamId, reason }));
+      await pubsub().publish(podCommands(stream.podName), JSON.stringify({ streamId, reason }));
       const deadline = Date.now() + config.streaming.operationTimeoutMs;
       while (Date.now() < deadline) {
         const now = await getStream(streamId);
@@ -297,12 +299,11 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     }
   }
 
-  const subscriber: Redis = createRedis("recorder-events");
-  subscriber.on("message", (channel: string, message: string) => {
-    const work = channel === eventChannel() ? onConferenceEvent(message) : relayedStop(message);
+  const subscription = pubsub().subscribe("recorder-events", [EVENT_CHANNEL, podCommands(pod)], (channel, message) => {
+    const work = channel === EVENT_CHANNEL ? onConferenceEvent(message) : relayedStop(message);
     work.catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
   });
-  await subscriber.subscribe(eventChannel(), podCommands(pod));
+  await subscription.ready;
 
   async function relayedStop(message: string): Promise<void> {
     const { streamId, reason } = JSON.parse(message) as RecorderStopJob;
@@ -344,7 +345,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
       clearInterval(heartbeat);
       // Without Redis the mark expires by itself (HEARTBEAT_TTL_MS).
       await withinRedis(redis(), "removing the heartbeat", () => redis().del(podKey(pod))).catch(() => 0);
-      await closeClient(subscriber);
+      await subscription.close();
     },
   };
 }

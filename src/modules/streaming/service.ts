@@ -8,13 +8,14 @@
  */
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
-import type { Redis } from "ioredis";
 import { config } from "../../config";
 import { roomAddress } from "../../core/room-key";
 import { db } from "../../db/client";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
-import { closeClient, createRedis, disconnected, PROMPT_REDIS_MS, promptRedis, redisKey, settledWithin, withinRedis } from "../../queue/connection";
+import type { Subscription } from "../../core/pubsub";
+import { PROMPT_REDIS_MS, promptRedis, redisKey, settledWithin, withinRedis } from "../../queue/connection";
+import { pubsub } from "../../queue/pubsub";
 import { enqueue, getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
 import { accountKey } from "../../core/objects";
 import { objects } from "../../storage/objects";
@@ -185,39 +186,33 @@ function streamNamed(stream: Stream) {
   return { stream_id: stream.id, stream_name: stream.streamName, room: stream.room };
 }
 
-const stateChannel = () => redisKey("streams", "state");
-let stateSubscriber: Redis | undefined;
+const STATE_CHANNEL = "streams:state";
+let stateSubscription: Subscription | undefined;
 const stateWaiters = new Map<string, Set<() => void>>();
 
 /** Best effort: the row is the truth, and a waiter that misses the announcement finds the change on its next poll. */
 async function announce(streamId: string): Promise<void> {
-  await withinRedis(promptRedis(), "announcing a stream state", () => promptRedis().publish(stateChannel(), streamId)).catch((error: Error) =>
-    log.warn({ streamId, err: error.message }, "stream state change not announced"),
-  );
+  await pubsub()
+    .publish(STATE_CHANNEL, streamId, { withinMs: PROMPT_REDIS_MS })
+    .catch((error: Error) => log.warn({ streamId, err: error.message }, "stream state change not announced"));
 }
 
-let stateSubscribed: Promise<unknown> = Promise.resolve();
-
 /**
- * Waits for the SUBSCRIBE at most PROMPT_REDIS_MS, and not at all while Redis is away: ioredis
- * sends it once Redis is back, and waiters poll the row meanwhile.
+ * Waits for the subscription at most PROMPT_REDIS_MS, and not at all while Redis is away: it
+ * is made once Redis is back, and waiters poll the row meanwhile. A subscription that fails
+ * (the connection dropped at shutdown) leaves the waiters to their poll.
  */
 async function subscribeToStates(): Promise<void> {
-  if (!stateSubscriber) {
-    stateSubscriber = createRedis("stream-states");
-    stateSubscriber.on("message", (_channel: string, streamId: string) => {
-      for (const wake of stateWaiters.get(streamId) ?? []) wake();
-    });
-    // A SUBSCRIBE that fails (the connection dropped at shutdown) leaves the waiters to their poll.
-    stateSubscribed = stateSubscriber.subscribe(stateChannel()).catch(() => {});
-  }
-  if (!disconnected(stateSubscriber)) await settledWithin(stateSubscribed, PROMPT_REDIS_MS);
+  stateSubscription ??= pubsub().subscribe("stream-states", [STATE_CHANNEL], (_channel, streamId) => {
+    for (const wake of stateWaiters.get(streamId) ?? []) wake();
+  });
+  await stateSubscription.settle(PROMPT_REDIS_MS);
 }
 
 export async function stopStateSubscriber(): Promise<void> {
-  const subscriber = stateSubscriber;
-  stateSubscriber = undefined;
-  await closeClient(subscriber);
+  const subscription = stateSubscription;
+  stateSubscription = undefined;
+  await subscription?.close();
 }
 
 /** Waits until the stream satisfies `done` or the time is up; answers the last row seen. */
