@@ -8,7 +8,7 @@ import type { Page } from "playwright-core";
 import { createOperator } from "../../src/modules/console/sessions";
 import { createRoom, postMessage } from "../../src/modules/messaging/service";
 import { createReservation } from "../../src/modules/scheduler/service";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { app, call, newAccount } from "../helpers";

@@ -15,7 +15,7 @@ import { quotaUsage } from "../../src/modules/limits/schema";
 import { addressCounter } from "../../src/modules/limits/rates";
 import { storedChatBytes } from "../../src/modules/limits/service";
 import { actorFrom, createRoom } from "../../src/modules/messaging/service";
-import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/service";
+import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
 import { streams } from "../../src/modules/streaming/schema";
 import { verifyAccessToken } from "../../src/modules/token/service";
 import { call, newAccount, tokenFor } from "../helpers";

@@ -13,7 +13,7 @@ import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningK
 import { listPhoneNumbers, resolveMapping } from "../mapper/service";
 import { type Actor, deleteMessages, listMessages, listRooms } from "../messaging/service";
 import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler/service";
-import { stopStream } from "../streaming/service";
+import { stopStream } from "../streaming/control";
 import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
 import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints, replay, retryDelivery, rotateSecret, updateEndpoint } from "../webhooks/service";

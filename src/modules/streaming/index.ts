@@ -4,7 +4,9 @@ import { AppError } from "../../core/errors";
 import { ErrorModel, errorResponses } from "../../http/errors";
 import { limits } from "../limits";
 import { Text } from "../../http/text";
-import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS, startStream, stopStream, viewerCount, vodLocation } from "./service";
+import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbacks";
+import { startStream, stopStream } from "./control";
+import { viewerCount, vodLocation } from "./viewers";
 
 /** Printable, without spaces or control characters (PostgreSQL refuses NUL in text). */
 const RoomName = Text({
