@@ -13,6 +13,7 @@ import { PROMPT_REDIS_MS, settledWithin } from "../../queue/connection";
 import { enqueue, getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
 import { quotaExceeded } from "../limits/quotas";
 import { limitsOf } from "../limits/service";
+import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";
 import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request";
 import { streams } from "./schema";
@@ -20,11 +21,7 @@ import { announce, waitForStream } from "./state";
 import { bareRoom, LIVE_STATES, type Stream, type StreamStarted, streamNameFor, streamUrls } from "./stream";
 import { finishStream } from "./transitions";
 
-export interface StreamStopped {
-  started: false;
-  stream_name: string;
-  pod_name: string;
-}
+export type StreamStopped = typeof StreamingModel.stopped.static;
 
 async function liveStreamOfRoom(accountId: string, room: string): Promise<Stream | undefined> {
   const [stream] = await db

@@ -1,6 +1,7 @@
 /** A start request checked and made into the stream's options and its RTMP destinations. */
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
+import type { StreamingModel } from "./model";
 import type { StreamOptions } from "./options";
 import { hostAllowed, PLATFORM_NAMES, platformIngest, SAFE_URL_TEXT } from "./platforms";
 
@@ -8,21 +9,7 @@ export const DEFAULT_RECONNECT_WINDOW = 6000;
 /** A day; a longer window would keep an empty room's recorder for no one. */
 export const MAX_RECONNECT_WINDOW = 8_640_000;
 
-export interface StartRequest {
-  room_name: string;
-  stream_keys?: { key: string; value: string }[];
-  stream_urls?: string[];
-  is_low_latency?: boolean;
-  codec?: string;
-  is_recording?: boolean;
-  multi_bitrate?: boolean;
-  is_vod?: boolean;
-  username?: boolean;
-  audio_only?: boolean;
-  layout?: string;
-  profile?: string;
-  reconnect_window?: string | number;
-}
+export type StartRequest = typeof StreamingModel.start.static;
 
 export function invalid(message: string): never {
   throw new AppError("validation_failed", message, { started: false });

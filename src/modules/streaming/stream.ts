@@ -6,22 +6,14 @@ import { accountKey } from "../../core/objects";
 import { roomAddress } from "../../core/room-key";
 import { db } from "../../db/client";
 import { BITRATE_LADDER } from "./ladder";
+import type { StreamingModel } from "./model";
 import { type StreamState, streams } from "./schema";
 
 export type Stream = typeof streams.$inferSelect;
 
 export const LIVE_STATES: StreamState[] = ["starting", "running", "stopping"];
 
-export interface StreamStarted {
-  started: true;
-  stream_name: string;
-  pod_name: string;
-  hls_url: string;
-  low_latency_hls_url: string;
-  vod_url: string;
-  rtmp_url: string;
-  flv_url: string;
-}
+export type StreamStarted = typeof StreamingModel.started.static;
 
 /** The room events and streams are filed under: the key (core/room-key) of the room, without any `@conference.domain`. */
 export function bareRoom(roomName: string): string {

@@ -8,6 +8,7 @@ import { log } from "../../core/log";
 import { promptRedis, redisKey, withinRedis } from "../../queue/connection";
 import { objects } from "../../storage/objects";
 import { appendEvent } from "../events/service";
+import type { StreamingModel } from "./model";
 import { LIVE_STATES, type Stream, streamByName } from "./stream";
 
 const viewersKey = (streamName: string) => redisKey("stream", streamName, "viewers");
@@ -64,7 +65,7 @@ export async function takePeakViewers(stream: Stream): Promise<number> {
   }).catch(() => 0);
 }
 
-export async function viewerCount(streamName: string): Promise<Record<string, { current_viewers: number; uptime: number }>> {
+export async function viewerCount(streamName: string): Promise<typeof StreamingModel.viewers.static> {
   const stream = await streamByName(streamName);
   if (!stream) throw new AppError("not_found", "no stream by that name");
   // Without Redis the count is unknown: a 503 rather than a made-up number.
