@@ -9,7 +9,7 @@ import { createOperator } from "../../src/modules/console/sessions";
 import { postMessage } from "../../src/modules/messaging/posting";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { createReservation } from "../../src/modules/scheduler/service";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { app, call, newAccount } from "../helpers";

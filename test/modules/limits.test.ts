@@ -16,7 +16,7 @@ import { addressCounter } from "../../src/modules/limits/rates";
 import { storedChatBytes } from "../../src/modules/limits/service";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/token/actor";
-import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/service";
+import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
 import { streams } from "../../src/modules/streaming/schema";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";

@@ -14,7 +14,7 @@ import { conferenceEvents } from "../../src/modules/events/schema";
 import { appendEvent } from "../../src/modules/events/service";
 import { streams } from "../../src/modules/streaming/schema";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";

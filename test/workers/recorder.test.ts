@@ -13,7 +13,7 @@ import { createApp } from "../../src/app";
 import { config } from "../../src/config";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { redis, redisKey } from "../../src/queue/connection";
 import { bucket, s3 } from "../../src/storage/s3";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";

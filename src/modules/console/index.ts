@@ -15,7 +15,7 @@ import { deleteMessages, listMessages } from "../messaging/messages";
 import { listRooms } from "../messaging/rooms";
 import type { Actor } from "../token/actor";
 import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler/service";
-import { stopStream } from "../streaming/service";
+import { stopStream } from "../streaming/control";
 import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
 import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints, replay, retryDelivery, rotateSecret, updateEndpoint } from "../webhooks/service";

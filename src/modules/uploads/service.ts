@@ -1,9 +1,8 @@
 /** Presigned upload addresses into the account's part of the object store. */
-import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
-import { accountKey, bucket, s3 } from "../../storage/s3";
+import { accountKey } from "../../core/objects";
+import { objects } from "../../storage/objects";
 
 const FILE_NAME_MAX_CHARS = 512;
 const MIME_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i;
@@ -47,10 +46,6 @@ export async function presignUpload(accountId: string, fileName: string, fileTyp
   const key = accountKey(accountId, checkFileName(fileName));
   const contentType = contentTypeFor(fileType);
   const expiresIn = config.storage.presignExpirySeconds;
-  const url = await getSignedUrl(s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), {
-    expiresIn,
-    // Signed, so the store takes the upload only with the content type asked for here.
-    signableHeaders: new Set(["content-type"]),
-  });
+  const url = await objects.presignedPutUrl(key, contentType, expiresIn);
   return { presigned_url: url, key, content_type: contentType, expires_in: expiresIn };
 }
