@@ -8,23 +8,7 @@ import { AppError } from "../../core/errors";
 import { type Account, currentSigningKey } from "../accounts/service";
 import { SCOPES, type Scope, type TokenContextUser } from "../auth/access-token";
 import { signJwt } from "./jwt";
-
-export interface TokenUser {
-  id?: string;
-  name?: string;
-  email?: string;
-  avatar?: string;
-  moderator?: boolean;
-}
-
-export interface TokenRequest {
-  user?: TokenUser;
-  exp?: string;
-  nbf?: string;
-  scope?: string;
-  /** The one conference room a media token admits to; any room when absent. */
-  room?: string;
-}
+import type { TokenRequest } from "./model";
 
 const UNIT_SECONDS: Record<string, number> = {
   s: 1,
@@ -95,11 +79,11 @@ export async function issueToken(account: Account, request: TokenRequest): Promi
   const audiences = audiencesFor(request.scope);
   const mediaOnly = audiences.length === 1 && audiences[0] === "media";
   const room = roomClaim(audiences, request.room);
-  const lifetime = request.exp === undefined || request.exp === "" ? config.tokens.defaultTtlSeconds : parseDuration("exp", request.exp);
+  const lifetime = request.exp === undefined || request.exp === "" ? config.tokens.defaultTtlSeconds : parseDuration("exp", String(request.exp));
   if (lifetime > config.tokens.maxTtlSeconds) {
     throw new AppError("validation_failed", `exp: at most ${config.tokens.maxTtlSeconds / 3600} hours`);
   }
-  const notBefore = request.nbf === undefined || request.nbf === "" ? undefined : parseDuration("nbf", request.nbf);
+  const notBefore = request.nbf === undefined || request.nbf === "" ? undefined : parseDuration("nbf", String(request.nbf));
   if (notBefore !== undefined && notBefore >= lifetime) {
     throw new AppError("validation_failed", "nbf: must come before exp");
   }
