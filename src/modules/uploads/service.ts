@@ -3,17 +3,11 @@ import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { accountKey } from "../../core/objects";
 import { objects } from "../../storage/objects";
+import type { PresignedUpload } from "./model";
 
 const FILE_NAME_MAX_CHARS = 512;
 const MIME_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i;
 const EXTENSION = /^\.?[a-z0-9][a-z0-9+_-]{0,31}$/i;
-
-export interface PresignedUpload {
-  presigned_url: string;
-  key: string;
-  content_type: string;
-  expires_in: number;
-}
 
 /**
  * A file name is a relative path inside the account's folder: no `..` or `.` segment, no
