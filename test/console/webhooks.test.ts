@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
-import { config } from "../../src/config";
+import { overrideConfig } from "../../src/config";
 import { createOperator } from "../../src/modules/console/sessions";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { app, call, newAccount } from "../helpers";
@@ -103,8 +103,7 @@ describe("webhooks page", () => {
     expect(await row.textContent()).toContain("thanks");
 
     // A failing receiver: with retries far apart the delivery waits with its 500; Retry sends it now.
-    const schedule = [...config.webhooks.retrySchedule];
-    config.webhooks.retrySchedule.splice(0, Infinity, 600);
+    const restoreConfig = overrideConfig({ webhooks: { retrySchedule: [600] } });
     try {
       receiver.setMode("error");
       expect((await reserve("broken")).status).toBe(200);
@@ -122,7 +121,7 @@ describe("webhooks page", () => {
       expect(await failing.locator("[data-delivery-code]").textContent()).toBe("200");
       expect(receiver.received.slice(sentBefore).map((entry) => [entry.event.data.room, entry.verified])).toEqual([["broken", true]]);
     } finally {
-      config.webhooks.retrySchedule.splice(0, Infinity, ...schedule);
+      restoreConfig();
       receiver.setMode("ok");
     }
 
