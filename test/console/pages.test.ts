@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import type { Page } from "playwright-core";
 import { createOperator } from "../../src/modules/console/sessions";
 import { createRoom, postMessage } from "../../src/modules/messaging/service";
-import { createReservation } from "../../src/modules/scheduler/service";
+import { createReservation } from "../../src/modules/scheduler/reservations";
 import { stopStateSubscriber } from "../../src/modules/streaming/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
