@@ -20,7 +20,7 @@ const runs = Number(process.argv[2] ?? 5);
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/app");
-const { config } = await import("../../src/config");
+const { overrideConfig } = await import("../../src/config");
 const { database } = await import("../../src/db/client");
 const { closeRedis, redis } = await import("../../src/queue/connection");
 const { closeQueues } = await import("../../src/queue/queues");
@@ -34,7 +34,7 @@ const SECRET = "bench-secret";
 const app = createApp();
 const api = app.listen({ hostname: "127.0.0.1", port: 0 });
 const nginx = await startNginxRtmp(`http://127.0.0.1:${api.server!.port}`, SECRET);
-Object.assign(config.streaming, nginx.settings, { callbackSecret: SECRET, callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"] });
+overrideConfig({ streaming: { ...nginx.settings, callbackSecret: SECRET, callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"] } });
 const worker = await startRecorderWorker(ffmpegDriver);
 const { apiKey } = (await createAccount(`bench-${process.pid}`, "EdDSA")).apiKey;
 

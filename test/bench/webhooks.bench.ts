@@ -12,16 +12,9 @@
  * 2,000) times one after another, and the event_sync route that writes through it, and
  * prints p50 and p99 of each (target for the outbox: p99 < 2 ms).
  */
-export {};
+import { benchDatabase, wipeDatabase } from "../support/bench";
 
-const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-if (!databaseUrl) {
-  console.error("set BENCH_DATABASE_URL to a database this benchmark may wipe");
-  process.exit(2);
-}
-process.env.DATABASE_URL = databaseUrl;
-process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
-process.env.LOG_LEVEL = "silent";
+const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
 process.env.WEBHOOK_WORKER_CONCURRENCY ??= "16";
 
@@ -29,10 +22,7 @@ const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 2_000);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2_000);
 const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 
-const { default: postgres } = await import("postgres");
-const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
-await admin.end();
+await wipeDatabase(databaseUrl);
 
 const { migrate } = await import("../../src/db/migrate");
 await migrate();

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { db } from "../../src/db/client";
-import { endConference, openConference } from "../../src/modules/scheduler/service";
+import { endConference, openConference } from "../../src/modules/scheduler/conferences";
 import { streams } from "../../src/modules/streaming/schema";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { finishStream, markRunning } from "../../src/modules/streaming/transitions";
