@@ -1,0 +1,149 @@
+/**
+ * A webhooks worker's sending loop. It claims due deliveries straight from the database in
+ * batches, keeps up to `concurrency` attempts in flight with the next claimed ones waiting
+ * beside them, and records the successes that finished meanwhile in one statement while the
+ * next attempts go out. A wake-up (the doorbell, the sweep, a retry coming due) only makes it
+ * look again: what is due lives in the database alone.
+ */
+import { config } from "../../config";
+import { log } from "../../core/log";
+import { type Claimed, ClaimedBatch, claimDue, isSuccess, leaseMs, type Outcome, recordFailure, recordSuccesses, releaseClaims, send } from "./delivery";
+
+export interface DeliveryPump {
+  /** Something may be due now: claim it if there is room. */
+  wake(): void;
+  /** Stops claiming, gives back what waits unsent, and waits for the attempts in flight and their records. */
+  stop(): Promise<void>;
+}
+
+interface Waiting {
+  row: Claimed;
+  batch: ClaimedBatch;
+  /** When its claim was asked for (performance.now()): its lease ends leaseMs() after at the earliest. */
+  claimedAt: number;
+}
+
+/** Claimed deliveries per attempt in flight, waiting or sent: a claim is a round trip, so each should take many. */
+const WINDOW_PER_SLOT = 8;
+
+export function startDeliveryPump(concurrency: number): DeliveryPump {
+  const window = concurrency * WINDOW_PER_SLOT;
+  const waiting: Waiting[] = [];
+  let inFlight = 0;
+  let claiming = false;
+  let recording = false;
+  let stopped = false;
+  // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
+  let more = true;
+  const succeeded: Array<{ row: Claimed; outcome: Outcome }> = [];
+  const released: Claimed[] = [];
+  // One timer per second of retries this worker scheduled, however many deliveries fall due in it.
+  const retryTimers = new Map<number, ReturnType<typeof setTimeout>>();
+
+  const fill = async () => {
+    if (claiming || stopped) return;
+    claiming = true;
+    try {
+      while (more && !stopped) {
+        const room = window - inFlight - waiting.length;
+        // Claim only when half the window is free, unless nothing is under way.
+        if (room === 0 || (inFlight + waiting.length > 0 && room < window / 2)) break;
+        more = false;
+        const claimedAt = performance.now();
+        const rows = await claimDue(room);
+        if (rows.length === room) more = true;
+        const batch = new ClaimedBatch();
+        for (const row of rows) waiting.push({ row, batch, claimedAt });
+        startWaiting();
+      }
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, "claiming webhook deliveries failed; the next sweep tries again");
+    } finally {
+      claiming = false;
+    }
+  };
+
+  const startWaiting = () => {
+    while (!stopped && inFlight < concurrency && waiting.length > 0) {
+      const next = waiting.shift()!;
+      // Sent now, it might still be in flight when its lease ends and another worker takes it: give it back instead.
+      if (performance.now() - next.claimedAt + config.webhooks.timeoutMs + 1_000 > leaseMs()) released.push(next.row);
+      else void attempt(next.row, next.batch);
+    }
+    if (released.length > 0) release();
+  };
+
+  const release = () => {
+    const rows = released.splice(0);
+    releaseClaims(rows)
+      .catch((error: Error) => log.warn({ err: error.message, deliveries: rows.length }, "giving back webhook deliveries failed; they go once their lease ends"))
+      .finally(wake);
+  };
+
+  const record = () => {
+    if (recording || succeeded.length === 0) return;
+    recording = true;
+    const sent = succeeded.splice(0);
+    recordSuccesses(sent)
+      // Unrecorded, they stay pending and leased: sent again once the lease ends, which at-least-once allows.
+      .catch((error: Error) => log.warn({ err: error.message, deliveries: sent.length }, "recording webhook deliveries failed"))
+      .finally(() => {
+        recording = false;
+        // The next event of an ordered endpoint may go now.
+        if (sent.some(({ row }) => row.ordered)) more = true;
+        record();
+        void fill();
+      });
+  };
+
+  const wakeIn = (ms: number) => {
+    const second = Math.ceil((Date.now() + ms) / 1000);
+    if (stopped || retryTimers.has(second)) return;
+    retryTimers.set(
+      second,
+      setTimeout(() => {
+        retryTimers.delete(second);
+        wake();
+      }, second * 1000 - Date.now()),
+    );
+  };
+
+  const attempt = async (row: Claimed, batch: ClaimedBatch) => {
+    inFlight++;
+    try {
+      const outcome = await send(row, batch);
+      if (isSuccess(outcome)) {
+        succeeded.push({ row, outcome });
+        record();
+        return;
+      }
+      const { retryInMs } = await recordFailure(row, outcome);
+      if (retryInMs !== undefined) wakeIn(retryInMs);
+      else if (row.ordered) more = true;
+    } catch (error) {
+      log.warn({ deliveryId: row.id, err: (error as Error).message }, "recording a failed webhook attempt failed; it is tried again once its lease ends");
+    } finally {
+      inFlight--;
+      startWaiting();
+      void fill();
+    }
+  };
+
+  const wake = () => {
+    more = true;
+    void fill();
+  };
+
+  wake();
+  return {
+    wake,
+    async stop() {
+      stopped = true;
+      for (const timer of retryTimers.values()) clearTimeout(timer);
+      retryTimers.clear();
+      while (claiming) await Bun.sleep(10);
+      await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) => log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"));
+      while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);
+    },
+  };
+}
