@@ -13,6 +13,7 @@ import { createHmac } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
 import { db } from "../../db/client";
+import { executePrepared } from "../../db/prepared";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
@@ -70,7 +71,10 @@ export const leaseMs = () => config.webhooks.timeoutMs + 5_000;
 export async function claimDue(limit: number): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
-    await db.execute(sql`
+    await executePrepared(
+      db,
+      "webhooks_claim",
+      sql`
       update webhook_deliveries u
       set attempts = u.attempts + 1, leased_until = now() + make_interval(secs => ${leaseSeconds}), last_attempt_at = now()
       from webhook_endpoints e, events ev, ${NO_FLUSH}
@@ -87,7 +91,8 @@ export async function claimDue(limit: number): Promise<Claimed[]> {
           for update of d skip locked)
         and e.id = u.endpoint_id and ev.id = u.event_id
       returning u.id, u.attempts, u.leased_until::text as lease, u.endpoint_id, e.url, e.ordered, e.secret, e.previous_secret, e.previous_secret_until,
-        ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at`),
+        ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at`,
+    ),
   );
 }
 
@@ -237,7 +242,10 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
   if (sent.length === 0) return;
   const outcomes = sent.map(({ row, outcome }) => ({ id: Number(row.id), code: outcome.statusCode, latency: outcome.latencyMs, response: outcome.response }));
   const endpoints = [...new Set(sent.map(({ row }) => row.endpoint_id))];
-  await db.execute(sql`
+  await executePrepared(
+    db,
+    "webhooks_record_successes",
+    sql`
     with outcome as (
       select * from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb) as o(id bigint, code integer, latency integer, response text)
     ),
@@ -250,5 +258,6 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
       update webhook_endpoints set failing_since = null
       where id in (select jsonb_array_elements_text(${JSON.stringify(endpoints)}::jsonb)) and failing_since is not null
     )
-    select 1 from ${NO_FLUSH}`);
+    select 1 from ${NO_FLUSH}`,
+  );
 }

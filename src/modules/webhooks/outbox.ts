@@ -7,6 +7,7 @@
 import { EventEmitter } from "node:events";
 import { sql } from "drizzle-orm";
 import { afterCommit, type Database } from "../../db/client";
+import { executePrepared } from "../../db/prepared";
 import { log } from "../../core/log";
 import { promptRedis, redisKey, withinRedis } from "../../queue/connection";
 import type { EventData, EventType } from "./model";
@@ -49,7 +50,10 @@ const ringsAfterCommit = new WeakSet<Database>();
 export async function recordEvent<T extends EventType>(tx: Database, accountId: string, type: T, data: EventData<T>): Promise<void> {
   const id = `evt_${crypto.randomUUID().replaceAll("-", "")}`;
   const [row] = rowsOf<{ queued: string | number }>(
-    await tx.execute(sql`
+    await executePrepared(
+      tx,
+      "webhooks_record_event",
+      sql`
       with next as (
         insert into event_sequences as s (account_id, last_sequence) values (${accountId}, 1)
         on conflict (account_id) do update set last_sequence = s.last_sequence + 1
@@ -66,7 +70,8 @@ export async function recordEvent<T extends EventType>(tx: Database, accountId: 
         where e.account_id = ${accountId} and e.enabled and (e.event_types is null or e.event_types ? ${type})
         returning 1
       )
-      select count(*) as queued from queued`),
+      select count(*) as queued from queued`,
+    ),
   );
   if (Number(row?.queued ?? 0) > 0 && !ringsAfterCommit.has(tx)) {
     ringsAfterCommit.add(tx);

@@ -25,12 +25,19 @@ interface Waiting {
 
 /** Claimed deliveries per attempt in flight, waiting or sent: a claim is a round trip, so each should take many. */
 const WINDOW_PER_SLOT = 8;
+/** Claims one worker runs at once, each for its share of the window: one alone leaves the attempts idle while it runs. */
+const CLAIMS_AT_ONCE = 2;
 
 export function startDeliveryPump(concurrency: number): DeliveryPump {
   const window = concurrency * WINDOW_PER_SLOT;
+  const share = window / CLAIMS_AT_ONCE;
   const waiting: Waiting[] = [];
   let inFlight = 0;
-  let claiming = false;
+  // Claims under way, and the deliveries they may bring.
+  let claims = 0;
+  let claimed = 0;
+  // Counts wake-ups, so a claim can tell whether one came while it ran.
+  let wakes = 0;
   let recording = false;
   let stopped = false;
   // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
@@ -40,27 +47,35 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   // One timer per second of retries this worker scheduled, however many deliveries fall due in it.
   const retryTimers = new Map<number, ReturnType<typeof setTimeout>>();
 
-  const fill = async () => {
-    if (claiming || stopped) return;
-    claiming = true;
+  const fill = () => {
+    while (more && !stopped && claims < CLAIMS_AT_ONCE) {
+      const under = inFlight + waiting.length + claimed;
+      // Claim only when half the window is free, unless nothing is under way.
+      if (window - under < share || (under > 0 && window - under < window / 2)) return;
+      void claim();
+    }
+  };
+
+  const claim = async () => {
+    claims++;
+    claimed += share;
+    const wakesBefore = wakes;
     try {
-      while (more && !stopped) {
-        const room = window - inFlight - waiting.length;
-        // Claim only when half the window is free, unless nothing is under way.
-        if (room === 0 || (inFlight + waiting.length > 0 && room < window / 2)) break;
-        more = false;
-        const claimedAt = performance.now();
-        const rows = await claimDue(room);
-        if (rows.length === room) more = true;
-        const batch = new ClaimedBatch();
-        for (const row of rows) waiting.push({ row, batch, claimedAt });
-        startWaiting();
-      }
+      const claimedAt = performance.now();
+      const rows = await claimDue(share);
+      // A short claim took all that was due, unless a wake-up came meanwhile.
+      if (rows.length < share && wakes === wakesBefore) more = false;
+      const batch = new ClaimedBatch();
+      for (const row of rows) waiting.push({ row, batch, claimedAt });
     } catch (error) {
+      more = false;
       log.warn({ err: (error as Error).message }, "claiming webhook deliveries failed; the next sweep tries again");
     } finally {
-      claiming = false;
+      claims--;
+      claimed -= share;
     }
+    startWaiting();
+    fill();
   };
 
   const startWaiting = () => {
@@ -92,7 +107,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
         // The next event of an ordered endpoint may go now.
         if (sent.some(({ row }) => row.ordered)) more = true;
         record();
-        void fill();
+        fill();
       });
   };
 
@@ -125,13 +140,14 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     } finally {
       inFlight--;
       startWaiting();
-      void fill();
+      fill();
     }
   };
 
   const wake = () => {
+    wakes++;
     more = true;
-    void fill();
+    fill();
   };
 
   wake();
@@ -141,7 +157,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       stopped = true;
       for (const timer of retryTimers.values()) clearTimeout(timer);
       retryTimers.clear();
-      while (claiming) await Bun.sleep(10);
+      while (claims > 0) await Bun.sleep(10);
       await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) => log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"));
       while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);
     },
