@@ -49,9 +49,8 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
 
   const fill = () => {
     while (more && !stopped && claims < CLAIMS_AT_ONCE) {
-      const under = inFlight + waiting.length + claimed;
-      // Claim only when half the window is free, unless nothing is under way.
-      if (window - under < share || (under > 0 && window - under < window / 2)) return;
+      // A claim asks for a full share of the window, so it starts only once that much is free.
+      if (window - (inFlight + waiting.length + claimed) < share) return;
       void claim();
     }
   };
