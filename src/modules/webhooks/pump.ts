@@ -24,7 +24,7 @@ interface Waiting {
 }
 
 /** Claimed deliveries per attempt in flight, waiting or sent: a claim is a round trip, so each should take many. */
-const WINDOW_PER_SLOT = 8;
+const WINDOW_PER_SLOT = 16;
 /** Claims one worker runs at once, each for its share of the window: one alone leaves the attempts idle while it runs. */
 const CLAIMS_AT_ONCE = 2;
 
@@ -89,9 +89,8 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
 
   const release = () => {
     const rows = released.splice(0);
-    releaseClaims(rows)
-      .catch((error: Error) => log.warn({ err: error.message, deliveries: rows.length }, "giving back webhook deliveries failed; they go once their lease ends"))
-      .finally(wake);
+    // No wake-up: with every slot held by slow receivers, claiming them again at once would only make them wait again.
+    releaseClaims(rows).catch((error: Error) => log.warn({ err: error.message, deliveries: rows.length }, "giving back webhook deliveries failed; they go once their lease ends"));
   };
 
   const record = () => {
