@@ -8,10 +8,11 @@
  */
 import { config } from "../src/config";
 import { log } from "../src/core/log";
-import { doorbellChannel, dueDeliveries } from "../src/modules/webhooks/outbox";
+import { DOORBELL_CHANNEL, dueDeliveries } from "../src/modules/webhooks/outbox";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { purgeOldEvents } from "../src/modules/webhooks/service";
-import { closeClient, createRedis, PROMPT_REDIS_MS, settledWithin } from "../src/queue/connection";
+import { PROMPT_REDIS_MS } from "../src/queue/connection";
+import { pubsub } from "../src/queue/pubsub";
 import type { Running } from "../src/core/lifecycle";
 import { every } from "../src/core/periodic";
 
@@ -27,12 +28,9 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
   const pump = startDeliveryPump(concurrency);
   const wake = () => pump.wake();
   dueDeliveries.on("due", wake);
-  const doorbell = createRedis("webhooks-doorbell");
-  doorbell.on("message", wake);
-  // Back after an outage: what was queued meanwhile rang no bell here.
-  doorbell.on("ready", wake);
-  // A SUBSCRIBE that fails (Redis away) is sent again by ioredis once Redis is back; the sweep covers the gap.
-  const subscribed = doorbell.subscribe(doorbellChannel()).catch(() => {});
+  // Back after an outage: what was queued meanwhile rang no bell here. A subscription that
+  // fails (Redis away) is made again once Redis is back; the sweep covers the gap.
+  const doorbell = pubsub().subscribe("webhooks-doorbell", [DOORBELL_CHANNEL], wake, { onRestored: wake });
   const stopSweeping = every(options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs, "webhooks sweep", async () => wake());
   const stopPurging = every(PURGE_INTERVAL_MS, "event purge", async () => {
     const purged = await purgeOldEvents();
@@ -40,14 +38,14 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
   });
   log.info({ concurrency }, "webhooks worker started");
   return {
-    ready: settledWithin(subscribed, PROMPT_REDIS_MS),
+    ready: doorbell.settle(PROMPT_REDIS_MS),
     async stop() {
       dueDeliveries.off("due", wake);
       await stopSweeping();
       await stopPurging();
       // Waits for the attempts in flight (each bounded by WEBHOOK_TIMEOUT_MS); one cut short is sent again once its lease ends.
       await pump.stop();
-      await closeClient(doorbell);
+      await doorbell.close();
     },
   };
 }

@@ -34,8 +34,12 @@ export interface PubSub {
    * out of reach and after `withinMs` without an answer (the message may still go out late).
    */
   publish(channel: string, message: string, options?: { withinMs?: number }): Promise<void>;
-  /** `name` says what the subscription is for (Redis names its connection after it). */
-  subscribe(name: string, channels: string[], onMessage: OnMessage): Subscription;
+  /**
+   * `name` says what the subscription is for (Redis names its connection after it).
+   * `onRestored` runs each time the subscription is in place again after the bus was out of
+   * reach: messages published meanwhile were lost, so a subscriber can look for itself.
+   */
+  subscribe(name: string, channels: string[], onMessage: OnMessage, options?: { onRestored?: () => void }): Subscription;
 }
 
 /** Every message stays in this process: for a process with nobody else to tell, and for tests. */

@@ -15,10 +15,13 @@ export const redisPubSub: PubSub = {
     await (options.withinMs === undefined ? publish() : withinRedis(client, `publishing on ${channel}`, publish, options.withinMs));
   },
 
-  subscribe(name: string, channels: string[], onMessage: OnMessage): Subscription {
+  subscribe(name: string, channels: string[], onMessage: OnMessage, options = {}): Subscription {
     const client = createRedis(name);
     const prefix = redisKey("");
     client.on("message", (channel: string, message: string) => onMessage(channel.slice(prefix.length), message));
+    const { onRestored } = options;
+    // "ready" comes once per connection; the first is the subscription starting, not a return.
+    if (onRestored) client.once("ready", () => client.on("ready", onRestored));
     const ready = client.subscribe(...channels.map((channel) => redisKey(channel))).then(() => {});
     // Callers that never wait on it leave the missing subscription to their fallback.
     ready.catch(() => {});

@@ -5,7 +5,7 @@
  */
 import { expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { config } from "../../src/config";
+import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { webhookDeliveries } from "../../src/modules/webhooks/schema";
@@ -52,8 +52,7 @@ test("two workers on one backlog send each delivery once", async () => {
 test("a stopping worker gives back the deliveries it claimed and had not sent", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
-  const timeoutMs = config.webhooks.timeoutMs;
-  config.webhooks.timeoutMs = 1_000;
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 1_000 } });
   const worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 200 });
   try {
     await endpointFor(a.apiKey, receiver.url);
@@ -70,7 +69,7 @@ test("a stopping worker gives back the deliveries it claimed and had not sent", 
     expect(givenBack.length).toBe(8);
     expect(givenBack.every((row) => row.status === "pending" && row.leasedUntil === null)).toBe(true);
   } finally {
-    config.webhooks.timeoutMs = timeoutMs;
+    restoreConfig();
     receiver.stop();
   }
 }, 30_000);

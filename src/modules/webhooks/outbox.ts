@@ -9,7 +9,8 @@ import { sql } from "drizzle-orm";
 import { afterCommit, type Database } from "../../db/client";
 import { executePrepared } from "../../db/prepared";
 import { log } from "../../core/log";
-import { promptRedis, redisKey, withinRedis } from "../../queue/connection";
+import { PROMPT_REDIS_MS } from "../../queue/connection";
+import { pubsub } from "../../queue/pubsub";
 import type { EventData, EventType } from "./model";
 
 /** Rows of a raw query: postgres.js answers an array, PGlite an object with `rows`. */
@@ -23,8 +24,8 @@ export const committedEvents = new EventEmitter().setMaxListeners(0);
 /** Wakes this process's webhooks worker, without a trip through Redis, when deliveries are due. */
 export const dueDeliveries = new EventEmitter().setMaxListeners(0);
 
-/** The Redis channel that wakes the webhooks workers of other processes. */
-export const doorbellChannel = () => redisKey("webhooks", "due");
+/** The channel that wakes the webhooks workers of other processes. */
+export const DOORBELL_CHANNEL = "webhooks:due";
 
 /**
  * Tells the webhooks workers that deliveries are due now: a wake-up with nothing in it, since
@@ -33,7 +34,7 @@ export const doorbellChannel = () => redisKey("webhooks", "due");
  */
 export async function ringDoorbell(): Promise<void> {
   dueDeliveries.emit("due");
-  await withinRedis(promptRedis(), "ringing the webhooks doorbell", () => promptRedis().publish(doorbellChannel(), "")).catch((error: Error) =>
+  await pubsub().publish(DOORBELL_CHANNEL, "", { withinMs: PROMPT_REDIS_MS }).catch((error: Error) =>
     log.warn({ err: error.message }, "webhooks doorbell not rung: the webhooks sweep finds the deliveries"),
   );
 }
