@@ -13,16 +13,23 @@ import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
 import { systemController } from "./modules/system";
 import { messagingController } from "./modules/messaging";
+import { admitToRelay, chatChannel } from "./modules/messaging/channel";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
 import { eventLogController, webhooksController } from "./modules/webhooks";
 import { realtimeController } from "./realtime";
 import { setSingleProcess } from "./realtime/broker";
+import { registerChannels } from "./realtime/channel";
+import { relayChannel } from "./realtime/relay";
+
+/** The socket's channels: `chat:<channel_id>` is a persisted room; `rtc:<channel_id>` relays, storing nothing, to those the room would admit. */
+const channels = [chatChannel, relayChannel(admitToRelay)];
 
 export function createApp() {
   // PGlite is one process's alone, so every socket of an embedded deployment is in this process.
   setSingleProcess(database.kind === "pglite");
+  registerChannels(...channels);
   return new Elysia({
     name: "parley",
     normalize: "typebox",

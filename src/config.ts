@@ -1,119 +1,15 @@
 /**
- * Every setting Parley reads from the environment, parsed and typed in one place.
- * A wrong value stops start-up with a message that names the variable.
+ * Every setting Parley reads from the environment, parsed and typed in one place; longer
+ * than most files on purpose, since docs/configuration.md is checked against this one table.
+ * Wrong values stop start-up with a message for each variable that is wrong.
  */
 import { cpus, hostname } from "node:os";
-import { isIP } from "node:net";
 import { resolve } from "node:path";
+import { ConfigError, type Env, EnvReader } from "./env-reader";
 
-export class ConfigError extends Error {}
-
-type Env = Record<string, string | undefined>;
-
-function text(env: Env, name: string, fallback: string): string {
-  const value = env[name];
-  return value === undefined || value === "" ? fallback : value;
-}
-
-function optionalText(env: Env, name: string): string | undefined {
-  const value = env[name];
-  return value === undefined || value === "" ? undefined : value;
-}
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
-  }
-  return value;
-}
-
-function boolean(env: Env, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  if (/^(1|true|yes|on)$/i.test(raw)) return true;
-  if (/^(0|false|no|off)$/i.test(raw)) return false;
-  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
-}
-
-function url(env: Env, name: string, fallback: string | undefined, protocols: string[]): string | undefined {
-  const raw = optionalText(env, name) ?? fallback;
-  if (raw === undefined) return undefined;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} must be a URL, got "${raw}"`);
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(" or ")}, got "${parsed.protocol}"`);
-  }
-  return raw;
-}
-
-/** A comma-separated list; empty entries are dropped. */
-function list(env: Env, name: string, fallback = ""): string[] {
-  return text(env, name, fallback)
-    .split(",")
-    .map((item) => item.trim())
-    .filter((item) => item !== "");
-}
+export { ConfigError };
 
 const withoutTrailingSlash = (value: string) => value.replace(/\/+$/, "");
-/** An IPv4 or IPv6 address, optionally with a /prefix, for the SIP source allow-list. */
-function cidrList(env: Env, name: string): string[] {
-  const entries = list(env, name);
-  for (const entry of entries) {
-    const [address, prefix, ...rest] = entry.split("/");
-    const family = isIP(address ?? "");
-    const bits = family === 6 ? 128 : 32;
-    if (family === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
-      throw new ConfigError(`${name} must be a comma-separated list of IP addresses or CIDR ranges, got "${entry}"`);
-    }
-  }
-  return entries;
-}
-
-function sipUri(env: Env, name: string): string | undefined {
-  const raw = optionalText(env, name);
-  if (raw === undefined) return undefined;
-  if (!/^sips?:[^\s@]+(@[^\s@]+)?$/.test(raw)) throw new ConfigError(`${name} must be a SIP URI such as sip:trunk.example.com:5060, got "${raw}"`);
-  return raw;
-}
-
-function sipUriList(env: Env, name: string): string[] {
-  const entries = list(env, name);
-  for (const entry of entries) {
-    if (!/^sips?:[^\s@]+(@[^\s@]+)?$/.test(entry)) throw new ConfigError(`${name} must be a comma-separated list of SIP URIs, got "${entry}"`);
-  }
-  return entries;
-}
-
-/** A SIP header name: RFC 3261 token characters only. */
-function headerName(env: Env, name: string, fallback: string): string {
-  const raw = text(env, name, fallback);
-  if (!/^[A-Za-z0-9!%*_+`'~.-]+$/.test(raw)) throw new ConfigError(`${name} must be a SIP header name, got "${raw}"`);
-  return raw;
-}
-
-/** A comma-separated list of whole seconds, such as a retry schedule. */
-function secondsList(env: Env, name: string, fallback: string): number[] {
-  const entries = list(env, name, fallback);
-  if (entries.length === 0 || entries.some((entry) => !/^\d{1,7}$/.test(entry))) {
-    throw new ConfigError(`${name} must be a comma-separated list of whole seconds such as ${fallback}, got "${env[name]}"`);
-  }
-  return entries.map(Number);
-}
-
-function oneOf<T extends string>(env: Env, name: string, fallback: T, values: readonly T[]): T {
-  const raw = text(env, name, fallback);
-  if (!(values as readonly string[]).includes(raw)) {
-    throw new ConfigError(`${name} must be one of ${values.join(", ")}, got "${raw}"`);
-  }
-  return raw as T;
-}
 
 export const SIGNING_ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
@@ -121,13 +17,13 @@ export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
 export const RECORDER_DRIVERS = ["ffmpeg", "command"] as const;
 export const X264_PRESETS = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium"] as const;
 
-function streamingConfig(env: Env, publicUrl: string, dataDir: string) {
-  const driver = oneOf(env, "STREAMING_RECORDER_DRIVER", "ffmpeg", RECORDER_DRIVERS);
-  const command = optionalText(env, "STREAMING_RECORDER_COMMAND");
+function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
+  const driver = read.oneOf("STREAMING_RECORDER_DRIVER", "ffmpeg", RECORDER_DRIVERS);
+  const command = read.optionalText("STREAMING_RECORDER_COMMAND");
   if (driver === "command" && command === undefined) {
-    throw new ConfigError("STREAMING_RECORDER_COMMAND must be set when STREAMING_RECORDER_DRIVER is command");
+    read.problem("STREAMING_RECORDER_COMMAND must be set when STREAMING_RECORDER_DRIVER is command", undefined);
   }
-  const base = (name: string, fallback: string, protocols: string[]) => withoutTrailingSlash(url(env, name, fallback, protocols)!);
+  const base = (name: string, fallback: string, protocols: string[]) => withoutTrailingSlash(read.url(name, fallback, protocols));
   return {
     /** Where the recorder publishes the stream: the media server's RTMP application. */
     rtmpIngestUrl: base("STREAMING_RTMP_INGEST_URL", "rtmp://127.0.0.1:1935/live", ["rtmp:", "rtmps:"]),
@@ -140,167 +36,169 @@ function streamingConfig(env: Env, publicUrl: string, dataDir: string) {
     flvBaseUrl: base("STREAMING_FLV_BASE_URL", "http://localhost:8080/live", ["http:", "https:"]),
     vodBaseUrl: base("STREAMING_VOD_BASE_URL", `${withoutTrailingSlash(publicUrl)}/vod/v1`, ["http:", "https:"]),
     /** The room's media, `{room}` replaced by the room name; unset means a generated test pattern with a tone. */
-    mediaSource: optionalText(env, "STREAMING_MEDIA_SOURCE"),
+    mediaSource: read.optionalText("STREAMING_MEDIA_SOURCE"),
     driver,
     command,
-    ffmpegPath: text(env, "STREAMING_FFMPEG_PATH", "ffmpeg"),
-    x264Preset: oneOf(env, "STREAMING_X264_PRESET", "veryfast", X264_PRESETS),
+    ffmpegPath: read.text("STREAMING_FFMPEG_PATH", "ffmpeg"),
+    x264Preset: read.oneOf("STREAMING_X264_PRESET", "veryfast", X264_PRESETS),
     /** Streams one recorder worker runs at once; start jobs beyond it wait for another worker. */
-    capacity: integer(env, "STREAMING_CAPACITY", 4, 1, 1000),
+    capacity: read.integer("STREAMING_CAPACITY", 4, 1, 1000),
     /** Names this recorder worker in responses (pod_name) and in Redis; unique per worker process. */
-    podName: text(env, "STREAMING_POD_NAME", `${hostname()}-recorder-${process.pid}`),
+    podName: read.text("STREAMING_POD_NAME", `${hostname()}-recorder-${process.pid}`),
     /** Host patterns (`live.example.com`, `*.example.com`) that stream_urls may point at; empty refuses them all. */
-    destinationHosts: list(env, "STREAMING_DESTINATION_HOSTS", ""),
+    destinationHosts: read.list("STREAMING_DESTINATION_HOSTS", ""),
     /** When set, media-server callbacks must carry it (`?secret=` or X-Parley-Callback-Secret). */
-    callbackSecret: optionalText(env, "STREAMING_CALLBACK_SECRET"),
+    callbackSecret: read.optionalText("STREAMING_CALLBACK_SECRET"),
     /** Peer addresses allowed to send media-server callbacks; empty skips the address check. */
-    callbackAddresses: list(env, "STREAMING_CALLBACK_ADDRESSES", "127.0.0.1,::1,::ffff:127.0.0.1"),
+    callbackAddresses: read.list("STREAMING_CALLBACK_ADDRESSES", "127.0.0.1,::1,::ffff:127.0.0.1"),
     /** Local folder the recorder writes MP4 files to before uploading them. */
-    recordingDir: resolve(text(env, "STREAMING_RECORDING_DIR", resolve(dataDir, "recordings"))),
+    recordingDir: resolve(read.text("STREAMING_RECORDING_DIR", resolve(dataDir, "recordings"))),
     /** How long start and stop wait for the recorder (the spec's 30 seconds). */
-    operationTimeoutMs: integer(env, "STREAMING_OPERATION_TIMEOUT_MS", 30_000, 1_000, 300_000),
+    operationTimeoutMs: read.integer("STREAMING_OPERATION_TIMEOUT_MS", 30_000, 1_000, 300_000),
     /** How long a stopping recorder may take to finish its files before it is killed. */
-    stopGraceMs: integer(env, "STREAMING_STOP_GRACE_MS", 10_000, 100, 120_000),
+    stopGraceMs: read.integer("STREAMING_STOP_GRACE_MS", 10_000, 100, 120_000),
   };
 }
 
-export function loadConfig(env: Env = process.env) {
-  const port = integer(env, "PORT", 3000, 0, 65535);
-  const publicUrl = url(env, "PUBLIC_URL", `http://localhost:${port}`, ["http:", "https:"])!;
-  const dataDir = resolve(text(env, "DATA_DIR", "./data"));
+/** Every setting from `env`, or a ConfigError naming every bad variable. Reads nothing else and changes nothing. */
+export function loadConfig(env: Env) {
+  const read = new EnvReader(env);
+  const port = read.integer("PORT", 3000, 0, 65535);
+  const publicUrl = read.url("PUBLIC_URL", `http://localhost:${port}`, ["http:", "https:"]);
+  const dataDir = resolve(read.text("DATA_DIR", "./data"));
   const loaded = {
     http: {
-      host: text(env, "HOST", "0.0.0.0"),
+      host: read.text("HOST", "0.0.0.0"),
       port,
       /** API processes the supervisor starts; each listens on PORT with reusePort. */
-      processes: integer(env, "API_PROCESSES", cpus().length, 1, 256),
+      processes: read.integer("API_PROCESSES", cpus().length, 1, 256),
       /** How long in-flight requests may take to finish after SIGTERM. */
-      shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
-      maxBodyBytes: integer(env, "MAX_BODY_BYTES", 1_048_576, 1024, 1_073_741_824),
+      shutdownGraceMs: read.integer("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+      maxBodyBytes: read.integer("MAX_BODY_BYTES", 1_048_576, 1024, 1_073_741_824),
       publicUrl,
     },
     database: {
       /** When unset, Parley runs on an embedded PGlite database in DATA_DIR. */
-      url: url(env, "DATABASE_URL", undefined, ["postgres:", "postgresql:"]),
+      url: read.url("DATABASE_URL", undefined, ["postgres:", "postgresql:"]),
       dataDir,
-      poolSize: integer(env, "DATABASE_POOL_SIZE", 10, 1, 1000),
+      poolSize: read.integer("DATABASE_POOL_SIZE", 10, 1, 1000),
     },
     redis: {
-      url: url(env, "REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
+      url: read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
       /** False when REDIS_URL was not given: the start command may then run a private redis-server. */
-      explicit: optionalText(env, "REDIS_URL") !== undefined,
-      keyPrefix: text(env, "REDIS_PREFIX", "parley"),
+      explicit: read.optionalText("REDIS_URL") !== undefined,
+      keyPrefix: read.text("REDIS_PREFIX", "parley"),
     },
     log: {
-      level: oneOf(env, "LOG_LEVEL", "info", ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const),
+      level: read.oneOf("LOG_LEVEL", "info", ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const),
     },
     tokens: {
       /** Algorithm of the signing key made for a new account. */
-      defaultAlgorithm: oneOf(env, "TOKEN_DEFAULT_ALG", "RS256", SIGNING_ALGORITHMS),
+      defaultAlgorithm: read.oneOf("TOKEN_DEFAULT_ALG", "RS256", SIGNING_ALGORITHMS),
       /** Lifetime when a token request gives no exp, in seconds (24 hours). */
-      defaultTtlSeconds: integer(env, "TOKEN_DEFAULT_TTL_SECONDS", 86_400, 60, 31_536_000),
+      defaultTtlSeconds: read.integer("TOKEN_DEFAULT_TTL_SECONDS", 86_400, 60, 31_536_000),
       /** Longest exp a request may ask for, in seconds (30 days). */
-      maxTtlSeconds: integer(env, "TOKEN_MAX_TTL_SECONDS", 2_592_000, 60, 31_536_000),
+      maxTtlSeconds: read.integer("TOKEN_MAX_TTL_SECONDS", 2_592_000, 60, 31_536_000),
       issuer: "parley",
       /** Seals private signing keys in the database (AES-256-GCM); unset stores them as plain JWKs. */
-      signingKeySecret: optionalText(env, "SIGNING_KEY_SECRET"),
+      signingKeySecret: read.optionalText("SIGNING_KEY_SECRET"),
     },
     storage: {
       /** S3-compatible endpoint; unset means AWS S3 itself. */
-      endpoint: url(env, "S3_ENDPOINT", undefined, ["http:", "https:"]),
-      region: text(env, "S3_REGION", "us-east-1"),
+      endpoint: read.url("S3_ENDPOINT", undefined, ["http:", "https:"]),
+      region: read.text("S3_REGION", "us-east-1"),
       /** Unset turns off uploads and recordings (their routes answer 503). */
-      bucket: optionalText(env, "S3_BUCKET"),
-      accessKeyId: optionalText(env, "S3_ACCESS_KEY_ID"),
-      secretAccessKey: optionalText(env, "S3_SECRET_ACCESS_KEY"),
+      bucket: read.optionalText("S3_BUCKET"),
+      accessKeyId: read.optionalText("S3_ACCESS_KEY_ID"),
+      secretAccessKey: read.optionalText("S3_SECRET_ACCESS_KEY"),
       /** Path-style URLs (endpoint/bucket/key), which MinIO and s3rver need. */
-      forcePathStyle: boolean(env, "S3_FORCE_PATH_STYLE", false),
+      forcePathStyle: read.boolean("S3_FORCE_PATH_STYLE", false),
       /** How long a presigned upload URL stays valid, in seconds. */
-      presignExpirySeconds: integer(env, "S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
+      presignExpirySeconds: read.integer("S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
     },
     sip: {
       /** Off: the supervisor runs no sip role, for deployments without phone access. */
-      enabled: boolean(env, "SIP_ENABLED", true),
-      bindAddress: text(env, "SIP_BIND_ADDRESS", "0.0.0.0"),
+      enabled: read.boolean("SIP_ENABLED", true),
+      bindAddress: read.text("SIP_BIND_ADDRESS", "0.0.0.0"),
       /** Address written into Via, Contact and the SDP answer; the bind address unless that is a wildcard. */
-      publicAddress: optionalText(env, "SIP_PUBLIC_ADDRESS"),
+      publicAddress: read.optionalText("SIP_PUBLIC_ADDRESS"),
       /** 0 turns that transport off. */
-      udpPort: integer(env, "SIP_UDP_PORT", 5060, 0, 65535),
-      tcpPort: integer(env, "SIP_TCP_PORT", 5060, 0, 65535),
+      udpPort: read.integer("SIP_UDP_PORT", 5060, 0, 65535),
+      tcpPort: read.integer("SIP_TCP_PORT", 5060, 0, 65535),
       /** SIP over TLS (0, the default, is off): needs a certificate and its key, PEM files. */
       tls: {
-        port: integer(env, "SIP_TLS_PORT", 0, 0, 65535),
-        certPath: optionalText(env, "SIP_TLS_CERT"),
-        keyPath: optionalText(env, "SIP_TLS_KEY"),
+        port: read.integer("SIP_TLS_PORT", 0, 0, 65535),
+        certPath: read.optionalText("SIP_TLS_CERT"),
+        keyPath: read.optionalText("SIP_TLS_KEY"),
       },
       /** First and last RTP port of the media sockets; 0 and 0 lets the system choose. */
-      rtpPortMin: integer(env, "SIP_RTP_PORT_MIN", 0, 0, 65535),
-      rtpPortMax: integer(env, "SIP_RTP_PORT_MAX", 0, 0, 65535),
+      rtpPortMin: read.integer("SIP_RTP_PORT_MIN", 0, 0, 65535),
+      rtpPortMax: read.integer("SIP_RTP_PORT_MAX", 0, 0, 65535),
       /** Header naming the room; Jigasi's Jitsi-Conference-Room is always read too. */
-      roomHeader: headerName(env, "SIP_ROOM_HEADER", "Parley-Conference-Room"),
+      roomHeader: read.headerName("SIP_ROOM_HEADER", "Parley-Conference-Room"),
       /** The account that owns calls into a named room (header or default room); numeric ids carry their own. */
-      accountId: optionalText(env, "SIP_ACCOUNT_ID"),
-      defaultRoom: optionalText(env, "SIP_DEFAULT_ROOM"),
+      accountId: read.optionalText("SIP_ACCOUNT_ID"),
+      defaultRoom: read.optionalText("SIP_DEFAULT_ROOM"),
       /** How long a call rings (180 Ringing) before the gateway answers; 0 answers at once. */
-      ringMs: integer(env, "SIP_RING_MS", 0, 0, 60_000),
+      ringMs: read.integer("SIP_RING_MS", 0, 0, 60_000),
       /** Wrong conference ids a DTMF caller may enter before the call ends. */
-      dtmfAttempts: integer(env, "SIP_DTMF_ATTEMPTS", 3, 1, 20),
+      dtmfAttempts: read.integer("SIP_DTMF_ATTEMPTS", 3, 1, 20),
       /** How long a DTMF caller has to finish one id with #. */
-      dtmfTimeoutMs: integer(env, "SIP_DTMF_TIMEOUT_MS", 30_000, 1_000, 600_000),
+      dtmfTimeoutMs: read.integer("SIP_DTMF_TIMEOUT_MS", 30_000, 1_000, 600_000),
       /** RFC 3261 timer L, 64 × T1: an answered call with no ACK by then is ended with a BYE. */
-      ackTimeoutMs: integer(env, "SIP_ACK_TIMEOUT_MS", 32_000, 500, 600_000),
+      ackTimeoutMs: read.integer("SIP_ACK_TIMEOUT_MS", 32_000, 500, 600_000),
       /** Longest call; the gateway hangs up after it (4 hours). */
-      maxCallSeconds: integer(env, "SIP_MAX_CALL_SECONDS", 14_400, 1, 604_800),
-      maxCalls: integer(env, "SIP_MAX_CALLS", 1_000, 1, 100_000),
+      maxCallSeconds: read.integer("SIP_MAX_CALL_SECONDS", 14_400, 1, 604_800),
+      maxCalls: read.integer("SIP_MAX_CALLS", 1_000, 1, 100_000),
       /** Larger datagrams or TCP messages are refused (513 when they can be answered). */
-      maxMessageBytes: integer(env, "SIP_MAX_MESSAGE_BYTES", 16_384, 1_024, 65_507),
+      maxMessageBytes: read.integer("SIP_MAX_MESSAGE_BYTES", 16_384, 1_024, 65_507),
       /** Requests per second one source address may send before the excess is dropped; 0 turns the limit off. */
-      requestsPerSecond: integer(env, "SIP_REQUESTS_PER_SECOND", 200, 0, 1_000_000),
-      maxTcpConnections: integer(env, "SIP_MAX_TCP_CONNECTIONS", 1_000, 1, 100_000),
+      requestsPerSecond: read.integer("SIP_REQUESTS_PER_SECOND", 200, 0, 1_000_000),
+      maxTcpConnections: read.integer("SIP_MAX_TCP_CONNECTIONS", 1_000, 1, 100_000),
       /** Sources allowed to send INVITEs (addresses or CIDR ranges); empty allows every source. */
-      allowedSources: cidrList(env, "SIP_ALLOWED_SOURCES"),
+      allowedSources: read.cidrList("SIP_ALLOWED_SOURCES"),
       /** Where the shipped conference adapter POSTs each join and leave; unset only records them. */
-      joinUrl: url(env, "SIP_JOIN_URL", undefined, ["http:", "https:"]),
+      joinUrl: read.url("SIP_JOIN_URL", undefined, ["http:", "https:"]),
       /** The conference's SIP media endpoints (Jigasi, say): set, the gateway bridges each call to one as a B2BUA. */
       media: {
-        uris: sipUriList(env, "SIP_MEDIA_URI"),
-        selection: oneOf(env, "SIP_MEDIA_SELECTION", "failover", ["failover", "round-robin"] as const),
-        roomHeader: headerName(env, "SIP_MEDIA_ROOM_HEADER", "Jitsi-Conference-Room"),
+        uris: read.sipUriList("SIP_MEDIA_URI"),
+        selection: read.oneOf("SIP_MEDIA_SELECTION", "failover", ["failover", "round-robin"] as const),
+        roomHeader: read.headerName("SIP_MEDIA_ROOM_HEADER", "Jitsi-Conference-Room"),
         /** Written after bare room names in the room header (room@domain), as Jigasi expects. */
-        conferenceDomain: optionalText(env, "SIP_MEDIA_CONFERENCE_DOMAIN"),
+        conferenceDomain: read.optionalText("SIP_MEDIA_CONFERENCE_DOMAIN"),
         /** Off passes SDP end to end (audio flows caller to endpoint directly) when the call allows it. */
-        relay: boolean(env, "SIP_MEDIA_RELAY", true),
+        relay: read.boolean("SIP_MEDIA_RELAY", true),
         /** An endpoint silent this long (not even 100 Trying) is skipped for the next. */
-        responseTimeoutMs: integer(env, "SIP_MEDIA_RESPONSE_TIMEOUT_MS", 2_000, 100, 60_000),
+        responseTimeoutMs: read.integer("SIP_MEDIA_RESPONSE_TIMEOUT_MS", 2_000, 100, 60_000),
         /** An endpoint that has not answered by then is cancelled (and the next tried). */
-        answerTimeoutMs: integer(env, "SIP_MEDIA_ANSWER_TIMEOUT_MS", 30_000, 500, 300_000),
+        answerTimeoutMs: read.integer("SIP_MEDIA_ANSWER_TIMEOUT_MS", 30_000, 500, 300_000),
       },
-      joinTimeoutMs: integer(env, "SIP_JOIN_TIMEOUT_MS", 5_000, 100, 60_000),
+      joinTimeoutMs: read.integer("SIP_JOIN_TIMEOUT_MS", 5_000, 100, 60_000),
       trunk: {
         /** Registrar of an upstream trunk; unset means the gateway registers nowhere. */
-        registrar: sipUri(env, "SIP_TRUNK_REGISTRAR"),
+        registrar: read.sipUri("SIP_TRUNK_REGISTRAR"),
         /** Address of record to register, e.g. sip:4815162342@trunk.example.com. */
-        aor: sipUri(env, "SIP_TRUNK_AOR"),
-        username: optionalText(env, "SIP_TRUNK_USERNAME"),
-        password: optionalText(env, "SIP_TRUNK_PASSWORD"),
-        transport: oneOf(env, "SIP_TRUNK_TRANSPORT", "udp", ["udp", "tcp", "tls"] as const),
-        expiresSeconds: integer(env, "SIP_TRUNK_EXPIRES_SECONDS", 600, 60, 86_400),
+        aor: read.sipUri("SIP_TRUNK_AOR"),
+        username: read.optionalText("SIP_TRUNK_USERNAME"),
+        password: read.optionalText("SIP_TRUNK_PASSWORD"),
+        transport: read.oneOf("SIP_TRUNK_TRANSPORT", "udp", ["udp", "tcp", "tls"] as const),
+        expiresSeconds: read.integer("SIP_TRUNK_EXPIRES_SECONDS", 600, 60, 86_400),
       },
     },
     mapper: {
       /** Digits of a new conference id, the check digit included (9 = 8 random digits + 1). */
-      idDigits: integer(env, "MAPPER_ID_DIGITS", 9, 6, 10),
+      idDigits: read.integer("MAPPER_ID_DIGITS", 9, 6, 10),
     },
     scheduler: {
       /** Length of a conference that Prosody opens with no reservation, in minutes (24 hours). */
-      defaultConferenceMinutes: integer(env, "SCHEDULER_DEFAULT_CONFERENCE_MINUTES", 1440, 1, 525_600),
+      defaultConferenceMinutes: read.integer("SCHEDULER_DEFAULT_CONFERENCE_MINUTES", 1440, 1, 525_600),
       /**
        * Only the reservation's mail_owner may open a reserved room (compared with the bare JID
        * Prosody sends). Off by default: with anonymous or token logins that JID is random.
        */
-      checkOwner: boolean(env, "SCHEDULER_CHECK_OWNER", false),
+      checkOwner: read.boolean("SCHEDULER_CHECK_OWNER", false),
     },
-    streaming: streamingConfig(env, publicUrl, dataDir),
+    streaming: streamingConfig(read, publicUrl, dataDir),
     realtime: {
       /**
        * How sockets on different API processes reach each other: `redis` (pub/sub, for
@@ -308,86 +206,150 @@ export function loadConfig(env: Env = process.env) {
        * embedded database or with API_PROCESSES=1, where there is one API process, and
        * redis otherwise.
        */
-      broker: oneOf(env, "REALTIME_BROKER", "auto", ["auto", "redis", "local"] as const),
+      broker: read.oneOf("REALTIME_BROKER", "auto", ["auto", "redis", "local"] as const),
       /** A socket that sends nothing (not even a heartbeat) for this long is closed. */
-      idleTimeoutSeconds: integer(env, "REALTIME_IDLE_TIMEOUT_SECONDS", 60, 1, 3600),
+      idleTimeoutSeconds: read.integer("REALTIME_IDLE_TIMEOUT_SECONDS", 60, 1, 3600),
       /** Largest frame a client may send; a larger one closes the socket with 1009. */
-      maxFrameBytes: integer(env, "REALTIME_MAX_FRAME_BYTES", 65_536, 1024, 16_777_216),
+      maxFrameBytes: read.integer("REALTIME_MAX_FRAME_BYTES", 65_536, 1024, 16_777_216),
     },
     usage: {
       /** cdr jobs one worker process folds at once; each job takes per-room locks, so more is safe. */
-      workerConcurrency: integer(env, "CDR_WORKER_CONCURRENCY", 4, 1, 256),
+      workerConcurrency: read.integer("CDR_WORKER_CONCURRENCY", 4, 1, 256),
       /** Tries of a fold job before it stays failed (exponential back-off from one second). */
-      jobAttempts: integer(env, "CDR_JOB_ATTEMPTS", 8, 1, 100),
+      jobAttempts: read.integer("CDR_JOB_ATTEMPTS", 8, 1, 100),
       /** Finished fold jobs kept in Redis for inspection; failed ones are kept ten times as many. */
-      keepCompletedJobs: integer(env, "CDR_KEEP_COMPLETED_JOBS", 1000, 0, 1_000_000),
+      keepCompletedJobs: read.integer("CDR_KEEP_COMPLETED_JOBS", 1000, 0, 1_000_000),
       /** How often each cdr process folds events whose fold job was lost (e.g. with Redis); at most a minute. */
-      sweepIntervalMs: integer(env, "USAGE_SWEEP_INTERVAL_MS", 30_000, 100, 60_000),
+      sweepIntervalMs: read.integer("USAGE_SWEEP_INTERVAL_MS", 30_000, 100, 60_000),
       /** The sweep leaves events younger than this to their fold job. */
-      sweepMinAgeMs: integer(env, "USAGE_SWEEP_MIN_AGE_MS", 10_000, 0, 600_000),
+      sweepMinAgeMs: read.integer("USAGE_SWEEP_MIN_AGE_MS", 10_000, 0, 600_000),
     },
     limits: {
       /** Requests per second one client address may send to the routes without a credential; 0 turns it off. */
-      publicPerIpPerSecond: integer(env, "LIMIT_PUBLIC_PER_IP", 300, 0, 1_000_000),
+      publicPerIpPerSecond: read.integer("LIMIT_PUBLIC_PER_IP", 300, 0, 1_000_000),
     },
     console: {
       /** Signs console sessions; unset means a secret generated once into DATA_DIR/console-secret. */
-      secret: optionalText(env, "CONSOLE_SECRET"),
+      secret: read.optionalText("CONSOLE_SECRET"),
       /** Lifetime of a console session's cookie token; it is renewed while the console is in use. */
-      tokenTtlSeconds: integer(env, "CONSOLE_TOKEN_TTL_SECONDS", 900, 60, 86_400),
+      tokenTtlSeconds: read.integer("CONSOLE_TOKEN_TTL_SECONDS", 900, 60, 86_400),
       /** Longest a console session lasts, however busy, before its user signs in again (12 hours). */
-      sessionMaxSeconds: integer(env, "CONSOLE_SESSION_MAX_SECONDS", 43_200, 300, 2_592_000),
+      sessionMaxSeconds: read.integer("CONSOLE_SESSION_MAX_SECONDS", 43_200, 300, 2_592_000),
       /** Failed sign-ins one address may make for one name in 15 minutes before 429; four times as many across all names. */
-      loginAttempts: integer(env, "CONSOLE_LOGIN_ATTEMPTS", 5, 1, 1000),
+      loginAttempts: read.integer("CONSOLE_LOGIN_ATTEMPTS", 5, 1, 1000),
     },
     webhooks: {
       /** Lets endpoints on loopback and private networks receive webhooks; link-local and metadata addresses stay refused. */
-      allowPrivateNetworks: boolean(env, "WEBHOOK_ALLOW_PRIVATE_NETWORKS", false),
+      allowPrivateNetworks: read.boolean("WEBHOOK_ALLOW_PRIVATE_NETWORKS", false),
       /** Seconds to wait after each failed attempt; when they are used up the delivery has failed (about 28 hours by default). */
-      retrySchedule: secondsList(env, "WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"),
+      retrySchedule: read.secondsList("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"),
       /** How long a receiver has to answer one attempt. */
-      timeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
+      timeoutMs: read.integer("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
       /** An endpoint whose attempts all failed for this long is disabled (24 hours). */
-      disableAfterSeconds: integer(env, "WEBHOOK_DISABLE_AFTER_SECONDS", 86_400, 1, 31_536_000),
+      disableAfterSeconds: read.integer("WEBHOOK_DISABLE_AFTER_SECONDS", 86_400, 1, 31_536_000),
       /** Deliveries one webhooks worker process sends at once. */
-      workerConcurrency: integer(env, "WEBHOOK_WORKER_CONCURRENCY", 16, 1, 1024),
+      workerConcurrency: read.integer("WEBHOOK_WORKER_CONCURRENCY", 16, 1, 1024),
       /** How often each webhooks process queues the due deliveries a lost job left (the database is the truth). */
-      sweepIntervalMs: integer(env, "WEBHOOK_SWEEP_INTERVAL_MS", 5_000, 100, 60_000),
+      sweepIntervalMs: read.integer("WEBHOOK_SWEEP_INTERVAL_MS", 5_000, 100, 60_000),
       /** Days events stay readable in the event log; older ones are purged. */
-      eventRetentionDays: integer(env, "EVENT_RETENTION_DAYS", 30, 1, 3650),
+      eventRetentionDays: read.integer("EVENT_RETENTION_DAYS", 30, 1, 3650),
     },
     admin: {
       /** On first start with no account at all, make one and print its API key. */
-      bootstrapAccount: boolean(env, "BOOTSTRAP_ACCOUNT", true),
+      bootstrapAccount: read.boolean("BOOTSTRAP_ACCOUNT", true),
     },
   };
   const { sip } = loaded;
-  if (sip.enabled && sip.udpPort === 0 && sip.tcpPort === 0 && sip.tls.port === 0) {
-    throw new ConfigError("SIP_UDP_PORT, SIP_TCP_PORT and SIP_TLS_PORT are all 0: set SIP_ENABLED=false to run no gateway");
-  }
-  if (sip.defaultRoom && !sip.accountId) throw new ConfigError("SIP_DEFAULT_ROOM needs SIP_ACCOUNT_ID, the account whose room it is");
-  if (sip.tls.port !== 0 && (!sip.tls.certPath || !sip.tls.keyPath)) throw new ConfigError("SIP_TLS_PORT needs SIP_TLS_CERT and SIP_TLS_KEY");
-  if (sip.media.uris.length > 0 && sip.joinUrl) throw new ConfigError("SIP_MEDIA_URI and SIP_JOIN_URL are two ways to reach the conference: set one");
-  if (sip.rtpPortMin > sip.rtpPortMax) throw new ConfigError(`SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`);
-  if (sip.trunk.registrar && (!sip.trunk.aor || !sip.trunk.username || !sip.trunk.password)) {
-    throw new ConfigError("SIP_TRUNK_REGISTRAR needs SIP_TRUNK_AOR, SIP_TRUNK_USERNAME and SIP_TRUNK_PASSWORD");
-  }
-  return loaded;
+  const check = (wrong: unknown, message: string) => {
+    if (wrong) read.problem(message, undefined);
+  };
+  check(
+    sip.enabled && sip.udpPort === 0 && sip.tcpPort === 0 && sip.tls.port === 0,
+    "SIP_UDP_PORT, SIP_TCP_PORT and SIP_TLS_PORT are all 0: set SIP_ENABLED=false to run no gateway",
+  );
+  check(sip.defaultRoom && !sip.accountId, "SIP_DEFAULT_ROOM needs SIP_ACCOUNT_ID, the account whose room it is");
+  check(sip.tls.port !== 0 && (!sip.tls.certPath || !sip.tls.keyPath), "SIP_TLS_PORT needs SIP_TLS_CERT and SIP_TLS_KEY");
+  check(sip.media.uris.length > 0 && sip.joinUrl, "SIP_MEDIA_URI and SIP_JOIN_URL are two ways to reach the conference: set one");
+  check(sip.rtpPortMin > sip.rtpPortMax, `SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`);
+  check(
+    sip.trunk.registrar && (!sip.trunk.aor || !sip.trunk.username || !sip.trunk.password),
+    "SIP_TRUNK_REGISTRAR needs SIP_TRUNK_AOR, SIP_TRUNK_USERNAME and SIP_TRUNK_PASSWORD",
+  );
+  if (read.problems.length > 0) throw new ConfigError(read.problems);
+  return deepFreeze(loaded);
 }
 
 export type Config = ReturnType<typeof loadConfig>;
 export type SipConfig = Config["sip"];
 
-function loadOrExit(): Config {
+/** Settings are parsed once and never edited in place: a change is a new settings object (see overrideConfig). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
+
+let current: Config | undefined;
+
+/** The settings in force, parsed from process.env at the first read unless an entry point parsed them first. */
+function settings(): Config {
+  current ??= loadConfig(process.env);
+  return current;
+}
+
+/**
+ * The one way to read a setting: `config.<section>.<name>` always reads the settings in force.
+ * A module that keeps a section (`const s = config.streaming`) keeps what was in force then.
+ */
+export const config: Config = new Proxy({} as Config, {
+  get: (_target, section) => Reflect.get(settings(), section),
+  has: (_target, section) => Reflect.has(settings(), section),
+  ownKeys: () => Reflect.ownKeys(settings()),
+  getOwnPropertyDescriptor: (_target, section) => {
+    const descriptor = Reflect.getOwnPropertyDescriptor(settings(), section);
+    return descriptor && { ...descriptor, configurable: true };
+  },
+});
+
+/**
+ * Parses process.env into the settings in force, for an entry point to call before anything
+ * reads them. False, once every bad variable is printed, when the environment is wrong: the
+ * entry point then exits.
+ */
+export function loadProcessConfig(): boolean {
   try {
-    return loadConfig();
+    current = loadConfig(process.env);
+    return true;
   } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`parley: configuration error: ${error.message}`);
-      process.exit(2);
-    }
-    throw error;
+    if (!(error instanceof ConfigError)) throw error;
+    for (const problem of error.problems) console.error(`parley: configuration error: ${problem}`);
+    return false;
   }
 }
 
-export const config = loadOrExit();
+type Overrides<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? Overrides<T[K]> : T[K] };
+
+function merged(base: object, overrides: object): object {
+  const result: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(overrides)) {
+    const inner = result[key];
+    const nested = typeof value === "object" && value !== null && !Array.isArray(value) && typeof inner === "object" && inner !== null;
+    result[key] = nested ? merged(inner, value) : value;
+  }
+  return result;
+}
+
+/**
+ * Puts settings that differ from the environment's in force, for a test or an embedding
+ * program; nested sections merge, lists are replaced. The returned function restores the
+ * settings that were in force before.
+ */
+export function overrideConfig(overrides: Overrides<Config>): () => void {
+  const before = settings();
+  current = deepFreeze(merged(before, overrides) as Config);
+  return () => {
+    current = before;
+  };
+}

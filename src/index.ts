@@ -9,6 +9,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
+import { loadProcessConfig } from "./config";
 
 const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--role=".length);
 // Read before anything slow: a supervisor that dies while this child starts must still be noticed.
@@ -45,9 +46,11 @@ async function ensureRedis(): Promise<void> {
   process.env.REDIS_URL = `redis://127.0.0.1:${port}`;
 }
 
+// A private Redis, when one starts, is part of the environment the settings are parsed from.
+if (!role) await ensureRedis();
+if (!loadProcessConfig()) process.exit(2);
 if (role) {
   await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {
-  await ensureRedis();
   await import("./supervisor").then(({ supervise }) => supervise());
 }

@@ -5,7 +5,7 @@ import type { Running } from "./core/lifecycle";
 import { log } from "./core/log";
 import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
-import { stopStateSubscriber } from "./modules/streaming/service";
+import { stopStateSubscriber } from "./modules/streaming/state";
 import { closeBroker } from "./realtime/broker";
 import { drainConnections } from "./realtime/socket";
 

@@ -8,11 +8,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, posix, resolve } from "node:path";
-import { Redis } from "ioredis";
 import { loadConfig } from "../src/config";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
-import { freePort } from "./support/ports";
-import { until } from "./support/wait";
+import { type Parley, startParley } from "./support/parley";
 
 const ROOT = resolve(import.meta.dir, "..");
 
@@ -375,45 +373,31 @@ curl() {
 
 describe("curl examples against a running Parley", () => {
   let workspace: string;
-  let parley: ReturnType<typeof Bun.spawn>;
+  let parley: Parley | undefined;
   let base: string;
   let port: number;
   let apiKey: string;
   let accountId: string;
   let platformToken: string;
-  const prefix = `parley-docs-${process.pid}`;
 
   beforeAll(async () => {
     workspace = mkdtempSync(join(tmpdir(), "parley-docs-"));
     // A file for the upload example to send.
     writeFileSync(join(workspace, "photo.png"), Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"));
-    port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    const env: Record<string, string> = {};
-    for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value;
     // `npm start` on embedded defaults: no DATABASE_URL, a fresh data folder, the bootstrap account.
-    delete env.DATABASE_URL;
-    Object.assign(env, {
-      DATA_DIR: join(workspace, "data"),
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      REDIS_PREFIX: prefix,
-      BOOTSTRAP_ACCOUNT: "true",
-      SIP_ENABLED: "false",
-      LOG_LEVEL: "warn",
-      STREAMING_RECORDER_DRIVER: "command",
-      STREAMING_RECORDER_COMMAND: RECORDER_COMMAND,
+    parley = await startParley({
+      embedded: true,
+      dataDir: join(workspace, "data"),
+      env: {
+        BOOTSTRAP_ACCOUNT: "true",
+        SIP_ENABLED: "false",
+        LOG_LEVEL: "warn",
+        STREAMING_RECORDER_DRIVER: "command",
+        STREAMING_RECORDER_COMMAND: RECORDER_COMMAND,
+      },
     });
-    parley = Bun.spawn([process.execPath, join(ROOT, "src/index.ts")], { cwd: workspace, env, stdout: "ignore", stderr: "inherit" });
-    await until(
-      () => fetch(`${base}/readyz`).then((answer) => answer.status, () => 0),
-      (status) => status === 200,
-      25_000,
-      100,
-    );
-    const keyFile = join(workspace, "data/first-api-key");
-    await until(() => existsSync(keyFile), Boolean, 5_000);
-    apiKey = readFileSync(keyFile, "utf8").trim();
+    ({ base, port } = parley);
+    apiKey = await parley.firstApiKey();
     const issue = async (scope: string) => {
       const answer = await fetch(`${base}/api/v1/misc/generate-token`, {
         method: "POST",
@@ -424,18 +408,10 @@ describe("curl examples against a running Parley", () => {
     };
     platformToken = await issue("parley");
     accountId = JSON.parse(Buffer.from(platformToken.split(".")[1]!, "base64url").toString()).sub;
-  }, 40_000);
+  }, 70_000);
 
   afterAll(async () => {
-    if (parley) {
-      parley.kill("SIGTERM");
-      const stopped = await Promise.race([parley.exited.then(() => true), Bun.sleep(10_000).then(() => false)]);
-      if (!stopped) parley.kill("SIGKILL");
-    }
-    const redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: 1 });
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-    await redis.quit();
+    await parley?.close();
     if (workspace) rmSync(workspace, { recursive: true, force: true });
   });
 

@@ -1,18 +1,18 @@
 /**
- * The webhooks worker: sends each delivery its job names, if the database still says it is
- * due. The job is only a doorbell: every WEBHOOK_SWEEP_INTERVAL_MS the worker also queues
- * every due delivery no job is sending (lost with Redis, or its worker killed mid-attempt),
- * and while Redis is away it sends them itself. Every hour it purges events older than
+ * The webhooks worker: claims due deliveries straight from the database and sends them. Redis
+ * only rings the doorbell (a wake-up when deliveries were queued), so a worker that misses
+ * it loses nothing: every WEBHOOK_SWEEP_INTERVAL_MS it looks again for what is due (a
+ * doorbell missed while Redis was away, a worker killed mid-attempt whose lease ended), and a
+ * retry wakes the worker that scheduled it. Every hour it purges events older than
  * EVENT_RETENTION_DAYS.
  */
-import { Worker } from "bullmq";
 import { config } from "../src/config";
 import { log } from "../src/core/log";
-import { attemptDeliveries, sweepDueDeliveries } from "../src/modules/webhooks/delivery";
-import { DELIVERY_BATCH } from "../src/modules/webhooks/outbox";
+import { DOORBELL_CHANNEL, dueDeliveries } from "../src/modules/webhooks/outbox";
+import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { purgeOldEvents } from "../src/modules/webhooks/service";
-import { createRedis, redis } from "../src/queue/connection";
-import { closeWorker, QUEUE_NAMES, type WebhookDeliverJob } from "../src/queue/queues";
+import { PROMPT_REDIS_MS } from "../src/queue/connection";
+import { pubsub } from "../src/queue/pubsub";
 import type { Running } from "../src/core/lifecycle";
 import { every } from "../src/core/periodic";
 
@@ -20,42 +20,32 @@ const PURGE_INTERVAL_MS = 3_600_000;
 
 export interface WebhooksWorkerOptions {
   concurrency?: number;
-  lockDurationMs?: number;
-  stalledIntervalMs?: number;
   sweepIntervalMs?: number;
 }
 
-export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Running & { worker: Worker<WebhookDeliverJob> } {
-  const connection = createRedis("webhooks-worker");
-  const worker = new Worker<WebhookDeliverJob>(QUEUE_NAMES.webhooks, async (job) => attemptDeliveries(job.data.deliveryIds), {
-    connection,
-    prefix: `${config.redis.keyPrefix}:bull`,
-    concurrency: options.concurrency ?? config.webhooks.workerConcurrency,
-    ...(options.lockDurationMs && { lockDuration: options.lockDurationMs }),
-    ...(options.stalledIntervalMs && { stalledInterval: options.stalledIntervalMs }),
-  });
-  worker.on("failed", (job, error) => log.warn({ jobId: job?.id, err: error.message }, "webhook delivery job failed; the sweep queues it again"));
-  // Without a listener an 'error' event (Redis gone) would end the process; the sweep sends meanwhile.
-  worker.on("error", (error) => log.warn({ err: error.message }, "webhooks worker: Redis error, sending by sweep until it is back"));
-  const stopSweeping = every(options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs, "webhooks sweep", async () => {
-    if (redis().status === "ready") await sweepDueDeliveries();
-    else
-      await sweepDueDeliveries(100, async (due) => {
-        for (let i = 0; i < due.length; i += DELIVERY_BATCH) await attemptDeliveries(due.slice(i, i + DELIVERY_BATCH).map((delivery) => delivery.id));
-      });
-  });
+export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Running & { ready: Promise<void> } {
+  const concurrency = options.concurrency ?? config.webhooks.workerConcurrency;
+  const pump = startDeliveryPump(concurrency);
+  const wake = () => pump.wake();
+  dueDeliveries.on("due", wake);
+  // Back after an outage: what was queued meanwhile rang no bell here. A subscription that
+  // fails (Redis away) is made again once Redis is back; the sweep covers the gap.
+  const doorbell = pubsub().subscribe("webhooks-doorbell", [DOORBELL_CHANNEL], wake, { onRestored: wake });
+  const stopSweeping = every(options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs, "webhooks sweep", async () => wake());
   const stopPurging = every(PURGE_INTERVAL_MS, "event purge", async () => {
     const purged = await purgeOldEvents();
     if (purged > 0) log.info({ purged, retentionDays: config.webhooks.eventRetentionDays }, "purged old events");
   });
-  log.info({ concurrency: worker.opts.concurrency }, "webhooks worker started");
+  log.info({ concurrency }, "webhooks worker started");
   return {
-    worker,
+    ready: doorbell.settle(PROMPT_REDIS_MS),
     async stop() {
+      dueDeliveries.off("due", wake);
       await stopSweeping();
       await stopPurging();
-      // Waits for attempts in flight (unless Redis is gone); one cut short is sent again once its lease ends.
-      await closeWorker(worker, connection);
+      // Waits for the attempts in flight (each bounded by WEBHOOK_TIMEOUT_MS); one cut short is sent again once its lease ends.
+      await pump.stop();
+      await doorbell.close();
     },
   };
 }

@@ -10,7 +10,6 @@ import { closeClient, createRedis, settledWithin, withinRedis } from "./connecti
 export const QUEUE_NAMES = {
   recorder: "recorder",
   cdr: "cdr",
-  webhooks: "webhooks",
 } as const;
 export type QueueName = (typeof QUEUE_NAMES)[keyof typeof QUEUE_NAMES];
 
@@ -39,12 +38,6 @@ export interface RecorderStopJob {
 export const CDR_FOLD_JOB = "fold-event";
 export interface CdrFoldJob {
   eventId: number;
-}
-
-/** The webhooks queue's one job kind: send stored deliveries, those still due, together. */
-export const WEBHOOK_DELIVER_JOB = "deliver";
-export interface WebhookDeliverJob {
-  deliveryIds: number[];
 }
 
 const queues = new Map<QueueName, { queue: Queue; connection: Redis }>();

@@ -9,8 +9,8 @@ import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
 import { AppError } from "../core/errors";
 import { Text } from "../http/text";
-import { actorFrom } from "../modules/messaging/service";
-import { verifyAccessToken } from "../modules/token/service";
+import { actorFrom } from "../modules/token/actor";
+import { verifyAccessToken } from "../modules/auth/access-token";
 import { closeConnection, connectionOf, openConnection } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";

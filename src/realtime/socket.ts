@@ -1,8 +1,7 @@
 /**
  * One client socket speaking the Phoenix channels protocol (v2): heartbeats on `phoenix`,
- * `phx_join`/`phx_leave`, and two kinds of channel. `chat:<channel_id>` is the persisted
- * room (history and presence on join, `new_message`, `new_vote`); `rtc:<channel_id>`
- * relays any event to the other members without storing it. Frames of one socket are
+ * `phx_join`/`phx_leave`, presence on every topic, and the channels registered for topic
+ * prefixes (channel.ts), which admit joins and answer pushes. Frames of one socket are
  * handled in order, one at a time, so a push never overtakes the join before it.
  */
 import { randomUUID } from "node:crypto";
@@ -11,18 +10,11 @@ import { config } from "../config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
 import { firstUnstorable } from "../http/text";
-import {
-  type Actor,
-  type MessageView,
-  positiveInt,
-  postMessage,
-  recentMessages,
-  roomAccess,
-  vote,
-  withdrawWaitingPosts,
-} from "../modules/messaging/service";
 import { limitSocketMessage } from "../modules/limits/rates";
-import { attachServer, broker, type PresenceEntry } from "./broker";
+import type { Actor } from "../modules/token/actor";
+import { broker } from "./broker";
+import { attachServer, type PresenceEntry } from "./local-broker";
+import { type Channel, channelOf, type Member, registeredChannels } from "./channel";
 import { presenceDiff, presenceState } from "./presence";
 import { broadcastFrame, decodeFrame, encodeFrame, type Frame, PHOENIX_TOPIC, replyFrame } from "./protocol";
 import { accountTopic } from "./topics";
@@ -44,11 +36,9 @@ export const SHUTTING_DOWN = { reason: "shutting_down", message: "the server is 
 /** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
 class ShuttingDown extends Error {}
 
-type Kind = "chat" | "rtc";
-
 interface Membership {
-  kind: Kind;
-  channelId: string;
+  channel: Channel;
+  member: Member;
   joinRef: string | null;
   /** The topic's name inside Parley (scoped by account). */
   scoped: string;
@@ -62,7 +52,7 @@ export class Connection {
   lastSeen = Date.now();
   private readonly joined = new Map<string, Membership>();
   private queue: Promise<void> = Promise.resolve();
-  /** Pushes handed on (messages being stored) whose replies have not gone out yet. */
+  /** Pushes handed on (answered later, such as messages being stored) whose replies have not gone out yet. */
   private inFlight: Promise<void> = Promise.resolve();
   private pending = 0;
   private closed = false;
@@ -203,41 +193,19 @@ export class Connection {
       this.send(encodeFrame(membership.joinRef, membership.joinRef, frame.topic, "phx_close", {}));
       return;
     }
-    if (membership.kind === "rtc") return this.relay(frame, membership);
-    switch (frame.event) {
-      case "new_message": {
-        // Written with whatever else waits to be stored, so the next frame does not wait for it; the reply follows the row.
-        this.answerWhenDone(
-          frame,
-          postMessage(this.actor, membership.channelId, (frame.payload ?? {}) as never).then((message) => ({ message })),
-        );
-        return;
-      }
-      case "new_vote": {
-        const payload = (frame.payload ?? {}) as { message_id?: unknown; answer?: unknown };
-        const answer = await vote(this.actor, membership.channelId, positiveInt("message_id", payload.message_id), positiveInt("answer", payload.answer));
-        this.send(replyFrame(frame, "ok", { poll_answer: answer }));
-        return;
-      }
-      default:
-        throw new AppError("bad_request", `unknown event "${frame.event}" on a chat topic; send new_message or new_vote`);
-    }
+    const answer = await membership.channel.push(membership.member, frame.event, frame.payload);
+    // A reply handed on does not hold up the next frame: the work runs beside it, the reply follows the work.
+    if ("later" in answer) this.answerWhenDone(frame, answer.later);
+    else this.send(replyFrame(frame, "ok", answer.reply));
   }
 
   private async join(frame: Frame): Promise<void> {
-    const separator = frame.topic.indexOf(":");
-    const kind = frame.topic.slice(0, separator);
-    const channelId = frame.topic.slice(separator + 1);
-    if (separator < 0 || (kind !== "chat" && kind !== "rtc")) {
+    const route = channelOf(frame.topic);
+    if (!route) {
       this.send(replyFrame(frame, "error", { reason: "unmatched topic" }));
       return;
     }
-    // chat needs a room the user may enter; rtc needs that only when a room of that name exists.
-    let history: MessageView[] = [];
-    if (kind === "chat") history = await recentMessages(this.actor, channelId);
-    else if ((await roomAccess(this.actor, channelId)) === "forbidden") {
-      throw new AppError("forbidden", `user "${this.actor.userId}" may not enter room "${channelId}"`);
-    }
+    const welcome = await route.channel.join(this.actor, route.name);
 
     // Joining a topic again replaces the earlier membership, as Phoenix does.
     const earlier = this.joined.get(frame.topic);
@@ -245,13 +213,14 @@ export class Connection {
       await this.leave(frame.topic, earlier);
       this.send(encodeFrame(earlier.joinRef, earlier.joinRef, frame.topic, "phx_close", {}));
     }
-    // The peer may have gone while the room was read; the leave queued behind this frame cleans up what follows.
+    // The peer may have gone while the channel admitted it; the leave queued behind this frame cleans up what follows.
     if (this.closed) return;
+    const scoped = accountTopic(this.actor.accountId, frame.topic);
     const membership: Membership = {
-      kind,
-      channelId,
+      channel: route.channel,
+      member: this.member(frame, route.name, scoped),
       joinRef: frame.joinRef,
-      scoped: accountTopic(this.actor.accountId, frame.topic),
+      scoped,
       presenceRef: randomUUID(),
     };
     this.joined.set(frame.topic, membership);
@@ -264,18 +233,20 @@ export class Connection {
       meta: { phx_ref: membership.presenceRef, name: this.actor.name || this.actor.userId, online_at: new Date().toISOString() },
     };
     await broker().track(membership.scoped, entry);
-    const push = (event: string, payload: unknown) => this.send(encodeFrame(frame.joinRef, null, frame.topic, event, payload));
-    push("presence_state", presenceState(await broker().presence(membership.scoped)));
-    await broker().broadcast(membership.scoped, broadcastFrame(frame.topic, "presence_diff", presenceDiff([entry], [])));
-    if (kind === "chat") {
-      push("archived_message_count", { count: history.length });
-      for (const message of history) push("archived_message", message);
-      await broker().broadcast(membership.scoped, broadcastFrame(frame.topic, "user_joined", { user: this.userView() }));
-    }
+    membership.member.push("presence_state", presenceState(await broker().presence(membership.scoped)));
+    await membership.member.broadcast("presence_diff", presenceDiff([entry], []));
+    await welcome?.(membership.member);
   }
 
-  private userView() {
-    return { id: this.actor.userId, name: this.actor.name || this.actor.userId };
+  /** The joined topic as its channel sees it. */
+  private member(frame: Frame, name: string, scoped: string): Member {
+    return {
+      actor: this.actor,
+      topic: frame.topic,
+      name,
+      push: (event, payload) => this.send(encodeFrame(frame.joinRef, null, frame.topic, event, payload)),
+      broadcast: (event, payload, options) => broker().broadcast(scoped, broadcastFrame(frame.topic, event, payload), options?.others ? this.ws : undefined),
+    };
   }
 
   /** Forgets a membership and tells the others; tolerant of a broker that has gone away. */
@@ -285,23 +256,12 @@ export class Connection {
     const entry: PresenceEntry = { key: this.actor.userId, meta: { phx_ref: membership.presenceRef } };
     try {
       await broker().untrack(membership.scoped, membership.presenceRef);
-      await broker().broadcast(membership.scoped, broadcastFrame(topic, "presence_diff", presenceDiff([], [entry])));
-      if (membership.kind === "chat") await broker().broadcast(membership.scoped, broadcastFrame(topic, "user_left", { user: this.userView() }));
+      await membership.member.broadcast("presence_diff", presenceDiff([], [entry]));
+      await membership.channel.leave?.(membership.member);
       await broker().unsubscribe(membership.scoped);
     } catch (error) {
       log.warn({ err: (error as Error).message }, "realtime: leave not announced");
     }
-  }
-
-  /** rtc: any event goes to the other members; `from` names the sender and cannot be forged. */
-  private async relay(frame: Frame, membership: Membership): Promise<void> {
-    if (frame.event.startsWith("phx_")) throw new AppError("bad_request", `"${frame.event}" is reserved by the protocol`);
-    const payload =
-      typeof frame.payload === "object" && frame.payload !== null && !Array.isArray(frame.payload)
-        ? { ...frame.payload, from: this.actor.userId }
-        : frame.payload;
-    await broker().broadcast(membership.scoped, broadcastFrame(frame.topic, frame.event, payload), this.ws);
-    this.send(replyFrame(frame, "ok", {}));
   }
 
   /** The server is stopping: once the frame in flight is answered, the client is told to reconnect. */
@@ -371,6 +331,7 @@ export async function closeConnection(ws: Raw): Promise<void> {
  */
 export async function drainConnections(): Promise<void> {
   draining = true;
-  withdrawWaitingPosts(new ShuttingDown(SHUTTING_DOWN.message));
+  const reason = new ShuttingDown(SHUTTING_DOWN.message);
+  for (const channel of registeredChannels()) channel.drain?.(reason);
   await Promise.all([...connections.values()].map((connection) => connection.drain()));
 }

@@ -1,6 +1,6 @@
 /**
- * The account media store: one S3-compatible bucket (AWS, MinIO, R2, s3rver), with every
- * object under a per-account prefix. Chat uploads and stream recordings both live here.
+ * The S3-compatible bucket (AWS, MinIO, R2, s3rver) behind the account media store
+ * (core/objects, served by storage/objects): its client and bucket name.
  */
 import { S3Client } from "@aws-sdk/client-s3";
 import { config } from "../config";
@@ -32,9 +32,4 @@ export function s3(): S3Client {
 
 export function bucket(): string {
   return config.storage.bucket!;
-}
-
-/** The key of an account's object: accounts can never reach each other's keys. */
-export function accountKey(accountId: string, path: string): string {
-  return `${accountId}/${path}`;
 }

@@ -9,16 +9,9 @@
  * does), and prints that time beside one SQL aggregation of participant seconds over the
  * same raw rows, with the ratio. Then it times POST /api/v1/pricing/cdr over the 10,000 rooms.
  */
-export {};
+import { benchDatabase, wipeDatabase } from "../support/bench";
 
-const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-if (!databaseUrl) {
-  console.error("set BENCH_DATABASE_URL to a database this benchmark may wipe");
-  process.exit(2);
-}
-process.env.DATABASE_URL = databaseUrl;
-process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
-process.env.LOG_LEVEL = "silent";
+const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.DATABASE_POOL_SIZE = "4";
 
 const ROOMS = Number(process.env.BENCH_ROOMS ?? 10_000);
@@ -28,9 +21,9 @@ const PARTICIPANTS = Math.max(1, Math.floor((EVENTS / ROOMS - 4) / 2));
 const PAGE = Number(process.env.BENCH_PAGE ?? 5_000);
 const REPORT_CALLS = Number(process.env.BENCH_REPORT_CALLS ?? 200);
 
+await wipeDatabase(databaseUrl);
 const { default: postgres } = await import("postgres");
 const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
 
 const { migrate } = await import("../../src/db/migrate");
 await migrate();

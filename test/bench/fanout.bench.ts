@@ -23,6 +23,7 @@
  */
 import type { Subprocess } from "bun";
 import { readFileSync } from "node:fs";
+import { benchDatabase } from "../support/bench";
 import { freePort } from "../support/ports";
 
 const SOCKETS = Number(process.argv[2] ?? 1000);
@@ -34,21 +35,16 @@ const PACE_MS = 100;
 const PHASE_DEADLINE_MS = 60_000;
 const TARGETS = (process.env.BENCH_TARGETS ?? "bare,socketio,rtc-redis,rtc-local,chat,rtc-redis-2").split(",");
 
-const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-if (!databaseUrl) {
-  console.error("set TEST_DATABASE_URL (a database the benchmark may write to)");
-  process.exit(2);
-}
-process.env.DATABASE_URL = databaseUrl;
-process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
-process.env.LOG_LEVEL = "silent";
+benchDatabase("TEST_DATABASE_URL (a database the benchmark may write to)");
 process.env.BOOTSTRAP_ACCOUNT = "false";
 
 const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { setLimit } = await import("../../src/modules/limits/service");
-const { issueToken, verifyAccessToken } = await import("../../src/modules/token/service");
-const { actorFrom, createRoom } = await import("../../src/modules/messaging/service");
+const { issueToken } = await import("../../src/modules/token/service");
+const { verifyAccessToken } = await import("../../src/modules/auth/access-token");
+const { createRoom } = await import("../../src/modules/messaging/rooms");
+const { actorFrom } = await import("../../src/modules/token/actor");
 const { Socket } = await import("phoenix");
 const { io: ioClient } = await import("socket.io-client");
 

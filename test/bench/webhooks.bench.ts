@@ -4,24 +4,20 @@
  *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_webhooks bun test/bench/webhooks.bench.ts
  *
  * WIPES the database it is given. A receiver answering 204 runs in its own process. The
- * benchmark times BENCH_DELIVERIES (default 2,000) POSTs of a catalogue event by a bare
- * fetch loop with WEBHOOK_WORKER_CONCURRENCY requests in flight, then the same number of
- * deliveries by one webhooks worker (claim, sign, send, record), and prints both rates with
- * their ratio (target ≥ 0.5). Then it times recordEvent inside the writing transaction with
- * an endpoint subscribed (sequence, event row and delivery row), BENCH_SAMPLES (default
- * 2,000) times one after another, and the event_sync route that writes through it, and
- * prints p50 and p99 of each (target for the outbox: p99 < 2 ms).
+ * benchmark times BENCH_DELIVERIES (default 2,000) deliveries by one webhooks worker (claim,
+ * sign, send, record) and, just before and just after, the same number of POSTs of a
+ * catalogue event by a bare fetch loop with WEBHOOK_WORKER_CONCURRENCY requests in flight;
+ * it prints the worker's rate, the bare loop's mean and their ratio (target ≥ 0.5). Then it
+ * times recordEvent inside the writing transaction with an endpoint subscribed (sequence,
+ * event row and delivery row), BENCH_SAMPLES (default 2,000) times one after another, and
+ * the event_sync route that writes through it, and prints p50 and p99 of each (target for
+ * the outbox: p99 < 2 ms). Last, WRITERS (8) concurrent writers record events in their own
+ * transactions, all for one account (whose sequence row orders them) and then each for its
+ * own, to show what that ordering costs.
  */
-export {};
+import { benchDatabase, wipeDatabase } from "../support/bench";
 
-const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-if (!databaseUrl) {
-  console.error("set BENCH_DATABASE_URL to a database this benchmark may wipe");
-  process.exit(2);
-}
-process.env.DATABASE_URL = databaseUrl;
-process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
-process.env.LOG_LEVEL = "silent";
+const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
 process.env.WEBHOOK_WORKER_CONCURRENCY ??= "16";
 
@@ -29,10 +25,7 @@ const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 2_000);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2_000);
 const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 
-const { default: postgres } = await import("postgres");
-const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
-await admin.end();
+await wipeDatabase(databaseUrl);
 
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
@@ -59,21 +52,25 @@ const percentile = (values: number[], p: number) => [...values].sort((a, b) => a
 const ms = (value: number) => `${value.toFixed(3)} ms`;
 
 try {
-  // A bare fetch loop: the same body size, the same number in flight, nothing recorded.
+  // A bare fetch loop: the same body size, the same number in flight, nothing recorded. Timed
+  // before and after the worker, since on a shared machine one short run varies a lot.
   const body = JSON.stringify({ id: `evt_${"0".repeat(32)}`, type: "room.started", account_id: "acc", created_at: new Date().toISOString(), sequence: 1, data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() } });
-  let next = 0;
-  const bareStarted = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next++ < DELIVERIES) {
-        const answer = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "webhook-id": "x" }, body });
-        await answer.arrayBuffer();
-      }
-    }),
-  );
-  const bareRate = DELIVERIES / ((performance.now() - bareStarted) / 1000);
+  const bareLoop = async () => {
+    let next = 0;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next++ < DELIVERIES) {
+          const answer = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "webhook-id": "x" }, body });
+          await answer.arrayBuffer();
+        }
+      }),
+    );
+    return DELIVERIES / ((performance.now() - started) / 1000);
+  };
+  const bareBefore = await bareLoop();
 
-  // The worker: events recorded first (their jobs wait in Redis), then one worker delivers them.
+  // The worker: events recorded first (their doorbells ring for no one), then one worker delivers them.
   const created = await createAccount("bench", "EdDSA");
   const account = created.account;
   const apiKey = created.apiKey.apiKey;
@@ -83,8 +80,6 @@ try {
       for (let j = i; j < Math.min(i + 100, DELIVERIES); j++) await recordEvent(tx, account.id, "room.started", { room: `bench-${j}`, breakout_id: "", started_at: new Date().toISOString() });
     });
   }
-  // Let the doorbells of the last commit reach Redis.
-  await Bun.sleep(500);
   const workerStarted = performance.now();
   const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
   for (;;) {
@@ -94,6 +89,8 @@ try {
   }
   const workerRate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
   await worker.stop();
+  const bareAfter = await bareLoop();
+  const bareRate = (bareBefore + bareAfter) / 2;
 
   // The outbox inside the writing transaction, one after another.
   const outbox: number[] = [];
@@ -121,13 +118,39 @@ try {
     route.push(performance.now() - started);
   }
 
+  // Concurrent writers: one account's writers wait for each other's commit; separate accounts do not.
+  const WRITERS = 8;
+  const others = await Promise.all(Array.from({ length: WRITERS }, (_, i) => createAccount(`bench-writer-${i}`, "EdDSA")));
+  const concurrentWriters = async (accountOf: (writer: number) => string) => {
+    const latencies: number[] = [];
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: WRITERS }, async (_, writer) => {
+        for (let i = 0; i < SAMPLES / WRITERS; i++) {
+          await db.transaction(async (tx) => {
+            const began = performance.now();
+            await recordEvent(tx, accountOf(writer), "room.started", { room: `writer-${writer}-${i}`, breakout_id: "", started_at: new Date().toISOString() });
+            latencies.push(performance.now() - began);
+          });
+        }
+      }),
+    );
+    return { rate: latencies.length / ((performance.now() - started) / 1000), latencies };
+  };
+  const shared = await concurrentWriters(() => account.id);
+  const separate = await concurrentWriters((writer) => others[writer]!.account.id);
+
   console.log(`deliveries: ${DELIVERIES}, ${CONCURRENCY} in flight, database ${database.kind}`);
-  console.log(`  bare fetch loop       ${bareRate.toFixed(0)} /s`);
+  console.log(`  bare fetch loop       ${bareRate.toFixed(0)} /s   (before the worker ${bareBefore.toFixed(0)}, after ${bareAfter.toFixed(0)})`);
   console.log(`  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`);
   console.log(`outbox (recordEvent in the transaction, ${SAMPLES} samples)`);
   console.log(`  p50 ${ms(percentile(outbox, 50))}   p99 ${ms(percentile(outbox, 99))} (target < 2 ms)`);
   console.log(`POST /api/v1/events/room/created (${route.length} samples)`);
   console.log(`  p50 ${ms(percentile(route, 50))}   p99 ${ms(percentile(route, 99))}`);
+  console.log(`${WRITERS} concurrent writers (recordEvent and commit, ${SAMPLES} events)`);
+  for (const [what, run] of [["one account", shared], ["an account each", separate]] as const) {
+    console.log(`  ${what.padEnd(16)} ${run.rate.toFixed(0)} events/s   recordEvent p50 ${ms(percentile(run.latencies, 50))}   p99 ${ms(percentile(run.latencies, 99))}`);
+  }
 } finally {
   receiver.kill();
   const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);

@@ -10,34 +10,28 @@ import { db } from "../../src/db/client";
 import { consoleSessions } from "../../src/modules/console/schema";
 import { listAccounts, revokeApiKey } from "../../src/modules/accounts/service";
 import { consoleSecret, createOperator, loginBlockedFor, operatorLogin } from "../../src/modules/console/sessions";
-import { app, newAccount } from "../helpers";
-import { type Chromium, startChromium } from "../support/browser";
+import { newAccount } from "../helpers";
+import type { Chromium } from "../support/browser";
+import { type ConsoleUnderTest, startConsole } from "../support/console";
 
 // A browser test waits on pages, workers and Chromium; each test still bounds its own waits.
 setDefaultTimeout(30_000);
 
+let ui: ConsoleUnderTest;
 let chromium: Chromium;
 let base: string;
 const operator = { name: `ops-${crypto.randomUUID().slice(0, 6)}`, password: "correct horse battery" };
 
 beforeAll(async () => {
-  app.listen({ port: 0, hostname: "127.0.0.1" });
-  base = `http://127.0.0.1:${app.server!.port}`;
-  await createOperator(operator.name, operator.password);
-  chromium = await startChromium();
+  ui = await startConsole(operator);
+  ({ base, chromium } = ui);
 });
 
 afterAll(async () => {
-  await chromium?.close();
-  await app.stop(true);
+  await ui?.stop();
 });
 
-async function signInAsOperator(page: Page, password = operator.password, name = operator.name) {
-  await page.goto(`${base}/console`);
-  await page.getByLabel("Name").fill(name);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in as operator" }).click();
-}
+const signInAsOperator = (page: Page, password?: string, name?: string) => ui.signIn(page, password, name);
 
 describe("operator", () => {
   test("signs in, sees the overview, signs out; the old cookie no longer works", async () => {

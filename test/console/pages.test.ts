@@ -5,15 +5,16 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
-import { createOperator } from "../../src/modules/console/sessions";
-import { createRoom, postMessage } from "../../src/modules/messaging/service";
-import { createReservation } from "../../src/modules/scheduler/service";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { postMessage } from "../../src/modules/messaging/posting";
+import { createRoom } from "../../src/modules/messaging/rooms";
+import { createReservation } from "../../src/modules/scheduler/reservations";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
-import { app, call, newAccount } from "../helpers";
-import { type Chromium, screenshot, seriousViolations, startChromium } from "../support/browser";
+import { call, newAccount } from "../helpers";
+import { screenshot, seriousViolations } from "../support/browser";
 import { foldQueued } from "../support/cdr-worker";
+import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
 
 // A browser test waits on pages, workers and Chromium; each test still bounds its own waits.
@@ -25,38 +26,26 @@ echo ready
 case "$PARLEY_ROOM" in crash-*) sleep 1; exit 3 ;; esac
 exec sleep 60`;
 
-let chromium: Chromium;
+let ui: ConsoleUnderTest;
 let worker: RecorderWorker;
 let base: string;
 let account: Awaited<ReturnType<typeof newAccount>>;
 const operator = { name: `pages-${crypto.randomUUID().slice(0, 6)}`, password: "pages password" };
 
 beforeAll(async () => {
-  app.listen({ port: 0, hostname: "127.0.0.1" });
-  base = `http://127.0.0.1:${app.server!.port}`;
-  await createOperator(operator.name, operator.password);
+  ui = await startConsole(operator);
+  base = ui.base;
   account = await newAccount();
   worker = await startRecorderWorker(commandDriver(RECORDER));
-  chromium = await startChromium();
 });
 
 afterAll(async () => {
-  await chromium?.close();
+  await ui?.stop();
   await worker?.stop();
   await stopStateSubscriber();
-  await app.stop(true);
 });
 
-async function operatorPage(viewport?: { width: number; height: number }): Promise<{ context: Awaited<ReturnType<Chromium["context"]>>; page: Page }> {
-  const context = await chromium.context(viewport);
-  const page = await context.newPage();
-  await page.goto(`${base}/console`);
-  await page.getByLabel("Name").fill(operator.name);
-  await page.getByLabel("Password").fill(operator.password);
-  await page.getByRole("button", { name: "Sign in as operator" }).click();
-  await page.locator("[data-figure=rooms_open]").waitFor();
-  return { context, page };
-}
+const operatorPage = (viewport?: { width: number; height: number }) => ui.operatorPage(viewport);
 
 async function chooseAccount(page: Page, accountId: string) {
   await page.getByLabel("Account").selectOption(accountId);

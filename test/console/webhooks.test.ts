@@ -8,17 +8,17 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
-import { config } from "../../src/config";
-import { createOperator } from "../../src/modules/console/sessions";
+import { overrideConfig } from "../../src/config";
 import { startWebhooksWorker } from "../../workers/webhooks";
-import { app, call, newAccount } from "../helpers";
-import { type Chromium, screenshot, seriousViolations, startChromium } from "../support/browser";
+import { call, newAccount } from "../helpers";
+import { screenshot, seriousViolations } from "../support/browser";
+import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { startReceiver } from "../support/webhook-receiver";
 import { until } from "../support/wait";
 
 setDefaultTimeout(30_000);
 
-let chromium: Chromium;
+let ui: ConsoleUnderTest;
 let worker: ReturnType<typeof startWebhooksWorker>;
 let base: string;
 let account: Awaited<ReturnType<typeof newAccount>>;
@@ -27,30 +27,21 @@ let receiver: Awaited<ReturnType<typeof startReceiver>>;
 const operator = { name: `hooks-${crypto.randomUUID().slice(0, 6)}`, password: "hooks password" };
 
 beforeAll(async () => {
-  app.listen({ port: 0, hostname: "127.0.0.1" });
-  base = `http://127.0.0.1:${app.server!.port}`;
-  await createOperator(operator.name, operator.password);
+  ui = await startConsole(operator);
+  base = ui.base;
   account = await newAccount();
   receiver = await startReceiver(() => secret);
   worker = startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 });
-  chromium = await startChromium();
 });
 
 afterAll(async () => {
-  await chromium?.close();
+  await ui?.stop();
   await worker?.stop();
   receiver?.stop();
-  await app.stop(true);
 });
 
 async function operatorOnWebhooks(viewport?: { width: number; height: number }) {
-  const context = await chromium.context(viewport);
-  const page = await context.newPage();
-  await page.goto(`${base}/console`);
-  await page.getByLabel("Name").fill(operator.name);
-  await page.getByLabel("Password").fill(operator.password);
-  await page.getByRole("button", { name: "Sign in as operator" }).click();
-  await page.locator("[data-figure=rooms_open]").waitFor();
+  const { context, page } = await ui.operatorPage(viewport);
   await page.getByLabel("Account").selectOption(account.accountId);
   await page.getByRole("link", { name: "Webhooks" }).click();
   await page.getByRole("button", { name: "Add endpoint" }).waitFor();
@@ -103,8 +94,7 @@ describe("webhooks page", () => {
     expect(await row.textContent()).toContain("thanks");
 
     // A failing receiver: with retries far apart the delivery waits with its 500; Retry sends it now.
-    const schedule = [...config.webhooks.retrySchedule];
-    config.webhooks.retrySchedule.splice(0, Infinity, 600);
+    const restoreConfig = overrideConfig({ webhooks: { retrySchedule: [600] } });
     try {
       receiver.setMode("error");
       expect((await reserve("broken")).status).toBe(200);
@@ -122,7 +112,7 @@ describe("webhooks page", () => {
       expect(await failing.locator("[data-delivery-code]").textContent()).toBe("200");
       expect(receiver.received.slice(sentBefore).map((entry) => [entry.event.data.room, entry.verified])).toEqual([["broken", true]]);
     } finally {
-      config.webhooks.retrySchedule.splice(0, Infinity, ...schedule);
+      restoreConfig();
       receiver.setMode("ok");
     }
 
@@ -158,7 +148,7 @@ describe("webhooks page", () => {
     const made = await call("POST", "/api/v1/webhooks", { headers: { authorization: `Bearer ${theirs.apiKey}` }, body: { url: receiver.url } });
     expect(made.status).toBe(201);
     const theirEndpoint = made.body.endpoint.id as string;
-    const context = await chromium.context();
+    const context = await ui.chromium.context();
     const page = await context.newPage();
     await page.goto(`${base}/console`);
     await page.getByLabel("API key").fill(mine.apiKey);

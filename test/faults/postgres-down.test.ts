@@ -12,25 +12,13 @@ import { ROLES } from "../../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivatePostgres, startPrivatePostgres } from "../support/private-postgres";
+import { type Answer, ask, childPids, DOMAIN, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
 import { until } from "../support/wait";
 
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
-const DOMAIN = "conference.meet.example.com";
-
 /** An answer slower than this counts as none: an outage must be reported, not waited out. */
 const ANSWER_WITHIN_MS = 4_000;
-const fresh = (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(ANSWER_WITHIN_MS) });
-
-function childPids(pid: number): number[] {
-  return Bun.spawnSync(["pgrep", "-P", String(pid)]).stdout.toString().split("\n").filter(Boolean).map(Number).sort();
-}
-
-interface Answer {
-  route: string;
-  status: number;
-  code?: string;
-  retryAfter: string | null;
-}
+const fresh = freshFetch(ANSWER_WITHIN_MS);
 
 describe("PostgreSQL down", () => {
   let postgres: PrivatePostgres;
@@ -42,52 +30,18 @@ describe("PostgreSQL down", () => {
   let token: string;
   let socket: Socket | undefined;
 
-  const json = (method: string, path: string, body: unknown, authorization: string) =>
-    fresh(`${base}${path}`, { method, headers: { "content-type": "application/json", authorization }, body: JSON.stringify(body) });
-
-  let serial = 0;
+  const { json, routes } = routeSweep(fresh, () => ({ base, apiKey, accountId, token }));
   /** One request to each kind of route: REST with API key, with token, Prosody's, the public mapper, usage, tokens. */
-  const requests: Record<string, () => Promise<Response>> = {
-    "scheduler list": () => fresh(`${base}/api/v1/scheduler/reservation`, { headers: { authorization: apiKey } }),
-    "scheduler create": () =>
-      json("POST", "/api/v1/scheduler/reservation", { mail_owner: "o@example.com", name: `r${++serial}`, duration: 30, start_time: "2031-01-01T10:00" }, apiKey),
+  const requests = {
+    ...routes,
     "prosody conference": () =>
       fresh(`${base}/api/v1/scheduler/conference`, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded", authorization: apiKey },
-        body: `name=room${++serial}&start_time=2030-01-15T10:00:00.000Z&mail_owner=u@${DOMAIN}`,
+        body: `name=room${nextSerial()}&start_time=2030-01-15T10:00:00.000Z&mail_owner=u@${DOMAIN}`,
       }),
-    "public mapper": () => fresh(`${base}/api/v1/conference-mapper/${accountId}/conferenceMapper?conference=room${++serial}@${DOMAIN}`),
-    "mapper": () => fresh(`${base}/api/v1/conference-mapper/conferenceMapper?conference=room${++serial}@${DOMAIN}`, { headers: { authorization: apiKey } }),
-    "event_sync": () =>
-      json(
-        "POST",
-        "/api/v1/events/occupant/joined",
-        {
-          event_name: "muc-occupant-joined",
-          room_name: "load",
-          room_jid: `load@${DOMAIN}`,
-          is_breakout: false,
-          active_occupants_count: 1,
-          occupant: { occupant_jid: `load@${DOMAIN}/u${++serial}`, joined_at: Math.floor(Date.now() / 1000) },
-        },
-        `Bearer ${apiKey}`,
-      ),
-    "usage": () => json("POST", "/api/v1/pricing/cdr", {}, `Bearer ${apiKey}`),
-    "messaging": () => fresh(`${base}/api/v1/messaging/rooms`, { headers: { authorization: `Bearer ${token}` } }),
-    "generate-token": () => json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "bob" } }, ""),
   };
-
-  async function sweep(): Promise<Answer[]> {
-    return Promise.all(
-      Object.entries(requests).map(async ([route, send]) => {
-        const response = await send().catch((error: Error) => error);
-        if (response instanceof Error) return { route, status: 0, code: response.name, retryAfter: null };
-        const body = (await response.json().catch(() => ({}))) as { error?: { code?: string } };
-        return { route, status: response.status, code: body.error?.code, retryAfter: response.headers.get("retry-after") };
-      }),
-    );
-  }
+  const sweep = () => ask(requests);
 
   /** Every role in its own process, as an operator runs Parley; the log goes to files in `dir`. */
   async function startSupervisor(port: number, logName: string) {
@@ -165,7 +119,7 @@ describe("PostgreSQL down", () => {
 
     const down = await until(sweep, (answers) => answers.every((a) => a.status === 503 || (a.route === "generate-token" && a.status === 200)), 15_000, 200);
     for (const answer of down.filter((a) => a.route !== "generate-token")) {
-      expect(answer).toEqual({ route: answer.route, status: 503, code: "dependency_down", retryAfter: "5" });
+      expect(answer).toEqual({ route: answer.route, status: 503, code: "dependency_down", retryAfter: "5", ms: answer.ms });
     }
     const ready = await fresh(`${base}/readyz`);
     expect(ready.status).toBe(503);

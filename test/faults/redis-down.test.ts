@@ -21,25 +21,12 @@ import { recordersOf } from "../support/parley";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
+import { type Answer, ask, childPids, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
 import { until } from "../support/wait";
 
-const entry = new URL("../../src/index.ts", import.meta.url).pathname;
-const DOMAIN = "conference.meet.example.com";
-/** An answer slower than this counts as none: an outage must be reported, not waited out. */
+const entry = new URL("../../src/index.ts", import.meta.url).pathname;/** An answer slower than this counts as none: an outage must be reported, not waited out. */
 const ANSWER_WITHIN_MS = 3_000;
-const fresh = (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(ANSWER_WITHIN_MS) });
-
-function childPids(pid: number): number[] {
-  return Bun.spawnSync(["pgrep", "-P", String(pid)]).stdout.toString().split("\n").filter(Boolean).map(Number).sort();
-}
-
-interface Answer {
-  route: string;
-  status: number;
-  code?: string;
-  retryAfter: string | null;
-  ms: number;
-}
+const fresh = freshFetch(ANSWER_WITHIN_MS);
 
 describe("Redis down", () => {
   let redis: PrivateRedis;
@@ -55,48 +42,24 @@ describe("Redis down", () => {
   let editable: number;
   const sockets: Socket[] = [];
 
-  const json = (method: string, path: string, body: unknown, authorization: string) =>
-    fresh(`${base}${path}`, { method, headers: { "content-type": "application/json", authorization }, body: JSON.stringify(body) });
-
-  let serial = 0;
+  const { json, routes } = routeSweep(fresh, () => ({ base, apiKey, accountId, token }));
   /** One request to each route family that needs no Redis: each must answer 2xx whatever Redis does. */
-  const plain: Record<string, () => Promise<Response>> = {
-    "generate-token": () => json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "bob" } }, ""),
-    "scheduler list": () => fresh(`${base}/api/v1/scheduler/reservation`, { headers: { authorization: apiKey } }),
-    "scheduler create": () =>
-      json("POST", "/api/v1/scheduler/reservation", { mail_owner: "o@example.com", name: `r${++serial}`, duration: 30, start_time: "2031-01-01T10:00" }, apiKey),
-    "public mapper": () => fresh(`${base}/api/v1/conference-mapper/${accountId}/conferenceMapper?conference=room${++serial}@${DOMAIN}`),
-    "mapper": () => fresh(`${base}/api/v1/conference-mapper/conferenceMapper?conference=room${++serial}@${DOMAIN}`, { headers: { authorization: apiKey } }),
-    "event_sync": () =>
-      json(
-        "POST",
-        "/api/v1/events/occupant/joined",
-        {
-          event_name: "muc-occupant-joined",
-          room_name: "load",
-          room_jid: `load@${DOMAIN}`,
-          is_breakout: false,
-          active_occupants_count: 1,
-          occupant: { occupant_jid: `load@${DOMAIN}/u${++serial}`, joined_at: Math.floor(Date.now() / 1000) },
-        },
-        `Bearer ${apiKey}`,
-      ),
-    "usage": () => json("POST", "/api/v1/pricing/cdr", {}, `Bearer ${apiKey}`),
-    "messaging rooms": () => fresh(`${base}/api/v1/messaging/rooms`, { headers: { authorization: `Bearer ${token}` } }),
+  const plain = {
+    ...routes,
     "messaging list": () => fresh(`${base}/api/v1/messaging/rooms/faults/messages`, { headers: { authorization: `Bearer ${token}` } }),
-    "messaging edit": () => json("PUT", `/api/v1/messaging/rooms/faults/messages/${editable}`, { content: `edit ${++serial}` }, `Bearer ${token}`),
-    "uploads": () => json("POST", "/api/v1/misc/get-presigned", { fileName: `f${++serial}.png`, fileType: "image/png" }, `Bearer ${token}`),
+    "messaging edit": () => json("PUT", `/api/v1/messaging/rooms/faults/messages/${editable}`, { content: `edit ${nextSerial()}` }, `Bearer ${token}`),
+    "uploads": () => json("POST", "/api/v1/misc/get-presigned", { fileName: `f${nextSerial()}.png`, fileType: "image/png" }, `Bearer ${token}`),
     "media on_publish": () =>
       fresh(`${base}/terraform/v1/hooks/srs/on_publish`, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: `call=publish&app=live&name=${liveStream}&clientid=p${++serial}`,
+        body: `call=publish&app=live&name=${liveStream}&clientid=p${nextSerial()}`,
       }),
     "media on_play": () =>
       fresh(`${base}/terraform/v1/hooks/srs/on_play`, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: `call=play&app=live&name=${liveStream}&clientid=v${++serial}`,
+        body: `call=play&app=live&name=${liveStream}&clientid=v${nextSerial()}`,
       }),
     "healthz": () => fresh(`${base}/healthz`),
     "readyz": () => fresh(`${base}/readyz`),
@@ -104,24 +67,11 @@ describe("Redis down", () => {
     "jwks": () => fresh(`${base}/.well-known/jwks.json`),
   };
   /** Routes that need Redis: 503 dependency_down with Retry-After while it is down. */
-  const needRedis: Record<string, () => Promise<Response>> = {
+  const needRedis = {
     "viewer count": () => fresh(`${base}/terraform/v1/hooks/srs/live/viewers/count/${liveStream}`),
-    "startRecording": () => json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `down-${++serial}` }, apiKey),
+    "startRecording": () => json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `down-${nextSerial()}` }, apiKey),
     "stopRecording": () => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey),
   };
-
-  async function ask(routes: Record<string, () => Promise<Response>>): Promise<Answer[]> {
-    return Promise.all(
-      Object.entries(routes).map(async ([route, send]) => {
-        const started = Date.now();
-        const response = await send().catch((error: Error) => error);
-        const ms = Date.now() - started;
-        if (response instanceof Error) return { route, status: 0, code: response.name, retryAfter: null, ms };
-        const body = (await response.text().then((text) => JSON.parse(text)).catch(() => ({}))) as { error?: { code?: string } };
-        return { route, status: response.status, code: body.error?.code, retryAfter: response.headers.get("retry-after"), ms };
-      }),
-    );
-  }
 
   async function startSupervisor(port: number) {
     return Bun.spawn([process.execPath, entry], {

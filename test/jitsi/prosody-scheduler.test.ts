@@ -7,7 +7,7 @@
  * each room first and leaves after the last participant, so Prosody destroys the room.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { config } from "../../src/config";
+import { overrideConfig } from "../../src/config";
 import { roomKey } from "../../src/core/room-key";
 import { app, call, newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
@@ -136,11 +136,11 @@ for (const variant of VARIANTS) {
     test("with SCHEDULER_CHECK_OWNER on, an anonymous user is not the owner (403); off, the room opens", () =>
       withLog(async () => {
         await reserve(account, "Owned", Date.now() - 60_000, 30, "boss@example.com");
-        config.scheduler.checkOwner = true;
+        const restore = overrideConfig({ scheduler: { checkOwner: true } });
         try {
           expect(await alice.open("owned")).toMatchObject({ ok: false, stage: "focus", code: 403, text: expect.stringContaining("owner") });
         } finally {
-          config.scheduler.checkOwner = false;
+          restore();
         }
         // The module keeps a refusal for 30 s (and evicts it on its minute timer): a second room shows the default.
         await reserve(account, "Owned Too", Date.now() - 60_000, 30, "boss@example.com");

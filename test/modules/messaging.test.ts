@@ -1,8 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { actorFrom, postMessage } from "../../src/modules/messaging/service";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { postMessage } from "../../src/modules/messaging/posting";
+import { actorFrom } from "../../src/modules/token/actor";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 
 let account: Awaited<ReturnType<typeof newAccount>>;

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { config } from "../../src/config";
+import { overrideConfig } from "../../src/config";
 import { app, call, newAccount } from "../helpers";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
@@ -165,7 +165,7 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
   });
 
   test("with SCHEDULER_CHECK_OWNER on, someone other than the owner is 403 with a message", async () => {
-    config.scheduler.checkOwner = true;
+    const restore = overrideConfig({ scheduler: { checkOwner: true } });
     try {
       const answer = await createConference(account, "design%20review", T0 + 5 * MINUTE, "mallory@meet.example.com");
       expect(answer.status).toBe(403);
@@ -182,7 +182,7 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
       expect((await createConference(other, "escaped-owner", T0, "alice\\40example.com@meet.example.com")).status).toBe(200);
       expect((await createConference(other, "escaped-other", T0, "mallory\\40example.com@meet.example.com")).status).toBe(403);
     } finally {
-      config.scheduler.checkOwner = false;
+      restore();
     }
   });
 

@@ -8,13 +8,13 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { and, eq } from "drizzle-orm";
-import { config } from "../../src/config";
+import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { appendEvent } from "../../src/modules/events/service";
 import { streams } from "../../src/modules/streaming/schema";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";
@@ -33,7 +33,7 @@ exec sleep 60`;
 
 let worker: RecorderWorker;
 let account: Awaited<ReturnType<typeof newAccount>>;
-const saved = { ...config.streaming };
+let restoreConfig: () => void;
 
 const auth = () => ({ authorization: `Bearer ${account.apiKey}` });
 const start = (body: unknown, headers = auth()) => call("POST", "/terraform/v1/hooks/srs/startRecording", { body, headers });
@@ -42,11 +42,13 @@ const row = async (streamName: string) => (await db.select().from(streams).where
 
 
 beforeAll(async () => {
-  Object.assign(config.streaming, {
-    destinationHosts: ["*.allowed.example", "live.example.org"],
-    callbackSecret: "callback-secret",
-    callbackAddresses: [],
-    recordingDir: join(out, "recordings"),
+  restoreConfig = overrideConfig({
+    streaming: {
+      destinationHosts: ["*.allowed.example", "live.example.org"],
+      callbackSecret: "callback-secret",
+      callbackAddresses: [],
+      recordingDir: join(out, "recordings"),
+    },
   });
   account = await newAccount();
   worker = await startRecorderWorker(commandDriver(RECORDER));
@@ -55,7 +57,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await worker.stop();
   await stopStateSubscriber();
-  Object.assign(config.streaming, saved);
+  restoreConfig();
 });
 
 describe("start and stop", () => {
@@ -143,7 +145,7 @@ describe("start and stop", () => {
   });
 
   test("a recorder that is not ready in time answers started:false with timeout, and is cleaned up", async () => {
-    config.streaming.operationTimeoutMs = 1_500;
+    const restore = overrideConfig({ streaming: { operationTimeoutMs: 1_500 } });
     try {
       const answer = await start({ room_name: "slow-room" });
       expect(answer.status).toBe(504);
@@ -157,7 +159,7 @@ describe("start and stop", () => {
       );
       expect(alive(failed!.pid!)).toBe(false);
     } finally {
-      config.streaming.operationTimeoutMs = saved.operationTimeoutMs;
+      restore();
     }
   }, 15_000);
 
@@ -191,7 +193,7 @@ describe("start and stop", () => {
   });
 
   test("a worker at capacity leaves further starts waiting until they time out", async () => {
-    Object.assign(config.streaming, { capacity: 1, operationTimeoutMs: 1_500 });
+    const restore = overrideConfig({ streaming: { capacity: 1, operationTimeoutMs: 1_500 } });
     try {
       expect((await start({ room_name: "first-of-one" })).status).toBe(200);
       const waiting = await start({ room_name: "second-of-one" });
@@ -203,14 +205,14 @@ describe("start and stop", () => {
       expect((await start({ room_name: "second-of-one" })).status).toBe(200);
       expect((await stop("second-of-one")).status).toBe(200);
     } finally {
-      Object.assign(config.streaming, { capacity: saved.capacity, operationTimeoutMs: saved.operationTimeoutMs });
+      restore();
     }
   }, 15_000);
 
   test("with two workers, every stop reaches the stream's own worker, whichever worker takes the job", async () => {
-    config.streaming.podName = `${saved.podName}-second`;
+    const restore = overrideConfig({ streaming: { podName: `${config.streaming.podName}-second` } });
     const second = await startRecorderWorker(commandDriver(RECORDER));
-    config.streaming.podName = saved.podName;
+    restore();
     try {
       const rooms = ["pair-a", "pair-b", "pair-c", "pair-d", "pair-e", "pair-f"];
       const started = await Promise.all(rooms.map((room) => start({ room_name: room })));
@@ -363,12 +365,12 @@ describe("media-server callbacks and viewer counts", () => {
   });
 
   test("without a secret, callbacks are held to the address allow-list", async () => {
-    Object.assign(config.streaming, { callbackSecret: undefined, callbackAddresses: ["127.0.0.1"] });
+    const restore = overrideConfig({ streaming: { callbackSecret: undefined, callbackAddresses: ["127.0.0.1"] } });
     try {
       // In-process requests have no peer address, so they are not on the list.
       expect((await hook("on_play", { action: "on_play", stream: "x", client_id: "1" }, "")).status).toBe(403);
     } finally {
-      Object.assign(config.streaming, { callbackSecret: "callback-secret", callbackAddresses: [] });
+      restore();
     }
   });
 });

@@ -172,7 +172,7 @@ describe("POST /api/v1/misc/generate-token", () => {
 
 describe("media tokens, for Jitsi's Prosody token auth", () => {
   const { revokeSigningKey, setJitsiDomain } = require("../../src/modules/accounts/service") as typeof import("../../src/modules/accounts/service");
-  const { verifyAccessToken } = require("../../src/modules/token/service") as typeof import("../../src/modules/token/service");
+  const { verifyAccessToken } = require("../../src/modules/auth/access-token") as typeof import("../../src/modules/auth/access-token");
   const sha256hex = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest("hex");
   const asapKey = (kid: string) => call("GET", `/api/v1/jitsi/asap-keys/${sha256hex(kid)}.pem`);
 
@@ -250,7 +250,7 @@ describe("media tokens, for Jitsi's Prosody token auth", () => {
 });
 
 describe("bearer token verification", () => {
-  const { verifyAccessToken } = require("../../src/modules/token/service") as typeof import("../../src/modules/token/service");
+  const { verifyAccessToken } = require("../../src/modules/auth/access-token") as typeof import("../../src/modules/auth/access-token");
 
   test("a valid token yields its account and user", async () => {
     const account = await newAccount();

@@ -6,9 +6,10 @@
 import { describe, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { db } from "../../src/db/client";
-import { endConference, openConference } from "../../src/modules/scheduler/service";
+import { endConference, openConference } from "../../src/modules/scheduler/conferences";
 import { streams } from "../../src/modules/streaming/schema";
-import { finishStream, markRunning, optionsOf } from "../../src/modules/streaming/service";
+import { optionsOf } from "../../src/modules/streaming/request";
+import { finishStream, markRunning } from "../../src/modules/streaming/transitions";
 import { sweepUnfolded } from "../../src/modules/usage/fold";
 import { CallLog } from "../../sip-gateway/calls";
 import { call, newAccount } from "../helpers";

@@ -4,7 +4,7 @@
  * `auto` picks the local broker for a single API process.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { RedisBroker } from "../../src/realtime/broker";
+import { RedisBroker } from "../../src/realtime/redis-broker";
 import { createRedis, redis, redisKey } from "../../src/queue/connection";
 import { eventually } from "../support/wait";
 

@@ -15,7 +15,7 @@ const TOPIC = "acc/outage:frames";
 
 /** Two brokers standing for two processes with sockets on TOPIC; commands arrive on stdin, answers are lines starting with "@". */
 const CHILD = `
-const { RedisBroker } = await import("./src/realtime/broker.ts");
+const { RedisBroker } = await import("./src/realtime/redis-broker.ts");
 const here = new RedisBroker();
 const elsewhere = new RedisBroker();
 await here.subscribe(${JSON.stringify(TOPIC)});

@@ -10,8 +10,9 @@ import postgres from "postgres";
 import { createApp } from "../../src/app";
 import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
-import { actorFrom, createRoom } from "../../src/modules/messaging/service";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { createRoom } from "../../src/modules/messaging/rooms";
+import { actorFrom } from "../../src/modules/token/actor";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 

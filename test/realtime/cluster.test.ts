@@ -5,8 +5,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
 import { freePort } from "../support/ports";
-import { actorFrom, createRoom } from "../../src/modules/messaging/service";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { createRoom } from "../../src/modules/messaging/rooms";
+import { actorFrom } from "../../src/modules/token/actor";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Presence } from "phoenix";
 import { createApp } from "../../src/app";
-import { actorFrom, createRoom, postMessage } from "../../src/modules/messaging/service";
-import { verifyAccessToken } from "../../src/modules/token/service";
+import { postMessage } from "../../src/modules/messaging/posting";
+import { createRoom } from "../../src/modules/messaging/rooms";
+import { actorFrom } from "../../src/modules/token/actor";
+import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 

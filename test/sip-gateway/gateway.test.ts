@@ -7,27 +7,13 @@ import { config } from "../../src/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
-import type { CallRecord } from "../../sip-gateway/schema";
 import { callsById } from "../../sip-gateway/calls";
 import { newAccount } from "../helpers";
 import { startBridge, startTestGateway } from "../support/sip-gateway";
-import { runSipp, SCENARIOS, type SippRun } from "../support/sipp";
+import { endedCall, expectSuccess } from "../support/sip-calls";
+import { runSipp, SCENARIOS } from "../support/sipp";
 
 type Gateway = Awaited<ReturnType<typeof startTestGateway>>;
-
-/** Waits (bounded) until the call's record is closed: records are written behind the signalling. */
-async function endedCall(callId: string): Promise<CallRecord> {
-  for (let i = 0; i < 100; i++) {
-    const [record] = await callsById(callId);
-    if (record?.endedAt) return record;
-    await Bun.sleep(50);
-  }
-  throw new Error(`call ${callId} was never recorded as ended`);
-}
-
-function expectSuccess(run: SippRun): void {
-  if (run.code !== 0) throw new Error(`sipp exited ${run.code}\n${run.errors || run.output.slice(-3000)}`);
-}
 
 async function usageEvents(callId: string) {
   return db.select().from(conferenceEvents).where(eq(conferenceEvents.subject, callId)).orderBy(conferenceEvents.occurredAt);

@@ -1,41 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { CallRecord } from "../../sip-gateway/schema";
 import { callsById } from "../../sip-gateway/calls";
 import type { SipConfig } from "../../src/config";
 import { openRtpSockets } from "../../sip-gateway/media";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { newAccount } from "../helpers";
-import { rmsAmplitude, startBaresip } from "../support/baresip";
 import { freePort } from "../support/ports";
+import { rmsAmplitude, startBaresip } from "../support/baresip";
 import { startTestGateway } from "../support/sip-gateway";
-import { runSipp, type SippRun } from "../support/sipp";
-
-/** Waits (bounded) until the call's record is closed: records are written behind the signalling. */
-async function endedCall(callId: string): Promise<CallRecord> {
-  for (let i = 0; i < 100; i++) {
-    const [record] = await callsById(callId);
-    if (record?.endedAt) return record;
-    await Bun.sleep(50);
-  }
-  throw new Error(`call ${callId} was never recorded as ended`);
-}
-
-function expectSuccess(run: SippRun, who: string): void {
-  if (run.code !== 0) throw new Error(`${who} sipp exited ${run.code}\n${run.errors || run.output.slice(-3000)}`);
-}
-
-/** A sipp media endpoint (UAS) on a fresh port; resolves when its one call is over. */
-const endpoints: Promise<unknown>[] = [];
-
-async function mediaEndpoint(scenario: string, holdMs = 200) {
-  const port = await freePort();
-  const done = runSipp({ scenario, port: 9, listenPort: port, holdMs, timeoutSeconds: 20, extra: ["-rtp_echo", "-trace_msg"] });
-  // A failed test may leave its endpoint waiting: the file waits for it (sipp's own timeout bounds it) and its temp dir.
-  endpoints.push(done);
-  // sipp binds within a few ms; give it a moment before the gateway dials it.
-  await Bun.sleep(300);
-  return { uri: `sip:jigasi@127.0.0.1:${port}`, done };
-}
+import { endedCall, expectSuccess, mediaEndpoint, mediaEndpointsEnded } from "../support/sip-calls";
+import { runSipp } from "../support/sipp";
 
 /** True once the gateway has a call whose endpoint leg answered (its record says so). */
 async function endpointAnswered(gateway: Awaited<ReturnType<typeof startTestGateway>>): Promise<boolean> {
@@ -69,7 +42,7 @@ describe("sip gateway as a back-to-back user agent", () => {
 
   afterAll(async () => {
     for (const gateway of gateways) await gateway.stop();
-    await Promise.allSettled(endpoints);
+    await mediaEndpointsEnded();
   });
 
   test("a call is bridged to the media endpoint with the room header, and audio is relayed both ways", async () => {

@@ -5,41 +5,14 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { config, type SipConfig } from "../../src/config";
-import type { CallRecord } from "../../sip-gateway/schema";
-import { callsById } from "../../sip-gateway/calls";
 import { openRtpSockets } from "../../sip-gateway/media";
 import { newAccount } from "../helpers";
 import { type Baresip, rmsAmplitude, startBaresip } from "../support/baresip";
 import { type Kamailio, startKamailio } from "../support/kamailio";
-import { freePort } from "../support/ports";
 import { startTestGateway } from "../support/sip-gateway";
-import { runSipp, type SippRun } from "../support/sipp";
+import { endedCall, expectSuccess, mediaEndpoint, mediaEndpointsEnded } from "../support/sip-calls";
 
 const TRUNK_USER = { username: "4815162342", password: "trunk-secret" };
-
-async function endedCall(callId: string): Promise<CallRecord> {
-  for (let i = 0; i < 100; i++) {
-    const [record] = await callsById(callId);
-    if (record?.endedAt) return record;
-    await Bun.sleep(50);
-  }
-  throw new Error(`call ${callId} was never recorded as ended`);
-}
-
-function expectSuccess(run: SippRun, who: string): void {
-  if (run.code !== 0) throw new Error(`${who} sipp exited ${run.code}\n${run.errors || run.output.slice(-3000)}`);
-}
-
-const endpoints: Promise<unknown>[] = [];
-
-async function mediaEndpoint(scenario: string, holdMs = 200) {
-  const port = await freePort();
-  const done = runSipp({ scenario, port: 9, listenPort: port, holdMs, timeoutSeconds: 20, extra: ["-rtp_echo", "-trace_msg"] });
-  // A failed test may leave its endpoint waiting: the file waits for it (sipp's own timeout bounds it) and its temp dir.
-  endpoints.push(done);
-  await Bun.sleep(300);
-  return { uri: `sip:jigasi@127.0.0.1:${port}`, done };
-}
 
 describe("a phone call through the operator's proxy reaches the conference's media endpoint", () => {
   let owner: Awaited<ReturnType<typeof newAccount>>;
@@ -58,7 +31,7 @@ describe("a phone call through the operator's proxy reaches the conference's med
 
   afterAll(async () => {
     await kamailio?.stop();
-    await Promise.allSettled(endpoints);
+    await mediaEndpointsEnded();
   });
 
   const registeredGateway = async (mediaUri: string, password = TRUNK_USER.password) => {

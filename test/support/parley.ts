@@ -3,12 +3,13 @@
  * process on free ports, on the embedded database (no DATABASE_URL, PGlite in a temp DATA_DIR)
  * or on the test PostgreSQL. Its output is kept so a failing wait can show what it said.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { Redis } from "ioredis";
 import { freePort } from "./ports";
-import { isAlive } from "./wait";
+import { isAlive, until } from "./wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const ENTRY = join(ROOT, "src/index.ts");
@@ -35,6 +36,10 @@ export interface Parley {
   admin(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
   /** Sends the signal and resolves with the exit code, or "still running" after `withinMs`. */
   stop(signal: "SIGTERM" | "SIGKILL", withinMs: number): Promise<number | "still running">;
+  /** The API key a first start prints to DATA_DIR/first-api-key (BOOTSTRAP_ACCOUNT=true), once written. */
+  firstApiKey(): Promise<string>;
+  /** Stops it as an operator does (SIGTERM, SIGKILL after 10 s), then forgets it: its Redis keys and temp folder. */
+  close(): Promise<void>;
   cleanup(): void;
 }
 
@@ -153,6 +158,19 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
     async stop(signal, withinMs) {
       child.kill(signal);
       return Promise.race([child.exited, Bun.sleep(withinMs).then(() => "still running" as const)]);
+    },
+    async firstApiKey() {
+      const file = join(dataDir, "first-api-key");
+      await until(() => existsSync(file), Boolean, 5_000);
+      return readFileSync(file, "utf8").trim();
+    },
+    async close() {
+      if ((await parley.stop("SIGTERM", 10_000)) === "still running") child.kill("SIGKILL");
+      const redis = new Redis(env.REDIS_URL!, { maxRetriesPerRequest: 1 });
+      const keys = await redis.keys(`${env.REDIS_PREFIX}:*`);
+      if (keys.length > 0) await redis.del(...keys);
+      await redis.quit();
+      parley.cleanup();
     },
     cleanup() {
       child.kill("SIGKILL");

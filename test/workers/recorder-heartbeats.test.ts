@@ -10,7 +10,7 @@ import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { Redis } from "ioredis";
 import { db } from "../../src/db/client";
-import { optionsOf } from "../../src/modules/streaming/service";
+import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { newAccount } from "../helpers";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";

@@ -10,10 +10,10 @@ import { join } from "node:path";
 import { GetObjectCommand, HeadObjectCommand } from "@aws-sdk/client-s3";
 import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app";
-import { config } from "../../src/config";
+import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
-import { stopStateSubscriber } from "../../src/modules/streaming/service";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { redis, redisKey } from "../../src/queue/connection";
 import { bucket, s3 } from "../../src/storage/s3";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
@@ -24,7 +24,7 @@ import { isAlive as alive, until } from "../support/wait";
 
 const SECRET = "e2e-callback-secret";
 const work = mkdtempSync(join(tmpdir(), "parley-e2e-"));
-const saved = { ...config.streaming };
+let restoreConfig: () => void;
 let api: ReturnType<ReturnType<typeof createApp>["listen"]>;
 let nginx: NginxRtmp;
 let worker: RecorderWorker | undefined;
@@ -78,13 +78,16 @@ beforeAll(async () => {
   api = createApp().listen({ hostname: "127.0.0.1", port: 0 });
   const base = `http://127.0.0.1:${api.server!.port}`;
   nginx = await startNginxRtmp(base, SECRET);
-  Object.assign(config.streaming, nginx.settings, {
-    vodBaseUrl: `${base}/vod/v1`,
-    x264Preset: "ultrafast",
-    callbackSecret: SECRET,
-    callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"],
-    destinationHosts: ["127.0.0.1"],
-    recordingDir: join(work, "recordings"),
+  restoreConfig = overrideConfig({
+    streaming: {
+      ...nginx.settings,
+      vodBaseUrl: `${base}/vod/v1`,
+      x264Preset: "ultrafast",
+      callbackSecret: SECRET,
+      callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"],
+      destinationHosts: ["127.0.0.1"],
+      recordingDir: join(work, "recordings"),
+    },
   });
   account = await newAccount();
   worker = await startRecorderWorker(ffmpegDriver);
@@ -95,7 +98,7 @@ afterAll(async () => {
   await nginx.stop();
   await api.stop(true);
   await stopStateSubscriber();
-  Object.assign(config.streaming, saved);
+  restoreConfig();
 });
 
 describe("ffmpeg recorder through nginx-rtmp", () => {

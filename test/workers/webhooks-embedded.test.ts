@@ -5,61 +5,25 @@
  * the log and on the stream; a receiver down for a while still gets each event once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { Redis } from "ioredis";
-import { freePort } from "../support/ports";
+import { type Parley, startParley } from "../support/parley";
 import { until } from "../support/wait";
 import { startReceiver } from "../support/webhook-receiver";
 
-const ROOT = resolve(import.meta.dir, "../..");
-let workspace: string;
-let parley: ReturnType<typeof Bun.spawn>;
+let parley: Parley | undefined;
 let base: string;
 let apiKey: string;
-const prefix = `parley-embedded-webhooks-${process.pid}`;
 
 beforeAll(async () => {
-  workspace = mkdtempSync(join(tmpdir(), "parley-webhooks-"));
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value;
-  delete env.DATABASE_URL;
-  Object.assign(env, {
-    DATA_DIR: join(workspace, "data"),
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    REDIS_PREFIX: prefix,
-    BOOTSTRAP_ACCOUNT: "true",
-    SIP_ENABLED: "false",
-    LOG_LEVEL: "warn",
-    WEBHOOK_SWEEP_INTERVAL_MS: "300",
+  parley = await startParley({
+    embedded: true,
+    env: { BOOTSTRAP_ACCOUNT: "true", SIP_ENABLED: "false", LOG_LEVEL: "warn", WEBHOOK_SWEEP_INTERVAL_MS: "300" },
   });
-  parley = Bun.spawn([process.execPath, join(ROOT, "src/index.ts")], { cwd: workspace, env, stdout: "ignore", stderr: "inherit" });
-  await until(
-    () => fetch(`${base}/readyz`).then((answer) => answer.status, () => 0),
-    (status) => status === 200,
-    25_000,
-    100,
-  );
-  const keyFile = join(workspace, "data/first-api-key");
-  await until(() => existsSync(keyFile), Boolean, 5_000);
-  apiKey = readFileSync(keyFile, "utf8").trim();
-}, 40_000);
+  base = parley.base;
+  apiKey = await parley.firstApiKey();
+}, 70_000);
 
 afterAll(async () => {
-  if (parley) {
-    parley.kill("SIGTERM");
-    const stopped = await Promise.race([parley.exited.then(() => true), Bun.sleep(10_000).then(() => false)]);
-    if (!stopped) parley.kill("SIGKILL");
-  }
-  const redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: 1 });
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await redis.quit();
-  if (workspace) rmSync(workspace, { recursive: true, force: true });
+  await parley?.close();
 });
 
 const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>

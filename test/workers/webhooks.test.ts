@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
 import { eq, sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { config } from "../../src/config";
+import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
@@ -227,8 +227,7 @@ describe("with the worker in this process", () => {
     let secret = "";
     const receiver = await startReceiver(() => secret);
     // Ten minutes between attempts: only the retry asked for can send it within the test.
-    const schedule = [...config.webhooks.retrySchedule];
-    config.webhooks.retrySchedule.splice(0, Infinity, 600);
+    const restoreConfig = overrideConfig({ webhooks: { retrySchedule: [600] } });
     try {
       const endpoint = await endpointFor(a.apiKey, receiver.url);
       secret = endpoint.secret;
@@ -252,7 +251,7 @@ describe("with the worker in this process", () => {
         ["backed-off-again", true],
       ]);
     } finally {
-      config.webhooks.retrySchedule.splice(0, Infinity, ...schedule);
+      restoreConfig();
       receiver.stop();
     }
   }, 30_000);

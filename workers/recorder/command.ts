@@ -6,7 +6,7 @@
  */
 import { config } from "../../src/config";
 import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
-import { RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming/schema";
+import { RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming/options";
 import type { RecorderDriver, RecorderProcess, RecorderSpec } from "./driver";
 import { spawnGroup } from "./process";
 

@@ -2,7 +2,7 @@
  * The seam between the recorder worker and what actually makes the stream: one small
  * interface, two drivers (ffmpeg, an operator command), chosen once in `driverFromConfig`.
  */
-import type { StreamOptions } from "../../src/modules/streaming/schema";
+import type { StreamOptions } from "../../src/modules/streaming/options";
 
 export interface RecorderSpec {
   streamId: string;

@@ -12,7 +12,8 @@ import { config, type SigningAlgorithm } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
-import { closeClient, createRedis, redis, redisKey, withinRedis } from "../../queue/connection";
+import type { Subscription } from "../../core/pubsub";
+import { pubsub } from "../../queue/pubsub";
 import { openPrivateKey, sealPrivateKey } from "./sealing";
 import { accounts, apiKeys, signingKeys } from "./schema";
 
@@ -69,31 +70,28 @@ function clearCaches(): void {
   for (const clear of dependentCaches) clear();
 }
 
-const invalidationChannel = () => redisKey("invalidate", "accounts");
+const INVALIDATION_CHANNEL = "invalidate:accounts";
 
 /** Drops every process's cached keys and limits (this one at once, the others through Redis). */
 export async function broadcastInvalidation(): Promise<void> {
   clearCaches();
   // Without Redis the others learn it when their cached look-ups expire (CACHE_TTL_MS).
-  await withinRedis(redis(), "announcing a key change", () => redis().publish(invalidationChannel(), String(process.pid)), 2_000).catch((error: Error) =>
-    log.warn({ err: error.message }, "key change not announced; other processes drop their cached keys within a minute"),
-  );
+  await pubsub()
+    .publish(INVALIDATION_CHANNEL, String(process.pid), { withinMs: 2_000 })
+    .catch((error: Error) => log.warn({ err: error.message }, "key change not announced; other processes drop their cached keys within a minute"));
 }
 
-let subscriber: ReturnType<typeof createRedis> | undefined;
+let invalidations: Subscription | undefined;
 
-/** Not awaited by callers: ioredis subscribes whenever Redis answers, so the API starts while Redis is down. */
+/** Not awaited by callers: the subscription is made whenever Redis answers, so the API starts while Redis is down. */
 export function listenForInvalidations(): void {
-  if (subscriber) return;
-  subscriber = createRedis("invalidations");
-  subscriber.on("message", clearCaches);
   // The cache TTL bounds staleness while the subscription is not yet in place.
-  subscriber.subscribe(invalidationChannel()).catch(() => {});
+  invalidations ??= pubsub().subscribe("invalidations", [INVALIDATION_CHANNEL], clearCaches);
 }
 
 export async function stopListeningForInvalidations(): Promise<void> {
-  await closeClient(subscriber);
-  subscriber = undefined;
+  await invalidations?.close();
+  invalidations = undefined;
 }
 
 function randomId(prefix: string, bytes: number): string {

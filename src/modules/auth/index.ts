@@ -10,7 +10,7 @@
  */
 import { Elysia } from "elysia";
 import { accountForApiKey } from "../accounts/service";
-import { type Scope, verifyAccessToken } from "../token/service";
+import { type Scope, verifyAccessToken } from "./access-token";
 import { AppError } from "../../core/errors";
 
 /** The credential in an Authorization header, with any `Bearer ` prefix removed. */

@@ -1,43 +1,28 @@
 /**
  * The operator console at /console: its page and script, sign-in and sign-out, and the JSON
- * API its pages call. Every figure comes from the services the public API uses; this file
- * only checks who is asking and which account they may see.
+ * API its pages call. Every figure comes from the services the public API uses; guard.ts
+ * checks who is asking, and the routes here which account they may see.
  */
-import { jwt } from "@elysiajs/jwt";
 import { Elysia, t } from "elysia";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
-import { log } from "../../core/log";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
 import { listPhoneNumbers, resolveMapping } from "../mapper/service";
-import { type Actor, deleteMessages, listMessages, listRooms } from "../messaging/service";
-import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler/service";
-import { stopStream } from "../streaming/service";
+import { deleteMessages, listMessages } from "../messaging/messages";
+import { listRooms } from "../messaging/rooms";
+import type { Actor } from "../token/actor";
+import { listConferences } from "../scheduler/conferences";
+import { createReservation, deleteReservation, listReservations } from "../scheduler/reservations";
+import { stopStream } from "../streaming/control";
 import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
 import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints, replay, retryDelivery, rotateSecret, updateEndpoint } from "../webhooks/service";
 import { CONSOLE_PAGE, consoleAssets } from "./bundle";
+import { API, consoleAuth, sessionBody, sessionCookie } from "./guard";
+import { liveFeed } from "./live";
 import { overview, streamsView } from "./service";
-import {
-  accountInView,
-  accountLogin,
-  consoleSecret,
-  csrfMatches,
-  csrfToken,
-  loginBlockedFor,
-  operatorLogin,
-  requireAccount,
-  requireOperator,
-  revokeSession,
-  sessionViewer,
-  type Viewer,
-} from "./sessions";
-
-const COOKIE = "parley_console";
-const API = "/console/api";
-/** How often the live feed looks for changes: well inside the 2 seconds the pages promise. */
-const LIVE_TICK_MS = 1_000;
+import { accountInView, accountLogin, loginBlockedFor, operatorLogin, requireAccount, requireOperator, revokeSession, type Viewer } from "./sessions";
 
 export const ConsoleModel = {
   login: t.Object({
@@ -61,25 +46,6 @@ export const ConsoleModel = {
   }),
 };
 
-const viewerOf = new WeakMap<Request, Viewer>();
-
-function cookieOf(header: string | undefined): string | undefined {
-  return header
-    ?.split(";")
-    .map((part) => part.trim())
-    .find((part) => part.startsWith(`${COOKIE}=`))
-    ?.slice(COOKIE.length + 1);
-}
-
-function sessionCookie(request: Request, value: string, maxAgeSeconds: number): string {
-  const secure = config.http.publicUrl.startsWith("https:") || new URL(request.url).protocol === "https:";
-  return `${COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
-}
-
-function sessionBody(viewer: Viewer) {
-  return { kind: viewer.kind, name: viewer.name, account_id: viewer.kind === "account" ? viewer.accountId : null, csrf_token: csrfToken(viewer.sessionId) };
-}
-
 async function accountsFor(viewer: Viewer) {
   const accounts = await listAccounts();
   return viewer.kind === "operator" ? accounts : accounts.filter((account) => account.id === viewer.accountId);
@@ -95,80 +61,6 @@ async function apiKeyOf(viewer: Viewer, accountId: string, keyId: number) {
 /** The console acts in chat as a moderator named after the person signed in. */
 function chatActor(viewer: Viewer, accountId: string): Actor {
   return { accountId, userId: `console:${viewer.name}`, name: viewer.name, moderator: true };
-}
-
-const consoleAuth = new Elysia({ name: "parley.console.auth" })
-  .use(jwt({ name: "consoleJwt", secret: consoleSecret(), exp: `${config.console.tokenTtlSeconds}s` }))
-  // Before the body is parsed or validated: a request without a live session learns nothing else.
-  .onRequest(async ({ consoleJwt, request, set }) => {
-    // Every request passes here: the cheap test first, so the API's other routes pay nothing.
-    if (!request.url.includes(`${API}/`)) return;
-    const path = new URL(request.url).pathname;
-    if (!path.startsWith(`${API}/`) || path === `${API}/login`) return;
-    const token = cookieOf(request.headers.get("cookie") ?? undefined);
-    const claims = token ? await consoleJwt.verify(token) : false;
-    if (!claims || typeof claims.sid !== "string") throw new AppError("unauthorized", "sign in to the console first");
-    const viewer = await sessionViewer(claims.sid);
-    if (request.method !== "GET" && !csrfMatches(viewer.sessionId, request.headers.get("x-csrf-token") ?? undefined)) {
-      throw new AppError("forbidden", "the X-CSRF-Token header is missing or wrong; reload the console");
-    }
-    // Renewed once half its life is gone, so a console in use never signs out by itself.
-    if (typeof claims.iat === "number" && Date.now() / 1000 - claims.iat > config.console.tokenTtlSeconds / 2) {
-      set.headers["set-cookie"] = sessionCookie(request, await consoleJwt.sign({ sid: viewer.sessionId }), config.console.tokenTtlSeconds);
-    }
-    viewerOf.set(request, viewer);
-  })
-  .resolve({ as: "scoped" }, ({ request }) => ({ viewer: viewerOf.get(request) as Viewer }));
-
-/** The figures of one page, for its live feed. */
-const LIVE_VIEWS = {
-  overview: async (accountId: string | undefined) => ({ overview: await overview(accountId) }),
-  streams: async (accountId: string | undefined) => ({ streams: await streamsView(accountId) }),
-};
-
-function liveFeed(request: Request, viewer: Viewer, accountId: string | undefined, view: keyof typeof LIVE_VIEWS): Response {
-  const encoder = new TextEncoder();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let closed = false;
-  const stream = new ReadableStream<Uint8Array>({
-    start(controller) {
-      let last = "";
-      let ticks = 0;
-      const tick = async () => {
-        if (closed) return;
-        try {
-          // The session is read again every few seconds: logging out ends an open feed too.
-          if (ticks++ % 5 === 4) await sessionViewer(viewer.sessionId);
-          const snapshot = JSON.stringify(await LIVE_VIEWS[view](accountId));
-          if (snapshot !== last) {
-            last = snapshot;
-            controller.enqueue(encoder.encode(`event: snapshot\ndata: ${snapshot}\n\n`));
-          } else if (ticks % 15 === 0) {
-            controller.enqueue(encoder.encode(": still here\n\n"));
-          }
-          timer = setTimeout(tick, LIVE_TICK_MS);
-        } catch (error) {
-          // The session ended, the viewer went away, or a dependency failed: the feed ends, and
-          // the browser reconnects (or, refused, returns to the sign-in).
-          if (!(error instanceof AppError) && !closed) log.warn({ err: (error as Error).message }, "console live feed ended");
-          if (!closed) {
-            closed = true;
-            controller.close();
-          }
-        }
-      };
-      void tick();
-    },
-    cancel() {
-      closed = true;
-      clearTimeout(timer);
-    },
-  });
-  request.signal.addEventListener("abort", () => {
-    closed = true;
-    clearTimeout(timer);
-  });
-  return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-store" } });
 }
 
 // Scripts only from Parley itself, and never inside another site's frame.

@@ -4,7 +4,8 @@
  * Nothing here reads another feature's tables.
  */
 import { listAccounts } from "../accounts/service";
-import { LIVE_STATES, recentStreams, type Stream, streamUrls, viewersOf } from "../streaming/service";
+import { LIVE_STATES, recentStreams, type Stream, streamUrls } from "../streaming/stream";
+import { viewersOf } from "../streaming/viewers";
 import type { UsageReport } from "../usage/model";
 import { usageReport } from "../usage/service";
 

@@ -13,7 +13,8 @@ import { roomKey } from "../../core/room-key";
 import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
-import { redis, redisKey } from "../../queue/connection";
+import { redis } from "../../queue/connection";
+import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
@@ -34,7 +35,8 @@ export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "acc
 /** What the fold needs of an event it folds: the payloads it reads are read in SQL, or again with the media events. */
 export type FoldableEvent = Omit<StoredEvent, "payload">;
 
-export const eventChannel = () => redisKey("events");
+/** Where every newly stored event is published (core/pubsub), for the recorder's room occupancy. */
+export const EVENT_CHANNEL = "events";
 
 /**
  * How long an append waits for Redis. Beyond it the event is still acknowledged: it is stored,
@@ -122,7 +124,7 @@ export async function appendEvent(event: ConferenceEvent, publish?: (tx: Databas
     return false;
   }
   const id = inserted[0]!.id;
-  await ifRedisAnswers("publishing the event", id, () => redis().publish(eventChannel(), JSON.stringify({ ...event, id })));
+  await ifRedisAnswers("publishing the event", id, () => pubsub().publish(EVENT_CHANNEL, JSON.stringify({ ...event, id })));
   await ifRedisAnswers("queueing the fold", id, () => enqueueFold(id, event));
   return true;
 }

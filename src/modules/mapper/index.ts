@@ -10,35 +10,11 @@ import { Elysia, t } from "elysia";
 import { auth } from "../auth";
 import { ErrorModel, errorResponses } from "../../http/errors";
 import { limits } from "../limits";
-import { Text } from "../../http/text";
 import { getAccount } from "../accounts/service";
+import { MapperModel } from "./model";
 import { listPhoneNumbers, resolveMapping } from "./service";
 
 const PREFIX = "/api/v1/conference-mapper";
-
-export const MapperModel = {
-  query: t.Object(
-    {
-      conference: t.Optional(Text({ maxLength: 3071, description: "room@conference.domain; creates or returns the mapping; wins over id", examples: ["standup@conference.meet.example.com"] })),
-      id: t.Optional(Text({ maxLength: 32, description: "a numeric id to look up; used only without conference", examples: ["123456789"] })),
-      cid: t.Optional(Text({ maxLength: 32, description: "alias of id" })),
-    },
-    { additionalProperties: true },
-  ),
-  mapping: t.Object({
-    message: t.String(),
-    id: t.Number({ description: "6–10 digits, the last one a Damm check digit" }),
-    conference: t.Union([t.String(), t.Literal(false)], { description: "false when the id maps to nothing" }),
-  }),
-  numbersQuery: t.Object({ conference: t.Optional(Text({ maxLength: 3071, description: "accepted and ignored: numbers are per account" })) }, { additionalProperties: true }),
-  phoneNumber: t.Object({
-    countryCode: t.String({ examples: ["US"] }),
-    formattedNumber: t.String({ examples: ["+1 512 555 0100"] }),
-    tollFree: t.Boolean(),
-    default: t.Boolean({ description: "The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first." }),
-  }),
-  accountParams: t.Object({ accountId: Text({ maxLength: 64, description: "The account's id (not a secret; see README)" }) }),
-};
 
 const PhoneNumberList = t.Array(MapperModel.phoneNumber, { description: "The array form jitsi-meet reads as the current number-list format" });
 

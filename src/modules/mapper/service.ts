@@ -14,6 +14,7 @@ import { numericId } from "../../core/record-id";
 import { roomAddress } from "../../core/room-key";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
+import type { MappingAnswer } from "./model";
 import { conferenceMappings, phoneNumbers } from "./schema";
 
 /** Damm's totally anti-symmetric quasigroup of order 10, with zeros on the diagonal (the published table). */
@@ -100,13 +101,6 @@ export async function conferenceForMapperId(id: number): Promise<{ accountId: st
     .from(conferenceMappings)
     .where(eq(conferenceMappings.id, id));
   return row ?? null;
-}
-
-export interface MappingAnswer {
-  message: string;
-  id: number;
-  /** false when the id maps to nothing in the account: jitsi-meet checks exactly this. */
-  conference: string | false;
 }
 
 const FOUND = "Successfully retrieved conference mapping";

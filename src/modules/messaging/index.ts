@@ -1,110 +1,16 @@
 /** Chat over REST: rooms, messages and replies, polls and users (spec 4.4). New messages arrive over the socket. */
 import { Elysia, t } from "elysia";
-import { auth } from "../auth";
 import { errorResponses } from "../../http/errors";
+import { auth } from "../auth";
 import { limits } from "../limits";
-import { Text } from "../../http/text";
-import {
-  actorFrom,
-  CONTENT_MAX_CHARS,
-  addRoomUser,
-  createRoom,
-  deleteMessages,
-  deleteReplies,
-  editMessage,
-  getMessage,
-  getRoom,
-  isVoted,
-  listMessages,
-  listReplies,
-  listRooms,
-  PAGE_SIZE_DEFAULT,
-  PAGE_SIZE_MAX,
-  parseMessageIds,
-  pollVotes,
-  ROOM_STATUSES,
-  removeRoomUser,
-  roomUser,
-  roomUsers,
-  SEARCH_TERM_MAX_CHARS,
-  searchMessages,
-  searchUsers,
-  vote,
-} from "./service";
+import { actorFrom } from "../token/actor";
+import { deleteMessages, deleteReplies, editMessage, getMessage, listMessages, listReplies, parseMessageIds, searchMessages } from "./messages";
+import { ChannelId, Id, MessagingModel, UserId } from "./model";
+import { isVoted, pollVotes, vote } from "./polls";
+import { addRoomUser, createRoom, getRoom, listRooms, removeRoomUser, roomUser, roomUsers } from "./rooms";
+import { searchUsers } from "./users";
 
-const Id = t.Integer({ minimum: 1, maximum: 2_147_483_647 });
-const ChannelId = Text({ minLength: 1, maxLength: 128, description: "The room's channel id" });
-const UserId = Text({ minLength: 1, maxLength: 256 });
-
-const Room = t.Object({
-  id: t.Integer(),
-  app_id: t.String({ description: "The account" }),
-  created_by: t.String({ description: "User id of the owner" }),
-  owner_id: t.Integer({ description: "Numeric chat-user id of the owner" }),
-  session_id: t.String({ description: "Equals the channel id" }),
-  channel_id: t.String(),
-  allowed_user_ids: t.Array(t.String(), { description: "Empty: anyone in the account" }),
-  status: t.String({ examples: ["active", "inactive"] }),
-  created_at: t.String({ format: "date-time" }),
-});
-
-const Message = t.Object({
-  id: t.Integer(),
-  channel_id: t.String(),
-  parent_id: t.Nullable(t.Integer()),
-  content: t.String({ description: "The text, or a poll's question" }),
-  content_type: t.String({ examples: ["text", "poll"] }),
-  created_by: t.String(),
-  created_by_name: t.String(),
-  inserted_at: t.String({ format: "date-time" }),
-  updated_at: t.String({ format: "date-time" }),
-  reply_count: t.Optional(t.Integer({ description: "Top-level messages only" })),
-  options: t.Optional(t.Array(t.Object({ id: t.Integer(), text: t.String(), vote_count: t.Integer() }), { description: "Polls only" })),
-});
-
-const MessageList = t.Union([
-  t.Object({ messages: t.Array(Message) }),
-  t.Object({
-    days: t.Array(t.Object({ day: t.String({ description: "UTC day, YYYY-MM-DD" }), messages: t.Array(Message) }), {
-      description: "With group_by_day=true",
-    }),
-  }),
-]);
-
-const User = t.Object({ id: t.String(), name: t.String() });
-const PollVote = t.Object({ answer: t.Integer({ description: "Poll option id" }), user_id: t.String() });
-const Confirmation = t.Object({ message: t.String() });
-
-const Size = t.Integer({ minimum: 1, maximum: PAGE_SIZE_MAX, default: PAGE_SIZE_DEFAULT, description: `Default ${PAGE_SIZE_DEFAULT}, at most ${PAGE_SIZE_MAX}` });
-const Offset = t.Integer({ minimum: 0, maximum: 1_000_000_000, default: 0 });
-const SearchTerm = Text({ minLength: 1, maxLength: SEARCH_TERM_MAX_CHARS, description: "Case-insensitive; % and _ match themselves" });
-
-export const MessagingModel = {
-  room: Room,
-  message: Message,
-  messageList: MessageList,
-  user: User,
-  pollVote: PollVote,
-  createRoom: t.Object({
-    channel_id: ChannelId,
-    allowed_user_ids: t.Optional(t.Array(UserId, { maxItems: 1000 })),
-    status: t.Optional(t.UnionEnum(ROOM_STATUSES)),
-  }),
-  listQuery: t.Object({
-    size: t.Optional(Size),
-    offset: t.Optional(Offset),
-    message_ids: t.Optional(Text({ maxLength: 2000, description: "Comma-separated message ids" })),
-    group_by_day: t.Optional(t.Boolean()),
-  }),
-  repliesQuery: t.Object({ size: t.Optional(Size), offset: t.Optional(Offset), group_by_day: t.Optional(t.Boolean()) }),
-  searchQuery: t.Object({ search_term: SearchTerm, size: t.Optional(Size), offset: t.Optional(Offset) }),
-  deleteMessages: t.Object({
-    is_empty: t.Optional(t.Boolean({ description: "true deletes every message of the room" })),
-    message_ids: t.Optional(t.Array(Id, { maxItems: PAGE_SIZE_MAX })),
-  }),
-  deleteReplies: t.Object({ reply_message_ids: t.Array(Id, { minItems: 1, maxItems: PAGE_SIZE_MAX }) }),
-  editMessage: t.Object({ content: t.Optional(Text({ minLength: 1, maxLength: CONTENT_MAX_CHARS })) }),
-};
+const { room: Room, message: Message, messageList: MessageList, user: User, pollVote: PollVote, confirmation: Confirmation } = MessagingModel;
 
 const roomParams = t.Object({ channel_id: ChannelId });
 const messageParams = t.Object({ channel_id: ChannelId, message_id: Id });

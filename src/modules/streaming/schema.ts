@@ -1,30 +1,10 @@
 import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
+import type { StreamOptions } from "./options";
 
 export const STREAM_STATES = ["starting", "running", "stopping", "stopped", "failed"] as const;
 export type StreamState = (typeof STREAM_STATES)[number];
-
-/** The spec's reconnect_window unit: 6000 is one minute, so one unit is 10 ms. */
-export const RECONNECT_WINDOW_UNIT_MS = 10;
-
-/** What the recorder was asked to do; stream keys are never part of it. */
-export interface StreamOptions {
-  codec: "H264" | "H265";
-  isLowLatency: boolean;
-  isRecording: boolean;
-  multiBitrate: boolean;
-  isVod: boolean;
-  username: boolean;
-  audioOnly: boolean;
-  layout: "desktop" | "mobile";
-  profile: "adaptive" | "HD";
-  /** In the spec's unit: 6000 = one minute, so one unit is 10 ms. */
-  reconnectWindow: number;
-  /** Platform names of stream_keys, for the record; the keys themselves are not stored. */
-  platforms: string[];
-  destinationCount: number;
-}
 
 /** One live stream of a room, from the start request until it stopped or failed. */
 export const streams = pgTable(

@@ -1,49 +1,14 @@
 /**
- * Issues and verifies the JWTs an account hands to its end users.
+ * Issues the JWTs an account hands to its end users (src/modules/auth/access-token.ts verifies them).
  */
 import { randomUUID } from "node:crypto";
-import { decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
-import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../config";
+import { config } from "../../config";
 import { roomKey } from "../../core/room-key";
 import { AppError } from "../../core/errors";
-import { isStorable } from "../../http/text";
-import { type Account, currentSigningKey, verificationKey } from "../accounts/service";
+import { type Account, currentSigningKey } from "../accounts/service";
+import { SCOPES, type Scope, type TokenContextUser } from "../auth/access-token";
 import { signJwt } from "./jwt";
-
-/** Scope values of a token request; `parley` is the platform scope. */
-export const SCOPES = ["messaging", "media", "parley"] as const;
-export type Scope = (typeof SCOPES)[number];
-
-export interface TokenUser {
-  id?: string;
-  name?: string;
-  email?: string;
-  avatar?: string;
-  moderator?: boolean;
-}
-
-export interface TokenRequest {
-  user?: TokenUser;
-  exp?: string;
-  nbf?: string;
-  scope?: string;
-  /** The one conference room a media token admits to; any room when absent. */
-  room?: string;
-}
-
-export interface TokenContextUser {
-  id: string;
-  name?: string;
-  email?: string;
-  avatar?: string;
-  moderator: boolean;
-}
-
-export interface VerifiedToken {
-  accountId: string;
-  user: TokenContextUser;
-  audiences: Scope[];
-}
+import type { TokenRequest } from "./model";
 
 const UNIT_SECONDS: Record<string, number> = {
   s: 1,
@@ -114,11 +79,11 @@ export async function issueToken(account: Account, request: TokenRequest): Promi
   const audiences = audiencesFor(request.scope);
   const mediaOnly = audiences.length === 1 && audiences[0] === "media";
   const room = roomClaim(audiences, request.room);
-  const lifetime = request.exp === undefined || request.exp === "" ? config.tokens.defaultTtlSeconds : parseDuration("exp", request.exp);
+  const lifetime = request.exp === undefined || request.exp === "" ? config.tokens.defaultTtlSeconds : parseDuration("exp", String(request.exp));
   if (lifetime > config.tokens.maxTtlSeconds) {
     throw new AppError("validation_failed", `exp: at most ${config.tokens.maxTtlSeconds / 3600} hours`);
   }
-  const notBefore = request.nbf === undefined || request.nbf === "" ? undefined : parseDuration("nbf", request.nbf);
+  const notBefore = request.nbf === undefined || request.nbf === "" ? undefined : parseDuration("nbf", String(request.nbf));
   if (notBefore !== undefined && notBefore >= lifetime) {
     throw new AppError("validation_failed", "nbf: must come before exp");
   }
@@ -151,45 +116,4 @@ export async function issueToken(account: Account, request: TokenRequest): Promi
     // Jitsi's token verifier requires a room claim; "*" lets the holder join any room.
     ...(room !== undefined && { room }),
   });
-}
-
-/**
- * Verifies a bearer token against the key named by its kid. Only the algorithm that key
- * was made for is accepted, which shuts out `alg: none` and HS256-with-a-public-key tricks.
- */
-export async function verifyAccessToken(token: string, audience?: Scope): Promise<VerifiedToken> {
-  let header: ReturnType<typeof decodeProtectedHeader>;
-  try {
-    header = decodeProtectedHeader(token);
-  } catch {
-    throw new AppError("invalid_token", "the token is not a JWT");
-  }
-  // The key id is looked up in the database: a forged header may hold anything, NUL included.
-  if (typeof header.kid !== "string" || !isStorable(header.kid) || !(SIGNING_ALGORITHMS as readonly string[]).includes(header.alg ?? "")) {
-    throw new AppError("invalid_token", "the token's header names no known key or algorithm");
-  }
-  const key = await verificationKey(header.kid);
-  if (!key || key.algorithm !== (header.alg as SigningAlgorithm)) {
-    throw new AppError("invalid_token", "the token was not signed by a current Parley key");
-  }
-  let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
-  try {
-    ({ payload } = await jwtVerify(token, key.publicKey, { algorithms: [key.algorithm], issuer: config.tokens.issuer }));
-  } catch (error) {
-    if (error instanceof joseErrors.JWTExpired) throw new AppError("token_expired", "the token has expired");
-    throw new AppError("invalid_token", "the token could not be verified");
-  }
-  const context = payload.context as { user?: TokenContextUser; group?: string } | undefined;
-  // A media token's sub names its Jitsi domain; every other token's names the account.
-  const subjectMatches = payload.aud === "media" || payload.sub === key.accountId;
-  if (!subjectMatches || context?.group !== key.accountId || typeof context.user?.id !== "string") {
-    throw new AppError("invalid_token", "the token's claims do not match its key");
-  }
-  const audiences = (Array.isArray(payload.aud) ? payload.aud : [payload.aud]).filter((aud): aud is Scope =>
-    (SCOPES as readonly string[]).includes(aud ?? ""),
-  );
-  if (audience && !audiences.includes(audience)) {
-    throw new AppError("forbidden", `the token's scope does not allow ${audience}`);
-  }
-  return { accountId: key.accountId, user: context.user, audiences };
 }

@@ -1,20 +1,13 @@
 /** Presigned upload addresses into the account's part of the object store. */
-import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
-import { accountKey, bucket, s3 } from "../../storage/s3";
+import { accountKey } from "../../core/objects";
+import { objects } from "../../storage/objects";
+import type { PresignedUpload } from "./model";
 
 const FILE_NAME_MAX_CHARS = 512;
 const MIME_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i;
 const EXTENSION = /^\.?[a-z0-9][a-z0-9+_-]{0,31}$/i;
-
-export interface PresignedUpload {
-  presigned_url: string;
-  key: string;
-  content_type: string;
-  expires_in: number;
-}
 
 /**
  * A file name is a relative path inside the account's folder: no `..` or `.` segment, no
@@ -47,10 +40,6 @@ export async function presignUpload(accountId: string, fileName: string, fileTyp
   const key = accountKey(accountId, checkFileName(fileName));
   const contentType = contentTypeFor(fileType);
   const expiresIn = config.storage.presignExpirySeconds;
-  const url = await getSignedUrl(s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), {
-    expiresIn,
-    // Signed, so the store takes the upload only with the content type asked for here.
-    signableHeaders: new Set(["content-type"]),
-  });
+  const url = await objects.presignedPutUrl(key, contentType, expiresIn);
   return { presigned_url: url, key, content_type: contentType, expires_in: expiresIn };
 }

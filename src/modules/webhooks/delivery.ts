@@ -4,33 +4,36 @@
  * `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the
  * secret; during a rotation the old secret's signature follows, space-separated).
  *
- * The delivery row is the truth. An attempt first claims the row (a lease, so two workers
- * never send it at once and a worker killed mid-attempt only delays it), then records the
- * outcome and the next attempt in one transaction; the queued job only rings the doorbell.
+ * The delivery row is the truth. A worker claims due rows straight from the database (a
+ * lease, so two workers never send one at once and a worker killed mid-attempt only delays
+ * it), then records the outcomes: the successes of many attempts in one statement, each
+ * failure with its next attempt.
  */
 import { createHmac } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
 import { db } from "../../db/client";
+import { executePrepared } from "../../db/prepared";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
-import { type Due, ringDeliveries, ringDelivery, rowsOf } from "./outbox";
+import { rowsOf } from "./outbox";
 import { openSecret } from "./service";
-import { checkWebhookUrl } from "./ssrf";
+import { checkWebhookUrl, type WebhookTarget } from "./ssrf";
 
 /** How much of an answer the delivery log keeps. */
 const RESPONSE_BYTES = 1024;
 
-/** The Standard Webhooks signature of one message under one `whsec_` secret. */
-export function signature(secret: string, messageId: string, timestamp: number, body: string): string {
-  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
-  return `v1,${createHmac("sha256", key).update(`${messageId}.${timestamp}.${body}`).digest("base64")}`;
-}
+/** The HMAC key of a `whsec_` secret, and a Standard Webhooks signature of one message under it. */
+const signingKey = (secret: string) => Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+const sign = (key: Buffer, messageId: string, timestamp: number, body: string) =>
+  `v1,${createHmac("sha256", key).update(`${messageId}.${timestamp}.${body}`).digest("base64")}`;
 
-interface Claimed {
+export interface Claimed {
   id: string | number;
   attempts: number;
+  /** The claim's lease, exactly as stored. */
+  lease: string;
   endpoint_id: string;
   url: string;
   ordered: boolean;
@@ -57,24 +60,50 @@ const WAITS_FOR_EARLIER = sql`exists (select 1 from webhook_deliveries p where p
  */
 const NO_FLUSH = sql`(select set_config('synchronous_commit', 'off', true)) as no_flush`;
 
-/** Takes the given deliveries for one attempt each, those pending, due, not leased and with their endpoint enabled. */
-async function claim(deliveryIds: number[]): Promise<Claimed[]> {
-  const leaseSeconds = config.webhooks.timeoutMs / 1000 + 5;
-  // One statement for the whole batch: the bookkeeping, not the sending, is most of a worker's work.
+/** How long a claim holds a delivery: one attempt's timeout and a margin, so a worker killed mid-attempt delays it only that long. */
+export const leaseMs = () => config.webhooks.timeoutMs + 5_000;
+
+/**
+ * Takes up to `limit` due deliveries for one attempt each: pending, due, not leased, their
+ * endpoint enabled and, for an ordered endpoint, no earlier event of it pending. SKIP LOCKED
+ * lets several workers claim at once without waiting on each other's rows.
+ */
+export async function claimDue(limit: number): Promise<Claimed[]> {
+  const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
-    await db.execute(sql`
-      update webhook_deliveries d
-      set attempts = d.attempts + 1, leased_until = now() + make_interval(secs => ${leaseSeconds}), last_attempt_at = now()
+    await executePrepared(
+      db,
+      "webhooks_claim",
+      sql`
+      update webhook_deliveries u
+      set attempts = u.attempts + 1, leased_until = now() + make_interval(secs => ${leaseSeconds}), last_attempt_at = now()
       from webhook_endpoints e, events ev, ${NO_FLUSH}
-      where d.id in (select jsonb_array_elements_text(${JSON.stringify(deliveryIds)}::jsonb)::bigint) and d.status = 'pending'
-        -- A delayed job may fire a little before the database's clock says it is due.
-        and d.next_attempt_at <= now() + interval '1 second'
-        and (d.leased_until is null or d.leased_until < now())
-        and e.id = d.endpoint_id and e.enabled and ev.id = d.event_id
-        and not (e.ordered and ${WAITS_FOR_EARLIER})
-      returning d.id, d.attempts, d.endpoint_id, e.url, e.ordered, e.secret, e.previous_secret, e.previous_secret_until,
-        ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at`),
+      where u.id in (
+          select d.id from webhook_deliveries d join webhook_endpoints de on de.id = d.endpoint_id
+          where d.status = 'pending'
+            -- A retry's timer may fire a little before the database's clock says it is due.
+            and d.next_attempt_at <= now() + interval '1 second'
+            and (d.leased_until is null or d.leased_until < now())
+            and de.enabled and not (de.ordered and ${WAITS_FOR_EARLIER})
+          -- No order: sorting would read every due row, and a backlog makes each claim as slow as it is
+          -- long. The scan stops at the limit and meets rows in the table's order, roughly oldest first.
+          limit ${limit}
+          for update of d skip locked)
+        and e.id = u.endpoint_id and ev.id = u.event_id
+      returning u.id, u.attempts, u.leased_until::text as lease, u.endpoint_id, e.url, e.ordered, e.secret, e.previous_secret, e.previous_secret_until,
+        ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at`,
+    ),
   );
+}
+
+/** Gives back claimed deliveries that were not sent (the worker is stopping, or they waited too long): due again at once, the attempt not counted. */
+export async function releaseClaims(rows: Claimed[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.execute(sql`
+    update webhook_deliveries d set leased_until = null, attempts = d.attempts - 1
+    from jsonb_to_recordset(${JSON.stringify(rows.map((row) => ({ id: Number(row.id), lease: row.lease })))}::jsonb) as o(id bigint, lease timestamptz), ${NO_FLUSH}
+    -- Only while the lease is still this claim's: once it ended, another worker may hold the delivery.
+    where d.id = o.id and d.leased_until = o.lease`);
 }
 
 /** The body exactly as signed: the event's catalogue shape. */
@@ -104,23 +133,49 @@ async function firstBytes(response: Response): Promise<string> {
   return Buffer.concat(chunks).subarray(0, RESPONSE_BYTES).toString("utf8");
 }
 
-interface Outcome {
+export interface Outcome {
   statusCode: number | null;
   response: string;
   latencyMs: number;
 }
 
-async function send(row: Claimed): Promise<Outcome> {
-  const started = performance.now();
-  const body = bodyOf(row);
-  const timestamp = Math.floor(Date.now() / 1000);
-  const signatures = [signature(openSecret(row.secret), row.event_id, timestamp, body)];
-  if (row.previous_secret && row.previous_secret_until && new Date(row.previous_secret_until) > new Date()) {
-    signatures.push(signature(openSecret(row.previous_secret), row.event_id, timestamp, body));
+/**
+ * What the deliveries claimed together share: each URL is checked (and its name resolved)
+ * once and each endpoint's secrets opened once for all of them, which all start at once.
+ */
+export class ClaimedBatch {
+  private readonly targets = new Map<string, Promise<WebhookTarget>>();
+  private readonly keys = new Map<string, Buffer[]>();
+
+  target(url: string): Promise<WebhookTarget> {
+    let target = this.targets.get(url);
+    if (!target) {
+      target = checkWebhookUrl(url);
+      this.targets.set(url, target);
+    }
+    return target;
   }
+
+  signingKeys(row: Claimed): Buffer[] {
+    let keys = this.keys.get(row.endpoint_id);
+    if (!keys) {
+      keys = [signingKey(openSecret(row.secret))];
+      if (row.previous_secret && row.previous_secret_until && new Date(row.previous_secret_until) > new Date()) keys.push(signingKey(openSecret(row.previous_secret)));
+      this.keys.set(row.endpoint_id, keys);
+    }
+    return keys;
+  }
+}
+
+/** One attempt of a claimed delivery; never throws: a failure is an outcome with no status code. */
+export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> {
+  const started = performance.now();
   try {
+    const body = bodyOf(row);
+    const timestamp = Math.floor(Date.now() / 1000);
+    const signatures = batch.signingKeys(row).map((key) => sign(key, row.event_id, timestamp, body));
     // Checked again at each attempt: the name may have been rebound to an internal address.
-    const target = await checkWebhookUrl(row.url);
+    const target = await batch.target(row.url);
     const headers: Record<string, string> = {
       "content-type": "application/json",
       "user-agent": "Parley-Webhooks/1",
@@ -146,7 +201,7 @@ async function send(row: Claimed): Promise<Outcome> {
 }
 
 /** Records a failed attempt and when to try next, and disables an endpoint that is gone or has failed too long. */
-async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ retryInMs?: number }> {
+export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ retryInMs?: number }> {
   const waitSeconds = config.webhooks.retrySchedule[row.attempts - 1];
   const status = waitSeconds === undefined ? "failed" : "pending";
   const gone = outcome.statusCode === 410;
@@ -180,24 +235,17 @@ async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ retryInM
   return status === "pending" && endpoint?.enabled ? { retryInMs: waitSeconds! * 1000 } : {};
 }
 
-/** The earliest pending delivery of an ordered endpoint, which may go now that the one before it went. */
-async function ringNextInOrder(endpointId: string): Promise<void> {
-  const [next] = rowsOf<{ id: string | number; attempts: number }>(
-    await db.execute(sql`
-      select id, attempts from webhook_deliveries
-      where endpoint_id = ${endpointId} and status = 'pending' order by sequence limit 1`),
-  );
-  if (next) await ringDelivery(Number(next.id), next.attempts);
-}
-
-const isSuccess = (outcome: Outcome) => outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300;
+export const isSuccess = (outcome: Outcome) => outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300;
 
 /** Records the successes of a batch in one statement, and clears their endpoints' failure runs. */
-async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outcome }>): Promise<void> {
+export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outcome }>): Promise<void> {
   if (sent.length === 0) return;
   const outcomes = sent.map(({ row, outcome }) => ({ id: Number(row.id), code: outcome.statusCode, latency: outcome.latencyMs, response: outcome.response }));
   const endpoints = [...new Set(sent.map(({ row }) => row.endpoint_id))];
-  await db.execute(sql`
+  await executePrepared(
+    db,
+    "webhooks_record_successes",
+    sql`
     with outcome as (
       select * from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb) as o(id bigint, code integer, latency integer, response text)
     ),
@@ -210,44 +258,6 @@ async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outcome }>):
       update webhook_endpoints set failing_since = null
       where id in (select jsonb_array_elements_text(${JSON.stringify(endpoints)}::jsonb)) and failing_since is not null
     )
-    select 1 from ${NO_FLUSH}`);
-}
-
-/**
- * One attempt of each given delivery that is still due; what a webhooks job does. The batch
- * is claimed in one statement and sent concurrently; successes are recorded in one
- * statement, each failure with its own retry.
- */
-export async function attemptDeliveries(deliveryIds: number[]): Promise<{ succeeded: number; failed: number }> {
-  if (deliveryIds.length === 0) return { succeeded: 0, failed: 0 };
-  const claimed = await claim(deliveryIds);
-  const sent = await Promise.all(claimed.map(async (row) => ({ row, outcome: await send(row) })));
-  const succeeded = sent.filter(({ outcome }) => isSuccess(outcome));
-  await recordSuccesses(succeeded);
-  const retries: Array<Due & { delayMs: number }> = [];
-  for (const { row, outcome } of sent) {
-    if (isSuccess(outcome)) continue;
-    const { retryInMs } = await recordFailure(row, outcome);
-    if (retryInMs !== undefined) retries.push({ id: Number(row.id), attempts: row.attempts, delayMs: retryInMs });
-  }
-  for (const retry of retries) await ringDelivery(retry.id, retry.attempts, retry.delayMs);
-  for (const endpointId of new Set(succeeded.filter(({ row }) => row.ordered).map(({ row }) => row.endpoint_id))) await ringNextInOrder(endpointId);
-  return { succeeded: succeeded.length, failed: sent.length - succeeded.length };
-}
-
-/**
- * Queues every delivery that is due and not being sent, straight from the database: its job
- * was lost with Redis, its worker died mid-attempt, or its endpoint was enabled again.
- * Without Redis the caller passes a handler that sends each one itself. Answers how many it found.
- */
-export async function sweepDueDeliveries(limit = 1_000, handle: (due: Due[]) => Promise<unknown> = ringDeliveries): Promise<number> {
-  const due = rowsOf<{ id: string | number; attempts: number }>(
-    await db.execute(sql`
-      select d.id, d.attempts from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
-      where d.status = 'pending' and d.next_attempt_at <= now() and (d.leased_until is null or d.leased_until < now())
-        and e.enabled and not (e.ordered and ${WAITS_FOR_EARLIER})
-      order by d.next_attempt_at limit ${limit}`),
+    select 1 from ${NO_FLUSH}`,
   );
-  await handle(due.map((row) => ({ id: Number(row.id), attempts: row.attempts })));
-  return due.length;
 }

@@ -2,14 +2,15 @@
  * The transactional outbox: a feature records a catalogue event with the transaction handle
  * of the change it describes, so the event exists exactly when the change committed. The
  * same statement queues one delivery per endpoint that wants the event; once the transaction
- * has committed, the deliveries' doorbells are rung and local event streams are woken.
+ * has committed, the webhooks doorbell is rung and local event streams are woken.
  */
 import { EventEmitter } from "node:events";
 import { sql } from "drizzle-orm";
 import { afterCommit, type Database } from "../../db/client";
+import { executePrepared } from "../../db/prepared";
 import { log } from "../../core/log";
-import { redis } from "../../queue/connection";
-import { getQueue, QUEUE_NAMES, WEBHOOK_DELIVER_JOB, type WebhookDeliverJob } from "../../queue/queues";
+import { PROMPT_REDIS_MS } from "../../queue/connection";
+import { pubsub } from "../../queue/pubsub";
 import type { EventData, EventType } from "./model";
 
 /** Rows of a raw query: postgres.js answers an array, PGlite an object with `rows`. */
@@ -20,56 +21,26 @@ export function rowsOf<T>(result: unknown): T[] {
 /** Wakes this process's event streams of an account as soon as one of its events commits. */
 export const committedEvents = new EventEmitter().setMaxListeners(0);
 
-/** How long ringing a doorbell waits for Redis; the webhooks sweep finds the delivery anyway. */
-const REDIS_WAIT_MS = 1_000;
+/** Wakes this process's webhooks worker, without a trip through Redis, when deliveries are due. */
+export const dueDeliveries = new EventEmitter().setMaxListeners(0);
 
-/** Deliveries one job sends together: one claim and one record for all of them. */
-export const DELIVERY_BATCH = 32;
-
-export interface Due {
-  id: number;
-  /** Attempts made so far: a job is named by the attempt it makes. */
-  attempts: number;
-}
+/** The channel that wakes the webhooks workers of other processes. */
+export const DOORBELL_CHANNEL = "webhooks:due";
 
 /**
- * Queues the jobs that send deliveries now (or after `delayMs`), up to DELIVERY_BATCH per
- * job. A job is named by its deliveries and their attempt, so the job queued after a commit
- * and the one the sweep queues for the same attempt are one job (and were it not, the second
- * finds the deliveries taken). Best effort: without Redis the sweep sends them.
+ * Tells the webhooks workers that deliveries are due now: a wake-up with nothing in it, since
+ * each worker claims what is due straight from the database. Best effort: a worker that
+ * misses it (Redis away, not yet subscribed) finds the deliveries on its next sweep.
  */
-export async function ringDeliveries(due: Due[], delayMs = 0, asked = false): Promise<void> {
-  if (due.length === 0 || ["reconnecting", "close", "end"].includes(redis().status)) return;
-  const queue = getQueue(QUEUE_NAMES.webhooks);
-  for (let i = 0; i < due.length; i += DELIVERY_BATCH) {
-    const batch = due.slice(i, i + DELIVERY_BATCH);
-    const first = batch[0]!;
-    const job: WebhookDeliverJob = { deliveryIds: batch.map((delivery) => delivery.id) };
-    const attemptId = batch.length === 1 ? `${first.id}-${first.attempts}` : `${first.id}-${first.attempts}-${batch.at(-1)!.id}`;
-    // A retry or replay someone asked for is a job of its own: under the attempt's name it would be
-    // swallowed by the job already waiting out that attempt's backoff, and go only when that ends.
-    const jobId = asked ? `${attemptId}-asked-${Date.now().toString(36)}` : attemptId;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    try {
-      await Promise.race([
-        queue.add(WEBHOOK_DELIVER_JOB, job, { jobId, delay: delayMs, removeOnComplete: true, removeOnFail: true }),
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${REDIS_WAIT_MS} ms`)), REDIS_WAIT_MS);
-        }),
-      ]);
-    } catch (error) {
-      log.warn({ deliveries: job.deliveryIds, err: (error as Error).message }, "queueing webhook deliveries failed: the webhooks sweep queues them");
-      return;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+export async function ringDoorbell(): Promise<void> {
+  dueDeliveries.emit("due");
+  await pubsub().publish(DOORBELL_CHANNEL, "", { withinMs: PROMPT_REDIS_MS }).catch((error: Error) =>
+    log.warn({ err: error.message }, "webhooks doorbell not rung: the webhooks sweep finds the deliveries"),
+  );
 }
 
-export const ringDelivery = (id: number, attempts: number, delayMs = 0, asked = false) => ringDeliveries([{ id, attempts }], delayMs, asked);
-
-/** The deliveries each open transaction has queued, rung together once it commits. */
-const queuedInTransaction = new WeakMap<Database, Due[]>();
+/** Open transactions that have queued a delivery: each rings the doorbell once, after it commits. */
+const ringsAfterCommit = new WeakSet<Database>();
 
 /**
  * Records a catalogue event inside the caller's transaction (pass the transaction handle,
@@ -85,8 +56,11 @@ export function recordEvent<T extends EventType>(tx: Database, accountId: string
 export async function recordEvents<T extends EventType>(tx: Database, accountId: string, type: T, data: Array<EventData<T>>): Promise<void> {
   if (data.length === 0) return;
   const items = data.map((item) => ({ id: `evt_${crypto.randomUUID().replaceAll("-", "")}`, data: item }));
-  const [row] = rowsOf<{ deliveries: Array<number | string> }>(
-    await tx.execute(sql`
+  const [row] = rowsOf<{ queued: string | number }>(
+    await executePrepared(
+      tx,
+      "webhooks_record_events",
+      sql`
       with next as (
         insert into event_sequences as s (account_id, last_sequence) values (${accountId}, ${items.length})
         on conflict (account_id) do update set last_sequence = s.last_sequence + ${items.length}
@@ -104,21 +78,17 @@ export async function recordEvents<T extends EventType>(tx: Database, accountId:
         select e.account_id, e.id, stored.id, stored.sequence from webhook_endpoints e, stored
         where e.account_id = ${accountId} and e.enabled and (e.event_types is null or e.event_types ? ${type})
         order by stored.sequence, e.id
-        returning id
+        returning 1
       )
-      select coalesce((select json_agg(id) from queued), '[]'::json) as deliveries`),
+      select count(*) as queued from queued`,
+    ),
   );
-  const deliveries = (row?.deliveries ?? []).map((id) => ({ id: Number(id), attempts: 0 }));
-  let queued = queuedInTransaction.get(tx);
-  if (!queued) {
-    const due: Due[] = [];
-    queued = due;
-    queuedInTransaction.set(tx, due);
+  if (Number(row?.queued ?? 0) > 0 && !ringsAfterCommit.has(tx)) {
+    ringsAfterCommit.add(tx);
     afterCommit(() => {
-      queuedInTransaction.delete(tx);
-      return ringDeliveries(due);
+      ringsAfterCommit.delete(tx);
+      return ringDoorbell();
     });
   }
-  queued.push(...deliveries);
   afterCommit(() => committedEvents.emit(accountId));
 }

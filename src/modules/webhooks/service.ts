@@ -10,7 +10,7 @@ import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
 import { type Delivery, EVENT_TYPES, type Endpoint, type EndpointCreate, type EndpointUpdate, type EventType, type PublicEvent } from "./model";
-import { ringDeliveries, ringDelivery, rowsOf } from "./outbox";
+import { ringDoorbell, rowsOf } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
 import { checkWebhookUrl } from "./ssrf";
 
@@ -150,6 +150,8 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
     .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
     .returning();
   if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
+  // Its pending deliveries may go now, not at the next sweep.
+  if (enabling) await ringDoorbell();
   return endpointOf(row);
 }
 
@@ -221,9 +223,9 @@ export async function retryDelivery(accountId: string, endpointId: string, deliv
     .update(webhookDeliveries)
     .set({ status: "pending", nextAttemptAt: sql`now()` })
     .where(and(eq(webhookDeliveries.accountId, accountId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.id, deliveryId)))
-    .returning({ id: webhookDeliveries.id, attempts: webhookDeliveries.attempts });
+    .returning({ id: webhookDeliveries.id });
   if (!row) throw new AppError("not_found", `no delivery ${deliveryId} of webhook endpoint ${endpointId}`);
-  await ringDelivery(row.id, row.attempts, 0, true);
+  await ringDoorbell();
 }
 
 /**
@@ -236,7 +238,7 @@ export async function replay(accountId: string, endpointId: string, from: { sinc
   const since = from.since === undefined ? undefined : new Date(from.since);
   if (since && Number.isNaN(since.getTime())) throw new AppError("validation_failed", `since: not a time: "${from.since}"`);
   const endpoint = await endpointRow(accountId, endpointId);
-  const queued = rowsOf<{ id: string | number; attempts: number }>(
+  const queued = rowsOf<{ id: string | number }>(
     await db.execute(sql`
       insert into webhook_deliveries (account_id, endpoint_id, event_id, sequence)
       select ev.account_id, ${endpointId}, ev.id, ev.sequence from events ev
@@ -244,8 +246,8 @@ export async function replay(accountId: string, endpointId: string, from: { sinc
         and ${since ? sql`ev.created_at >= ${since.toISOString()}::timestamptz` : sql`ev.sequence > ${from.after!}`}
         and (${endpoint.eventTypes === null ? sql`true` : sql`ev.type in (select jsonb_array_elements_text(${JSON.stringify(endpoint.eventTypes)}::jsonb))`})
       on conflict (endpoint_id, event_id) do update set status = 'pending', next_attempt_at = now()
-      returning id, attempts`),
+      returning id`),
   );
-  await ringDeliveries(queued.map((row) => ({ id: Number(row.id), attempts: row.attempts })), 0, true);
+  if (queued.length > 0) await ringDoorbell();
   return queued.length;
 }

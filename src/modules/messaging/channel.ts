@@ -1,0 +1,53 @@
+/**
+ * The `chat:<channel_id>` socket channel: a room the user may enter, its latest messages on
+ * join, `user_joined` and `user_left` to the others, and the pushes `new_message` and
+ * `new_vote`. Registered with the socket where the app is assembled.
+ */
+import { AppError } from "../../core/errors";
+import type { Channel, Member } from "../../realtime/channel";
+import type { Actor } from "../token/actor";
+import { positiveInt } from "./checks";
+import { recentMessages } from "./messages";
+import { vote } from "./polls";
+import { postMessage, withdrawWaitingPosts } from "./posting";
+import { CHAT_TOPIC_PREFIX, roomAccess } from "./rooms";
+
+const userView = ({ actor }: Member) => ({ user: { id: actor.userId, name: actor.name || actor.userId } });
+
+export const chatChannel: Channel = {
+  prefix: CHAT_TOPIC_PREFIX,
+  async join(actor, channelId) {
+    const history = await recentMessages(actor, channelId);
+    return async (member) => {
+      member.push("archived_message_count", { count: history.length });
+      for (const message of history) member.push("archived_message", message);
+      await member.broadcast("user_joined", userView(member));
+    };
+  },
+  async push(member, event, payload) {
+    switch (event) {
+      case "new_message":
+        // Written with whatever else waits to be stored, so the next frame does not wait for it; the reply follows the row.
+        return { later: postMessage(member.actor, member.name, payload ?? {}).then((message) => ({ message })) };
+      case "new_vote": {
+        const { message_id, answer }: { message_id?: unknown; answer?: unknown } = payload ?? {};
+        return { reply: { poll_answer: await vote(member.actor, member.name, positiveInt("message_id", message_id), positiveInt("answer", answer)) } };
+      }
+      default:
+        throw new AppError("bad_request", `unknown event "${event}" on a chat topic; send new_message or new_vote`);
+    }
+  },
+  async leave(member) {
+    await member.broadcast("user_left", userView(member));
+  },
+  drain(reason) {
+    withdrawWaitingPosts(reason);
+  },
+};
+
+/** rtc topics share names with rooms: one needs a room the user may enter only when a room of that name exists. */
+export async function admitToRelay(actor: Actor, channelId: string): Promise<void> {
+  if ((await roomAccess(actor, channelId)) === "forbidden") {
+    throw new AppError("forbidden", `user "${actor.userId}" may not enter room "${channelId}"`);
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * The API side of a stream: a start or stop request is recorded, handed to a recorder worker
+ * through the BullMQ `recorder` queue, and answered once the row reaches the wanted state.
+ * Stream keys are never stored, logged or returned: they travel only inside the start job.
+ */
+import { randomUUID } from "node:crypto";
+import { and, eq, inArray, ne, or, sql } from "drizzle-orm";
+import { config } from "../../config";
+import { AppError, isDependencyDown } from "../../core/errors";
+import { log } from "../../core/log";
+import { db } from "../../db/client";
+import { PROMPT_REDIS_MS, settledWithin } from "../../queue/connection";
+import { enqueue, getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
+import { quotaExceeded } from "../limits/quotas";
+import { limitsOf } from "../limits/service";
+import type { StreamingModel } from "./model";
+import { type StreamOptions, wantsRecording } from "./options";
+import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request";
+import { streams } from "./schema";
+import { announce, waitForStream } from "./state";
+import { bareRoom, LIVE_STATES, type Stream, type StreamStarted, streamNameFor, streamUrls } from "./stream";
+import { finishStream } from "./transitions";
+
+export type StreamStopped = typeof StreamingModel.stopped.static;
+
+async function liveStreamOfRoom(accountId: string, room: string): Promise<Stream | undefined> {
+  const [stream] = await db
+    .select()
+    .from(streams)
+    .where(and(eq(streams.accountId, accountId), eq(streams.room, room), inArray(streams.state, LIVE_STATES)));
+  return stream;
+}
+
+export async function startStream(accountId: string, request: StartRequest): Promise<StreamStarted> {
+  const room = bareRoom(request.room_name);
+  if (room === "") invalid("room_name must name a room");
+  const options = optionsOf(request);
+  const destinations = destinationsOf(request);
+  const timeoutMs = config.streaming.operationTimeoutMs;
+
+  // Read before the transaction, which may use only its own handle.
+  const limits = await limitsOf(accountId);
+  let stream: Stream | undefined;
+  for (let attempt = 0; attempt < 3 && !stream; attempt++) {
+    const [created] = await db.transaction(async (tx) => {
+      await checkStreamQuotas(tx, accountId, room, options, limits);
+      return tx
+        .insert(streams)
+        .values({ id: randomUUID(), accountId, room, streamName: streamNameFor(room), state: "starting", options })
+        .onConflictDoNothing()
+        .returning();
+    });
+    if (created) {
+      const job: RecorderStartJob = { streamId: created.id, destinations };
+      try {
+        await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.start, job, {
+          jobId: `start-${created.id}`,
+          attempts: 1,
+          // The job holds stream keys: it leaves Redis the moment it ends, either way.
+          removeOnComplete: true,
+          removeOnFail: true,
+        });
+      } catch (error) {
+        if (!isDependencyDown(error)) throw error;
+        // No recorder will start it: the row is finished now, and a job that reaches Redis
+        // late finds it failed and does nothing (workers/recorder/jobs.ts starts only `starting` streams).
+        await finishStream(created.id, ["starting"], "failed", QUEUE_UNAVAILABLE);
+        log.warn({ streamId: created.id, err: (error as Error).message }, "stream not started: the recorder queue is unavailable");
+        throw new AppError("dependency_down", "the recorder queue is unavailable, so the stream was not started; retry later", { started: false });
+      }
+      stream = created;
+      break;
+    }
+    // Another request for this room won the race (or a stream is live there already).
+    stream = await liveStreamOfRoom(accountId, room);
+  }
+  if (!stream) throw new AppError("conflict", "the room's stream changed state while starting; send the request again", { started: false });
+  if (stream.state === "stopping") {
+    throw new AppError("conflict", "the room's stream is stopping; send the start again once it has stopped", { started: false });
+  }
+
+  const settled = await waitForStream(stream.id, (row) => row.state !== "starting", timeoutMs);
+  if (settled.state === "running") return streamUrls(settled);
+  if (settled.state === "starting") {
+    // Give up on this attempt: the recorder that is still starting sees the row failed and stops itself.
+    await finishStream(settled.id, ["starting"], "failed", "timeout");
+    await settledWithin(getQueue(QUEUE_NAMES.recorder).remove(`start-${settled.id}`), PROMPT_REDIS_MS);
+    throw new AppError("timeout", `the stream did not start within ${timeoutMs / 1000} seconds; send the request again`, {
+      started: false,
+    });
+  }
+  throw new AppError("dependency_down", `the stream could not start: ${settled.reason ?? settled.state}`, { started: false });
+}
+
+type Transaction = Parameters<Parameters<typeof db.transaction>[0]>[0];
+
+/**
+ * The account's live-stream and recording quotas, counted in the database so they hold
+ * across processes and without Redis. Starts of one account queue on an advisory lock, so
+ * two can never both take the last place. The room's own live stream is left out: starting
+ * it again adds nothing.
+ */
+async function checkStreamQuotas(
+  tx: Transaction,
+  accountId: string,
+  room: string,
+  options: StreamOptions,
+  limits: Awaited<ReturnType<typeof limitsOf>>,
+): Promise<void> {
+  // drizzle has no builder for advisory locks.
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`streams/${accountId}`}, 0))`);
+  // StreamOptions is jsonb: its flags are read with ->> (see wantsRecording).
+  const recording = or(sql`(${streams.options} ->> 'isRecording')::boolean`, sql`(${streams.options} ->> 'isVod')::boolean`);
+  const [live] = await tx
+    .select({ streams: sql<number>`count(*)::int`, recordings: sql<number>`(count(*) filter (where ${recording}))::int` })
+    .from(streams)
+    .where(and(eq(streams.accountId, accountId), inArray(streams.state, LIVE_STATES), ne(streams.room, room)));
+  const streamLimit = limits["streams.concurrent"];
+  if (live!.streams >= streamLimit) {
+    throw quotaExceeded("streams.concurrent", streamLimit, live!.streams, "no more live streams at once; stop one first", { started: false });
+  }
+  const recordingLimit = limits["recordings.concurrent"];
+  if (wantsRecording(options) && live!.recordings >= recordingLimit) {
+    throw quotaExceeded("recordings.concurrent", recordingLimit, live!.recordings, "no more recording streams at once; stop one first", { started: false });
+  }
+}
+
+/** The stop reason of a stream whose start or stop could not be queued (Redis down). */
+export const QUEUE_UNAVAILABLE = "queue_unavailable";
+
+export async function stopStream(accountId: string, roomName: string): Promise<StreamStopped> {
+  const stream = await liveStreamOfRoom(accountId, bareRoom(roomName));
+  if (!stream) throw new AppError("not_found", "no live stream in that room");
+  await requestStop(stream, "requested");
+  const timeoutMs = config.streaming.operationTimeoutMs;
+  const settled = await waitForStream(stream.id, (row) => !LIVE_STATES.includes(row.state), timeoutMs);
+  const body: StreamStopped = { started: false, stream_name: settled.streamName, pod_name: settled.podName ?? "" };
+  if (LIVE_STATES.includes(settled.state)) {
+    throw new AppError("timeout", `the stream did not stop within ${timeoutMs / 1000} seconds; send the request again`, { ...body });
+  }
+  return body;
+}
+
+/**
+ * Asks a recorder worker to stop the stream, then marks it stopping. Queued first: when the
+ * queue is unavailable the caller gets a 503 and the stream goes on as it was (running),
+ * rather than being left `stopping` with nobody to stop it.
+ */
+async function requestStop(stream: Stream, reason: string): Promise<void> {
+  const job: RecorderStopJob = { streamId: stream.id, reason };
+  try {
+    await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.stop, job, {
+      jobId: `stop-${stream.id}`,
+      attempts: 3,
+      backoff: { type: "fixed", delay: 500 },
+      removeOnComplete: true,
+      removeOnFail: true,
+    });
+  } catch (error) {
+    if (!isDependencyDown(error)) throw error;
+    throw new AppError("dependency_down", "the recorder queue is unavailable, so the stream was not stopped; it goes on, retry later", {
+      started: false,
+      stream_name: stream.streamName,
+      pod_name: stream.podName ?? "",
+    });
+  }
+  await db
+    .update(streams)
+    .set({ state: "stopping" })
+    .where(and(eq(streams.id, stream.id), inArray(streams.state, ["starting", "running"])));
+  await announce(stream.id);
+}

@@ -1,0 +1,119 @@
+/**
+ * The recorder side of a stream: its worker claims it, reports it running, and finishes it;
+ * each move is made once, writes its events, and is announced.
+ */
+import { and, eq, inArray } from "drizzle-orm";
+import { db } from "../../db/client";
+import { appendEvent } from "../events/service";
+import { recordEvent } from "../webhooks/outbox";
+import { type StreamState, streams } from "./schema";
+import { announce } from "./state";
+import { type Stream, streamUrls } from "./stream";
+import { takePeakViewers } from "./viewers";
+
+/** How catalogue events name a stream. */
+function streamNamed(stream: Stream) {
+  return { stream_id: stream.id, stream_name: stream.streamName, room: stream.room };
+}
+
+export interface RecorderPlace {
+  podName: string;
+  host: string;
+  pid: number;
+}
+
+/** Claims the recorder slot before the recorder runs, so reconciliation can find its process. */
+export async function claimStream(streamId: string, place: RecorderPlace): Promise<boolean> {
+  const claimed = await db
+    .update(streams)
+    .set(place)
+    .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
+    .returning({ id: streams.id });
+  return claimed.length > 0;
+}
+
+/** The recorder is publishing: starting → running. False when the request gave up meanwhile. */
+export async function markRunning(streamId: string): Promise<boolean> {
+  const stream = await db.transaction(async (tx) => {
+    const [running] = await tx
+      .update(streams)
+      .set({ state: "running", startedAt: new Date() })
+      .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
+      .returning();
+    if (running) await recordEvent(tx, running.accountId, "stream.started", { ...streamNamed(running), recording: running.options.isRecording });
+    return running;
+  });
+  if (!stream) return false;
+  const room = stream.room;
+  await appendEvent({
+    accountId: stream.accountId,
+    kind: "stream_started",
+    room,
+    occurredAt: stream.startedAt!,
+    subject: stream.streamName,
+    payload: { recording: stream.options.isRecording },
+    dedupeKey: `stream:${stream.id}:started`,
+  });
+  if (stream.options.isRecording) {
+    await appendEvent({
+      accountId: stream.accountId,
+      kind: "recording_started",
+      room,
+      occurredAt: stream.startedAt!,
+      subject: stream.streamName,
+      dedupeKey: `stream:${stream.id}:recording_started`,
+    });
+  }
+  // Announced last, so whoever wakes on it also finds the events written.
+  await announce(streamId);
+  return true;
+}
+
+/**
+ * Moves a stream from one of `from` to stopped or failed, once: the recorder, the stop job
+ * and reconciliation may race to do it, and only the first one writes the events.
+ */
+export async function finishStream(
+  streamId: string,
+  from: StreamState[],
+  state: "stopped" | "failed",
+  reason: string,
+  recordingKey?: string,
+): Promise<Stream | undefined> {
+  const stream = await db.transaction(async (tx) => {
+    const [finished] = await tx
+      .update(streams)
+      .set({ state, reason, stoppedAt: new Date(), ...(recordingKey ? { recordingKey } : {}) })
+      .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
+      .returning();
+    if (finished) await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", { ...streamNamed(finished), reason });
+    if (finished && recordingKey) await recordEvent(tx, finished.accountId, "recording.ready", { ...streamNamed(finished), object_key: recordingKey, vod_url: streamUrls(finished).vod_url });
+    return finished;
+  });
+  if (!stream) return undefined;
+  if (stream.startedAt) {
+    const peak = await takePeakViewers(stream);
+    await appendEvent({
+      accountId: stream.accountId,
+      kind: "stream_stopped",
+      room: stream.room,
+      occurredAt: stream.stoppedAt!,
+      subject: stream.streamName,
+      payload: { recording: stream.options.isRecording, reason, peak_viewers: peak },
+      dedupeKey: `stream:${stream.id}:stopped`,
+    });
+    if (stream.options.isRecording) {
+      await appendEvent({
+        accountId: stream.accountId,
+        kind: "recording_stopped",
+        room: stream.room,
+        occurredAt: stream.stoppedAt!,
+        subject: stream.streamName,
+        payload: recordingKey ? { key: recordingKey } : {},
+        dedupeKey: `stream:${stream.id}:recording_stopped`,
+      });
+    }
+  }
+  await announce(streamId);
+  return stream;
+}

@@ -1,0 +1,163 @@
+/**
+ * A webhooks worker's sending loop. It claims due deliveries straight from the database in
+ * batches, keeps up to `concurrency` attempts in flight with the next claimed ones waiting
+ * beside them, and records the successes that finished meanwhile in one statement while the
+ * next attempts go out. A wake-up (the doorbell, the sweep, a retry coming due) only makes it
+ * look again: what is due lives in the database alone.
+ */
+import { config } from "../../config";
+import { log } from "../../core/log";
+import { type Claimed, ClaimedBatch, claimDue, isSuccess, leaseMs, type Outcome, recordFailure, recordSuccesses, releaseClaims, send } from "./delivery";
+
+export interface DeliveryPump {
+  /** Something may be due now: claim it if there is room. */
+  wake(): void;
+  /** Stops claiming, gives back what waits unsent, and waits for the attempts in flight and their records. */
+  stop(): Promise<void>;
+}
+
+interface Waiting {
+  row: Claimed;
+  batch: ClaimedBatch;
+  /** When its claim was asked for (performance.now()): its lease ends leaseMs() after at the earliest. */
+  claimedAt: number;
+}
+
+/** Claimed deliveries per attempt in flight, waiting or sent: a claim is a round trip, so each should take many. */
+const WINDOW_PER_SLOT = 16;
+/** Claims one worker runs at once, each for its share of the window: one alone leaves the attempts idle while it runs. */
+const CLAIMS_AT_ONCE = 2;
+
+export function startDeliveryPump(concurrency: number): DeliveryPump {
+  const window = concurrency * WINDOW_PER_SLOT;
+  const share = window / CLAIMS_AT_ONCE;
+  const waiting: Waiting[] = [];
+  let inFlight = 0;
+  // Claims under way, and the deliveries they may bring.
+  let claims = 0;
+  let claimed = 0;
+  // Counts wake-ups, so a claim can tell whether one came while it ran.
+  let wakes = 0;
+  let recording = false;
+  let stopped = false;
+  // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
+  let more = true;
+  const succeeded: Array<{ row: Claimed; outcome: Outcome }> = [];
+  const released: Claimed[] = [];
+  // One timer per second of retries this worker scheduled, however many deliveries fall due in it.
+  const retryTimers = new Map<number, ReturnType<typeof setTimeout>>();
+
+  const fill = () => {
+    while (more && !stopped && claims < CLAIMS_AT_ONCE) {
+      // A claim asks for a full share of the window, so it starts only once that much is free.
+      if (window - (inFlight + waiting.length + claimed) < share) return;
+      void claim();
+    }
+  };
+
+  const claim = async () => {
+    claims++;
+    claimed += share;
+    const wakesBefore = wakes;
+    try {
+      const claimedAt = performance.now();
+      const rows = await claimDue(share);
+      // A short claim took all that was due, unless a wake-up came meanwhile.
+      if (rows.length < share && wakes === wakesBefore) more = false;
+      const batch = new ClaimedBatch();
+      for (const row of rows) waiting.push({ row, batch, claimedAt });
+    } catch (error) {
+      more = false;
+      log.warn({ err: (error as Error).message }, "claiming webhook deliveries failed; the next sweep tries again");
+    } finally {
+      claims--;
+      claimed -= share;
+    }
+    startWaiting();
+    fill();
+  };
+
+  const startWaiting = () => {
+    while (!stopped && inFlight < concurrency && waiting.length > 0) {
+      const next = waiting.shift()!;
+      // Sent now, it might still be in flight when its lease ends and another worker takes it: give it back instead.
+      if (performance.now() - next.claimedAt + config.webhooks.timeoutMs + 1_000 > leaseMs()) released.push(next.row);
+      else void attempt(next.row, next.batch);
+    }
+    if (released.length > 0) release();
+  };
+
+  const release = () => {
+    const rows = released.splice(0);
+    // No wake-up: with every slot held by slow receivers, claiming them again at once would only make them wait again.
+    releaseClaims(rows).catch((error: Error) => log.warn({ err: error.message, deliveries: rows.length }, "giving back webhook deliveries failed; they go once their lease ends"));
+  };
+
+  const record = () => {
+    if (recording || succeeded.length === 0) return;
+    recording = true;
+    const sent = succeeded.splice(0);
+    recordSuccesses(sent)
+      // Unrecorded, they stay pending and leased: sent again once the lease ends, which at-least-once allows.
+      .catch((error: Error) => log.warn({ err: error.message, deliveries: sent.length }, "recording webhook deliveries failed"))
+      .finally(() => {
+        recording = false;
+        // The next event of an ordered endpoint may go now.
+        if (sent.some(({ row }) => row.ordered)) more = true;
+        record();
+        fill();
+      });
+  };
+
+  const wakeIn = (ms: number) => {
+    const second = Math.ceil((Date.now() + ms) / 1000);
+    if (stopped || retryTimers.has(second)) return;
+    retryTimers.set(
+      second,
+      setTimeout(() => {
+        retryTimers.delete(second);
+        wake();
+      }, second * 1000 - Date.now()),
+    );
+  };
+
+  const attempt = async (row: Claimed, batch: ClaimedBatch) => {
+    inFlight++;
+    try {
+      const outcome = await send(row, batch);
+      if (isSuccess(outcome)) {
+        succeeded.push({ row, outcome });
+        record();
+        return;
+      }
+      const { retryInMs } = await recordFailure(row, outcome);
+      if (retryInMs !== undefined) wakeIn(retryInMs);
+      else if (row.ordered) more = true;
+    } catch (error) {
+      log.warn({ deliveryId: row.id, err: (error as Error).message }, "recording a failed webhook attempt failed; it is tried again once its lease ends");
+    } finally {
+      inFlight--;
+      startWaiting();
+      fill();
+    }
+  };
+
+  const wake = () => {
+    wakes++;
+    more = true;
+    fill();
+  };
+
+  wake();
+  return {
+    wake,
+    async stop() {
+      stopped = true;
+      for (const timer of retryTimers.values()) clearTimeout(timer);
+      retryTimers.clear();
+      while (claims > 0) await Bun.sleep(10);
+      await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) => log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"));
+      while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * Channels, as Phoenix and Supabase Realtime have them: the socket speaks the protocol (refs,
+ * heartbeats, joins and leaves, presence, the order of frames, draining on stop) and hands
+ * every topic `<prefix>:<name>` to the channel registered for its prefix. A feature owns its
+ * channel and registers it where the app is assembled.
+ */
+import type { Actor } from "../modules/token/actor";
+
+/** One socket's membership of one topic, as its channel sees it. */
+export interface Member {
+  readonly actor: Actor;
+  /** The topic as the client names it, `<prefix>:<name>`. */
+  readonly topic: string;
+  /** The topic after the prefix and its colon. */
+  readonly name: string;
+  /** An event to this socket alone. */
+  push(event: string, payload: unknown): void;
+  /**
+   * An event to every socket on the topic, on every process; with `others`, this socket is
+   * left out. Rejects as the broker's broadcast does.
+   */
+  broadcast(event: string, payload: unknown, options?: { others: boolean }): Promise<void>;
+}
+
+/** A push's `ok` reply: sent at once, or once `later` settles, while the socket's next frames are handled. */
+export type Answer = { reply: unknown } | { later: Promise<unknown> };
+
+/** A channel's own greeting to a new member, after the join's reply and the presence state. */
+export type Welcome = (member: Member) => Promise<void>;
+
+export interface Channel {
+  readonly prefix: string;
+  /** Admits the actor to the topic named `name`, or throws (an AppError becomes the error reply). */
+  join(actor: Actor, name: string): Promise<Welcome | undefined>;
+  /** A client event on a joined topic (any but phx_join and phx_leave); throws to answer with an error. */
+  push(member: Member, event: string, payload: unknown): Promise<Answer>;
+  /** The member has left (or its socket closed) and its presence is withdrawn; it no longer hears the topic. */
+  leave?(member: Member): Promise<void>;
+  /** The process is stopping: work taken from pushes but not yet started fails with `reason`. */
+  drain?(reason: Error): void;
+}
+
+const channels = new Map<string, Channel>();
+
+/** Routes `<prefix>:...` topics to each channel; registering the same channel again changes nothing. */
+export function registerChannels(...added: Channel[]): void {
+  for (const channel of added) {
+    const known = channels.get(channel.prefix);
+    if (known && known !== channel) throw new Error(`realtime: a channel is already registered for "${channel.prefix}:"`);
+    channels.set(channel.prefix, channel);
+  }
+}
+
+/** The channel serving a topic, with the topic's name inside it. */
+export function channelOf(topic: string): { channel: Channel; name: string } | undefined {
+  const separator = topic.indexOf(":");
+  const channel = separator < 0 ? undefined : channels.get(topic.slice(0, separator));
+  return channel && { channel, name: topic.slice(separator + 1) };
+}
+
+export function registeredChannels(): Iterable<Channel> {
+  return channels.values();
+}

@@ -1,0 +1,52 @@
+/** The settings: parsed by a pure function that names every wrong variable, read through `config`, changed for a test only by overrideConfig. */
+import { describe, expect, test } from "bun:test";
+import { ConfigError, config, loadConfig, overrideConfig } from "../src/config";
+
+describe("loadConfig", () => {
+  test("names every wrong variable at once, each in its own message", () => {
+    let thrown: unknown;
+    try {
+      loadConfig({ PORT: "http", LOG_LEVEL: "loud", SIP_RTP_PORT_MIN: "20000", STREAMING_RECORDER_DRIVER: "command" });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    const { problems, message } = thrown as ConfigError;
+    expect(problems).toEqual([
+      'PORT must be a whole number from 0 to 65535, got "http"',
+      'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "loud"',
+      "STREAMING_RECORDER_COMMAND must be set when STREAMING_RECORDER_DRIVER is command",
+      "SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (20000 > 0)",
+    ]);
+    expect(message).toBe(problems.join("; "));
+  });
+
+  test("reads only the environment it is given, and hands back settings no one can edit", () => {
+    const settings = loadConfig({ PORT: "4100", WEBHOOK_RETRY_SCHEDULE: "1,2" });
+    expect(settings.http.port).toBe(4100);
+    expect(loadConfig({}).http.port).toBe(3000);
+    expect(() => {
+      settings.http.port = 1;
+    }).toThrow(TypeError);
+    expect(() => settings.webhooks.retrySchedule.push(3)).toThrow(TypeError);
+  });
+});
+
+describe("overrideConfig", () => {
+  test("changes only the settings it names, everywhere they are read, until restored", () => {
+    const before = { checkOwner: config.scheduler.checkOwner, minutes: config.scheduler.defaultConferenceMinutes, schedule: config.webhooks.retrySchedule };
+    const restore = overrideConfig({ scheduler: { checkOwner: !before.checkOwner }, webhooks: { retrySchedule: [600] } });
+    try {
+      expect(config.scheduler.checkOwner).toBe(!before.checkOwner);
+      expect(config.scheduler.defaultConferenceMinutes).toBe(before.minutes);
+      expect(config.webhooks.retrySchedule).toEqual([600]);
+      expect(() => {
+        config.scheduler.checkOwner = before.checkOwner;
+      }).toThrow(TypeError);
+    } finally {
+      restore();
+    }
+    expect(config.scheduler.checkOwner).toBe(before.checkOwner);
+    expect(config.webhooks.retrySchedule).toBe(before.schedule);
+  });
+});

@@ -1,0 +1,25 @@
+/** How a benchmark run by hand starts: on a database it is given, with its own Redis prefix and no logs. */
+
+/**
+ * Points Parley at BENCH_DATABASE_URL (else TEST_DATABASE_URL), or ends the run saying what it
+ * needs when neither is set. Called before any of Parley's modules loads: they read it once.
+ */
+export function benchDatabase(needed: string): string {
+  const databaseUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+  if (!databaseUrl) {
+    console.error(`set ${needed}`);
+    process.exit(2);
+  }
+  process.env.DATABASE_URL = databaseUrl;
+  process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
+  process.env.LOG_LEVEL = "silent";
+  return databaseUrl;
+}
+
+/** Drops everything in the database, for a benchmark that starts from an empty one. */
+export async function wipeDatabase(databaseUrl: string): Promise<void> {
+  const { default: postgres } = await import("postgres");
+  const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+  await admin.end();
+}

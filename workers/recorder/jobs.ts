@@ -1,0 +1,114 @@
+/**
+ * What a recorder worker does with its jobs: a start launches a recorder and ends once it
+ * publishes; a stop ends the worker's own recorder, is relayed (core/pubsub) to the owner
+ * when that is another live worker, or finishes the stream when its owner is gone; and
+ * reconciliation finishes the streams of workers that stopped heart-beating.
+ */
+import { DelayedError, type Job } from "bullmq";
+import { config } from "../../src/config";
+import { log } from "../../src/core/log";
+import { wantsRecording } from "../../src/modules/streaming/options";
+import { getStream, LIVE_STATES, liveStreams } from "../../src/modules/streaming/stream";
+import { claimStream, markRunning } from "../../src/modules/streaming/transitions";
+import { pubsub } from "../../src/queue/pubsub";
+import type { RecorderStartJob, RecorderStopJob } from "../../src/queue/queues";
+import { type Heartbeat, podAlive } from "./heartbeat";
+import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
+import { checkOccupancy } from "./occupancy";
+import { recordingPathOf } from "./recordings";
+
+/** The channel a worker takes stops relayed to its own streams on. */
+export const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
+
+export async function startJob(worker: RecorderHost, job: Job<RecorderStartJob>, token: string | undefined): Promise<void> {
+  const stream = await getStream(job.data.streamId);
+  if (stream?.state !== "starting" || worker.local.has(stream.id)) return;
+  if (worker.local.size + worker.reserved >= config.streaming.capacity) {
+    // Full: hand the job back so a worker with room can take it (the request gives up after 30 s).
+    await job.moveToDelayed(Date.now() + 500, token);
+    throw new DelayedError();
+  }
+  worker.reserved++;
+  try {
+    const s = config.streaming;
+    const recordingPath = wantsRecording(stream.options) ? recordingPathOf(stream) : undefined;
+    const recorder = worker.driver.start({
+      streamId: stream.id,
+      streamName: stream.streamName,
+      room: stream.room,
+      accountId: stream.accountId,
+      options: stream.options,
+      ingestUrl: `${s.rtmpIngestUrl}/${stream.streamName}`,
+      lowLatencyIngestUrl: stream.options.isLowLatency ? `${s.llhlsIngestUrl}/${stream.streamName}` : undefined,
+      destinations: job.data.destinations,
+      recordingPath,
+    });
+    const entry: LocalRecorder = { stream, recorder, recordingPath };
+    worker.local.set(stream.id, entry);
+    failOnExit(worker, entry);
+    if (!(await claimStream(stream.id, { podName: worker.pod, host: worker.host, pid: recorder.pid }))) {
+      await stopLocal(worker, entry, "stopped", "requested");
+      return;
+    }
+    const started = await Promise.race([
+      recorder.ready.then(() => true),
+      recorder.exited.then(() => false),
+      Bun.sleep(s.operationTimeoutMs).then(() => false),
+    ]);
+    if (!started) {
+      if (!entry.stopping) await stopLocal(worker, entry, "failed", "start_timeout");
+      return;
+    }
+    if (!(await markRunning(stream.id))) {
+      // The request gave up (timeout) or a stop came first: either way this recorder must go.
+      const now = await getStream(stream.id);
+      await stopLocal(worker, entry, now?.state === "failed" ? "failed" : "stopped", now?.reason ?? "requested");
+      return;
+    }
+    entry.stream = (await getStream(stream.id)) ?? stream;
+    await checkOccupancy(worker, entry);
+    log.info({ stream: stream.streamName, pod: worker.pod, driver: worker.driver.name }, "stream running");
+  } finally {
+    worker.reserved--;
+  }
+}
+
+export async function stopJob(worker: RecorderHost, job: Job<RecorderStopJob>): Promise<void> {
+  const { streamId, reason } = job.data;
+  const mine = worker.local.get(streamId);
+  if (mine) return stopLocal(worker, mine, "stopped", reason);
+  const stream = await getStream(streamId);
+  if (!stream || !LIVE_STATES.includes(stream.state)) return;
+  if (stream.podName && stream.podName !== worker.pod && (await podAlive(stream.podName))) {
+    const relayed: RecorderStopJob = { streamId, reason };
+    await pubsub().publish(podCommands(stream.podName), JSON.stringify(relayed));
+    const deadline = Date.now() + config.streaming.operationTimeoutMs;
+    while (Date.now() < deadline) {
+      const now = await getStream(streamId);
+      if (!now || !LIVE_STATES.includes(now.state)) return;
+      await Bun.sleep(200);
+    }
+    throw new Error("the recorder that owns the stream did not stop it in time");
+  }
+  await finishOrphan(worker, stream, "stopped", reason);
+}
+
+/** A stop another worker relayed to this one, the owner of the stream. */
+export async function relayedStop(worker: RecorderHost, message: string): Promise<void> {
+  const { streamId, reason } = JSON.parse(message) as RecorderStopJob;
+  const entry = worker.local.get(streamId);
+  if (entry) await stopLocal(worker, entry, "stopped", reason);
+}
+
+export async function reconcile(worker: RecorderHost, heartbeat: Heartbeat): Promise<void> {
+  for (const stream of await liveStreams()) {
+    if (worker.local.has(stream.id)) continue;
+    if (stream.podName === null) {
+      // Still queued: its request gives up on its own after the operation timeout.
+      if (Date.now() - stream.createdAt.getTime() < config.streaming.operationTimeoutMs * 2) continue;
+    } else if (stream.podName !== worker.pod && (!heartbeat.othersJudgeable() || (await podAlive(stream.podName)))) {
+      continue;
+    }
+    await finishOrphan(worker, stream, "failed", "recorder_lost");
+  }
+}

@@ -1,0 +1,90 @@
+/** The recorders one worker runs, and how a stream of its own, or one whose recorder is lost, is finished. */
+import { existsSync, readFileSync, unlinkSync } from "node:fs";
+import { config } from "../../src/config";
+import { log } from "../../src/core/log";
+import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming/stream";
+import { finishStream } from "../../src/modules/streaming/transitions";
+import type { RecorderDriver, RecorderProcess } from "./driver";
+import { recordingPathOf, uploadRecording } from "./recordings";
+
+export interface LocalRecorder {
+  stream: Stream;
+  recorder: RecorderProcess;
+  recordingPath?: string;
+  stopping?: Promise<void>;
+  emptyTimer?: ReturnType<typeof setTimeout>;
+}
+
+/** One recorder worker: where it runs, and the streams it runs. */
+export interface RecorderHost {
+  pod: string;
+  host: string;
+  driver: RecorderDriver;
+  local: Map<string, LocalRecorder>;
+  /** Starts under way, counted against STREAMING_CAPACITY with the running streams. */
+  reserved: number;
+  /** Shutting down: recorders that exit now were stopped, not failed. */
+  closing: boolean;
+}
+
+/** Stops a recorder of this worker, keeps its recording, and finishes its stream. */
+export function stopLocal(worker: RecorderHost, entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
+  entry.stopping ??= (async () => {
+    clearTimeout(entry.emptyTimer);
+    await entry.recorder.stop(config.streaming.stopGraceMs);
+    worker.local.delete(entry.stream.id);
+    await keepAndFinish(entry, state, reason);
+  })();
+  return entry.stopping;
+}
+
+/** A recorder that dies on its own fails its stream (it is not restarted; a new start makes a new stream). */
+export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
+  entry.recorder.exited.then((exit) => {
+    if (entry.stopping || worker.closing) return;
+    worker.local.delete(entry.stream.id);
+    entry.stopping = keepAndFinish(entry, "failed", `recorder_exited: ${exit.detail}`).catch((error: Error) =>
+      log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"),
+    );
+  });
+}
+
+async function keepAndFinish(entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
+  const current = await getStream(entry.stream.id);
+  let key: string | undefined;
+  if (entry.recordingPath) {
+    // A stream given up before it ran (start timeout) has nothing worth keeping.
+    if (current?.startedAt) key = await uploadRecording(entry.stream, entry.recordingPath).catch((error: Error) => {
+      log.error({ stream: entry.stream.streamName, err: error.message }, "recording upload failed; kept on disk");
+      return undefined;
+    });
+    else if (existsSync(entry.recordingPath)) unlinkSync(entry.recordingPath);
+  }
+  await finishStream(entry.stream.id, LIVE_STATES, state, reason, key);
+  log.info({ stream: entry.stream.streamName, state, reason }, "stream finished");
+}
+
+/** True when `pid` still runs the recorder of this stream (not a recycled pid). */
+function runsStream(pid: number, stream: Stream): boolean {
+  try {
+    const commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    return commandLine.includes(stream.streamName) || readFileSync(`/proc/${pid}/environ`, "utf8").includes(stream.streamName);
+  } catch {
+    return false;
+  }
+}
+
+/** Finishes a stream whose recorder is gone, keeping whatever it recorded on this machine. */
+export async function finishOrphan(worker: RecorderHost, stream: Stream, state: "stopped" | "failed", reason: string): Promise<void> {
+  if (stream.host === worker.host && stream.pid && stream.pid > 0 && runsStream(stream.pid, stream)) {
+    try {
+      process.kill(-stream.pid, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+  const path = recordingPathOf(stream);
+  const key = stream.startedAt && stream.host === worker.host ? await uploadRecording(stream, path).catch(() => undefined) : undefined;
+  await finishStream(stream.id, LIVE_STATES, state, reason, key);
+  log.warn({ stream: stream.streamName, previousPod: stream.podName, state, reason }, "stream finished for a lost recorder");
+}
