@@ -17,6 +17,7 @@ import { storedChatBytes } from "../../src/modules/limits/service";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/token/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
+import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
@@ -317,20 +318,7 @@ describe("quotas counted in PostgreSQL", () => {
       room,
       streamName: streamNameFor(room),
       state: "running",
-      options: {
-        codec: "H264",
-        isLowLatency: false,
-        isRecording: recording,
-        multiBitrate: false,
-        isVod: false,
-        username: false,
-        audioOnly: false,
-        layout: "desktop",
-        profile: "adaptive",
-        reconnectWindow: 6000,
-        platforms: [],
-        destinationCount: 0,
-      },
+      options: optionsOf({ room_name: room, is_recording: recording }),
     });
   }
 
