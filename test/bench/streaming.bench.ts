@@ -28,6 +28,7 @@ const { stopStateSubscriber } = await import("../../src/modules/streaming/state"
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startRecorderWorker } = await import("../../workers/recorder");
 const { ffmpegDriver } = await import("../../workers/recorder/ffmpeg");
+const { optionsOf } = await import("../../src/modules/streaming/request");
 const { startNginxRtmp } = await import("../support/nginx-rtmp");
 
 const SECRET = "bench-secret";
@@ -83,20 +84,7 @@ for (let run = 0; run < runs; run++) {
     streamName: name,
     room,
     accountId: "bench",
-    options: {
-      codec: "H264",
-      isLowLatency: false,
-      isRecording: false,
-      multiBitrate: false,
-      isVod: false,
-      username: false,
-      audioOnly: false,
-      layout: "desktop",
-      profile: "adaptive",
-      reconnectWindow: 6000,
-      platforms: [],
-      destinationCount: 0,
-    },
+    options: optionsOf({ room_name: room, is_recording: false }),
     ingestUrl: `${nginx.directUrl}/${name}`,
     destinations: [],
   });

@@ -17,10 +17,12 @@ import { storedChatBytes } from "../../src/modules/limits/service";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/token/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
+import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push } from "../support/phoenix";
+import { type ApiProcess, startApiProcess } from "../support/api-process";
 import { freePort } from "../support/ports";
 import { until } from "../support/wait";
 
@@ -34,23 +36,10 @@ function admin(...args: string[]) {
 const processes: Subprocess[] = [];
 let apis: Array<{ http: string; ws: string }>;
 
-async function startApi(extraEnv: Record<string, string> = {}): Promise<{ http: string; ws: string; child: Subprocess }> {
-  const port = await freePort();
-  const child = Bun.spawn([process.execPath, "src/index.ts", "--role=api"], {
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "silent", ...extraEnv },
-    stdout: "ignore",
-    stderr: "inherit",
-  });
-  processes.push(child);
-  for (let i = 0; i < 150; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (up) return { http: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, child };
-    await Bun.sleep(100);
-  }
-  throw new Error("API process did not start");
+async function startApi(extraEnv: Record<string, string> = {}): Promise<ApiProcess> {
+  const api = await startApiProcess(extraEnv);
+  processes.push(api.child);
+  return api;
 }
 
 beforeAll(async () => {
@@ -329,20 +318,7 @@ describe("quotas counted in PostgreSQL", () => {
       room,
       streamName: streamNameFor(room),
       state: "running",
-      options: {
-        codec: "H264",
-        isLowLatency: false,
-        isRecording: recording,
-        multiBitrate: false,
-        isVod: false,
-        username: false,
-        audioOnly: false,
-        layout: "desktop",
-        profile: "adaptive",
-        reconnectWindow: 6000,
-        platforms: [],
-        destinationCount: 0,
-      },
+      options: optionsOf({ room_name: room, is_recording: recording }),
     });
   }
 

@@ -8,10 +8,7 @@ import type { Subprocess } from "bun";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
-import { createRoom } from "../../src/modules/messaging/rooms";
-import { actorFrom } from "../../src/modules/token/actor";
-import { verifyAccessToken } from "../../src/modules/auth/access-token";
-import { newAccount, tokenFor } from "../helpers";
+import { aliceAndBob } from "../support/chat-users";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
@@ -23,10 +20,7 @@ let aliceToken: string;
 let bobToken: string;
 
 beforeAll(async () => {
-  const account = await newAccount();
-  aliceToken = await tokenFor(account.apiKey, { id: "alice", name: "Alice" }, "messaging");
-  bobToken = await tokenFor(account.apiKey, { id: "bob", name: "Bob" }, "messaging");
-  await createRoom(actorFrom(await verifyAccessToken(aliceToken, "messaging")), { channelId: "no-redis" });
+  ({ aliceToken, bobToken } = await aliceAndBob(["no-redis"]));
   redis = await privateRedis();
   const port = await freePort();
   api = Bun.spawn([process.execPath, "src/index.ts", "--role=api"], {

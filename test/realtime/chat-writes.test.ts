@@ -6,15 +6,12 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq, inArray } from "drizzle-orm";
-import postgres from "postgres";
 import { createApp } from "../../src/app";
 import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
-import { createRoom } from "../../src/modules/messaging/rooms";
-import { actorFrom } from "../../src/modules/token/actor";
-import { verifyAccessToken } from "../../src/modules/auth/access-token";
-import { newAccount, tokenFor } from "../helpers";
+import { aliceAndBob } from "../support/chat-users";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
+import { lockTable } from "../support/table-lock";
 
 const server = createApp().listen({ hostname: "127.0.0.1", port: 0 });
 const base = `ws://127.0.0.1:${server.server!.port}`;
@@ -22,12 +19,7 @@ let aliceToken: string;
 let bobToken: string;
 
 beforeAll(async () => {
-  const account = await newAccount();
-  aliceToken = await tokenFor(account.apiKey, { id: "alice", name: "Alice" }, "messaging");
-  bobToken = await tokenFor(account.apiKey, { id: "bob", name: "Bob" }, "messaging");
-  const alice = actorFrom(await verifyAccessToken(aliceToken, "messaging"));
-  await createRoom(alice, { channelId: "burst" });
-  await createRoom(alice, { channelId: "held" });
+  ({ aliceToken, bobToken } = await aliceAndBob(["burst", "held"]));
 });
 
 afterAll(() => server.stop(true));
@@ -78,21 +70,7 @@ test("a message waiting on the database does not hold up the socket's next frame
   await join(chat);
   await join(call);
 
-  const holder = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const locked = new Promise<void>((resolve) => {
-    holder
-      .begin(async (sql) => {
-        await sql`lock table chat_messages in exclusive mode`;
-        resolve();
-        await released;
-      })
-      .catch(() => resolve());
-  });
-  await locked;
+  const lock = await lockTable("chat_messages");
   try {
     let stored = false;
     const held = push(chat, "new_message", { content: "held" }).then((reply) => {
@@ -102,14 +80,13 @@ test("a message waiting on the database does not hold up the socket's next frame
     // Relayed while the message still waits on the lock.
     expect(await push(call, "ping", { n: 1 })).toEqual({ status: "ok", response: {} });
     expect(stored).toBe(false);
-    release();
+    lock.release();
     const reply = await held;
     expect(reply.status).toBe("ok");
     const rows = await db.select({ content: chatMessages.content }).from(chatMessages).where(eq(chatMessages.id, reply.response.message.id));
     expect(rows).toEqual([{ content: "held" }]);
   } finally {
-    release();
-    await holder.end({ timeout: 5 });
+    await lock.end();
     await disconnect(socket);
   }
 });

@@ -4,11 +4,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
-import { freePort } from "../support/ports";
-import { createRoom } from "../../src/modules/messaging/rooms";
-import { actorFrom } from "../../src/modules/token/actor";
-import { verifyAccessToken } from "../../src/modules/auth/access-token";
-import { call, newAccount, tokenFor } from "../helpers";
+import { startApiProcess } from "../support/api-process";
+import { call } from "../helpers";
+import { aliceAndBob } from "../support/chat-users";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 
 const IDLE_SECONDS = 2;
@@ -18,29 +16,13 @@ let aliceToken: string;
 let bobToken: string;
 
 async function startApi(extraEnv: Record<string, string> = {}): Promise<string> {
-  const port = await freePort();
-  const child = Bun.spawn([process.execPath, "src/index.ts", "--role=api"], {
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "silent", ...extraEnv },
-    stdout: "ignore",
-    stderr: "inherit",
-  });
-  processes.push(child);
-  for (let i = 0; i < 150; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (up) return `ws://127.0.0.1:${port}`;
-    await Bun.sleep(100);
-  }
-  throw new Error("API process did not start");
+  const api = await startApiProcess(extraEnv);
+  processes.push(api.child);
+  return api.ws;
 }
 
 beforeAll(async () => {
-  const account = await newAccount();
-  aliceToken = await tokenFor(account.apiKey, { id: "alice", name: "Alice" }, "messaging");
-  bobToken = await tokenFor(account.apiKey, { id: "bob", name: "Bob" }, "messaging");
-  await createRoom(actorFrom(await verifyAccessToken(aliceToken, "messaging")), { channelId: "cluster" });
+  ({ aliceToken, bobToken } = await aliceAndBob(["cluster"]));
   bases.push(...(await Promise.all([startApi(), startApi({ REALTIME_IDLE_TIMEOUT_SECONDS: String(IDLE_SECONDS) })])));
 }, 30_000);
 

@@ -6,7 +6,6 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import postgres from "postgres";
 import { Socket } from "phoenix";
 import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
@@ -15,6 +14,7 @@ import { newAccount, tokenFor } from "../helpers";
 import { join, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { until } from "../support/wait";
+import { lockTable } from "../support/table-lock";
 
 const GRACE_MS = 20_000;
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
@@ -83,21 +83,7 @@ test("SIGTERM: the push in flight is answered, later pushes are refused, clients
   await join(channel);
 
   // A lock on the messages table holds the first push in flight for as long as the test likes.
-  const holder = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const locked = new Promise<void>((resolve) => {
-    holder
-      .begin(async (sql) => {
-        await sql`lock table chat_messages in exclusive mode`;
-        resolve();
-        await released;
-      })
-      .catch(() => resolve());
-  });
-  await locked;
+  const lock = await lockTable("chat_messages");
   try {
     const inFlight = push(channel, "new_message", { content: "in flight" });
     await Bun.sleep(300);
@@ -112,7 +98,7 @@ test("SIGTERM: the push in flight is answered, later pushes are refused, clients
     expect(late).toEqual({ status: "error", response: { reason: "shutting_down", message: expect.any(String) } });
     expect(closes).toEqual([]);
 
-    release();
+    lock.release();
     const acknowledged = await inFlight;
     expect(acknowledged.status).toBe("ok");
     expect(await queued).toEqual({ status: "error", response: { reason: "shutting_down", message: expect.any(String) } });
@@ -132,8 +118,7 @@ test("SIGTERM: the push in flight is answered, later pushes are refused, clients
     expect(all).not.toContain("queued behind it");
     expect(all).not.toContain("sent while draining");
   } finally {
-    release();
     socket.disconnect();
-    await holder.end({ timeout: 5 });
+    await lock.end();
   }
 }, 40_000);
