@@ -3,34 +3,16 @@
  * of the room not folded yet; an event stored while the room's job runs gets a job of its own.
  */
 import { expect, test } from "bun:test";
-import { and, count, eq, isNull } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { appendEvent } from "../../src/modules/events/service";
 import { roomUsageDaily } from "../../src/modules/usage/schema";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { startCdrWorker } from "../../workers/cdr";
 import { newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
-import { at } from "../support/event-sync";
-
-/** A finished stay of `minutes` from 10:00, as event_sync reports its leave. */
-function stay(accountId: string, room: string, who: string, minutes: number) {
-  const joined = at("10:00:00");
-  return appendEvent({
-    accountId,
-    kind: "occupant_left",
-    room,
-    occurredAt: new Date((joined + minutes * 60) * 1000),
-    subject: who,
-    payload: { event_name: "muc-occupant-left", room_name: room, occupant: { occupant_jid: who, id: who, joined_at: joined, left_at: joined + minutes * 60 } },
-    dedupeKey: `left|${room}|${who}`,
-  });
-}
-
-const unfolded = async (accountId: string) =>
-  (await db.select({ n: count() }).from(conferenceEvents).where(and(eq(conferenceEvents.accountId, accountId), isNull(conferenceEvents.foldedAt))))[0]!.n;
+import { storeStay, unfoldedCount } from "../support/stored-events";
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000) {
   const deadline = Date.now() + timeoutMs;
@@ -43,8 +25,8 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10
 test("a burst of one room's events waits as one job, named by the room's latest event, which folds them all", async () => {
   const account = await newAccount();
   const queue = getQueue(QUEUE_NAMES.cdr);
-  for (let i = 0; i < 150; i++) await stay(account.accountId, "burst", `p${i}@x/1`, 1 + (i % 10));
-  for (let i = 0; i < 30; i++) await stay(account.accountId, "quiet", `q${i}@x/1`, 2);
+  for (let i = 0; i < 150; i++) await storeStay(account.accountId, "burst", `p${i}@x/1`, 1 + (i % 10));
+  for (let i = 0; i < 30; i++) await storeStay(account.accountId, "quiet", `q${i}@x/1`, 2);
 
   // Other test files of this run share the queue: count this account's jobs only.
   const events = await db.select({ id: conferenceEvents.id, subject: conferenceEvents.subject }).from(conferenceEvents).where(eq(conferenceEvents.accountId, account.accountId));
@@ -54,7 +36,7 @@ test("a burst of one room's events waits as one job, named by the room's latest 
   expect(pending.sort()).toEqual([latest("p149@x/1"), latest("q29@x/1")].sort());
 
   await foldQueued();
-  expect(await unfolded(account.accountId)).toBe(0);
+  expect(await unfoldedCount(account.accountId)).toBe(0);
   const days = await db.select().from(roomUsageDaily).where(eq(roomUsageDaily.accountId, account.accountId));
   const expected = Array.from({ length: 150 }, (_, i) => 60 * (1 + (i % 10))).reduce((sum, n) => sum + n, 0);
   expect(Object.fromEntries(days.map((day) => [day.room, [day.participantSeconds, day.distinctParticipants]]))).toEqual({
@@ -71,11 +53,11 @@ test("an event stored while its room's job runs is folded by the next job, not l
   await blocker`select pg_advisory_lock(hashtextextended(${`${account.accountId}|busy`}, 0))`;
   const worker = startCdrWorker({ concurrency: 2, sweepIntervalMs: 600_000 });
   try {
-    await stay(account.accountId, "busy", "first@x/1", 5);
+    await storeStay(account.accountId, "busy", "first@x/1", 5);
     await until("the room's job to run", async () => (await queue.getJobCounts("active")).active! > 0);
-    await stay(account.accountId, "busy", "second@x/1", 7);
+    await storeStay(account.accountId, "busy", "second@x/1", 7);
     await blocker`select pg_advisory_unlock_all()`;
-    await until("both events to be folded", async () => (await unfolded(account.accountId)) === 0);
+    await until("both events to be folded", async () => (await unfoldedCount(account.accountId)) === 0);
     const [day] = await db.select().from(roomUsageDaily).where(eq(roomUsageDaily.accountId, account.accountId));
     expect([day?.participantSeconds, day?.distinctParticipants]).toEqual([12 * 60, 2]);
   } finally {
