@@ -24,7 +24,8 @@ import { type PrivateRedis, privateRedis } from "../support/redis-server";
 import { type Answer, ask, childPids, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
 import { until } from "../support/wait";
 
-const entry = new URL("../../src/index.ts", import.meta.url).pathname;/** An answer slower than this counts as none: an outage must be reported, not waited out. */
+const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+/** An answer slower than this counts as none: an outage must be reported, not waited out. */
 const ANSWER_WITHIN_MS = 3_000;
 const fresh = freshFetch(ANSWER_WITHIN_MS);
 
