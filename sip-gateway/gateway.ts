@@ -13,6 +13,7 @@ import { MediaEndpoints } from "./bridge";
 import { type CallHost, PhoneCall } from "./call";
 import { SourceGuard } from "./guard";
 import { mediaFactory } from "./media";
+import { ServerTransactions } from "./merged-requests";
 import type { ConferenceDirectory } from "./rooms";
 import { TcpEndpoint } from "./tcp-endpoint";
 import { CONTACT_USER, EndpointTransport, type SipEndpoint } from "./transport";
@@ -145,6 +146,9 @@ export class SipGateway implements CallHost {
       ...(registers ? { authorizationUsername: trunk.username, authorizationPassword: trunk.password } : {}),
     };
     const agent = new UserAgent(options);
+    // Indexed for the merged-request check (see merged-requests.ts); sip.js only gets, sets and deletes.
+    const core = agent.userAgentCore as unknown as { userAgentServers: Map<string, unknown> };
+    core.userAgentServers = new ServerTransactions();
     // sip.js builds the Contact from viaHost, with no port.
     agent.contact.uri.port = endpoint.port;
     await agent.start();
