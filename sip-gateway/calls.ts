@@ -1,9 +1,9 @@
 /**
  * Call records and the usage they feed. A call keeps its record in memory and has it
- * written whole (an upsert by id) by the process's one record writer: every call whose
- * record changed since the last write goes into the next one, so at a high call rate the
+ * written whole (an upsert by id) by the process's one record writer: the calls whose
+ * record changed since the last write go into the next one, so at a high call rate the
  * database sees a few statements per batch of calls instead of a dozen round trips per
- * call, and the gateway's one core goes to signalling. Signalling never waits on the
+ * call, and the gateway's core goes to signalling. Signalling never waits on the
  * database (an INVITE is answered as soon as its room is known), and one write at a time,
  * of whole records, means a slow write never reorders start, answer and end. Each step's
  * promise resolves once the step is stored (or its failure logged).
@@ -62,10 +62,15 @@ const CHANGING = {
   packetsFromCaller: sql.raw("excluded.packets_from_caller"),
   packetsToCaller: sql.raw("excluded.packets_to_caller"),
 };
-/** Rows per statement: well under PostgreSQL's 65,535 parameters. */
-const ROWS_PER_STATEMENT = 500;
+/**
+ * Calls per write, and usage appends in flight within one. A larger write would hand the
+ * event loop thousands of queries and their answers in one burst, and every INVITE that
+ * arrives meanwhile would wait behind them; the rest of a backlog goes in the next writes.
+ */
+const CALLS_PER_WRITE = 100;
+const USAGE_APPENDS_AT_ONCE = 8;
 
-/** The gateway process's writer of call records: one write in flight, every changed call in the next. */
+/** The gateway process's writer of call records: one write in flight, the calls changed since in the next ones. */
 class RecordWriter {
   private waiting = new Map<CallLog, Array<() => void>>();
   private running = false;
@@ -86,8 +91,12 @@ class RecordWriter {
 
   private async drain(): Promise<void> {
     while (this.waiting.size > 0) {
-      const batch = this.waiting;
-      this.waiting = new Map();
+      const batch = new Map<CallLog, Array<() => void>>();
+      for (const [call, waiters] of this.waiting) {
+        if (batch.size === CALLS_PER_WRITE) break;
+        batch.set(call, waiters);
+      }
+      for (const call of batch.keys()) this.waiting.delete(call);
       await this.write([...batch.keys()].map((call) => call.snapshot()));
       for (const waiters of batch.values()) for (const resolve of waiters) resolve();
     }
@@ -96,7 +105,12 @@ class RecordWriter {
 
   private async write(snapshots: Snapshot[]): Promise<void> {
     // Usage first, so a record with ended_at set is a call fully accounted for.
-    const accounted = await Promise.all(snapshots.map((snapshot) => snapshot.log.appendUsage(snapshot)));
+    const accounted: boolean[] = [];
+    let next = 0;
+    const appender = async () => {
+      for (let index = next++; index < snapshots.length; index = next++) accounted[index] = await snapshots[index]!.log.appendUsage(snapshots[index]!);
+    };
+    await Promise.all(Array.from({ length: USAGE_APPENDS_AT_ONCE }, appender));
     const stored = snapshots.map((snapshot, index) => (accounted[index] ? snapshot : withoutEnd(snapshot)));
     try {
       await store(stored);
@@ -120,10 +134,8 @@ function withoutEnd(snapshot: Snapshot): Snapshot {
 /** The records, and their catalogue events (call.started, call.ended), in one transaction. */
 async function store(snapshots: Snapshot[]): Promise<void> {
   await db.transaction(async (tx) => {
-    for (let first = 0; first < snapshots.length; first += ROWS_PER_STATEMENT) {
-      const rows = snapshots.slice(first, first + ROWS_PER_STATEMENT).map((snapshot) => snapshot.row);
-      await tx.insert(sipCalls).values(rows).onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
-    }
+    const rows = snapshots.map((snapshot) => snapshot.row);
+    await tx.insert(sipCalls).values(rows).onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
     for (const snapshot of snapshots) {
       const { room, answeredAt, end } = snapshot;
       if (!room) continue;

@@ -6,6 +6,7 @@
  * ratio says what the gateway costs over a SIP stack that does nothing.
  *
  *   bun test/bench/sip.bench.ts        (needs PostgreSQL and Redis, like the tests)
+ *   BENCH_RATES=200,600 bun test/bench/sip.bench.ts   (only these rates)
  */
 export {};
 
@@ -23,7 +24,7 @@ const { startTestGateway } = await import("../support/sip-gateway");
 const { runSipp } = await import("../support/sipp");
 const { freePort } = await import("../support/ports");
 
-const RATES = [25, 50, 100, 200, 300, 400, 600, 800];
+const RATES = process.env.BENCH_RATES ? process.env.BENCH_RATES.split(",").map(Number) : [25, 50, 100, 200, 300, 400, 600, 800];
 const SECONDS_PER_STEP = 4;
 const HOLD_MS = 100;
 
