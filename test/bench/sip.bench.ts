@@ -17,8 +17,8 @@ process.env.LOG_LEVEL ??= "error";
 process.env.BOOTSTRAP_ACCOUNT = "false";
 
 const { migrate } = await import("../../src/db/migrate");
-const { database } = await import("../../src/db/client");
-const { closeRedis } = await import("../../src/queue/connection");
+// The fold queue that the usage events ring holds a Redis connection of its own: closeShared closes it too.
+const { closeShared } = await import("../../src/connections");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startTestGateway } = await import("../support/sip-gateway");
 const { runSipp } = await import("../support/sipp");
@@ -120,5 +120,4 @@ if (best) {
 }
 
 await running.stop();
-await closeRedis();
-await database.close();
+await closeShared();
