@@ -1,15 +1,19 @@
 /**
- * Call records and the usage they feed. Each call writes its row in order through its own
- * promise chain, so signalling never waits on the database (an INVITE is answered as soon
- * as its room is known) and a slow write never reorders start, answer and end.
+ * Call records and the usage they feed. A call keeps its record in memory and has it
+ * written whole (an upsert by id) by the process's one record writer: the calls whose
+ * record changed since the last write go into the next one, so at a high call rate the
+ * database sees a few statements per batch of calls instead of a dozen round trips per
+ * call, and the gateway's core goes to signalling. Signalling never waits on the
+ * database (an INVITE is answered as soon as its room is known), and one write at a time,
+ * of whole records, means a slow write never reorders start, answer and end. Each step's
+ * promise resolves once the step is stored (or its failure logged).
  */
-import { and, desc, eq } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
 import { db } from "../src/db/client";
 import { log } from "../src/core/log";
-import type { Database } from "../src/db/client";
 import { appendEvent } from "../src/modules/events/service";
-import { GATEWAY_NAME } from "./lost-calls";
 import { recordEvent } from "../src/modules/webhooks/outbox";
+import { GATEWAY_NAME } from "./lost-calls";
 import type { ResolvedRoom } from "./rooms";
 import { type CallRecord, sipCalls } from "./schema";
 
@@ -21,130 +25,256 @@ export interface CallStart {
   source: string;
 }
 
-export class CallLog {
-  readonly id = crypto.randomUUID();
-  private chain: Promise<unknown>;
-  private room: ResolvedRoom | undefined;
-  private answeredAt: Date | undefined;
-  private startedEventSent = false;
-  private startedPublished = false;
+type Row = typeof sipCalls.$inferInsert;
 
-  constructor(private readonly start: CallStart) {
-    this.chain = db
-      .insert(sipCalls)
-      .values({ id: this.id, ...start, startedAt: new Date(), gateway: GATEWAY_NAME })
-      .catch((error: Error) => log.error({ callId: start.callId, err: error.message }, "sip: call record insert failed"));
+interface CallEnd {
+  at: Date;
+  reason: string;
+  finalStatus?: number;
+  packets?: { fromCaller: number; toCaller: number };
+}
+
+/** What one write stores of a call, taken when the write starts. */
+interface Snapshot {
+  log: CallLog;
+  row: Row;
+  room: ResolvedRoom | undefined;
+  answeredAt: Date | undefined;
+  end: CallEnd | undefined;
+  publishStarted: boolean;
+  publishEnded: boolean;
+}
+
+/** Columns a later write may change; the rest are set once, by the first. */
+const CHANGING = {
+  accountId: sql.raw("excluded.account_id"),
+  room: sql.raw("excluded.room"),
+  resolvedBy: sql.raw("excluded.resolved_by"),
+  mapperId: sql.raw("excluded.mapper_id"),
+  answeredAt: sql.raw("excluded.answered_at"),
+  joinedAt: sql.raw("excluded.joined_at"),
+  endedAt: sql.raw("excluded.ended_at"),
+  finalStatus: sql.raw("excluded.final_status"),
+  reason: sql.raw("excluded.reason"),
+  mediaEndpoint: sql.raw("excluded.media_endpoint"),
+  mediaCallId: sql.raw("excluded.media_call_id"),
+  mediaStatus: sql.raw("excluded.media_status"),
+  packetsFromCaller: sql.raw("excluded.packets_from_caller"),
+  packetsToCaller: sql.raw("excluded.packets_to_caller"),
+};
+/**
+ * Calls per write, and usage appends in flight within one. A larger write would hand the
+ * event loop thousands of queries and their answers in one burst, and every INVITE that
+ * arrives meanwhile would wait behind them; the rest of a backlog goes in the next writes.
+ */
+const CALLS_PER_WRITE = 100;
+const USAGE_APPENDS_AT_ONCE = 8;
+
+/** The gateway process's writer of call records: one write in flight, the calls changed since in the next ones. */
+class RecordWriter {
+  private waiting = new Map<CallLog, Array<() => void>>();
+  private running = false;
+
+  /** Resolves once the call's record as it is now is stored (or its failure logged). */
+  changed(call: CallLog): Promise<void> {
+    return new Promise((resolve) => {
+      const waiters = this.waiting.get(call);
+      if (waiters) waiters.push(resolve);
+      else this.waiting.set(call, [resolve]);
+      if (this.running) return;
+      this.running = true;
+      // At once: under load a timer or an immediate asked for from inside the socket's handler
+      // was seen to wait seconds. Calls that change while a write is in flight join the next.
+      queueMicrotask(() => void this.drain());
+    });
   }
 
-  private write(step: () => Promise<unknown>): Promise<void> {
-    const next: Promise<void> = this.chain.then(async () => {
-      await step();
-    }).catch((error: Error) => log.error({ callId: this.start.callId, err: error.message }, "sip: call record write failed"));
-    this.chain = next;
-    return next;
+  private async drain(): Promise<void> {
+    while (this.waiting.size > 0) {
+      const batch = new Map<CallLog, Array<() => void>>();
+      for (const [call, waiters] of this.waiting) {
+        if (batch.size === CALLS_PER_WRITE) break;
+        batch.set(call, waiters);
+      }
+      for (const call of batch.keys()) this.waiting.delete(call);
+      await this.write([...batch.keys()].map((call) => call.snapshot()));
+      for (const waiters of batch.values()) for (const resolve of waiters) resolve();
+    }
+    this.running = false;
+  }
+
+  private async write(snapshots: Snapshot[]): Promise<void> {
+    // Usage first, so a record with ended_at set is a call fully accounted for.
+    const accounted: boolean[] = [];
+    let next = 0;
+    const appender = async () => {
+      for (let index = next++; index < snapshots.length; index = next++) accounted[index] = await snapshots[index]!.log.appendUsage(snapshots[index]!);
+    };
+    await Promise.all(Array.from({ length: USAGE_APPENDS_AT_ONCE }, appender));
+    const stored = snapshots.map((snapshot, index) => (accounted[index] ? snapshot : withoutEnd(snapshot)));
+    try {
+      await store(stored);
+    } catch {
+      // One bad record (its account deleted mid-call, say) must not lose the others: each on its own.
+      for (const snapshot of stored) {
+        await store([snapshot]).catch((error: Error) => {
+          log.error({ callId: snapshot.row.callId, err: error.message }, "sip: call record write failed");
+        });
+      }
+    }
+  }
+}
+
+/** A call whose end could not be accounted for is stored as still open; the lost-call sweep never ends it twice. */
+function withoutEnd(snapshot: Snapshot): Snapshot {
+  const row = { ...snapshot.row, endedAt: null, reason: null, packetsFromCaller: null, packetsToCaller: null };
+  return { ...snapshot, row, end: undefined, publishEnded: false };
+}
+
+/** The records, and their catalogue events (call.started, call.ended), in one transaction. */
+async function store(snapshots: Snapshot[]): Promise<void> {
+  await db.transaction(async (tx) => {
+    const rows = snapshots.map((snapshot) => snapshot.row);
+    await tx.insert(sipCalls).values(rows).onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
+    for (const snapshot of snapshots) {
+      const { room, answeredAt, end } = snapshot;
+      if (!room) continue;
+      const named = { call_id: snapshot.row.callId, room: room.room, caller: snapshot.row.caller || null, callee: snapshot.row.callee || null };
+      if (snapshot.publishStarted && answeredAt) await recordEvent(tx, room.accountId, "call.started", { ...named, started_at: answeredAt.toISOString() });
+      if (snapshot.publishEnded && end) {
+        const duration = answeredAt ? Math.round((end.at.getTime() - answeredAt.getTime()) / 1000) : 0;
+        await recordEvent(tx, room.accountId, "call.ended", { ...named, ended_at: end.at.toISOString(), answered: answeredAt !== undefined, duration_seconds: duration, reason: end.reason });
+      }
+    }
+  });
+  for (const snapshot of snapshots) snapshot.log.stored(snapshot);
+}
+
+const writer = new RecordWriter();
+
+export class CallLog {
+  readonly id = crypto.randomUUID();
+  private readonly startedAt = new Date();
+  private room: ResolvedRoom | undefined;
+  private answeredAt: Date | undefined;
+  private joinedAt: Date | undefined;
+  private finalStatus: number | undefined;
+  private media: { endpoint: string | null; callId: string | null; status: number } | undefined;
+  private end: CallEnd | undefined;
+  private startedEventSent = false;
+  private endedEventSent = false;
+  private startedPublished = false;
+  private endedPublished = false;
+
+  constructor(private readonly start: CallStart) {
+    void writer.changed(this);
   }
 
   resolved(room: ResolvedRoom): Promise<void> {
     this.room = room;
-    return this.write(async () => {
-      await db.transaction(async (tx) => {
-        await tx
-          .update(sipCalls)
-          .set({ accountId: room.accountId, room: room.room, resolvedBy: room.resolvedBy, mapperId: room.mapperId ?? null })
-          .where(eq(sipCalls.id, this.id));
-        await this.publishStarted(tx);
-      });
-      await this.startedEvent();
-    });
+    return writer.changed(this);
   }
 
   answered(): Promise<void> {
-    const at = new Date();
-    this.answeredAt = at;
-    return this.write(async () => {
-      await db.transaction(async (tx) => {
-        await tx.update(sipCalls).set({ answeredAt: at, finalStatus: 200 }).where(eq(sipCalls.id, this.id));
-        await this.publishStarted(tx);
-      });
-      await this.startedEvent();
-    });
+    this.answeredAt = new Date();
+    this.finalStatus = 200;
+    return writer.changed(this);
   }
 
   joined(): Promise<void> {
-    const at = new Date();
-    return this.write(() => db.update(sipCalls).set({ joinedAt: at }).where(eq(sipCalls.id, this.id)));
+    this.joinedAt = new Date();
+    return writer.changed(this);
   }
 
   /** The second leg: answered by `endpoint` (status 200), or the failure of the last endpoint tried. */
   mediaLeg(leg: { endpoint?: string; callId?: string; status: number }): Promise<void> {
-    const at = new Date();
-    return this.write(() =>
-      db
-        .update(sipCalls)
-        .set({
-          mediaEndpoint: leg.endpoint ?? null,
-          mediaCallId: leg.callId ?? null,
-          mediaStatus: leg.status,
-          ...(leg.status === 200 ? { joinedAt: at } : {}),
-        })
-        .where(eq(sipCalls.id, this.id)),
-    );
+    this.media = { endpoint: leg.endpoint ?? null, callId: leg.callId ?? null, status: leg.status };
+    if (leg.status === 200) this.joinedAt = new Date();
+    return writer.changed(this);
   }
 
-  /** The usage event goes first, so a record with ended_at set is a call fully accounted for. */
   ended(reason: string, finalStatus?: number, packets?: { fromCaller: number; toCaller: number }): Promise<void> {
-    const at = new Date();
-    return this.write(async () => {
-      if (this.room) {
-        await appendEvent({
-          accountId: this.room.accountId,
-          kind: "call_ended",
-          room: this.room.room,
-          occurredAt: at,
-          subject: this.start.callId,
-          payload: { caller: this.start.caller, callee: this.start.callee, answered: this.answeredAt !== undefined, reason },
-          dedupeKey: `call:${this.start.callId}:ended`,
-        });
-      }
-      await db.transaction(async (tx) => {
-        await tx
-          .update(sipCalls)
-          .set({
-            endedAt: at,
-            reason,
-            ...(finalStatus === undefined ? {} : { finalStatus }),
-            ...(packets ? { packetsFromCaller: packets.fromCaller, packetsToCaller: packets.toCaller } : {}),
-          })
-          .where(eq(sipCalls.id, this.id));
-        if (this.room) await recordEvent(tx, this.room.accountId, "call.ended", { ...this.named(this.room), ended_at: at.toISOString(), answered: this.answeredAt !== undefined, duration_seconds: this.answeredAt ? Math.round((at.getTime() - this.answeredAt.getTime()) / 1000) : 0, reason });
+    this.end = { at: new Date(), reason, finalStatus, packets };
+    if (finalStatus !== undefined) this.finalStatus = finalStatus;
+    return writer.changed(this);
+  }
+
+  snapshot(): Snapshot {
+    const { room, answeredAt, end } = this;
+    return {
+      log: this,
+      room,
+      answeredAt,
+      end,
+      publishStarted: room !== undefined && answeredAt !== undefined && !this.startedPublished,
+      publishEnded: room !== undefined && end !== undefined && !this.endedPublished,
+      row: {
+        id: this.id,
+        ...this.start,
+        startedAt: this.startedAt,
+        gateway: GATEWAY_NAME,
+        accountId: room?.accountId ?? null,
+        room: room?.room ?? null,
+        resolvedBy: room?.resolvedBy ?? null,
+        mapperId: room?.mapperId ?? null,
+        answeredAt: answeredAt ?? null,
+        joinedAt: this.joinedAt ?? null,
+        endedAt: end?.at ?? null,
+        finalStatus: this.finalStatus ?? null,
+        reason: end?.reason ?? null,
+        mediaEndpoint: this.media?.endpoint ?? null,
+        mediaCallId: this.media?.callId ?? null,
+        mediaStatus: this.media?.status ?? null,
+        packetsFromCaller: end?.packets?.fromCaller ?? null,
+        packetsToCaller: end?.packets?.toCaller ?? null,
+      },
+    };
+  }
+
+  /**
+   * Phone minutes count from the answer, in the room the call joined: call_started once both
+   * are known, call_ended at the end. False when the end could not be appended.
+   */
+  async appendUsage(snapshot: Snapshot): Promise<boolean> {
+    const { room, answeredAt, end } = snapshot;
+    if (!room) return true;
+    const subject = this.start.callId;
+    const payload = { caller: this.start.caller, callee: this.start.callee };
+    if (answeredAt && !this.startedEventSent) {
+      this.startedEventSent = true;
+      await appendEvent({
+        accountId: room.accountId,
+        kind: "call_started",
+        room: room.room,
+        occurredAt: answeredAt,
+        subject,
+        payload: { ...payload, answered: true, reason: null },
+        dedupeKey: `call:${subject}:started`,
+      }).catch((error: Error) => log.error({ callId: subject, err: error.message }, "sip: call usage write failed"));
+    }
+    if (!end || this.endedEventSent) return true;
+    try {
+      await appendEvent({
+        accountId: room.accountId,
+        kind: "call_ended",
+        room: room.room,
+        occurredAt: end.at,
+        subject,
+        payload: { ...payload, answered: answeredAt !== undefined, reason: end.reason },
+        dedupeKey: `call:${subject}:ended`,
       });
-    });
+      this.endedEventSent = true;
+      return true;
+    } catch (error) {
+      log.error({ callId: subject, err: (error as Error).message }, "sip: call record write failed");
+      return false;
+    }
   }
 
-  private named(room: ResolvedRoom) {
-    return { call_id: this.start.callId, room: room.room, caller: this.start.caller || null, callee: this.start.callee || null };
-  }
-
-  /** call.started, with whichever of room and answer is known last. */
-  private async publishStarted(tx: Database): Promise<void> {
-    if (this.startedPublished || !this.room || !this.answeredAt) return;
-    await recordEvent(tx, this.room.accountId, "call.started", { ...this.named(this.room), started_at: this.answeredAt.toISOString() });
-    this.startedPublished = true;
-  }
-
-  /** Phone minutes count from the answer, in the room the call joined: both must be known, in either order. */
-  private async startedEvent(): Promise<void> {
-    if (this.startedEventSent || !this.room || !this.answeredAt) return;
-    this.startedEventSent = true;
-    await appendEvent({
-      accountId: this.room.accountId,
-      kind: "call_started",
-      room: this.room.room,
-      occurredAt: this.answeredAt,
-      subject: this.start.callId,
-      payload: { caller: this.start.caller, callee: this.start.callee, answered: true, reason: null },
-      dedupeKey: `call:${this.start.callId}:started`,
-    });
+  /** A write committed: its catalogue events are out. */
+  stored(snapshot: Snapshot): void {
+    if (snapshot.publishStarted) this.startedPublished = true;
+    if (snapshot.publishEnded) this.endedPublished = true;
   }
 }
 

@@ -2,8 +2,9 @@
  * The SIP gateway process. The supervisor starts it as the `sip` role; `bun sip-gateway/index.ts`
  * runs it alone (on its own machine, against the same PostgreSQL and Redis as the rest).
  */
-// Registers the sip.js parser cache; every module that loads sip.js is imported after it, dynamically.
+// Register the sip.js patches (parser cache, merged-request index); every module that loads sip.js is imported after them, dynamically.
 import "./grammar-cache";
+import "./merged-requests";
 import { config, type SipConfig } from "../src/config";
 import { closeShared } from "../src/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";

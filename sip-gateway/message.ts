@@ -189,6 +189,8 @@ export function removeViaPort(text: string, port: number): string {
 
 /** Carries the Request-URI as the caller sent it, since the transport rewrites it for sip.js. */
 export const ORIGINAL_URI_HEADER = "Parley-Request-URI";
+/** Any copy of that header a sender put in (compiled once: it is applied to every request). */
+const FORGED_ORIGINAL_URI = new RegExp(`^${ORIGINAL_URI_HEADER}[ \t]*:.*\r\n`, "gim");
 
 /**
  * sip.js answers 404 to any request whose Request-URI user is not its own contact user, but
@@ -199,7 +201,7 @@ export const ORIGINAL_URI_HEADER = "Parley-Request-URI";
 export function retarget(text: string, head: SipMessageHead, user: string): string {
   const original = head.requestUri ?? "";
   const lineEnd = text.indexOf("\r\n");
-  const rest = text.slice(lineEnd + 2).replace(new RegExp(`^${ORIGINAL_URI_HEADER}[ \t]*:.*\r\n`, "gim"), "");
+  const rest = text.slice(lineEnd + 2).replace(FORGED_ORIGINAL_URI, "");
   const match = /^(sips?):(?:[^@;?>]*@)?(.*)$/i.exec(original);
   if (!match) return text;
   const startLine = `${head.method} ${match[1]!.toLowerCase()}:${user}@${match[2]} SIP/2.0`;

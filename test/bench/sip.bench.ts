@@ -6,6 +6,7 @@
  * ratio says what the gateway costs over a SIP stack that does nothing.
  *
  *   bun test/bench/sip.bench.ts        (needs PostgreSQL and Redis, like the tests)
+ *   BENCH_RATES=200,600 bun test/bench/sip.bench.ts   (only these rates)
  */
 export {};
 
@@ -16,14 +17,14 @@ process.env.LOG_LEVEL ??= "error";
 process.env.BOOTSTRAP_ACCOUNT = "false";
 
 const { migrate } = await import("../../src/db/migrate");
-const { database } = await import("../../src/db/client");
-const { closeRedis } = await import("../../src/queue/connection");
+// The fold queue that the usage events ring holds a Redis connection of its own: closeShared closes it too.
+const { closeShared } = await import("../../src/connections");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startTestGateway } = await import("../support/sip-gateway");
 const { runSipp } = await import("../support/sipp");
 const { freePort } = await import("../support/ports");
 
-const RATES = [25, 50, 100, 200, 300, 400, 600, 800];
+const RATES = process.env.BENCH_RATES ? process.env.BENCH_RATES.split(",").map(Number) : [25, 50, 100, 200, 300, 400, 600, 800];
 const SECONDS_PER_STEP = 4;
 const HOLD_MS = 100;
 
@@ -119,5 +120,4 @@ if (best) {
 }
 
 await running.stop();
-await closeRedis();
-await database.close();
+await closeShared();
