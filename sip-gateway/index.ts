@@ -1,58 +1,14 @@
 /**
- * The SIP gateway process. The supervisor starts it as the `sip` role; `bun sip-gateway/index.ts`
- * runs it alone (on its own machine, against the same PostgreSQL and Redis as the rest).
+ * `bun sip-gateway/index.ts` runs the SIP gateway alone (on its own machine, against the same
+ * PostgreSQL and Redis as the rest). The settings are checked before the role is loaded,
+ * since the modules it loads read them as they load: a wrong one is named and the process
+ * exits 2, as the other entry points do.
  */
-// Register the sip.js patches (parser cache, merged-request index); every module that loads sip.js is imported after them, dynamically.
-import "./grammar-cache";
-import "./merged-requests";
-import { config, type SipConfig } from "../src/config";
-import { closeShared } from "../src/connections";
-import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
-import { log } from "../src/core/log";
-import { conferenceForMapperId } from "../src/modules/mapper/service";
-import { HttpConferenceAdapter } from "./adapter";
-import type { GatewayParts, SipGateway } from "./gateway";
-import { startLostCallReconciler } from "./lost-calls";
+import { loadProcessConfig } from "../src/config";
 
-/** Production wiring: the conference mapper for numeric ids, the HTTP adapter for joins. */
-export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
-  return {
-    settings,
-    directory: { conferenceForMapperId },
-    adapter: new HttpConferenceAdapter(settings.joinUrl, settings.joinTimeoutMs),
-  };
-}
-
-export async function startSipGateway(parts: GatewayParts = defaultParts()): Promise<Running & { gateway: SipGateway }> {
-  const { SipGateway } = await import("./gateway");
-  const gateway = await SipGateway.start(parts);
-  const lostCalls = startLostCallReconciler();
-  log.info({ udpPort: gateway.udpPort, tcpPort: gateway.tcpPort, address: gateway.address }, "sip gateway listening");
-  return {
-    gateway,
-    async stop() {
-      await gateway.stop();
-      await lostCalls.stop();
-    },
-  };
-}
-
-/** `bun sip-gateway/index.ts`: migrations, then the gateway until SIGTERM, as the supervisor runs the `sip` role. */
-async function runAlone(): Promise<void> {
-  const { migrate } = await import("../src/db/migrate");
-  await migrate();
-  guardAgainstStrayErrors();
-  if (!config.sip.enabled) {
-    log.info({ role: "sip" }, "role disabled by configuration; nothing to run");
-    await closeShared();
-    return;
-  }
-  runUntilStopped(await startSipGateway(), closeShared);
-}
-
-if (import.meta.main) {
-  runAlone().catch((error: Error) => {
-    console.error(`parley sip gateway: ${error.message}`);
-    process.exit(1);
-  });
-}
+if (!loadProcessConfig()) process.exit(2);
+const { runAlone } = await import("./role");
+runAlone().catch((error: Error) => {
+  console.error(`parley sip gateway: ${error.message}`);
+  process.exit(1);
+});

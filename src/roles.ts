@@ -8,7 +8,7 @@ import type { Running } from "./core/lifecycle";
 export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
   recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
-  sip: async (): Promise<Running> => (await import("../sip-gateway/index")).startSipGateway(),
+  sip: async (): Promise<Running> => (await import("../sip-gateway/role")).startSipGateway(),
   cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
   webhooks: async (): Promise<Running> => (await import("../workers/webhooks")).startWebhooksWorker(),
 } as const;

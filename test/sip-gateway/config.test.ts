@@ -40,3 +40,12 @@ describe("sip configuration", () => {
     }
   });
 });
+
+test("the gateway run alone names a wrong setting and exits 2 before it loads anything else", () => {
+  const entry = new URL("../../sip-gateway/index.ts", import.meta.url).pathname;
+  const run = Bun.spawnSync([process.execPath, entry], { env: { ...process.env, SIP_UDP_PORT: "notaport", SIP_DTMF_ATTEMPTS: "many" } });
+  expect(run.exitCode).toBe(2);
+  const said = run.stderr.toString();
+  expect(said).toContain("SIP_UDP_PORT");
+  expect(said).toContain("SIP_DTMF_ATTEMPTS");
+});

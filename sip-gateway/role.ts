@@ -1,0 +1,48 @@
+/** The SIP gateway role: the supervisor starts it as `sip`, and sip-gateway/index.ts runs it alone. */
+// Register the sip.js patches (parser cache, merged-request index); every module that loads sip.js is imported after them, dynamically.
+import "./grammar-cache";
+import "./merged-requests";
+import { config, type SipConfig } from "../src/config";
+import { closeShared } from "../src/connections";
+import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
+import { log } from "../src/core/log";
+import { conferenceForMapperId } from "../src/modules/mapper/service";
+import { HttpConferenceAdapter } from "./adapter";
+import type { GatewayParts, SipGateway } from "./gateway";
+import { startLostCallReconciler } from "./lost-calls";
+
+/** Production wiring: the conference mapper for numeric ids, the HTTP adapter for joins. */
+export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
+  return {
+    settings,
+    directory: { conferenceForMapperId },
+    adapter: new HttpConferenceAdapter(settings.joinUrl, settings.joinTimeoutMs),
+  };
+}
+
+export async function startSipGateway(parts: GatewayParts = defaultParts()): Promise<Running & { gateway: SipGateway }> {
+  const { SipGateway } = await import("./gateway");
+  const gateway = await SipGateway.start(parts);
+  const lostCalls = startLostCallReconciler();
+  log.info({ udpPort: gateway.udpPort, tcpPort: gateway.tcpPort, address: gateway.address }, "sip gateway listening");
+  return {
+    gateway,
+    async stop() {
+      await gateway.stop();
+      await lostCalls.stop();
+    },
+  };
+}
+
+/** `bun sip-gateway/index.ts`: migrations, then the gateway until SIGTERM, as the supervisor runs the `sip` role. */
+export async function runAlone(): Promise<void> {
+  const { migrate } = await import("../src/db/migrate");
+  await migrate();
+  guardAgainstStrayErrors();
+  if (!config.sip.enabled) {
+    log.info({ role: "sip" }, "role disabled by configuration; nothing to run");
+    await closeShared();
+    return;
+  }
+  runUntilStopped(await startSipGateway(), closeShared);
+}
