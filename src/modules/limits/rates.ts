@@ -56,7 +56,8 @@ let redisDown = false;
  */
 function counterConnection(): Redis {
   if (counters) return counters;
-  counters = createRedis("limits", { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250, enableAutoPipelining: true });
+  // No auto-pipelining: countWaiting already sends one command for every request of a turn.
+  counters = createRedis("limits", { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
   counters.defineCommand("countRates", { lua: COUNT_RATES });
   counters.on("error", (error: Error) => {
     if (redisDown) return;
@@ -103,6 +104,7 @@ function block(check: RateCheck, ms: number, now: number): void {
 }
 
 function blockedFor(check: RateCheck, now: number): number {
+  if (blockedUntil.size === 0) return 0;
   const until = blockedUntil.get(blockId(check));
   if (until === undefined) return 0;
   if (until > now) return until - now;
@@ -252,9 +254,18 @@ function rate(name: LimitName, key: string, limits: AccountLimits, per: string):
   return { name, key, points: limits[name], windowSeconds, per };
 }
 
+const keyCounters = new Map<string, string>();
+
 /** A short, stable name for an API key in Redis; the key itself never leaves the process. */
 function apiKeyCounter(apiKey: string): string {
-  return createHash("sha256").update(apiKey).digest("base64url").slice(0, 22);
+  let counter = keyCounters.get(apiKey);
+  if (counter === undefined) {
+    counter = createHash("sha256").update(apiKey).digest("base64url").slice(0, 22);
+    // Only keys that authenticated get here; the bound keeps a process with very many of them in check.
+    if (keyCounters.size >= 10_000) keyCounters.clear();
+    keyCounters.set(apiKey, counter);
+  }
+  return counter;
 }
 
 export interface RequestIdentity {
