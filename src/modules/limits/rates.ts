@@ -165,9 +165,17 @@ function countInRedis(checks: RateCheck[]): Promise<Array<Counted | undefined>> 
   });
 }
 
-async function countWaiting(): Promise<void> {
+function countWaiting(): void {
   const batch = waiting;
   waiting = [];
+  countBatch(batch).catch((error: Error) => {
+    // Whatever went wrong, no request is left waiting: the batch counts in memory (an answered request keeps its answer).
+    log.warn({ err: error.message }, "limits: rates counted in memory after an unexpected error");
+    for (const { checks, done } of batch) Promise.all(checks.map(countInMemory)).then(done);
+  });
+}
+
+async function countBatch(batch: Waiting[]): Promise<void> {
   const connection = counterConnection();
   const uses = new Map<string, { index: number; units: number; window: number }>();
   const slots = batch.map(({ checks }) =>
