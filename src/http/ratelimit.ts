@@ -19,9 +19,17 @@ export interface PolicyState {
   resetSeconds: number;
 }
 
+/** Policy and unit names are a handful of fixed strings: each is escaped once. */
+const escaped = new Map<string, string>();
+
 /** A policy name as a Structured Field string (RFC 9651 §3.3.3): printable ASCII with `"` and `\` escaped. */
 function sfString(value: string): string {
-  return `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`;
+  let text = escaped.get(value);
+  if (text === undefined) {
+    text = `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`;
+    if (escaped.size < 1_000) escaped.set(value, text);
+  }
+  return text;
 }
 
 export function rateLimitHeaders(policies: PolicyState[]): Record<string, string> {

@@ -301,6 +301,27 @@ describe("route families in one process", () => {
     expect(answers.messaging!.headers.get("ratelimit-policy")).not.toContain("per_key");
   });
 
+  test("requests counted together in one Redis call are each counted as if alone", async () => {
+    // The limits connection opens with the first count; until it is up, counts are the process's own.
+    await tokenFor((await newAccount()).apiKey);
+    const account = await newAccount();
+    expect(admin("set-limit", account.accountId, "tokens.per_key", "5").code).toBe(0);
+    await freshWindow(2);
+    // Sent at once, they reach their check in the same turn of the event loop and share one script call.
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => call("POST", "/api/v1/misc/generate-token", { body: { apiKey: account.apiKey, user: { id: `u${i}` } } })),
+    );
+    expect(answers.filter((answer) => answer.status === 200).length).toBe(5);
+    expect(answers.filter((answer) => answer.status === 429).length).toBe(3);
+    const left = answers
+      .filter((answer) => answer.status === 200)
+      .map((answer) => Number(/"tokens\.per_key";r=(\d+)/.exec(answer.headers.get("ratelimit") ?? "")?.[1]))
+      .sort();
+    expect(left).toEqual([0, 1, 2, 3, 4]);
+    // Used up until the window ends.
+    expect((await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: account.apiKey } })).status).toBe(429);
+  });
+
   test("credentials are checked first: a bad key is 401 and counts against nobody", async () => {
     const answer = await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: "prl_nope" } });
     expect(answer.status).toBe(401);

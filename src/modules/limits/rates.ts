@@ -1,19 +1,51 @@
 /**
- * Rates (requests, tokens, socket frames), counted in Redis with rate-limiter-flexible so
- * every process shares one counter per account, API key, user or address.
+ * Rates (requests, tokens, socket frames), counted in Redis so every process shares one
+ * counter per account, API key, user or address. Windows are fixed, as rate-limiter-flexible
+ * counts them (its Redis keys and script, extended to several counters): the counters of
+ * every request that reaches its check in one turn of the event loop are counted together,
+ * by one script call in one round trip.
  *
- * When Redis cannot answer, each process counts in its own memory (the library's insurance
- * limiter): a flood is still slowed, while the totals are per process until Redis is back.
+ * When Redis cannot answer, each process counts in its own memory (rate-limiter-flexible's
+ * memory limiter): a flood is still slowed, while the totals are per process until Redis is back.
  */
 import { createHash } from "node:crypto";
-import type { Redis } from "ioredis";
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import type { Redis, Result } from "ioredis";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { log } from "../../core/log";
 import type { PolicyState } from "../../http/ratelimit";
 import { createRedis, redisKey } from "../../queue/connection";
 import { definitionOf, type LimitName, type RouteFamily } from "./catalog";
 import { type AccountLimits, LimitExceeded, limitsOf } from "./service";
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    /** KEYS: the counters; ARGV: each one's window in seconds, then each one's units. Returns count and ms left of each, in turn. */
+    countRates(...keysThenArgs: Array<string | number>): Result<number[], Context>;
+  }
+}
+
+/**
+ * rate-limiter-flexible's fixed-window step (a window starts at a counter's first unit and
+ * expires with it), for every counter the waiting requests move. The count goes on past the
+ * limit, so a refused request still counts against its other counters, as separate calls did.
+ */
+const COUNT_RATES = `
+local n = #KEYS
+local out = {}
+for i = 1, n do
+  local window = tonumber(ARGV[i])
+  redis.call('set', KEYS[i], 0, 'EX', window, 'NX')
+  local consumed = redis.call('incrby', KEYS[i], ARGV[n + i])
+  local ttl = redis.call('pttl', KEYS[i])
+  if ttl == -1 then
+    redis.call('expire', KEYS[i], window)
+    ttl = 1000 * window
+  end
+  out[2 * i - 1] = consumed
+  out[2 * i] = ttl
+end
+return out`;
 
 let counters: Redis | undefined;
 let redisDown = false;
@@ -24,7 +56,9 @@ let redisDown = false;
  */
 function counterConnection(): Redis {
   if (counters) return counters;
-  counters = createRedis("limits", { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250, enableAutoPipelining: true });
+  // No auto-pipelining: countWaiting already sends one command for every request of a turn.
+  counters = createRedis("limits", { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
+  counters.defineCommand("countRates", { lua: COUNT_RATES });
   counters.on("error", (error: Error) => {
     if (redisDown) return;
     redisDown = true;
@@ -38,28 +72,6 @@ function counterConnection(): Redis {
   return counters;
 }
 
-const limiters = new Map<string, RateLimiterRedis>();
-
-/** One limiter per name and value: the Redis key is the same for every value, so a new value keeps the count. */
-function limiterFor(name: string, points: number, windowSeconds: number): RateLimiterRedis {
-  const id = `${name}/${points}/${windowSeconds}`;
-  let limiter = limiters.get(id);
-  if (!limiter) {
-    limiter = new RateLimiterRedis({
-      storeClient: counterConnection(),
-      keyPrefix: redisKey("limits", name),
-      points,
-      duration: windowSeconds,
-      rejectIfRedisNotReady: true,
-      // A key that has used its window is refused from memory until the window ends: a flood costs Redis nothing.
-      inMemoryBlockOnConsumed: points > 0 ? points : undefined,
-      insuranceLimiter: new RateLimiterMemory({ points, duration: windowSeconds }),
-    });
-    limiters.set(id, limiter);
-  }
-  return limiter;
-}
-
 interface RateCheck {
   name: string;
   key: string;
@@ -69,36 +81,170 @@ interface RateCheck {
   per: string;
 }
 
+interface Counted {
+  allowed: boolean;
+  remaining: number;
+  msBeforeNext: number;
+}
+
+/**
+ * Counters that have used their window, refused from this process's memory until it ends:
+ * a flood costs Redis nothing. Per limit value, so a raised limit asks Redis again at once.
+ */
+const blockedUntil = new Map<string, number>();
+const BLOCKED_SWEEP_SIZE = 10_000;
+
+const blockId = (check: RateCheck) => `${check.name}/${check.points}/${check.windowSeconds}:${check.key}`;
+
+function block(check: RateCheck, ms: number, now: number): void {
+  if (blockedUntil.size >= BLOCKED_SWEEP_SIZE) {
+    for (const [id, until] of blockedUntil) if (until <= now) blockedUntil.delete(id);
+  }
+  blockedUntil.set(blockId(check), now + ms);
+}
+
+function blockedFor(check: RateCheck, now: number): number {
+  if (blockedUntil.size === 0) return 0;
+  const until = blockedUntil.get(blockId(check));
+  if (until === undefined) return 0;
+  if (until > now) return until - now;
+  blockedUntil.delete(blockId(check));
+  return 0;
+}
+
+/** The per-process counters that stand in while Redis cannot answer. */
+const insurance = new Map<string, RateLimiterMemory>();
+
+async function countInMemory(check: RateCheck): Promise<Counted | undefined> {
+  const id = `${check.name}/${check.points}/${check.windowSeconds}`;
+  let limiter = insurance.get(id);
+  if (!limiter) {
+    limiter = new RateLimiterMemory({ keyPrefix: id, points: check.points, duration: check.windowSeconds });
+    insurance.set(id, limiter);
+  }
+  try {
+    const res = await limiter.consume(check.key);
+    return { allowed: true, remaining: res.remainingPoints, msBeforeNext: res.msBeforeNext };
+  } catch (error) {
+    if (error instanceof RateLimiterRes) return { allowed: false, remaining: error.remainingPoints, msBeforeNext: error.msBeforeNext };
+    // Neither Redis nor the memory limiter answered: let the request through.
+    log.warn({ err: (error as Error).message, limit: check.name }, "limits: rate not counted");
+    return undefined;
+  }
+}
+
+const prefixes = new Map<string, string>();
+
+/** The Redis key prefix of a limit's counters, as rate-limiter-flexible named them. */
+function counterPrefix(name: string): string {
+  let prefix = prefixes.get(name);
+  if (prefix === undefined) {
+    prefix = redisKey("limits", name);
+    prefixes.set(name, prefix);
+  }
+  return prefix;
+}
+
+interface Waiting {
+  checks: RateCheck[];
+  done: (results: Array<Counted | undefined>) => void;
+}
+
+/** Requests waiting for the next script call; the requests of one turn of the event loop share it. */
+let waiting: Waiting[] = [];
+
+/**
+ * Counts `checks` with the other requests of this turn of the event loop in one script call.
+ * A counter several of them move is raised once by their number, and each is given the count
+ * it would have had alone, in the order they asked, so the counts are exact as before.
+ */
+function countInRedis(checks: RateCheck[]): Promise<Array<Counted | undefined>> {
+  return new Promise((done) => {
+    if (waiting.length === 0) setImmediate(countWaiting);
+    waiting.push({ checks, done });
+  });
+}
+
+function countWaiting(): void {
+  const batch = waiting;
+  waiting = [];
+  countBatch(batch).catch((error: Error) => {
+    // Whatever went wrong, no request is left waiting: the batch counts in memory (an answered request keeps its answer).
+    log.warn({ err: error.message }, "limits: rates counted in memory after an unexpected error");
+    for (const { checks, done } of batch) Promise.all(checks.map(countInMemory)).then(done);
+  });
+}
+
+async function countBatch(batch: Waiting[]): Promise<void> {
+  const connection = counterConnection();
+  const uses = new Map<string, { index: number; units: number; window: number }>();
+  const slots = batch.map(({ checks }) =>
+    checks.map((check) => {
+      const key = `${counterPrefix(check.name)}:${check.key}`;
+      let use = uses.get(key);
+      if (!use) {
+        use = { index: uses.size, units: 0, window: check.windowSeconds };
+        uses.set(key, use);
+      }
+      use.units++;
+      return { index: use.index, nth: use.units };
+    }),
+  );
+  let answer: number[] | undefined;
+  if (connection.status === "ready") {
+    const args: Array<string | number> = [...uses.keys()];
+    for (const use of uses.values()) args.push(use.window);
+    for (const use of uses.values()) args.push(use.units);
+    answer = await connection.countRates(uses.size, ...args).catch(() => undefined);
+  }
+  const units = [...uses.values()].map((use) => use.units);
+  const now = Date.now();
+  for (let r = 0; r < batch.length; r++) {
+    const { checks, done } = batch[r]!;
+    if (!answer) {
+      Promise.all(checks.map(countInMemory)).then(done);
+      continue;
+    }
+    const counted = answer;
+    done(
+      checks.map((check, c) => {
+        const { index, nth } = slots[r]![c]!;
+        const consumed = counted[2 * index]! - units[index]! + nth;
+        const msBeforeNext = counted[2 * index + 1]!;
+        if (check.points > 0 && consumed >= check.points) block(check, msBeforeNext, now);
+        return { allowed: consumed <= check.points, remaining: Math.max(check.points - consumed, 0), msBeforeNext };
+      }),
+    );
+  }
+}
+
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
-/** Consumes one unit of every check at once (one pipelined Redis round trip); throws when any is used up. */
+/** Consumes one unit of every check at once (one Redis round trip); throws when any is used up. */
 async function consume(checks: RateCheck[]): Promise<PolicyState[]> {
-  const results = await Promise.all(
-    checks.map((check) =>
-      limiterFor(check.name, check.points, check.windowSeconds)
-        .consume(check.key)
-        .then(
-          (res) => ({ check, res, allowed: true }),
-          (error: unknown) => {
-            if (error instanceof RateLimiterRes) return { check, res: error, allowed: false };
-            // Neither Redis nor the insurance limiter answered: let the request through.
-            log.warn({ err: (error as Error).message, limit: check.name }, "limits: rate not counted");
-            return undefined;
-          },
-        ),
-    ),
-  );
+  const now = Date.now();
+  const results: Array<Counted | undefined> = checks.map((check) => {
+    const ms = blockedFor(check, now);
+    return ms > 0 ? { allowed: false, remaining: 0, msBeforeNext: ms } : undefined;
+  });
+  const open = checks.filter((_, i) => results[i] === undefined);
+  if (open.length > 0) {
+    const counted = await countInRedis(open);
+    let next = 0;
+    for (let i = 0; i < checks.length; i++) if (results[i] === undefined) results[i] = counted[next++];
+  }
   const policies: PolicyState[] = [];
-  let refused: { check: RateCheck; res: RateLimiterRes } | undefined;
-  for (const result of results) {
+  let refused: { check: RateCheck; result: Counted } | undefined;
+  for (let i = 0; i < checks.length; i++) {
+    const check = checks[i]!;
+    const result = results[i];
     if (!result) continue;
-    const { check, res } = result;
-    policies.push({ name: check.name, quota: check.points, windowSeconds: check.windowSeconds, remaining: res.remainingPoints, resetSeconds: seconds(res.msBeforeNext) });
-    if (!result.allowed && (!refused || res.msBeforeNext > refused.res.msBeforeNext)) refused = result;
+    policies.push({ name: check.name, quota: check.points, windowSeconds: check.windowSeconds, remaining: result.remaining, resetSeconds: seconds(result.msBeforeNext) });
+    if (!result.allowed && (!refused || result.msBeforeNext > refused.result.msBeforeNext)) refused = { check, result };
   }
   if (refused) {
-    const { check, res } = refused;
-    const retry = seconds(res.msBeforeNext);
+    const { check, result } = refused;
+    const retry = seconds(result.msBeforeNext);
     const window = check.windowSeconds === 1 ? "second" : `${check.windowSeconds} seconds`;
     throw new LimitExceeded(
       "rate_limited",
@@ -116,9 +262,18 @@ function rate(name: LimitName, key: string, limits: AccountLimits, per: string):
   return { name, key, points: limits[name], windowSeconds, per };
 }
 
+const keyCounters = new Map<string, string>();
+
 /** A short, stable name for an API key in Redis; the key itself never leaves the process. */
 function apiKeyCounter(apiKey: string): string {
-  return createHash("sha256").update(apiKey).digest("base64url").slice(0, 22);
+  let counter = keyCounters.get(apiKey);
+  if (counter === undefined) {
+    counter = createHash("sha256").update(apiKey).digest("base64url").slice(0, 22);
+    // Only keys that authenticated get here; the bound keeps a process with very many of them in check.
+    if (keyCounters.size >= 10_000) keyCounters.clear();
+    keyCounters.set(apiKey, counter);
+  }
+  return counter;
 }
 
 export interface RequestIdentity {
