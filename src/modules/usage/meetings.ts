@@ -4,7 +4,7 @@
  * during it; a room's record belongs to the window its start falls in, so back-to-back
  * windows never count a meeting twice.
  */
-import { and, asc, eq, gte, inArray, isNull, lte, or, sql } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { rowsOf } from "../webhooks/outbox";
 import type { ReportCall, ReportRoom, ReportStream, ReportUser } from "./model";
@@ -16,20 +16,26 @@ export const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 1
 const iso = (date: Date | null) => (date === null ? null : date.toISOString());
 const unix = (date: Date) => Math.floor(date.getTime() / 1000);
 
-type Stay = Omit<typeof participantSessions.$inferSelect, "id" | "accountId">;
-
-/** A stay as the driver answers a raw query: timestamps are text on both drivers. */
-interface StayRow {
-  room: string;
-  breakout_id: string;
-  occupant_jid: string;
-  user_id: string | null;
+/** A stay, its instants in milliseconds since the epoch. */
+interface Stay {
+  occupantJid: string;
+  userId: string | null;
   name: string | null;
   email: string | null;
-  joined_at: string;
-  left_at: string | null;
-  left_estimated: boolean;
-  updated_at: string;
+  leftEstimated: boolean;
+  joinedMs: number;
+  leftMs: number | null;
+  updatedMs: number;
+}
+
+/** A stay as PostgreSQL renders it in a room's JSON array, in the order of Stay's fields. */
+type StayTuple = [string, string | null, string | null, string | null, boolean, number, number | null, number];
+
+/** The stays of one room, one JSON array per row: parsing it costs far less than decoding a row per stay. */
+interface StayGroupRow {
+  room: string;
+  breakout_id: string;
+  stays: string;
 }
 
 interface Life {
@@ -48,7 +54,25 @@ interface Life {
 }
 
 function secondsBetween(from: Date, to: Date | null, now: Date): number {
-  return Math.max(0, Math.round(((to ?? now).getTime() - from.getTime()) / 1000));
+  return msSecondsBetween(from.getTime(), to?.getTime() ?? null, now);
+}
+
+function msSecondsBetween(from: number, to: number | null, now: Date): number {
+  return Math.max(0, Math.round(((to ?? now.getTime()) - from) / 1000));
+}
+
+/** An instant in whole milliseconds since the epoch, as a JavaScript Date holds it, or null. */
+const epochMs = (column: SQL) => sql`floor(extract(epoch from ${column}) * 1000)::bigint`;
+
+/** The stays of a wide window are read in this many slices of time, a day or more each. */
+const STAY_SLICES = 4;
+const DAY_MS = 86_400_000;
+
+/** [from, to) slices of time covering [start, end], the last one closed. */
+function timeSlices(start: number, end: number): Array<[number, number]> {
+  const count = Math.max(1, Math.min(STAY_SLICES, Math.floor((end - start) / DAY_MS)));
+  const step = (end - start) / count;
+  return Array.from({ length: count }, (_, index) => [start + Math.round(index * step), index === count - 1 ? end : start + Math.round((index + 1) * step)]);
 }
 
 /** Most people present at once; at one instant leaves count before joins. */
@@ -57,8 +81,8 @@ function peakPresence(stays: Stay[], now: Date): number {
   const joins = new Float64Array(stays.length);
   const leaves = new Float64Array(stays.length);
   stays.forEach((stay, index) => {
-    joins[index] = stay.joinedAt.getTime();
-    leaves[index] = Math.max(joins[index]!, (stay.leftAt ?? now).getTime());
+    joins[index] = stay.joinedMs;
+    leaves[index] = Math.max(joins[index]!, stay.leftMs ?? now.getTime());
   });
   joins.sort();
   leaves.sort();
@@ -82,7 +106,7 @@ function latestOf(dates: Date[]): Date {
 }
 
 function lastLeave(stays: Stay[]): Date | null {
-  return stays.length === 0 ? null : latestOf(stays.map((stay) => stay.leftAt!));
+  return stays.length === 0 ? null : new Date(stays.reduce((latest, stay) => Math.max(latest, stay.leftMs!), Number.NEGATIVE_INFINITY));
 }
 
 const personOf = (stay: Stay) => stay.userId ?? stay.email ?? stay.occupantJid;
@@ -96,18 +120,18 @@ export interface Seconds {
 
 function describeRoom(accountId: string, life: Life, now: Date): { room: ReportRoom; seconds: Seconds } {
   const users: ReportUser[] = life.stays
-    .sort((a, b) => a.joinedAt.getTime() - b.joinedAt.getTime() || a.occupantJid.localeCompare(b.occupantJid))
+    .sort((a, b) => a.joinedMs - b.joinedMs || a.occupantJid.localeCompare(b.occupantJid))
     .map((stay) => ({
       user_id: stay.userId,
       name: stay.name,
       email: stay.email,
       occupant_jid: stay.occupantJid,
-      joined_at: stay.joinedAt.toISOString(),
-      left_at: iso(stay.leftAt),
+      joined_at: new Date(stay.joinedMs).toISOString(),
+      left_at: stay.leftMs === null ? null : new Date(stay.leftMs).toISOString(),
       left_estimated: stay.leftEstimated,
-      minutes: minutes(secondsBetween(stay.joinedAt, stay.leftAt, now)),
+      minutes: minutes(msSecondsBetween(stay.joinedMs, stay.leftMs, now)),
     }));
-  const participantSeconds = life.stays.reduce((sum, stay) => sum + secondsBetween(stay.joinedAt, stay.leftAt, now), 0);
+  const participantSeconds = life.stays.reduce((sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, now), 0);
   const mediaSeconds = (kind: string) =>
     life.media.filter((media) => media.kind === kind).reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, now), 0);
   const streams: ReportStream[] = life.media.flatMap((media) =>
@@ -136,8 +160,8 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
       ended_at: iso(media.endedAt),
       minutes: minutes(secondsBetween(media.startedAt, media.endedAt, now)),
     }));
-  const open = life.id === null ? life.stays.some((stay) => stay.leftAt === null) : life.endedAt === null;
-  const updatedAt = latestOf([life.updatedAt, ...life.stays.map((stay) => stay.updatedAt)]);
+  const open = life.id === null ? life.stays.some((stay) => stay.leftMs === null) : life.endedAt === null;
+  const updatedAt = new Date(life.stays.reduce((latest, stay) => Math.max(latest, stay.updatedMs), life.updatedAt.getTime()));
   const meeting = `${life.room}${life.breakoutId ? `/${life.breakoutId}` : ""}@${unix(life.startedAt)}`;
   const seconds: Seconds = {
     participant: participantSeconds,
@@ -172,10 +196,10 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
 }
 
 /** The life of a room that was under way at an instant: the latest one started at or before it. */
-function coveringLife(lives: Life[], at: Date): Life | undefined {
+function coveringLife(lives: Life[], at: number): Life | undefined {
   let found: Life | undefined;
   for (const life of lives) {
-    if (life.startedAt <= at && (life.endedAt === null || life.endedAt >= at)) {
+    if (life.startedAt.getTime() <= at && (life.endedAt === null || life.endedAt.getTime() >= at)) {
       if (!found || life.startedAt > found.startedAt) found = life;
     }
   }
@@ -227,31 +251,26 @@ export async function describeMeetings({ accountId, window, lives, now }: Prepar
   // Stays and media that began in a listed life, plus those that began in the window where no
   // life is known (the room's create and destroy never arrived): the latter form inferred entries.
   const latest = latestOf([end, ...lives.filter((life) => life.listed).map((life) => life.endedAt ?? now)]);
-  // Read raw: the week of every room is some hundred thousand stays, and mapping them through
-  // the query builder cost as much again as reading them.
-  const stayRows = rowsOf<StayRow>(
-    await db.execute(sql`
-      select room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at, left_estimated, updated_at
-      from participant_sessions
-      where ${and(
-        eq(participantSessions.accountId, accountId),
-        inRooms(rooms, participantSessions.room),
-        gte(participantSessions.joinedAt, start),
-        lte(participantSessions.joinedAt, latest),
-      )}`),
-  ).map(
-    (row): Stay => ({
-      room: row.room,
-      breakoutId: row.breakout_id,
-      occupantJid: row.occupant_jid,
-      userId: row.user_id,
-      name: row.name,
-      email: row.email,
-      joinedAt: new Date(row.joined_at),
-      leftAt: row.left_at === null ? null : new Date(row.left_at),
-      leftEstimated: row.left_estimated,
-      updatedAt: new Date(row.updated_at),
-    }),
+  // Read as one JSON array per room and slice of time, instants counted in milliseconds by
+  // PostgreSQL: the week of every room is some hundred thousand stays, and decoding a row per
+  // stay, then parsing its instants, was most of the report's time. The slices are asked for at
+  // once, so PostgreSQL builds the later ones while this process reads the first.
+  const slices = timeSlices(start.getTime(), latest.getTime());
+  const stayGroups = slices.map(async ([from, to], index) =>
+    rowsOf<StayGroupRow>(
+      await db.execute(sql`
+        select room, breakout_id, json_agg(json_build_array(
+          occupant_jid, user_id, name, email, left_estimated, ${epochMs(sql`joined_at`)}, ${epochMs(sql`left_at`)}, ${epochMs(sql`updated_at`)}
+        ))::text as stays
+        from participant_sessions
+        where ${and(
+          eq(participantSessions.accountId, accountId),
+          inRooms(rooms, participantSessions.room),
+          gte(participantSessions.joinedAt, new Date(from)),
+          index === slices.length - 1 ? lte(participantSessions.joinedAt, new Date(to)) : lt(participantSessions.joinedAt, new Date(to)),
+        )}
+        group by room, breakout_id`),
+    ),
   );
   const mediaRows = await db
     .select()
@@ -270,13 +289,21 @@ export async function describeMeetings({ accountId, window, lives, now }: Prepar
     if (at < life.startedAt) life.startedAt = at;
     return life;
   };
-  for (const stay of stayRows) {
-    const life = coveringLife(livesByRoom.get(`${stay.room}|${stay.breakoutId}`) ?? [], stay.joinedAt);
-    if (life) life.stays.push(stay);
-    else orphanLife(stay.room, stay.breakoutId, stay.joinedAt, stay.updatedAt)?.stays.push(stay);
+  // Every slice's failure is handled here, so one failing while an earlier one is read is no unhandled rejection.
+  void Promise.allSettled(stayGroups);
+  for (const slice of stayGroups) {
+    for (const group of await slice) {
+      const roomLives = livesByRoom.get(`${group.room}|${group.breakout_id}`) ?? [];
+      for (const [occupantJid, userId, name, email, leftEstimated, joinedMs, leftMs, updatedMs] of JSON.parse(group.stays) as StayTuple[]) {
+        const stay: Stay = { occupantJid, userId, name, email, leftEstimated, joinedMs, leftMs, updatedMs };
+        const life = coveringLife(roomLives, joinedMs);
+        if (life) life.stays.push(stay);
+        else orphanLife(group.room, group.breakout_id, new Date(joinedMs), new Date(updatedMs))?.stays.push(stay);
+      }
+    }
   }
   for (const media of mediaRows) {
-    const life = coveringLife(livesByRoom.get(`${media.room}|`) ?? [], media.startedAt);
+    const life = coveringLife(livesByRoom.get(`${media.room}|`) ?? [], media.startedAt.getTime());
     if (life) life.media.push(media);
     else orphanLife(media.room, "", media.startedAt, media.startedAt)?.media.push(media);
   }
