@@ -7,7 +7,7 @@
  * gets it folded at once, and the cdr sweep folds whatever a lost doorbell left behind. So an
  * event is acknowledged once it is stored, whatever Redis does.
  */
-import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { roomKey } from "../../core/room-key";
 import { type Database, db } from "../../db/client";
@@ -208,14 +208,30 @@ export async function markFolded(tx: Database, ids: number[]): Promise<void> {
     update conference_events set folded_at = now() where id in (select event_id from cleared)`);
 }
 
-/** A page of the log in id order, for refolding everything (after a fold change, or in the benchmark). */
-export async function eventsAfter(afterId: number, limit: number): Promise<FoldableEvent[]> {
+/** A room of the log and how many events it holds, in (account, room) order, for refolding everything. */
+export type LoggedRoom = { accountId: string; room: string; events: number };
+
+/** Up to `limit` rooms of the log after the given one, in (account, room) order, read off the room index. */
+export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number): Promise<LoggedRoom[]> {
+  const rows = await db
+    .select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room, events: sql<number>`count(*)::int` })
+    .from(conferenceEvents)
+    .where(after ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})` : undefined)
+    .groupBy(conferenceEvents.accountId, conferenceEvents.room)
+    .orderBy(asc(conferenceEvents.accountId), asc(conferenceEvents.room))
+    .limit(limit);
+  return rows;
+}
+
+/** Every event of the given rooms (breakouts included, they carry their main room's name), in id order. */
+export async function eventsOfRooms(rooms: Array<{ accountId: string; room: string }>): Promise<FoldableEvent[]> {
+  if (rooms.length === 0) return [];
+  const wanted = sql`select k."accountId", k.room from jsonb_to_recordset(${JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })))}::jsonb) as k("accountId" text, room text)`;
   const rows = await db
     .select(foldableColumns)
     .from(conferenceEvents)
-    .where(gt(conferenceEvents.id, afterId))
-    .orderBy(asc(conferenceEvents.id))
-    .limit(limit);
+    .where(sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) in (${wanted})`)
+    .orderBy(asc(conferenceEvents.id));
   return rows;
 }
 
