@@ -17,6 +17,7 @@ import { redis } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
+import { rowsOf } from "../webhooks/outbox";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
 import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind } from "./event-sync";
 import type { EventSyncBody, EventSyncOccupant } from "./model";
@@ -226,13 +227,19 @@ export async function roomsAfter(after: { accountId: string; room: string } | nu
 /** Every event of the given rooms (breakouts included, they carry their main room's name), in id order. */
 export async function eventsOfRooms(rooms: Array<{ accountId: string; room: string }>): Promise<FoldableEvent[]> {
   if (rooms.length === 0) return [];
-  const wanted = sql`select k."accountId", k.room from jsonb_to_recordset(${JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })))}::jsonb) as k("accountId" text, room text)`;
-  const rows = await db
-    .select(foldableColumns)
-    .from(conferenceEvents)
-    .where(sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) in (${wanted})`)
-    .orderBy(asc(conferenceEvents.id));
-  return rows;
+  const wanted = JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })));
+  // One index scan per room: `offset 0` keeps the planner from flattening the lateral join into
+  // a hash join over the whole log, which it prefers when one account holds every event.
+  const rows = await db.execute(sql`
+    select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
+    from jsonb_to_recordset(${wanted}::jsonb) as k("accountId" text, room text)
+    cross join lateral (
+      select c.id, c.account_id, c.kind, c.room, c.occurred_at, c.subject from conference_events c
+      where c.account_id = k."accountId" and c.room = k.room offset 0
+    ) as e
+    order by e.id`);
+  type Row = Omit<FoldableEvent, "id" | "occurredAt"> & { id: string | number; occurredAt: string | Date };
+  return rowsOf<Row>(rows).map((row) => ({ ...row, id: Number(row.id), occurredAt: new Date(row.occurredAt) }));
 }
 
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */

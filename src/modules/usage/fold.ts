@@ -99,6 +99,9 @@ export async function foldRoomOf(eventId: number): Promise<number> {
   }
 }
 
+/** How many rooms one listing of the log names: each listing reads the whole log once. */
+const ROOMS_PER_LISTING = 50_000;
+
 /**
  * Folds the whole log again; safe at any time, since folding is idempotent. A page is every
  * event of a run of whole rooms (about `pageSize` events), so a room life's joins and leaves
@@ -109,7 +112,7 @@ export async function refoldLog(pageSize = 10_000): Promise<number> {
   let folded = 0;
   let after: LoggedRoom | null = null;
   for (;;) {
-    const rooms = await roomsAfter(after, pageSize);
+    const rooms = await roomsAfter(after, ROOMS_PER_LISTING);
     if (rooms.length === 0) return folded;
     for (const page of roomPages(rooms, pageSize)) {
       const events = await eventsOfRooms(page);
