@@ -212,7 +212,7 @@ export async function markFolded(tx: Database, ids: number[]): Promise<void> {
 /** A room of the log and how many events it holds, in (account, room) order, for refolding everything. */
 export type LoggedRoom = { accountId: string; room: string; events: number };
 
-/** Up to `limit` rooms of the log after the given one, in (account, room) order, read off the room index. */
+/** Up to `limit` rooms of the log after the given one, in (account, room) order, with their event counts (one pass over the log). */
 export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number): Promise<LoggedRoom[]> {
   const rows = await db
     .select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room, events: sql<number>`count(*)::int` })
