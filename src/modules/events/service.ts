@@ -7,7 +7,7 @@
  * gets it folded at once, and the cdr sweep folds whatever a lost doorbell left behind. So an
  * event is acknowledged once it is stored, whatever Redis does.
  */
-import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { roomKey } from "../../core/room-key";
 import { type Database, db } from "../../db/client";
@@ -17,6 +17,7 @@ import { redis } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
+import { rowsOf } from "../webhooks/outbox";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
 import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind } from "./event-sync";
 import type { EventSyncBody, EventSyncOccupant } from "./model";
@@ -208,15 +209,37 @@ export async function markFolded(tx: Database, ids: number[]): Promise<void> {
     update conference_events set folded_at = now() where id in (select event_id from cleared)`);
 }
 
-/** A page of the log in id order, for refolding everything (after a fold change, or in the benchmark). */
-export async function eventsAfter(afterId: number, limit: number): Promise<FoldableEvent[]> {
+/** A room of the log and how many events it holds, in (account, room) order, for refolding everything. */
+export type LoggedRoom = { accountId: string; room: string; events: number };
+
+/** Up to `limit` rooms of the log after the given one, in (account, room) order, with their event counts (one pass over the log). */
+export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number): Promise<LoggedRoom[]> {
   const rows = await db
-    .select(foldableColumns)
+    .select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room, events: sql<number>`count(*)::int` })
     .from(conferenceEvents)
-    .where(gt(conferenceEvents.id, afterId))
-    .orderBy(asc(conferenceEvents.id))
+    .where(after ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})` : undefined)
+    .groupBy(conferenceEvents.accountId, conferenceEvents.room)
+    .orderBy(asc(conferenceEvents.accountId), asc(conferenceEvents.room))
     .limit(limit);
   return rows;
+}
+
+/** Every event of the given rooms (breakouts included, they carry their main room's name), in id order. */
+export async function eventsOfRooms(rooms: Array<{ accountId: string; room: string }>): Promise<FoldableEvent[]> {
+  if (rooms.length === 0) return [];
+  const wanted = JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })));
+  // One index scan per room: `offset 0` keeps the planner from flattening the lateral join into
+  // a hash join over the whole log, which it prefers when one account holds every event.
+  const rows = await db.execute(sql`
+    select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
+    from jsonb_to_recordset(${wanted}::jsonb) as k("accountId" text, room text)
+    cross join lateral (
+      select c.id, c.account_id, c.kind, c.room, c.occurred_at, c.subject from conference_events c
+      where c.account_id = k."accountId" and c.room = k.room offset 0
+    ) as e
+    order by e.id`);
+  type Row = Omit<FoldableEvent, "id" | "occurredAt"> & { id: string | number; occurredAt: string | Date };
+  return rowsOf<Row>(rows).map((row) => ({ ...row, id: Number(row.id), occurredAt: new Date(row.occurredAt) }));
 }
 
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */

@@ -17,10 +17,12 @@ import { log } from "../../core/log";
 import {
   claimUnfoldedEvents,
   claimUnfoldedRoomEvents,
-  eventsAfter,
+  eventsOfRooms,
   type FoldableEvent,
+  type LoggedRoom,
   markFolded,
   roomOfEvent,
+  roomsAfter,
   unfoldedEventsByIds,
 } from "../events/service";
 import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
@@ -97,17 +99,46 @@ export async function foldRoomOf(eventId: number): Promise<number> {
   }
 }
 
-/** Folds the whole log again, page by page; safe at any time, since folding is idempotent. */
+/** How many rooms one listing of the log names: each listing reads the whole log once. */
+const ROOMS_PER_LISTING = 50_000;
+
+/**
+ * Folds the whole log again; safe at any time, since folding is idempotent. A page is every
+ * event of a run of whole rooms (about `pageSize` events), so a room life's joins and leaves
+ * fold together and each stay is written once, already closed. A room bigger than a page is
+ * folded alone, in slices of `pageSize`.
+ */
 export async function refoldLog(pageSize = 10_000): Promise<number> {
   let folded = 0;
-  let after = 0;
+  let after: LoggedRoom | null = null;
   for (;;) {
-    const page = await eventsAfter(after, pageSize);
-    if (page.length === 0) return folded;
-    await foldEvents(page);
-    folded += page.length;
-    after = page.at(-1)!.id;
+    const rooms = await roomsAfter(after, ROOMS_PER_LISTING);
+    if (rooms.length === 0) return folded;
+    for (const page of roomPages(rooms, pageSize)) {
+      const events = await eventsOfRooms(page);
+      for (let start = 0; start < events.length; start += pageSize) await foldEvents(events.slice(start, start + pageSize));
+      folded += events.length;
+    }
+    after = rooms.at(-1)!;
   }
+}
+
+/** Runs of consecutive rooms holding at most `pageSize` events together (or one room alone). */
+function roomPages(rooms: LoggedRoom[], pageSize: number): LoggedRoom[][] {
+  const pages: LoggedRoom[][] = [];
+  let page: LoggedRoom[] = [];
+  let size = 0;
+  for (const room of rooms) {
+    if (page.length > 0 && size + room.events > pageSize) {
+      pages.push(page);
+      page = [];
+      size = 0;
+    }
+    page.push(room);
+    size += room.events;
+  }
+  if (page.length > 0) pages.push(page);
+  return pages;
 }
 
 /**
