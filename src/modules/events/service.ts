@@ -17,7 +17,7 @@ import { redis } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
-import { rowsOf } from "../webhooks/outbox";
+import { rowsOf } from "../../db/rows";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
 import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind } from "./event-sync";
 import type { EventSyncBody, EventSyncOccupant } from "./model";

@@ -4,7 +4,8 @@
  */
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { recordEvents, rowsOf } from "../webhooks/outbox";
+import { rowsOf } from "../../db/rows";
+import { recordEvents } from "../webhooks/outbox";
 
 /** A span of time that changed in a room; every UTC day it overlaps is recomputed. */
 export interface Touched {

@@ -5,7 +5,7 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { mediaEventsForSubjects, type StoredEvent } from "../events/service";
-import { rowsOf } from "../webhooks/outbox";
+import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 import { type CallDetails, type MediaKind, mediaSessions } from "./schema";
 

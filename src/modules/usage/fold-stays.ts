@@ -6,7 +6,7 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { log } from "../../core/log";
-import { rowsOf } from "../webhooks/outbox";
+import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 
 /** Unix seconds at a JSON path of a payload, as a whole-second timestamp; null unless a number ≥ 0. */

@@ -6,7 +6,7 @@
  */
 import { and, asc, eq, gte, inArray, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import { db } from "../../db/client";
-import { rowsOf } from "../webhooks/outbox";
+import { rowsOf } from "../../db/rows";
 import type { ReportCall, ReportRoom, ReportStream, ReportUser } from "./model";
 import { type ReportQuery, reportWindow, type Window } from "./report-window";
 import { mediaSessions, participantSessions, roomSessions, type roomUsageDaily } from "./schema";

@@ -17,7 +17,7 @@ import { executePrepared } from "../../db/prepared";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
-import { rowsOf } from "./outbox";
+import { rowsOf } from "../../db/rows";
 import { openSecret } from "./service";
 import { checkWebhookUrl, type WebhookTarget } from "./ssrf";
 

@@ -8,15 +8,11 @@ import { EventEmitter } from "node:events";
 import { sql } from "drizzle-orm";
 import { afterCommit, type Database } from "../../db/client";
 import { executePrepared } from "../../db/prepared";
+import { rowsOf } from "../../db/rows";
 import { log } from "../../core/log";
 import { PROMPT_REDIS_MS } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import type { EventData, EventType } from "./model";
-
-/** Rows of a raw query: postgres.js answers an array, PGlite an object with `rows`. */
-export function rowsOf<T>(result: unknown): T[] {
-  return Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
-}
 
 /** Wakes this process's event streams of an account as soon as one of its events commits. */
 export const committedEvents = new EventEmitter().setMaxListeners(0);

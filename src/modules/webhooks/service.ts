@@ -10,7 +10,8 @@ import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
 import { type Delivery, EVENT_TYPES, type Endpoint, type EndpointCreate, type EndpointUpdate, type EventType, type PublicEvent } from "./model";
-import { ringDoorbell, rowsOf } from "./outbox";
+import { rowsOf } from "../../db/rows";
+import { ringDoorbell } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
 import { checkWebhookUrl } from "./ssrf";
 
