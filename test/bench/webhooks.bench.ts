@@ -15,7 +15,7 @@
  * transactions, all for one account (whose sequence row orders them) and then each for its
  * own, to show what that ordering costs.
  */
-import { benchDatabase, wipeDatabase } from "../support/bench";
+import { benchDatabase, closeBench, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
@@ -34,8 +34,6 @@ const { createApp } = await import("../../src/app");
 const { database, db } = await import("../../src/db/client");
 const { recordEvent } = await import("../../src/modules/webhooks/outbox");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
-const { closeRedis, redis } = await import("../../src/queue/connection");
-const { closeQueues } = await import("../../src/queue/queues");
 const { startWebhooksWorker } = await import("../../workers/webhooks");
 const { freePort } = await import("../support/ports");
 const { sql } = await import("drizzle-orm");
@@ -153,11 +151,7 @@ try {
   }
 } finally {
   receiver.kill();
-  const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
-  if (keys.length > 0) await redis().del(...keys);
-  await closeQueues();
-  await closeRedis();
-  await database.close();
+  await closeBench();
 }
 // The worker's blocking Redis connection can outlive its close by a while; the figures are printed.
 process.exit(0);

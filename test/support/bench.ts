@@ -23,3 +23,15 @@ export async function wipeDatabase(databaseUrl: string): Promise<void> {
   await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
   await admin.end();
 }
+
+/** The end of a run: the run's Redis keys removed, then every connection Parley opened closed. */
+export async function closeBench(): Promise<void> {
+  const { closeRedis, redis } = await import("../../src/queue/connection");
+  const { closeQueues } = await import("../../src/queue/queues");
+  const { database } = await import("../../src/db/client");
+  const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
+  if (keys.length > 0) await redis().del(...keys);
+  await closeQueues();
+  await closeRedis();
+  await database.close();
+}
