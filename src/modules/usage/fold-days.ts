@@ -134,8 +134,7 @@ interface SettledDay {
  * row's lock, and two folds must not take them crosswise.
  */
 export async function publishSettledDays(tx: Database, days: SettledDay[]): Promise<void> {
-  const byAccount = new Map<string, SettledDay[]>();
-  for (const day of days) byAccount.set(day.account_id, [...(byAccount.get(day.account_id) ?? []), day]);
+  const byAccount = Map.groupBy(days, (day) => day.account_id);
   for (const accountId of [...byAccount.keys()].sort()) {
     await recordEvents(
       tx,

@@ -109,11 +109,7 @@ function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
 export async function rebuildMedia(tx: Database, subjects: Array<{ accountId: string; subject: string }>): Promise<Touched[]> {
   if (subjects.length === 0) return [];
   const events = await mediaEventsForSubjects(subjects, tx);
-  const bySubject = new Map<string, StoredEvent[]>();
-  for (const event of events) {
-    const key = `${event.accountId}|${event.subject}`;
-    bySubject.set(key, [...(bySubject.get(key) ?? []), event]);
-  }
+  const bySubject = Map.groupBy(events, (event) => `${event.accountId}|${event.subject}`);
   const intervals = [...bySubject.values()].flatMap(pairMediaEvents);
   const removed = rowsOf<{ account_id: string; room: string; started_at: string; ended_at: string | null }>(await tx.execute(sql`
     delete from media_sessions m

@@ -242,11 +242,7 @@ export async function prepareReport(accountId: string, query: ReportQuery, now: 
 /** The meetings of a prepared report, oldest first, each with its seconds for the totals. */
 export async function describeMeetings({ accountId, window, lives, now }: PreparedReport) {
   const { start, end, rooms } = window;
-  const livesByRoom = new Map<string, Life[]>();
-  for (const life of lives) {
-    const key = `${life.room}|${life.breakoutId}`;
-    livesByRoom.set(key, [...(livesByRoom.get(key) ?? []), life]);
-  }
+  const livesByRoom = Map.groupBy(lives, (life) => `${life.room}|${life.breakoutId}`);
 
   // Stays and media that began in a listed life, plus those that began in the window where no
   // life is known (the room's create and destroy never arrived): the latter form inferred entries.
