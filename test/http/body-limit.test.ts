@@ -5,10 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { newAccount } from "../helpers";
-import { freePort } from "../support/ports";
-import { until } from "../support/wait";
+import { startApiProcess } from "../support/api-process";
 
-const entry = new URL("../../src/index.ts", import.meta.url).pathname;
 const LIMIT = 4096;
 
 function chunked(text: string): ReadableStream<Uint8Array> {
@@ -28,15 +26,9 @@ describe("body size limit", () => {
 
   beforeAll(async () => {
     apiKey = (await newAccount()).apiKey;
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    api = Bun.spawn([process.execPath, entry, "--role=api"], {
-      env: { ...process.env, LOG_LEVEL: "silent", PORT: String(port), HOST: "127.0.0.1", MAX_BODY_BYTES: String(LIMIT) },
-      stdout: "ignore",
-      stderr: "inherit",
-    });
-    const ready = await until(() => fetch(`${base}/healthz`).then((r) => r.ok, () => false), Boolean, 15_000, 100);
-    expect(ready).toBe(true);
+    const started = await startApiProcess({ MAX_BODY_BYTES: String(LIMIT) });
+    api = started.child;
+    base = started.http;
   });
 
   afterAll(async () => {

@@ -10,7 +10,7 @@ import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
 import { aliceAndBob } from "../support/chat-users";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
-import { freePort } from "../support/ports";
+import { startApiProcess } from "../support/api-process";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
 
 let redis: PrivateRedis;
@@ -22,17 +22,9 @@ let bobToken: string;
 beforeAll(async () => {
   ({ aliceToken, bobToken } = await aliceAndBob(["no-redis"]));
   redis = await privateRedis();
-  const port = await freePort();
-  api = Bun.spawn([process.execPath, "src/index.ts", "--role=api"], {
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "silent", REDIS_URL: redis.url, REALTIME_BROKER: "redis" },
-    stdout: "ignore",
-    stderr: "inherit",
-  });
-  for (let i = 0; i < 150; i++) {
-    if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
-    await Bun.sleep(100);
-  }
-  base = `ws://127.0.0.1:${port}`;
+  const started = await startApiProcess({ REDIS_URL: redis.url, REALTIME_BROKER: "redis" });
+  api = started.child;
+  base = started.ws;
 }, 30_000);
 
 afterAll(async () => {
