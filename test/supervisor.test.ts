@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ROLES } from "../src/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
-import { isAlive, until } from "./support/wait";
+import { childPids, isAlive, until } from "./support/wait";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
@@ -21,11 +21,6 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, tim
     await Bun.sleep(100);
   }
   throw new Error(`timed out waiting for ${what}`);
-}
-
-function childPids(pid: number, role?: string): number[] {
-  const out = Bun.spawnSync(["pgrep", "-P", String(pid), ...(role ? ["-f", `role=${role}$`] : [])]).stdout.toString();
-  return out.split("\n").filter(Boolean).map(Number);
 }
 
 /** Every role runs, the SIP gateway among them: on free ports, never the machine's 5060. */

@@ -12,8 +12,8 @@ import { ROLES } from "../../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivatePostgres, startPrivatePostgres } from "../support/private-postgres";
-import { type Answer, ask, childPids, DOMAIN, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
-import { until } from "../support/wait";
+import { type Answer, ask, DOMAIN, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
+import { childPids, until } from "../support/wait";
 
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
 /** An answer slower than this counts as none: an outage must be reported, not waited out. */

@@ -21,8 +21,8 @@ import { recordersOf } from "../support/parley";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
-import { type Answer, ask, childPids, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
-import { until } from "../support/wait";
+import { type Answer, ask, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
+import { childPids, until } from "../support/wait";
 
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
 /** An answer slower than this counts as none: an outage must be reported, not waited out. */

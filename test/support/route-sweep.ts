@@ -30,10 +30,6 @@ export function freshFetch(withinMs: number) {
   return (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(withinMs) });
 }
 
-export function childPids(pid: number): number[] {
-  return Bun.spawnSync(["pgrep", "-P", String(pid)]).stdout.toString().split("\n").filter(Boolean).map(Number).sort();
-}
-
 let serial = 0;
 /** A number no request of this run used before, for the names a request makes anew. */
 export const nextSerial = () => ++serial;

@@ -26,3 +26,9 @@ export function isAlive(pid: number): boolean {
     return false;
   }
 }
+
+/** The pids of a process's children (those running `--role=<role>` when given), ascending. */
+export function childPids(pid: number, role?: string): number[] {
+  const found = Bun.spawnSync(["pgrep", "-P", String(pid), ...(role ? ["-f", `role=${role}$`] : [])]).stdout.toString();
+  return found.split("\n").filter(Boolean).map(Number).sort((a, b) => a - b);
+}
