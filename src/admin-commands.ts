@@ -17,6 +17,7 @@ import {
 import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, setDefaultPhoneNumber } from "./modules/mapper/service";
 import { parseLimitName, reportLimits, setLimit } from "./modules/limits/service";
 import { createOperator } from "./modules/console/sessions";
+import { refoldLog } from "./modules/usage/fold";
 import { createEndpoint, deleteEndpoint, listEndpoints, parseTypes, replay, rotateSecret, updateEndpoint } from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";
 
@@ -47,7 +48,10 @@ const USAGE = `usage: bun run admin <command> [options]
   rotate-webhook-secret <account-id> <webhook-id>   new secret, printed once; the old one signs beside it for 24 hours
   replay-webhook <account-id> <webhook-id> (--since time | --after sequence)
                                                     send the kept events again to the endpoint
-  remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log`;
+  remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log
+  refold-usage [<account-id>]                       fold the event log again into the usage tables (every
+                                                    account, or one): after restoring events, or to repair
+                                                    usage; safe while Parley runs (docs/usage.md)`;
 
 class UsageError extends Error {}
 
@@ -192,6 +196,12 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
     if (parsed !== null && !(Number.isSafeInteger(parsed) && parsed >= 0)) throw new UsageError("<value> is a whole number of at least 0, or default");
     await setLimit(need(accountId, "<account-id>"), limit, parsed);
     console.log(parsed === null ? `${limit} is back to its default` : `${limit} set to ${parsed}`);
+  },
+  async "refold-usage"([accountId]) {
+    if (accountId !== undefined) await getAccount(accountId);
+    const started = performance.now();
+    const folded = await refoldLog({ accountId });
+    console.log(`folded ${folded} events again in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   },
 };
 

@@ -6,13 +6,8 @@ import { listenForInvalidations } from "../src/modules/accounts/service";
 import { operators } from "../src/modules/console/schema";
 import { call } from "./helpers";
 import { eventually } from "./support/wait";
+import { adminCli, adminCliWithInput } from "./support/admin-cli";
 
-const entry = new URL("../src/admin.ts", import.meta.url).pathname;
-
-function admin(...args: string[]) {
-  const result = Bun.spawnSync([process.execPath, entry, ...args], { env: { ...process.env, LOG_LEVEL: "silent" } });
-  return { code: result.exitCode, out: result.stdout.toString(), err: result.stderr.toString() };
-}
 
 
 describe("bun run admin", () => {
@@ -20,18 +15,18 @@ describe("bun run admin", () => {
   beforeAll(() => listenForInvalidations());
 
   test("create-account prints the key once; list never shows it; revoke and rotate take effect", async () => {
-    const created = admin("create-account", "Acme", "--alg", "ES256");
+    const created = adminCli("create-account", "Acme", "--alg", "ES256");
     expect(created.code).toBe(0);
     const accountId = /account\s+(acc_\w+)/.exec(created.out)![1]!;
     const apiKey = /api key\s+(prl_\w+)/.exec(created.out)![1]!;
     expect((await call("POST", "/api/v1/misc/generate-token", { body: { apiKey } })).status).toBe(200);
 
-    const second = admin("create-key", accountId, "--label", "ci");
+    const second = adminCli("create-key", accountId, "--label", "ci");
     expect(second.code).toBe(0);
     const secondKey = /(prl_\w+)/.exec(second.out)![1]!;
     const secondId = /#(\d+)/.exec(second.out)![1]!;
 
-    const listed = admin("list-accounts", "--json");
+    const listed = adminCli("list-accounts", "--json");
     expect(listed.code).toBe(0);
     expect(listed.out).not.toContain(apiKey);
     expect(listed.out).not.toContain(secondKey);
@@ -40,12 +35,12 @@ describe("bun run admin", () => {
 
     // Used once so this process has it cached; the revocation must still reach it.
     expect((await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: secondKey } })).status).toBe(200);
-    expect(admin("revoke-key", secondId).code).toBe(0);
+    expect(adminCli("revoke-key", secondId).code).toBe(0);
     const refused = async () => (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: secondKey } })).status === 401;
     expect(await eventually(refused)).toBe(true);
-    expect(admin("revoke-key", secondId).code).toBe(1);
+    expect(adminCli("revoke-key", secondId).code).toBe(1);
 
-    const rotated = admin("rotate-key", accountId, "--alg", "EdDSA");
+    const rotated = adminCli("rotate-key", accountId, "--alg", "EdDSA");
     expect(rotated.code).toBe(0);
     const signsWithEdDSA = async () => {
       const token = (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey } })).body.token as string;
@@ -55,7 +50,7 @@ describe("bun run admin", () => {
   }, 30_000);
 
   test("set-jitsi-domain reaches a process that cached the account; revoke-signing-key stops its tokens and its ASAP key", async () => {
-    const created = admin("create-account", "Jitsi", "--alg", "RS256");
+    const created = adminCli("create-account", "Jitsi", "--alg", "RS256");
     const accountId = /account\s+(acc_\w+)/.exec(created.out)![1]!;
     const apiKey = /api key\s+(prl_\w+)/.exec(created.out)![1]!;
     const kid = /kid (\w+)/.exec(created.out)![1]!;
@@ -64,40 +59,34 @@ describe("bun run admin", () => {
       return JSON.parse(atob(token.split(".")[1]!.replaceAll("-", "+").replaceAll("_", "/"))).sub as string;
     };
     expect(await mediaSub()).toBe("*");
-    const set = admin("set-jitsi-domain", accountId, "meet.example.com");
+    const set = adminCli("set-jitsi-domain", accountId, "meet.example.com");
     expect(set.code).toBe(0);
     expect(await eventually(async () => (await mediaSub()) === "meet.example.com")).toBe(true);
-    expect(admin("set-jitsi-domain", accountId, "no spaces allowed").code).toBe(1);
-    expect(admin("set-jitsi-domain", accountId).code).toBe(2);
+    expect(adminCli("set-jitsi-domain", accountId, "no spaces allowed").code).toBe(1);
+    expect(adminCli("set-jitsi-domain", accountId).code).toBe(2);
 
     const asap = `/api/v1/jitsi/asap-keys/${new Bun.CryptoHasher("sha256").update(kid).digest("hex")}.pem`;
     expect((await call("GET", asap)).status).toBe(200);
-    const revoked = admin("revoke-signing-key", kid);
+    const revoked = adminCli("revoke-signing-key", kid);
     expect(revoked.code).toBe(0);
     expect(revoked.out).toContain("new current key");
     expect((await call("GET", asap)).status).toBe(404);
-    expect(admin("list-accounts").out).toContain(`signing ${kid}  RS256  revoked`);
-    expect(admin("revoke-signing-key", "no-such-kid").code).toBe(1);
+    expect(adminCli("list-accounts").out).toContain(`signing ${kid}  RS256  revoked`);
+    expect(adminCli("revoke-signing-key", "no-such-kid").code).toBe(1);
   }, 30_000);
 
   test("misuse exits 2 with the usage; an unknown account exits 1", () => {
-    expect(admin().code).toBe(2);
-    expect(admin("frobnicate").code).toBe(2);
-    expect(admin("create-account", "x", "--alg", "HS256").code).toBe(2);
-    const unknown = admin("rotate-key", "acc_missing");
+    expect(adminCli().code).toBe(2);
+    expect(adminCli("frobnicate").code).toBe(2);
+    expect(adminCli("create-account", "x", "--alg", "HS256").code).toBe(2);
+    const unknown = adminCli("rotate-key", "acc_missing");
     expect(unknown.code).toBe(1);
     expect(unknown.err).toContain("no account acc_missing");
   }, 30_000);
 });
 
 describe("bun run admin create-operator", () => {
-  const withPassword = (password: string, ...args: string[]) => {
-    const result = Bun.spawnSync([process.execPath, entry, "create-operator", ...args], {
-      env: { ...process.env, LOG_LEVEL: "silent" },
-      stdin: new TextEncoder().encode(`${password}\n`),
-    });
-    return { code: result.exitCode, out: result.stdout.toString(), err: result.stderr.toString() };
-  };
+  const withPassword = (password: string, ...args: string[]) => adminCliWithInput(`${password}\n`, "create-operator", ...args);
 
   test("reads the password from stdin, stores only its hash, and the operator can sign in", async () => {
     const name = `op-${crypto.randomUUID().slice(0, 6)}`;

@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { appendEvent } from "../../src/modules/events/service";
+import { announceStored, appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { call, newAccount } from "../helpers";
 import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
@@ -81,6 +81,61 @@ describe("event_sync ingestion", () => {
     await job!.remove();
     expect(await appendEvent(event)).toBe(false);
     expect((await queue.getJob(`event-${row!.id}`))?.data).toEqual({ eventId: row!.id });
+  });
+
+  test("a batch is stored in one transaction, each delivery once, with one fold job per room", async () => {
+    const event = (room: string, key: string): ConferenceEvent => ({
+      accountId: account.accountId,
+      kind: "call_ended",
+      room,
+      occurredAt: new Date(at("14:00:00") * 1000),
+      subject: key,
+      payload: { reason: "caller_bye" },
+      dedupeKey: `batch|${key}`,
+    });
+    const queue = getQueue(QUEUE_NAMES.cdr);
+    // Stored before and not folded yet: its repeat rings the doorbell again.
+    await appendEvent(event("batch-c", "earlier"));
+    const idOf = async (key: string) => {
+      const rows = await db
+        .select({ id: conferenceEvents.id })
+        .from(conferenceEvents)
+        .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.dedupeKey, `batch|${key}`)));
+      expect(rows).toHaveLength(1);
+      return rows[0]!.id;
+    };
+    const earlier = await idOf("earlier");
+    await (await queue.getJob(`event-${earlier}`))!.remove();
+
+    const batch = [event("batch-a", "a1"), event("batch-a", "a2"), event("batch-b", "b1"), event("batch-a", "a1"), event("batch-c", "earlier")];
+    const stored = await db.transaction((tx) => storeEvents(tx, batch));
+    expect(stored.isNew).toEqual([true, true, true, false, false]);
+    await announceStored(stored);
+
+    const [a1, a2, b1] = [await idOf("a1"), await idOf("a2"), await idOf("b1")];
+    expect(stored.added.map((added) => added.id)).toEqual([a1, a2, b1]);
+    // One job per room, named by the room's newest event: the job folds all of the room's unfolded events.
+    expect(await queue.getJob(`event-${a1}`)).toBeUndefined();
+    for (const id of [a2, b1, earlier]) expect((await queue.getJob(`event-${id}`))?.data).toEqual({ eventId: id });
+  });
+
+  test("a batch whose transaction rolls back stores none of its events", async () => {
+    const event: ConferenceEvent = {
+      accountId: account.accountId,
+      kind: "call_started",
+      room: "batch-rollback",
+      occurredAt: new Date(at("15:00:00") * 1000),
+      subject: "rolled-back",
+      dedupeKey: "batch|rolled-back",
+    };
+    const failed = db.transaction(async (tx) => {
+      await storeEvents(tx, [event]);
+      throw new Error("the write that held it failed");
+    });
+    await expect(failed).rejects.toThrow("the write that held it failed");
+    expect((await storedEvents(account.accountId)).filter((row) => row.room === "batch-rollback")).toEqual([]);
+    // Its retry is new, not a repeat.
+    expect(await appendEvent(event)).toBe(true);
   });
 
   test("the same delivery to two accounts is stored for each", async () => {

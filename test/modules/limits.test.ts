@@ -25,13 +25,7 @@ import { connect, disconnect, join, push } from "../support/phoenix";
 import { type ApiProcess, startApiProcess } from "../support/api-process";
 import { freePort } from "../support/ports";
 import { until } from "../support/wait";
-
-const adminEntry = new URL("../../src/admin.ts", import.meta.url).pathname;
-
-function admin(...args: string[]) {
-  const result = Bun.spawnSync([process.execPath, adminEntry, ...args], { env: { ...process.env, LOG_LEVEL: "silent" } });
-  return { code: result.exitCode, out: result.stdout.toString(), err: result.stderr.toString() };
-}
+import { adminCli } from "../support/admin-cli";
 
 const processes: Subprocess[] = [];
 let apis: Array<{ http: string; ws: string }>;
@@ -74,7 +68,7 @@ describe("rates across two API processes", () => {
   test("token minting per API key: one count for both processes, 429 with the headers, other accounts unaffected", async () => {
     const busy = await newAccount();
     const other = await newAccount();
-    expect(admin("set-limit", busy.accountId, "tokens.per_key", "6").code).toBe(0);
+    expect(adminCli("set-limit", busy.accountId, "tokens.per_key", "6").code).toBe(0);
 
     // Redis windows are not aligned to the clock: retry the burst until it lands in one window.
     let statuses: number[] = [];
@@ -116,7 +110,7 @@ describe("rates across two API processes", () => {
     // Both processes have the account's limits cached before the change.
     expect((await list(apis[0]!.http)).status).toBe(200);
     expect((await list(apis[1]!.http)).status).toBe(200);
-    expect(admin("set-limit", account.accountId, "requests.scheduler", "0").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "requests.scheduler", "0").code).toBe(0);
     for (const api of apis) {
       // The broadcast reaches the processes within milliseconds of the command's exit.
       const answer = await until(() => list(api.http), (response) => response.status === 429, 1_000, 20);
@@ -124,18 +118,18 @@ describe("rates across two API processes", () => {
       expect(answer.headers.get("ratelimit-policy")).toContain('"requests.scheduler";q=0;w=1');
       expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("rate_limited");
     }
-    const shown = admin("show-limits", account.accountId, "--json");
+    const shown = adminCli("show-limits", account.accountId, "--json");
     expect(shown.code).toBe(0);
     const scheduler = JSON.parse(shown.out).find((limit: { name: string }) => limit.name === "requests.scheduler");
     expect(scheduler).toMatchObject({ value: 0, overridden: true, default: 500 });
 
-    expect(admin("set-limit", account.accountId, "requests.scheduler", "default").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "requests.scheduler", "default").code).toBe(0);
     for (const api of apis) expect((await until(() => list(api.http), (response) => response.status === 200, 1_000, 20)).status).toBe(200);
 
-    const misuse = admin("set-limit", account.accountId, "requests.everything", "5");
+    const misuse = adminCli("set-limit", account.accountId, "requests.everything", "5");
     expect(misuse.code).toBe(1);
     expect(misuse.err).toContain('no limit "requests.everything"');
-    expect(admin("set-limit", account.accountId, "tokens.per_key", "-1").code).toBe(2);
+    expect(adminCli("set-limit", account.accountId, "tokens.per_key", "-1").code).toBe(2);
   }, 30_000);
 
   test("socket frames per user: a Phoenix error reply, the socket stays open, other users unaffected", async () => {
@@ -143,7 +137,7 @@ describe("rates across two API processes", () => {
     const alice = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
     const bob = await tokenFor(account.apiKey, { id: "bob" }, "messaging");
     await createRoom(actorFrom(await verifyAccessToken(alice, "messaging")), { channelId: "limited" });
-    expect(admin("set-limit", account.accountId, "socket.messages", "4").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "socket.messages", "4").code).toBe(0);
 
     // Alice on both processes: the frames of both sockets count together.
     await freshWindow(1);
@@ -214,7 +208,7 @@ describe("when Redis is down", () => {
     try {
       for (let i = 0; i < 50 && Bun.spawnSync(["redis-cli", "-p", String(port), "ping"]).stdout.toString().trim() !== "PONG"; i++) await Bun.sleep(100);
       const account = await newAccount();
-      expect(admin("set-limit", account.accountId, "tokens.per_key", "3").code).toBe(0);
+      expect(adminCli("set-limit", account.accountId, "tokens.per_key", "3").code).toBe(0);
       api = await startApi({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: `parley-limits-down-${process.pid}` });
       expect((await mint(api!.http, account.apiKey)).status).toBe(200);
       redis.kill("SIGKILL");
@@ -242,7 +236,7 @@ describe("route families in one process", () => {
   test("each family counts per account: a used-up family leaves the others and other accounts alone", async () => {
     const account = await newAccount();
     const other = await newAccount();
-    expect(admin("set-limit", account.accountId, "requests.scheduler", "3").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "requests.scheduler", "3").code).toBe(0);
     await freshWindow(1);
     const statuses = [];
     for (let i = 0; i < 5; i++) statuses.push((await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: account.apiKey } })).status);
@@ -259,9 +253,9 @@ describe("route families in one process", () => {
 
   test("per API key: every route of a key counts together, the account's other key has its own count", async () => {
     const account = await newAccount();
-    const second = admin("create-key", account.accountId);
+    const second = adminCli("create-key", account.accountId);
     const secondKey = /(prl_\w+)/.exec(second.out)![1]!;
-    expect(admin("set-limit", account.accountId, "requests.per_key", "3").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "requests.per_key", "3").code).toBe(0);
     await freshWindow(1);
     const asKey = (key: string, path: string) => call("GET", path, { headers: { authorization: key } });
     expect((await asKey(account.apiKey, "/api/v1/scheduler/conference")).status).toBe(200);
@@ -305,7 +299,7 @@ describe("route families in one process", () => {
     // The limits connection opens with the first count; until it is up, counts are the process's own.
     await tokenFor((await newAccount()).apiKey);
     const account = await newAccount();
-    expect(admin("set-limit", account.accountId, "tokens.per_key", "5").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "tokens.per_key", "5").code).toBe(0);
     await freshWindow(2);
     // Sent at once, they reach their check in the same turn of the event loop and share one script call.
     const answers = await Promise.all(
@@ -346,8 +340,8 @@ describe("quotas counted in PostgreSQL", () => {
   test("concurrent streams and recordings: 429 quota_exceeded before any recorder is asked", async () => {
     const account = await newAccount();
     const other = await newAccount();
-    expect(admin("set-limit", account.accountId, "streams.concurrent", "2").code).toBe(0);
-    expect(admin("set-limit", account.accountId, "recordings.concurrent", "1").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "streams.concurrent", "2").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "recordings.concurrent", "1").code).toBe(0);
     await liveStream(account.accountId, "one", true);
     const start = (apiKey: string, room: string, isRecording = false) =>
       call("POST", "/terraform/v1/hooks/srs/startRecording", { headers: { authorization: apiKey }, body: { room_name: room, is_recording: isRecording } });
@@ -372,16 +366,16 @@ describe("quotas counted in PostgreSQL", () => {
     // The other account keeps its defaults, and this one's streams do not count against it.
     await liveStream(other.accountId, "one", true);
     await liveStream(other.accountId, "two", true);
-    const show = admin("show-limits", other.accountId);
+    const show = adminCli("show-limits", other.accountId);
     expect(show.out).toMatch(/streams\.concurrent\s+50\s/);
     expect(show.out).toMatch(/recordings\.concurrent\s+20\s/);
-    const mine = admin("show-limits", account.accountId);
+    const mine = adminCli("show-limits", account.accountId);
     expect(mine.out).toMatch(/streams\.concurrent\s+2\s.*set \(default 50\)/);
   });
 
   test("concurrent starts on two processes cannot both take the last place", async () => {
     const account = await newAccount();
-    expect(admin("set-limit", account.accountId, "streams.concurrent", "1").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "streams.concurrent", "1").code).toBe(0);
     const starts = Array.from({ length: 6 }, (_, i) =>
       fetch(`${apis[i % 2]!.http}/terraform/v1/hooks/srs/startRecording`, {
         method: "POST",
@@ -400,7 +394,7 @@ describe("quotas counted in PostgreSQL", () => {
     const token = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
     const auth = { authorization: `Bearer ${token}` };
     await createRoom(actorFrom(await verifyAccessToken(token, "messaging")), { channelId: "quota" });
-    expect(admin("set-limit", account.accountId, "chat.stored_bytes", "100").code).toBe(0);
+    expect(adminCli("set-limit", account.accountId, "chat.stored_bytes", "100").code).toBe(0);
 
     const socket = connect(apis[0]!.ws, token);
     const channel = socket.channel("chat:quota");

@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { fileURLToPath } from "node:url";
 import { config } from "../../src/config";
 import {
   addPhoneNumber,
@@ -9,17 +8,11 @@ import {
   mapperIdFor,
 } from "../../src/modules/mapper/service";
 import { call, newAccount } from "../helpers";
+import { adminCli } from "../support/admin-cli";
 
 const MAPPER = "/api/v1/conference-mapper/conferenceMapper";
 const NUMBERS = "/api/v1/conference-mapper/phoneNumberList";
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-/** Runs the operator's command line against the test database, as an operator would. */
-async function admin(...args: string[]) {
-  const child = Bun.spawn([process.execPath, "src/admin.ts", ...args], { cwd: ROOT, env: process.env, stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
-  return { stdout, stderr, code };
-}
 
 /** The id with its last digit typed wrong: one substituted digit, which the check digit always catches. */
 function mistype(id: number): number {
@@ -196,15 +189,15 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     const [a, b] = await Promise.all([newAccount(), newAccount()]);
     expect((await call("GET", NUMBERS, { headers: { authorization: a.apiKey } })).body).toEqual([]);
 
-    const added = await admin("add-number", a.accountId, "us", "+1 512 555 0100");
+    const added = adminCli("add-number", a.accountId, "us", "+1 512 555 0100");
     expect(added.code).toBe(0);
-    expect(added.stdout).toContain("US  +1 512 555 0100");
-    expect((await admin("add-number", a.accountId, "DE", "0800 123 4567", "--toll-free")).code).toBe(0);
+    expect(added.out).toContain("US  +1 512 555 0100");
+    expect(adminCli("add-number", a.accountId, "DE", "0800 123 4567", "--toll-free").code).toBe(0);
     // Refusals: a duplicate is exit 1 with a message, a missing argument is misuse (exit 2).
-    const duplicate = await admin("add-number", a.accountId, "US", "+1 512 555 0100");
+    const duplicate = adminCli("add-number", a.accountId, "US", "+1 512 555 0100");
     expect(duplicate.code).toBe(1);
-    expect(duplicate.stderr).toContain("already lists");
-    expect((await admin("add-number", a.accountId)).code).toBe(2);
+    expect(duplicate.err).toContain("already lists");
+    expect(adminCli("add-number", a.accountId).code).toBe(2);
     for (const [countryCode, formattedNumber] of [["USA", "+1 512 555 0101"], ["U1", "+1 512 555 0101"], ["US", "call me"], ["US", "12"]]) {
       await expect(addPhoneNumber(a.accountId, { countryCode: countryCode!, formattedNumber: formattedNumber!, tollFree: false })).rejects.toThrow();
     }
@@ -222,17 +215,17 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     expect((await call("GET", NUMBERS, { headers: { authorization: b.apiKey } })).body).toEqual([]);
     expect((await call("GET", NUMBERS)).status).toBe(401);
 
-    const listed = await admin("list-numbers", a.accountId, "--json");
-    const rows = JSON.parse(listed.stdout) as Array<{ id: number; formattedNumber: string }>;
+    const listed = adminCli("list-numbers", a.accountId, "--json");
+    const rows = JSON.parse(listed.out) as Array<{ id: number; formattedNumber: string }>;
     const us = rows.find((row) => row.formattedNumber === "+1 512 555 0100")!;
-    expect((await admin("remove-number", String(us.id))).code).toBe(0);
-    expect((await admin("remove-number", String(us.id))).code).toBe(1);
+    expect(adminCli("remove-number", String(us.id)).code).toBe(0);
+    expect(adminCli("remove-number", String(us.id)).code).toBe(1);
     expect((await call("GET", NUMBERS, { headers: { authorization: a.apiKey } })).body).toEqual([expected[0]]);
   }, 60_000);
 
   test("jitsi-meet's dial-in page can read both answers", async () => {
     const account = await newAccount();
-    expect((await admin("add-number", account.accountId, "GB", "+44 20 7946 0000")).code).toBe(0);
+    expect(adminCli("add-number", account.accountId, "GB", "+44 20 7946 0000").code).toBe(0);
     const base = `/api/v1/conference-mapper/${account.accountId}`;
     const conference = "weekly@conference.meet.example.com";
     const [mapping, numbers] = await Promise.all([
@@ -247,28 +240,28 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
   test("the operator marks the default number: it is flagged and listed first, and only one is", async () => {
     const account = await newAccount();
     const numbersOf = async () => (await call("GET", `/api/v1/conference-mapper/${account.accountId}/phoneNumberList`)).body;
-    expect((await admin("add-number", account.accountId, "DE", "0800 123 4567", "--toll-free")).code).toBe(0);
-    expect((await admin("add-number", account.accountId, "US", "+1 512 555 0100", "--default")).code).toBe(0);
-    expect((await admin("add-number", account.accountId, "GB", "+44 20 7946 0000")).code).toBe(0);
+    expect(adminCli("add-number", account.accountId, "DE", "0800 123 4567", "--toll-free").code).toBe(0);
+    expect(adminCli("add-number", account.accountId, "US", "+1 512 555 0100", "--default").code).toBe(0);
+    expect(adminCli("add-number", account.accountId, "GB", "+44 20 7946 0000").code).toBe(0);
     expect(await numbersOf()).toEqual([
       { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false, default: true },
       { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true, default: false },
       { countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false },
     ]);
 
-    const rows = JSON.parse((await admin("list-numbers", account.accountId, "--json")).stdout) as Array<{ id: number; countryCode: string }>;
+    const rows = JSON.parse(adminCli("list-numbers", account.accountId, "--json").out) as Array<{ id: number; countryCode: string }>;
     const gb = rows.find((row) => row.countryCode === "GB")!;
-    const moved = await admin("set-default-number", String(gb.id));
+    const moved = adminCli("set-default-number", String(gb.id));
     expect(moved.code).toBe(0);
-    expect(moved.stdout).toContain("is now the default");
+    expect(moved.out).toContain("is now the default");
     const after = (await numbersOf()) as Array<{ countryCode: string; default: boolean }>;
     expect(after.map((number) => [number.countryCode, number.default])).toEqual([
       ["GB", true],
       ["DE", false],
       ["US", false],
     ]);
-    expect((await admin("list-numbers", account.accountId)).stdout).toContain("GB  +44 20 7946 0000  default");
-    expect((await admin("set-default-number", "999999")).code).toBe(1);
-    expect((await admin("set-default-number", "abc")).code).toBe(2);
+    expect(adminCli("list-numbers", account.accountId).out).toContain("GB  +44 20 7946 0000  default");
+    expect(adminCli("set-default-number", "999999").code).toBe(1);
+    expect(adminCli("set-default-number", "abc").code).toBe(2);
   }, 60_000);
 });

@@ -1,12 +1,14 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
+import { rowsOf } from "../../src/db/rows";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { appendEvent, type ConferenceEvent } from "../../src/modules/events/service";
 import { foldEventIds, refoldLog } from "../../src/modules/usage/fold";
 import { call, newAccount, tokenFor } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
 import { at, type Delivery, deliver, occupantJoined, occupantLeft, type Person, roomCreated, roomDestroyed } from "../support/event-sync";
+import { adminCli } from "../support/admin-cli";
 
 const ROUTE = "/api/v1/pricing/cdr";
 const DAY = { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" };
@@ -247,9 +249,29 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
   });
 
   test("folding the whole log again changes nothing", async () => {
-    await refoldLog(7);
+    await refoldLog({ pageSize: 7 });
     const again = await call("POST", ROUTE, { body: DAY, headers: { authorization: basic(acme.accountId, acme.apiKey) } });
     expect(comparable(again.body)).toEqual(comparable(report));
+  }, 30_000);
+
+  test("`admin refold-usage` rebuilds one account's usage from its log, and leaves the other accounts' alone", async () => {
+    // As after restoring the log alone from a backup: the account's folded usage is gone.
+    for (const table of ["participant_sessions", "room_sessions", "media_sessions", "room_usage_daily"]) {
+      await db.execute(sql`delete from ${sql.identifier(table)} where account_id = ${acme.accountId}`);
+    }
+    // A refold rewrites every stay it folds (updated_at): the other account's must not move.
+    const rivalStays = async () => rowsOf(await db.execute(sql`select occupant_jid, updated_at from participant_sessions where account_id = ${rival.accountId}`));
+    const rivalBefore = await rivalStays();
+    expect(rivalBefore.length).toBe(1);
+    const emptied = await call("POST", ROUTE, { body: DAY, headers: { authorization: basic(acme.accountId, acme.apiKey) } });
+    expect(emptied.body.days).toEqual([]);
+
+    const cli = adminCli("refold-usage", acme.accountId);
+    const stored = (await db.select({ id: conferenceEvents.id }).from(conferenceEvents).where(eq(conferenceEvents.accountId, acme.accountId))).length;
+    expect({ code: cli.code, out: cli.out }).toEqual({ code: 0, out: expect.stringContaining(`folded ${stored} events again`) });
+    const again = await call("POST", ROUTE, { body: DAY, headers: { authorization: basic(acme.accountId, acme.apiKey) } });
+    expect(comparable(again.body)).toEqual(comparable(report));
+    expect(await rivalStays()).toEqual(rivalBefore);
   }, 30_000);
 
   test("the same traffic folded one event at a time in reverse order gives the same report", async () => {

@@ -11,6 +11,7 @@ import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { events, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { purgeOldEvents } from "../../src/modules/webhooks/service";
 import { call, newAccount } from "../helpers";
+import { adminCli } from "../support/admin-cli";
 
 const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
@@ -196,38 +197,34 @@ describe("SSRF", () => {
 });
 
 describe("admin command line", () => {
-  const admin = (...args: string[]) => {
-    const result = Bun.spawnSync([process.execPath, `${import.meta.dir}/../../src/admin.ts`, ...args], { env: { ...process.env, LOG_LEVEL: "silent" } });
-    return { code: result.exitCode, out: result.stdout.toString(), err: result.stderr.toString() };
-  };
-
+  
   test("add, list, update, rotate, replay and remove webhooks as the API does", async () => {
     const a = await newAccount();
     const b = await newAccount();
-    const added = admin("add-webhook", a.accountId, "http://127.0.0.1:9/cli", "--types", "room.started,call.ended", "--ordered");
+    const added = adminCli("add-webhook", a.accountId, "http://127.0.0.1:9/cli", "--types", "room.started,call.ended", "--ordered");
     expect(added.code).toBe(0);
     const id = /webhook\s+(wh_\w+)/.exec(added.out)![1]!;
     expect(added.out).toMatch(/secret\s+whsec_/);
     const seen = await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) });
     expect(seen.body).toMatchObject({ url: "http://127.0.0.1:9/cli", event_types: ["room.started", "call.ended"], ordered: true, enabled: true });
 
-    const listed = admin("list-webhooks", a.accountId, "--json");
+    const listed = adminCli("list-webhooks", a.accountId, "--json");
     expect(JSON.parse(listed.out).map((endpoint: any) => endpoint.id)).toEqual([id]);
     expect(listed.out).not.toContain("whsec_");
-    expect(admin("update-webhook", a.accountId, id, "--disable", "--types", "all").code).toBe(0);
+    expect(adminCli("update-webhook", a.accountId, id, "--disable", "--types", "all").code).toBe(0);
     expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) })).body).toMatchObject({ enabled: false, event_types: null });
-    expect(admin("rotate-webhook-secret", a.accountId, id).out).toMatch(/secret\s+whsec_/);
+    expect(adminCli("rotate-webhook-secret", a.accountId, id).out).toMatch(/secret\s+whsec_/);
     await emit(a.accountId, "cli-replayed");
-    expect(admin("replay-webhook", a.accountId, id, "--after", "0").out).toContain("1 deliveries queued");
+    expect(adminCli("replay-webhook", a.accountId, id, "--after", "0").out).toContain("1 deliveries queued");
 
     // Another account's id, an unknown type, or a refused URL: exit 1 with the reason.
-    expect(admin("remove-webhook", b.accountId, id).code).toBe(1);
-    expect(admin("add-webhook", a.accountId, "http://127.0.0.1:9/", "--types", "room.exploded").code).toBe(1);
-    const refused = admin("add-webhook", a.accountId, "http://169.254.169.254/");
+    expect(adminCli("remove-webhook", b.accountId, id).code).toBe(1);
+    expect(adminCli("add-webhook", a.accountId, "http://127.0.0.1:9/", "--types", "room.exploded").code).toBe(1);
+    const refused = adminCli("add-webhook", a.accountId, "http://169.254.169.254/");
     expect(refused.code).toBe(1);
     expect(refused.err).toContain("link-local");
-    expect(admin("replay-webhook", a.accountId, id).code).toBe(2);
-    expect(admin("remove-webhook", a.accountId, id).code).toBe(0);
+    expect(adminCli("replay-webhook", a.accountId, id).code).toBe(2);
+    expect(adminCli("remove-webhook", a.accountId, id).code).toBe(0);
     expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) })).status).toBe(404);
   }, 60_000);
 });

@@ -1,7 +1,7 @@
 /** Conference events stored straight through the events service, and how many of them wait to be folded. */
-import { and, count, eq, isNull } from "drizzle-orm";
+import { count, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
+import { conferenceEventsUnfolded } from "../../src/modules/events/schema";
 import { appendEvent } from "../../src/modules/events/service";
 import { at } from "./event-sync";
 
@@ -19,11 +19,25 @@ export function storeStay(accountId: string, room: string, who: string, minutes:
   });
 }
 
+/** The join of a stay from 10:00 in `room`, as event_sync reports it (its leave is `storeStay`). */
+export function storeJoin(accountId: string, room: string, who: string) {
+  const joined = at("10:00:00");
+  return appendEvent({
+    accountId,
+    kind: "occupant_joined",
+    room,
+    occurredAt: new Date(joined * 1000),
+    subject: who,
+    payload: { event_name: "muc-occupant-joined", room_name: room, occupant: { occupant_jid: who, id: who, joined_at: joined } },
+    dedupeKey: `joined|${room}|${who}`,
+  });
+}
+
 /** Events not folded yet: of one account, or of every account. */
 export async function unfoldedCount(accountId?: string): Promise<number> {
   const [row] = await db
     .select({ n: count() })
-    .from(conferenceEvents)
-    .where(and(isNull(conferenceEvents.foldedAt), accountId === undefined ? undefined : eq(conferenceEvents.accountId, accountId)));
+    .from(conferenceEventsUnfolded)
+    .where(accountId === undefined ? undefined : eq(conferenceEventsUnfolded.accountId, accountId));
   return row!.n;
 }

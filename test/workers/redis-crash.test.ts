@@ -5,12 +5,13 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { type Subprocess, spawn } from "bun";
-import { and, count, eq, isNull } from "drizzle-orm";
+import { count, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { call, newAccount } from "../helpers";
 import { at, type Delivery, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
 import { freePort } from "../support/ports";
+import { unfoldedCount } from "../support/stored-events";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
 import { until } from "../support/wait";
 
@@ -126,14 +127,7 @@ test("a Redis crash loses no acknowledged event: the sweep folds what the lost j
   // Acknowledged but lost: answered 2xx, yet not stored or never folded.
   const [stored] = await db.select({ n: count() }).from(conferenceEvents).where(eq(conferenceEvents.accountId, account.accountId));
   // The report can be complete while the last folds of events that change no figure still run: wait for those too.
-  const unfoldedCount = async () => {
-    const [row] = await db
-      .select({ n: count() })
-      .from(conferenceEvents)
-      .where(and(eq(conferenceEvents.accountId, account.accountId), isNull(conferenceEvents.foldedAt)));
-    return row!.n;
-  };
-  const unfolded = await until(unfoldedCount, (n) => n === 0, 15_000, 250);
+  const unfolded = await until(() => unfoldedCount(account.accountId), (n) => n === 0, 15_000, 250);
   expect({ stored: stored!.n, unfolded }).toEqual({ stored: deliveries.length, unfolded: 0 });
   // Neither process died of the outage.
   expect([api.exitCode, cdr.exitCode]).toEqual([null, null]);

@@ -31,12 +31,6 @@ export const conferenceEvents = pgTable(
     /** Identifies a delivery, so a repeated one is stored once. */
     dedupeKey: text("dedupe_key").notNull(),
     receivedAt: timestamp("received_at", { withTimezone: true }).notNull().defaultNow(),
-    /**
-     * Set by the fold's own transaction, when it takes the event off conference_events_unfolded.
-     * No index names it, and the log leaves room on its pages (fillfactor 50, set in the
-     * migration), so the mark is a heap-only update that rewrites no index.
-     */
-    foldedAt: timestamp("folded_at", { withTimezone: true }),
   },
   (table) => [
     uniqueIndex("conference_events_dedupe_idx").on(table.accountId, table.dedupeKey),
@@ -49,7 +43,8 @@ export const conferenceEvents = pgTable(
 /**
  * The events not folded yet: a trigger on conference_events (in the migration) lists every
  * stored event here in the statement that stores it, whoever writes it, and the fold's
- * transaction deletes the row. The fold job in Redis is only a doorbell: what is left
+ * transaction deletes the row, so an event is folded exactly when it is no longer listed
+ * here and the log itself is never updated. The fold job in Redis is only a doorbell: what is left
  * here after a Redis crash is found by the cdr sweep, so an acknowledged event is always
  * folded. Narrow, so claiming and clearing a page never touches the log's wide rows or indexes.
  */

@@ -46,10 +46,10 @@ export const EVENT_CHANNEL = "events";
 const REDIS_WAIT_MS = 1_000;
 
 /** Runs a Redis step of an append when Redis is connected, giving up after REDIS_WAIT_MS. */
-async function ifRedisAnswers(what: string, eventId: number, step: () => Promise<unknown>): Promise<void> {
+async function ifRedisAnswers(what: string, eventIds: number[], step: () => Promise<unknown>): Promise<void> {
   // Once a connection is lost, ioredis queues commands in memory until Redis returns; skip instead.
   if (["reconnecting", "close", "end"].includes(redis().status)) {
-    log.warn({ eventId }, `Redis is not connected: ${what} skipped, the usage sweep folds the event`);
+    log.warn({ eventIds }, `Redis is not connected: ${what} skipped, the usage sweep folds the events`);
     return;
   }
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -59,7 +59,7 @@ async function ifRedisAnswers(what: string, eventId: number, step: () => Promise
   try {
     await Promise.race([step(), timeout]);
   } catch (error) {
-    log.warn({ eventId, err: (error as Error).message }, `${what} failed: the usage sweep folds the event`);
+    log.warn({ eventIds, err: (error as Error).message }, `${what} failed: the usage sweep folds the events`);
   } finally {
     clearTimeout(timer);
   }
@@ -93,6 +93,96 @@ export async function enqueueFold(eventId: number, where: { accountId: string; r
   });
 }
 
+/** What storeEvents stored: which events are new, and what to announce once they are committed. */
+export interface StoredBatch {
+  /** Per event, in the order given: true when it is new. */
+  isNew: boolean[];
+  /** The new events with their ids, to publish. */
+  added: Array<ConferenceEvent & { id: number }>;
+  /** Per room with a new event or a repeated one still unfolded, the newest such event, for its fold doorbell. */
+  rooms: Map<string, { eventId: number; accountId: string; room: string }>;
+}
+
+const roomOf = (event: { accountId: string; room: string }) => `${event.accountId}|${event.room}`;
+
+/**
+ * Stores events in one statement through `executor` (a transaction of the caller's, or the
+ * global handle), each unless the same delivery was stored before (by its account and
+ * dedupeKey, also within the batch). Nothing is announced: once the rows are committed,
+ * announceStored publishes the new ones and rings the fold's doorbell, once per room.
+ */
+export async function storeEvents(executor: Database, events: ConferenceEvent[]): Promise<StoredBatch> {
+  const batch: StoredBatch = { isNew: [], added: [], rooms: new Map() };
+  if (events.length === 0) return batch;
+  const inserted = await executor
+    .insert(conferenceEvents)
+    .values(events.map((event) => ({ ...event, payload: event.payload ?? {} })))
+    .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
+    .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
+  const ids = new Map(inserted.map((row) => [`${row.accountId}\n${row.dedupeKey}`, row.id]));
+  const repeated: ConferenceEvent[] = [];
+  for (const event of events) {
+    const key = `${event.accountId}\n${event.dedupeKey}`;
+    const id = ids.get(key);
+    // A key given twice in the batch was stored once, for its first event.
+    ids.delete(key);
+    batch.isNew.push(id !== undefined);
+    if (id === undefined) {
+      repeated.push(event);
+      continue;
+    }
+    batch.added.push({ ...event, id });
+    batch.rooms.set(roomOf(event), { eventId: id, accountId: event.accountId, room: event.room });
+  }
+  // A repeat of a delivery whose event is still unfolded rings the doorbell again.
+  for (const stored of await unfoldedRepeats(executor, repeated)) {
+    const room = batch.rooms.get(roomOf(stored));
+    if (!room || room.eventId < stored.id) batch.rooms.set(roomOf(stored), { eventId: stored.id, accountId: stored.accountId, room: stored.room });
+  }
+  return batch;
+}
+
+/** The stored, still unfolded events that the given deliveries repeat. */
+async function unfoldedRepeats(executor: Database, events: ConferenceEvent[]): Promise<Array<{ id: number; accountId: string; room: string }>> {
+  if (events.length === 0) return [];
+  // Plain lists the (account, dedupe key) index serves; a pair of one event's account and another's key is dropped after.
+  const rows = await executor
+    .select({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, room: conferenceEvents.room, dedupeKey: conferenceEvents.dedupeKey })
+    .from(conferenceEvents)
+    .innerJoin(conferenceEventsUnfolded, eq(conferenceEventsUnfolded.eventId, conferenceEvents.id))
+    .where(
+      and(
+        inArray(conferenceEvents.accountId, [...new Set(events.map((event) => event.accountId))]),
+        inArray(conferenceEvents.dedupeKey, [...new Set(events.map((event) => event.dedupeKey))]),
+      ),
+    );
+  const wanted = new Set(events.map((event) => `${event.accountId}\n${event.dedupeKey}`));
+  return rows.filter((row) => wanted.has(`${row.accountId}\n${row.dedupeKey}`));
+}
+
+/**
+ * Once a batch is committed (it is acknowledged then): publishes each new event and rings the
+ * fold's doorbell once per room, naming the room's newest event (the job folds all of the
+ * room's unfolded events). Best effort: an unfolded row is found by the sweep.
+ */
+export async function announceStored(batch: StoredBatch): Promise<void> {
+  if (batch.added.length > 0) {
+    await ifRedisAnswers(
+      "publishing the events",
+      batch.added.map((event) => event.id),
+      () => Promise.all(batch.added.map((event) => pubsub().publish(EVENT_CHANNEL, JSON.stringify(event)))),
+    );
+  }
+  if (batch.rooms.size > 0) {
+    const rooms = [...batch.rooms.values()];
+    await ifRedisAnswers(
+      "queueing the fold",
+      rooms.map((room) => room.eventId),
+      () => Promise.all(rooms.map((room) => enqueueFold(room.eventId, room))),
+    );
+  }
+}
+
 /**
  * Stores the event unless the same delivery was stored before; true when it is new. Once the
  * row is stored the event is acknowledged: publishing it and ringing the fold's doorbell are
@@ -101,33 +191,16 @@ export async function enqueueFold(eventId: number, where: { accountId: string; r
  * that a new row means, in the row's own transaction.
  */
 export async function appendEvent(event: ConferenceEvent, publish?: (tx: Database) => Promise<void>): Promise<boolean> {
-  const insert = (executor: Database) =>
-    executor
-      .insert(conferenceEvents)
-      .values({ ...event, payload: event.payload ?? {} })
-      .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
-      .returning({ id: conferenceEvents.id });
   // A new event's catalogue event commits with it; a repeated delivery publishes nothing.
-  const inserted = publish
+  const batch = publish
     ? await db.transaction(async (tx) => {
-        const rows = await insert(tx);
-        if (rows.length > 0) await publish(tx);
-        return rows;
+        const stored = await storeEvents(tx, [event]);
+        if (stored.isNew[0]) await publish(tx);
+        return stored;
       })
-    : await insert(db);
-  if (inserted.length === 0) {
-    const [stored] = await db
-      .select({ id: conferenceEvents.id })
-      .from(conferenceEvents)
-      .innerJoin(conferenceEventsUnfolded, eq(conferenceEventsUnfolded.eventId, conferenceEvents.id))
-      .where(and(eq(conferenceEvents.accountId, event.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey)));
-    if (stored) await ifRedisAnswers("queueing the fold", stored.id, () => enqueueFold(stored.id, event));
-    return false;
-  }
-  const id = inserted[0]!.id;
-  await ifRedisAnswers("publishing the event", id, () => pubsub().publish(EVENT_CHANNEL, JSON.stringify({ ...event, id })));
-  await ifRedisAnswers("queueing the fold", id, () => enqueueFold(id, event));
-  return true;
+    : await storeEvents(db, [event]);
+  await announceStored(batch);
+  return batch.isNew[0]!;
 }
 
 const foldableColumns = {
@@ -157,21 +230,53 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[
   return rows;
 }
 
+/** Events read by raw SQL (ids as the driver gives bigints, instants as text on some drivers). */
+function foldableRows(rows: unknown): FoldableEvent[] {
+  type Row = Omit<FoldableEvent, "id" | "occurredAt"> & { id: string | number; occurredAt: string | Date };
+  return rowsOf<Row>(rows).map((row) => ({ ...row, id: Number(row.id), occurredAt: new Date(row.occurredAt) }));
+}
+
 /**
- * The oldest events still unfolded that were stored at least `olderThanMs` ago (younger ones
- * have a fold job on its way), locked for the sweep's transaction; rows another sweep holds
- * are skipped, so several cdr processes share the backlog.
+ * A sweep's page: the rooms named by the oldest events due (stored at least `olderThanMs`
+ * ago), and up to `limit` of those rooms' unfolded events, whole rooms first in the order of
+ * their oldest event, so a room life's joins and leaves fold together (one write of each
+ * stay) instead of in whichever pages their ids fall. The rooms come from the oldest quarter
+ * page of due events: all their listed events are read to pick the page, and a backlog's
+ * oldest events name hundreds of rooms at once, of which a page takes a few dozen. Younger
+ * events of those rooms come along: folding them early changes nothing, and their job then
+ * finds nothing left. Rows another fold holds are skipped, also in the sample, so sweeps
+ * running at once (of several cdr processes, or of one) take different rooms.
  */
-export async function claimUnfoldedEvents(tx: Database, olderThanMs: number, limit: number): Promise<FoldableEvent[]> {
-  const rows = await tx
-    .select(foldableColumns)
-    .from(conferenceEventsUnfolded)
-    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
-    .where(sql`${conferenceEvents.receivedAt} < now() - make_interval(secs => ${olderThanMs / 1000})`)
-    .orderBy(asc(conferenceEventsUnfolded.eventId))
-    .limit(limit)
-    .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
-  return rows;
+export async function claimUnfoldedRooms(tx: Database, olderThanMs: number, limit: number): Promise<FoldableEvent[]> {
+  // Every lookup is an index probe per row (the lateral joins with `offset 0`, `= any(array)`):
+  // during a backlog the list's statistics lag far behind it, and the planner's own choice was
+  // to scan the whole list and the whole log for every page.
+  const rows = await tx.execute(sql`
+    with due as (
+      select u.event_id, u.account_id, u.room from conference_events_unfolded u
+      cross join lateral (select e.received_at from conference_events e where e.id = u.event_id offset 0) e
+      where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
+      order by u.event_id limit ${Math.ceil(limit / 4)}
+      for update of u skip locked
+    ),
+    rooms as (select account_id, room, min(event_id) as first from due group by account_id, room),
+    picked as (
+      select l.event_id from rooms r
+      cross join lateral (
+        select u.event_id from conference_events_unfolded u where u.account_id = r.account_id and u.room = r.room offset 0
+      ) l
+      order by r.first, l.event_id limit ${limit}
+    ),
+    claimed as (
+      select u.event_id from conference_events_unfolded u
+      where u.event_id = any(array(select event_id from picked))
+      for update skip locked
+    )
+    select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
+    from claimed c
+    cross join lateral (select * from conference_events e where e.id = c.event_id offset 0) e
+    order by e.id`);
+  return foldableRows(rows);
 }
 
 /**
@@ -198,26 +303,28 @@ export async function roomOfEvent(id: number): Promise<{ accountId: string; room
 
 /**
  * Marks events folded, inside the fold's transaction so the mark commits with the fold: takes
- * them off the unfolded list and stamps folded_at (a heap-only update, see the schema). The
- * fold does this first: taking the rows' locks before the rooms' keeps the order the sweep
- * uses, so a job and a sweep never wait on each other crosswise.
+ * them off the unfolded list. The fold does this first: taking the rows' locks before the
+ * rooms' keeps the order the sweep uses, so a job and a sweep never wait on each other crosswise.
  */
 export async function markFolded(tx: Database, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
-  await tx.execute(sql`
-    with cleared as (delete from conference_events_unfolded where event_id = any(${`{${ids.join(",")}}`}::bigint[]) returning event_id)
-    update conference_events set folded_at = now() where id in (select event_id from cleared)`);
+  await tx.execute(sql`delete from conference_events_unfolded where event_id = any(${`{${ids.join(",")}}`}::bigint[])`);
 }
 
 /** A room of the log and how many events it holds, in (account, room) order, for refolding everything. */
 export type LoggedRoom = { accountId: string; room: string; events: number };
 
-/** Up to `limit` rooms of the log after the given one, in (account, room) order, with their event counts (one pass over the log). */
-export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number): Promise<LoggedRoom[]> {
+/** Up to `limit` rooms of the log (of one account, or of all) after the given one, in (account, room) order, with their event counts (one pass over the log). */
+export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number, accountId?: string): Promise<LoggedRoom[]> {
   const rows = await db
     .select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room, events: sql<number>`count(*)::int` })
     .from(conferenceEvents)
-    .where(after ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})` : undefined)
+    .where(
+      and(
+        after ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})` : undefined,
+        accountId === undefined ? undefined : eq(conferenceEvents.accountId, accountId),
+      ),
+    )
     .groupBy(conferenceEvents.accountId, conferenceEvents.room)
     .orderBy(asc(conferenceEvents.accountId), asc(conferenceEvents.room))
     .limit(limit);
@@ -238,8 +345,7 @@ export async function eventsOfRooms(rooms: Array<{ accountId: string; room: stri
       where c.account_id = k."accountId" and c.room = k.room offset 0
     ) as e
     order by e.id`);
-  type Row = Omit<FoldableEvent, "id" | "occurredAt"> & { id: string | number; occurredAt: string | Date };
-  return rowsOf<Row>(rows).map((row) => ({ ...row, id: Number(row.id), occurredAt: new Date(row.occurredAt) }));
+  return foldableRows(rows);
 }
 
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */

@@ -15,8 +15,8 @@ import { sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
 import {
-  claimUnfoldedEvents,
   claimUnfoldedRoomEvents,
+  claimUnfoldedRooms,
   eventsOfRooms,
   type FoldableEvent,
   type LoggedRoom,
@@ -102,23 +102,38 @@ export async function foldRoomOf(eventId: number): Promise<number> {
 /** How many rooms one listing of the log names: each listing reads the whole log once. */
 const ROOMS_PER_LISTING = 50_000;
 
+/** How a refold pages the log, and whose events it folds. */
+export interface RefoldOptions {
+  /** About how many events a page holds. */
+  pageSize?: number;
+  /** Pages folded at once. */
+  concurrency?: number;
+  /** Only this account's events; every account's when absent. */
+  accountId?: string;
+}
+
 /**
  * Folds the whole log again; safe at any time, since folding is idempotent. A page is every
  * event of a run of whole rooms (about `pageSize` events), so a room life's joins and leaves
  * fold together and each stay is written once, already closed. A room bigger than a page is
- * folded alone, in slices of `pageSize`.
+ * folded alone, in slices of `pageSize`. Pages hold different rooms, so `concurrency` of them
+ * fold at once, each in its own transaction: PostgreSQL runs them side by side on its cores.
  */
-export async function refoldLog(pageSize = 10_000): Promise<number> {
+export async function refoldLog({ pageSize = 10_000, concurrency = 2, accountId }: RefoldOptions = {}): Promise<number> {
   let folded = 0;
   let after: LoggedRoom | null = null;
   for (;;) {
-    const rooms = await roomsAfter(after, ROOMS_PER_LISTING);
+    const rooms = await roomsAfter(after, ROOMS_PER_LISTING, accountId);
     if (rooms.length === 0) return folded;
-    for (const page of roomPages(rooms, pageSize)) {
-      const events = await eventsOfRooms(page);
-      for (let start = 0; start < events.length; start += pageSize) await foldEvents(events.slice(start, start + pageSize));
-      folded += events.length;
-    }
+    const pages = roomPages(rooms, pageSize).values();
+    const folder = async () => {
+      for (const page of pages) {
+        const events = await eventsOfRooms(page);
+        for (let start = 0; start < events.length; start += pageSize) await foldEvents(events.slice(start, start + pageSize));
+        folded += events.length;
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, folder));
     after = rooms.at(-1)!;
   }
 }
@@ -143,35 +158,36 @@ function roomPages(rooms: LoggedRoom[], pageSize: number): LoggedRoom[][] {
 
 /**
  * Folds, straight from the database, every event stored at least `olderThanMs` ago that no
- * fold has marked: its job was lost with Redis, failed for good, or never queued. Works in
- * batches of `batchSize`, each claimed and folded in one transaction; a batch that fails is
- * folded one event at a time, so one bad event cannot hold back the rest. Needs no Redis.
- * Answers how many events it folded.
+ * fold has taken: its job was lost with Redis, failed for good, or never queued. Works in
+ * pages of whole rooms (`claimUnfoldedRooms`, about `pageSize` events), each claimed and folded
+ * in one transaction; a page that fails is folded one event at a time, so one bad event cannot
+ * hold back the rest. Needs no Redis. Answers how many events it folded.
  */
-export async function sweepUnfolded(olderThanMs: number, batchSize = 500): Promise<number> {
+export async function sweepUnfolded(olderThanMs: number, pageSize = ROOM_FOLD_PAGE): Promise<number> {
   let folded = 0;
   for (;;) {
     let claimed = 0;
     try {
       claimed = await db.transaction(async (tx) => {
-        const events = await claimUnfoldedEvents(tx, olderThanMs, batchSize);
+        const events = await claimUnfoldedRooms(tx, olderThanMs, pageSize);
         await foldInTransaction(tx, events);
         return events.length;
       });
       folded += claimed;
     } catch (error) {
-      log.warn({ err: (error as Error).message }, "usage sweep: a batch failed, folding its events one by one");
-      const single = await foldOneByOne(olderThanMs, batchSize);
+      log.warn({ err: (error as Error).message }, "usage sweep: a page failed, folding its events one by one");
+      const single = await foldOneByOne(olderThanMs, pageSize);
       folded += single.folded;
       if (single.folded === 0) return folded;
       claimed = single.claimed;
     }
-    if (claimed < batchSize) return folded;
+    if (claimed === 0) return folded;
   }
 }
 
-async function foldOneByOne(olderThanMs: number, batchSize: number): Promise<{ claimed: number; folded: number }> {
-  const ids = await db.transaction(async (tx) => (await claimUnfoldedEvents(tx, olderThanMs, batchSize)).map((event) => event.id));
+/** Claims a page as the sweep does (so the failed page's events, unless another fold took them) and folds each event on its own. */
+async function foldOneByOne(olderThanMs: number, pageSize: number): Promise<{ claimed: number; folded: number }> {
+  const ids = await db.transaction(async (tx) => (await claimUnfoldedRooms(tx, olderThanMs, pageSize)).map((event) => event.id));
   let folded = 0;
   for (const id of ids) {
     try {
