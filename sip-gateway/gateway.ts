@@ -4,7 +4,7 @@
  * Every incoming INVITE becomes a `PhoneCall` (call.ts) that resolves its room, answers,
  * joins the conference, and records what happened.
  */
-import { Core, type Invitation, Registerer, RegistererState, UserAgent, type UserAgentOptions } from "sip.js";
+import { Core, Grammar, type Invitation, Registerer, RegistererState, UserAgent, type UserAgentOptions } from "sip.js";
 import type { SipConfig } from "../src/config";
 import { isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";
@@ -14,10 +14,14 @@ import { type CallHost, PhoneCall } from "./call";
 import { SourceGuard } from "./guard";
 import { mediaFactory } from "./media";
 import { ServerTransactions } from "./merged-requests";
+import { memoizedParse } from "./parse-memo";
 import type { ConferenceDirectory } from "./rooms";
 import { TcpEndpoint } from "./tcp-endpoint";
 import { CONTACT_USER, EndpointTransport, type SipEndpoint } from "./transport";
 import { UdpEndpoint } from "./udp-endpoint";
+
+// Every sip.js parse goes through Grammar.parse (parse-memo.ts says why it is memoized).
+Object.assign(Grammar, { parse: memoizedParse(Grammar.parse) });
 
 export interface GatewayParts {
   settings: SipConfig;
