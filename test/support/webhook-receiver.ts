@@ -57,6 +57,8 @@ export async function startReceiver(secret: () => string) {
     received,
     /** Each webhook-id once, as a receiver that de-duplicates keeps them. */
     unique: () => [...new Map(received.map((entry) => [entry.id, entry])).values()],
+    /** Requests held open in "hang" mode: attempts that have reached the receiver and wait for its answer. */
+    hanging: () => hanging.length,
     setMode(next: ReceiverMode) {
       if (next === "down" && server) {
         server.stop(true);

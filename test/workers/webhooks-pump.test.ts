@@ -59,8 +59,10 @@ test("a stopping worker gives back the deliveries it claimed and had not sent", 
     receiver.setMode("hang");
     await emitMany(a.accountId, 10);
     const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
-    // Two attempts hang in flight; the other eight wait, claimed, beside them.
-    await until(async () => (await rows()).filter((row) => row.leasedUntil !== null).length, (n) => n === 10);
+    // Two attempts hang at the receiver; the other eight wait, claimed, beside them. The leases alone
+    // are not enough to wait for: they are committed before the worker has taken the claim's rows.
+    expect(await until(receiver.hanging, (n) => n === 2)).toBe(2);
+    expect(await until(async () => (await rows()).filter((row) => row.leasedUntil !== null).length, (n) => n === 10)).toBe(10);
     await worker.stop();
     const after = await rows();
     const attempted = after.filter((row) => row.attempts > 0);
