@@ -10,14 +10,33 @@ export function createRedis(purpose: string, options: RedisOptions = {}): Redis 
     // BullMQ requires null here so blocking commands are never cut short.
     maxRetriesPerRequest: null,
     lazyConnect: false,
+    // ioredis waits up to 2 s between attempts by default, so after an outage each connection of
+    // each process came back at its own moment up to 2 s after Redis did, and a request could
+    // meet one still away. An attempt is one refused TCP connect: trying every half second is cheap.
+    retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_AT_MOST_MS),
     ...options,
   });
-  // ioredis reconnects by itself; a listener keeps an outage to one log line per attempt instead of an unhandled error.
-  client.on("error", (error: Error) => log.warn({ redis: purpose, err: error.message }, "Redis connection error"));
+  // ioredis reconnects by itself. The listener turns its errors from unhandled ones into one log
+  // line per outage and connection (not one per attempt, two a second), and one when it is back.
+  let lostAt: number | undefined;
+  client.on("error", (error: Error) => {
+    const connected = client.status === "ready";
+    if (!connected && lostAt !== undefined) return;
+    if (!connected) lostAt = Date.now();
+    log.warn({ redis: purpose, err: error.message }, "Redis connection error");
+  });
+  client.on("ready", () => {
+    if (lostAt === undefined) return;
+    log.info({ redis: purpose, awayMs: Date.now() - lostAt }, "Redis connection back");
+    lostAt = undefined;
+  });
   made.add(client);
   client.once("end", () => made.delete(client));
   return client;
 }
+
+/** The longest wait between two attempts to reach a Redis that is away. */
+const RECONNECT_AT_MOST_MS = 500;
 
 /** Every connection this process made, until it ends. */
 const made = new Set<Redis>();
