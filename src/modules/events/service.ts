@@ -13,7 +13,7 @@ import { roomKey } from "../../core/room-key";
 import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
-import { redis } from "../../queue/connection";
+import { redis, withinRedis } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
@@ -40,28 +40,15 @@ export type FoldableEvent = Omit<StoredEvent, "payload">;
 export const EVENT_CHANNEL = "events";
 
 /**
- * How long an append waits for Redis. Beyond it the event is still acknowledged: it is stored,
- * and the sweep folds it. ioredis would otherwise hold the command until Redis is back.
+ * Runs a Redis step of an append, skipped at once when Redis is not connected (ioredis would
+ * hold the command until Redis is back) and given up after PROMPT_REDIS_MS. Either way the
+ * event is still acknowledged: it is stored, and the sweep folds it.
  */
-const REDIS_WAIT_MS = 1_000;
-
-/** Runs a Redis step of an append when Redis is connected, giving up after REDIS_WAIT_MS. */
 async function ifRedisAnswers(what: string, eventIds: number[], step: () => Promise<unknown>): Promise<void> {
-  // Once a connection is lost, ioredis queues commands in memory until Redis returns; skip instead.
-  if (["reconnecting", "close", "end"].includes(redis().status)) {
-    log.warn({ eventIds }, `Redis is not connected: ${what} skipped, the usage sweep folds the events`);
-    return;
-  }
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${REDIS_WAIT_MS} ms`)), REDIS_WAIT_MS);
-  });
   try {
-    await Promise.race([step(), timeout]);
+    await withinRedis(redis(), what, step);
   } catch (error) {
-    log.warn({ eventIds, err: (error as Error).message }, `${what} failed: the usage sweep folds the events`);
-  } finally {
-    clearTimeout(timer);
+    log.warn({ eventIds, err: (error as Error).message }, `${what} skipped: the usage sweep folds the events`);
   }
 }
 
@@ -104,6 +91,8 @@ export interface StoredBatch {
 }
 
 const roomOf = (event: { accountId: string; room: string }) => `${event.accountId}|${event.room}`;
+/** A delivery's identity: its account and dedupe key. */
+const deliveryOf = (event: { accountId: string; dedupeKey: string }) => `${event.accountId}\n${event.dedupeKey}`;
 
 /**
  * Stores events in one statement through `executor` (a transaction of the caller's, or the
@@ -119,10 +108,10 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
     .values(events.map((event) => ({ ...event, payload: event.payload ?? {} })))
     .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
     .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
-  const ids = new Map(inserted.map((row) => [`${row.accountId}\n${row.dedupeKey}`, row.id]));
+  const ids = new Map(inserted.map((row) => [deliveryOf(row), row.id]));
   const repeated: ConferenceEvent[] = [];
   for (const event of events) {
-    const key = `${event.accountId}\n${event.dedupeKey}`;
+    const key = deliveryOf(event);
     const id = ids.get(key);
     // A key given twice in the batch was stored once, for its first event.
     ids.delete(key);
@@ -156,8 +145,8 @@ async function unfoldedRepeats(executor: Database, events: ConferenceEvent[]): P
         inArray(conferenceEvents.dedupeKey, [...new Set(events.map((event) => event.dedupeKey))]),
       ),
     );
-  const wanted = new Set(events.map((event) => `${event.accountId}\n${event.dedupeKey}`));
-  return rows.filter((row) => wanted.has(`${row.accountId}\n${row.dedupeKey}`));
+  const wanted = new Set(events.map(deliveryOf));
+  return rows.filter((row) => wanted.has(deliveryOf(row)));
 }
 
 /**
