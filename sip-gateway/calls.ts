@@ -210,10 +210,9 @@ export class CallLog {
   private finalStatus: number | undefined;
   private media: { endpoint: string | null; callId: string | null; status: number } | undefined;
   private end: CallEnd | undefined;
-  private startedAppended = false;
-  private endedAppended = false;
-  private startedPublished = false;
-  private endedPublished = false;
+  /** A committed write held the call's start (its call_started and call.started events), or its end. */
+  private startStored = false;
+  private endStored = false;
 
   constructor(private readonly start: CallStart) {
     void writer.changed(this);
@@ -255,8 +254,8 @@ export class CallLog {
       room,
       answeredAt,
       end,
-      publishStarted: room !== undefined && answeredAt !== undefined && !this.startedPublished,
-      publishEnded: room !== undefined && end !== undefined && !this.endedPublished,
+      publishStarted: room !== undefined && answeredAt !== undefined && !this.startStored,
+      publishEnded: room !== undefined && end !== undefined && !this.endStored,
       usage: this.usage(room, answeredAt, end),
       row: {
         id: this.id,
@@ -291,10 +290,10 @@ export class CallLog {
     const payload = { caller: this.start.caller, callee: this.start.callee };
     const where = { accountId: room.accountId, room: room.room, subject };
     const events: ConferenceEvent[] = [];
-    if (answeredAt && !this.startedAppended) {
+    if (answeredAt && !this.startStored) {
       events.push({ ...where, kind: "call_started", occurredAt: answeredAt, payload: { ...payload, answered: true, reason: null }, dedupeKey: `call:${subject}:started` });
     }
-    if (end && !this.endedAppended) {
+    if (end && !this.endStored) {
       events.push({
         ...where,
         kind: "call_ended",
@@ -306,14 +305,10 @@ export class CallLog {
     return events;
   }
 
-  /** A write committed: its usage and catalogue events are out. */
+  /** A write committed: its usage and catalogue events are out (a snapshot holds both of a step, or neither). */
   stored(snapshot: Snapshot): void {
-    if (snapshot.publishStarted) this.startedPublished = true;
-    if (snapshot.publishEnded) this.endedPublished = true;
-    for (const event of snapshot.usage) {
-      if (event.kind === "call_started") this.startedAppended = true;
-      else this.endedAppended = true;
-    }
+    if (snapshot.publishStarted) this.startStored = true;
+    if (snapshot.publishEnded) this.endStored = true;
   }
 }
 
