@@ -4,6 +4,7 @@
  * `RateLimit: "name";r=42;t=1` (what is left of it and the seconds until it resets), both
  * Structured Field lists whose items are policy names as sf-strings.
  */
+import { memoize } from "../core/memo";
 
 export interface PolicyState {
   /** The limit's name, such as `tokens.per_key`. */
@@ -19,18 +20,11 @@ export interface PolicyState {
   resetSeconds: number;
 }
 
-/** Policy and unit names are a handful of fixed strings: each is escaped once. */
-const escaped = new Map<string, string>();
-
-/** A policy name as a Structured Field string (RFC 9651 §3.3.3): printable ASCII with `"` and `\` escaped. */
-function sfString(value: string): string {
-  let text = escaped.get(value);
-  if (text === undefined) {
-    text = `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`;
-    if (escaped.size < 1_000) escaped.set(value, text);
-  }
-  return text;
-}
+/**
+ * A policy name as a Structured Field string (RFC 9651 §3.3.3): printable ASCII with `"` and `\` escaped.
+ * Policy and unit names are a handful of fixed strings: each is escaped once.
+ */
+const sfString = memoize((value: string) => `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`, 1_000);
 
 export function rateLimitHeaders(policies: PolicyState[]): Record<string, string> {
   if (policies.length === 0) return {};

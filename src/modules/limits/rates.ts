@@ -13,6 +13,7 @@ import type { Redis, Result } from "ioredis";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { log } from "../../core/log";
+import { memoize } from "../../core/memo";
 import type { PolicyState } from "../../http/ratelimit";
 import { createRedis, redisKey } from "../../queue/connection";
 import { definitionOf, type LimitName, type RouteFamily } from "./catalog";
@@ -133,17 +134,8 @@ async function countInMemory(check: RateCheck): Promise<Counted | undefined> {
   }
 }
 
-const prefixes = new Map<string, string>();
-
-/** The Redis key prefix of a limit's counters, as rate-limiter-flexible named them. */
-function counterPrefix(name: string): string {
-  let prefix = prefixes.get(name);
-  if (prefix === undefined) {
-    prefix = redisKey("limits", name);
-    prefixes.set(name, prefix);
-  }
-  return prefix;
-}
+/** The Redis key prefix of a limit's counters, as rate-limiter-flexible named them (one per limit name). */
+const counterPrefix = memoize((name: string) => redisKey("limits", name), 1_000);
 
 interface Waiting {
   checks: RateCheck[];
@@ -262,19 +254,11 @@ function rate(name: LimitName, key: string, limits: AccountLimits, per: string):
   return { name, key, points: limits[name], windowSeconds, per };
 }
 
-const keyCounters = new Map<string, string>();
-
-/** A short, stable name for an API key in Redis; the key itself never leaves the process. */
-function apiKeyCounter(apiKey: string): string {
-  let counter = keyCounters.get(apiKey);
-  if (counter === undefined) {
-    counter = createHash("sha256").update(apiKey).digest("base64url").slice(0, 22);
-    // Only keys that authenticated get here; the bound keeps a process with very many of them in check.
-    if (keyCounters.size >= 10_000) keyCounters.clear();
-    keyCounters.set(apiKey, counter);
-  }
-  return counter;
-}
+/**
+ * A short, stable name for an API key in Redis; the key itself never leaves the process. Only
+ * keys that authenticated get here; the bound keeps a process with very many of them in check.
+ */
+const apiKeyCounter = memoize((apiKey: string) => createHash("sha256").update(apiKey).digest("base64url").slice(0, 22), 10_000);
 
 export interface RequestIdentity {
   accountId: string;
