@@ -60,7 +60,7 @@ async function superviseChildren(): Promise<void> {
       args,
       delay,
       startedAt: Date.now(),
-      process: spawn([process.execPath, entry, `--role=${role}`, ...args], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
+      process: spawn([process.execPath, entry, ...args, `--role=${role}`], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
     };
     children.add(child);
     child.process.exited.then((code) => {

@@ -109,6 +109,70 @@ describe("operator tokens", () => {
   });
 });
 
+describe("every command", () => {
+  test("numbers, Jitsi domain, signing keys, operators, webhooks and refold, each leaving its audit entry", async () => {
+    const base = `${ADMIN_PREFIX}/accounts/${account.accountId}`;
+    const send = async (method: string, path: string, body?: unknown) => {
+      const answer = await call(method, path, { headers: as(full), body });
+      if (answer.status >= 300) throw new Error(`${method} ${path}: ${answer.status} ${JSON.stringify(answer.body)}`);
+      return answer.body;
+    };
+
+    expect(await send("PUT", `${base}/jitsi-domain`, { domain: "Meet.Example.com" })).toEqual({ account_id: account.accountId, jitsi_domain: "meet.example.com" });
+
+    const first = await send("POST", `${base}/numbers`, { country: "us", number: "+1 555 0100", toll_free: true });
+    const second = await send("POST", `${base}/numbers`, { country: "DE", number: "+49 30 1234567", default: true });
+    expect(first).toMatchObject({ country_code: "US", formatted_number: "+1 555 0100", toll_free: true, is_default: false });
+    expect((await send("GET", `${base}/numbers`)).numbers.map((number: { id: number }) => number.id)).toEqual([second.id, first.id]);
+    expect(await send("POST", `${ADMIN_PREFIX}/numbers/${first.id}/default`)).toMatchObject({ id: first.id, is_default: true });
+    expect(await send("DELETE", `${ADMIN_PREFIX}/numbers/${second.id}`)).toMatchObject({ removed: true, id: second.id });
+    expect((await call("DELETE", `${ADMIN_PREFIX}/numbers/${second.id}`, { headers: as(full) })).status).toBe(404);
+
+    const rotated = await send("POST", `${base}/signing-keys`, { alg: "RS256" });
+    const revoked = await send("DELETE", `${ADMIN_PREFIX}/signing-keys/${rotated.kid}`);
+    expect(revoked).toMatchObject({ revoked: true, account_id: account.accountId, kid: rotated.kid });
+    expect(revoked.new_kid).toBeString();
+
+    const operatorName = `op-${crypto.randomUUID().slice(0, 6)}`;
+    const operator = await send("POST", `${ADMIN_PREFIX}/operators`, { name: operatorName, password: "correct horse" });
+    expect((await send("GET", `${ADMIN_PREFIX}/operators`)).operators.map((row: { name: string }) => row.name)).toContain(operatorName);
+    expect((await call("POST", `${ADMIN_PREFIX}/operators`, { headers: as(full), body: { name: operatorName, password: "correct horse" } })).status).toBe(409);
+
+    const hook = await send("POST", `${base}/webhooks`, { url: "http://127.0.0.1:9/parley", event_types: ["room.started"] });
+    expect(hook.secret).toStartWith("whsec_");
+    expect((await send("GET", `${base}/webhooks`)).webhooks.map((endpoint: { id: string }) => endpoint.id)).toEqual([hook.endpoint.id]);
+    expect(await send("PATCH", `${base}/webhooks/${hook.endpoint.id}`, { description: "ops", enabled: false })).toMatchObject({ description: "ops", enabled: false });
+    const newSecret = await send("POST", `${base}/webhooks/${hook.endpoint.id}/rotate-secret`);
+    expect(newSecret.secret).not.toBe(hook.secret);
+    expect(await send("POST", `${base}/webhooks/${hook.endpoint.id}/replay`, { after: 0 })).toEqual({ queued: 0 });
+    expect(await send("DELETE", `${base}/webhooks/${hook.endpoint.id}`)).toEqual({ removed: true, webhook_id: hook.endpoint.id });
+
+    const refolded = await send("POST", `${ADMIN_PREFIX}/refold-usage`, { account_id: account.accountId });
+    expect(refolded.events).toBe(0);
+
+    const log = JSON.stringify((await send("GET", `${ADMIN_PREFIX}/audit?limit=500`)).entries);
+    for (const action of [
+      "set-jitsi-domain",
+      "add-number",
+      "set-default-number",
+      "remove-number",
+      "rotate-key",
+      "revoke-signing-key",
+      "add-webhook",
+      "update-webhook",
+      "rotate-webhook-secret",
+      "replay-webhook",
+      "remove-webhook",
+      "refold-usage",
+    ]) {
+      expect(await auditWith(action, account.accountId)).toBeDefined();
+    }
+    expect(await auditWith("create-operator", `operator:${operator.id}`)).toBeDefined();
+    // No secret reaches the log: neither webhook secret nor the operator's password.
+    for (const secret of [hook.secret, newSecret.secret, "correct horse"]) expect(log).not.toContain(secret);
+  });
+});
+
 describe("credentials that are not an operator's", () => {
   /** Every admin route, with its path parameters filled in. */
   const adminRoutes = () =>

@@ -84,10 +84,11 @@ export const AdminModel = {
     key_id: t.Integer(),
     kid: t.String({ description: "The account's signing key" }),
   }),
-  createKey: t.Object({ label: t.Optional(t.String({ maxLength: 128 })) }),
+  // Bodies whose members are all optional may be left out.
+  createKey: t.Optional(t.Object({ label: t.Optional(t.String({ maxLength: 128 })) })),
   createdKey: t.Object({ key_id: t.Integer(), api_key: t.String({ description: "Shown only in this answer" }), prefix: t.String() }),
   revokedKey: t.Object({ revoked: t.Literal(true), key_id: t.Integer() }),
-  rotateSigningKey: t.Object({ alg: Algorithm }),
+  rotateSigningKey: t.Optional(t.Object({ alg: Algorithm })),
   rotatedSigningKey: t.Object({ account_id: t.String(), kid: t.String({ description: "The new current key; earlier keys verify until their tokens expire" }) }),
   revokedSigningKey: t.Object({
     revoked: t.Literal(true),
@@ -146,7 +147,7 @@ export const AdminModel = {
 
   webhooks: t.Object({ webhooks: t.Array(WebhooksModel.endpoint) }),
   removedWebhook: t.Object({ removed: t.Literal(true), webhook_id: t.String() }),
-  refold: t.Object({ account_id: t.Optional(AccountId) }),
+  refold: t.Optional(t.Object({ account_id: t.Optional(AccountId) })),
   refolded: t.Object({ events: t.Integer({ description: "Events folded again" }), ms: t.Integer({ description: "How long it took" }) }),
 
   auditQuery: t.Object({
