@@ -42,7 +42,7 @@ const Limit = t.Object({
   overridden: t.Boolean(),
   per: t.String(),
   description: t.String(),
-  used: t.Optional(t.Number({ description: "What the account uses now, for quotas counted in the database" })),
+  used: t.Union([t.Number(), t.Null()], { description: "What the account uses now, for quotas counted in the database; null for the others" }),
 });
 
 const AuditEntry = t.Object({
