@@ -189,6 +189,16 @@ describe("credentials that are not an operator's", () => {
     }
   });
 
+  test("the OpenAPI description lists every admin route under its tag, with the operator token as its security", async () => {
+    const description = (await call("GET", "/swagger/json")).body;
+    expect(description.components.securitySchemes.operatorToken).toMatchObject({ type: "http", scheme: "bearer" });
+    const operations = Object.entries(description.paths as Record<string, Record<string, { tags?: string[]; security?: unknown }>>)
+      .filter(([path]) => path.startsWith(`${ADMIN_PREFIX}/`))
+      .flatMap(([path, methods]) => Object.entries(methods).map(([method, operation]) => ({ route: `${method.toUpperCase()} ${path}`, tags: operation.tags, security: operation.security })));
+    expect(operations).toHaveLength(adminRoutes().length);
+    for (const operation of operations) expect(operation).toEqual({ route: operation.route, tags: ["admin"], security: [{ operatorToken: [] }] });
+  });
+
   test("an account's API key, its token, a forged header, a bad token or none: 401 on every admin route", async () => {
     const userToken = await tokenFor(account.apiKey);
     const credentials: Record<string, Record<string, string>> = {
