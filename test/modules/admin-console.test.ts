@@ -1,7 +1,7 @@
 /**
  * The console's Audit page in a real browser: changes made with an operator token over HTTP
- * appear with who made them and from which address, page by page; an account owner is not
- * shown the log.
+ * appear with who made them and from which address, page by page; an account owner is
+ * refused the log.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
@@ -62,7 +62,7 @@ test("an operator reads the changes a token made, newest first, and pages to old
   }
 });
 
-test("an account owner is not shown the audit log, and its API refuses the owner", async () => {
+test("an account owner is refused the audit log, on the page and by its API", async () => {
   const account = await newAccount();
   const context = await ui.chromium.context();
   try {
@@ -70,7 +70,7 @@ test("an account owner is not shown the audit log, and its API refuses the owner
     await page.goto(`${ui.base}/console#/audit`);
     await page.getByLabel("API key").fill(account.apiKey);
     await page.getByRole("button", { name: "Sign in with API key" }).click();
-    await page.getByText("Only operators see the audit log.").waitFor();
+    await page.getByText("only an operator may do this").waitFor();
     const status = await page.evaluate(async () => (await fetch("/console/api/audit")).status);
     expect(status).toBe(403);
   } finally {
