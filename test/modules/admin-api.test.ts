@@ -3,7 +3,12 @@
  * account's credentials, and the audit entry each change leaves.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { overrideConfig } from "../../src/config";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { app, call, newAccount, tokenFor } from "../helpers";
 
@@ -230,5 +235,47 @@ describe("credentials that are not an operator's", () => {
       if (answer.status !== 403) wrong.push(`${route.method} ${route.path}: ${answer.status}`);
     }
     expect(wrong).toEqual([]);
+  });
+});
+
+describe("the local socket in this process", () => {
+  async function inDataDir<T>(dataDir: string, run: () => Promise<T>): Promise<T> {
+    const restore = overrideConfig({ database: { dataDir } });
+    try {
+      return await run();
+    } finally {
+      restore();
+    }
+  }
+
+  test("made in a data folder that does not exist yet, 0600, and gone after stop", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "parley-socket-"));
+    const dataDir = join(parent, "data");
+    try {
+      const socket = await inDataDir(dataDir, () => serveLocalSocket((request) => app.handle(request)));
+      expect(socket).toBeDefined();
+      expect(statSync(socket!.path).mode & 0o777).toBe(0o600);
+      const answer = await fetch("http://localhost/api/v1/admin/operator-tokens", { unix: socket!.path });
+      expect(answer.status).toBe(200);
+      await socket!.stop();
+      expect(existsSync(socket!.path)).toBe(false);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+
+  test("a file that is no socket is left alone, and a socket that cannot be made is no crash", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "parley-socket-"));
+    try {
+      writeFileSync(join(dataDir, "parley.sock"), "an operator's file");
+      expect(await inDataDir(dataDir, () => serveLocalSocket((request) => app.handle(request)))).toBeUndefined();
+      expect(readFileSync(join(dataDir, "parley.sock"), "utf8")).toBe("an operator's file");
+
+      // A data folder whose parent is a file cannot be made.
+      const underFile = join(dataDir, "parley.sock", "data");
+      expect(await inDataDir(underFile, () => serveLocalSocket((request) => app.handle(request)))).toBeUndefined();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
