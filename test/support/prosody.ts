@@ -123,29 +123,34 @@ export function jitsiPlugins() {
 type Needed = { reservations?: ReservationsVariant; eventSync?: boolean; tokenAuth?: boolean };
 
 /**
- * Why a test of these plugins cannot run here (one line naming the variable to set), or
- * undefined when every file it needs is present.
+ * What to set for a test of these plugins to run here (the variables, each with what it
+ * should name and what is missing now), or undefined when every file it needs is present.
  */
 export function missingPlugins(needed: Needed): string | undefined {
   const where = jitsiPlugins();
-  const lacking: string[] = [];
-  if (needed.reservations === "utiljson" && !existsSync(join(where.plugins, "mod_reservations.lua")))
-    lacking.push(`mod_reservations.lua (JITSI_PROSODY_PLUGINS, now ${where.plugins})`);
-  if (needed.reservations === "cjson" && !(where.reservations.cjson && existsSync(join(where.reservations.cjson, "mod_reservations.lua"))))
-    lacking.push(`a cjson.safe build of mod_reservations.lua (JITSI_RESERVATIONS_CJSON, ${where.reservations.cjson ? `now ${where.reservations.cjson}` : "unset"})`);
-  if (needed.eventSync && !existsSync(join(where.eventSync, "mod_event_sync_component.lua")))
-    lacking.push(`mod_event_sync_component.lua (JITSI_EVENT_SYNC, now ${where.eventSync})`);
-  if (needed.tokenAuth && !["mod_auth_token.lua", "mod_token_verification.lua", "token/util.lib.lua"].every((file) => existsSync(join(where.tokenAuth, file))))
-    lacking.push(`jitsi-meet's token modules (JITSI_PROSODY_PLUGINS, now ${where.tokenAuth})`);
-  if ((needed.reservations || needed.eventSync || needed.tokenAuth) && !existsSync(join(where.plugins, "util.lib.lua")))
-    lacking.push(`util.lib.lua (JITSI_PROSODY_PLUGINS, now ${where.plugins})`);
-  return lacking.length === 0 ? undefined : `needs Jitsi's Prosody plugins: ${lacking.join("; ")}`;
+  const lacking = new Map<string, string>();
+  const absent = (dir: string, files: string[]) => files.find((file) => !existsSync(join(dir, file)));
+  const pluginFiles = [
+    ...(needed.reservations === "utiljson" ? ["mod_reservations.lua"] : []),
+    ...(needed.tokenAuth ? ["mod_auth_token.lua", "mod_token_verification.lua", "token/util.lib.lua"] : []),
+    "util.lib.lua",
+  ];
+  const plugin = absent(where.plugins, pluginFiles);
+  if (plugin) lacking.set("JITSI_PROSODY_PLUGINS", `jitsi-meet's Prosody plugin folder (${where.plugins} has no ${plugin})`);
+  if (needed.reservations === "cjson") {
+    const dir = where.reservations.cjson;
+    if (!dir) lacking.set("JITSI_RESERVATIONS_CJSON", "a folder with a cjson.safe mod_reservations.lua");
+    else if (absent(dir, ["mod_reservations.lua"])) lacking.set("JITSI_RESERVATIONS_CJSON", `a folder with a cjson.safe mod_reservations.lua (${dir} has none)`);
+  }
+  if (needed.eventSync && absent(where.eventSync, ["mod_event_sync_component.lua"]))
+    lacking.set("JITSI_EVENT_SYNC", `the folder of mod_event_sync_component.lua (${where.eventSync} has none)`);
+  return lacking.size === 0 ? undefined : [...lacking].map(([variable, what]) => `${variable} to ${what}`).join(", ");
 }
 
-/** Skips with one line when the plugins are missing: the reason, printed, and true. */
+/** Skips with one line when the plugins are missing: what to set, printed, and true. */
 export function skipWithout(what: string, needed: Needed): boolean {
   const missing = missingPlugins(needed);
-  if (missing) console.warn(`${what} skipped: ${missing} (docs/jitsi.md, "Testing your Jitsi against Parley")`);
+  if (missing) console.warn(`${what} skipped: set ${missing} (docs/jitsi.md, "Testing your Jitsi against Parley")`);
   return missing !== undefined;
 }
 
