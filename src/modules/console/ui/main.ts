@@ -172,8 +172,11 @@ async function start(session: Session): Promise<void> {
     nav,
     main,
   );
+  // The focus moves with the heading, before the page's data arrives.
   window.onhashchange = () => {
-    void showPage().then(() => main.focus());
+    const shown = showPage();
+    main.focus();
+    void shown;
   };
   await showPage();
 }
