@@ -158,8 +158,16 @@ describe("every page", () => {
           expect(axis.splits.length).toBeGreaterThan(0);
           for (const split of axis.splits) expect(split % 86_400).toBe(0);
           for (const value of axis.values) expect(value).not.toMatch(/:/);
-          const legend = (await page.locator("[data-chart=usage-minutes] .u-legend").textContent()) ?? "";
-          expect(legend).toMatch(/Participant\s*\d/);
+          // The legend tells the last day's figures, the hovered day's while one is hovered, then the last day's again.
+          const legend = page.locator("[data-chart=usage-minutes] .u-legend");
+          const days = await page.evaluate(() => Array.from(window.parleyCharts["usage-minutes"]!.data[0] as ArrayLike<number>));
+          const dayText = (at: number) => page.evaluate((ms) => new Intl.DateTimeFormat("de-DE", { dateStyle: "medium", timeZone: "UTC" }).format(ms), at * 1000);
+          expect(await legend.textContent()).toContain(await dayText(days.at(-1)!));
+          expect(await legend.textContent()).toMatch(/Participant:?\s*\d/);
+          await page.locator("[data-chart=usage-minutes] .u-over").hover({ position: { x: 3, y: 20 } });
+          expect(await legend.textContent()).toContain(await dayText(days[0]!));
+          await page.getByRole("heading", { name: "Usage", level: 1 }).hover();
+          expect(await legend.textContent()).toContain(await dayText(days.at(-1)!));
         }
         if (name === "streams") {
           const row = page.getByRole("row", { name: new RegExp(failedStream) });
@@ -206,6 +214,8 @@ describe("the account in view", () => {
     await page.getByText(/meetings ·/).waitFor();
     await visit(page, "overview");
     expect(await picker.inputValue()).toBe("");
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in as operator" }).waitFor();
     expect(problems).toEqual([]);
     await context.close();
   });
