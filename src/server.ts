@@ -1,13 +1,43 @@
-/** One API process: the Elysia app on PORT with reusePort, so several processes share the port. */
+/** One API process: the Elysia app on PORT with reusePort, so several processes share the port, and the metrics listener. */
 import { createApp } from "./app";
 import { config } from "./config";
 import type { Running } from "./core/lifecycle";
 import { log } from "./core/log";
-import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
+import type { Server } from "bun";
+import { renderMetrics, startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
 import { stopStateSubscriber } from "./modules/streaming/state";
 import { closeBroker } from "./realtime/broker";
 import { drainConnections } from "./realtime/socket";
+
+const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
+
+/**
+ * GET /metrics on METRICS_HOST:METRICS_PORT, loopback by default: the per-route counts are
+ * for the operator's Prometheus, not for anyone who can reach the API. A port held by
+ * something else costs the metrics, not the API.
+ */
+function listenForMetrics(): Server<undefined> | undefined {
+  if (config.metrics.port === 0) return undefined;
+  try {
+    return Bun.serve({
+      hostname: config.metrics.host,
+      port: config.metrics.port,
+      reusePort: true,
+      async fetch(request) {
+        if (new URL(request.url).pathname !== "/metrics") return new Response("only /metrics is served here\n", { status: 404 });
+        return new Response(await renderMetrics(), { headers: { "content-type": PROMETHEUS_TEXT } });
+      },
+      error: (error) => {
+        log.warn({ err: error.message }, "metrics could not be rendered");
+        return new Response("metrics unavailable\n", { status: 503 });
+      },
+    });
+  } catch (error) {
+    log.error({ host: config.metrics.host, port: config.metrics.port, err: (error as Error).message }, "metrics listener could not start; the API runs without it");
+    return undefined;
+  }
+}
 
 export async function startApiServer(): Promise<Running & { port: number }> {
   listenForInvalidations();
@@ -20,6 +50,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
   });
   startMetricsPublisher();
+  const metrics = listenForMetrics();
   const server = app.server!;
   log.info({ port: server.port }, "api listening");
   return {
@@ -30,6 +61,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref?.());
       await Promise.race([drained, grace]);
       await server.stop(true);
+      await metrics?.stop(true);
       stopMetricsPublisher();
       // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
       await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber()]);
