@@ -19,6 +19,8 @@ interface RequestMeta {
 }
 
 const meta = new WeakMap<Request, RequestMeta>();
+/** Health checks, logged at debug. */
+const PROBES = new Set(["/healthz", "/readyz"]);
 const INCOMING_ID = /^[\w.:-]{1,128}$/;
 
 /**
@@ -195,5 +197,7 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     const status = typeof set.status === "number" ? set.status : 200;
     const routeName = route || "unmatched";
     observeRequest(request.method, routeName, status, seconds);
-    log.info({ requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 }, "request");
+    // Probes come every few seconds from load balancers and orchestrators: at info they would drown the rest.
+    const level = PROBES.has(routeName) ? "debug" : "info";
+    log[level]({ requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 }, "request");
   });
