@@ -142,6 +142,25 @@ describe("links", () => {
   });
 });
 
+describe("commands", () => {
+  test("a page runs a file of the repository with `npx bun`, never a bare `bun` (not on PATH on a fresh machine)", () => {
+    const files = repositoryFiles();
+    const problems: string[] = [];
+    for (const page of pages()) {
+      const { prose, fences } = parse(read(page));
+      const shown = [
+        ...prose.flatMap((line) => [...line.matchAll(/`([^`]*)`/g)].map((match) => match[1]!)),
+        ...fences.flatMap((fence) => fence.body.split("\n")),
+      ];
+      for (const command of shown) {
+        const bare = /(?:^|[\s;&|(])bun\s+(?:--?[\w-]+\s+)*([\w./-]+)/.exec(command);
+        if (bare && files.has(bare[1]!) && !/npx\s+bun\s/.test(command)) problems.push(`${page}: ${command.trim()}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+});
+
 describe("configuration", () => {
   /** Names read by loadConfig, watched through the environment it is given, plus names written in the source. */
   function variablesRead(): Set<string> {
