@@ -1,4 +1,4 @@
-/** One API process: the Elysia app on PORT with reusePort, so several processes share the port, and the metrics listener. */
+/** One API process: the Elysia app on PORT (with reusePort in a pool, so its processes share the port), and the metrics listener. */
 import { createApp } from "./app";
 import { config } from "./config";
 import type { Running } from "./core/lifecycle";
@@ -44,7 +44,9 @@ export async function startApiServer(): Promise<Running & { port: number }> {
   const app = createApp().listen({
     hostname: config.http.host,
     port: config.http.port,
-    reusePort: true,
+    // A pool's API processes (--role=api) share the port; the one API of an embedded Parley
+    // holds it alone, so not even a second Parley started in the same instant can join it.
+    reusePort: process.argv.includes("--role=api"),
     // Bun would refuse a larger body with a bare 413 before any hook runs; the pipeline keeps
     // MAX_BODY_BYTES itself, answers in the error shape, and never reads past the limit.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
