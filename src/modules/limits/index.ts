@@ -1,7 +1,7 @@
 /**
  * Limits on the HTTP routes. A route opts in with `{ limit: "<family>" }` next to its
  * credential guard: the check runs after authentication (the counters are per account and
- * per API key) and costs one pipelined Redis round trip. `{ publicLimit: true }` counts the
+ * per API key) and is usually answered from this process's leases of the budgets (rates.ts). `{ publicLimit: true }` counts the
  * routes without a credential per client address. Every limited answer, 429 or not, carries
  * the RateLimit-Policy and RateLimit headers.
  */
