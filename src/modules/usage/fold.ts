@@ -31,6 +31,7 @@ import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";
 import { closeStaysAtRoomEnd, upsertConferenceFacts } from "./fold-stays";
+import { announceEndedRooms } from "./room-ended";
 
 function lockKey(accountId: string, room: string) {
   return `${accountId}|${room}`;
@@ -62,6 +63,8 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
   touched.push(...conference.touched);
   if (conference.mayClose) touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
   touched.push(...(await rebuildMedia(tx, subjects)));
+  // Once the lives' stays are closed and their media rebuilt: room.ended carries the report's figures.
+  await announceEndedRooms(tx, conference.ended);
   await publishSettledDays(tx, await rebuildDays(tx, touchedDays(touched)));
 }
 
