@@ -295,6 +295,10 @@ function unfoldedOf(accountId: string, rooms: string[]) {
  * fold in flight still lists its events until it commits.
  */
 export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Promise<Date | null> {
+  // First whether any is listed: a probe that stops at the first index entry, whatever the
+  // planner believes of the list's size (its statistics lag a backlog and its clearing).
+  const [listed] = await db.select({ eventId: conferenceEventsUnfolded.eventId }).from(conferenceEventsUnfolded).where(unfoldedOf(accountId, rooms)).limit(1);
+  if (!listed) return null;
   const [row] = await db
     .select({ at: sql<string | Date | null>`min(${conferenceEvents.receivedAt})` })
     .from(conferenceEventsUnfolded)
