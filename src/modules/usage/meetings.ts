@@ -17,7 +17,7 @@ const iso = (date: Date | null) => (date === null ? null : date.toISOString());
 const unix = (date: Date) => Math.floor(date.getTime() / 1000);
 
 /** A stay, its instants in milliseconds since the epoch. */
-export interface Stay {
+interface Stay {
   occupantJid: string;
   userId: string | null;
   name: string | null;
