@@ -4,8 +4,10 @@
  * worker running, with one running, and while a fold of the same room is caught in flight.
  */
 import { describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { db } from "../../src/db/client";
+import { accounts } from "../../src/modules/accounts/schema";
 import { type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
 import { startCdrWorker } from "../../workers/cdr";
 import { call, newAccount } from "../helpers";
@@ -132,14 +134,16 @@ describe("the usage report after acknowledged events", () => {
   test("a backlog beyond what a report folds is left to the worker, and as_of says how far the report is complete", async () => {
     const account = await newAccount();
     // More joins than one report folds (5,000), stored at once as a burst the worker has not reached.
-    const joined = at("09:00:00");
+    // A second apart: thousands of stays of an account joined in the same second make the fold's
+    // look-up of earlier stays by (account, join time) scan them all, each (left alone here).
+    const joined = (index: number) => at("09:00:00") + index;
     const events: ConferenceEvent[] = Array.from({ length: 5_200 }, (_, index) => ({
       accountId: account.accountId,
       kind: "occupant_joined",
       room: `crowd-${index % 40}`,
-      occurredAt: new Date(joined * 1000),
+      occurredAt: new Date(joined(index) * 1000),
       subject: `p${index}@meet.example.com/1`,
-      payload: { event_name: "muc-occupant-joined", room_name: `crowd-${index % 40}`, occupant: { occupant_jid: `p${index}@meet.example.com/1`, joined_at: joined } },
+      payload: { event_name: "muc-occupant-joined", room_name: `crowd-${index % 40}`, occupant: { occupant_jid: `p${index}@meet.example.com/1`, joined_at: joined(index) } },
       dedupeKey: `join|${index}`,
     }));
     const stored = await db.transaction(async (tx) => {
@@ -157,5 +161,7 @@ describe("the usage report after acknowledged events", () => {
     const second = await call("POST", ROUTE, { body: WINDOW, headers: { authorization: `Bearer ${account.apiKey}` } });
     expect(Date.parse(second.body.as_of)).toBeGreaterThanOrEqual(asked);
     expect(second.body.totals.open_stays).toBe(5_200);
+    // Its log and usage go with the account, so later tests that refold every account's log do not fold it too.
+    await db.delete(accounts).where(eq(accounts.id, account.accountId));
   }, 60_000);
 });
