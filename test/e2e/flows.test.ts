@@ -26,7 +26,8 @@ const bob: Person = { name: "Bob", id: "bob", occupant_jid: "b1@meet.example.com
 
 /** yyyy-MM-ddTHH:mm of an instant, in UTC: a reservation's start_time with timezone UTC. */
 const utcMinute = (ms: number) => new Date(ms).toISOString().slice(0, 16);
-const minutesBetween = (from: string, to: string) => Math.round(((Date.parse(to) - Date.parse(from)) / 60_000) * 100) / 100;
+// As docs/usage.md defines them: whole seconds, then minutes with two decimals.
+const minutesBetween = (from: string, to: string) => Math.round((Math.round((Date.parse(to) - Date.parse(from)) / 1000) / 60) * 100) / 100;
 
 const MODES = [
   { name: "the embedded database (PGlite, no DATABASE_URL)", embedded: true },
