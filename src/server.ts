@@ -3,8 +3,10 @@ import { createApp } from "./app";
 import { config } from "./config";
 import type { Running } from "./core/lifecycle";
 import { log } from "./core/log";
+import { database } from "./db/client";
 import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
+import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "./modules/admin/local";
 import { stopStateSubscriber } from "./modules/streaming/state";
 import { closeBroker } from "./realtime/broker";
 import { drainConnections } from "./realtime/socket";
@@ -20,6 +22,10 @@ export async function startApiServer(): Promise<Running & { port: number }> {
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
   });
   startMetricsPublisher();
+  // One process binds DATA_DIR/parley.sock: the only API process on the embedded database,
+  // else the first of the supervisor's (started with the flag, and restarted with it).
+  const ownsSocket = database.kind === "pglite" || process.argv.includes(LOCAL_SOCKET_FLAG);
+  const localSocket = ownsSocket ? await serveLocalSocket((request) => app.handle(request)) : undefined;
   const server = app.server!;
   log.info({ port: server.port }, "api listening");
   return {
@@ -29,7 +35,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
       const drained = Promise.all([server.stop(false), drainConnections()]);
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref?.());
       await Promise.race([drained, grace]);
-      await server.stop(true);
+      await Promise.all([server.stop(true), localSocket?.stop()]);
       stopMetricsPublisher();
       // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
       await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber()]);

@@ -8,6 +8,7 @@ import { database } from "./db/client";
 import { migrate } from "./db/migrate";
 import { ensureFirstAccount } from "./modules/accounts/bootstrap";
 import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
+import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
 
 const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
@@ -42,6 +43,7 @@ async function superviseInProcess(): Promise<void> {
 
 interface Child {
   role: Role;
+  args: string[];
   process: Subprocess;
   startedAt: number;
   delay: number;
@@ -52,12 +54,13 @@ async function superviseChildren(): Promise<void> {
   let stopping = false;
   const entry = new URL("./index.ts", import.meta.url).pathname;
 
-  const start = (role: Role, delay = RESTART_DELAY_MIN_MS) => {
+  const start = (role: Role, delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
     const child: Child = {
       role,
+      args,
       delay,
       startedAt: Date.now(),
-      process: spawn([process.execPath, entry, `--role=${role}`], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
+      process: spawn([process.execPath, entry, ...args, `--role=${role}`], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
     };
     children.add(child);
     child.process.exited.then((code) => {
@@ -65,11 +68,12 @@ async function superviseChildren(): Promise<void> {
       if (stopping) return;
       const nextDelay = Date.now() - child.startedAt > HEALTHY_AFTER_MS ? RESTART_DELAY_MIN_MS : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
       log.warn({ role, pid: child.process.pid, code, restartInMs: child.delay }, "child exited; restarting");
-      setTimeout(() => start(role, nextDelay), child.delay);
+      setTimeout(() => start(role, nextDelay, child.args), child.delay);
     });
   };
 
-  for (let i = 0; i < config.http.processes; i++) start("api");
+  // The first API process also serves the local operator's socket; a restart keeps it so.
+  for (let i = 0; i < config.http.processes; i++) start("api", RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
   for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
 
   // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
