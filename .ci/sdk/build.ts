@@ -5,7 +5,7 @@
  * declarations, and the package's manifest written with its two runtime dependencies at the
  * versions the repository tests them with. `npm pack dist/sdk` makes the tarball.
  */
-import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -30,6 +30,7 @@ if (!process.argv.includes("--keep-types")) run([process.execPath, join(import.m
 
 rmSync(OUT, { recursive: true, force: true });
 run([join(ROOT, "node_modules/.bin/tsc"), "-p", join(ROOT, "src/sdk/tsconfig.json")]);
+chmodSync(join(OUT, "bin.js"), 0o755);
 
 const root = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
 const ranges = { ...root.dependencies, ...root.devDependencies };
@@ -40,6 +41,7 @@ const manifest = {
   type: "module",
   exports: { ".": { types: "./index.d.ts", default: "./index.js" } },
   types: "./index.d.ts",
+  bin: { parley: "./bin.js" },
   engines: { node: ">=20" },
   sideEffects: false,
   dependencies: Object.fromEntries(RUNTIME_DEPENDENCIES.map((name) => [name, ranges[name]])),

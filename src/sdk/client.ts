@@ -42,6 +42,7 @@ export type Answer<P extends keyof paths, M extends Method> =
       : unknown;
 
 export type ChatMessage = Extract<Answer<"/api/v1/messaging/rooms/{channel_id}/messages", "get">, { messages: unknown }>["messages"][number];
+export type AuditEntry = Answer<"/api/v1/admin/audit", "get">["entries"][number];
 export type WebhookDelivery = Answer<"/api/v1/webhooks/{id}/deliveries", "get">["deliveries"][number];
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -311,6 +312,64 @@ export class Parley {
     retryDelivery: (id: string, delivery: string | number) =>
       this.ok(this.api.POST("/api/v1/webhooks/{id}/deliveries/{delivery}/retry", { params: { path: { id, delivery: String(delivery) } } })),
     replay: (id: string, body: RequestBody<"/api/v1/webhooks/{id}/replay", "post">) => this.ok(this.api.POST("/api/v1/webhooks/{id}/replay", { params: { path: { id } }, body })),
+  };
+
+  /**
+   * Parley's operators' routes (/api/v1/admin), for an operator token (`operatorToken`; a
+   * `read` token may only list) or the local socket. Each change is written to the audit log.
+   */
+  readonly admin = {
+    listAccounts: () => this.ok(this.api.GET("/api/v1/admin/accounts")),
+    /** A new account and its first API key, shown this once. */
+    createAccount: (body: RequestBody<"/api/v1/admin/accounts", "post">) => this.ok(this.api.POST("/api/v1/admin/accounts", { body })),
+    createKey: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/keys", "post"> = {}) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/keys", { params: { path: { id: accountId } }, body })),
+    revokeKey: (keyId: number) => this.ok(this.api.DELETE("/api/v1/admin/keys/{keyId}", { params: { path: { keyId } } })),
+    rotateSigningKey: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/signing-keys", "post"> = {}) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/signing-keys", { params: { path: { id: accountId } }, body })),
+    revokeSigningKey: (kid: string) => this.ok(this.api.DELETE("/api/v1/admin/signing-keys/{kid}", { params: { path: { kid } } })),
+    setJitsiDomain: (accountId: string, domain: string) =>
+      this.ok(this.api.PUT("/api/v1/admin/accounts/{id}/jitsi-domain", { params: { path: { id: accountId } }, body: { domain } })),
+    listNumbers: (accountId: string) => this.ok(this.api.GET("/api/v1/admin/accounts/{id}/numbers", { params: { path: { id: accountId } } })),
+    addNumber: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/numbers", "post">) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/numbers", { params: { path: { id: accountId } }, body })),
+    setDefaultNumber: (numberId: number) => this.ok(this.api.POST("/api/v1/admin/numbers/{id}/default", { params: { path: { id: numberId } } })),
+    removeNumber: (numberId: number) => this.ok(this.api.DELETE("/api/v1/admin/numbers/{id}", { params: { path: { id: numberId } } })),
+    limits: (accountId: string) => this.ok(this.api.GET("/api/v1/admin/accounts/{id}/limits", { params: { path: { id: accountId } } })),
+    /** One limit of the account (docs/limits.md): a whole number, or "default" to drop the account's own value. */
+    setLimit: (accountId: string, name: string, value: number | "default") =>
+      this.ok(this.api.PUT("/api/v1/admin/accounts/{id}/limits/{name}", { params: { path: { id: accountId, name } }, body: { value } })),
+    listOperators: () => this.ok(this.api.GET("/api/v1/admin/operators")),
+    createOperator: (body: RequestBody<"/api/v1/admin/operators", "post">) => this.ok(this.api.POST("/api/v1/admin/operators", { body })),
+    listOperatorTokens: () => this.ok(this.api.GET("/api/v1/admin/operator-tokens")),
+    /** A new operator token (`pop_…`), shown this once. */
+    createOperatorToken: (body: RequestBody<"/api/v1/admin/operator-tokens", "post">) => this.ok(this.api.POST("/api/v1/admin/operator-tokens", { body })),
+    revokeOperatorToken: (id: number) => this.ok(this.api.DELETE("/api/v1/admin/operator-tokens/{id}", { params: { path: { id } } })),
+    listWebhooks: (accountId: string) => this.ok(this.api.GET("/api/v1/admin/accounts/{id}/webhooks", { params: { path: { id: accountId } } })),
+    addWebhook: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks", "post">) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/webhooks", { params: { path: { id: accountId } }, body })),
+    updateWebhook: (accountId: string, webhookId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks/{wid}", "patch">) =>
+      this.ok(this.api.PATCH("/api/v1/admin/accounts/{id}/webhooks/{wid}", { params: { path: { id: accountId, wid: webhookId } }, body })),
+    rotateWebhookSecret: (accountId: string, webhookId: string) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/webhooks/{wid}/rotate-secret", { params: { path: { id: accountId, wid: webhookId } } })),
+    replayWebhook: (accountId: string, webhookId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks/{wid}/replay", "post">) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/webhooks/{wid}/replay", { params: { path: { id: accountId, wid: webhookId } }, body })),
+    removeWebhook: (accountId: string, webhookId: string) =>
+      this.ok(this.api.DELETE("/api/v1/admin/accounts/{id}/webhooks/{wid}", { params: { path: { id: accountId, wid: webhookId } } })),
+    /** Folds the event log again into the usage tables (every account, or one); answers when done. */
+    refoldUsage: (body: RequestBody<"/api/v1/admin/refold-usage", "post"> = {}) => this.ok(this.api.POST("/api/v1/admin/refold-usage", { body })),
+    /** One page of the audit log, newest first: `{ entries, next_before }`. */
+    audit: (query: QueryOf<"/api/v1/admin/audit", "get"> = {}) => this.ok(this.api.GET("/api/v1/admin/audit", { params: { query } })),
+    /** Every audit entry, newest first. */
+    allAudit: async function* (this: Parley, pageSize = 100): AsyncGenerator<AuditEntry> {
+      let before: QueryOf<"/api/v1/admin/audit", "get">["before"];
+      for (;;) {
+        const page = await this.admin.audit({ limit: pageSize, before });
+        yield* page.entries;
+        if (page.next_before === null || page.next_before === undefined || page.entries.length === 0) return;
+        before = page.next_before;
+      }
+    }.bind(this),
   };
 }
 

@@ -11,6 +11,8 @@ export type ParleyErrorCode =
   | "unauthorized"
   | "invalid_api_key"
   | "invalid_token"
+  | "operator_credential_required"
+  | "invalid_operator_token"
   | "token_expired"
   | "forbidden"
   | "not_found"

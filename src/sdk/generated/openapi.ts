@@ -835,6 +835,352 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/accounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every account with its API keys (never the keys themselves) and signing keys (list-accounts) */
+        get: operations["getApiV1AdminAccounts"];
+        put?: never;
+        /** Make an account; its first API key is shown only in this answer (create-account) */
+        post: operations["postApiV1AdminAccounts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Another API key for the account, shown only in this answer (create-key) */
+        post: operations["postApiV1AdminAccountsByIdKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/keys/{keyId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke an API key: it stops working at once, on every process (revoke-key) */
+        delete: operations["deleteApiV1AdminKeysByKeyId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new current signing key; the old one verifies until its tokens expire (rotate-key) */
+        post: operations["postApiV1AdminAccountsByIdSigning-keys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/signing-keys/{kid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Withdraw a signing key at once; a current key is replaced (revoke-signing-key) */
+        delete: operations["deleteApiV1AdminSigning-keysByKid"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/jitsi-domain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** The sub of the account's media tokens: the Jitsi domain or tenant, or * (set-jitsi-domain) */
+        put: operations["putApiV1AdminAccountsByIdJitsi-domain"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/numbers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's dial-in numbers, default first (list-numbers) */
+        get: operations["getApiV1AdminAccountsByIdNumbers"];
+        put?: never;
+        /** Add a dial-in number (add-number) */
+        post: operations["postApiV1AdminAccountsByIdNumbers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/numbers/{id}/default": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make the number its account's default, the one jitsi-meet shows first (set-default-number) */
+        post: operations["postApiV1AdminNumbersByIdDefault"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/numbers/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Stop listing a dial-in number (remove-number) */
+        delete: operations["deleteApiV1AdminNumbersById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's limits with their defaults and overrides; docs/limits.md (show-limits) */
+        get: operations["getApiV1AdminAccountsByIdLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/limits/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Change one limit of the account, or set it back to its default; every process applies it at once (set-limit) */
+        put: operations["putApiV1AdminAccountsByIdLimitsByName"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/operators": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The console's operators */
+        get: operations["getApiV1AdminOperators"];
+        put?: never;
+        /** A console operator, who sees every account (create-operator) */
+        post: operations["postApiV1AdminOperators"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/operator-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Operator tokens, revoked ones included (never the tokens themselves) */
+        get: operations["getApiV1AdminOperator-tokens"];
+        put?: never;
+        /** An operator token for scripts; shown only in this answer (create-operator-token) */
+        post: operations["postApiV1AdminOperator-tokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/operator-tokens/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke an operator token: it stops working at once (revoke-operator-token) */
+        delete: operations["deleteApiV1AdminOperator-tokensById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's webhook endpoints (list-webhooks) */
+        get: operations["getApiV1AdminAccountsByIdWebhooks"];
+        put?: never;
+        /** Add a webhook endpoint; its secret is shown only in this answer (add-webhook) */
+        post: operations["postApiV1AdminAccountsByIdWebhooks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/webhooks/{wid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a webhook endpoint and its delivery log (remove-webhook) */
+        delete: operations["deleteApiV1AdminAccountsByIdWebhooksByWid"];
+        options?: never;
+        head?: never;
+        /** Change a webhook endpoint (update-webhook) */
+        patch: operations["patchApiV1AdminAccountsByIdWebhooksByWid"];
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/webhooks/{wid}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new signing secret, shown once; the old one signs beside it for 24 hours (rotate-webhook-secret) */
+        post: operations["postApiV1AdminAccountsByIdWebhooksByWidRotate-secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/accounts/{id}/webhooks/{wid}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send the kept events since a time or after a sequence number again (replay-webhook) */
+        post: operations["postApiV1AdminAccountsByIdWebhooksByWidReplay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/refold-usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Fold the event log again into the usage tables, for every account or one; answers when done (refold-usage) */
+        post: operations["postApiV1AdminRefold-usage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit log of changes made through the admin API, newest first */
+        get: operations["getApiV1AdminAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -13229,6 +13575,4450 @@ export interface operations {
             };
             /** @description Parley's error shape */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getApiV1AdminAccounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        accounts: {
+                            id: string;
+                            name: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            signing_algorithm: string;
+                            /** @description The sub of the account's media tokens */
+                            jitsi_domain: string;
+                            keys: {
+                                id: string | number;
+                                label: string;
+                                /** @description The key's first characters, to tell keys apart; the key itself is never shown again */
+                                prefix: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was made
+                                 */
+                                created_at: string;
+                                revoked_at: string | null;
+                            }[];
+                            signing_keys: {
+                                kid: string;
+                                algorithm: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was made
+                                 */
+                                created_at: string;
+                                retired_at: string | null;
+                                verify_until: string | null;
+                            }[];
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        accounts: {
+                            id: string;
+                            name: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            signing_algorithm: string;
+                            /** @description The sub of the account's media tokens */
+                            jitsi_domain: string;
+                            keys: {
+                                id: string | number;
+                                label: string;
+                                /** @description The key's first characters, to tell keys apart; the key itself is never shown again */
+                                prefix: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was made
+                                 */
+                                created_at: string;
+                                revoked_at: string | null;
+                            }[];
+                            signing_keys: {
+                                kid: string;
+                                algorithm: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was made
+                                 */
+                                created_at: string;
+                                retired_at: string | null;
+                                verify_until: string | null;
+                            }[];
+                        }[];
+                    };
+                    "text/plain": {
+                        accounts: {
+                            id: string;
+                            name: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            signing_algorithm: string;
+                            /** @description The sub of the account's media tokens */
+                            jitsi_domain: string;
+                            keys: {
+                                id: string | number;
+                                label: string;
+                                /** @description The key's first characters, to tell keys apart; the key itself is never shown again */
+                                prefix: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was made
+                                 */
+                                created_at: string;
+                                revoked_at: string | null;
+                            }[];
+                            signing_keys: {
+                                kid: string;
+                                algorithm: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was made
+                                 */
+                                created_at: string;
+                                retired_at: string | null;
+                                verify_until: string | null;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminAccounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /**
+                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
+                     * @default RS256
+                     * @enum {string}
+                     */
+                    alg?: "RS256" | "ES256" | "EdDSA";
+                };
+                "multipart/form-data": {
+                    name: string;
+                    /**
+                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
+                     * @default RS256
+                     * @enum {string}
+                     */
+                    alg?: "RS256" | "ES256" | "EdDSA";
+                };
+                "text/plain": {
+                    name: string;
+                    /**
+                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
+                     * @default RS256
+                     * @enum {string}
+                     */
+                    alg?: "RS256" | "ES256" | "EdDSA";
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        account: {
+                            id: string;
+                            name: string;
+                            signing_algorithm: string;
+                        };
+                        /** @description Shown only in this answer: it is stored as a hash */
+                        api_key: string;
+                        key_id: string | number;
+                        /** @description The account's signing key */
+                        kid: string;
+                    };
+                    "multipart/form-data": {
+                        account: {
+                            id: string;
+                            name: string;
+                            signing_algorithm: string;
+                        };
+                        /** @description Shown only in this answer: it is stored as a hash */
+                        api_key: string;
+                        key_id: string | number;
+                        /** @description The account's signing key */
+                        kid: string;
+                    };
+                    "text/plain": {
+                        account: {
+                            id: string;
+                            name: string;
+                            signing_algorithm: string;
+                        };
+                        /** @description Shown only in this answer: it is stored as a hash */
+                        api_key: string;
+                        key_id: string | number;
+                        /** @description The account's signing key */
+                        kid: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminAccountsByIdKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    label?: string;
+                };
+                "multipart/form-data": {
+                    label?: string;
+                };
+                "text/plain": {
+                    label?: string;
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        key_id: string | number;
+                        /** @description Shown only in this answer */
+                        api_key: string;
+                        prefix: string;
+                    };
+                    "multipart/form-data": {
+                        key_id: string | number;
+                        /** @description Shown only in this answer */
+                        api_key: string;
+                        prefix: string;
+                    };
+                    "text/plain": {
+                        key_id: string | number;
+                        /** @description Shown only in this answer */
+                        api_key: string;
+                        prefix: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    deleteApiV1AdminKeysByKeyId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                keyId: string | number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        revoked: true;
+                        key_id: string | number;
+                    };
+                    "multipart/form-data": {
+                        /** @constant */
+                        revoked: true;
+                        key_id: string | number;
+                    };
+                    "text/plain": {
+                        /** @constant */
+                        revoked: true;
+                        key_id: string | number;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "postApiV1AdminAccountsByIdSigning-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
+                     * @default RS256
+                     * @enum {string}
+                     */
+                    alg?: "RS256" | "ES256" | "EdDSA";
+                };
+                "multipart/form-data": {
+                    /**
+                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
+                     * @default RS256
+                     * @enum {string}
+                     */
+                    alg?: "RS256" | "ES256" | "EdDSA";
+                };
+                "text/plain": {
+                    /**
+                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
+                     * @default RS256
+                     * @enum {string}
+                     */
+                    alg?: "RS256" | "ES256" | "EdDSA";
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        account_id: string;
+                        /** @description The new current key; earlier keys verify until their tokens expire */
+                        kid: string;
+                    };
+                    "multipart/form-data": {
+                        account_id: string;
+                        /** @description The new current key; earlier keys verify until their tokens expire */
+                        kid: string;
+                    };
+                    "text/plain": {
+                        account_id: string;
+                        /** @description The new current key; earlier keys verify until their tokens expire */
+                        kid: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "deleteApiV1AdminSigning-keysByKid": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                kid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        revoked: true;
+                        account_id: string;
+                        kid: string;
+                        /** @description The key made current in its place, when the revoked one was current */
+                        new_kid: string | null;
+                    };
+                    "multipart/form-data": {
+                        /** @constant */
+                        revoked: true;
+                        account_id: string;
+                        kid: string;
+                        /** @description The key made current in its place, when the revoked one was current */
+                        new_kid: string | null;
+                    };
+                    "text/plain": {
+                        /** @constant */
+                        revoked: true;
+                        account_id: string;
+                        kid: string;
+                        /** @description The key made current in its place, when the revoked one was current */
+                        new_kid: string | null;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "putApiV1AdminAccountsByIdJitsi-domain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description meet.example.com, a tenant name, or * */
+                    domain: string;
+                };
+                "multipart/form-data": {
+                    /** @description meet.example.com, a tenant name, or * */
+                    domain: string;
+                };
+                "text/plain": {
+                    /** @description meet.example.com, a tenant name, or * */
+                    domain: string;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        account_id: string;
+                        jitsi_domain: string;
+                    };
+                    "multipart/form-data": {
+                        account_id: string;
+                        jitsi_domain: string;
+                    };
+                    "text/plain": {
+                        account_id: string;
+                        jitsi_domain: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getApiV1AdminAccountsByIdNumbers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        numbers: {
+                            id: string | number;
+                            account_id: string;
+                            /** @description ISO 3166-1 alpha-2 */
+                            country_code: string;
+                            formatted_number: string;
+                            toll_free: boolean;
+                            /** @description The number jitsi-meet shows first */
+                            is_default: boolean;
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        numbers: {
+                            id: string | number;
+                            account_id: string;
+                            /** @description ISO 3166-1 alpha-2 */
+                            country_code: string;
+                            formatted_number: string;
+                            toll_free: boolean;
+                            /** @description The number jitsi-meet shows first */
+                            is_default: boolean;
+                        }[];
+                    };
+                    "text/plain": {
+                        numbers: {
+                            id: string | number;
+                            account_id: string;
+                            /** @description ISO 3166-1 alpha-2 */
+                            country_code: string;
+                            formatted_number: string;
+                            toll_free: boolean;
+                            /** @description The number jitsi-meet shows first */
+                            is_default: boolean;
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminAccountsByIdNumbers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description ISO 3166-1 alpha-2 code, e.g. US */
+                    country: string;
+                    /** @description As people write it: +1 555 0100 */
+                    number: string;
+                    toll_free?: boolean;
+                    /** @description Make it the number jitsi-meet shows first */
+                    default?: boolean;
+                };
+                "multipart/form-data": {
+                    /** @description ISO 3166-1 alpha-2 code, e.g. US */
+                    country: string;
+                    /** @description As people write it: +1 555 0100 */
+                    number: string;
+                    toll_free?: boolean;
+                    /** @description Make it the number jitsi-meet shows first */
+                    default?: boolean;
+                };
+                "text/plain": {
+                    /** @description ISO 3166-1 alpha-2 code, e.g. US */
+                    country: string;
+                    /** @description As people write it: +1 555 0100 */
+                    number: string;
+                    toll_free?: boolean;
+                    /** @description Make it the number jitsi-meet shows first */
+                    default?: boolean;
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                    "multipart/form-data": {
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                    "text/plain": {
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminNumbersByIdDefault: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string | number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                    "multipart/form-data": {
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                    "text/plain": {
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    deleteApiV1AdminNumbersById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string | number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        removed: true;
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                    "multipart/form-data": {
+                        /** @constant */
+                        removed: true;
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                    "text/plain": {
+                        /** @constant */
+                        removed: true;
+                        id: string | number;
+                        account_id: string;
+                        /** @description ISO 3166-1 alpha-2 */
+                        country_code: string;
+                        formatted_number: string;
+                        toll_free: boolean;
+                        /** @description The number jitsi-meet shows first */
+                        is_default: boolean;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getApiV1AdminAccountsByIdLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        account_id: string;
+                        limits: {
+                            name: string;
+                            value: number;
+                            default: number;
+                            overridden: boolean;
+                            per: string;
+                            description: string;
+                            /** @description What the account uses now, for quotas counted in the database */
+                            used?: number;
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        account_id: string;
+                        limits: {
+                            name: string;
+                            value: number;
+                            default: number;
+                            overridden: boolean;
+                            per: string;
+                            description: string;
+                            /** @description What the account uses now, for quotas counted in the database */
+                            used?: number;
+                        }[];
+                    };
+                    "text/plain": {
+                        account_id: string;
+                        limits: {
+                            name: string;
+                            value: number;
+                            default: number;
+                            overridden: boolean;
+                            per: string;
+                            description: string;
+                            /** @description What the account uses now, for quotas counted in the database */
+                            used?: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    putApiV1AdminAccountsByIdLimitsByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A whole number, or "default" to drop the account's own value */
+                    value: (string | number) | "default";
+                };
+                "multipart/form-data": {
+                    /** @description A whole number, or "default" to drop the account's own value */
+                    value: (string | number) | "default";
+                };
+                "text/plain": {
+                    /** @description A whole number, or "default" to drop the account's own value */
+                    value: (string | number) | "default";
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        account_id: string;
+                        limits: {
+                            name: string;
+                            value: number;
+                            default: number;
+                            overridden: boolean;
+                            per: string;
+                            description: string;
+                            /** @description What the account uses now, for quotas counted in the database */
+                            used?: number;
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        account_id: string;
+                        limits: {
+                            name: string;
+                            value: number;
+                            default: number;
+                            overridden: boolean;
+                            per: string;
+                            description: string;
+                            /** @description What the account uses now, for quotas counted in the database */
+                            used?: number;
+                        }[];
+                    };
+                    "text/plain": {
+                        account_id: string;
+                        limits: {
+                            name: string;
+                            value: number;
+                            default: number;
+                            overridden: boolean;
+                            per: string;
+                            description: string;
+                            /** @description What the account uses now, for quotas counted in the database */
+                            used?: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getApiV1AdminOperators: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        operators: {
+                            id: string | number;
+                            name: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        operators: {
+                            id: string | number;
+                            name: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                        }[];
+                    };
+                    "text/plain": {
+                        operators: {
+                            id: string | number;
+                            name: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminOperators: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /** @description At least 8 characters; stored as an argon2id hash */
+                    password: string;
+                };
+                "multipart/form-data": {
+                    name: string;
+                    /** @description At least 8 characters; stored as an argon2id hash */
+                    password: string;
+                };
+                "text/plain": {
+                    name: string;
+                    /** @description At least 8 characters; stored as an argon2id hash */
+                    password: string;
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string | number;
+                        name: string;
+                    };
+                    "multipart/form-data": {
+                        id: string | number;
+                        name: string;
+                    };
+                    "text/plain": {
+                        id: string | number;
+                        name: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "getApiV1AdminOperator-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        tokens: {
+                            id: string | number;
+                            name: string;
+                            /**
+                             * @description read: GET routes only; full: every route
+                             * @default read
+                             * @enum {string}
+                             */
+                            scope: "read" | "full";
+                            prefix: string;
+                            created_by: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            last_used_at: string | null;
+                            revoked_at: string | null;
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        tokens: {
+                            id: string | number;
+                            name: string;
+                            /**
+                             * @description read: GET routes only; full: every route
+                             * @default read
+                             * @enum {string}
+                             */
+                            scope: "read" | "full";
+                            prefix: string;
+                            created_by: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            last_used_at: string | null;
+                            revoked_at: string | null;
+                        }[];
+                    };
+                    "text/plain": {
+                        tokens: {
+                            id: string | number;
+                            name: string;
+                            /**
+                             * @description read: GET routes only; full: every route
+                             * @default read
+                             * @enum {string}
+                             */
+                            scope: "read" | "full";
+                            prefix: string;
+                            created_by: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            last_used_at: string | null;
+                            revoked_at: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "postApiV1AdminOperator-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /**
+                     * @description read: GET routes only; full: every route
+                     * @default read
+                     * @enum {string}
+                     */
+                    scope: "read" | "full";
+                };
+                "multipart/form-data": {
+                    name: string;
+                    /**
+                     * @description read: GET routes only; full: every route
+                     * @default read
+                     * @enum {string}
+                     */
+                    scope: "read" | "full";
+                };
+                "text/plain": {
+                    name: string;
+                    /**
+                     * @description read: GET routes only; full: every route
+                     * @default read
+                     * @enum {string}
+                     */
+                    scope: "read" | "full";
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string | number;
+                        name: string;
+                        /**
+                         * @description read: GET routes only; full: every route
+                         * @default read
+                         * @enum {string}
+                         */
+                        scope: "read" | "full";
+                        prefix: string;
+                        /** @description pop_…, shown only in this answer: it is stored as a hash */
+                        token: string;
+                    };
+                    "multipart/form-data": {
+                        id: string | number;
+                        name: string;
+                        /**
+                         * @description read: GET routes only; full: every route
+                         * @default read
+                         * @enum {string}
+                         */
+                        scope: "read" | "full";
+                        prefix: string;
+                        /** @description pop_…, shown only in this answer: it is stored as a hash */
+                        token: string;
+                    };
+                    "text/plain": {
+                        id: string | number;
+                        name: string;
+                        /**
+                         * @description read: GET routes only; full: every route
+                         * @default read
+                         * @enum {string}
+                         */
+                        scope: "read" | "full";
+                        prefix: string;
+                        /** @description pop_…, shown only in this answer: it is stored as a hash */
+                        token: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "deleteApiV1AdminOperator-tokensById": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string | number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        revoked: true;
+                        id: string | number;
+                    };
+                    "multipart/form-data": {
+                        /** @constant */
+                        revoked: true;
+                        id: string | number;
+                    };
+                    "text/plain": {
+                        /** @constant */
+                        revoked: true;
+                        id: string | number;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getApiV1AdminAccountsByIdWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhooks: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        }[];
+                    };
+                    "multipart/form-data": {
+                        webhooks: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        }[];
+                    };
+                    "text/plain": {
+                        webhooks: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminAccountsByIdWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description http or https URL that receives the POSTs */
+                    url: string;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    description?: string;
+                    /** @default true */
+                    enabled?: boolean;
+                    /**
+                     * @description Deliver one event at a time, in sequence order
+                     * @default false
+                     */
+                    ordered?: boolean;
+                };
+                "multipart/form-data": {
+                    /** @description http or https URL that receives the POSTs */
+                    url: string;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    description?: string;
+                    /** @default true */
+                    enabled?: boolean;
+                    /**
+                     * @description Deliver one event at a time, in sequence order
+                     * @default false
+                     */
+                    ordered?: boolean;
+                };
+                "text/plain": {
+                    /** @description http or https URL that receives the POSTs */
+                    url: string;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    description?: string;
+                    /** @default true */
+                    enabled?: boolean;
+                    /**
+                     * @description Deliver one event at a time, in sequence order
+                     * @default false
+                     */
+                    ordered?: boolean;
+                };
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        endpoint: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        };
+                        /** @description The whsec_ signing secret, shown only now */
+                        secret: string;
+                    };
+                    "multipart/form-data": {
+                        endpoint: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        };
+                        /** @description The whsec_ signing secret, shown only now */
+                        secret: string;
+                    };
+                    "text/plain": {
+                        endpoint: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        };
+                        /** @description The whsec_ signing secret, shown only now */
+                        secret: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    deleteApiV1AdminAccountsByIdWebhooksByWid: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        removed: true;
+                        webhook_id: string;
+                    };
+                    "multipart/form-data": {
+                        /** @constant */
+                        removed: true;
+                        webhook_id: string;
+                    };
+                    "text/plain": {
+                        /** @constant */
+                        removed: true;
+                        webhook_id: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    patchApiV1AdminAccountsByIdWebhooksByWid: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    url?: string;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    description?: string;
+                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
+                    enabled?: boolean;
+                    ordered?: boolean;
+                };
+                "multipart/form-data": {
+                    url?: string;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    description?: string;
+                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
+                    enabled?: boolean;
+                    ordered?: boolean;
+                };
+                "text/plain": {
+                    url?: string;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    description?: string;
+                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
+                    enabled?: boolean;
+                    ordered?: boolean;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        url: string;
+                        event_types: string[] | null;
+                        description: string;
+                        enabled: boolean;
+                        ordered: boolean;
+                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                        disabled_reason: string | null;
+                        failing_since: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was made
+                         */
+                        created_at: string;
+                        /**
+                         * Format: date-time
+                         * @description When it last changed
+                         */
+                        updated_at: string;
+                    };
+                    "multipart/form-data": {
+                        id: string;
+                        url: string;
+                        event_types: string[] | null;
+                        description: string;
+                        enabled: boolean;
+                        ordered: boolean;
+                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                        disabled_reason: string | null;
+                        failing_since: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was made
+                         */
+                        created_at: string;
+                        /**
+                         * Format: date-time
+                         * @description When it last changed
+                         */
+                        updated_at: string;
+                    };
+                    "text/plain": {
+                        id: string;
+                        url: string;
+                        event_types: string[] | null;
+                        description: string;
+                        enabled: boolean;
+                        ordered: boolean;
+                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                        disabled_reason: string | null;
+                        failing_since: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was made
+                         */
+                        created_at: string;
+                        /**
+                         * Format: date-time
+                         * @description When it last changed
+                         */
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "postApiV1AdminAccountsByIdWebhooksByWidRotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        endpoint: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        };
+                        /** @description The whsec_ signing secret, shown only now */
+                        secret: string;
+                    };
+                    "multipart/form-data": {
+                        endpoint: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        };
+                        /** @description The whsec_ signing secret, shown only now */
+                        secret: string;
+                    };
+                    "text/plain": {
+                        endpoint: {
+                            id: string;
+                            url: string;
+                            event_types: string[] | null;
+                            description: string;
+                            enabled: boolean;
+                            ordered: boolean;
+                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
+                            disabled_reason: string | null;
+                            failing_since: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was made
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @description When it last changed
+                             */
+                            updated_at: string;
+                        };
+                        /** @description The whsec_ signing secret, shown only now */
+                        secret: string;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiV1AdminAccountsByIdWebhooksByWidReplay: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account's id (acc_…) */
+                id: string;
+                wid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: date-time
+                     * @description Replay every kept event created at or after this time
+                     */
+                    since?: string;
+                    /** @description Replay every kept event with a larger sequence number */
+                    after?: string | number;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: date-time
+                     * @description Replay every kept event created at or after this time
+                     */
+                    since?: string;
+                    /** @description Replay every kept event with a larger sequence number */
+                    after?: string | number;
+                };
+                "text/plain": {
+                    /**
+                     * Format: date-time
+                     * @description Replay every kept event created at or after this time
+                     */
+                    since?: string;
+                    /** @description Replay every kept event with a larger sequence number */
+                    after?: string | number;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Deliveries queued */
+                        queued: string | number;
+                    };
+                    "multipart/form-data": {
+                        /** @description Deliveries queued */
+                        queued: string | number;
+                    };
+                    "text/plain": {
+                        /** @description Deliveries queued */
+                        queued: string | number;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "postApiV1AdminRefold-usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The account's id (acc_…) */
+                    account_id?: string;
+                };
+                "multipart/form-data": {
+                    /** @description The account's id (acc_…) */
+                    account_id?: string;
+                };
+                "text/plain": {
+                    /** @description The account's id (acc_…) */
+                    account_id?: string;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Events folded again */
+                        events: string | number;
+                        /** @description How long it took */
+                        ms: string | number;
+                    };
+                    "multipart/form-data": {
+                        /** @description Events folded again */
+                        events: string | number;
+                        /** @description How long it took */
+                        ms: string | number;
+                    };
+                    "text/plain": {
+                        /** @description Events folded again */
+                        events: string | number;
+                        /** @description How long it took */
+                        ms: string | number;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getApiV1AdminAudit: {
+        parameters: {
+            query?: {
+                limit?: string | number;
+                /** @description An entry id (next_before of the previous page): only older entries */
+                before?: string | number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entries: {
+                            id: string | number;
+                            /**
+                             * Format: date-time
+                             * @description When the change was made
+                             */
+                            at: string;
+                            /** @description The operator's name, the operator token's name, or local:<uid> for the Unix socket */
+                            actor: string;
+                            /**
+                             * @default operator
+                             * @enum {string}
+                             */
+                            actor_kind: "operator" | "token" | "local";
+                            /** @description The command's name: create-account, set-limit, … */
+                            action: string;
+                            /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
+                            target: string | null;
+                            /** @description The caller's IP address, or unix:<socket path> */
+                            address: string;
+                            /** @description What was asked for; never a secret */
+                            detail: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        /** @description Pass as before for the next page; null on the last page */
+                        next_before: (string | number) | null;
+                    };
+                    "multipart/form-data": {
+                        entries: {
+                            id: string | number;
+                            /**
+                             * Format: date-time
+                             * @description When the change was made
+                             */
+                            at: string;
+                            /** @description The operator's name, the operator token's name, or local:<uid> for the Unix socket */
+                            actor: string;
+                            /**
+                             * @default operator
+                             * @enum {string}
+                             */
+                            actor_kind: "operator" | "token" | "local";
+                            /** @description The command's name: create-account, set-limit, … */
+                            action: string;
+                            /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
+                            target: string | null;
+                            /** @description The caller's IP address, or unix:<socket path> */
+                            address: string;
+                            /** @description What was asked for; never a secret */
+                            detail: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        /** @description Pass as before for the next page; null on the last page */
+                        next_before: (string | number) | null;
+                    };
+                    "text/plain": {
+                        entries: {
+                            id: string | number;
+                            /**
+                             * Format: date-time
+                             * @description When the change was made
+                             */
+                            at: string;
+                            /** @description The operator's name, the operator token's name, or local:<uid> for the Unix socket */
+                            actor: string;
+                            /**
+                             * @default operator
+                             * @enum {string}
+                             */
+                            actor_kind: "operator" | "token" | "local";
+                            /** @description The command's name: create-account, set-limit, … */
+                            action: string;
+                            /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
+                            target: string | null;
+                            /** @description The caller's IP address, or unix:<socket path> */
+                            address: string;
+                            /** @description What was asked for; never a secret */
+                            detail: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        /** @description Pass as before for the next page; null on the last page */
+                        next_before: (string | number) | null;
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
