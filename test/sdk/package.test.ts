@@ -34,9 +34,18 @@ afterAll(async () => {
 
 test("the installed package drives every route family on Node without Bun", async () => {
   copyFileSync(join(import.meta.dir, "fixtures/drive-sdk.mjs"), join(app, "drive-sdk.mjs"));
+  // The operator token is made on the local socket, as an operator beside the server would.
+  const minted = await fetch("http://localhost/api/v1/admin/operator-tokens", {
+    unix: join(parley!.dataDir, "parley.sock"),
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name: "sdk-test", scope: "full" }),
+  });
+  expect(minted.status).toBe(201);
+  const { token } = (await minted.json()) as { token: string };
   const node = Bun.spawn(["node", "drive-sdk.mjs"], {
     cwd: app,
-    env: { PATH: NODE_ONLY_PATH, HOME: app, PARLEY_URL: parley!.base, PARLEY_API_KEY: await parley!.firstApiKey() },
+    env: { PATH: NODE_ONLY_PATH, HOME: app, PARLEY_URL: parley!.base, PARLEY_API_KEY: await parley!.firstApiKey(), PARLEY_OPERATOR_TOKEN: token },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -45,5 +54,5 @@ test("the installed package drives every route family on Node without Bun", asyn
   clearTimeout(killer);
   if (code !== 0) console.error(`${stdout}\n${stderr}\n--- Parley said:\n${parley!.tail()}`);
   expect(code).toBe(0);
-  expect(stdout.trim().split("\n")).toEqual(["tokens", "scheduler", "webhooks", "events", "mapper", "streaming", "chat", "uploads", "usage", "errors"].map((family) => `ok ${family}`));
+  expect(stdout.trim().split("\n")).toEqual(["tokens", "scheduler", "webhooks", "events", "mapper", "streaming", "chat", "uploads", "usage", "admin", "errors"].map((family) => `ok ${family}`));
 }, 120_000);
