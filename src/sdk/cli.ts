@@ -46,7 +46,8 @@ const USAGE = `usage: parley <command> [arguments] [--json]
                                                     send the kept events again to the endpoint
   remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log
   refold-usage [<account-id>]                       fold the event log again into the usage tables (every
-                                                    account, or one): after restoring events, or to repair usage
+                                                    account, or one): after restoring events, or to repair usage;
+                                                    it runs inside the running Parley, so it is safe while it serves
 
   --json    print the answer as JSON (every command)
 
