@@ -1,7 +1,7 @@
 /**
- * The operator's commands on the database directly (src/admin.ts, and `npm run parley` when
- * no Parley runs), each on the services it names. With Parley running, `npm run parley`
- * sends them to its admin API instead (src/sdk/cli.ts).
+ * The operator's commands on the database directly (`npm run admin`, src/admin.ts), each on
+ * the services it names. `npm run parley` (src/parley.ts) is the command line operators use:
+ * it sends the same commands to the admin API, which writes the audit log.
  */
 import { parseArgs } from "node:util";
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from "./config";
@@ -25,10 +25,12 @@ import { refoldLog } from "./modules/usage/fold";
 import { createEndpoint, deleteEndpoint, listEndpoints, parseTypes, replay, rotateSecret, updateEndpoint } from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";
 
-const USAGE = `usage: npm run parley -- <command> [options]
+const USAGE = `usage: npm run admin <command> [options]
 
-These run on the database directly. With a Parley running, \`npm run parley -- …\` sends
-them to it instead, with --json on every command (docs/cli.md).
+These run on the database directly, and leave no audit entry. \`npm run parley -- …\` takes
+the same commands through the admin API: the running Parley's, or with none running one of
+its own for the command, with --json on every command and an audit entry for each change
+(docs/cli.md).
 
   create-account <name> [--alg RS256|ES256|EdDSA]   make an account; prints its API key once
   list-accounts [--json]                            accounts with their keys (never the secrets)

@@ -165,6 +165,10 @@ describe("errors", () => {
     expect(direct.code).toBe(0);
     expect(direct.err).toContain("working on the database directly");
     expect(direct.out).toMatch(/api key\s+\S{20,}/);
+    // The same admin API served for the one command: its change is in the audit log, as the local operator's.
+    const accountId = /account\s+(acc_\S+)/.exec(direct.out)?.[1];
+    const audit = json(await npmParley(["audit", "--json"], { DATA_DIR: dataDir }));
+    expect(audit.entries.find((entry: { target: string }) => entry.target === accountId)).toMatchObject({ action: "create-account", actor_kind: "local" });
   }, 60_000);
 
   test("a socket of another mode is not trusted; no socket and no PARLEY_URL names both", async () => {
