@@ -69,6 +69,8 @@ async function runFile(file: string, database: string) {
   totals.skip += result.skip;
   const mark = result.fail > 0 ? "✗" : "✓";
   console.log(`${mark} ${file}  ${result.pass} pass, ${result.fail} fail, ${result.skip} skip  (${seconds.toFixed(1)} s)`);
+  // A file that skips says why in a line of its own ("… skipped: …"): shown, so no skip is silent.
+  if (result.fail === 0 && result.skip > 0) for (const line of output.split("\n").filter((line) => / skipped: /.test(line))) console.log(`    ${line}`);
   if (result.fail > 0) {
     failedFiles.push(file);
     console.log(output);

@@ -3,7 +3,12 @@
  * account's credentials, and the audit entry each change leaves.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { overrideConfig } from "../../src/config";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { app, call, newAccount, tokenFor } from "../helpers";
 
@@ -189,6 +194,16 @@ describe("credentials that are not an operator's", () => {
     }
   });
 
+  test("the OpenAPI description lists every admin route under its tag, with the operator token as its security", async () => {
+    const description = (await call("GET", "/swagger/json")).body;
+    expect(description.components.securitySchemes.operatorToken).toMatchObject({ type: "http", scheme: "bearer" });
+    const operations = Object.entries(description.paths as Record<string, Record<string, { tags?: string[]; security?: unknown }>>)
+      .filter(([path]) => path.startsWith(`${ADMIN_PREFIX}/`))
+      .flatMap(([path, methods]) => Object.entries(methods).map(([method, operation]) => ({ route: `${method.toUpperCase()} ${path}`, tags: operation.tags, security: operation.security })));
+    expect(operations).toHaveLength(adminRoutes().length);
+    for (const operation of operations) expect(operation).toEqual({ route: operation.route, tags: ["admin"], security: [{ operatorToken: [] }] });
+  });
+
   test("an account's API key, its token, a forged header, a bad token or none: 401 on every admin route", async () => {
     const userToken = await tokenFor(account.apiKey);
     const credentials: Record<string, Record<string, string>> = {
@@ -220,5 +235,47 @@ describe("credentials that are not an operator's", () => {
       if (answer.status !== 403) wrong.push(`${route.method} ${route.path}: ${answer.status}`);
     }
     expect(wrong).toEqual([]);
+  });
+});
+
+describe("the local socket in this process", () => {
+  async function inDataDir<T>(dataDir: string, run: () => Promise<T>): Promise<T> {
+    const restore = overrideConfig({ database: { dataDir } });
+    try {
+      return await run();
+    } finally {
+      restore();
+    }
+  }
+
+  test("made in a data folder that does not exist yet, 0600, and gone after stop", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "parley-socket-"));
+    const dataDir = join(parent, "data");
+    try {
+      const socket = await inDataDir(dataDir, () => serveLocalSocket((request) => app.handle(request)));
+      expect(socket).toBeDefined();
+      expect(statSync(socket!.path).mode & 0o777).toBe(0o600);
+      const answer = await fetch("http://localhost/api/v1/admin/operator-tokens", { unix: socket!.path });
+      expect(answer.status).toBe(200);
+      await socket!.stop();
+      expect(existsSync(socket!.path)).toBe(false);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+
+  test("a file that is no socket is left alone, and a socket that cannot be made is no crash", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "parley-socket-"));
+    try {
+      writeFileSync(join(dataDir, "parley.sock"), "an operator's file");
+      expect(await inDataDir(dataDir, () => serveLocalSocket((request) => app.handle(request)))).toBeUndefined();
+      expect(readFileSync(join(dataDir, "parley.sock"), "utf8")).toBe("an operator's file");
+
+      // A data folder whose parent is a file cannot be made.
+      const underFile = join(dataDir, "parley.sock", "data");
+      expect(await inDataDir(underFile, () => serveLocalSocket((request) => app.handle(request)))).toBeUndefined();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

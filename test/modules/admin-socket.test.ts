@@ -75,6 +75,10 @@ async function exercise(parley: Parley) {
   expect(viaToken.status).toBe(201);
   const tokenEntry = (await local(parley, "GET", `${ADMIN}/audit?limit=1`)).body.entries[0];
   expect(tokenEntry).toMatchObject({ action: "add-number", actor: "deploy-script", actor_kind: "token", address: "127.0.0.1", target: created.body.account.id });
+  // The refold answers over TCP too, with the idle timeout lifted for it.
+  const refolded = await http(parley, "POST", `${ADMIN}/refold-usage`, { body: {}, auth: `Bearer ${token.body.token}` });
+  expect(refolded.status).toBe(200);
+  expect(refolded.body.events).toBeNumber();
   const createdToken = (await local(parley, "GET", `${ADMIN}/operator-tokens`)).body.tokens.find((row: { id: number }) => row.id === token.body.id);
   expect(createdToken.created_by).toBe(`local:${process.getuid!()}`);
 }

@@ -11,7 +11,7 @@ export type Scope = "read" | "full";
 
 /** Who is asking the admin API. */
 export interface Operator {
-  kind: "operator" | "token" | "local";
+  kind: "token" | "local";
   /** The operator's name, the token's name, or local:<uid>. */
   name: string;
   scope: Scope;

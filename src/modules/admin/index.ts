@@ -9,6 +9,7 @@ import { listOperators } from "../console/sessions";
 import { WebhooksModel } from "../webhooks/model";
 import { listAudit } from "./audit";
 import { operatorGuard } from "./guard";
+import { isLocalRequest } from "./local";
 import { AdminModel } from "./model";
 import {
   accountsReport,
@@ -225,11 +226,20 @@ export const adminController = new Elysia({
     response: { 200: AdminModel.removedWebhook, ...errorResponses(401, 403, 404) },
     detail: { summary: "Delete a webhook endpoint and its delivery log (remove-webhook)" },
   })
-  .post("/refold-usage", async ({ caller, body }) => adminRefold(caller, body?.account_id), {
-    body: AdminModel.refold,
-    response: { 200: AdminModel.refolded, ...errorResponses(400, 401, 403, 404) },
-    detail: { summary: "Fold the event log again into the usage tables, for every account or one; answers when done (refold-usage)" },
-  })
+  .post(
+    "/refold-usage",
+    async ({ caller, body, request, server }) => {
+      // A refold of a long log answers when done: Bun's idle timeout would close the connection
+      // first. The socket's own listener has already lifted it for the requests it serves.
+      if (!isLocalRequest(request)) server?.timeout(request, 0);
+      return adminRefold(caller, body?.account_id);
+    },
+    {
+      body: AdminModel.refold,
+      response: { 200: AdminModel.refolded, ...errorResponses(400, 401, 403, 404) },
+      detail: { summary: "Fold the event log again into the usage tables, for every account or one; answers when done (refold-usage)" },
+    },
+  )
   .get("/audit", async ({ query }) => listAudit(query), {
     query: AdminModel.auditQuery,
     response: { 200: AdminModel.audit, ...errorResponses(400, 401) },

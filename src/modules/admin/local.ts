@@ -5,7 +5,7 @@
  * WeakSet by the socket's own server before the app sees it: nothing a TCP client sends
  * (no header, no address) can put a request there.
  */
-import { chmodSync, existsSync, unlinkSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
 import { config } from "../../config";
@@ -49,17 +49,32 @@ export interface LocalSocket {
 
 /**
  * Serves `handle` on DATA_DIR/parley.sock. A socket file left by a process that died is
- * removed; one another running Parley answers on is left alone, and this process serves
- * none (undefined).
+ * removed; one another running Parley answers on, or a file that is no socket, is left
+ * alone, and this process serves none (undefined). Nor does it when the socket cannot be
+ * made (its folder cannot be made, say): the API runs on without it.
  */
 export async function serveLocalSocket(handle: (request: Request) => Response | Promise<Response>): Promise<LocalSocket | undefined> {
   const path = socketPath();
   if (existsSync(path)) {
+    if (!lstatSync(path).isSocket()) {
+      log.warn({ path }, "the local socket's path holds another kind of file; no local socket");
+      return undefined;
+    }
     if (await answers(path)) {
       log.warn({ path }, "another Parley answers on the local socket; this one serves none");
       return undefined;
     }
     unlinkSync(path);
+  }
+  const failed = (error: unknown) => {
+    log.error({ path, err: (error as Error).message }, "the local socket could not be made; the admin API takes operator tokens only");
+    return undefined;
+  };
+  try {
+    // With PostgreSQL nothing else may have made the data folder yet.
+    mkdirSync(config.database.dataDir, { recursive: true });
+  } catch (error) {
+    return failed(error);
   }
   // The umask makes the socket 0600 from the moment it exists: a chmod after bind would leave
   // a moment in which another user could connect.
@@ -77,6 +92,8 @@ export async function serveLocalSocket(handle: (request: Request) => Response | 
         return handle(request);
       },
     });
+  } catch (error) {
+    return failed(error);
   } finally {
     process.umask(umask);
   }

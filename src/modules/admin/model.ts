@@ -42,14 +42,14 @@ const Limit = t.Object({
   overridden: t.Boolean(),
   per: t.String(),
   description: t.String(),
-  used: t.Optional(t.Number({ description: "What the account uses now, for quotas counted in the database" })),
+  used: t.Union([t.Number(), t.Null()], { description: "What the account uses now, for quotas counted in the database; null for the others" }),
 });
 
 const AuditEntry = t.Object({
   id: t.Integer(),
   at: Time("When the change was made"),
-  actor: t.String({ description: "The operator's name, the operator token's name, or local:<uid> for the Unix socket" }),
-  actor_kind: t.UnionEnum(["operator", "token", "local"]),
+  actor: t.String({ description: "The operator token's name, or local:<uid> for the Unix socket" }),
+  actor_kind: t.UnionEnum(["token", "local"], { description: "token: an operator token; local: the Unix socket" }),
   action: t.String({ description: "The command's name: create-account, set-limit, …" }),
   target: t.Union([t.String(), t.Null()], { description: "What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account" }),
   address: t.String({ description: "The caller's IP address, or unix:<socket path>" }),

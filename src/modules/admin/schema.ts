@@ -27,9 +27,9 @@ export const operatorTokens = pgTable("operator_tokens", {
 export const auditEntries = pgTable("audit_entries", {
   id: bigserial("id", { mode: "number" }).primaryKey(),
   at: timestamp("at", { withTimezone: true }).notNull().defaultNow(),
-  /** The operator's name, the token's name, or local:<uid>. */
+  /** The operator token's name, or local:<uid>. */
   actor: text("actor").notNull(),
-  /** operator (console session), token, or local (the Unix socket). */
+  /** token (an operator token) or local (the Unix socket). */
   actorKind: text("actor_kind").notNull(),
   /** Set when the actor is an operator token: which one, even after it is revoked. */
   tokenId: integer("token_id"),

@@ -115,8 +115,10 @@ export async function adminRemoveNumber(caller: Caller, numberId: number) {
   return { removed: true as const, ...numberView(number, number.accountId) };
 }
 
+/** Every limit with the same members: `used` is null for those not counted in the database. */
 export async function adminLimits(accountId: string) {
-  return { account_id: accountId, limits: await reportLimits(accountId) };
+  const limits = await reportLimits(accountId);
+  return { account_id: accountId, limits: limits.map((limit) => ({ ...limit, used: limit.used ?? null })) };
 }
 
 export async function adminSetLimit(caller: Caller, accountId: string, name: string, value: number | "default") {

@@ -7,6 +7,8 @@ import { Elysia, t } from "elysia";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
+import { listAudit } from "../admin/audit";
+import { AdminModel } from "../admin/model";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
 import { listPhoneNumbers, resolveMapping } from "../mapper/service";
 import { deleteMessages, listMessages } from "../messaging/messages";
@@ -106,6 +108,14 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     return { signed_out: true };
   })
   .get(`${API}/session`, ({ viewer }) => sessionBody(viewer))
+  .get(
+    `${API}/audit`,
+    ({ viewer, query }) => {
+      requireOperator(viewer);
+      return listAudit(query);
+    },
+    { query: AdminModel.auditQuery },
+  )
   .get(`${API}/accounts`, async ({ viewer }) => accountsFor(viewer))
   .post(
     `${API}/accounts`,
