@@ -281,9 +281,9 @@ function describeNumber(number: { country_code: string; formatted_number: string
   return `${number.country_code}  ${number.formatted_number}${number.toll_free ? "  toll-free" : ""}${number.is_default ? "  default" : ""}`;
 }
 
-function describeLimit(limit: { name: string; value: number; default: number; overridden: boolean; per: string; used?: number }): string {
+function describeLimit(limit: { name: string; value: number; default: number; overridden: boolean; per: string; used?: number | null }): string {
   const source = limit.overridden ? `set (default ${limit.default})` : "default";
-  const used = limit.used === undefined ? "" : `  used ${limit.used}`;
+  const used = limit.used === undefined || limit.used === null ? "" : `  used ${limit.used}`;
   return `${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`;
 }
 

@@ -114,6 +114,10 @@ describe("beside a running embedded Parley, through its socket", () => {
     expect(number.country_code).toBe("DE");
     const limits = json(await installedParley(["set-limit", account.account.id, "requests.usage", "default", "--json"], remote));
     expect(limits.limits.find((limit: { name: string }) => limit.name === "requests.usage").overridden).toBe(false);
+    const shown = await installedParley(["show-limits", account.account.id], remote);
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(/^requests\.usage\s+\d+\s+\S.*\sdefault$/m);
+    expect(shown.out).not.toContain("null");
     const listed = json(await installedParley(["list-accounts", "--json"], remote));
     expect(listed.map((entry: { name: string }) => entry.name)).toEqual(expect.arrayContaining(["made-by-npm", "made-by-bin", "made-remotely"]));
     const audit = json(await installedParley(["audit", "--limit", "5", "--json"], remote));

@@ -15517,8 +15517,8 @@ export interface operations {
                             overridden: boolean;
                             per: string;
                             description: string;
-                            /** @description What the account uses now, for quotas counted in the database */
-                            used?: number;
+                            /** @description What the account uses now, for quotas counted in the database; null for the others */
+                            used: number | null;
                         }[];
                     };
                     "multipart/form-data": {
@@ -15530,8 +15530,8 @@ export interface operations {
                             overridden: boolean;
                             per: string;
                             description: string;
-                            /** @description What the account uses now, for quotas counted in the database */
-                            used?: number;
+                            /** @description What the account uses now, for quotas counted in the database; null for the others */
+                            used: number | null;
                         }[];
                     };
                     "text/plain": {
@@ -15543,8 +15543,8 @@ export interface operations {
                             overridden: boolean;
                             per: string;
                             description: string;
-                            /** @description What the account uses now, for quotas counted in the database */
-                            used?: number;
+                            /** @description What the account uses now, for quotas counted in the database; null for the others */
+                            used: number | null;
                         }[];
                     };
                 };
@@ -15651,8 +15651,8 @@ export interface operations {
                             overridden: boolean;
                             per: string;
                             description: string;
-                            /** @description What the account uses now, for quotas counted in the database */
-                            used?: number;
+                            /** @description What the account uses now, for quotas counted in the database; null for the others */
+                            used: number | null;
                         }[];
                     };
                     "multipart/form-data": {
@@ -15664,8 +15664,8 @@ export interface operations {
                             overridden: boolean;
                             per: string;
                             description: string;
-                            /** @description What the account uses now, for quotas counted in the database */
-                            used?: number;
+                            /** @description What the account uses now, for quotas counted in the database; null for the others */
+                            used: number | null;
                         }[];
                     };
                     "text/plain": {
@@ -15677,8 +15677,8 @@ export interface operations {
                             overridden: boolean;
                             per: string;
                             description: string;
-                            /** @description What the account uses now, for quotas counted in the database */
-                            used?: number;
+                            /** @description What the account uses now, for quotas counted in the database; null for the others */
+                            used: number | null;
                         }[];
                     };
                 };
@@ -17907,13 +17907,14 @@ export interface operations {
                              * @description When the change was made
                              */
                             at: string;
-                            /** @description The operator's name, the operator token's name, or local:<uid> for the Unix socket */
+                            /** @description The operator token's name, or local:<uid> for the Unix socket */
                             actor: string;
                             /**
-                             * @default operator
+                             * @description token: an operator token; local: the Unix socket
+                             * @default token
                              * @enum {string}
                              */
-                            actor_kind: "operator" | "token" | "local";
+                            actor_kind: "token" | "local";
                             /** @description The command's name: create-account, set-limit, … */
                             action: string;
                             /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
@@ -17936,13 +17937,14 @@ export interface operations {
                              * @description When the change was made
                              */
                             at: string;
-                            /** @description The operator's name, the operator token's name, or local:<uid> for the Unix socket */
+                            /** @description The operator token's name, or local:<uid> for the Unix socket */
                             actor: string;
                             /**
-                             * @default operator
+                             * @description token: an operator token; local: the Unix socket
+                             * @default token
                              * @enum {string}
                              */
-                            actor_kind: "operator" | "token" | "local";
+                            actor_kind: "token" | "local";
                             /** @description The command's name: create-account, set-limit, … */
                             action: string;
                             /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
@@ -17965,13 +17967,14 @@ export interface operations {
                              * @description When the change was made
                              */
                             at: string;
-                            /** @description The operator's name, the operator token's name, or local:<uid> for the Unix socket */
+                            /** @description The operator token's name, or local:<uid> for the Unix socket */
                             actor: string;
                             /**
-                             * @default operator
+                             * @description token: an operator token; local: the Unix socket
+                             * @default token
                              * @enum {string}
                              */
-                            actor_kind: "operator" | "token" | "local";
+                            actor_kind: "token" | "local";
                             /** @description The command's name: create-account, set-limit, … */
                             action: string;
                             /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
