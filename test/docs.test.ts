@@ -459,53 +459,6 @@ describe("curl examples against a running Parley", () => {
     },
   ];
 
-  test("docs/cli.md: every command runs through the running Parley's socket and exits 0", async () => {
-    const shell = new Shell(workspace, { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace, DATA_DIR: parley!.dataDir, LOG_LEVEL: "silent" });
-    const problems: string[] = [];
-    let ran = 0;
-    try {
-      // npm runs the script in the repository; files the page writes land in the workspace.
-      await shell.run(`npm() { command npm --prefix ${JSON.stringify(ROOT)} --silent "$@"; }`);
-      for (const block of parse(read("docs/cli.md")).fences.filter((fence) => fence.info === "sh")) {
-        for (const command of commands(block.body)) {
-          const output = await shell.run(`{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1; __rc=$?`, 60_000);
-          ran++;
-          const code = await shell.value("__rc");
-          if (code !== "0") problems.push(`${command.code}\n  -> exit ${code}: ${output.slice(0, 400)}`);
-        }
-      }
-    } finally {
-      await shell.close();
-    }
-    expect(ran).toBeGreaterThan(10);
-    expect(problems).toEqual([]);
-  }, 180_000);
-
-  test("docs/sdk.md: every JavaScript example runs on Node with the installed package", async () => {
-    const app = await installedSdk();
-    const problems: string[] = [];
-    const examples = parse(read("docs/sdk.md")).fences.filter((fence) => fence.info === "js");
-    try {
-      for (const [index, example] of examples.entries()) {
-        writeFileSync(join(app, `example-${index}.mjs`), example.body);
-        const node = Bun.spawn(["node", `example-${index}.mjs`], {
-          cwd: app,
-          env: { PATH: NODE_ONLY_PATH, HOME: app, PARLEY_URL: base, PARLEY_API_KEY: apiKey },
-          stdout: "pipe",
-          stderr: "pipe",
-        });
-        const killer = setTimeout(() => node.kill("SIGKILL"), 30_000);
-        const [stderr, code] = await Promise.all([new Response(node.stderr).text(), node.exited]);
-        clearTimeout(killer);
-        if (code !== 0) problems.push(`example ${index + 1}:\n${example.body.slice(0, 200)}\n  -> exit ${code}: ${stderr.slice(0, 600)}`);
-      }
-    } finally {
-      rmSync(app, { recursive: true, force: true });
-    }
-    expect(examples.length).toBeGreaterThan(3);
-    expect(problems).toEqual([]);
-  }, 240_000);
-
   // Not curl, and not run here: the sipp calls of docs/sip.md need a SIP gateway with a
   // trunk at gw.example.com; test/sip-gateway/gateway.test.ts runs those scenarios.
   test.skip("docs/sip.md: the sipp examples (a SIP peer; test/sip-gateway/gateway.test.ts runs them)", () => {});
@@ -583,5 +536,53 @@ describe("curl examples against a running Parley", () => {
       expect(problems).toEqual([]);
     });
   }
+
+  // After the pages' own examples, which expect a Parley where only they have made rooms and reservations.
+  test("docs/cli.md: every command runs through the running Parley's socket and exits 0", async () => {
+    const shell = new Shell(workspace, { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace, DATA_DIR: parley!.dataDir, LOG_LEVEL: "silent" });
+    const problems: string[] = [];
+    let ran = 0;
+    try {
+      // npm runs the script in the repository; files the page writes land in the workspace.
+      await shell.run(`npm() { command npm --prefix ${JSON.stringify(ROOT)} --silent "$@"; }`);
+      for (const block of parse(read("docs/cli.md")).fences.filter((fence) => fence.info === "sh")) {
+        for (const command of commands(block.body)) {
+          const output = await shell.run(`{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1; __rc=$?`, 60_000);
+          ran++;
+          const code = await shell.value("__rc");
+          if (code !== "0") problems.push(`${command.code}\n  -> exit ${code}: ${output.slice(0, 400)}`);
+        }
+      }
+    } finally {
+      await shell.close();
+    }
+    expect(ran).toBeGreaterThan(10);
+    expect(problems).toEqual([]);
+  }, 180_000);
+
+  test("docs/sdk.md: every JavaScript example runs on Node with the installed package", async () => {
+    const app = await installedSdk();
+    const problems: string[] = [];
+    const examples = parse(read("docs/sdk.md")).fences.filter((fence) => fence.info === "js");
+    try {
+      for (const [index, example] of examples.entries()) {
+        writeFileSync(join(app, `example-${index}.mjs`), example.body);
+        const node = Bun.spawn(["node", `example-${index}.mjs`], {
+          cwd: app,
+          env: { PATH: NODE_ONLY_PATH, HOME: app, PARLEY_URL: base, PARLEY_API_KEY: apiKey },
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+        const killer = setTimeout(() => node.kill("SIGKILL"), 30_000);
+        const [stderr, code] = await Promise.all([new Response(node.stderr).text(), node.exited]);
+        clearTimeout(killer);
+        if (code !== 0) problems.push(`example ${index + 1}:\n${example.body.slice(0, 200)}\n  -> exit ${code}: ${stderr.slice(0, 600)}`);
+      }
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+    expect(examples.length).toBeGreaterThan(3);
+    expect(problems).toEqual([]);
+  }, 240_000);
 });
 

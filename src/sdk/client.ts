@@ -224,9 +224,8 @@ export class Parley {
     /** Presigns `fileName` and PUTs the bytes there with the content type the signature names; resolves with the object's key. */
     upload: async (fileName: string, fileType: string, bytes: Blob | ArrayBuffer | Uint8Array): Promise<string> => {
       const signed = await this.uploads.presign({ fileName, fileType });
-      const put = await (this.options.fetch ?? globalThis.fetch)(
-        new Request(signed.presigned_url, { method: "PUT", body: bytes as BodyInit, headers: { "content-type": signed.content_type } }),
-      );
+      // The bytes go to object storage, not to Parley: the global fetch, whatever reaches Parley.
+      const put = await globalThis.fetch(signed.presigned_url, { method: "PUT", body: bytes as BodyInit, headers: { "content-type": signed.content_type } });
       if (!put.ok) throw new ParleyError("upload_failed", `object storage answered ${put.status}: ${(await put.text()).slice(0, 200)}`, put.status);
       return signed.key;
     },

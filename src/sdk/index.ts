@@ -5,5 +5,5 @@
 export { type Answer, type AuditEntry, type ChatMessage, Parley, type ParleyOptions, type QueryOf, type RequestBody, type WebhookDelivery } from "./client.js";
 export { type LocalErrorCode, ParleyError, type ParleyErrorCode, WebhookVerificationError } from "./errors.js";
 export type { components, operations, paths } from "./generated/openapi.js";
-export { type RetryOptions, retryAfterMs } from "./retry.js";
+export type { RetryOptions } from "./retry.js";
 export { type EventOf, type ParleyEvent, type ParleyEventType, verifyWebhook, type WebhookHeaders } from "./webhooks.js";

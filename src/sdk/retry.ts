@@ -10,7 +10,7 @@ export interface RetryOptions {
 const RETRIED = new Set([429, 503]);
 
 /** Milliseconds a Retry-After header asks for (seconds or an HTTP date), or undefined. */
-export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
+function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
   if (header === null || header.trim() === "") return undefined;
   const seconds = Number(header);
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);

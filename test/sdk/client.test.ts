@@ -23,7 +23,7 @@ afterAll(() => server.stop(true));
 const reservation = (name: string) => ({ name, mail_owner: "alice@example.com", start_time: new Date(Date.now() + 3_600_000).toISOString(), duration: 30 });
 
 describe("retries", () => {
-  test("a 429 is sent again after its Retry-After, and without retries it is a ParleyError", async () => {
+  test("a 429 is sent again after its Retry-After; without retries, or past maxDelayMs, it is a ParleyError at once", async () => {
     const { accountId, apiKey } = await newAccount();
     await setLimit(accountId, "requests.scheduler", 1);
     const patient = new Parley({ baseUrl, apiKey });
@@ -33,13 +33,19 @@ describe("retries", () => {
     // Three requests at one a second: the last waited for at least one Retry-After.
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
 
-    const impatient = new Parley({ baseUrl, apiKey, retry: { retries: 0 } });
-    const outcomes = await Promise.allSettled([1, 2, 3].map(() => impatient.scheduler.listReservations()));
-    const refused = outcomes.filter((outcome) => outcome.status === "rejected").map((outcome) => (outcome as PromiseRejectedResult).reason);
-    expect(refused.length).toBeGreaterThan(0);
-    for (const error of refused) {
-      expect(error).toBeInstanceOf(ParleyError);
-      expect({ code: error.code, status: error.status }).toEqual({ code: "rate_limited", status: 429 });
+    // No retries, or a Retry-After longer than the caller will wait: the 429 is the answer at once.
+    for (const retry of [{ retries: 0 }, { maxDelayMs: 10 }]) {
+      // An account of its own: a window of its own.
+      const fresh = await newAccount();
+      await setLimit(fresh.accountId, "requests.scheduler", 1);
+      const impatient = new Parley({ baseUrl, apiKey: fresh.apiKey, retry });
+      const outcomes = await Promise.allSettled([1, 2, 3].map(() => impatient.scheduler.listReservations()));
+      const refused = outcomes.filter((outcome) => outcome.status === "rejected").map((outcome) => (outcome as PromiseRejectedResult).reason);
+      expect(refused.length).toBeGreaterThan(0);
+      for (const error of refused) {
+        expect(error).toBeInstanceOf(ParleyError);
+        expect({ code: error.code, status: error.status }).toEqual({ code: "rate_limited", status: 429 });
+      }
     }
   });
 });
