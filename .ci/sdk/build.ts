@@ -9,7 +9,9 @@ import { chmodSync, cpSync, existsSync, readFileSync, rmSync, writeFileSync } fr
 import { join, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "../..");
-const OUT = join(ROOT, "dist/sdk");
+// --out <folder> builds elsewhere: the tests build their own copy, so that two at once never share one.
+const outAt = process.argv.indexOf("--out");
+const OUT = outAt === -1 ? join(ROOT, "dist/sdk") : resolve(process.argv[outAt + 1] ?? "");
 /** The SDK's runtime dependencies: typed fetch over the generated types, and the Standard Webhooks verifier. */
 const RUNTIME_DEPENDENCIES = ["openapi-fetch", "standardwebhooks"];
 
@@ -29,7 +31,7 @@ if (!existsSync(join(import.meta.dir, "node_modules/openapi-typescript"))) {
 if (!process.argv.includes("--keep-types")) run([process.execPath, join(import.meta.dir, "generate-types.ts")]);
 
 rmSync(OUT, { recursive: true, force: true });
-run([join(ROOT, "node_modules/.bin/tsc"), "-p", join(ROOT, "src/sdk/tsconfig.json")]);
+run([join(ROOT, "node_modules/.bin/tsc"), "-p", join(ROOT, "src/sdk/tsconfig.json"), "--outDir", OUT]);
 chmodSync(join(OUT, "bin.js"), 0o755);
 
 const root = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));

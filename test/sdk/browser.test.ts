@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { app, newAccount, tokenFor } from "../helpers";
 import { type Chromium, startChromium } from "../support/browser";
-import { sdkTarball } from "../support/sdk-package";
+import { sdkBuild } from "../support/sdk-package";
 
 let server: ReturnType<typeof Bun.serve>;
 let chromium: Chromium;
@@ -18,10 +18,10 @@ let bundle: string;
 
 beforeAll(async () => {
   server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (request) => app.handle(request) });
-  await sdkTarball();
+  const { folder: sdk } = await sdkBuild();
   const folder = mkdtempSync(join(tmpdir(), "parley-sdk-browser-"));
   const entry = join(folder, "entry.js");
-  writeFileSync(entry, `import * as sdk from ${JSON.stringify(resolve(import.meta.dir, "../../dist/sdk/index.js"))};\nglobalThis.ParleySdk = sdk;\n`);
+  writeFileSync(entry, `import * as sdk from ${JSON.stringify(join(sdk, "index.js"))};\nglobalThis.ParleySdk = sdk;\n`);
   const built = await Bun.build({ entrypoints: [entry], target: "browser", format: "iife", minify: true });
   rmSync(folder, { recursive: true, force: true });
   if (!built.success) throw new Error(built.logs.join("\n"));

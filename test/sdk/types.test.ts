@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { generateTypes, TYPES_FILE } from "../../.ci/sdk/generate-types";
 import type { ErrorCode } from "../../src/core/errors";
 import type { ParleyErrorCode } from "../../src/sdk/index";
-import { sdkTarball } from "../support/sdk-package";
+import { sdkBuild } from "../support/sdk-package";
 
 test("src/sdk/generated/openapi.ts is what the running app describes (npm run build:sdk writes it)", async () => {
   expect(readFileSync(TYPES_FILE, "utf8") === (await generateTypes())).toBe(true);
@@ -24,8 +24,8 @@ test("the SDK's error codes are the server's (a type check; tsc fails when they 
 });
 
 test("the SDK's runtime, bundled for a browser with its dependencies, is under 20 KB gzipped", async () => {
-  await sdkTarball();
-  const bundle = await Bun.build({ entrypoints: [join(import.meta.dir, "../../dist/sdk/index.js")], target: "browser", minify: true });
+  const { folder } = await sdkBuild();
+  const bundle = await Bun.build({ entrypoints: [join(folder, "index.js")], target: "browser", minify: true });
   expect(bundle.success).toBe(true);
   const code = await bundle.outputs[0]!.text();
   const gzipped = Bun.gzipSync(new TextEncoder().encode(code)).length;

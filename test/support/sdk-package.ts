@@ -1,8 +1,10 @@
 /**
- * @parley/server-sdk as a user gets it: `npm run build:sdk` (from the committed types), `npm pack ./dist/sdk` (a bare `dist/sdk` is read by npm as a GitHub repository), and
- * `npm install <tarball>` into a temporary folder. Built once per test run.
+ * @parley/server-sdk as a user gets it: built as `npm run build:sdk` builds it (from the
+ * committed types, into a folder of this test process's own), packed by `npm pack`, and
+ * installed from the tarball into a temporary folder. Built once per test process.
  */
-import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { afterAll } from "bun:test";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -14,24 +16,41 @@ function run(command: string[], cwd: string, what: string): string {
   return done.stdout.toString();
 }
 
-let packed: Promise<string> | undefined;
+export interface SdkBuild {
+  /** The built package: what dist/sdk holds after `npm run build:sdk`. */
+  folder: string;
+  tarball: string;
+}
 
-/** The tarball `npm pack ./dist/sdk` (a bare `dist/sdk` is read by npm as a GitHub repository) makes after a fresh build. */
-export function sdkTarball(): Promise<string> {
-  packed ??= (async () => {
-    run([process.execPath, ".ci/sdk/build.ts", "--keep-types"], ROOT, "npm run build:sdk -- --keep-types");
-    const into = mkdtempSync(join(tmpdir(), "parley-sdk-pack-"));
-    run(["npm", "pack", "./dist/sdk", "--pack-destination", into, "--loglevel=error"], ROOT, "npm pack ./dist/sdk");
+let built: Promise<SdkBuild> | undefined;
+let buildFolder: string | undefined;
+
+// Registered as the test file imports this: the build goes when the file's tests are done.
+afterAll(() => {
+  if (buildFolder) rmSync(buildFolder, { recursive: true, force: true });
+});
+
+/** The package built into a folder of this test process's own, and the tarball `npm pack` makes of it. */
+export function sdkBuild(): Promise<SdkBuild> {
+  built ??= (async () => {
+    // Under dist/ (ignored by git) rather than the system's temp folder: bundling the built
+    // package resolves its dependencies from the repository's node_modules, as an app's would.
+    mkdirSync(join(ROOT, "dist"), { recursive: true });
+    const into = mkdtempSync(join(ROOT, "dist", "test-"));
+    buildFolder = into;
+    const folder = join(into, "sdk");
+    run([process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder], ROOT, "npm run build:sdk -- --keep-types");
+    run(["npm", "pack", folder, "--pack-destination", into, "--loglevel=error"], ROOT, "npm pack");
     const tarball = readdirSync(into).find((name) => name.endsWith(".tgz"));
     if (!tarball) throw new Error("npm pack made no tarball");
-    return join(into, tarball);
+    return { folder, tarball: join(into, tarball) };
   })();
-  return packed;
+  return built;
 }
 
 /** A new folder with the packed SDK installed from its tarball, as an app would have it. */
 export async function installedSdk(): Promise<string> {
-  const tarball = await sdkTarball();
+  const { tarball } = await sdkBuild();
   const folder = mkdtempSync(join(tmpdir(), "parley-sdk-app-"));
   writeFileSync(join(folder, "package.json"), JSON.stringify({ name: "sdk-app", private: true, type: "module" }));
   run(["npm", "install", tarball, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], folder, "npm install <tarball>");
