@@ -54,6 +54,8 @@ const USAGE = `usage: parley <command> [arguments] [--json]
 Where it sends the command:
   PARLEY_URL set       to that Parley, with the operator token in PARLEY_TOKEN
   otherwise            to the Parley running on DATA_DIR (default ./data) through DATA_DIR/parley.sock
+  neither answers      npm run parley (in Parley's repository) works on the database directly;
+                       the installed parley says so and exits 4
 
 Exit codes: 0 done, 1 Parley refused the command (unknown account, bad value), 2 misused,
 3 the credential was refused, 4 no Parley to talk to.`;

@@ -20,7 +20,11 @@ let scratch: string;
 
 beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), "parley-cli-"));
-  [parley, app] = await Promise.all([startParley({ embedded: true, env: { SIP_ENABLED: "false", LOG_LEVEL: "warn" } }), installedSdk()]);
+  // Each kept as it comes, so that afterAll stops a Parley that started beside a failed install.
+  const [started, installed] = await Promise.allSettled([startParley({ embedded: true, env: { SIP_ENABLED: "false", LOG_LEVEL: "warn" } }), installedSdk()]);
+  if (started.status === "fulfilled") parley = started.value;
+  if (installed.status === "fulfilled") app = installed.value;
+  for (const outcome of [started, installed]) if (outcome.status === "rejected") throw outcome.reason;
 }, 240_000);
 
 afterAll(async () => {

@@ -13,7 +13,8 @@ let parley: Parley | undefined;
 let app: string;
 
 beforeAll(async () => {
-  [parley, app] = await Promise.all([
+  // Each kept as it comes, so that afterAll stops a Parley that started beside a failed install.
+  const [started, installed] = await Promise.allSettled([
     startParley({
       embedded: true,
       env: {
@@ -26,6 +27,9 @@ beforeAll(async () => {
     }),
     installedSdk(),
   ]);
+  if (started.status === "fulfilled") parley = started.value;
+  if (installed.status === "fulfilled") app = installed.value;
+  for (const outcome of [started, installed]) if (outcome.status === "rejected") throw outcome.reason;
 }, 240_000);
 
 afterAll(async () => {
