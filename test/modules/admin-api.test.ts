@@ -143,7 +143,7 @@ describe("every command", () => {
     expect((await send("GET", `${ADMIN_PREFIX}/operators`)).operators.map((row: { name: string }) => row.name)).toContain(operatorName);
     expect((await call("POST", `${ADMIN_PREFIX}/operators`, { headers: as(full), body: { name: operatorName, password: "correct horse" } })).status).toBe(409);
 
-    const hook = await send("POST", `${base}/webhooks`, { url: "http://127.0.0.1:9/parley", event_types: ["room.started"] });
+    const hook = await send("POST", `${base}/webhooks`, { url: "http://127.0.0.1:9/parley?token=s3cret", event_types: ["room.started"] });
     expect(hook.secret).toStartWith("whsec_");
     expect((await send("GET", `${base}/webhooks`)).webhooks.map((endpoint: { id: string }) => endpoint.id)).toEqual([hook.endpoint.id]);
     expect(await send("PATCH", `${base}/webhooks/${hook.endpoint.id}`, { description: "ops", enabled: false })).toMatchObject({ description: "ops", enabled: false });
@@ -174,7 +174,9 @@ describe("every command", () => {
     }
     expect(await auditWith("create-operator", `operator:${operator.id}`)).toBeDefined();
     // No secret reaches the log: neither webhook secret nor the operator's password.
-    for (const secret of [hook.secret, newSecret.secret, "correct horse"]) expect(log).not.toContain(secret);
+    // Nor a webhook URL's query, where receivers often keep a token.
+    for (const secret of [hook.secret, newSecret.secret, "correct horse", "s3cret"]) expect(log).not.toContain(secret);
+    expect((await auditWith("add-webhook", account.accountId))!.detail.url).toBe("http://127.0.0.1:9/parley?…");
   });
 });
 

@@ -121,5 +121,16 @@ describe("the local socket beside a running Parley", () => {
     await within(parley, "the socket", 15_000, async () => (existsSync(socketOf(parley)) ? true : undefined));
     await exercise(parley);
     expect(parley.tail(500).split("local operator socket listening").length - 1).toBe(1);
+
+    // Killed, the process serving it is restarted by the supervisor, socket and all.
+    const serving = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"]).stdout.toString().trim();
+    expect(serving).toMatch(/^\d+$/);
+    process.kill(Number(serving), "SIGKILL");
+    const back = await within(parley, "the socket served again by a new process", 30_000, async () => {
+      const answer = await local(parley, "GET", `${ADMIN}/accounts`);
+      const now = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"]).stdout.toString().trim();
+      return answer.status === 200 && now !== serving ? now : undefined;
+    });
+    expect(back).toMatch(/^\d+$/);
   }, 120_000);
 });

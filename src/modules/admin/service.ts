@@ -138,20 +138,27 @@ export async function adminListWebhooks(accountId: string) {
   return listEndpoints((await getAccount(accountId)).id);
 }
 
+/** A webhook URL without its query, where receivers often keep a token (Parley refuses a user and password in it). */
+function urlForLog(url: string | undefined): string | undefined {
+  if (url === undefined || !URL.canParse(url)) return url === undefined ? undefined : "(not a URL)";
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}${parsed.search ? "?…" : ""}`;
+}
+
 export async function adminAddWebhook(caller: Caller, accountId: string, input: EndpointCreate) {
   const account = await getAccount(accountId);
   const created = await createEndpoint(account.id, input);
   await recordAfter(caller, {
     action: "add-webhook",
     target: account.id,
-    detail: { webhook_id: created.endpoint.id, url: created.endpoint.url, event_types: created.endpoint.event_types, ordered: created.endpoint.ordered },
+    detail: { webhook_id: created.endpoint.id, url: urlForLog(created.endpoint.url), event_types: created.endpoint.event_types, ordered: created.endpoint.ordered },
   });
   return created;
 }
 
 export async function adminUpdateWebhook(caller: Caller, accountId: string, webhookId: string, input: EndpointUpdate) {
   const endpoint = await updateEndpoint(accountId, webhookId, input);
-  await recordAfter(caller, { action: "update-webhook", target: accountId, detail: { webhook_id: webhookId, ...input } });
+  await recordAfter(caller, { action: "update-webhook", target: accountId, detail: { webhook_id: webhookId, ...input, ...(input.url !== undefined && { url: urlForLog(input.url) }) } });
   return endpoint;
 }
 

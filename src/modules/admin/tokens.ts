@@ -70,14 +70,18 @@ export async function revokeOperatorToken(caller: Caller, id: number): Promise<v
 /** The operator a token stands for, or 401 when it is unknown or revoked. */
 export async function operatorForToken(token: string): Promise<Operator> {
   const [row] = await db
-    .select({ id: operatorTokens.id, name: operatorTokens.name, scope: operatorTokens.scope })
+    .select({ id: operatorTokens.id, name: operatorTokens.name, scope: operatorTokens.scope, lastUsedAt: operatorTokens.lastUsedAt })
     .from(operatorTokens)
     .where(and(eq(operatorTokens.hash, hashApiKey(token)), isNull(operatorTokens.revokedAt)));
   if (!row) throw new AppError("invalid_operator_token", "unknown or revoked operator token");
   const now = new Date();
-  await db
-    .update(operatorTokens)
-    .set({ lastUsedAt: now })
-    .where(and(eq(operatorTokens.id, row.id), or(isNull(operatorTokens.lastUsedAt), lt(operatorTokens.lastUsedAt, new Date(now.getTime() - LAST_USED_STEP_MS)))));
+  const stale = new Date(now.getTime() - LAST_USED_STEP_MS);
+  if (!row.lastUsedAt || row.lastUsedAt < stale) {
+    // The condition again in the update: of several processes seeing it stale at once, the first writes.
+    await db
+      .update(operatorTokens)
+      .set({ lastUsedAt: now })
+      .where(and(eq(operatorTokens.id, row.id), or(isNull(operatorTokens.lastUsedAt), lt(operatorTokens.lastUsedAt, stale))));
+  }
   return { kind: "token", name: row.name, scope: row.scope as Scope, tokenId: row.id };
 }
