@@ -25,9 +25,12 @@ export interface SdkBuild {
 let built: Promise<SdkBuild> | undefined;
 let buildFolder: string | undefined;
 
-// Registered as the test file imports this: the build goes when the file's tests are done.
+// Registered as the first test file that imports this is loaded: the build goes when that
+// file's tests are done, and a later file in the same process builds again.
 afterAll(() => {
   if (buildFolder) rmSync(buildFolder, { recursive: true, force: true });
+  buildFolder = undefined;
+  built = undefined;
 });
 
 /** The package built into a folder of this test process's own, and the tarball `npm pack` makes of it. */
