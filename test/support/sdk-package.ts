@@ -7,6 +7,7 @@ import { afterAll } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { isAlive } from "./wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
 
@@ -38,8 +39,14 @@ export function sdkBuild(): Promise<SdkBuild> {
   built ??= (async () => {
     // Under dist/ (ignored by git) rather than the system's temp folder: bundling the built
     // package resolves its dependencies from the repository's node_modules, as an app's would.
-    mkdirSync(join(ROOT, "dist"), { recursive: true });
-    const into = mkdtempSync(join(ROOT, "dist", "test-"));
+    const dist = join(ROOT, "dist");
+    mkdirSync(dist, { recursive: true });
+    // Builds of test processes that have ended (a later file's build outlives the cleanup below).
+    for (const name of readdirSync(dist)) {
+      const owner = /^test-(\d+)-/.exec(name)?.[1];
+      if (owner && !isAlive(Number(owner))) rmSync(join(dist, name), { recursive: true, force: true });
+    }
+    const into = mkdtempSync(join(dist, `test-${process.pid}-`));
     buildFolder = into;
     const folder = join(into, "sdk");
     run([process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder], ROOT, "npm run build:sdk -- --keep-types");
