@@ -78,6 +78,11 @@ function installedParley(args: string[], env: Record<string, string>, input?: st
   return finish(child, input);
 }
 
+/** A socket file whose process has gone, as a killed Parley leaves it: a server that exits without closing. */
+function leaveStaleSocket(path: string): number | null {
+  return Bun.spawnSync(["node", "-e", "require('node:net').createServer().listen(process.argv[1], () => process.exit(0))", path]).exitCode;
+}
+
 const json = (run: Run) => {
   if (run.code !== 0) throw new Error(`exit ${run.code}: ${run.err}\n${run.out}\n--- Parley said:\n${parley!.tail()}`);
   return JSON.parse(run.out);
@@ -147,6 +152,15 @@ describe("errors", () => {
     const bad = await installedParley(["list-accounts"], { PARLEY_URL: parley!.base, PARLEY_TOKEN: "pop_not-a-real-token" });
     expect(bad.code).toBe(3);
     expect(bad.err).toContain("PARLEY_TOKEN is unknown or revoked");
+
+    const local = { DATA_DIR: parley!.dataDir };
+    const made = json(await installedParley(["create-operator-token", "short-lived", "--json"], local));
+    const remote = { PARLEY_URL: parley!.base, PARLEY_TOKEN: made.token };
+    expect((await installedParley(["list-operator-tokens"], remote)).code).toBe(0);
+    expect(json(await installedParley(["revoke-operator-token", String(made.id), "--json"], local))).toEqual({ revoked: true, id: made.id });
+    const revoked = await installedParley(["list-operator-tokens"], remote);
+    expect(revoked.code).toBe(3);
+    expect(revoked.err).toContain("PARLEY_TOKEN is unknown or revoked");
   });
 
   test("an account's API key as PARLEY_TOKEN: exit 3, never accepted", async () => {
@@ -160,9 +174,7 @@ describe("errors", () => {
   test("a stale socket (the file left, nothing listening): the installed bin says so, exit 4; npm run parley works on the database", async () => {
     const dataDir = mkdtempSync(join(scratch, "stale-"));
     const socket = join(dataDir, "parley.sock");
-    // Bound and never listened on: the file exists, and connecting is refused.
-    const bound = Bun.spawnSync(["python3", "-c", `import socket; socket.socket(socket.AF_UNIX).bind(${JSON.stringify(socket)})`]);
-    expect(bound.exitCode).toBe(0);
+    expect(leaveStaleSocket(socket)).toBe(0);
     chmodSync(socket, 0o600);
     const run = await installedParley(["list-accounts"], { DATA_DIR: dataDir });
     expect(run.code).toBe(4);
@@ -182,7 +194,7 @@ describe("errors", () => {
   test("a socket of another mode is not trusted; no socket and no PARLEY_URL names both", async () => {
     const dataDir = mkdtempSync(join(scratch, "open-"));
     const socket = join(dataDir, "parley.sock");
-    expect(Bun.spawnSync(["python3", "-c", `import socket; socket.socket(socket.AF_UNIX).bind(${JSON.stringify(socket)})`]).exitCode).toBe(0);
+    expect(leaveStaleSocket(socket)).toBe(0);
     chmodSync(socket, 0o666);
     const open = await installedParley(["list-accounts"], { DATA_DIR: dataDir });
     expect(open.code).toBe(4);
