@@ -153,6 +153,11 @@ export class Parley {
       this.ok(this.api.GET("/api/v1/conference-mapper/conferenceMapper", { params: { query } })),
     phoneNumbers: (query: QueryOf<"/api/v1/conference-mapper/phoneNumberList", "get"> = {}) =>
       this.ok(this.api.GET("/api/v1/conference-mapper/phoneNumberList", { params: { query } })),
+    /** The same under the account id with no credential, open to any origin: what a browser (jitsi-meet's dial-in page) calls. */
+    publicConference: (accountId: string, query: QueryOf<"/api/v1/conference-mapper/{accountId}/conferenceMapper", "get">) =>
+      this.ok(this.api.GET("/api/v1/conference-mapper/{accountId}/conferenceMapper", { params: { path: { accountId }, query } })),
+    publicPhoneNumbers: (accountId: string, query: QueryOf<"/api/v1/conference-mapper/{accountId}/phoneNumberList", "get"> = {}) =>
+      this.ok(this.api.GET("/api/v1/conference-mapper/{accountId}/phoneNumberList", { params: { path: { accountId }, query } })),
   };
 
   /** Live streams and recordings of a room (docs/streaming.md); account API key. */

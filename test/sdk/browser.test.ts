@@ -1,7 +1,7 @@
 /**
- * The built SDK in a real Chromium, on the routes a browser may call with a user's token:
- * bundled for the browser with its dependencies (no Node built-ins may be needed), loaded
- * into a page of Parley's own origin, and used there against a real Parley.
+ * The built SDK in a real Chromium: bundled for the browser with its dependencies (no Node
+ * built-ins may be needed), loaded into a page of Parley's own origin for the routes a user's
+ * token opens, and into a page of another origin for the public mapper routes.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -74,4 +74,30 @@ test("in Chromium the SDK runs the chat routes and presigns an upload with a use
   expect(seen.event).toEqual({ type: "room.started", id: "evt_9" });
   expect(context.blocked).toEqual([]);
   await context.close();
+}, 60_000);
+
+test("from a page of another origin, the public mapper routes answer the SDK (CORS open), with no credential", async () => {
+  const { accountId } = await newAccount();
+  const elsewhere = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("<!doctype html><title>app</title>", { headers: { "content-type": "text/html" } }) });
+  const context = await chromium.context();
+  try {
+    const page = await context.newPage();
+    await page.goto(`http://127.0.0.1:${elsewhere.port}/`);
+    await page.evaluate(bundle);
+    const answers = await page.evaluate(
+      async ({ parleyOrigin, accountId }) => {
+        const { Parley } = (globalThis as any).ParleySdk;
+        const anonymous = new Parley({ baseUrl: parleyOrigin });
+        const mapped = await anonymous.mapper.publicConference(accountId, { conference: "standup@conference.meet.example.com" });
+        const again = await anonymous.mapper.publicConference(accountId, { id: mapped.id });
+        const numbers = await anonymous.mapper.publicPhoneNumbers(accountId, { conference: "standup@conference.meet.example.com" });
+        return { origin: location.origin, id: typeof mapped.id, conference: again.conference, numbers: Array.isArray(numbers) };
+      },
+      { parleyOrigin: `http://127.0.0.1:${server.port}`, accountId },
+    );
+    expect(answers).toEqual({ origin: `http://127.0.0.1:${elsewhere.port}`, id: "number", conference: "standup@conference.meet.example.com", numbers: true });
+  } finally {
+    await context.close();
+    elsewhere.stop(true);
+  }
 }, 60_000);
