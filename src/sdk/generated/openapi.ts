@@ -38,23 +38,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Prometheus metrics of the whole API pool */
-        get: operations["getMetrics"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/v1/jitsi/asap-keys/{file}": {
         parameters: {
             query?: never;
@@ -1278,23 +1261,6 @@ export interface operations {
                         redis: string;
                     };
                 };
-            };
-        };
-    };
-    getMetrics: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
             };
         };
     };
@@ -2900,7 +2866,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     }[];
@@ -2925,7 +2891,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     }[];
@@ -2950,7 +2916,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     }[];
@@ -3011,7 +2977,7 @@ export interface operations {
                     duration: number | string;
                     /**
                      * Format: text
-                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone
+                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)
                      */
                     start_time: string;
                     /**
@@ -3040,7 +3006,7 @@ export interface operations {
                     duration: number | string;
                     /**
                      * Format: text
-                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone
+                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)
                      */
                     start_time: string;
                     /**
@@ -3069,7 +3035,7 @@ export interface operations {
                     duration: number | string;
                     /**
                      * Format: text
-                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone
+                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)
                      */
                     start_time: string;
                     /**
@@ -3112,7 +3078,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3137,7 +3103,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3162,7 +3128,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3329,7 +3295,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3354,7 +3320,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3379,7 +3345,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3483,7 +3449,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3508,7 +3474,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3533,7 +3499,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3637,7 +3603,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3662,7 +3628,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -3687,7 +3653,7 @@ export interface operations {
                         start_time: string;
                         /** @description Minutes */
                         duration: number;
-                        /** @description As given; America/New_York when absent */
+                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
                         timezone: string;
                         pin?: string;
                     };
@@ -10257,10 +10223,29 @@ export interface operations {
                                 duration_seconds: string | number;
                                 /** @description The meeting's length in minutes, rounded up */
                                 minutes: string | number;
-                                /** @description Minutes of every participant's stay added up, rounded up */
+                                /** @description usage.participant_minutes rounded up to a whole minute */
                                 participant_minutes: string | number;
-                                /** @description Participants the room had over its life */
+                                /** @description Participants the room had over its life: usage.distinct_participants */
                                 participants: string | number;
+                                /** @description The meeting, as the usage report's room_details.MeetingId names it */
+                                meeting_id: string;
+                                /** @description The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation */
+                                usage: {
+                                    /** @description Sum of the meeting's stays, in minutes with two decimals */
+                                    participant_minutes: number;
+                                    /** @description Phone talk time, in minutes with two decimals */
+                                    phone_minutes: number;
+                                    /** @description Live streaming time, in minutes with two decimals */
+                                    streaming_minutes: number;
+                                    /** @description Recording time, in minutes with two decimals */
+                                    recording_minutes: number;
+                                    /** @description Most participants present at once */
+                                    peak_participants: string | number;
+                                    /** @description Different people (by user id, else e-mail, else connection jid) */
+                                    distinct_participants: string | number;
+                                    /** @description Most viewers of a live stream of the room at once */
+                                    peak_viewers: string | number;
+                                };
                             };
                         } | {
                             /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
@@ -10664,10 +10649,29 @@ export interface operations {
                                 duration_seconds: string | number;
                                 /** @description The meeting's length in minutes, rounded up */
                                 minutes: string | number;
-                                /** @description Minutes of every participant's stay added up, rounded up */
+                                /** @description usage.participant_minutes rounded up to a whole minute */
                                 participant_minutes: string | number;
-                                /** @description Participants the room had over its life */
+                                /** @description Participants the room had over its life: usage.distinct_participants */
                                 participants: string | number;
+                                /** @description The meeting, as the usage report's room_details.MeetingId names it */
+                                meeting_id: string;
+                                /** @description The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation */
+                                usage: {
+                                    /** @description Sum of the meeting's stays, in minutes with two decimals */
+                                    participant_minutes: number;
+                                    /** @description Phone talk time, in minutes with two decimals */
+                                    phone_minutes: number;
+                                    /** @description Live streaming time, in minutes with two decimals */
+                                    streaming_minutes: number;
+                                    /** @description Recording time, in minutes with two decimals */
+                                    recording_minutes: number;
+                                    /** @description Most participants present at once */
+                                    peak_participants: string | number;
+                                    /** @description Different people (by user id, else e-mail, else connection jid) */
+                                    distinct_participants: string | number;
+                                    /** @description Most viewers of a live stream of the room at once */
+                                    peak_viewers: string | number;
+                                };
                             };
                         } | {
                             /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
@@ -11071,10 +11075,29 @@ export interface operations {
                                 duration_seconds: string | number;
                                 /** @description The meeting's length in minutes, rounded up */
                                 minutes: string | number;
-                                /** @description Minutes of every participant's stay added up, rounded up */
+                                /** @description usage.participant_minutes rounded up to a whole minute */
                                 participant_minutes: string | number;
-                                /** @description Participants the room had over its life */
+                                /** @description Participants the room had over its life: usage.distinct_participants */
                                 participants: string | number;
+                                /** @description The meeting, as the usage report's room_details.MeetingId names it */
+                                meeting_id: string;
+                                /** @description The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation */
+                                usage: {
+                                    /** @description Sum of the meeting's stays, in minutes with two decimals */
+                                    participant_minutes: number;
+                                    /** @description Phone talk time, in minutes with two decimals */
+                                    phone_minutes: number;
+                                    /** @description Live streaming time, in minutes with two decimals */
+                                    streaming_minutes: number;
+                                    /** @description Recording time, in minutes with two decimals */
+                                    recording_minutes: number;
+                                    /** @description Most participants present at once */
+                                    peak_participants: string | number;
+                                    /** @description Different people (by user id, else e-mail, else connection jid) */
+                                    distinct_participants: string | number;
+                                    /** @description Most viewers of a live stream of the room at once */
+                                    peak_viewers: string | number;
+                                };
                             };
                         } | {
                             /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
@@ -12988,6 +13011,11 @@ export interface operations {
                          * @description End of the window: meetings that started at or before it are listed (ISO 8601, UTC)
                          */
                         end_date: string;
+                        /**
+                         * Format: date-time
+                         * @description The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it (ISO 8601, UTC)
+                         */
+                        as_of: string;
                         /** @description One entry per meeting (life of a room) that started in the window, oldest first */
                         rooms: {
                             /** @description The room key (as jitsi-meet names the room: `design%20review`); room_name filters on it, in any spelling */
@@ -13039,16 +13067,16 @@ export interface operations {
                                  * @description When the participant joined (ISO 8601, UTC)
                                  */
                                 joined_at: string;
-                                /** @description When the participant left; null while it lasts */
+                                /** @description When the participant left; null while the stay is open at as_of; null while it lasts */
                                 left_at: string | null;
                                 /** @description True when no leave was reported and left_at is the room's end */
                                 left_estimated: boolean;
-                                /** @description Length of the stay (up to now while it lasts), in minutes with two decimals */
+                                /** @description Length of the stay; an open stay counts up to as_of, in minutes with two decimals */
                                 minutes: number;
                             }[];
                             /** @description Parley's totals for this meeting, with its streams and calls */
                             media_usage: {
-                                /** @description Sum of every stay's length, in minutes with two decimals */
+                                /** @description Sum of the meeting's stays, each from join to leave; an open stay counts up to as_of, in minutes with two decimals */
                                 participant_minutes: number;
                                 /** @description Talk time of phone calls into the room, in minutes with two decimals */
                                 phone_minutes: number;
@@ -13075,7 +13103,7 @@ export interface operations {
                                     started_at: string;
                                     /** @description When it stopped; null while it lasts */
                                     ended_at: string | null;
-                                    /** @description How long it ran, in minutes with two decimals */
+                                    /** @description How long it ran; up to as_of while it runs, in minutes with two decimals */
                                     minutes: number;
                                     /** @description Most viewers reported at once (streams; 0 for recordings) */
                                     peak_viewers: string | number;
@@ -13099,12 +13127,12 @@ export interface operations {
                                     started_at: string;
                                     /** @description When the call ended; null while it lasts */
                                     ended_at: string | null;
-                                    /** @description Talk time; 0 for an unanswered call, in minutes with two decimals */
+                                    /** @description Talk time (up to as_of while the call lasts); 0 for an unanswered call, in minutes with two decimals */
                                     minutes: number;
                                 }[];
                             };
                         }[];
-                        /** @description Usage per room and UTC day, for every day the window touches */
+                        /** @description The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals */
                         days: {
                             /** @description Room name */
                             room_name: string;
@@ -13113,7 +13141,7 @@ export interface operations {
                              * @description UTC day
                              */
                             date: string;
-                            /** @description Participant time inside the day (stays crossing midnight are split), in minutes with two decimals */
+                            /** @description The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of), in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Most participants present at once that day, breakout rooms included */
                             peak_participants: string | number;
@@ -13132,7 +13160,7 @@ export interface operations {
                         totals: {
                             /** @description Number of entries in rooms */
                             rooms: string | number;
-                            /** @description Sum over rooms, in minutes with two decimals */
+                            /** @description Sum over rooms: every stay of the listed meetings, an open stay up to as_of, in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Sum over rooms, in minutes with two decimals */
                             phone_minutes: number;
@@ -13144,6 +13172,8 @@ export interface operations {
                             peak_participants: string | number;
                             /** @description Different people across all rooms */
                             distinct_participants: string | number;
+                            /** @description Stays still open at as_of, counted up to it */
+                            open_stays: string | number;
                         };
                     } | string;
                     "multipart/form-data": {
@@ -13157,6 +13187,11 @@ export interface operations {
                          * @description End of the window: meetings that started at or before it are listed (ISO 8601, UTC)
                          */
                         end_date: string;
+                        /**
+                         * Format: date-time
+                         * @description The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it (ISO 8601, UTC)
+                         */
+                        as_of: string;
                         /** @description One entry per meeting (life of a room) that started in the window, oldest first */
                         rooms: {
                             /** @description The room key (as jitsi-meet names the room: `design%20review`); room_name filters on it, in any spelling */
@@ -13208,16 +13243,16 @@ export interface operations {
                                  * @description When the participant joined (ISO 8601, UTC)
                                  */
                                 joined_at: string;
-                                /** @description When the participant left; null while it lasts */
+                                /** @description When the participant left; null while the stay is open at as_of; null while it lasts */
                                 left_at: string | null;
                                 /** @description True when no leave was reported and left_at is the room's end */
                                 left_estimated: boolean;
-                                /** @description Length of the stay (up to now while it lasts), in minutes with two decimals */
+                                /** @description Length of the stay; an open stay counts up to as_of, in minutes with two decimals */
                                 minutes: number;
                             }[];
                             /** @description Parley's totals for this meeting, with its streams and calls */
                             media_usage: {
-                                /** @description Sum of every stay's length, in minutes with two decimals */
+                                /** @description Sum of the meeting's stays, each from join to leave; an open stay counts up to as_of, in minutes with two decimals */
                                 participant_minutes: number;
                                 /** @description Talk time of phone calls into the room, in minutes with two decimals */
                                 phone_minutes: number;
@@ -13244,7 +13279,7 @@ export interface operations {
                                     started_at: string;
                                     /** @description When it stopped; null while it lasts */
                                     ended_at: string | null;
-                                    /** @description How long it ran, in minutes with two decimals */
+                                    /** @description How long it ran; up to as_of while it runs, in minutes with two decimals */
                                     minutes: number;
                                     /** @description Most viewers reported at once (streams; 0 for recordings) */
                                     peak_viewers: string | number;
@@ -13268,12 +13303,12 @@ export interface operations {
                                     started_at: string;
                                     /** @description When the call ended; null while it lasts */
                                     ended_at: string | null;
-                                    /** @description Talk time; 0 for an unanswered call, in minutes with two decimals */
+                                    /** @description Talk time (up to as_of while the call lasts); 0 for an unanswered call, in minutes with two decimals */
                                     minutes: number;
                                 }[];
                             };
                         }[];
-                        /** @description Usage per room and UTC day, for every day the window touches */
+                        /** @description The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals */
                         days: {
                             /** @description Room name */
                             room_name: string;
@@ -13282,7 +13317,7 @@ export interface operations {
                              * @description UTC day
                              */
                             date: string;
-                            /** @description Participant time inside the day (stays crossing midnight are split), in minutes with two decimals */
+                            /** @description The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of), in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Most participants present at once that day, breakout rooms included */
                             peak_participants: string | number;
@@ -13301,7 +13336,7 @@ export interface operations {
                         totals: {
                             /** @description Number of entries in rooms */
                             rooms: string | number;
-                            /** @description Sum over rooms, in minutes with two decimals */
+                            /** @description Sum over rooms: every stay of the listed meetings, an open stay up to as_of, in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Sum over rooms, in minutes with two decimals */
                             phone_minutes: number;
@@ -13313,6 +13348,8 @@ export interface operations {
                             peak_participants: string | number;
                             /** @description Different people across all rooms */
                             distinct_participants: string | number;
+                            /** @description Stays still open at as_of, counted up to it */
+                            open_stays: string | number;
                         };
                     } | string;
                     "text/plain": {
@@ -13326,6 +13363,11 @@ export interface operations {
                          * @description End of the window: meetings that started at or before it are listed (ISO 8601, UTC)
                          */
                         end_date: string;
+                        /**
+                         * Format: date-time
+                         * @description The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it (ISO 8601, UTC)
+                         */
+                        as_of: string;
                         /** @description One entry per meeting (life of a room) that started in the window, oldest first */
                         rooms: {
                             /** @description The room key (as jitsi-meet names the room: `design%20review`); room_name filters on it, in any spelling */
@@ -13377,16 +13419,16 @@ export interface operations {
                                  * @description When the participant joined (ISO 8601, UTC)
                                  */
                                 joined_at: string;
-                                /** @description When the participant left; null while it lasts */
+                                /** @description When the participant left; null while the stay is open at as_of; null while it lasts */
                                 left_at: string | null;
                                 /** @description True when no leave was reported and left_at is the room's end */
                                 left_estimated: boolean;
-                                /** @description Length of the stay (up to now while it lasts), in minutes with two decimals */
+                                /** @description Length of the stay; an open stay counts up to as_of, in minutes with two decimals */
                                 minutes: number;
                             }[];
                             /** @description Parley's totals for this meeting, with its streams and calls */
                             media_usage: {
-                                /** @description Sum of every stay's length, in minutes with two decimals */
+                                /** @description Sum of the meeting's stays, each from join to leave; an open stay counts up to as_of, in minutes with two decimals */
                                 participant_minutes: number;
                                 /** @description Talk time of phone calls into the room, in minutes with two decimals */
                                 phone_minutes: number;
@@ -13413,7 +13455,7 @@ export interface operations {
                                     started_at: string;
                                     /** @description When it stopped; null while it lasts */
                                     ended_at: string | null;
-                                    /** @description How long it ran, in minutes with two decimals */
+                                    /** @description How long it ran; up to as_of while it runs, in minutes with two decimals */
                                     minutes: number;
                                     /** @description Most viewers reported at once (streams; 0 for recordings) */
                                     peak_viewers: string | number;
@@ -13437,12 +13479,12 @@ export interface operations {
                                     started_at: string;
                                     /** @description When the call ended; null while it lasts */
                                     ended_at: string | null;
-                                    /** @description Talk time; 0 for an unanswered call, in minutes with two decimals */
+                                    /** @description Talk time (up to as_of while the call lasts); 0 for an unanswered call, in minutes with two decimals */
                                     minutes: number;
                                 }[];
                             };
                         }[];
-                        /** @description Usage per room and UTC day, for every day the window touches */
+                        /** @description The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals */
                         days: {
                             /** @description Room name */
                             room_name: string;
@@ -13451,7 +13493,7 @@ export interface operations {
                              * @description UTC day
                              */
                             date: string;
-                            /** @description Participant time inside the day (stays crossing midnight are split), in minutes with two decimals */
+                            /** @description The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of), in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Most participants present at once that day, breakout rooms included */
                             peak_participants: string | number;
@@ -13470,7 +13512,7 @@ export interface operations {
                         totals: {
                             /** @description Number of entries in rooms */
                             rooms: string | number;
-                            /** @description Sum over rooms, in minutes with two decimals */
+                            /** @description Sum over rooms: every stay of the listed meetings, an open stay up to as_of, in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Sum over rooms, in minutes with two decimals */
                             phone_minutes: number;
@@ -13482,6 +13524,8 @@ export interface operations {
                             peak_participants: string | number;
                             /** @description Different people across all rooms */
                             distinct_participants: string | number;
+                            /** @description Stays still open at as_of, counted up to it */
+                            open_stays: string | number;
                         };
                     } | string;
                 };
