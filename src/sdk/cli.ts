@@ -363,9 +363,13 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
   }
   const { positionals, values } = parsed;
   const [name, ...args] = positionals;
-  if (!name || values.help) {
-    (name ? out : err)(USAGE);
-    return name ? EXIT.done : EXIT.usage;
+  if (values.help) {
+    out(USAGE);
+    return EXIT.done;
+  }
+  if (!name) {
+    err(USAGE);
+    return EXIT.usage;
   }
   const command = COMMANDS[name];
   if (!command) {

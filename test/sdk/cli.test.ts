@@ -206,12 +206,17 @@ describe("errors", () => {
     expect(none.err).toContain("PARLEY_URL");
   });
 
-  test("misuse: exit 2 with the usage", async () => {
+  test("misuse: exit 2 with the usage; --help: exit 0 with it", async () => {
     const env = { DATA_DIR: parley!.dataDir };
     for (const args of [[], ["no-such-command"], ["set-limit", "acc_x"], ["list-accounts", "--no-such-flag"], ["set-limit", "acc_x", "requests.usage", "lots"]]) {
       const run = await installedParley(args, env);
       expect({ args, code: run.code }).toEqual({ args, code: 2 });
       expect(run.err).toContain("usage: parley <command>");
+    }
+    for (const args of [["--help"], ["create-account", "--help"]]) {
+      const help = await installedParley(args, env);
+      expect({ args, code: help.code }).toEqual({ args, code: 0 });
+      expect(help.out).toContain("usage: parley <command>");
     }
     const urlWithoutToken = await installedParley(["list-accounts"], { PARLEY_URL: parley!.base });
     expect(urlWithoutToken.code).toBe(2);
