@@ -167,7 +167,7 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     `${API}/usage`,
     async ({ viewer, query }) => {
       const report = await usageReport(requireAccount(viewer, query.account), { startDate: query.start, endDate: query.end });
-      return { start_date: report.start_date, end_date: report.end_date, days: report.days, totals: report.totals };
+      return { start_date: report.start_date, end_date: report.end_date, as_of: report.as_of, days: report.days, totals: report.totals };
     },
     { query: ConsoleModel.window },
   )
