@@ -27,14 +27,6 @@ interface Waiting {
 const WINDOW_PER_SLOT = 16;
 /** Claims one worker runs at once, each for its share of the window: one alone leaves the attempts idle while it runs. */
 const CLAIMS_AT_ONCE = 2;
-/**
- * Successes gathered into one statement: a statement and its commit cost the database more than
- * the rows it writes, so a record waits for this many, for the attempts in flight to finish, or
- * RECORD_WAIT_MS, whichever comes first (an ordered endpoint's success is recorded at once: its
- * next event waits for it).
- */
-const RECORD_BATCH_PER_SLOT = 4;
-const RECORD_WAIT_MS = 5;
 
 export function startDeliveryPump(concurrency: number): DeliveryPump {
   const window = concurrency * WINDOW_PER_SLOT;
@@ -47,8 +39,6 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   // Counts wake-ups, so a claim can tell whether one came while it ran.
   let wakes = 0;
   let recording = false;
-  let recordTimer: ReturnType<typeof setTimeout> | undefined;
-  const recordBatch = concurrency * RECORD_BATCH_PER_SLOT;
   let stopped = false;
   // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
   let more = true;
@@ -105,21 +95,6 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
 
   const record = () => {
     if (recording || succeeded.length === 0) return;
-    const gathering = succeeded.length < recordBatch && inFlight > 0 && !stopped && !succeeded.some(({ row }) => row.ordered);
-    if (gathering) {
-      recordTimer ??= setTimeout(() => {
-        recordTimer = undefined;
-        recordNow();
-      }, RECORD_WAIT_MS);
-      return;
-    }
-    recordNow();
-  };
-
-  const recordNow = () => {
-    if (recording || succeeded.length === 0) return;
-    clearTimeout(recordTimer);
-    recordTimer = undefined;
     recording = true;
     const sent = succeeded.splice(0);
     recordSuccesses(sent)
@@ -148,14 +123,10 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
 
   const attempt = async (row: Claimed, batch: ClaimedBatch) => {
     inFlight++;
-    let counted = false;
     try {
       const outcome = await send(row, batch);
       if (isSuccess(outcome)) {
         succeeded.push({ row, outcome });
-        // Counted out of flight first, so the last attempt of a burst records at once.
-        inFlight--;
-        counted = true;
         record();
         return;
       }
@@ -165,7 +136,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     } catch (error) {
       log.warn({ deliveryId: row.id, err: (error as Error).message }, "recording a failed webhook attempt failed; it is tried again once its lease ends");
     } finally {
-      if (!counted) inFlight--;
+      inFlight--;
       startWaiting();
       fill();
     }
