@@ -5,6 +5,8 @@ import type { Running } from "./core/lifecycle";
 import { log } from "./core/log";
 import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
+import { stopLlhlsOrigin } from "./modules/streaming/llhls/origin";
+import { stopViewerSweeps } from "./modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "./modules/streaming/state";
 import { closeBroker } from "./realtime/broker";
 import { drainConnections } from "./realtime/socket";
@@ -32,7 +34,8 @@ export async function startApiServer(): Promise<Running & { port: number }> {
       await server.stop(true);
       stopMetricsPublisher();
       // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
-      await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber()]);
+      stopViewerSweeps();
+      await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber(), stopLlhlsOrigin()]);
     },
   };
 }

@@ -5,12 +5,15 @@ import { log } from "../../src/core/log";
 import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming/stream";
 import { finishStream } from "../../src/modules/streaming/transitions";
 import type { RecorderDriver, RecorderProcess } from "./driver";
+import type { LowLatencyPackaging } from "./llhls";
 import { recordingPathOf, uploadRecording } from "./recordings";
 
 export interface LocalRecorder {
   stream: Stream;
   recorder: RecorderProcess;
   recordingPath?: string;
+  /** LL-HLS packaging of a low-latency stream. */
+  llhls?: LowLatencyPackaging;
   stopping?: Promise<void>;
   emptyTimer?: ReturnType<typeof setTimeout>;
 }
@@ -50,6 +53,7 @@ export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
 }
 
 async function keepAndFinish(entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
+  await entry.llhls?.finish().catch((error: Error) => log.warn({ stream: entry.stream.streamName, err: error.message }, "LL-HLS end not published"));
   const current = await getStream(entry.stream.id);
   let key: string | undefined;
   if (entry.recordingPath) {
