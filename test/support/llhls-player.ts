@@ -36,6 +36,9 @@ export interface PlayerState {
   /** Wall clock minus the program date time of the frame on screen, ms (null before hls.js knows it). */
   latencyMs: number | null;
   lowLatencyMode: boolean;
+  /** The latency hls.js aims for: PART-HOLD-BACK, raised by a second after each stall. */
+  targetLatency: number | null;
+  playbackRate: number;
   canBlockReload: boolean;
   partTarget: number;
   parts: number;
@@ -67,10 +70,20 @@ export async function openPlayer(chromium: Chromium, src: string): Promise<Playe
     page,
     state: () =>
       page.evaluate(() => {
-        const w = window as unknown as { hls: { playingDate: Date | null; lowLatencyMode: boolean }; stats: Omit<PlayerState, "currentTime" | "latencyMs" | "lowLatencyMode"> };
+        const w = window as unknown as {
+          hls: { playingDate: Date | null; lowLatencyMode: boolean; targetLatency: number | null };
+          stats: Omit<PlayerState, "currentTime" | "latencyMs" | "lowLatencyMode" | "targetLatency" | "playbackRate">;
+        };
         const video = document.getElementById("video") as HTMLVideoElement;
         const date = w.hls.playingDate;
-        return { ...w.stats, currentTime: video.currentTime, latencyMs: date ? Date.now() - date.getTime() : null, lowLatencyMode: w.hls.lowLatencyMode };
+        return {
+          ...w.stats,
+          currentTime: video.currentTime,
+          latencyMs: date ? Date.now() - date.getTime() : null,
+          lowLatencyMode: w.hls.lowLatencyMode,
+          targetLatency: w.hls.targetLatency,
+          playbackRate: video.playbackRate,
+        };
       }),
     async close() {
       await context.close();

@@ -159,8 +159,8 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     expect(processesMentioning(stream.stream_name)).toEqual([]);
   }, 60_000);
 
-  test("multi_bitrate publishes the five variants under one master playlist", async () => {
-    const started = await start({ room_name: "e2e-ladder", multi_bitrate: true });
+  test("multi_bitrate publishes the five variants under one master playlist, in HLS and in LL-HLS with rendition reports", async () => {
+    const started = await start({ room_name: "e2e-ladder", multi_bitrate: true, is_low_latency: true });
     expect(started.status).toBe(200);
     const master = await until(
       () => text(started.body.hls_url),
@@ -183,6 +183,15 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
       const video = probed.streams.find((s) => s.codec_type === "video")!;
       expect(`${video.width}x${video.height}`).toBe(entry.resolution);
     }
+
+    // The LL-HLS multivariant playlist lists the same ladder; each quality's playlist reports the four others.
+    const llMaster = await until(() => text(started.body.low_latency_hls_url), (body) => body.includes("index.m3u8"));
+    const variants = [...llMaster.matchAll(/#EXT-X-STREAM-INF:BANDWIDTH=(\d+),RESOLUTION=(\d+x\d+),CODECS="[^"]+"\n(\S+)/g)];
+    expect(variants.map((m) => [Number(m[1]), m[2]])).toEqual(entries.map((e) => [e.bandwidth, e.resolution]));
+    const lowest = new URL(variants[4]![3]!, started.body.low_latency_hls_url);
+    lowest.search = "";
+    const reported = await until(() => text(lowest.href), (body) => (body.match(/#EXT-X-RENDITION-REPORT/g) ?? []).length === 4);
+    expect([...reported.matchAll(/#EXT-X-RENDITION-REPORT:URI="\.\.\/(v\d)\/index\.m3u8",LAST-MSN=\d+,LAST-PART=\d+/g)].map((m) => m[1])).toEqual(["v0", "v1", "v2", "v3"]);
     expect((await stop("e2e-ladder")).status).toBe(200);
   }, 60_000);
 

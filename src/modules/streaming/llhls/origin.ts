@@ -35,6 +35,8 @@ class RenditionView {
   private refreshedAt = 0;
   readonly waiters = new Set<() => void>();
   readonly parts = new Map<string, Buffer>();
+  /** Reads of closed parts under way, shared by everyone asking meanwhile. */
+  readonly reading = new Map<string, Promise<Buffer>>();
   readonly growing = new Map<string, GrowingPart>();
   init: Buffer | undefined;
   texts = new Map<boolean, string>();
@@ -296,14 +298,26 @@ export async function initSegment(stream: string, name: string): Promise<Buffer>
   return rendition.init;
 }
 
-/** A whole part: from this process's memory, else from Redis. */
-async function closedPart(rendition: RenditionView, key: string): Promise<Buffer> {
+/**
+ * A whole part: from this process's memory, else from Redis, read once however many viewers
+ * ask for it at the same moment (they all do, right after the playlist names it).
+ */
+function closedPart(rendition: RenditionView, key: string): Promise<Buffer> {
   const cached = rendition.parts.get(key);
-  if (cached) return cached;
-  const bytes = await reader().getBuffer(rendition.partKey(key));
-  if (!bytes) throw new AppError("not_found", "that part is no longer kept");
-  rendition.keepPart(key, bytes);
-  return bytes;
+  if (cached) return Promise.resolve(cached);
+  let reading = rendition.reading.get(key);
+  if (!reading) {
+    reading = reader()
+      .getBuffer(rendition.partKey(key))
+      .then((bytes) => {
+        if (!bytes) throw new AppError("not_found", "that part is no longer kept");
+        rendition.keepPart(key, bytes);
+        return bytes;
+      })
+      .finally(() => rendition.reading.delete(key));
+    rendition.reading.set(key, reading);
+  }
+  return reading;
 }
 
 export type PartAnswer = { bytes: Buffer } | { stream: ReadableStream<Uint8Array> };
