@@ -1,8 +1,9 @@
 /**
  * Parley behind a real Jitsi Prosody: Debian's Prosody 0.12 (Lua 5.4) with Jitsi's
  * unmodified mod_reservations (both variants: upstream's util.json one and the cjson fork
- * that sends ids back as `1.0`) and jitsi-contrib's event_sync, configured with the lines of
- * docs/jitsi.md, against Parley listening on loopback. Participants open rooms the way
+ * that sends ids back as `1.0`) and jitsi-contrib's event_sync, read from the folders
+ * test/support/prosody.ts names (each variant skipped, saying so, without them) and
+ * configured with the lines of docs/jitsi.md, against Parley listening on loopback. Participants open rooms the way
  * jitsi-meet does (conference IQ to the focus, then MUC presence); Jicofo's stand-in joins
  * each room first and leaves after the last participant, so Prosody destroys the room.
  */
@@ -11,11 +12,13 @@ import { overrideConfig } from "../../src/config";
 import { roomKey } from "../../src/core/room-key";
 import { app, call, newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
-import { type JitsiClient, type Prosody, type ReservationsVariant, startProsody } from "../support/prosody";
+import { type JitsiClient, type Prosody, type ReservationsVariant, skipWithout, startProsody } from "../support/prosody";
 import { until } from "../support/wait";
 
 const SCHEDULER = "/api/v1/scheduler";
 const VARIANTS: ReservationsVariant[] = ["utiljson", "cjson"];
+/** The variants whose plugins are here; each other one is skipped with a line saying what to set. */
+const AVAILABLE = VARIANTS.filter((variant) => !skipWithout(`mod_reservations (${variant}) and event_sync`, { reservations: variant, eventSync: true }));
 /** mod_reservations looks for expired reservations every 60 s from its start (its own constant). */
 const EXPIRY_CHECK_MS = 60_000;
 /** Opened at once in each Prosody, reserved until before the module's first expiry check. */
@@ -64,7 +67,7 @@ beforeAll(async () => {
   // Both Prosodys run at once, so their reservation-expiry timers run out together. Every
   // start is waited for, failed or not, so afterAll stops each Prosody that came up.
   const started = await Promise.allSettled(
-    VARIANTS.map(async (variant) => {
+    AVAILABLE.map(async (variant) => {
       const account = await newAccount();
       const startedAt = Date.now();
       const prosody = await startProsody({ parleyUrl: `http://127.0.0.1:${server.port}`, apiKey: account.apiKey, reservations: variant, eventSync: true });
@@ -86,7 +89,7 @@ afterAll(async () => {
 });
 
 for (const variant of VARIANTS) {
-  describe(`mod_reservations (${variant}) and event_sync against Parley`, () => {
+  describe.skipIf(!AVAILABLE.includes(variant))(`mod_reservations (${variant}) and event_sync against Parley`, () => {
     let prosody: Prosody;
     let account: Account;
     let startedAt: number;

@@ -27,7 +27,7 @@ function prosodyUrlencode(value: string): string {
   }).join("");
 }
 
-/** to_java_date_string(os.time()): whole seconds, `.000`, `Z`. */
+/** mod_reservations' start_time: the current whole second in UTC, then `.000Z`. */
 function javaDate(seconds: number): string {
   return `${new Date(seconds * 1000).toISOString().slice(0, 19)}.000Z`;
 }
@@ -119,7 +119,7 @@ function prosodyParseDate(text: unknown): number | undefined {
   return seconds;
 }
 
-/** RoomReservation:parse_conference_response: what Prosody requires of a 200 to let the room start. */
+/** What mod_reservations requires of a 200 to let the room start. */
 function prosodyAccepts(answer: RawAnswer, room: string) {
   expect(answer.headers["content-type"]).toContain("application/json");
   const data = JSON.parse(answer.body);
@@ -139,7 +139,7 @@ function prosodyErrorText(answer: RawAnswer): string {
   return typeof data.message === "string" ? data.message : "Rejected by reservation server";
 }
 
-/** 2030-01-15T15:00:00Z, as os.time() seconds. */
+/** 2030-01-15T15:00:00Z, in Unix seconds. */
 const T0 = Date.UTC(2030, 0, 15, 15, 0, 0) / 1000;
 const MINUTE = 60;
 

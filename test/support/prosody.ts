@@ -1,9 +1,12 @@
 /**
  * A private Debian Prosody 0.12 (Lua 5.4) with Jitsi's own plugins, for tests: its config,
  * data and log in a temp dir, c2s / http (BOSH + WebSocket) / component ports free on
- * loopback, run as a child process. The plugins are copied unmodified from
- * test/fixtures/prosody/ (see ORIGIN.md); the Parley lines of the config come from
- * docs/jitsi.md, so the documented configuration is the tested one.
+ * loopback, run as a child process. The Parley lines of the config come from docs/jitsi.md,
+ * so the documented configuration is the tested one.
+ *
+ * The plugins are not part of this repository: they are read, unmodified, from the folders
+ * a Jitsi server installs them in (see {@link jitsiPlugins}); a test whose plugins are
+ * missing is skipped with a line saying which variable to set.
  *
  * Around it, the Jitsi roles the plugins expect:
  * - {@link Focus}: Jicofo's stand-in. An external component on focus.<domain> that answers
@@ -17,14 +20,19 @@
  * XMPP is @xmpp/client (in-process under Bun: no Python child to drive, and the stanzas
  * are plain objects the test can inspect); the component side is a few lines over a TCP
  * socket with @xmpp/xml's parser (XEP-0114 handshake).
+ *
+ * With JITSI_RECORD_TRAFFIC set to a folder, every HTTP exchange the plugins have with Parley
+ * passes through a recording proxy and is written there as JSON when Prosody stops
+ * (test/support/jitsi-traffic.ts; the recordings under test/fixtures/jitsi-traffic/ were made so).
  */
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { client as xmppClient, xml } from "@xmpp/client";
 import { type Element, Parser } from "@xmpp/xml";
+import { type TrafficRecorder, recordTraffic } from "./jitsi-traffic";
 import { freePort } from "./ports";
 
 export const DOMAIN = "meet.example.com";
@@ -36,7 +44,6 @@ const MUC_NS = "http://jabber.org/protocol/muc";
 const MUC_USER_NS = "http://jabber.org/protocol/muc#user";
 const STANZAS_NS = "urn:ietf:params:xml:ns:xmpp-stanzas";
 
-const FIXTURES = join(import.meta.dir, "../fixtures/prosody");
 const DOCS = join(import.meta.dir, "../../docs/jitsi.md");
 /** Every wait on Prosody or a stanza is bounded by this unless a caller says otherwise. */
 const WAIT_MS = 10_000;
@@ -88,35 +95,86 @@ export function documentedLines(name: string, parleyUrl: string, apiKey: string)
   return block.replaceAll("https://parley.example.com", parleyUrl).replaceAll("PARLEY_API_KEY", apiKey);
 }
 
-/** Copies a fixture file or directory byte for byte. */
-function copyInto(from: string, to: string) {
-  if (statSync(from).isDirectory()) {
-    mkdirSync(to, { recursive: true });
-    for (const entry of readdirSync(from)) copyInto(join(from, entry), join(to, entry));
-  } else copyFileSync(from, to);
+/**
+ * Where the plugins are read from, as a Jitsi server installs them:
+ * - JITSI_PROSODY_PLUGINS: jitsi-meet's plugin folder, as the `jitsi-meet-prosody` package
+ *   installs it (default /usr/share/jitsi-meet/prosody-plugins): mod_reservations (the
+ *   `util.json` build) and the token modules (mod_auth_token, mod_jitsi_session,
+ *   mod_token_verification with luajwtjitsi.lib.lua and token/) beside util.lib.lua;
+ * - JITSI_RESERVATIONS_CJSON: a folder holding a mod_reservations.lua that decodes JSON with
+ *   `cjson.safe` (as Jitsi forks deploy it), with its own util.lib.lua or none (then the one
+ *   of JITSI_PROSODY_PLUGINS); no default;
+ * - JITSI_EVENT_SYNC: the folder of jitsi-contrib's mod_event_sync_component.lua (default:
+ *   JITSI_PROSODY_PLUGINS, where operators often drop it), likewise with or without its own
+ *   util.lib.lua.
+ */
+export function jitsiPlugins() {
+  const plugins = process.env.JITSI_PROSODY_PLUGINS || "/usr/share/jitsi-meet/prosody-plugins";
+  const cjson = process.env.JITSI_RESERVATIONS_CJSON || undefined;
+  const eventSync = process.env.JITSI_EVENT_SYNC || plugins;
+  return {
+    plugins,
+    reservations: { utiljson: plugins, cjson } as Record<ReservationsVariant, string | undefined>,
+    eventSync,
+    tokenAuth: plugins,
+  };
+}
+
+type Needed = { reservations?: ReservationsVariant; eventSync?: boolean; tokenAuth?: boolean };
+
+/**
+ * What to set for a test of these plugins to run here (the variables, each with what it
+ * should name and what is missing now), or undefined when every file it needs is present.
+ */
+export function missingPlugins(needed: Needed): string | undefined {
+  const where = jitsiPlugins();
+  const lacking = new Map<string, string>();
+  const absent = (dir: string, files: string[]) => files.find((file) => !existsSync(join(dir, file)));
+  const pluginFiles = [
+    ...(needed.reservations === "utiljson" ? ["mod_reservations.lua"] : []),
+    ...(needed.tokenAuth ? ["mod_auth_token.lua", "mod_token_verification.lua", "token/util.lib.lua"] : []),
+    "util.lib.lua",
+  ];
+  const plugin = absent(where.plugins, pluginFiles);
+  if (plugin) lacking.set("JITSI_PROSODY_PLUGINS", `jitsi-meet's Prosody plugin folder (${where.plugins} has no ${plugin})`);
+  if (needed.reservations === "cjson") {
+    const dir = where.reservations.cjson;
+    if (!dir) lacking.set("JITSI_RESERVATIONS_CJSON", "a folder with a cjson.safe mod_reservations.lua");
+    else if (absent(dir, ["mod_reservations.lua"])) lacking.set("JITSI_RESERVATIONS_CJSON", `a folder with a cjson.safe mod_reservations.lua (${dir} has none)`);
+  }
+  if (needed.eventSync && absent(where.eventSync, ["mod_event_sync_component.lua"]))
+    lacking.set("JITSI_EVENT_SYNC", `the folder of mod_event_sync_component.lua (${where.eventSync} has none)`);
+  return lacking.size === 0 ? undefined : [...lacking].map(([variable, what]) => `${variable} to ${what}`).join(", ");
+}
+
+/** Skips with one line when the plugins are missing: what to set, printed, and true. */
+export function skipWithout(what: string, needed: Needed): boolean {
+  const missing = missingPlugins(needed);
+  if (missing) console.warn(`${what} skipped: set ${missing} (docs/jitsi.md, "Testing your Jitsi against Parley")`);
+  return missing !== undefined;
+}
+
+/** A module in its own mod_<name>/ folder with the util.lib.lua it was shipped with, if any: Prosody's module:require looks there first. */
+function moduleFolder(plugins: string, name: string, from: string) {
+  const folder = join(plugins, `mod_${name}`);
+  mkdirSync(folder);
+  copyFileSync(join(from, `mod_${name}.lua`), join(folder, `mod_${name}.lua`));
+  const util = [from, jitsiPlugins().plugins].map((dir) => join(dir, "util.lib.lua")).find((file) => existsSync(file));
+  if (util) copyFileSync(util, join(folder, "util.lib.lua"));
 }
 
 /**
- * The plugin directory: each module in its own mod_<name>/ folder with the util.lib.lua it
- * was shipped with (Prosody's module:require looks there first), the token modules side by
- * side as jitsi-meet ships them.
+ * The plugin directories: a temp one with the chosen reservations and event_sync modules,
+ * then jitsi-meet's folder itself, as a Jitsi server's `plugin_paths` names it (the token
+ * modules load from there).
  */
-function pluginDir(dir: string, options: ProsodyOptions): string {
+function pluginPaths(dir: string, options: ProsodyOptions): string[] {
   const plugins = join(dir, "plugins");
   mkdirSync(plugins);
-  if (options.reservations) {
-    const file = options.reservations === "cjson" ? "mod_reservations.cjson-variant.lua" : "mod_reservations.utiljson-2022.lua";
-    mkdirSync(join(plugins, "mod_reservations"));
-    copyInto(join(FIXTURES, file), join(plugins, "mod_reservations/mod_reservations.lua"));
-    copyInto(join(FIXTURES, "util.lib.lua"), join(plugins, "mod_reservations/util.lib.lua"));
-  }
-  if (options.eventSync) {
-    mkdirSync(join(plugins, "mod_event_sync_component"));
-    copyInto(join(FIXTURES, "mod_event_sync_component.lua"), join(plugins, "mod_event_sync_component/mod_event_sync_component.lua"));
-    copyInto(join(FIXTURES, "util.lib.lua"), join(plugins, "mod_event_sync_component/util.lib.lua"));
-  }
-  if (options.tokenAuth) copyInto(join(FIXTURES, "token-auth"), plugins);
-  return plugins;
+  const where = jitsiPlugins();
+  if (options.reservations) moduleFolder(plugins, "reservations", where.reservations[options.reservations]!);
+  if (options.eventSync) moduleFolder(plugins, "event_sync_component", where.eventSync);
+  return [plugins, where.plugins];
 }
 
 function listening(port: number): Promise<boolean> {
@@ -138,7 +196,11 @@ export async function startProsody(options: ProsodyOptions): Promise<Prosody> {
   const [c2sPort, httpPort, componentPort, s2sPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   const focusSecret = crypto.randomUUID();
   const focusPassword = crypto.randomUUID();
-  const plugins = pluginDir(dir, options);
+  const plugins = pluginPaths(dir, options);
+  // Each Prosody its own recording, named after what it loads.
+  const label = [options.reservations && `reservations-${options.reservations}`, options.eventSync && "event_sync", options.tokenAuth && "token-auth"].filter(Boolean).join("+");
+  const recorder: TrafficRecorder | undefined = process.env.JITSI_RECORD_TRAFFIC ? await recordTraffic(options.parleyUrl, label) : undefined;
+  const parleyUrl = recorder?.url ?? options.parleyUrl;
   const hostModules = [
     ...(options.reservations ? ['"reservations"'] : []),
     ...(options.tokenAuth ? ['"jitsi_session"'] : []),
@@ -151,7 +213,7 @@ run_as_root = true
 daemonize = false
 pidfile = "${dir}/prosody.pid"
 data_path = "${dir}/data"
-plugin_paths = { "${plugins}" }
+plugin_paths = { ${plugins.map((path) => `"${path}"`).join("; ")} }
 log = { debug = "${dir}/prosody.log" }
 interfaces = { "127.0.0.1" }
 local_interfaces = { "127.0.0.1" }
@@ -179,8 +241,8 @@ ${(options.globalLines ?? []).join("\n")}
 VirtualHost "${DOMAIN}"
     authentication = "${options.tokenAuth ? "token" : "anonymous"}"
     modules_enabled = { ${hostModules.join("; ")} }
-${options.reservations ? documentedLines("reservations", options.parleyUrl, options.apiKey) : ""}
-${lines(options.tokenAuth?.virtualHostLines)}
+${options.reservations ? documentedLines("reservations", parleyUrl, options.apiKey) : ""}
+${lines(options.tokenAuth?.virtualHostLines.map((line) => line.replaceAll(options.parleyUrl, parleyUrl)))}
 ${lines(options.virtualHostLines)}
 
 VirtualHost "${AUTH_DOMAIN}"
@@ -197,7 +259,7 @@ ${lines(options.mucLines)}
 Component "${FOCUS_DOMAIN}"
     component_secret = "${focusSecret}"
 
-${options.eventSync ? documentedLines("event_sync", options.parleyUrl, options.apiKey) : ""}
+${options.eventSync ? documentedLines("event_sync", parleyUrl, options.apiKey) : ""}
 `;
   const configPath = join(dir, "prosody.cfg.lua");
   writeFileSync(configPath, config);
@@ -225,6 +287,7 @@ ${options.eventSync ? documentedLines("event_sync", options.parleyUrl, options.a
     const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(3_000).then(() => false)]);
     if (!exited) child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
+    await recorder?.stop(options.apiKey);
   };
   const up = async () => (await listening(httpPort)) && (await listening(componentPort)) && (await listening(c2sPort));
   let ready = false;

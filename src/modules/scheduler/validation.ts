@@ -55,8 +55,8 @@ export function validPin(pin: string | undefined): string | undefined {
 
 /**
  * A record id as Prosody sends it back: `1`, or `1.0` from mod_reservations variants that
- * decode JSON with cjson on Lua 5.3+ (every number is a float there); the module's own
- * contract is "any sensible string".
+ * decode JSON with cjson on Lua 5.3+ (every number is a float there); the module itself
+ * sends back whatever id the server gave it.
  */
 export function parseRecordId(id: string, what: string): number {
   const value = numericId(id) ?? Number.NaN;

@@ -1,0 +1,99 @@
+/**
+ * Runs every test file of test/ in parallel workers, each file in its own `bun test` process.
+ *
+ *   bun .ci/parallel-test.ts            (TEST_WORKERS workers, default 3)
+ *
+ * Most of a test's time is spent waiting on other processes (PostgreSQL, Redis, ffmpeg, sipp,
+ * Chromium), so three workers keep two cores busy. Each worker has a database of its own
+ * (created here, dropped at the end), and test/setup.ts gives each process its own Redis key
+ * prefix; tests take free ports, so files never meet. A file in a process of its own also
+ * cannot leave a timer or a child behind for the next file.
+ *
+ * The queue takes the slowest files first, by the durations of the previous run on this
+ * checkout (node_modules/.cache), else by file size, so no long file starts last.
+ * Prints each file as it ends, the whole output of a file that failed, and at the end the
+ * summed "N pass" / "N fail" lines that .ci/test counts.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import postgres from "postgres";
+
+const TIMINGS = "node_modules/.cache/parley-test-times.json";
+const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 3));
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return name === "node_modules" ? [] : testFiles(path);
+    return name.endsWith(".test.ts") ? [path] : [];
+  });
+}
+
+const previous: Record<string, number> = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {};
+const weight = (file: string) => previous[file] ?? statSync(file).size;
+const queue = testFiles("test").sort((a, b) => weight(b) - weight(a));
+
+// One database per worker and per run, so two runs on one machine never share one.
+const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
+const databases = Array.from({ length: workers }, (_, index) => `parley_test_${process.pid}_${index}`);
+for (const name of databases) await admin.unsafe(`create database ${name}`);
+
+const totals = { pass: 0, fail: 0, skip: 0 };
+const failedFiles: string[] = [];
+const durations: Record<string, number> = {};
+
+function count(output: string, word: string): number {
+  const lines = output.match(new RegExp(`^ *(\\d+) ${word}$`, "gm")) ?? [];
+  return lines.reduce((sum, line) => sum + Number(line.trim().split(" ")[0]), 0);
+}
+
+async function runFile(file: string, database: string) {
+  const started = performance.now();
+  const url = new URL(BASE_URL);
+  url.pathname = `/${database}`;
+  const child = Bun.spawn(["bun", "test", "--timeout", "30000", file], {
+    env: { ...process.env, TEST_DATABASE_URL: url.toString() },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, status] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const output = stdout + stderr;
+  const seconds = (performance.now() - started) / 1000;
+  durations[file] = seconds;
+  const result = { pass: count(output, "pass"), fail: count(output, "fail"), skip: count(output, "skip") };
+  // A file that crashed before bun counted anything is still a failure.
+  if (status !== 0 && result.fail === 0) result.fail = 1;
+  totals.pass += result.pass;
+  totals.fail += result.fail;
+  totals.skip += result.skip;
+  const mark = result.fail > 0 ? "✗" : "✓";
+  console.log(`${mark} ${file}  ${result.pass} pass, ${result.fail} fail, ${result.skip} skip  (${seconds.toFixed(1)} s)`);
+  // A file that skips says why in a line of its own ("… skipped: …"): shown, so no skip is silent.
+  if (result.fail === 0 && result.skip > 0) for (const line of output.split("\n").filter((line) => / skipped: /.test(line))) console.log(`    ${line}`);
+  if (result.fail > 0) {
+    failedFiles.push(file);
+    console.log(output);
+  }
+}
+
+async function worker(database: string) {
+  for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file, database);
+}
+
+const started = performance.now();
+try {
+  await Promise.all(databases.map(worker));
+} finally {
+  for (const name of databases) await admin.unsafe(`drop database if exists ${name} with (force)`);
+  await admin.end();
+}
+mkdirSync("node_modules/.cache", { recursive: true });
+writeFileSync(TIMINGS, JSON.stringify({ ...previous, ...durations }));
+
+console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+if (failedFiles.length > 0) console.log(`failed: ${failedFiles.join(", ")}`);
+console.log(` ${totals.skip} skip`);
+console.log(` ${totals.pass} pass`);
+console.log(` ${totals.fail} fail`);
+process.exit(totals.fail > 0 ? 1 : 0);
