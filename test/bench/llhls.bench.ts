@@ -132,7 +132,7 @@ const cpuSeconds = async () => {
 };
 
 /** `count` players for `seconds`, spread over client processes of their own; answers each delivered part's delay after it came to exist. */
-async function viewers(count: number, seconds: number): Promise<{ delays: number[]; reloads: number; errors: number }> {
+async function viewers(count: number, seconds: number): Promise<{ delays: number[]; answered: number[]; reloads: number; errors: number }> {
   const processes = Math.min(CLIENT_PROCESSES, count);
   const clients = Array.from({ length: processes }, (_, index) => {
     const share = Math.floor(count / processes) + (index < count % processes ? 1 : 0);
@@ -141,9 +141,12 @@ async function viewers(count: number, seconds: number): Promise<{ delays: number
       { stdout: "pipe", stderr: "inherit" },
     );
   });
-  const results = await Promise.all(clients.map(async (client) => JSON.parse(await new Response(client.stdout).text()) as { delays: number[]; reloads: number; errors: number }));
+  const results = await Promise.all(
+    clients.map(async (client) => JSON.parse(await new Response(client.stdout).text()) as { delays: number[]; answered: number[]; reloads: number; errors: number }),
+  );
   return {
     delays: results.flatMap((r) => r.delays),
+    answered: results.flatMap((r) => r.answered),
     reloads: results.reduce((sum, r) => sum + r.reloads, 0),
     errors: results.reduce((sum, r) => sum + r.errors, 0),
   };
@@ -157,6 +160,9 @@ const cpu = (await cpuSeconds()) - cpuBefore;
 const wall = (performance.now() - wallBefore) / 1000;
 console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, the 264 kbps quality of the ladder; reload on each hint, then fetch the part):`);
 console.log(`  part delivered after it exists: p50 ${ms(quantile(many.delays, 0.5))}, p99 ${ms(quantile(many.delays, 0.99))}, max ${ms(quantile(many.delays, 1))} (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors)`);
+console.log(
+  `  the origin's own answer to reloads that waited (Server-Timing, part there → answer written): p50 ${quantile(many.answered, 0.5).toFixed(1)} ms, p99 ${quantile(many.answered, 0.99).toFixed(1)} ms (${many.answered.length} reloads); one viewer: p99 ${quantile(one.answered, 0.99).toFixed(1)} ms`,
+);
 console.log(`  reference, one viewer: p50 ${ms(quantile(one.delays, 0.5))}, p99 ${ms(quantile(one.delays, 0.99))}; p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`);
 console.log(`  API process CPU: ${((cpu / wall) * 100).toFixed(1)}% of a core, ${((cpu / wall / VIEWERS) * 100).toFixed(3)}% per viewer (${((cpu / many.reloads) * 1e6).toFixed(0)} µs per reload + part); load average ${load()}`);
 

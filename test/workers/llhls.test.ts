@@ -62,6 +62,7 @@ describe("Parley's LL-HLS origin on a live stream", () => {
 
       const history = new ReloadHistory();
       const delays: number[] = [];
+      const originTimes: number[] = [];
       let deltas = 0;
       let playlist = parsePlaylist(await (await fetch(variant)).text());
       const end = Date.now() + FOLLOW_MS;
@@ -81,6 +82,9 @@ describe("Parley's LL-HLS origin on a live stream", () => {
           // The hinted part closing is the first window change after the request was sent.
           const arrival = windowBells.find((at) => at >= asked);
           if (arrival !== undefined) delays.push(answered - arrival);
+          // A reload that waited says how long the origin took once the part was there.
+          const timing = /^part;dur=([\d.]+)$/.exec(response.headers.get("server-timing") ?? "");
+          if (timing) originTimes.push(Number(timing[1]));
           if (history.reloads % 10 === 0) {
             // Full and delta for the same directive, asked together: equal unless a part closed between them.
             const delta = new URL(blocking);
@@ -105,6 +109,8 @@ describe("Parley's LL-HLS origin on a live stream", () => {
       console.log(`blocking reloads: ${delays.length}, after the part: p50 ${at(0.5).toFixed(1)} ms, p95 ${at(0.95).toFixed(1)} ms, max ${at(1).toFixed(1)} ms`);
       expect(delays.length).toBeGreaterThan(FOLLOW_MS / 1000);
       expect(at(0.95)).toBeLessThan(100);
+      expect(originTimes.length).toBeGreaterThan(delays.length / 2);
+      expect(originTimes.sort((a, b) => a - b)[Math.floor(originTimes.length * 0.95)]!).toBeLessThan(100);
 
       // Asking too far ahead is refused at once, as the RFC has it; a part without a segment number is not a directive.
       const last = playlist.segments.at(-1)!.msn;

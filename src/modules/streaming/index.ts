@@ -109,7 +109,10 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
         if (typeof directives === "string") throw new AppError("bad_request", directives);
         if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
         const answer = await mediaPlaylistOf(stream, rendition, directives);
-        return media(answer.text, PLAYLIST, answer.blocking ? "no-store" : "public, max-age=1");
+        const response = media(answer.text, PLAYLIST, answer.blocking ? "no-store" : "public, max-age=1");
+        // How long a reload that waited took once the part was there: what the origin adds, for operators and benchmarks.
+        if (answer.afterPartMs !== undefined) response.headers.set("server-timing", `part;dur=${answer.afterPartMs.toFixed(2)}`);
+        return response;
       }
       if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE);
       const [msn, part] = file.slice(0, -".m4s".length).split(".").map(Number) as [number, number | undefined];

@@ -2,7 +2,8 @@
  * One process of LL-HLS benchmark viewers: `count` players against `master` for `seconds`,
  * each making a blocking reload on the preload hint and then fetching that part. It hears
  * the stream's doorbell itself (Redis `channel`) to know when each part came to exist, and
- * prints one JSON line: every delivered part's delay after that moment, reloads, and errors
+ * prints one JSON line: every delivered part's delay after that moment, the origin's own
+ * answer time of each reload that waited (its Server-Timing), reloads, and errors
  * (reloads or parts answered other than 200).
  *
  *   bun test/bench/llhls/viewers.ts <master url> <count> <seconds> <redis url> <channel> <rendition>
@@ -28,6 +29,7 @@ async function variantOf(url: string): Promise<URL> {
 }
 
 const delays: number[] = [];
+const answered: number[] = [];
 let reloads = 0;
 let errors = 0;
 const end = Date.now() + Number(secondsText) * 1000;
@@ -46,6 +48,9 @@ await Promise.all(
       }
       hint = parsePlaylist(await reload.text()).preloadHint!;
       reloads++;
+      // Present when the reload waited for its part: the origin's own time from the part to the answer.
+      const timing = /part;dur=([\d.]+)/.exec(reload.headers.get("server-timing") ?? "");
+      if (timing) answered.push(Number(timing[1]));
       const answer = await fetch(new URL(`${msn}.${part}.m4s`, variant));
       const bytes = await answer.arrayBuffer();
       if (!answer.ok || bytes.byteLength === 0) {
@@ -58,4 +63,4 @@ await Promise.all(
   }),
 );
 await bells.quit();
-console.log(JSON.stringify({ delays, reloads, errors }));
+console.log(JSON.stringify({ delays, answered, reloads, errors }));

@@ -30,6 +30,8 @@ interface GrowingPart {
 
 class RenditionView {
   window: RenditionWindow | undefined;
+  /** When this process learnt of the current window (performance.now()). */
+  windowAt = 0;
   private refreshing: Promise<void> | undefined;
   private again = false;
   private refreshedAt = 0;
@@ -69,6 +71,7 @@ class RenditionView {
     const before = this.window;
     if (before && (window.next.msn < before.next.msn || (window.next.msn === before.next.msn && window.next.part < before.next.part))) return;
     this.window = window;
+    this.windowAt = performance.now();
     this.texts.clear();
     for (const [key, growing] of this.growing) {
       const [msn, part] = key.split(".").map(Number);
@@ -266,18 +269,22 @@ export interface PlaylistAnswer {
   text: string;
   /** A blocking reload's answer: the same address answers differently later, so it is not cached. */
   blocking: boolean;
+  /** For a reload that waited: ms from this process learning of the part to the answer. */
+  afterPartMs?: number;
 }
 
 /** A rendition's media playlist, once it holds what the delivery directives ask for (RFC 8216bis 6.2.5.2). */
 export async function mediaPlaylistOf(stream: string, name: string, directives: Directives): Promise<PlaylistAnswer> {
   const rendition = await renditionOf(stream, name);
   const blocking = directives.msn !== undefined;
+  let waited = false;
   if (blocking) {
     const { msn, part } = directives as { msn: number; part?: number };
     if (blockingAnswer(rendition.window!, msn, part) === "too_far") {
       throw new AppError("bad_request", "_HLS_msn/_HLS_part ask for more than two segments (or three parts) past the playlist's end");
     }
     const waitMs = BLOCK_TARGET_DURATIONS * rendition.window!.targetDuration * 1000;
+    waited = blockingAnswer(rendition.window!, msn, part) === "wait";
     const answered = await rendition.waitFor(() => blockingAnswer(rendition.window!, msn, part) !== "wait", waitMs);
     if (!answered) throw new AppError("dependency_down", "the part asked for did not arrive within three target durations");
     if (blockingAnswer(rendition.window!, msn, part) === "too_far") throw new AppError("bad_request", "the playlist no longer reaches that far");
@@ -288,7 +295,7 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
     text = mediaPlaylist(rendition.window!, { skip: directives.skip, reports: others.map((r) => ({ uri: `../${r.name}/index.m3u8`, window: r.window! })) });
     rendition.texts.set(directives.skip, text);
   }
-  return { text, blocking };
+  return { text, blocking, afterPartMs: waited ? performance.now() - rendition.windowAt : undefined };
 }
 
 export async function initSegment(stream: string, name: string): Promise<Buffer> {
