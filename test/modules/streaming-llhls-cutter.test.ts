@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { Cutter } from "../../src/modules/streaming/llhls/cutter";
-import { parseMoof, parseMoov } from "../../src/modules/streaming/llhls/fmp4";
+import { BoxSplitter, parseMoof, parseMoov } from "../../src/modules/streaming/llhls/fmp4";
 import { blockingAnswer, codecsOf, mediaPlaylist, parseDirectives, type RenditionWindow } from "../../src/modules/streaming/llhls/window";
 import { checkPlaylist, deltaMatches, parsePlaylist, ReloadHistory } from "../support/llhls-validator";
 
@@ -118,6 +118,19 @@ describe("the cutter", () => {
     // only there may a hinted part never come.
     expect([...hinted].filter((part) => !written.has(part) && !part.startsWith("0."))).toEqual([]);
     expect(written.size).toBeGreaterThan(70);
+  });
+
+  test("a stream joined mid-way starts at its first keyframe: what comes before is dropped", () => {
+    // The init segment, then fragments from the middle of the first 2 s on, as a pull from a media server may begin.
+    const boxes = new BoxSplitter().push(media);
+    const moov = boxes.findIndex((b) => b.type === "moov");
+    const joined = Buffer.concat([...boxes.slice(0, moov + 1), ...boxes.slice(moov + 1 + 2 * 10)].map((b) => b.bytes));
+    const { windows } = cut(joined, 4096);
+    const first = windows.at(-1)!.segments[0]!;
+    expect(first.parts[0]!.independent).toBe(true);
+    expect(checkPlaylist(parsePlaylist(mediaPlaylist(windows.at(-1)!, { skip: false, reports: [] })))).toEqual([]);
+    // The ten frames before the keyframe at 2 s are gone, and with them the first segment.
+    expect(windows.at(-1)!.segments.reduce((sum, s) => sum + s.duration, 0)).toBeCloseTo(21 - 2.02, 1);
   });
 
   test("audio-only streams make parts that are all independent", () => {

@@ -12,6 +12,7 @@ import { stopLlhlsOrigin } from "../../src/modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../../src/modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
+import type { RecorderDriver } from "../../workers/recorder/driver";
 import { ffmpegDriver } from "../../workers/recorder/ffmpeg";
 import { call, newAccount } from "../helpers";
 import { type NginxRtmp, startNginxRtmp } from "./nginx-rtmp";
@@ -24,7 +25,8 @@ export interface LlhlsStack {
   close(): Promise<void>;
 }
 
-export async function startLlhlsStack(): Promise<LlhlsStack> {
+/** With `driver`, the recorder worker runs that driver instead of ffmpeg's. */
+export async function startLlhlsStack(driver: RecorderDriver = ffmpegDriver): Promise<LlhlsStack> {
   const secret = "llhls-callback-secret";
   const api = createApp().listen({ hostname: "127.0.0.1", port: 0 });
   const base = `http://127.0.0.1:${api.server!.port}`;
@@ -41,7 +43,7 @@ export async function startLlhlsStack(): Promise<LlhlsStack> {
     },
   });
   const { apiKey } = await newAccount();
-  const worker: RecorderWorker = await startRecorderWorker(ffmpegDriver);
+  const worker: RecorderWorker = await startRecorderWorker(driver);
   const headers = { authorization: apiKey };
   return {
     base,

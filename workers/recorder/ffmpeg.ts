@@ -13,7 +13,7 @@ import { spawnGroup } from "./process";
 
 const FPS = 25;
 /** Fragmented MP4 stays playable up to the last fragment even when the recorder is killed. */
-const MP4_FLAGS = "+frag_keyframe+empty_moov+default_base_moof";
+export const MP4_FLAGS = "+frag_keyframe+empty_moov+default_base_moof";
 
 /** A fragment per frame, so the LL-HLS origin can pass a part on while it is written. */
 const llhlsOutput = (fd: number) => `[f=mp4:movflags=${MP4_FLAGS}:frag_duration=${Math.round(1_000_000 / FPS)}]pipe:${fd}`;

@@ -13,7 +13,7 @@ import { Cutter } from "../../src/modules/streaming/llhls/cutter";
 import { type RenditionInfo, StreamPublisher } from "../../src/modules/streaming/llhls/publisher";
 import { codecsOf, SKIP_TARGET_DURATIONS } from "../../src/modules/streaming/llhls/window";
 import type { RecorderProcess, RecorderSpec } from "./driver";
-import { renditions } from "./ffmpeg";
+import { MP4_FLAGS, renditions } from "./ffmpeg";
 import { spawnGroup } from "./process";
 
 export interface LowLatencyPackaging {
@@ -45,16 +45,20 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess,
     anchorMs,
   };
   const cutters: Cutter[] = [];
-  const pulls: RecorderProcess[] = [];
+  const pulls = new Set<RecorderProcess>();
   const drained: Promise<void>[] = [];
+  let finishing = false;
 
-  const cut = (name: string, media: Readable) => {
+  const cutterFor = (name: string) => {
     const cutter = new Cutter(options, {
       init: (bytes) => publisher.init(name, bytes, codecsOf(bytes)),
       chunk: (msn, part, bytes) => publisher.chunk(name, msn, part, bytes),
       part: (window) => publisher.window(name, window),
     });
     cutters.push(cutter);
+    return cutter;
+  };
+  const feed = (cutter: Cutter, name: string, media: Readable) => {
     const onData = (data: Buffer) => {
       try {
         cutter.push(data);
@@ -70,30 +74,51 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess,
     drained.push(new Promise((resolve) => media.once("close", () => resolve())));
   };
 
+  /**
+   * Pulls one quality back from the media server. Tried again while nothing has come (the
+   * recorder may say it is ready a moment before the media server plays its stream); a pull
+   * lost after its first bytes ends that quality's LL-HLS, since a new one would start a new
+   * fMP4 stream under the same playlist.
+   */
+  const pull = (cutter: Cutter, name: string, url: string, deadline: number) => {
+    const copy = spawnGroup({
+      command: s.ffmpegPath,
+      args: ["-hide_banner", "-nostdin", "-loglevel", "error", "-i", url, "-map", "0", "-c", "copy", "-f", "mp4", "-movflags", MP4_FLAGS, "-frag_duration", "40000", "pipe:3"],
+      mediaPipes: 1,
+      onLine() {},
+    });
+    pulls.add(copy);
+    const media = copy.media![0]!;
+    let received = false;
+    media.once("data", () => (received = true));
+    feed(cutter, name, media);
+    void copy.exited.then((exit) => {
+      pulls.delete(copy);
+      if (finishing) return;
+      if (!received && Date.now() < deadline) setTimeout(() => !finishing && pull(cutter, name, url, deadline), 500);
+      else log.warn({ stream: spec.streamName, rendition: name, exit: exit.detail }, "LL-HLS pull from the media server ended");
+    });
+  };
+
   if (recorder.media) {
     recorder.media.forEach((media, index) => {
-      cut(infos[index]!.name, media);
+      feed(cutterFor(infos[index]!.name), infos[index]!.name, media);
     });
   } else {
-    // Pulled once the recorder publishes; each copy is a group of its own, stopped with the stream.
+    // Pulled once the recorder publishes; each copy is a process group of its own, stopped with the stream.
     void recorder.ready.then(() => {
+      const deadline = Date.now() + s.operationTimeoutMs;
       infos.forEach((info, index) => {
         const suffix = spec.options.multiBitrate ? BITRATE_LADDER[index]!.suffix : "";
-        const pull = spawnGroup({
-          command: s.ffmpegPath,
-          args: ["-hide_banner", "-nostdin", "-loglevel", "error", "-i", `${spec.ingestUrl}${suffix}`, "-map", "0", "-c", "copy", "-f", "mp4", "-movflags", "+frag_keyframe+empty_moov+default_base_moof", "-frag_duration", "40000", "pipe:3"],
-          mediaPipes: 1,
-          onLine() {},
-        });
-        pulls.push(pull);
-        cut(info.name, pull.media![0]!);
+        pull(cutterFor(info.name), info.name, `${spec.ingestUrl}${suffix}`, deadline);
       });
     });
   }
 
   return {
     async finish() {
-      await Promise.all(pulls.map((pull) => pull.stop(1_000)));
+      finishing = true;
+      await Promise.all([...pulls].map((copy) => copy.stop(1_000)));
       // What the recorder wrote last is still cut before the playlists end.
       await Promise.race([Promise.all(drained), Bun.sleep(1_000)]);
       for (const cutter of cutters) {

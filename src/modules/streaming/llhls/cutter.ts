@@ -8,7 +8,7 @@
  * segment duration of media time (where the recorder forces its keyframes). A keyframe that
  * arrives elsewhere starts a new part, which is then independent.
  */
-import { BoxSplitter, parseMoof, parseMoov, type Track } from "./fmp4";
+import { BoxSplitter, parseMoof, parseMoov, type Track, type TrackRun } from "./fmp4";
 import type { RenditionWindow, SegmentEntry } from "./window";
 
 export interface CutterOptions {
@@ -84,6 +84,7 @@ export class Cutter {
     const timing = this.timing!;
     const video = timing.handler === "vide";
     const run = parseMoof(moof, this.tracks).find((r) => r.trackId === timing.id);
+    if (this.firstTime === undefined && !this.startsCleanly(run, timing)) return;
     const bytes = Buffer.concat([moof, mdat]);
     if (run && this.firstTime === undefined) {
       this.firstTime = run.decodeTime / timing.timescale;
@@ -118,6 +119,17 @@ export class Cutter {
     } else if (open.duration + this.lastFragment > this.options.partTargetS + EPSILON) {
       this.closePart();
     }
+  }
+
+  /**
+   * The stream starts at a fragment of the timing track that can open a part: a keyframe (for
+   * video) no longer than the part target. What comes before is dropped: a stream pulled
+   * from a media server begins with a burst whose first frame may span seconds.
+   */
+  private startsCleanly(run: TrackRun | undefined, timing: Track): boolean {
+    if (!run) return false;
+    if (timing.handler === "vide" && !run.startsWithSync) return false;
+    return run.duration / timing.timescale <= this.options.partTargetS + EPSILON;
   }
 
   /**
