@@ -26,8 +26,9 @@ test("hls.js in Chromium plays the stream in low-latency mode, loading parts, a 
     const playing = await until(player.state, (s) => s.currentTime > 1, 30_000, 200);
     expect(playing.currentTime).toBeGreaterThan(1);
     // The video clock keeps advancing: the player is fed as the stream goes.
-    const later = await until(player.state, (s) => s.currentTime > playing.currentTime + 4, 20_000, 200);
-    expect(later.currentTime).toBeGreaterThan(playing.currentTime + 4);
+    // Eight seconds of it: long enough for hls.js to catch up (at up to 1.5x) on a start that left it behind.
+    const later = await until(player.state, (s) => s.currentTime > playing.currentTime + 8, 30_000, 200);
+    expect(later.currentTime).toBeGreaterThan(playing.currentTime + 8);
     expect(later.lowLatencyMode).toBe(true);
     expect(later.canBlockReload).toBe(true);
     expect(later.partTarget).toBeCloseTo(0.333, 3);

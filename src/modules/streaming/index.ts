@@ -94,7 +94,7 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       return media(await multivariant(stream, `?viewer=${viewer}`), PLAYLIST, "private, no-store");
     },
     {
-      params: t.Object({ stream: Text({ maxLength: 140, pattern: "^[A-Za-z0-9._-]+\\.m3u8$" }) }),
+      params: t.Object({ stream: Text({ maxLength: 140, pattern: "^[A-Za-z0-9._-]+\\.m3u8$", examples: ["weekly-5f2c9a1b7e4d03c68a91f2b5d0e7c4a1.m3u8"] }) }),
       query: LlhlsQuery,
       response: LlhlsMedia,
       detail: { summary: "A low-latency stream's multivariant playlist (Apple LL-HLS)" },
@@ -123,8 +123,8 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
     {
       params: t.Object({
         stream: StreamName,
-        rendition: Text({ maxLength: 8, pattern: "^v[0-9]$" }),
-        file: Text({ maxLength: 40, pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$" }),
+        rendition: Text({ maxLength: 8, pattern: "^v[0-9]$", examples: ["v0"] }),
+        file: Text({ maxLength: 40, pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$", examples: ["index.m3u8"] }),
       }),
       query: LlhlsQuery,
       response: LlhlsMedia,
