@@ -24,7 +24,6 @@ export interface TrackRun {
   decodeTime: number;
   /** Sum of the run's sample durations, in the track's timescale. */
   duration: number;
-  samples: number;
   /** The first sample is a sync sample (a keyframe for video). */
   startsWithSync: boolean;
 }
@@ -144,7 +143,6 @@ export function parseMoof(moof: Buffer, tracks: Track[]): TrackRun[] {
     const tfdt = child(moof, traf, "tfdt");
     const decodeTime = !tfdt ? 0 : moof[tfdt.start] === 1 ? Number(moof.readBigUInt64BE(tfdt.start + 4)) : moof.readUInt32BE(tfdt.start + 4);
     let duration = 0;
-    let samples = 0;
     let startsWithSync: boolean | undefined;
     for (const trun of children(moof, traf.start, traf.end).filter((b) => b.type === "trun")) {
       const flags = moof.readUInt32BE(trun.start) & 0xffffff;
@@ -173,9 +171,8 @@ export function parseMoof(moof: Buffer, tracks: Track[]): TrackRun[] {
         if (startsWithSync === undefined) startsWithSync = isSync(sampleFlags);
         duration += sampleDuration;
       }
-      samples += count;
     }
-    runs.push({ trackId, decodeTime, duration, samples, startsWithSync: startsWithSync ?? false });
+    runs.push({ trackId, decodeTime, duration, startsWithSync: startsWithSync ?? false });
   }
   return runs;
 }

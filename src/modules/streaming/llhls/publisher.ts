@@ -11,7 +11,7 @@ import { createRedis, redisKey } from "../../../queue/connection";
 import type { RenditionWindow } from "./window";
 
 /** Parts, segments and windows outlive the playlist (about 20 s) by this much, then Redis drops them. */
-export const MEDIA_TTL_MS = 60_000;
+const MEDIA_TTL_MS = 60_000;
 
 export const llhlsKeys = {
   renditions: (stream: string) => redisKey("llhls", stream, "renditions"),

@@ -14,7 +14,7 @@ import { changeViewers } from "../viewers";
 
 const SEEN_EVERY_MS = 5_000;
 /** Players reload several times a second; silence this long means the player is gone. */
-export const GONE_AFTER_MS = 20_000;
+const GONE_AFTER_MS = 20_000;
 const VIEWER_ID = /^[A-Za-z0-9_-]{8,32}$/;
 
 const seenKey = (stream: string) => redisKey("llhls", stream, "seen");

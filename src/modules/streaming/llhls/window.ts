@@ -35,19 +35,19 @@ export interface RenditionWindow {
 /** Parts are listed for the segments this close to the end (RFC 8216bis: at most three target durations back). */
 const PART_SEGMENTS = 3;
 /** PART-HOLD-BACK in part targets: the RFC asks for at least two and recommends three. */
-export const PART_HOLD_BACK_PARTS = 3;
+const PART_HOLD_BACK_PARTS = 3;
 /** Blocking reloads and requests ahead give up after this many target durations (RFC 8216bis 6.2.5.2). */
 export const BLOCK_TARGET_DURATIONS = 3;
 /** CAN-SKIP-UNTIL in target durations: the RFC's minimum of six. */
 export const SKIP_TARGET_DURATIONS = 6;
 
-export const partUri = (msn: number, part: number) => `${msn}.${part}.m4s`;
-export const segmentUri = (msn: number) => `${msn}.m4s`;
+const partUri = (msn: number, part: number) => `${msn}.${part}.m4s`;
+const segmentUri = (msn: number) => `${msn}.m4s`;
 
 const decimal = (seconds: number) => seconds.toFixed(5).replace(/0{1,3}$/, "");
 
 /** The last whole part the window lists, as rendition reports give it. */
-export function lastPart(window: RenditionWindow): { msn: number; part: number } | undefined {
+function lastPart(window: RenditionWindow): { msn: number; part: number } | undefined {
   const { next } = window;
   if (next.part > 0) return { msn: next.msn, part: next.part - 1 };
   const previous = window.segments.find((s) => s.msn === next.msn - 1);
@@ -94,7 +94,7 @@ export function blockingAnswer(window: RenditionWindow, msn: number, part: numbe
   return "wait";
 }
 
-export interface RenditionReport {
+interface RenditionReport {
   uri: string;
   window: RenditionWindow;
 }
@@ -145,7 +145,7 @@ export function mediaPlaylist(window: RenditionWindow, options: { skip: boolean;
   return `${lines.join("\n")}\n`;
 }
 
-export interface VariantEntry {
+interface VariantEntry {
   uri: string;
   bandwidth: number;
   width?: number;
