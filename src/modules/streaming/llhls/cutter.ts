@@ -16,7 +16,7 @@ export interface CutterOptions {
   segmentS: number;
   /** Complete segments kept in the playlist. */
   windowSegments: number;
-  /** Wall clock (ms) of media time zero; by default taken from the first fragment's arrival. */
+  /** Wall clock (ms) of media time zero; by default estimated from the arrival of the first part's frames. */
   anchorMs?: number;
   now?: () => number;
 }
@@ -39,6 +39,7 @@ export class Cutter {
   private header: Buffer[] = [];
   private pendingMoof: Buffer | undefined;
   private anchorMs: number | undefined;
+  private readonly fixedAnchor: number | undefined;
   private firstTime: number | undefined;
   private segments: SegmentEntry[] = [];
   /** The part being written: its segment's number and index, and where it started. */
@@ -55,6 +56,7 @@ export class Cutter {
     private readonly events: CutterEvents,
   ) {
     this.anchorMs = options.anchorMs;
+    this.fixedAnchor = options.anchorMs;
   }
 
   private now(): number {
@@ -88,13 +90,20 @@ export class Cutter {
     const bytes = Buffer.concat([moof, mdat]);
     if (run && this.firstTime === undefined) {
       this.firstTime = run.decodeTime / timing.timescale;
-      this.anchorMs ??= this.now() - ((run.decodeTime + run.duration) / timing.timescale) * 1000;
       // Audio has no keyframes to learn the schedule from: it starts with the stream.
       if (!video) this.nextBoundary = this.firstTime + this.options.segmentS;
     }
     if (run) {
       const start = run.decodeTime / timing.timescale;
       const duration = run.duration / timing.timescale;
+      // Without a known start, media time zero on the wall clock is estimated from the frames
+      // of the first part: each arrives some time after it was made (encoding, the pipe, and
+      // at start-up a backlog), never before, so the smallest arrival-minus-media-time is the
+      // closest; it errs late, making latency read low. Fixed once the first part closes,
+      // since program date times never change.
+      if (this.fixedAnchor === undefined && this.segments.length === 0) {
+        this.anchorMs = Math.min(this.anchorMs ?? Number.POSITIVE_INFINITY, this.now() - (start + duration) * 1000);
+      }
       if (video && run.startsWithSync) this.keyframe(start);
       const open = this.open;
       if (!open.sawTiming) {
