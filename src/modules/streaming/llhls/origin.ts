@@ -8,7 +8,7 @@
 import type { Redis } from "ioredis";
 import { AppError } from "../../../core/errors";
 import { log } from "../../../core/log";
-import { closeClient, createRedis, PROMPT_REDIS_MS, redisKey } from "../../../queue/connection";
+import { closeClient, createRedis, PROMPT_REDIS_MS, redisKey, settledWithin, withinRedis } from "../../../queue/connection";
 import { type Doorbell, llhlsKeys, parseDoorbell, type RenditionInfo } from "./publisher";
 import { BLOCK_TARGET_DURATIONS, blockingAnswer, type Directives, holds, mediaPlaylist, multivariantPlaylist, type RenditionWindow } from "./window";
 
@@ -58,7 +58,7 @@ class RenditionView {
       do {
         this.again = false;
         this.refreshedAt = Date.now();
-        const text = await reader().get(llhlsKeys.window(this.stream.name, this.name));
+        const text = await withinRedis(reader(), "reading an LL-HLS playlist window", () => reader().get(llhlsKeys.window(this.stream.name, this.name)));
         if (text) this.setWindow(JSON.parse(text) as RenditionWindow);
       } while (this.again);
     })().finally(() => {
@@ -221,9 +221,10 @@ async function viewOf(stream: string): Promise<StreamView | undefined> {
   let pending = views.get(stream);
   if (!pending) {
     pending = (async () => {
-      // Subscribed before the first read, so no change falls between the two.
-      await doorbells().subscribe(redisKey(llhlsKeys.doorbell(stream)));
-      const infos = await reader().get(llhlsKeys.renditions(stream));
+      // Subscribed before the first read, so no change falls between the two; a subscription
+      // held up by Redis is not waited for (waiters poll meanwhile), the read fails with a 503.
+      await settledWithin(doorbells().subscribe(redisKey(llhlsKeys.doorbell(stream))), PROMPT_REDIS_MS);
+      const infos = await withinRedis(reader(), "reading an LL-HLS stream", () => reader().get(llhlsKeys.renditions(stream)));
       if (!infos) return undefined;
       const view = new StreamView(stream, JSON.parse(infos) as RenditionInfo[]);
       await Promise.all([...view.renditions.values()].map((r) => r.refresh()));
@@ -300,7 +301,7 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
 
 export async function initSegment(stream: string, name: string): Promise<Buffer> {
   const rendition = await renditionOf(stream, name);
-  rendition.init ??= (await reader().getBuffer(llhlsKeys.init(stream, name))) ?? undefined;
+  rendition.init ??= (await withinRedis(reader(), "reading an LL-HLS init segment", () => reader().getBuffer(llhlsKeys.init(stream, name)))) ?? undefined;
   if (!rendition.init) throw noStream();
   return rendition.init;
 }
@@ -314,8 +315,7 @@ function closedPart(rendition: RenditionView, key: string): Promise<Buffer> {
   if (cached) return Promise.resolve(cached);
   let reading = rendition.reading.get(key);
   if (!reading) {
-    reading = reader()
-      .getBuffer(rendition.partKey(key))
+    reading = withinRedis(reader(), "reading an LL-HLS part", () => reader().getBuffer(rendition.partKey(key)))
       .then((bytes) => {
         if (!bytes) throw new AppError("not_found", "that part is no longer kept");
         rendition.keepPart(key, bytes);
