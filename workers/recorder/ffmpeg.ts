@@ -132,6 +132,7 @@ export const ffmpegDriver: RecorderDriver = {
     const source = spec.mediaSource ?? config.streaming.mediaSource;
     const resolved = { ...spec, mediaSource: source === undefined ? undefined : sourceUrl(spec, source) };
     const recorder = spawnGroup({
+      stream: spec.streamName,
       command: config.streaming.ffmpegPath,
       args: ffmpegArgs(resolved),
       mediaPipes: spec.options.isLowLatency ? (spec.options.audioOnly ? 1 : renditions(spec).length) : 0,

@@ -48,7 +48,9 @@ export async function startJob(worker: RecorderHost, job: Job<RecorderStartJob>,
     const anchorMs = worker.driver.name === "ffmpeg" && s.mediaSource === undefined ? Date.now() : undefined;
     const recorder = worker.driver.start(spec);
     const llhls = stream.options.isLowLatency ? packageLowLatency(spec, recorder, anchorMs) : undefined;
-    const entry: LocalRecorder = { stream, recorder, recordingPath, llhls };
+    // LL-HLS goes through Parley's own origin, so the media server's RTMP application is the one ingest.
+    const ingests = [{ setting: "STREAMING_RTMP_INGEST_URL", url: s.rtmpIngestUrl }];
+    const entry: LocalRecorder = { stream, recorder, recordingPath, ingests, llhls };
     worker.local.set(stream.id, entry);
     failOnExit(worker, entry);
     if (!(await claimStream(stream.id, { podName: worker.pod, host: worker.host, pid: recorder.pid }))) {

@@ -82,6 +82,7 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess,
    */
   const pull = (cutter: Cutter, name: string, url: string, deadline: number) => {
     const copy = spawnGroup({
+      stream: spec.streamName,
       command: s.ffmpegPath,
       args: ["-hide_banner", "-nostdin", "-loglevel", "error", "-i", url, "-map", "0", "-c", "copy", "-f", "mp4", "-movflags", MP4_FLAGS, "-frag_duration", "40000", "pipe:3"],
       mediaPipes: 1,

@@ -4,6 +4,7 @@ import { resetCharts } from "./charts";
 import { field, h, notice } from "./dom";
 import type { PageContext } from "./page";
 import { accountsPage } from "./pages/accounts";
+import { auditPage } from "./pages/audit";
 import { chatPage } from "./pages/chat";
 import { overviewPage } from "./pages/overview";
 import { phonePage } from "./pages/phone";
@@ -23,6 +24,7 @@ const PAGES: Array<{ path: string; title: string; render: Page; needsAccount: bo
   { path: "phone", title: "Phone", render: phonePage, needsAccount: true },
   { path: "chat", title: "Chat", render: chatPage, needsAccount: true },
   { path: "webhooks", title: "Webhooks", render: webhooksPage, needsAccount: true },
+  { path: "audit", title: "Audit", render: auditPage, needsAccount: false },
 ];
 
 const app = document.getElementById("app")!;
