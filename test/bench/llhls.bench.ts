@@ -1,7 +1,7 @@
 /**
  * LL-HLS benchmark, run by hand:
  *
- *   TEST_DATABASE_URL=postgres://... bun test/bench/llhls.bench.ts [viewers=500] [seconds=30]
+ *   TEST_DATABASE_URL=postgres://... npx bun test/bench/llhls.bench.ts [viewers=500] [seconds=30]
  *
  * On real parts (PostgreSQL, Redis, a private nginx-rtmp for the RTMP outputs, ffmpeg's test
  * pattern through the recorder worker), with 0.333 s parts and 2 s segments:
