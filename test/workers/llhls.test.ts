@@ -122,25 +122,34 @@ describe("Parley's LL-HLS origin on a live stream", () => {
       expect((await fetch(`${variant.href}&_HLS_part=1`)).status).toBe(400);
 
       // The hinted part is answered as it is written: its first bytes come well before its end.
-      const [msn, part] = partOf(playlist.preloadHint!);
-      const hinted = await fetch(new URL(`${msn}.${part}.m4s`, variant));
-      expect(hinted.status).toBe(200);
-      expect(hinted.headers.get("cache-control")).toContain("immutable");
-      const reader = hinted.body!.getReader();
-      const chunks: Uint8Array[] = [];
-      let first: number | undefined;
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        first ??= performance.now();
-        chunks.push(value);
+      // It is asked for right after a blocking reload names it; on a starved machine the request
+      // can still arrive once the part is whole, so a few hints are tried and one must stream.
+      const hintedParts: { chunks: number; spread: number }[] = [];
+      for (let attempt = 0; attempt < 5 && !hintedParts.some((h) => h.chunks > 1 && h.spread > 100); attempt++) {
+        const [nextMsn, nextPart] = partOf(playlist.preloadHint!);
+        const blocking = new URL(variant);
+        blocking.searchParams.set("_HLS_msn", String(nextMsn));
+        blocking.searchParams.set("_HLS_part", String(nextPart));
+        playlist = parsePlaylist(await (await fetch(blocking)).text());
+        const [msn, part] = partOf(playlist.preloadHint!);
+        const hinted = await fetch(new URL(`${msn}.${part}.m4s`, variant));
+        expect(hinted.status).toBe(200);
+        expect(hinted.headers.get("cache-control")).toContain("immutable");
+        const reader = hinted.body!.getReader();
+        const chunks: Uint8Array[] = [];
+        let first: number | undefined;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          first ??= performance.now();
+          chunks.push(value);
+        }
+        hintedParts.push({ chunks: chunks.length, spread: performance.now() - first! });
+        const streamed = Buffer.concat(chunks);
+        const again = Buffer.from(await (await fetch(new URL(`${msn}.${part}.m4s`, variant))).arrayBuffer());
+        expect(again.equals(streamed)).toBe(true);
       }
-      const spread = performance.now() - first!;
-      expect(chunks.length).toBeGreaterThan(1);
-      expect(spread).toBeGreaterThan(100);
-      const streamed = Buffer.concat(chunks);
-      const again = Buffer.from(await (await fetch(new URL(`${msn}.${part}.m4s`, variant))).arrayBuffer());
-      expect(again.equals(streamed)).toBe(true);
+      expect(hintedParts.filter((h) => h.chunks > 1 && h.spread > 100), JSON.stringify(hintedParts)).toHaveLength(1);
 
       // A whole segment is its parts, and with the init segment it is H.264 and AAC.
       const whole = playlist.segments.filter((s) => s.uri).at(-1)!;
