@@ -1,0 +1,231 @@
+/**
+ * Mixed load on several Parley nodes sharing one PostgreSQL and one Redis, for the fault tests
+ * that kill a node, the Redis master or the PostgreSQL primary under it: chat over a socket on
+ * each node (the `phoenix` client), event_sync deliveries spread over the nodes, and a webhook
+ * endpoint whose receiver verifies every delivery with `standardwebhooks`. Each client keeps
+ * what was acknowledged; `tally` compares that with what the database holds and the receiver got.
+ */
+import type { Socket } from "phoenix";
+import type postgres from "postgres";
+import { occupantJoined } from "./event-sync";
+import { connect, disconnect, join, push } from "./phoenix";
+import { until } from "./wait";
+import { startReceiver } from "./webhook-receiver";
+
+export interface LoadNode {
+  base: string;
+  ws: string;
+}
+
+/** One request, bounded in time; a refused or silent node shows as status 0. */
+export async function request(node: LoadNode, method: string, path: string, body: unknown, auth: string, timeoutMs = 5_000): Promise<{ status: number; body: any; retryAfter: string | null }> {
+  try {
+    const response = await fetch(`${node.base}${path}`, {
+      method,
+      headers: { authorization: auth, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    return { status: response.status, body: parsed, retryAfter: response.headers.get("retry-after") };
+  } catch {
+    return { status: 0, body: undefined, retryAfter: null };
+  }
+}
+
+export interface Tally {
+  acknowledged: number;
+  lost: number;
+  duplicated: number;
+  /** Per kind, for the printed summary. */
+  detail: Record<string, { acknowledged: number; lost: number; duplicated: number; [more: string]: number }>;
+  lostItems: string[];
+}
+
+/** Answers seen by the load while it ran, so a test can check what clients were told during a fault. */
+export interface Seen {
+  at: number;
+  what: string;
+  status: number | string;
+  retryAfter?: string | null;
+}
+
+export async function prepareLoad(nodes: LoadNode[], apiKey: string) {
+  const first = nodes[0]!;
+  const created = await request(first, "POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "loader", name: "Loader" }, scope: "messaging" }, "");
+  if (created.status !== 200) throw new Error(`token: ${created.status} ${JSON.stringify(created.body)}`);
+  const token = created.body.token as string;
+  for (let n = 0; n < nodes.length; n++) {
+    const room = await request(first, "POST", "/api/v1/messaging/rooms/create", { channel_id: `load-${n}` }, `Bearer ${token}`);
+    if (room.status !== 201) throw new Error(`room: ${room.status} ${JSON.stringify(room.body)}`);
+  }
+  let secret = "";
+  const receiver = await startReceiver(() => secret);
+  const endpoint = await request(first, "POST", "/api/v1/webhooks", { url: receiver.url, event_types: ["participant.joined"] }, `Bearer ${apiKey}`);
+  if (endpoint.status !== 201) throw new Error(`webhook endpoint: ${endpoint.status} ${JSON.stringify(endpoint.body)}`);
+  secret = endpoint.body.secret;
+  return { token, receiver };
+}
+
+/**
+ * Starts the load. Chat: each node's socket sends numbered messages one after another; an
+ * error reply (dependency_down) is answered by sending the same message again, a push with no
+ * reply (the node or its database gone) leaves that message's fate unknown and moves on.
+ * `nodeFor` may point a socket elsewhere after its node died (the client reconnects there and
+ * rejoins). Events: occupant joins posted round-robin over the nodes, each retried (it is
+ * idempotent) until a 2xx acknowledges it.
+ */
+export function startLoad(nodes: LoadNode[], apiKey: string, token: string, options: { nodeFor?: (n: number) => LoadNode } = {}) {
+  const nodeFor = options.nodeFor ?? ((n: number) => nodes[n]!);
+  let running = true;
+  const seen: Seen[] = [];
+  const chatAcknowledged: string[] = [];
+  const chatUnknown: string[] = [];
+  const eventsAcknowledged: string[] = [];
+  const sockets = new Set<Socket>();
+  /** Messages the socket was told of while joined (archived on each join, then pushed live). */
+  const heard = new Map<number, Set<string>>();
+  const rejoins: number[] = [];
+
+  async function joined(n: number) {
+    for (;;) {
+      const node = nodeFor(n);
+      const socket = connect(node.ws, token);
+      sockets.add(socket);
+      const channel = socket.channel(`chat:load-${n}`, {});
+      const into = heard.get(n) ?? new Set<string>();
+      heard.set(n, into);
+      channel.on("archived_message", (message: { content: string }) => void into.add(message.content));
+      channel.on("new_message", (message: { content: string }) => void into.add(message.content));
+      try {
+        await join(channel);
+        return { socket, channel };
+      } catch {
+        sockets.delete(socket);
+        await disconnect(socket).catch(() => {});
+        if (!running) return undefined;
+        await Bun.sleep(200);
+      }
+    }
+  }
+
+  const chat = nodes.map(async (_, n) => {
+    let link = await joined(n);
+    for (let i = 0; running && link; i++) {
+      const content = `n${n}-m${i}`;
+      while (running && link) {
+        const reply = await push(link.channel, "new_message", { content }).catch(() => undefined);
+        seen.push({ at: Date.now(), what: `chat ${n}`, status: reply?.status ?? "no reply" });
+        if (reply?.status === "ok") {
+          chatAcknowledged.push(content);
+          break;
+        }
+        if (reply === undefined || !link.socket.isConnected()) {
+          chatUnknown.push(content);
+          if (!link.socket.isConnected()) {
+            sockets.delete(link.socket);
+            await disconnect(link.socket).catch(() => {});
+            rejoins.push(Date.now());
+            link = await joined(n);
+          }
+          break;
+        }
+        await Bun.sleep(200);
+      }
+      await Bun.sleep(30);
+    }
+  });
+
+  const t0 = 1_900_000_000;
+  const events = (async () => {
+    for (let i = 0; running; i++) {
+      const jid = `p${i}@meet.example.com/load`;
+      const delivery = occupantJoined(`load-room-${i % 5}`, { id: `p${i}`, name: `P ${i}`, occupant_jid: jid }, t0 + i, 1);
+      for (let attempt = 0; running; attempt++) {
+        const node = nodes[(i + attempt) % nodes.length]!;
+        const answer = await request(node, "POST", delivery.path, delivery.body, `Bearer ${apiKey}`);
+        seen.push({ at: Date.now(), what: "event", status: answer.status, retryAfter: answer.retryAfter });
+        if (answer.status >= 200 && answer.status < 300) {
+          eventsAcknowledged.push(`p${i}`);
+          break;
+        }
+        await Bun.sleep(200);
+      }
+      await Bun.sleep(30);
+    }
+  })();
+
+  return {
+    seen,
+    rejoins,
+    heard,
+    chatAcknowledged,
+    eventsAcknowledged,
+    async stop() {
+      running = false;
+      await Promise.all([...chat, events]);
+      for (const socket of sockets) await disconnect(socket).catch(() => {});
+    },
+    /**
+     * Compares with the database (`sql` on Parley's database) and the receiver: every
+     * acknowledged message stored, every acknowledged event stored, folded and delivered once.
+     */
+    async tally(sql: postgres.Sql, accountId: string, receiver: Awaited<ReturnType<typeof startReceiver>>, withinMs = 30_000): Promise<Tally> {
+      const lostItems: string[] = [];
+      const stored = await sql<{ content: string }[]>`
+        select m.content from chat_messages m join chat_rooms r on r.id = m.room_id
+        where r.account_id = ${accountId} and r.channel_id like 'load-%'`;
+      const chatCounts = countOf(stored.map((row) => row.content));
+      const chatLost = chatAcknowledged.filter((content) => !chatCounts.has(content));
+      lostItems.push(...chatLost.map((content) => `chat ${content}`));
+
+      const eventRows = await sql<{ id: string }[]>`
+        select payload->'occupant'->>'id' as id from conference_events where account_id = ${accountId} and kind = 'occupant_joined'`;
+      const eventCounts = countOf(eventRows.map((row) => row.id));
+      const eventsLost = eventsAcknowledged.filter((id) => !eventCounts.has(id));
+      lostItems.push(...eventsLost.map((id) => `event ${id}`));
+      const unfolded = await until(
+        async () => Number((await sql<{ n: string }[]>`select count(*) as n from conference_events_unfolded where account_id = ${accountId}`)[0]!.n),
+        (n) => n === 0,
+        withinMs,
+        250,
+      );
+      if (unfolded > 0) lostItems.push(`${unfolded} events never folded`);
+
+      const deliveredIds = () => receiver.received.filter((entry) => entry.verified).map((entry) => entry.event.data?.participant?.id as string);
+      await until(deliveredIds, (ids) => eventsAcknowledged.every((id) => ids.includes(id)), withinMs, 250);
+      // A receiver keeps each webhook-id once (a repeat of one is how at-least-once shows): the
+      // same event under two ids would be a true duplicate, the same id twice a redelivery.
+      const unique = receiver.unique().filter((entry) => entry.verified);
+      const webhookCounts = countOf(unique.map((entry) => entry.event.data?.participant?.id as string));
+      const webhooksLost = eventsAcknowledged.filter((id) => !webhookCounts.has(id));
+      lostItems.push(...webhooksLost.map((id) => `webhook ${id}`));
+      const unverified = receiver.received.filter((entry) => !entry.verified).length;
+      if (unverified > 0) lostItems.push(`${unverified} webhooks failed verification`);
+
+      const duplicates = (counts: Map<string, number>) => [...counts.values()].reduce((sum, n) => sum + n - 1, 0);
+      const detail = {
+        chat: { acknowledged: chatAcknowledged.length, lost: chatLost.length, duplicated: duplicates(chatCounts), unknownOutcome: chatUnknown.length },
+        events: { acknowledged: eventsAcknowledged.length, lost: eventsLost.length + unfolded, duplicated: duplicates(eventCounts) },
+        webhooks: {
+          acknowledged: eventsAcknowledged.length,
+          lost: webhooksLost.length + unverified,
+          duplicated: duplicates(webhookCounts),
+          redelivered: receiver.received.length - receiver.unique().length,
+        },
+      };
+      const sum = (key: "acknowledged" | "lost" | "duplicated") => Object.values(detail).reduce((total, kind) => total + kind[key], 0);
+      return { acknowledged: sum("acknowledged"), lost: sum("lost"), duplicated: sum("duplicated"), detail, lostItems };
+    },
+  };
+}
+
+function countOf(items: string[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const item of items) counts.set(item, (counts.get(item) ?? 0) + 1);
+  return counts;
+}
