@@ -60,6 +60,24 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
   };
 }
 
+/**
+ * DATABASE_URL may name several hosts, as libpq's do (`postgres://u@db1:5432,db2:5432/parley`):
+ * Parley then connects only to the one that accepts writes (see src/db/client.ts). Each host
+ * is checked as a URL of its own would be.
+ */
+function databaseUrl(read: EnvReader): string | undefined {
+  const protocols = ["postgres:", "postgresql:"];
+  const raw = read.optionalText("DATABASE_URL");
+  const hosts = raw === undefined ? undefined : /^[^:/?#]+:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(raw)?.[1];
+  if (raw === undefined || hosts === undefined || !hosts.includes(",")) return read.url("DATABASE_URL", undefined, protocols);
+  for (const host of hosts.split(",")) {
+    const single = new EnvReader({ DATABASE_URL: raw.replace(hosts, host) });
+    single.url("DATABASE_URL", undefined, protocols);
+    if (host === "" || single.problems.length > 0) return read.problem(`DATABASE_URL must be a URL, each of its hosts too, got "${raw}"`, undefined);
+  }
+  return raw;
+}
+
 /** Where Redis is: one server (REDIS_URL), or the master Sentinel names (REDIS_SENTINELS), found again after a failover. */
 function redisConfig(read: EnvReader) {
   const sentinels = read.list("REDIS_SENTINELS", "").map((entry) => {
@@ -101,7 +119,7 @@ export function loadConfig(env: Env) {
     },
     database: {
       /** When unset, Parley runs on an embedded PGlite database in DATA_DIR. */
-      url: read.url("DATABASE_URL", undefined, ["postgres:", "postgresql:"]),
+      url: databaseUrl(read),
       dataDir,
       poolSize: read.integer("DATABASE_POOL_SIZE", 10, 1, 1000),
     },

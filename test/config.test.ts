@@ -48,6 +48,16 @@ describe("Redis through Sentinel", () => {
   });
 });
 
+describe("PostgreSQL with several hosts", () => {
+  test("DATABASE_URL may name several hosts, each checked; a wrong one is named", () => {
+    const url = "postgres://parley:secret@db1:5432,db2:5433,[::1]:5434/parley?target_session_attrs=read-write";
+    expect(loadConfig({ DATABASE_URL: url }).database.url).toBe(url);
+    expect(() => loadConfig({ DATABASE_URL: "postgres://db1:5432,db2:port/parley" })).toThrow('DATABASE_URL must be a URL, each of its hosts too, got "postgres://db1:5432,db2:port/parley"');
+    expect(() => loadConfig({ DATABASE_URL: "postgres://db1,,db2/parley" })).toThrow("each of its hosts too");
+    expect(() => loadConfig({ DATABASE_URL: "mysql://db1,db2/parley" })).toThrow("each of its hosts too");
+  });
+});
+
 describe("overrideConfig", () => {
   test("changes only the settings it names, everywhere they are read, until restored", () => {
     const before = { checkOwner: config.scheduler.checkOwner, minutes: config.scheduler.defaultConferenceMinutes, schedule: config.webhooks.retrySchedule };
