@@ -10,3 +10,4 @@ export * from "../src/modules/limits/schema";
 export * from "../sip-gateway/schema";
 export * from "../src/modules/console/schema";
 export * from "../src/modules/webhooks/schema";
+export * from "../src/modules/admin/schema";

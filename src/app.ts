@@ -4,6 +4,7 @@ import { Elysia } from "elysia";
 import { config } from "./config";
 import { database } from "./db/client";
 import { pipeline } from "./http/pipeline";
+import { adminController } from "./modules/admin";
 import { consoleController } from "./modules/console";
 import { swaggerAssets } from "./modules/console/swagger";
 import { eventsController } from "./modules/events";
@@ -53,6 +54,7 @@ export function createApp() {
               apiKey: { type: "apiKey", in: "header", name: "Authorization", description: "The account's API key, raw or after Bearer" },
               bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A token from generate-token" },
               basic: { type: "http", scheme: "basic", description: "Any username (the account id reads best) and the API key as password" },
+              operatorToken: { type: "http", scheme: "bearer", bearerFormat: "pop_…", description: "An operator token, for the admin API only (docs/admin-api.md)" },
             },
           },
         },
@@ -70,6 +72,7 @@ export function createApp() {
     .use(eventLogController)
     .use(webhooksController)
     .use(usageController)
+    .use(adminController)
     .use(swaggerAssets)
     .use(consoleController);
 }

@@ -117,6 +117,14 @@ export function loadConfig(env: Env) {
       maxBodyBytes: read.integer("MAX_BODY_BYTES", 1_048_576, 1024, 1_073_741_824),
       publicUrl,
     },
+    /**
+     * Prometheus metrics on a listener of their own, off the public port: every API process
+     * listens there with reusePort, and each answers for the whole pool. 0 turns it off.
+     */
+    metrics: {
+      host: read.text("METRICS_HOST", "127.0.0.1"),
+      port: read.integer("METRICS_PORT", 9464, 0, 65535),
+    },
     database: {
       /** When unset, Parley runs on an embedded PGlite database in DATA_DIR. */
       url: databaseUrl(read),

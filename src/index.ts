@@ -3,13 +3,15 @@
  * starts API_PROCESSES API processes on one port (reusePort) and one of every other
  * role, restarts a child that dies, and on SIGTERM/SIGINT drains them all and exits 0.
  * On the embedded database (no DATABASE_URL) every role runs inside this one process,
- * since PGlite cannot be shared between processes.
+ * since PGlite cannot be shared between processes. A second Parley on a port one already
+ * serves is refused before it opens anything (src/port-guard.ts).
  */
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
-import { loadProcessConfig } from "./config";
+import { config, loadProcessConfig } from "./config";
+import { portHeldBy } from "./port-guard";
 
 const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--role=".length);
 // Read before anything slow: a supervisor that dies while this child starts must still be noticed.
@@ -49,6 +51,14 @@ async function ensureRedis(): Promise<void> {
 // A private Redis, when one starts, is part of the environment the settings are parsed from.
 if (!role) await ensureRedis();
 if (!loadProcessConfig()) process.exit(2);
+if (!role) {
+  // Before the database is opened: a second Parley on the port must not join the first one's pool.
+  const held = await portHeldBy(config.http.host, config.http.port);
+  if (held) {
+    console.error(`parley: ${held}`);
+    process.exit(1);
+  }
+}
 if (role) {
   await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {

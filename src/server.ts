@@ -1,25 +1,64 @@
-/** One API process: the Elysia app on PORT with reusePort, so several processes share the port. */
+/** One API process: the Elysia app on PORT (with reusePort in a pool, so its processes share the port), and the metrics listener. */
 import { createApp } from "./app";
 import { config } from "./config";
 import type { Running } from "./core/lifecycle";
 import { log } from "./core/log";
-import { startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
+import type { Server } from "bun";
+import { database } from "./db/client";
+import { renderMetrics, startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
+import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "./modules/admin/local";
 import { stopStateSubscriber } from "./modules/streaming/state";
 import { closeBroker } from "./realtime/broker";
 import { drainConnections } from "./realtime/socket";
+
+const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
+
+/**
+ * GET /metrics on METRICS_HOST:METRICS_PORT, loopback by default: the per-route counts are
+ * for the operator's Prometheus, not for anyone who can reach the API. A port held by
+ * something else costs the metrics, not the API.
+ */
+function listenForMetrics(): Server<undefined> | undefined {
+  if (config.metrics.port === 0) return undefined;
+  try {
+    return Bun.serve({
+      hostname: config.metrics.host,
+      port: config.metrics.port,
+      reusePort: true,
+      async fetch(request) {
+        if (new URL(request.url).pathname !== "/metrics") return new Response("only /metrics is served here\n", { status: 404 });
+        return new Response(await renderMetrics(), { headers: { "content-type": PROMETHEUS_TEXT } });
+      },
+      error: (error) => {
+        log.warn({ err: error.message }, "metrics could not be rendered");
+        return new Response("metrics unavailable\n", { status: 503 });
+      },
+    });
+  } catch (error) {
+    log.error({ host: config.metrics.host, port: config.metrics.port, err: (error as Error).message }, "metrics listener could not start; the API runs without it");
+    return undefined;
+  }
+}
 
 export async function startApiServer(): Promise<Running & { port: number }> {
   listenForInvalidations();
   const app = createApp().listen({
     hostname: config.http.host,
     port: config.http.port,
-    reusePort: true,
+    // A pool's API processes (--role=api) share the port; the one API of an embedded Parley
+    // holds it alone, so not even a second Parley started in the same instant can join it.
+    reusePort: process.argv.includes("--role=api"),
     // Bun would refuse a larger body with a bare 413 before any hook runs; the pipeline keeps
     // MAX_BODY_BYTES itself, answers in the error shape, and never reads past the limit.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
   });
   startMetricsPublisher();
+  const metrics = listenForMetrics();
+  // One process binds DATA_DIR/parley.sock: the only API process on the embedded database,
+  // else the first of the supervisor's (started with the flag, and restarted with it).
+  const ownsSocket = database.kind === "pglite" || process.argv.includes(LOCAL_SOCKET_FLAG);
+  const localSocket = ownsSocket ? await serveLocalSocket((request) => app.handle(request)) : undefined;
   const server = app.server!;
   log.info({ port: server.port }, "api listening");
   return {
@@ -29,7 +68,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
       const drained = Promise.all([server.stop(false), drainConnections()]);
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref?.());
       await Promise.race([drained, grace]);
-      await server.stop(true);
+      await Promise.all([server.stop(true), localSocket?.stop(), metrics?.stop(true)]);
       stopMetricsPublisher();
       // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
       await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber()]);

@@ -1,13 +1,16 @@
+import { existsSync } from "node:fs";
+import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { config } from "./config";
 import { closeShared } from "./connections";
 import { dependencyFailure } from "./core/errors";
 import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";
-import { log } from "./core/log";
+import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
 import { ensureFirstAccount } from "./modules/accounts/bootstrap";
 import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
+import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
 
 const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
@@ -42,6 +45,7 @@ async function superviseInProcess(): Promise<void> {
 
 interface Child {
   role: Role;
+  args: string[];
   process: Subprocess;
   startedAt: number;
   delay: number;
@@ -52,12 +56,13 @@ async function superviseChildren(): Promise<void> {
   let stopping = false;
   const entry = new URL("./index.ts", import.meta.url).pathname;
 
-  const start = (role: Role, delay = RESTART_DELAY_MIN_MS) => {
+  const start = (role: Role, delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
     const child: Child = {
       role,
+      args,
       delay,
       startedAt: Date.now(),
-      process: spawn([process.execPath, entry, `--role=${role}`], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
+      process: spawn([process.execPath, entry, ...args, `--role=${role}`], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
     };
     children.add(child);
     child.process.exited.then((code) => {
@@ -65,11 +70,12 @@ async function superviseChildren(): Promise<void> {
       if (stopping) return;
       const nextDelay = Date.now() - child.startedAt > HEALTHY_AFTER_MS ? RESTART_DELAY_MIN_MS : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
       log.warn({ role, pid: child.process.pid, code, restartInMs: child.delay }, "child exited; restarting");
-      setTimeout(() => start(role, nextDelay), child.delay);
+      setTimeout(() => start(role, nextDelay, child.args), child.delay);
     });
   };
 
-  for (let i = 0; i < config.http.processes; i++) start("api");
+  // The first API process also serves the local operator's socket; a restart keeps it so.
+  for (let i = 0; i < config.http.processes; i++) start("api", RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
   for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
 
   // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
@@ -108,6 +114,51 @@ async function prepareDatabase(): Promise<void> {
   }
 }
 
+/** How long a supervisor waits for its API pool to answer before it gives up announcing it. */
+const ANNOUNCE_WITHIN_MS = 60_000;
+
+/** Whether the pool answers on PORT, asked on loopback when it listens on every address. */
+async function poolAnswers(): Promise<boolean> {
+  const host = ["0.0.0.0", "::", ""].includes(config.http.host) ? "127.0.0.1" : config.http.host;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${config.http.port}/healthz`;
+  return fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
+    (response) => response.ok,
+    () => false,
+  );
+}
+
+/**
+ * Where a person goes next, once the API answers: a banner when stdout is a terminal, one
+ * log line with the same addresses otherwise.
+ */
+async function announce(): Promise<void> {
+  const deadline = Date.now() + ANNOUNCE_WITHIN_MS;
+  while (!(await poolAnswers())) {
+    if (Date.now() > deadline) return;
+    await Bun.sleep(200);
+  }
+  const base = config.http.publicUrl.replace(/\/+$/, "");
+  const keyFile = join(config.database.dataDir, "first-api-key");
+  const firstApiKey = existsSync(keyFile) ? (relative(process.cwd(), keyFile).startsWith("..") ? keyFile : relative(process.cwd(), keyFile)) : undefined;
+  const metrics = config.metrics.port === 0 ? undefined : `http://${config.metrics.host}:${config.metrics.port}/metrics`;
+  const where = { api: base, console: `${base}/console`, swagger: `${base}/swagger`, firstApiKey, metrics };
+  if (!readableLogs) {
+    log.info(where, "parley ready");
+    return;
+  }
+  const lines = [
+    "",
+    "  Parley is ready",
+    `  API          ${where.api}`,
+    `  Console      ${where.console}`,
+    `  API docs     ${where.swagger}`,
+    ...(firstApiKey ? [`  First API key in ${firstApiKey}`] : []),
+    ...(metrics ? [`  Metrics      ${metrics}`] : []),
+    "",
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
 export async function supervise(): Promise<void> {
   await prepareDatabase();
   if (database.kind === "pglite") {
@@ -116,4 +167,5 @@ export async function supervise(): Promise<void> {
   } else {
     await superviseChildren();
   }
+  await announce();
 }

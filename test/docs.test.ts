@@ -142,6 +142,25 @@ describe("links", () => {
   });
 });
 
+describe("commands", () => {
+  test("a page runs a file of the repository with `npx bun`, never a bare `bun` (not on PATH on a fresh machine)", () => {
+    const files = repositoryFiles();
+    const problems: string[] = [];
+    for (const page of pages()) {
+      const { prose, fences } = parse(read(page));
+      const shown = [
+        ...prose.flatMap((line) => [...line.matchAll(/`([^`]*)`/g)].map((match) => match[1]!)),
+        ...fences.flatMap((fence) => fence.body.split("\n")),
+      ];
+      for (const command of shown) {
+        const bare = /(?:^|[\s;&|(])bun\s+(?:--?[\w-]+\s+)*([\w./-]+)/.exec(command);
+        if (bare && files.has(bare[1]!) && !/npx\s+bun\s/.test(command)) problems.push(`${page}: ${command.trim()}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+});
+
 describe("configuration", () => {
   /** Names read by loadConfig, watched through the environment it is given, plus names written in the source. */
   function variablesRead(): Set<string> {
@@ -371,6 +390,28 @@ curl() {
   return $rc
 }`;
 
+/**
+ * Settings the pages tell a reader to start Parley with (`NAME=value npm start` in a code
+ * block): the Parley the examples run against gets them, and only them, as the reader's would.
+ */
+function startSettings(): Record<string, string> {
+  const settings: Record<string, string> = {};
+  for (const page of pages()) {
+    for (const fence of parse(read(page)).fences) {
+      for (const line of fence.body.split("\n")) {
+        const start = /^((?:[A-Z][A-Z0-9_]*=\S+\s+)+)npm start\s*$/.exec(line.trim());
+        if (!start) continue;
+        for (const assignment of start[1]!.trim().split(/\s+/)) {
+          const [name, value] = assignment.split("=", 2) as [string, string];
+          if (settings[name] !== undefined && settings[name] !== value) throw new Error(`${page}: ${name}=${value}, another page starts with ${settings[name]}`);
+          settings[name] = value;
+        }
+      }
+    }
+  }
+  return settings;
+}
+
 describe("curl examples against a running Parley", () => {
   let workspace: string;
   let parley: Parley | undefined;
@@ -394,6 +435,9 @@ describe("curl examples against a running Parley", () => {
         LOG_LEVEL: "warn",
         STREAMING_RECORDER_DRIVER: "command",
         STREAMING_RECORDER_COMMAND: RECORDER_COMMAND,
+        // test/setup.ts allows private networks for every other test; here the pages decide.
+        WEBHOOK_ALLOW_PRIVATE_NETWORKS: "false",
+        ...startSettings(),
       },
     });
     ({ base, port } = parley);

@@ -11,6 +11,10 @@ export type ErrorCode =
   | "unauthorized"
   | "invalid_api_key"
   | "invalid_token"
+  /** An admin route asked with no operator credential, or with an account's API key or token. */
+  | "operator_credential_required"
+  /** An operator token that is unknown or revoked. */
+  | "invalid_operator_token"
   | "token_expired"
   | "forbidden"
   | "not_found"

@@ -8,13 +8,17 @@
  * idempotent: the key of a key is the key.
  */
 export function roomKey(room: string): string {
-  let decoded = room;
+  return encodeURIComponent(roomLabel(room).normalize("NFKC").toLowerCase()).toLowerCase();
+}
+
+/** A room key as people read it (`weekly%20sync%20%e2%98%95` is "weekly sync ☕"): its escapes decoded where they decode. */
+export function roomLabel(room: string): string {
   try {
-    decoded = decodeURIComponent(room);
+    return decodeURIComponent(room);
   } catch {
     // Not percent-encoded after all (e.g. "100%"): jitsi-meet goes on with the text as it is.
+    return room;
   }
-  return encodeURIComponent(decoded.normalize("NFKC").toLowerCase()).toLowerCase();
 }
 
 /**

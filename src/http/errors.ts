@@ -12,6 +12,8 @@ export const ERROR_STATUS = {
   unauthorized: 401,
   invalid_api_key: 401,
   invalid_token: 401,
+  operator_credential_required: 401,
+  invalid_operator_token: 401,
   token_expired: 401,
   forbidden: 403,
   not_found: 404,

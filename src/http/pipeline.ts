@@ -19,6 +19,8 @@ interface RequestMeta {
 }
 
 const meta = new WeakMap<Request, RequestMeta>();
+/** Health checks, logged at debug. */
+const PROBES = new Set(["/healthz", "/readyz"]);
 const INCOMING_ID = /^[\w.:-]{1,128}$/;
 
 /**
@@ -50,14 +52,60 @@ async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Prom
   return Buffer.concat(chunks).toString("utf8");
 }
 
+interface SchemaError {
+  path?: string;
+  message?: string;
+  summary?: string;
+  value?: unknown;
+  schema?: { enum?: unknown[]; anyOf?: Array<{ const?: unknown }> };
+  errors?: Iterable<SchemaError>[];
+}
+
+/**
+ * A union's own report stops at the union (`should be one of: 'array', 'null'`); the
+ * variant that got furthest into the value says what is actually wrong, e.g. the one
+ * unknown item of an array.
+ */
+function deepest(error: SchemaError): SchemaError {
+  let best = error;
+  for (const variant of error.errors ?? []) {
+    for (const inner of variant) {
+      const candidate = deepest(inner);
+      if ((candidate.path ?? "").length > (best.path ?? "").length) best = candidate;
+    }
+  }
+  return best;
+}
+
+/** The values a schema allows, when it is a list of them (an enum, or a union of literals). */
+function allowedValues(schema: SchemaError["schema"]): unknown[] | undefined {
+  if (schema?.enum) return schema.enum;
+  if (schema?.anyOf?.length && schema.anyOf.every((variant) => "const" in variant)) return schema.anyOf.map((variant) => variant.const);
+  return undefined;
+}
+
 /** The first field path and reason of a schema failure, e.g. `body.user.email: Expected string to match 'email' format`. */
-function describeValidation(error: { all?: Array<{ path?: string; message?: string; summary?: string }>; type?: string }) {
+function describeValidation(error: { all?: SchemaError[]; type?: string }) {
   const first = error.all?.[0];
   if (!first) return "the request does not match the schema";
-  const path = (first.path ?? "").replace(/^\//, "").replaceAll("/", ".");
+  const found = deepest(first);
+  const path = (found.path ?? "").replace(/^\//, "").replaceAll("/", ".");
   const where = [error.type === "body" ? "" : error.type, path].filter(Boolean).join(".");
-  return `${where || error.type || "request"}: ${first.summary ?? first.message ?? "invalid"}`;
+  const allowed = allowedValues(found.schema);
+  const reason = allowed
+    ? `${JSON.stringify(found.value)} is not one of: ${allowed.join(", ")}`
+    : found === first
+      ? (first.summary ?? first.message ?? "invalid")
+      : (found.message ?? "invalid");
+  return `${where || error.type || "request"}: ${reason}`;
 }
+
+/**
+ * Requests whose body began like a JSON document but came as form or text (curl's -d says
+ * form-urlencoded, fetch's string body text/plain): parsed as that type, the schema would
+ * report a missing field where the content type is what is wrong.
+ */
+const jsonUnderAnotherType = new WeakSet<Request>();
 
 export const pipeline = new Elysia({ name: "parley.pipeline" })
   .onRequest(({ request, set }) => {
@@ -70,9 +118,13 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
   // Bun's own limit answers a bare 413 before any hook runs, so it is set far above
   // MAX_BODY_BYTES (src/server.ts) and the limit is kept here, in the error shape: a declared
   // length above, a body without one (chunked) while it is read. Declared bodies parse as usual.
+  // Form and text bodies are read here too, to notice JSON sent under their type.
   .onParse({ as: "global" }, async ({ request, contentType }) => {
-    if (request.headers.has("content-length") || !request.body) return;
-    const text = await readCapped(request.body, config.http.maxBodyBytes);
+    const chunked = !request.headers.has("content-length");
+    const asText = contentType === "" || contentType === "application/x-www-form-urlencoded" || contentType.startsWith("text/");
+    if (!request.body || (!chunked && !asText)) return;
+    const text = chunked ? await readCapped(request.body, config.http.maxBodyBytes) : await request.text();
+    if (asText && /^\s*[[{]/.test(text)) jsonUnderAnotherType.add(request);
     if (contentType === "application/x-www-form-urlencoded") return parseQuery(text);
     if (contentType !== "application/json") return text;
     if (text.trim() === "") return {};
@@ -109,6 +161,12 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
         set.status = 400;
         const { value, type } = error as { value?: unknown; type?: string };
         if (value === UNPARSABLE) return errorBody("invalid_json", "the request body could not be parsed");
+        if (type === "body" && jsonUnderAnotherType.has(request)) {
+          set.status = ERROR_STATUS.unsupported_media_type;
+          const declared = request.headers.get("content-type");
+          const came = declared ? `came with content-type: ${declared}` : "came without a content-type";
+          return errorBody("unsupported_media_type", `the body is JSON but ${came}; send it with content-type: application/json`);
+        }
         // Named exactly even inside a union, where the schema's own report stops at the union.
         const unstorable = firstUnstorable(value, type === "body" ? "" : type);
         if (unstorable) return errorBody("bad_request", `${unstorable.path}: ${unstorable.reason}`);
@@ -139,5 +197,7 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     const status = typeof set.status === "number" ? set.status : 200;
     const routeName = route || "unmatched";
     observeRequest(request.method, routeName, status, seconds);
-    log.info({ requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 }, "request");
+    // Probes come every few seconds from load balancers and orchestrators: at info they would drown the rest.
+    const level = PROBES.has(routeName) ? "debug" : "info";
+    log[level]({ requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 }, "request");
   });

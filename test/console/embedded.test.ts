@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { resolve } from "node:path";
-import { type Chromium, seriousViolations, startChromium } from "../support/browser";
+import { type Chromium, seriousViolations, startChromium, watchProblems } from "../support/browser";
 import { freePort } from "../support/ports";
 
 const root = resolve(import.meta.dir, "../..");
@@ -51,17 +51,25 @@ test("an operator made with the admin command signs in to the console on PGlite"
   chromium = await startChromium();
   const context = await chromium.context();
   const page = await context.newPage();
+  const problems = watchProblems(page);
   await page.goto(`${base}/console`);
   await page.getByLabel("Name").fill("root");
   await page.getByLabel("Password").fill("first operator password");
   await page.getByRole("button", { name: "Sign in as operator" }).click();
   await page.locator("[data-figure=rooms_open]").waitFor({ timeout: 15_000 });
-  // The bootstrap account is there, and the overview's charts have a day of points.
+  // The bootstrap account is there, chosen, since it is the only one, and the overview's charts have a day of points.
   expect(await page.getByLabel("Account").locator("option").allTextContents()).toEqual(["All accounts", expect.stringContaining("default")]);
+  expect(await page.getByLabel("Account").locator("option:checked").textContent()).toContain("default");
   const points = await page.evaluate(() => window.parleyCharts["overview-participants"]?.data[0].length);
   expect(points).toBeGreaterThanOrEqual(144);
   expect(await seriousViolations(page)).toEqual([]);
   expect(context.blocked).toEqual([]);
+  // A page about one account shows it at once, with no account to pick first.
+  await page.getByRole("link", { name: "Usage" }).click();
+  await page.getByText(/meetings ·/).waitFor();
+  await page.getByRole("link", { name: "Webhooks" }).click();
+  await page.getByRole("button", { name: "Add endpoint" }).waitFor();
+  expect(problems).toEqual([]);
   // No CONSOLE_SECRET: one was generated into the data folder, readable by its owner only.
   expect(statSync(resolve(dataDir, "console-secret")).mode & 0o777).toBe(0o600);
 

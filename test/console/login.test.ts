@@ -51,10 +51,14 @@ describe("operator", () => {
 
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("button", { name: "Sign in as operator" }).waitFor();
-    // Replaying the cookie from before the logout is refused: the session was revoked.
-    const replay = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${cookie!.value}` } });
+    // Replaying the cookie from before the logout is refused: the session was revoked. The
+    // probe says so as an answer (signed out); every other call is refused.
+    const replay = await fetch(`${base}/console/api/accounts`, { headers: { cookie: `parley_console=${cookie!.value}` } });
     expect(replay.status).toBe(401);
     expect((await replay.json()).error.code).toBe("unauthorized");
+    const probe = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${cookie!.value}` } });
+    expect(probe.status).toBe(200);
+    expect(await probe.json()).toEqual({ signed_in: false });
     await context.close();
   });
 
@@ -210,15 +214,17 @@ describe("session token", () => {
     const renewed = /parley_console=([^;]+)/.exec(old.headers.get("set-cookie") ?? "")?.[1];
     expect(JSON.parse(Buffer.from(renewed!.split(".")[1]!, "base64url").toString())).toMatchObject({ sid, exp: expect.any(Number) });
     expect(old.headers.get("set-cookie")).toContain("HttpOnly; SameSite=Strict");
-    const expired = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` } });
+    const expired = await fetch(`${base}/console/api/accounts`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` } });
     expect(expired.status).toBe(401);
+    const probed = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` } });
+    expect(await probed.json()).toEqual({ signed_in: false });
   });
 
   test("sessions past their end are swept away by the next sign-in", async () => {
     const sid = await sessionId();
     await db.update(consoleSessions).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(consoleSessions.id, sid));
     const now = Math.floor(Date.now() / 1000);
-    const answer = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${await sign({ sid }, now, now + 900)}` } });
+    const answer = await fetch(`${base}/console/api/accounts`, { headers: { cookie: `parley_console=${await sign({ sid }, now, now + 900)}` } });
     expect(answer.status).toBe(401);
     await sessionId();
     expect(await db.select().from(consoleSessions).where(eq(consoleSessions.id, sid))).toEqual([]);
@@ -228,7 +234,9 @@ describe("session token", () => {
     const answer = await fetch(`${base}/console/api/accounts`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
     expect(answer.status).toBe(401);
     expect((await answer.json()).error.code).toBe("unauthorized");
-    const forged = await fetch(`${base}/console/api/session`, { headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." } });
+    const forged = await fetch(`${base}/console/api/accounts`, { headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." } });
     expect(forged.status).toBe(401);
+    const probe = await fetch(`${base}/console/api/session`, { headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." } });
+    expect(await probe.json()).toEqual({ signed_in: false });
   });
 });

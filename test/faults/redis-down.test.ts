@@ -34,6 +34,8 @@ describe("Redis down", () => {
   let supervisor: ReturnType<typeof Bun.spawn>;
   let dir: string;
   let base: string;
+  /** The metrics listener of the pool, on a port of its own. */
+  let metrics: string;
   let apiKey: string;
   let accountId: string;
   let token: string;
@@ -64,7 +66,7 @@ describe("Redis down", () => {
       }),
     "healthz": () => fresh(`${base}/healthz`),
     "readyz": () => fresh(`${base}/readyz`),
-    "metrics": () => fresh(`${base}/metrics`),
+    "metrics": () => fresh(metrics),
     "jwks": () => fresh(`${base}/.well-known/jwks.json`),
   };
   /** Routes that need Redis: 503 dependency_down with Retry-After while it is down. */
@@ -74,13 +76,14 @@ describe("Redis down", () => {
     "stopRecording": () => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey),
   };
 
-  async function startSupervisor(port: number) {
+  async function startSupervisor(port: number, metricsPort: number) {
     return Bun.spawn([process.execPath, entry], {
       env: {
         ...process.env,
         REDIS_URL: redis.url,
         REDIS_PREFIX: prefix,
         PORT: String(port),
+        METRICS_PORT: String(metricsPort),
         HOST: "127.0.0.1",
         API_PROCESSES: "2",
         DATA_DIR: dir,
@@ -102,8 +105,10 @@ describe("Redis down", () => {
     prefix = `parley-test-redisdown-${crypto.randomUUID()}`;
     ({ apiKey, accountId } = await newAccount());
     const port = await freePort();
+    const metricsPort = await freePort();
     base = `http://127.0.0.1:${port}`;
-    supervisor = await startSupervisor(port);
+    metrics = `http://127.0.0.1:${metricsPort}/metrics`;
+    supervisor = await startSupervisor(port, metricsPort);
     await until(() => fresh(`${base}/readyz`).then((r) => r.status, () => 0), (status) => status === 200, 30_000, 200);
     const created = await json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" }, "");
     token = ((await created.json()) as { token: string }).token;
@@ -185,7 +190,7 @@ describe("Redis down", () => {
     const ready = await fresh(`${base}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({ status: "degraded", database: "ok", redis: "down" });
-    expect(await (await fresh(`${base}/metrics`)).text()).toContain("parley_http_requests_total");
+    expect(await (await fresh(metrics)).text()).toContain("parley_http_requests_total");
 
     // The refused start left no stream waiting to start: its row failed, with the reason.
     const refused = await db.select().from(streams).where(eq(streams.accountId, accountId));

@@ -238,4 +238,26 @@ describe("reservations", () => {
       expect(opened.body.start_time).toBe(utc);
     }
   });
+
+  test("a start_time with an offset and no timezone is answered with the offset it was read with", async () => {
+    const account = await newAccount();
+    const cases: Array<[string, string, string]> = [
+      ["2030-07-15T10:00Z", "UTC", "2030-07-15T10:00:00.000Z"],
+      ["2030-07-15T10:00:00.000+05:30", "+05:30", "2030-07-15T04:30:00.000Z"],
+      ["2030-07-15T10:00-0300", "-03:00", "2030-07-15T13:00:00.000Z"],
+    ];
+    for (const [index, [startTime, timezone, utc]] of cases.entries()) {
+      const room = `offset${index}`;
+      const { timezone: _default, ...noZone } = booking({ name: room, start_time: startTime });
+      const created = await reserve(account, noZone);
+      expect(created.status).toBe(200);
+      expect(created.body.timezone).toBe(timezone);
+      expect((await call("GET", `${API}/reservation/${created.body.id}`, { headers: as(account) })).body.timezone).toBe(timezone);
+      expect((await openedAt(account, room, new Date(Date.parse(utc) - 1).toISOString())).status).toBe(403);
+      expect((await openedAt(account, room, utc)).status).toBe(200);
+    }
+    // A zone given beside an offset is answered as given, as before.
+    const both = await reserve(account, booking({ name: "offset-both", start_time: "2030-07-15T10:00Z", timezone: "Europe/Berlin" }));
+    expect(both.body.timezone).toBe("Europe/Berlin");
+  });
 });

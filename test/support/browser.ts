@@ -11,8 +11,8 @@ const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir)
 
 export interface Chromium {
   browser: Browser;
-  /** A fresh context (its own cookies) whose outside requests are aborted and listed in `blocked`. */
-  context(viewport?: { width: number; height: number }): Promise<BrowserContext & { blocked: string[] }>;
+  /** A fresh context (its own cookies) whose outside requests are aborted and listed in `blocked`; a locale and time zone of the viewer's may be given. */
+  context(viewport?: { width: number; height: number }, viewer?: { locale?: string; timezoneId?: string }): Promise<BrowserContext & { blocked: string[] }>;
   close(): Promise<void>;
 }
 
@@ -35,8 +35,8 @@ export async function startChromium(): Promise<Chromium> {
   });
   return {
     browser,
-    async context(viewport = { width: 1280, height: 860 }) {
-      const context = Object.assign(await browser.newContext({ viewport }), { blocked: [] as string[] });
+    async context(viewport = { width: 1280, height: 860 }, viewer = {}) {
+      const context = Object.assign(await browser.newContext({ viewport, ...viewer }), { blocked: [] as string[] });
       context.setDefaultTimeout(10_000);
       await context.route("**/*", (route) => {
         const url = new URL(route.request().url());
@@ -70,4 +70,39 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   const path = join(ARTIFACTS, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
   return path;
+}
+
+/**
+ * What the browser's console would show as wrong while the page is used: errors logged,
+ * uncaught exceptions, answers of 400 and above, and requests that failed (a request the page
+ * itself cancelled, such as a live feed closed on leaving a page, is not a failure).
+ */
+export function watchProblems(page: Page): string[] {
+  const problems: string[] = [];
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console: ${message.text()}`);
+  });
+  page.on("pageerror", (error) => problems.push(`exception: ${error.message}`));
+  page.on("response", (response) => {
+    if (response.status() >= 400) problems.push(`${response.status()} ${response.request().method()} ${response.url()}`);
+  });
+  page.on("requestfailed", (request) => {
+    if (request.failure()?.errorText !== "net::ERR_ABORTED") problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`);
+  });
+  return problems;
+}
+
+/**
+ * The visible elements that matter (text cells, headings, fields, buttons, links, charts) lying
+ * partly outside the viewport's width: on a phone, too, everything is in sight without scrolling sideways.
+ */
+export async function cutOff(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    return [...document.querySelectorAll("header *, nav a, main :is(h1, h2, td, th, p, button, a, input, select, label, figure, dt, dd)")]
+      .filter((element) => !element.closest(".skip, thead"))
+      .map((element) => ({ element, box: element.getBoundingClientRect() }))
+      .filter(({ box }) => box.width > 0 && box.height > 0 && (box.left < -0.5 || box.right > width + 0.5))
+      .map(({ element, box }) => `${element.tagName.toLowerCase()} "${(element.textContent ?? "").trim().slice(0, 40)}" (${Math.round(box.left)}–${Math.round(box.right)} of ${width})`);
+  });
 }

@@ -26,6 +26,8 @@ export interface Parley {
   base: string;
   ws: string;
   port: number;
+  /** Where its Prometheus metrics are served (METRICS_PORT). */
+  metrics: string;
   sipPort: number;
   dataDir: string;
   env: Record<string, string>;
@@ -117,9 +119,11 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "parley-e2e-"));
   const port = await freePort();
   const sipPort = await freePort();
+  const metricsPort = await freePort();
   const env: Record<string, string> = {
     ...(process.env as Record<string, string>),
     PORT: String(port),
+    METRICS_PORT: String(metricsPort),
     HOST: "127.0.0.1",
     PUBLIC_URL: `http://127.0.0.1:${port}`,
     DATA_DIR: dataDir,
@@ -143,6 +147,7 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
     base: `http://127.0.0.1:${port}`,
     ws: `ws://127.0.0.1:${port}`,
     port,
+    metrics: `http://127.0.0.1:${metricsPort}/metrics`,
     sipPort,
     dataDir,
     env,

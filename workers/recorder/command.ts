@@ -41,6 +41,7 @@ export function commandDriver(command: string): RecorderDriver {
     name: "command",
     start(spec: RecorderSpec): RecorderProcess {
       const recorder = spawnGroup({
+        stream: spec.streamName,
         command: "sh",
         args: ["-c", command],
         env: commandEnvironment(spec),

@@ -25,7 +25,7 @@ export interface RecorderSpec {
 export interface RecorderExit {
   code: number | null;
   signal: string | null;
-  /** A short reason with any URL blanked out, fit for the stream's row. */
+  /** A short reason with every URL cut down to its host, fit for the stream's row. */
   detail: string;
 }
 

@@ -124,6 +124,7 @@ export const ffmpegDriver: RecorderDriver = {
     const source = spec.mediaSource ?? config.streaming.mediaSource;
     const resolved = { ...spec, mediaSource: source === undefined ? undefined : sourceUrl(spec, source) };
     const recorder = spawnGroup({
+      stream: spec.streamName,
       command: config.streaming.ffmpegPath,
       args: ffmpegArgs(resolved),
       // ffmpeg's progress report: its first advance of out_time means every output is open and media flows.

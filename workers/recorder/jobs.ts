@@ -43,7 +43,9 @@ export async function startJob(worker: RecorderHost, job: Job<RecorderStartJob>,
       destinations: job.data.destinations,
       recordingPath,
     });
-    const entry: LocalRecorder = { stream, recorder, recordingPath };
+    const ingests = [{ setting: "STREAMING_RTMP_INGEST_URL", url: s.rtmpIngestUrl }];
+    if (stream.options.isLowLatency) ingests.push({ setting: "STREAMING_LLHLS_INGEST_URL", url: s.llhlsIngestUrl });
+    const entry: LocalRecorder = { stream, recorder, recordingPath, ingests };
     worker.local.set(stream.id, entry);
     failOnExit(worker, entry);
     if (!(await claimStream(stream.id, { podName: worker.pod, host: worker.host, pid: recorder.pid }))) {

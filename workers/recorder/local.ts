@@ -5,11 +5,14 @@ import { log } from "../../src/core/log";
 import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming/stream";
 import { finishStream } from "../../src/modules/streaming/transitions";
 import type { RecorderDriver, RecorderProcess } from "./driver";
+import { type Ingest, unreachableIngest } from "./ingest";
 import { recordingPathOf, uploadRecording } from "./recordings";
 
 export interface LocalRecorder {
   stream: Stream;
   recorder: RecorderProcess;
+  /** The media server addresses it publishes to, checked when it fails. */
+  ingests: Ingest[];
   recordingPath?: string;
   stopping?: Promise<void>;
   emptyTimer?: ReturnType<typeof setTimeout>;
@@ -38,14 +41,26 @@ export function stopLocal(worker: RecorderHost, entry: LocalRecorder, state: "st
   return entry.stopping;
 }
 
-/** A recorder that dies on its own fails its stream (it is not restarted; a new start makes a new stream). */
+/**
+ * A recorder that dies on its own fails its stream (it is not restarted; a new start makes a
+ * new stream). One that dies before it ever published is checked against the media server.
+ */
 export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
+  let published = false;
+  entry.recorder.ready.then(
+    () => {
+      published = true;
+    },
+    () => {},
+  );
   entry.recorder.exited.then((exit) => {
     if (entry.stopping || worker.closing) return;
     worker.local.delete(entry.stream.id);
-    entry.stopping = keepAndFinish(entry, "failed", `recorder_exited: ${exit.detail}`).catch((error: Error) =>
-      log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"),
-    );
+    entry.stopping = (async () => {
+      const unreachable = published ? undefined : await unreachableIngest(entry.ingests);
+      const reason = unreachable ?? `recorder_exited: ${exit.detail}`;
+      await keepAndFinish(entry, "failed", reason);
+    })().catch((error: Error) => log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"));
   });
 }
 

@@ -8,11 +8,15 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+import { log } from "../../src/core/log";
 import type { RecorderExit, RecorderProcess } from "./driver";
 
-/** Blanks URLs (which may carry stream keys) out of a line of recorder output. */
+/**
+ * Cuts URLs in a line of recorder output down to scheme, host and port: stream keys travel
+ * in the path (or the credentials), the address is what an operator needs to see.
+ */
 export function redactUrls(line: string): string {
-  return line.replace(/[a-z][a-z0-9+.-]*:\/\/\S+/gi, "<url>").slice(0, 300);
+  return line.replace(/([a-z][a-z0-9+.-]*:\/\/)(?:[^\s/@]*@)?([^\s/?#'"]*)[^\s'"]*/gi, "$1$2/…").slice(0, 300);
 }
 
 const groups = new Set<number>();
@@ -31,6 +35,8 @@ process.on("exit", () => {
 });
 
 export interface GroupOptions {
+  /** The stream it records, named in the log lines of its output. */
+  stream: string;
   command: string;
   args: string[];
   env?: Record<string, string>;
@@ -65,6 +71,8 @@ export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly 
   const lastErrors: string[] = [];
   createInterface({ input: child.stdout! }).on("line", options.onLine);
   createInterface({ input: child.stderr! }).on("line", (line) => {
+    // The recorder's own words go to the log; the stream's reason says what to fix (./ingest.ts).
+    log.warn({ stream: options.stream, output: redactUrls(line) }, "recorder said");
     lastErrors.push(redactUrls(line));
     if (lastErrors.length > 3) lastErrors.shift();
   });

@@ -129,13 +129,16 @@ export interface CreatedApiKey {
   prefix: string;
 }
 
-async function insertApiKey(accountId: string, label: string): Promise<CreatedApiKey> {
+/** A new API key: the row to store (its hash only) and the key to show once. */
+function newApiKey(accountId: string, label: string) {
   const apiKey = randomId(API_KEY_PREFIX, 24);
   const prefix = apiKey.slice(0, API_KEY_PREFIX.length + 6);
-  const [row] = await db
-    .insert(apiKeys)
-    .values({ accountId, prefix, hash: hashApiKey(apiKey), label })
-    .returning({ id: apiKeys.id });
+  return { row: { accountId, prefix, hash: hashApiKey(apiKey), label }, apiKey, prefix };
+}
+
+async function insertApiKey(accountId: string, label: string): Promise<CreatedApiKey> {
+  const { row: values, apiKey, prefix } = newApiKey(accountId, label);
+  const [row] = await db.insert(apiKeys).values(values).returning({ id: apiKeys.id });
   return { id: row!.id, apiKey, prefix };
 }
 
@@ -145,10 +148,14 @@ export async function createAccount(
 ): Promise<{ account: Account; apiKey: CreatedApiKey; kid: string }> {
   const id = randomId("acc_", 9);
   const key = await makeSigningKey(id, algorithm);
-  const [row] = await db.insert(accounts).values({ id, name, signingAlgorithm: algorithm }).returning();
-  await db.insert(signingKeys).values(key);
-  const apiKey = await insertApiKey(id, "default");
-  return { account: toAccount(row!), apiKey, kid: key.kid };
+  const { row: keyRow, apiKey, prefix } = newApiKey(id, "default");
+  // One transaction: a failure part way must not leave an account without its signing key or API key.
+  return db.transaction(async (tx) => {
+    const [row] = await tx.insert(accounts).values({ id, name, signingAlgorithm: algorithm }).returning();
+    await tx.insert(signingKeys).values(key);
+    const [stored] = await tx.insert(apiKeys).values(keyRow).returning({ id: apiKeys.id });
+    return { account: toAccount(row!), apiKey: { id: stored!.id, apiKey, prefix }, kid: key.kid };
+  });
 }
 
 function toAccount(row: { id: string; name: string; signingAlgorithm: string; jitsiDomain: string }): Account {

@@ -6,9 +6,9 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
 export interface ConsoleAssets {
-  /** app.js, app.css, and hls-light.js, which app.js loads when a page plays a stream. */
-  files: Map<string, { body: string; type: string }>;
-  /** Gzipped size of app.js, which every page loads, and of every script together. */
+  /** app.js, app.css, and hls-light.js, which app.js loads when a page plays a stream; each also gzipped, as it is sent. */
+  files: Map<string, { body: string; gzip: Uint8Array<ArrayBuffer>; type: string }>;
+  /** Gzipped size, as sent, of app.js, which every page loads, and of every script together. */
   scriptGzipBytes: number;
   allScriptsGzipBytes: number;
 }
@@ -24,25 +24,24 @@ async function build(): Promise<ConsoleAssets> {
     naming: { entry: "app.[ext]" },
   });
   if (!result.success) throw new Error(`console bundle failed: ${result.logs.map((entry) => entry.message).join("; ")}`);
-  const files = new Map<string, { body: string; type: string }>();
-  for (const output of result.outputs) {
-    files.set(output.path.replace(/^.*\//, ""), { body: await output.text(), type: "text/javascript; charset=utf-8" });
-  }
+  // Compressed once, at the highest level, since it is built once and sent many times.
+  const files = new Map<string, { body: string; gzip: Uint8Array<ArrayBuffer>; type: string }>();
+  const add = (name: string, body: string, type: string) => files.set(name, { body, gzip: Bun.gzipSync(body, { level: 9 }), type });
+  for (const output of result.outputs) add(output.path.replace(/^.*\//, ""), await output.text(), "text/javascript; charset=utf-8");
   // The player's hls.js: the package's own minified light build gzips smaller than the bundler's
   // minifying of its unminified one. Its source map is not served, so its reference goes.
   const hls = readFileSync(Bun.resolveSync("hls.js/dist/hls.light.min.mjs", import.meta.dir), "utf8").replace(/\n\/\/# sourceMappingURL=.*\s*$/, "\n");
-  files.set("hls-light.js", { body: hls, type: "text/javascript; charset=utf-8" });
+  add("hls-light.js", hls, "text/javascript; charset=utf-8");
   const style = [
     readFileSync(Bun.resolveSync("uplot/dist/uPlot.min.css", import.meta.dir), "utf8"),
     readFileSync(resolve(import.meta.dir, "ui/console.css"), "utf8"),
   ].join("\n");
-  files.set("app.css", { body: style, type: "text/css; charset=utf-8" });
-  const gzip = (body: string) => Bun.gzipSync(body).length;
+  add("app.css", style, "text/css; charset=utf-8");
   const scripts = [...files.entries()].filter(([name]) => name.endsWith(".js"));
   return {
     files,
-    scriptGzipBytes: gzip(files.get("app.js")!.body),
-    allScriptsGzipBytes: scripts.reduce((sum, [, file]) => sum + gzip(file.body), 0),
+    scriptGzipBytes: files.get("app.js")!.gzip.length,
+    allScriptsGzipBytes: scripts.reduce((sum, [, file]) => sum + file.gzip.length, 0),
   };
 }
 
@@ -63,6 +62,7 @@ export const CONSOLE_PAGE = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Parley console</title>
 <link rel="stylesheet" href="/console/app.css">
+<link rel="icon" href="data:,">
 </head>
 <body>
 <div id="app"><p class="loading">Loading the console…</p></div>

@@ -27,8 +27,14 @@ export function sessionCookie(request: Request, value: string, maxAgeSeconds: nu
 }
 
 export function sessionBody(viewer: Viewer) {
-  return { kind: viewer.kind, name: viewer.name, account_id: viewer.kind === "account" ? viewer.accountId : null, csrf_token: csrfToken(viewer.sessionId) };
+  return { signed_in: true as const, kind: viewer.kind, name: viewer.name, account_id: viewer.kind === "account" ? viewer.accountId : null, csrf_token: csrfToken(viewer.sessionId) };
 }
+
+/** The session probe's answer: the page asks it on every load, so being signed out is an answer, not a failure. */
+export const sessionProbe = (request: Request) => {
+  const viewer = viewerOf.get(request);
+  return viewer ? sessionBody(viewer) : { signed_in: false as const };
+};
 
 export const consoleAuth = new Elysia({ name: "parley.console.auth" })
   .use(jwt({ name: "consoleJwt", secret: consoleSecret(), exp: `${config.console.tokenTtlSeconds}s` }))
@@ -38,10 +44,19 @@ export const consoleAuth = new Elysia({ name: "parley.console.auth" })
     if (!request.url.includes(`${API}/`)) return;
     const path = new URL(request.url).pathname;
     if (!path.startsWith(`${API}/`) || path === `${API}/login`) return;
+    // The probe answers a missing, expired or revoked session itself (signed out); every other call is refused.
+    const probe = path === `${API}/session`;
     const token = cookieOf(request.headers.get("cookie") ?? undefined);
     const claims = token ? await consoleJwt.verify(token) : false;
-    if (!claims || typeof claims.sid !== "string") throw new AppError("unauthorized", "sign in to the console first");
-    const viewer = await sessionViewer(claims.sid);
+    if (!claims || typeof claims.sid !== "string") {
+      if (probe) return;
+      throw new AppError("unauthorized", "sign in to the console first");
+    }
+    const viewer = await sessionViewer(claims.sid).catch((error) => {
+      if (probe && error instanceof AppError && error.code === "unauthorized") return undefined;
+      throw error;
+    });
+    if (!viewer) return;
     if (request.method !== "GET" && !csrfMatches(viewer.sessionId, request.headers.get("x-csrf-token") ?? undefined)) {
       throw new AppError("forbidden", "the X-CSRF-Token header is missing or wrong; reload the console");
     }

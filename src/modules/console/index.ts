@@ -7,6 +7,8 @@ import { Elysia, t } from "elysia";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
+import { listAudit } from "../admin/audit";
+import { AdminModel } from "../admin/model";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
 import { listPhoneNumbers, resolveMapping } from "../mapper/service";
 import { deleteMessages, listMessages } from "../messaging/messages";
@@ -19,7 +21,7 @@ import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
 import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints, replay, retryDelivery, rotateSecret, updateEndpoint } from "../webhooks/service";
 import { CONSOLE_PAGE, consoleAssets } from "./bundle";
-import { API, consoleAuth, sessionBody, sessionCookie } from "./guard";
+import { API, consoleAuth, sessionBody, sessionCookie, sessionProbe } from "./guard";
 import { liveFeed } from "./live";
 import { overview, streamsView } from "./service";
 import { accountInView, accountLogin, loginBlockedFor, operatorLogin, requireAccount, requireOperator, revokeSession, type Viewer } from "./sessions";
@@ -30,12 +32,16 @@ export const ConsoleModel = {
     password: t.Optional(t.String({ maxLength: 1024 })),
     api_key: t.Optional(t.String({ maxLength: 256, description: "An account's API key, for its owner" })),
   }),
-  session: t.Object({
-    kind: t.Union([t.Literal("operator"), t.Literal("account")]),
-    name: t.String(),
-    account_id: t.Union([t.String(), t.Null()], { description: "The one account an owner's session sees; null for an operator" }),
-    csrf_token: t.String({ description: "Send as X-CSRF-Token on every call that changes something" }),
-  }),
+  session: t.Union([
+    t.Object({
+      signed_in: t.Literal(true),
+      kind: t.Union([t.Literal("operator"), t.Literal("account")]),
+      name: t.String(),
+      account_id: t.Union([t.String(), t.Null()], { description: "The one account an owner's session sees; null for an operator" }),
+      csrf_token: t.String({ description: "Send as X-CSRF-Token on every call that changes something" }),
+    }),
+    t.Object({ signed_in: t.Literal(false) }, { description: "No session, or one that expired or was revoked" }),
+  ]),
   accountQuery: t.Object({ account: t.Optional(t.String({ maxLength: 64 })) }),
   accountBody: t.Object({ account: t.String({ maxLength: 64 }) }),
   endpointParams: t.Object({ id: t.String({ maxLength: 64 }) }),
@@ -74,10 +80,11 @@ const page = () =>
 export const consoleController = new Elysia({ name: "parley.console", detail: { tags: ["console"], hide: true } })
   .get("/console", page)
   .get("/console/", page)
-  .get("/console/:file", async ({ params }) => {
+  .get("/console/:file", async ({ params, request }) => {
     const file = (await consoleAssets()).files.get(params.file);
     if (!file) throw new AppError("not_found", "no such console file");
-    return new Response(file.body, { headers: { "content-type": file.type } });
+    if (!/\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) return new Response(file.body, { headers: { "content-type": file.type, vary: "accept-encoding" } });
+    return new Response(file.gzip, { headers: { "content-type": file.type, "content-encoding": "gzip", vary: "accept-encoding" } });
   })
   .use(consoleAuth)
   .post(
@@ -105,7 +112,15 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     set.headers["set-cookie"] = sessionCookie(request, "", 0);
     return { signed_out: true };
   })
-  .get(`${API}/session`, ({ viewer }) => sessionBody(viewer))
+  .get(`${API}/session`, ({ request }) => sessionProbe(request), { response: { 200: ConsoleModel.session } })
+  .get(
+    `${API}/audit`,
+    ({ viewer, query }) => {
+      requireOperator(viewer);
+      return listAudit(query);
+    },
+    { query: AdminModel.auditQuery },
+  )
   .get(`${API}/accounts`, async ({ viewer }) => accountsFor(viewer))
   .post(
     `${API}/accounts`,

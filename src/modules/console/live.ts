@@ -13,6 +13,9 @@ const LIVE_VIEWS = {
   streams: async (accountId: string | undefined) => ({ streams: await streamsView(accountId) }),
 };
 
+/** What each view's feed sends, as the pages read it. */
+export type LiveSnapshot = { [View in keyof typeof LIVE_VIEWS]: Awaited<ReturnType<(typeof LIVE_VIEWS)[View]>> };
+
 export function liveFeed(request: Request, viewer: Viewer, accountId: string | undefined, view: keyof typeof LIVE_VIEWS): Response {
   const encoder = new TextEncoder();
   let timer: ReturnType<typeof setTimeout> | undefined;

@@ -6,7 +6,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { and, eq, gt, isNull, lt } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, lt } from "drizzle-orm";
 import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { db } from "../../db/client";
@@ -52,6 +52,10 @@ export async function createOperator(name: string, password: string): Promise<{ 
   const [row] = await db.insert(operators).values({ name, passwordHash }).onConflictDoNothing().returning({ id: operators.id, name: operators.name });
   if (!row) throw new AppError("conflict", `an operator named ${name} exists already`);
   return row;
+}
+
+export async function listOperators(): Promise<Array<{ id: number; name: string; createdAt: Date }>> {
+  return db.select({ id: operators.id, name: operators.name, createdAt: operators.createdAt }).from(operators).orderBy(asc(operators.id));
 }
 
 // Compared against when the name is unknown, so a wrong name costs as long as a wrong password.

@@ -13,7 +13,7 @@ const reservation = t.Object({
   mail_owner: t.String({ examples: ["owner@example.com"] }),
   start_time: t.String({ description: "As given, local to timezone", examples: ["2030-01-15T10:00"] }),
   duration: t.Number({ description: "Minutes" }),
-  timezone: t.String({ description: "As given; America/New_York when absent" }),
+  timezone: t.String({ description: "As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York" }),
   pin: t.Optional(t.String()),
 });
 
@@ -33,7 +33,7 @@ export const ReservationModel = {
     mail_owner: Text({ maxLength: 320, description: "E-mail address of the owner" }),
     name: Text({ maxLength: 255, description: "The room as users type it: up to 255 printable characters (\"Design Review\", \"Café\")" }),
     duration: t.Union([t.Number(), Text({ maxLength: 32 })], { description: "Minutes; a number or a numeric string" }),
-    start_time: Text({ maxLength: 64, description: "YYYY-MM-DDTHH:MM, seconds allowed, in timezone" }),
+    start_time: Text({ maxLength: 64, description: "YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)" }),
     timezone: t.Optional(Text({ maxLength: 64, description: "IANA zone; default America/New_York (\"America/New York\" accepted)" })),
     pin: t.Optional(Text({ maxLength: 32, description: "Letters and digits" })),
   }),

@@ -99,8 +99,16 @@ export function reservationStart(startTime: string, timezone: string | undefined
   if (!formatter) throw invalid("timezone", `"${timezone}" is not an IANA time zone name such as America/New_York`);
   const parsed = parseIsoFields(startTime);
   if (!parsed) throw invalid("start_time", `a date and time YYYY-MM-DDTHH:MM (seconds allowed), got "${startTime}"`);
-  const instant = parsed.offsetMinutes === undefined ? zonedInstant(parsed.fields, formatter) : fieldsAtOffset(parsed.fields, parsed.offsetMinutes);
-  return { startsAt: new Date(instant), timezone: timezone === undefined || timezone.trim() === "" ? DEFAULT_TIMEZONE : timezone };
+  if (parsed.offsetMinutes === undefined) return { startsAt: new Date(zonedInstant(parsed.fields, formatter)), timezone: timezone?.trim() ? timezone : DEFAULT_TIMEZONE };
+  // An offset in start_time is what the time is read with, so with no zone given that offset is the answer, not the default zone.
+  return { startsAt: new Date(fieldsAtOffset(parsed.fields, parsed.offsetMinutes)), timezone: timezone?.trim() ? timezone : offsetName(parsed.offsetMinutes) };
+}
+
+/** An offset as a zone name: `UTC`, or `+05:30` / `-03:00`, which Intl reads as a fixed-offset zone. */
+function offsetName(minutes: number): string {
+  if (minutes === 0) return "UTC";
+  const size = Math.abs(minutes);
+  return `${minutes < 0 ? "-" : "+"}${String(Math.floor(size / 60)).padStart(2, "0")}:${String(size % 60).padStart(2, "0")}`;
 }
 
 /** Jicofo's date form, `yyyy-MM-dd'T'HH:mm:ss.SSS` in UTC with a `Z`, which Prosody's datetime.parse reads. */

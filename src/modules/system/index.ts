@@ -1,7 +1,6 @@
-/** Liveness, readiness, metrics and the public signing keys. */
+/** Liveness, readiness and the public signing keys (metrics have a listener of their own: src/server.ts). */
 import { Elysia, t } from "elysia";
 import { pingDatabase } from "../../db/client";
-import { renderMetrics } from "../../http/metrics";
 import { pingRedis } from "../../queue/connection";
 import { AppError } from "../../core/errors";
 import { ErrorModel } from "../../http/errors";
@@ -39,14 +38,6 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
       return { status, database, redis };
     },
     { response: { 200: Readiness, 503: Readiness }, detail: { summary: "The database answers (503 if not); Redis is reported but not required" } },
-  )
-  .get(
-    "/metrics",
-    async ({ set }) => {
-      set.headers["content-type"] = "text/plain; version=0.0.4";
-      return renderMetrics();
-    },
-    { detail: { summary: "Prometheus metrics of the whole API pool" } },
   )
   .get(
     "/.well-known/jwks.json",

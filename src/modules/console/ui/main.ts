@@ -2,8 +2,9 @@
 import { api, ApiError, type Session, useSession } from "./api";
 import { resetCharts } from "./charts";
 import { field, h, notice } from "./dom";
-import type { AccountSummary, PageContext } from "./page";
+import type { PageContext } from "./page";
 import { accountsPage } from "./pages/accounts";
+import { auditPage } from "./pages/audit";
 import { chatPage } from "./pages/chat";
 import { overviewPage } from "./pages/overview";
 import { phonePage } from "./pages/phone";
@@ -23,6 +24,7 @@ const PAGES: Array<{ path: string; title: string; render: Page; needsAccount: bo
   { path: "phone", title: "Phone", render: phonePage, needsAccount: true },
   { path: "chat", title: "Chat", render: chatPage, needsAccount: true },
   { path: "webhooks", title: "Webhooks", render: webhooksPage, needsAccount: true },
+  { path: "audit", title: "Audit", render: auditPage, needsAccount: false },
 ];
 
 const app = document.getElementById("app")!;
@@ -46,8 +48,9 @@ function loginPage(message = ""): void {
     event.preventDefault();
     status.textContent = "Signing in…";
     try {
-      const session = await api<Session>("POST", "/login", body);
-      start(session);
+      const session = await api("post", "/login", { body });
+      // A refused sign-in is an error answer; a 200 always carries the session.
+      if ("signed_in" in session) await start(session);
     } catch (error) {
       status.textContent = error instanceof ApiError ? error.message : "The console could not reach Parley.";
     }
@@ -83,27 +86,39 @@ function currentPath(): string {
   return PAGES.some((page) => page.path === path) ? path : "overview";
 }
 
+/** The account last chosen in this browser ("" for every account), and the last single one. */
+const CHOSEN = "parley-account";
+const LAST_SINGLE = "parley-last-account";
+
 async function start(session: Session): Promise<void> {
   useSession(session);
   const picker = h("select", { name: "account" });
+  const known = (id: string | null) => (id && context.accounts.some((account) => account.id === id) ? id : undefined);
+  /** The operator's choice: an account, or every account (undefined). */
+  let chosen: string | undefined;
   const context: PageContext = {
     session,
-    account: session.account_id ?? (sessionStorage.getItem("parley-account") || undefined),
+    account: undefined,
     accounts: [],
     // A page that changes the accounts (a new one) has the picker follow.
     async refreshAccounts() {
-      context.accounts = await api<AccountSummary[]>("GET", "/accounts");
+      context.accounts = await api("get", "/accounts");
       picker.replaceChildren(
         ...(session.kind === "operator" ? [h("option", { value: "" }, "All accounts")] : []),
-        ...context.accounts.map((account) => h("option", { value: account.id, selected: account.id === context.account }, `${account.name} (${account.id})`)),
+        ...context.accounts.map((account) => h("option", { value: account.id }, `${account.name} (${account.id})`)),
       );
+      picker.value = context.account ?? "";
     },
     onLeave(cleanup) {
       cleanups.push(cleanup);
     },
   };
   await context.refreshAccounts();
-  if (context.account && !context.accounts.some((account) => account.id === context.account)) context.account = undefined;
+  // An owner sees their account; an operator opens on the account last chosen here, or on the only one.
+  const remembered = localStorage.getItem(CHOSEN);
+  if (session.account_id) chosen = session.account_id;
+  else if (remembered !== null && (remembered === "" || known(remembered))) chosen = remembered || undefined;
+  else if (context.accounts.length === 1) chosen = context.accounts[0]!.id;
 
   const main = h("main", { id: "page", tabindex: -1 });
   const nav = h("nav", { "aria-label": "Console pages" }, h("ul", {}, ...PAGES.map((page) => h("li", {}, h("a", { href: `#/${page.path}`, "data-page": page.path }, page.title)))));
@@ -117,8 +132,13 @@ async function start(session: Session): Promise<void> {
       else link.removeAttribute("aria-current");
     }
     main.replaceChildren(h("h1", {}, page.title));
+    // A page about one account, with every account chosen, shows the last single one chosen (or the first).
+    context.account = page.needsAccount ? (chosen ?? known(localStorage.getItem(LAST_SINGLE)) ?? context.accounts[0]?.id) : chosen;
+    picker.value = context.account ?? "";
+    const everyAccount = picker.querySelector<HTMLOptionElement>('option[value=""]');
+    if (everyAccount) everyAccount.disabled = page.needsAccount;
     if (page.needsAccount && !context.account) {
-      main.append(h("p", { class: "empty" }, "Choose an account above to see this page."));
+      main.append(h("p", { class: "empty" }, "There is no account yet: create one on Accounts and keys."));
       return;
     }
     try {
@@ -130,14 +150,14 @@ async function start(session: Session): Promise<void> {
   };
   picker.disabled = session.kind === "account";
   picker.addEventListener("change", () => {
-    context.account = picker.value || undefined;
-    sessionStorage.setItem("parley-account", picker.value);
+    chosen = picker.value || undefined;
+    localStorage.setItem(CHOSEN, picker.value);
+    if (chosen) localStorage.setItem(LAST_SINGLE, chosen);
     void showPage();
   });
   const signOut = h("button", { type: "button", class: "secondary" }, "Sign out");
   signOut.addEventListener("click", async () => {
-    await api("POST", "/logout").catch(() => {});
-    sessionStorage.removeItem("parley-account");
+    await api("post", "/logout").catch(() => {});
     loginPage("Signed out.");
   });
   app.replaceChildren(
@@ -154,10 +174,17 @@ async function start(session: Session): Promise<void> {
     nav,
     main,
   );
+  // The focus moves with the heading, before the page's data arrives.
   window.onhashchange = () => {
-    void showPage().then(() => main.focus());
+    const shown = showPage();
+    main.focus();
+    void shown;
   };
   await showPage();
 }
 
-api<Session>("GET", "/session").then(start, () => loginPage());
+// Signed out is an answer of the probe, not an error: the first load logs nothing in the browser's console.
+api("get", "/session").then(
+  (session) => (session.signed_in ? start(session) : loginPage()),
+  () => loginPage("The console could not reach Parley."),
+);

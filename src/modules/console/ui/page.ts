@@ -1,12 +1,7 @@
 /** What every console page is given: the session, the account in view, and a hook for leaving. */
-import type { Session } from "./api";
+import type { Answer, Session } from "./api";
 
-export interface AccountSummary {
-  id: string;
-  name: string;
-  apiKeys: Array<{ id: number; prefix: string; label: string; createdAt: string; revokedAt: string | null }>;
-  signingKeys: Array<{ kid: string; algorithm: string; createdAt: string; retiredAt: string | null; verifyUntil: string | null }>;
-}
+export type AccountSummary = Answer<"get", "/accounts">[number];
 
 export interface PageContext {
   session: Session;

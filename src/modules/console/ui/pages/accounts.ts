@@ -33,23 +33,23 @@ export function accountsPage(root: HTMLElement, context: PageContext): void {
       h("h2", {}, `${account.name} `, h("code", {}, account.id)),
       table(
         `API keys of ${account.name}`,
-        ["Key", "Label", "Created (UTC)", "State", "Actions"],
+        ["Key", "Label", "Created", "State", "Actions"],
         account.apiKeys.map((key) => [
           h("code", {}, `#${key.id} ${key.prefix}…`),
           key.label || "—",
           when(key.createdAt),
-          key.revokedAt ? `revoked ${when(key.revokedAt)}` : "active",
+          key.revokedAt ? h("span", {}, "revoked ", when(key.revokedAt)) : "active",
           key.revokedAt
             ? ""
             : h(
                 "span",
                 { class: "actions" },
                 h("button", { type: "button", onclick: () => void act(`Rotating key #${key.id}`, async () => {
-                  const created = await api<{ apiKey: string; id: number }>("POST", `/accounts/${account.id}/keys/${key.id}/rotate`);
+                  const created = await api("post", "/accounts/:account/keys/:key/rotate", { params: { account: account.id, key: key.id } });
                   showSecret(`Key #${created.id} replaces #${key.id}`, created.apiKey);
                 }) }, `Rotate key #${key.id}`),
                 h("button", { type: "button", class: "danger", onclick: () => void act(`Revoking key #${key.id}`, async () => {
-                  await api("DELETE", `/accounts/${account.id}/keys/${key.id}`);
+                  await api("delete", "/accounts/:account/keys/:key", { params: { account: account.id, key: key.id } });
                 }) }, `Revoke key #${key.id}`),
               ),
         ]),
@@ -59,7 +59,7 @@ export function accountsPage(root: HTMLElement, context: PageContext): void {
         { class: "inline", onsubmit: (event: Event) => {
           event.preventDefault();
           void act(`Creating a key for ${account.name}`, async () => {
-            const created = await api<{ apiKey: string; id: number }>("POST", `/accounts/${account.id}/keys`, { label: label.value });
+            const created = await api("post", "/accounts/:account/keys", { params: { account: account.id }, body: { label: label.value } });
             showSecret(`New key #${created.id}`, created.apiKey);
           });
         } },
@@ -68,19 +68,17 @@ export function accountsPage(root: HTMLElement, context: PageContext): void {
       ),
       table(
         `Signing keys of ${account.name}`,
-        ["kid", "Algorithm", "Created (UTC)", "State"],
-        account.signingKeys.map((key) => [h("code", {}, key.kid), key.algorithm, when(key.createdAt), key.retiredAt ? `retired; verifies until ${when(key.verifyUntil)}` : "current"]),
+        ["kid", "Algorithm", "Created", "State"],
+        account.signingKeys.map((key) => [h("code", {}, key.kid), key.algorithm, when(key.createdAt), key.retiredAt ? h("span", {}, "retired; verifies until ", when(key.verifyUntil)) : "current"]),
       ),
       h("button", { type: "button", onclick: () => void act(`Rotating the signing key of ${account.name}`, async () => {
-        await api("POST", `/accounts/${account.id}/signing-keys`);
+        await api("post", "/accounts/:account/signing-keys", { params: { account: account.id } });
       }) }, "Rotate signing key"),
     );
   };
 
-  const render = () => {
-    const shown = context.account ? context.accounts.filter((account) => account.id === context.account) : context.accounts;
-    list.replaceChildren(...shown.map(accountSection));
-  };
+  // Every account the viewer may see, whichever is in view: a new one appears here at once.
+  const render = () => list.replaceChildren(...context.accounts.map(accountSection));
 
   if (context.session.kind === "operator") {
     const name = h("input", { name: "name", required: true, maxlength: 128 });
@@ -90,7 +88,7 @@ export function accountsPage(root: HTMLElement, context: PageContext): void {
         { class: "inline", id: "create-account", onsubmit: (event: Event) => {
           event.preventDefault();
           void act(`Creating account ${name.value}`, async () => {
-            const created = await api<{ account: { id: string; name: string }; api_key: { apiKey: string } }>("POST", "/accounts", { name: name.value });
+            const created = await api("post", "/accounts", { body: { name: name.value } });
             showSecret(`Account ${created.account.name} (${created.account.id}) and its first API key`, created.api_key.apiKey);
           });
         } },

@@ -1,31 +1,30 @@
 /** Chat rooms and their latest messages; the console deletes as a moderator. */
-import { api, query } from "../api";
+import { api } from "../api";
 import { field, h, notice, table, when } from "../dom";
 import type { PageContext } from "../page";
 
 export async function chatPage(root: HTMLElement, context: PageContext): Promise<void> {
-  const rooms = await api<Array<{ channel_id: string; status: string; created_by: string; created_at: string }>>("GET", `/chat/rooms${query({ account: context.account })}`);
+  const rooms = await api("get", "/chat/rooms", { query: { account: context.account } });
   const status = notice();
   const messages = h("div");
   const picker = h("select", { name: "channel" }, ...rooms.map((room) => h("option", { value: room.channel_id }, room.channel_id)));
   const show = async () => {
     const channel = picker.value;
     if (!channel) return;
-    const list = await api<{ messages: Array<{ id: number; content: string; user?: { name?: string; user_id?: string }; created_at: string }> }>(
-      "GET",
-      `/chat/messages${query({ account: context.account, channel })}`,
-    );
+    const list = await api("get", "/chat/messages", { query: { account: context.account, channel } });
+    // Asked without group_by_day, the list is flat.
+    const latest = "messages" in list ? list.messages : list.days.flatMap((day) => day.messages);
     messages.replaceChildren(
       table(
         `Latest messages in ${channel}`,
-        ["Id", "When (UTC)", "From", "Message", "Actions"],
-        list.messages.map((message) => [
+        ["Id", "When", "From", "Message", "Actions"],
+        latest.map((message) => [
           message.id,
-          when(message.created_at),
-          message.user?.name || message.user?.user_id || "—",
+          when(message.inserted_at),
+          message.created_by_name || message.created_by,
           message.content,
           h("button", { type: "button", class: "danger", onclick: async () => {
-            const answer = await api<{ message: string }>("POST", "/chat/delete", { account: context.account, channel, message_ids: [message.id] });
+            const answer = await api("post", "/chat/delete", { body: { account: context.account!, channel, message_ids: [message.id] } });
             await show();
             status.textContent = answer.message;
           } }, `Delete message ${message.id}`),
@@ -36,7 +35,7 @@ export async function chatPage(root: HTMLElement, context: PageContext): Promise
   };
   picker.addEventListener("change", () => void show());
   root.append(
-    table("Chat rooms", ["Room", "Status", "Created by", "Created (UTC)"], rooms.map((room) => [room.channel_id, room.status, room.created_by, when(room.created_at)]), "no chat rooms."),
+    table("Chat rooms", ["Room", "Status", "Created by", "Created"], rooms.map((room) => [room.channel_id, room.status, room.created_by, when(room.created_at)]), "no chat rooms."),
     ...(rooms.length > 0 ? [h("div", { class: "inline" }, field("Room", picker))] : []),
     status,
     messages,

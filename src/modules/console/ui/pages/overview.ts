@@ -1,4 +1,5 @@
 /** Now, the last 24 hours as small charts, and recent failures; kept current by the live feed. */
+import { roomLabel } from "../../../../core/room-key";
 import { timeChart } from "../charts";
 import { h, table, when } from "../dom";
 import { liveFeed } from "../live";
@@ -38,8 +39,8 @@ export function overviewPage(root: HTMLElement, context: PageContext): void {
       h("h2", {}, "Recent failures"),
       table(
         "Failures in the last 24 hours",
-        ["When (UTC)", "Kind", "Account", "Room", "What", "Reason"],
-        failures.map((failure) => [when(failure.at), failure.kind, failure.account_id, failure.room, failure.subject, failure.reason]),
+        ["When", "Kind", "Account", "Room", "What", "Reason"],
+        failures.map((failure) => [when(failure.at), failure.kind, failure.account_id, roomLabel(failure.room), failure.subject, failure.reason]),
         "none.",
       ),
     );

@@ -1,27 +1,11 @@
 /** Dial-in numbers, a room's mapper id for phone callers, and recent calls with their outcome. */
-import { api, query } from "../api";
+import { roomLabel } from "../../../../core/room-key";
+import { api } from "../api";
 import { field, h, notice, table, when } from "../dom";
 import type { PageContext } from "../page";
 
-interface PhoneNumber {
-  id: number;
-  countryCode: string;
-  formattedNumber: string;
-  tollFree: boolean;
-}
-
-interface Call {
-  room: string;
-  caller: string | null;
-  callee: string | null;
-  answered: boolean;
-  reason: string | null;
-  started_at: string;
-  minutes: number;
-}
-
 export async function phonePage(root: HTMLElement, context: PageContext): Promise<void> {
-  const { numbers, calls } = await api<{ numbers: PhoneNumber[]; calls: Call[] }>("GET", `/phone${query({ account: context.account })}`);
+  const { numbers, calls } = await api("get", "/phone", { query: { account: context.account } });
   const room = h("input", { name: "room", required: true, placeholder: "room@conference.example.com" });
   const answer = notice();
   root.append(
@@ -32,7 +16,7 @@ export async function phonePage(root: HTMLElement, context: PageContext): Promis
       { class: "inline", onsubmit: async (event: Event) => {
         event.preventDefault();
         try {
-          const mapping = await api<{ id: number; conference: string }>("GET", `/phone/mapper${query({ account: context.account, room: room.value })}`);
+          const mapping = await api("get", "/phone/mapper", { query: { account: context.account, room: room.value } });
           answer.textContent = `${mapping.conference}: callers enter ${mapping.id}`;
         } catch (error) {
           answer.textContent = error instanceof Error ? error.message : String(error);
@@ -45,8 +29,8 @@ export async function phonePage(root: HTMLElement, context: PageContext): Promis
     h("h2", {}, "Recent calls"),
     table(
       "Calls of the last 7 days",
-      ["Started (UTC)", "Room", "Caller", "Called", "Answered", "Minutes", "Outcome"],
-      calls.map((call) => [when(call.started_at), call.room, call.caller ?? "—", call.callee ?? "—", call.answered ? "yes" : "no", call.minutes, call.reason ?? "—"]),
+      ["Started", "Room", "Caller", "Called", "Answered", "Minutes", "Outcome"],
+      calls.map((call) => [when(call.started_at), roomLabel(call.room), call.caller ?? "—", call.callee ?? "—", call.answered ? "yes" : "no", call.minutes, call.reason ?? "—"]),
     ),
   );
 }

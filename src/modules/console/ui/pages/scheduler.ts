@@ -1,31 +1,13 @@
 /** Reservations and conferences of the account, with create and delete. */
-import { api, query } from "../api";
-import { field, h, notice, table, when } from "../dom";
+import { api } from "../api";
+import { field, h, notice, table, wallClock, when } from "../dom";
 import type { PageContext } from "../page";
-
-interface Reservation {
-  id: number;
-  name: string;
-  mail_owner: string;
-  start_time: string;
-  duration: number;
-  timezone: string;
-}
-
-interface Conference {
-  id: number;
-  name: string;
-  mail_owner: string;
-  start_time: string;
-  duration: number;
-  ended_at: string | null;
-}
 
 export async function schedulerPage(root: HTMLElement, context: PageContext): Promise<void> {
   const status = notice();
   const lists = h("div");
   const load = async () => {
-    const { reservations, conferences } = await api<{ reservations: Reservation[]; conferences: Conference[] }>("GET", `/scheduler${query({ account: context.account })}`);
+    const { reservations, conferences } = await api("get", "/scheduler", { query: { account: context.account } });
     lists.replaceChildren(
       table(
         "Reservations",
@@ -34,11 +16,11 @@ export async function schedulerPage(root: HTMLElement, context: PageContext): Pr
           reservation.id,
           reservation.name,
           reservation.mail_owner,
-          reservation.start_time,
+          wallClock(reservation.start_time, reservation.timezone),
           reservation.duration,
           reservation.timezone,
           h("button", { type: "button", class: "danger", onclick: async () => {
-            await api("DELETE", `/scheduler/reservations/${reservation.id}${query({ account: context.account })}`);
+            await api("delete", "/scheduler/reservations/:id", { params: { id: String(reservation.id) }, query: { account: context.account } });
             await load();
             status.textContent = `Reservation ${reservation.name} deleted.`;
           } }, `Delete reservation ${reservation.name}`),
@@ -46,7 +28,7 @@ export async function schedulerPage(root: HTMLElement, context: PageContext): Pr
       ),
       table(
         "Conferences",
-        ["Id", "Room", "Owner", "Started (UTC)", "Seconds", "Ended (UTC)"],
+        ["Id", "Room", "Owner", "Started", "Seconds", "Ended"],
         conferences.map((conference) => [conference.id, conference.name, conference.mail_owner, when(conference.start_time), conference.duration, when(conference.ended_at)]),
       ),
     );
@@ -61,7 +43,9 @@ export async function schedulerPage(root: HTMLElement, context: PageContext): Pr
     { class: "inline", onsubmit: async (event: Event) => {
       event.preventDefault();
       try {
-        await api("POST", "/scheduler/reservations", { account: context.account, name: name.value, mail_owner: owner.value, start_time: startTime.value, duration: Number(duration.value), timezone: timezone.value });
+        await api("post", "/scheduler/reservations", {
+          body: { account: context.account!, name: name.value, mail_owner: owner.value, start_time: startTime.value, duration: Number(duration.value), timezone: timezone.value },
+        });
         await load();
         status.textContent = `Reservation ${name.value} created.`;
       } catch (error) {

@@ -1,4 +1,5 @@
 /** Running and recent streams, updated live; play one in the page, stop it, open its recording. */
+import { roomLabel } from "../../../../core/room-key";
 import { api } from "../api";
 import { h, notice, table, when } from "../dom";
 import { liveFeed, type StreamView } from "../live";
@@ -31,7 +32,7 @@ export function streamsPage(root: HTMLElement, context: PageContext): void {
   const stop = async (stream: StreamView) => {
     status.textContent = `Stopping ${stream.stream_name}…`;
     try {
-      await api("POST", "/streams/stop", { account: stream.account_id, room: stream.room });
+      await api("post", "/streams/stop", { body: { account: stream.account_id, room: stream.room } });
       status.textContent = `${stream.stream_name} stopped.`;
     } catch (error) {
       status.textContent = error instanceof Error ? error.message : String(error);
@@ -49,11 +50,11 @@ export function streamsPage(root: HTMLElement, context: PageContext): void {
     list.replaceChildren(
       table(
         "Running and recent streams",
-        ["Stream", "Account", "Room", "State", "Reason", "Viewers", "Peak", "Started (UTC)", "Actions"],
+        ["Stream", "Account", "Room", "State", "Reason", "Viewers", "Peak", "Started", "Actions"],
         streams.map((stream) => [
           stream.stream_name,
           stream.account_id,
-          stream.room,
+          roomLabel(stream.room),
           h("span", { class: `state state-${stream.state}`, "data-stream-state": stream.stream_name }, stream.state),
           stream.reason ?? "",
           stream.viewers,

@@ -1,18 +1,9 @@
 /** Usage per day and room over a chosen window: the usage report's own figures, as charts, a table and CSV. */
+import { roomLabel } from "../../../../core/room-key";
 import { api, query } from "../api";
 import { timeChart } from "../charts";
-import { field, h, table } from "../dom";
+import { day as dayLabel, field, h, table } from "../dom";
 import type { PageContext } from "../page";
-
-interface Day {
-  room_name: string;
-  date: string;
-  participant_minutes: number;
-  phone_minutes: number;
-  streaming_minutes: number;
-  recording_minutes: number;
-  peak_participants: number;
-}
 
 const KINDS = [
   ["participant_minutes", "Participant"],
@@ -33,7 +24,7 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
     // The end day is included whole.
     const window = { account: context.account, start: start.value, end: end.value ? `${end.value}T23:59:59Z` : undefined };
     csv.setAttribute("href", `/console/api/usage.csv${query(window)}`);
-    const report = await api<{ start_date: string; end_date: string; days: Day[]; totals: Record<string, number> }>("GET", `/usage${query(window)}`);
+    const report = await api("get", "/usage", { query: window });
     // Every day of the window is a bar, the empty ones too, so the axis spans the window asked for.
     const dates: string[] = [];
     for (let day = Date.parse(report.start_date.slice(0, 10)); day <= Date.parse(report.end_date); day += 86_400_000) dates.push(dayOf(new Date(day)));
@@ -50,12 +41,12 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
         "Minutes per day",
         dates.map((date) => Date.parse(`${date}T00:00:00Z`) / 1000),
         KINDS.map(([kind, label]) => ({ label, values: dates.map((date) => sum(date, kind)) })),
-        { bars: true, height: 220 },
+        { perDay: true, height: 220 },
       ),
       table(
         "Usage per day and room",
         ["Day", "Room", "Participant min", "Phone min", "Streaming min", "Recording min", "Peak participants"],
-        report.days.map((day) => [day.date, day.room_name, day.participant_minutes, day.phone_minutes, day.streaming_minutes, day.recording_minutes, day.peak_participants]),
+        report.days.map((day) => [dayLabel(day.date), roomLabel(day.room_name), day.participant_minutes, day.phone_minutes, day.streaming_minutes, day.recording_minutes, day.peak_participants]),
         "no usage in this window.",
       ),
     );

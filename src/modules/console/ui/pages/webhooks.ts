@@ -3,34 +3,13 @@
  * is shown once) and one endpoint's delivery log with retry and replay. The open log refreshes
  * itself, so a delivery shows up and changes state without a click.
  */
-import { api, query } from "../api";
+import { type Answer, api } from "../api";
 import { field, h, notice, table, when } from "../dom";
 import type { PageContext } from "../page";
 
-interface Endpoint {
-  id: string;
-  url: string;
-  event_types: string[] | null;
-  description: string;
-  enabled: boolean;
-  ordered: boolean;
-  disabled_reason: string | null;
-  failing_since: string | null;
-}
-
-interface Delivery {
-  id: number;
-  event_id: string;
-  event_type: string;
-  sequence: number;
-  status: "pending" | "succeeded" | "failed";
-  attempts: number;
-  last_attempt_at: string | null;
-  status_code: number | null;
-  latency_ms: number | null;
-  response: string | null;
-  next_attempt_at: string | null;
-}
+type Listing = Answer<"get", "/webhooks">;
+type Endpoint = Listing["endpoints"][number];
+type Delivery = Answer<"get", "/webhooks/:id/deliveries">["deliveries"][number];
 
 /** How often an open delivery log asks for news. */
 const LOG_REFRESH_MS = 1_500;
@@ -66,9 +45,8 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     }
   };
 
-  type Listing = { endpoints: Endpoint[]; event_types: string[] };
   const loadEndpoints = async (listing?: Listing) => {
-    ({ endpoints } = listing ?? (await api<Listing>("GET", `/webhooks${query({ account })}`)));
+    ({ endpoints } = listing ?? (await api("get", "/webhooks", { query: { account } })));
     list.replaceChildren(
       table(
         "Endpoints",
@@ -79,7 +57,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
           h(
             "span",
             { "data-endpoint-state": endpoint.id },
-            endpoint.enabled ? (endpoint.failing_since ? `enabled; failing since ${when(endpoint.failing_since)}` : "enabled") : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
+            endpoint.enabled ? (endpoint.failing_since ? h("span", {}, "enabled; failing since ", when(endpoint.failing_since)) : "enabled") : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
           ),
           endpoint.ordered ? "yes" : "no",
           h(
@@ -87,15 +65,15 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
             { class: "actions" },
             h("button", { type: "button", "aria-label": `Deliveries of ${endpoint.url}`, "aria-pressed": String(open === endpoint.id), onclick: () => void openLog(endpoint.id) }, "Deliveries"),
             h("button", { type: "button", class: "secondary", "aria-label": `${endpoint.enabled ? "Disable" : "Enable"} ${endpoint.url}`, onclick: () => void act(`${endpoint.enabled ? "Disabling" : "Enabling"} ${endpoint.url}`, async () => {
-              await api("PATCH", `/webhooks/${endpoint.id}`, { account, enabled: !endpoint.enabled });
+              await api("patch", "/webhooks/:id", { params: { id: endpoint.id }, body: { account, enabled: !endpoint.enabled } });
               await loadEndpoints();
             }) }, endpoint.enabled ? "Disable" : "Enable"),
             h("button", { type: "button", class: "secondary", "aria-label": `Rotate secret of ${endpoint.url}`, onclick: () => void act(`Rotating the secret of ${endpoint.url}`, async () => {
-              const rotated = await api<{ secret: string }>("POST", `/webhooks/${endpoint.id}/rotate-secret`, { account });
+              const rotated = await api("post", "/webhooks/:id/rotate-secret", { params: { id: endpoint.id }, body: { account } });
               showSecret(`New secret of ${endpoint.url}; the old one keeps signing beside it for 24 hours`, rotated.secret);
             }) }, "Rotate secret"),
             h("button", { type: "button", class: "danger", "aria-label": `Delete ${endpoint.url}`, onclick: () => void act(`Deleting ${endpoint.url}`, async () => {
-              await api("DELETE", `/webhooks/${endpoint.id}${query({ account })}`);
+              await api("delete", "/webhooks/:id", { params: { id: endpoint.id }, query: { account } });
               if (open === endpoint.id) closeLog();
               await loadEndpoints();
             }) }, "Delete"),
@@ -118,7 +96,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     rows.replaceChildren(
       table(
         `Deliveries to ${endpoint.url}`,
-        ["Event", "Status", "Attempts", "Code", "Latency", "Answer", "Last attempt (UTC)", "Next retry (UTC)", "Actions"],
+        ["Event", "Status", "Attempts", "Code", "Latency", "Answer", "Last attempt", "Next retry", "Actions"],
         deliveries.map((delivery) => [
           h("span", {}, delivery.event_type, h("br"), h("small", {}, `#${delivery.sequence} `, h("code", {}, delivery.event_id))),
           h("span", { class: `state state-${delivery.status}`, "data-delivery-status": delivery.id }, delivery.status),
@@ -131,7 +109,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
           when(delivery.last_attempt_at),
           when(delivery.next_attempt_at),
           h("button", { type: "button", class: "secondary", "data-retry": delivery.id, onclick: () => void act(`Retrying delivery ${delivery.id}`, async () => {
-            await api("POST", `/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`, { account });
+            await api("post", "/webhooks/:id/deliveries/:delivery/retry", { params: { id: endpoint.id, delivery: delivery.id }, body: { account } });
             await refreshLog();
           }) }, `Retry delivery ${delivery.id}`),
         ]),
@@ -146,7 +124,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     const endpoint = endpoints.find((candidate) => candidate.id === open);
     if (!endpoint || left) return;
     try {
-      const { deliveries } = await api<{ deliveries: Delivery[] }>("GET", `/webhooks/${endpoint.id}/deliveries${query({ account })}`);
+      const { deliveries } = await api("get", "/webhooks/:id/deliveries", { params: { id: endpoint.id }, query: { account } });
       if (open === endpoint.id && !left) renderDeliveries(endpoint, deliveries);
     } catch (error) {
       status.textContent = `The delivery log could not be read: ${error instanceof Error ? error.message : String(error)}`;
@@ -176,7 +154,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
           void act(`Replaying to ${endpoint.url}`, async () => {
             // A datetime-local field holds the browser's local time; the service takes an instant.
             const from = after.value !== "" ? { after: Number(after.value) } : since.value !== "" ? { since: new Date(since.value).toISOString() } : {};
-            const { queued } = await api<{ queued: number }>("POST", `/webhooks/${endpoint.id}/replay`, { account, ...from });
+            const { queued } = await api("post", "/webhooks/:id/replay", { params: { id: endpoint.id }, body: { account, ...from } });
             await refreshLog();
             return `${queued} ${queued === 1 ? "delivery" : "deliveries"} queued.`;
           });
@@ -196,21 +174,23 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
   const url = h("input", { name: "url", type: "url", required: true, maxlength: 2048, placeholder: "https://example.com/parley-hook" });
   const description = h("input", { name: "description", maxlength: 1024 });
   const ordered = h("input", { name: "ordered", type: "checkbox" });
-  const first = await api<Listing>("GET", `/webhooks${query({ account })}`);
+  const first = await api("get", "/webhooks", { query: { account } });
   const typeBoxes = first.event_types.map((type) => h("input", { type: "checkbox", name: "event_types", value: type }));
   const form = h(
     "form",
     { id: "create-endpoint", onsubmit: (event: Event) => {
       event.preventDefault();
       void act(`Adding ${url.value}`, async () => {
-        const picked = typeBoxes.filter((box) => box.checked).map((box) => box.value);
-        const created = await api<{ endpoint: Endpoint; secret: string }>("POST", "/webhooks", {
-          account,
-          url: url.value,
-          description: description.value,
-          ordered: ordered.checked,
-          // None ticked is every type, as the API's null.
-          event_types: picked.length > 0 ? picked : null,
+        const picked = first.event_types.filter((_type, index) => typeBoxes[index]!.checked);
+        const created = await api("post", "/webhooks", {
+          body: {
+            account,
+            url: url.value,
+            description: description.value,
+            ordered: ordered.checked,
+            // None ticked is every type, as the API's null.
+            event_types: picked.length > 0 ? picked : null,
+          },
         });
         showSecret(`Signing secret of ${created.endpoint.url}`, created.secret);
         form.reset();
