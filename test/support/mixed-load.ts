@@ -10,7 +10,7 @@ import type postgres from "postgres";
 import { occupantJoined } from "./event-sync";
 import { connect, disconnect, join, push } from "./phoenix";
 import { until } from "./wait";
-import { startReceiver } from "./webhook-receiver";
+import { type Received, startReceiver } from "./webhook-receiver";
 
 export interface LoadNode {
   base: string;
@@ -54,18 +54,22 @@ export interface Seen {
   retryAfter?: string | null;
 }
 
-export async function prepareLoad(nodes: LoadNode[], apiKey: string) {
+/**
+ * A messaging token, a chat room per node (`load-<n>`) and a webhook endpoint; `eventTypes`: what
+ * else the endpoint takes beside participant.joined (which `tally` counts).
+ */
+export async function prepareLoad(nodes: LoadNode[], apiKey: string, eventTypes: string[] = [], rooms = nodes.length) {
   const first = nodes[0]!;
   const created = await request(first, "POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "loader", name: "Loader" }, scope: "messaging" }, "");
   if (created.status !== 200) throw new Error(`token: ${created.status} ${JSON.stringify(created.body)}`);
   const token = created.body.token as string;
-  for (let n = 0; n < nodes.length; n++) {
+  for (let n = 0; n < rooms; n++) {
     const room = await request(first, "POST", "/api/v1/messaging/rooms/create", { channel_id: `load-${n}` }, `Bearer ${token}`);
     if (room.status !== 201) throw new Error(`room: ${room.status} ${JSON.stringify(room.body)}`);
   }
   let secret = "";
   const receiver = await startReceiver(() => secret);
-  const endpoint = await request(first, "POST", "/api/v1/webhooks", { url: receiver.url, event_types: ["participant.joined"] }, `Bearer ${apiKey}`);
+  const endpoint = await request(first, "POST", "/api/v1/webhooks", { url: receiver.url, event_types: ["participant.joined", ...eventTypes] }, `Bearer ${apiKey}`);
   if (endpoint.status !== 201) throw new Error(`webhook endpoint: ${endpoint.status} ${JSON.stringify(endpoint.body)}`);
   secret = endpoint.body.secret;
   return { token, receiver };
@@ -79,8 +83,14 @@ export async function prepareLoad(nodes: LoadNode[], apiKey: string) {
  * rejoins). Events: occupant joins posted round-robin over the nodes, each retried (it is
  * idempotent) until a 2xx acknowledges it.
  */
-export function startLoad(nodes: LoadNode[], apiKey: string, token: string, options: { nodeFor?: (n: number) => LoadNode } = {}) {
+export function startLoad(
+  nodes: LoadNode[],
+  apiKey: string,
+  token: string,
+  options: { nodeFor?: (n: number) => LoadNode; eventNodes?: LoadNode[]; chatPauseMs?: number } = {},
+) {
   const nodeFor = options.nodeFor ?? ((n: number) => nodes[n]!);
+  const eventNodes = options.eventNodes ?? nodes;
   let running = true;
   const seen: Seen[] = [];
   const chatAcknowledged: string[] = [];
@@ -89,6 +99,7 @@ export function startLoad(nodes: LoadNode[], apiKey: string, token: string, opti
   const sockets = new Set<Socket>();
   /** Messages the socket was told of while joined (archived on each join, then pushed live). */
   const heard = new Map<number, Set<string>>();
+  /** When a socket whose connection closed was joined again (to the node `nodeFor` gave). */
   const rejoins: number[] = [];
 
   async function joined(n: number) {
@@ -101,9 +112,11 @@ export function startLoad(nodes: LoadNode[], apiKey: string, token: string, opti
       heard.set(n, into);
       channel.on("archived_message", (message: { content: string }) => void into.add(message.content));
       channel.on("new_message", (message: { content: string }) => void into.add(message.content));
+      // A socket whose node died closes: the push waiting for its reply is given up at once, not after its timeout.
+      const closed = new Promise<undefined>((resolve) => socket.onClose(() => resolve(undefined)));
       try {
         await join(channel);
-        return { socket, channel };
+        return { socket, channel, closed };
       } catch {
         sockets.delete(socket);
         await disconnect(socket).catch(() => {});
@@ -118,7 +131,7 @@ export function startLoad(nodes: LoadNode[], apiKey: string, token: string, opti
     for (let i = 0; running && link; i++) {
       const content = `n${n}-m${i}`;
       while (running && link) {
-        const reply = await push(link.channel, "new_message", { content }).catch(() => undefined);
+        const reply = await Promise.race([push(link.channel, "new_message", { content }).catch(() => undefined), link.closed]);
         seen.push({ at: Date.now(), what: `chat ${n}`, status: reply?.status ?? "no reply" });
         if (reply?.status === "ok") {
           chatAcknowledged.push(content);
@@ -129,14 +142,14 @@ export function startLoad(nodes: LoadNode[], apiKey: string, token: string, opti
           if (!link.socket.isConnected()) {
             sockets.delete(link.socket);
             await disconnect(link.socket).catch(() => {});
-            rejoins.push(Date.now());
             link = await joined(n);
+            if (link) rejoins.push(Date.now());
           }
           break;
         }
         await Bun.sleep(200);
       }
-      await Bun.sleep(30);
+      await Bun.sleep(options.chatPauseMs ?? 30);
     }
   });
 
@@ -146,7 +159,7 @@ export function startLoad(nodes: LoadNode[], apiKey: string, token: string, opti
       const jid = `p${i}@meet.example.com/load`;
       const delivery = occupantJoined(`load-room-${i % 5}`, { id: `p${i}`, name: `P ${i}`, occupant_jid: jid }, t0 + i, 1);
       for (let attempt = 0; running; attempt++) {
-        const node = nodes[(i + attempt) % nodes.length]!;
+        const node = eventNodes[(i + attempt) % eventNodes.length]!;
         const answer = await request(node, "POST", delivery.path, delivery.body, `Bearer ${apiKey}`);
         seen.push({ at: Date.now(), what: "event", status: answer.status, retryAfter: answer.retryAfter });
         if (answer.status >= 200 && answer.status < 300) {
@@ -196,12 +209,12 @@ export function startLoad(nodes: LoadNode[], apiKey: string, token: string, opti
       );
       if (unfolded > 0) lostItems.push(`${unfolded} events never folded`);
 
-      const deliveredIds = () => receiver.received.filter((entry) => entry.verified).map((entry) => entry.event.data?.participant?.id as string);
+      const joins = (entries: Received[]) => entries.filter((entry) => entry.verified && entry.event.type === "participant.joined");
+      const deliveredIds = () => joins(receiver.received).map((entry) => entry.event.data.participant.id as string);
       await until(deliveredIds, (ids) => eventsAcknowledged.every((id) => ids.includes(id)), withinMs, 250);
       // A receiver keeps each webhook-id once (a repeat of one is how at-least-once shows): the
       // same event under two ids would be a true duplicate, the same id twice a redelivery.
-      const unique = receiver.unique().filter((entry) => entry.verified);
-      const webhookCounts = countOf(unique.map((entry) => entry.event.data?.participant?.id as string));
+      const webhookCounts = countOf(joins(receiver.unique()).map((entry) => entry.event.data.participant.id as string));
       const webhooksLost = eventsAcknowledged.filter((id) => !webhookCounts.has(id));
       lostItems.push(...webhooksLost.map((id) => `webhook ${id}`));
       const unverified = receiver.received.filter((entry) => !entry.verified).length;
