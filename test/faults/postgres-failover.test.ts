@@ -2,14 +2,14 @@
  * The PostgreSQL primary killed (SIGKILL) and its synchronous standby promoted, with two Parley
  * nodes (each a full `npm start`) on DATABASE_URL naming both hosts, under mixed load: chat
  * over a socket on each, event_sync deliveries to both, a webhook receiver that verifies, a
- * stream on each node. Until the standby is promoted, writes answer 503 with Retry-After;
+ * stream and a SIP call on each node. Until the standby is promoted, writes answer 503 with Retry-After;
  * once it is, connections find it by themselves: writes resume within 15 s of the kill, no
  * process restarts, and nothing acknowledged is lost (synchronous replication: acknowledged
  * means on the standby).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
-import { type LoadNode, prepareLoad, request, startLoad } from "../support/mixed-load";
+import { type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
 import { childPids, until } from "../support/wait";
@@ -30,7 +30,6 @@ beforeAll(async () => {
     REDIS_PREFIX: `parley-test-pgfailover-${crypto.randomUUID()}`,
     REALTIME_BROKER: "redis",
     LOG_LEVEL: "warn",
-    SIP_ENABLED: "false",
     STREAMING_RECORDER_DRIVER: "command",
     STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
     STREAMING_OPERATION_TIMEOUT_MS: "10000",
@@ -52,7 +51,7 @@ afterAll(async () => {
 });
 
 test("the PostgreSQL primary killed and the standby promoted: 503 with Retry-After meanwhile, writes back within 15 s, nothing acknowledged lost", async () => {
-  const { token, receiver } = await prepareLoad(nodes, apiKey);
+  const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   const primary = postgres(pair.urlOf(pair.primaryPort), { max: 1, onnotice: () => {} });
   const accountId = (await primary<{ id: string }[]>`select id from accounts`)[0]!.id;
   await primary.end();
@@ -62,6 +61,11 @@ test("the PostgreSQL primary killed and the standby promoted: 503 with Retry-Aft
       expect(started.status).toBe(200);
       streamNames.push(started.body.stream_name);
     }
+    // A call on each node's gateway, held through the fault.
+    const calls = await startCalls(nodes, apiKey, 10_000);
+    const watch = postgres(pair.urlOf(pair.primaryPort), { max: 1, onnotice: () => {} });
+    expect(await calls.answered(watch, accountId)).toBe(nodes.length);
+    await watch.end();
     const before = nodes.map((node) => childPids(node.process.pid));
     const load = startLoad(nodes as LoadNode[], apiKey, token);
     await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= 20, 15_000, 100);
@@ -98,8 +102,12 @@ test("the PostgreSQL primary killed and the standby promoted: 503 with Retry-Aft
     const sql = postgres(pair.urlOf(pair.standbyPort), { max: 1, onnotice: () => {} });
     try {
       const tally = await load.tally(sql, accountId, receiver);
-      console.log(JSON.stringify({ fault: "postgres primary killed, standby promoted", writesBackMs, afterPromotionMs, noPrimaryMs: promotedAt - killedAt, ...tally }));
+      const phone = await calls.check(sql, accountId, receiver);
+      console.log(JSON.stringify({ fault: "postgres primary killed, standby promoted", writesBackMs, afterPromotionMs, noPrimaryMs: promotedAt - killedAt, ...tally, calls: phone }));
       expect(tally.lostItems).toEqual([]);
+      // Both calls ran their whole course through the fault, recorded and told once each.
+      expect(phone).toMatchObject({ failed: [], told: 2, redelivered: 0 });
+      expect(phone.records).toEqual(nodes.map(() => ({ reason: "caller_bye", answered: true, ended: true })));
       expect(tally.lost).toBe(0);
       expect(tally.detail.events!.duplicated + tally.detail.webhooks!.duplicated).toBe(0);
       expect(tally.acknowledged).toBeGreaterThan(40);

@@ -1,14 +1,14 @@
 /**
  * The Redis master killed under Sentinel, with two Parley nodes (each a full `npm start`)
  * under mixed load: chat over a socket on each, event_sync deliveries to both, a webhook
- * receiver that verifies, a stream on each node's recorder. The sentinels promote the replica;
+ * receiver that verifies, a stream on each node's recorder, a SIP call on each node's gateway. The sentinels promote the replica;
  * every Redis connection of both nodes finds it by itself: Redis work answers again within
  * 10 s, no process restarts, and nothing acknowledged is lost.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import { newAccount } from "../helpers";
-import { type LoadNode, prepareLoad, request, startLoad } from "../support/mixed-load";
+import { type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { freePort } from "../support/ports";
 import { SENTINEL_NAME, type SentinelGroup, startSentinelGroup } from "../support/redis-sentinel";
@@ -31,7 +31,6 @@ beforeAll(async () => {
     // Several hosts with one API process each: sockets on one reach those on the other through Redis.
     REALTIME_BROKER: "redis",
     LOG_LEVEL: "warn",
-    SIP_ENABLED: "false",
     STREAMING_RECORDER_DRIVER: "command",
     STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
     STREAMING_OPERATION_TIMEOUT_MS: "10000",
@@ -51,13 +50,18 @@ afterAll(async () => {
 });
 
 test("the Redis master killed: the replica promoted, both nodes carry on within 10 s without a restart, nothing acknowledged lost", async () => {
-  const { token, receiver } = await prepareLoad(nodes, apiKey);
+  const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   try {
     for (const [n, node] of nodes.entries()) {
       const started = await request(node, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `sentinel-${n}` }, apiKey);
       expect(started.status).toBe(200);
       streamNames.push(started.body.stream_name);
     }
+    // A call on each node's gateway, held through the fault.
+    const calls = await startCalls(nodes, apiKey, 12_000);
+    const watch = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
+    expect(await calls.answered(watch, accountId)).toBe(nodes.length);
+    await watch.end();
     const before = nodes.map((node) => childPids(node.process.pid));
     const load = startLoad(nodes as LoadNode[], apiKey, token);
     await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= 20, 15_000, 100);
@@ -115,8 +119,12 @@ test("the Redis master killed: the replica promoted, both nodes carry on within 
         ["sentinel-after-1", "running"],
       ]);
       const tally = await load.tally(sql, accountId, receiver);
-      console.log(JSON.stringify({ fault: "redis master killed under Sentinel", recoveredMs, streamsStartMs, ...tally }));
+      const phone = await calls.check(sql, accountId, receiver);
+      console.log(JSON.stringify({ fault: "redis master killed under Sentinel", recoveredMs, streamsStartMs, ...tally, calls: phone }));
       expect(tally.lostItems).toEqual([]);
+      // Both calls ran their whole course through the fault, recorded and told once each.
+      expect(phone).toMatchObject({ failed: [], told: 2, redelivered: 0 });
+      expect(phone.records).toEqual(nodes.map(() => ({ reason: "caller_bye", answered: true, ended: true })));
       expect(tally.lost).toBe(0);
       expect(tally.detail.events!.duplicated + tally.detail.webhooks!.duplicated).toBe(0);
       expect(tally.acknowledged).toBeGreaterThan(40);

@@ -8,6 +8,7 @@
 import type { Socket } from "phoenix";
 import type postgres from "postgres";
 import { occupantJoined } from "./event-sync";
+import { runSipp, type SippRun } from "./sipp";
 import { connect, disconnect, join, push } from "./phoenix";
 import { until } from "./wait";
 import { type Received, startReceiver } from "./webhook-receiver";
@@ -233,6 +234,53 @@ export function startLoad(
       };
       const sum = (key: "acknowledged" | "lost" | "duplicated") => Object.values(detail).reduce((total, kind) => total + kind[key], 0);
       return { acknowledged: sum("acknowledged"), lost: sum("lost"), duplicated: sum("duplicated"), detail, lostItems };
+    },
+  };
+}
+
+/**
+ * A SIP call (sipp) on each node's gateway, into one room, held `holdMs` so it outlives the
+ * fault. `check` waits for sipp and the records: each call ran its whole course (sipp hung up
+ * as planned), was recorded ended and not lost, and its call.ended webhook arrived once.
+ */
+export async function startCalls(nodes: Array<LoadNode & { sipPort: number }>, apiKey: string, holdMs: number) {
+  const mapping = await request(nodes[0]!, "GET", "/api/v1/conference-mapper/conferenceMapper?conference=load-call@conference.meet.example.com", undefined, apiKey);
+  if (mapping.status !== 200) throw new Error(`conference mapper: ${mapping.status} ${JSON.stringify(mapping.body)}`);
+  const runs = nodes.map((node) =>
+    runSipp({
+      scenario: "call.xml",
+      port: node.sipPort,
+      service: "gateway",
+      keys: { extra_header: `Parley-Conference-Room: ${mapping.body.id}` },
+      holdMs,
+      timeoutSeconds: Math.ceil(holdMs / 1000) + 15,
+    }),
+  );
+  return {
+    /** Until both calls are answered and recorded so (bounded); the count answered. */
+    async answered(sql: postgres.Sql, accountId: string): Promise<number> {
+      const count = async () => Number((await sql<{ n: string }[]>`select count(*) as n from sip_calls where account_id = ${accountId} and answered_at is not null`)[0]!.n);
+      return until(count, (n) => n >= nodes.length, 15_000, 100);
+    },
+    async check(sql: postgres.Sql, accountId: string, receiver: Awaited<ReturnType<typeof startReceiver>>) {
+      const done: SippRun[] = await Promise.all(runs);
+      const failed = done.filter((run) => run.code !== 0).map((run) => `sipp exited ${run.code}: ${run.errors || run.output.slice(-500)}`);
+      const callIds = done.map((run) => run.callId);
+      const records = await until(
+        () => sql<{ call_id: string; reason: string | null; answered: boolean; ended: boolean }[]>`
+          select call_id, reason, answered_at is not null as answered, ended_at is not null as ended
+          from sip_calls where account_id = ${accountId} and call_id = any(${callIds})`,
+        (rows) => rows.length === callIds.length && rows.every((row) => row.ended),
+        15_000,
+        250,
+      );
+      const told = await until(
+        () => receiver.unique().filter((entry) => entry.verified && entry.event.type === "call.ended" && callIds.includes(entry.event.data.call_id)),
+        (list) => list.length >= callIds.length,
+        15_000,
+        250,
+      );
+      return { failed, records: records.map(({ call_id, ...rest }) => rest), told: told.length, redelivered: receiver.received.filter((entry) => entry.event.type === "call.ended").length - told.length };
     },
   };
 }
