@@ -23,6 +23,13 @@ module.exports = {
       to: { path: "^src/(db|queue|storage|http)/" },
     },
     {
+      name: "sdk-is-a-leaf",
+      comment: "src/sdk is the installable client (@parley/server-sdk): it imports only itself, Node's built-ins and its two runtime packages, never the server.",
+      severity: "error",
+      from: { path: "^src/sdk/" },
+      to: { pathNot: ["^src/sdk/", "(^|node_modules/)(openapi-fetch|standardwebhooks)(/|$)"], dependencyTypesNot: ["core"] },
+    },
+    {
       name: "no-cycle",
       comment: "No import cycle, type-only imports included.",
       severity: "error",

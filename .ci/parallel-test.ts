@@ -9,6 +9,7 @@
  * prefix; tests take free ports, so files never meet. A file in a process of its own also
  * cannot leave a timer or a child behind for the next file.
  *
+ * Files marked to run alone run one by one after the rest.
  * The queue takes the slowest files first, by the durations of the previous run on this
  * checkout (node_modules/.cache), else by file size, so no long file starts last.
  * Prints each file as it ends, the whole output of a file that failed, and at the end the
@@ -32,7 +33,12 @@ function testFiles(dir: string): string[] {
 
 const previous: Record<string, number> = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {};
 const weight = (file: string) => previous[file] ?? statSync(file).size;
-const queue = testFiles("test").sort((a, b) => weight(b) - weight(a));
+// A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and
+// runs after the others, with the machine to itself.
+const ALONE = "// parallel-test: alone";
+const files = testFiles("test").sort((a, b) => weight(b) - weight(a));
+const alone = files.filter((file) => readFileSync(file, "utf8").includes(ALONE));
+const queue = files.filter((file) => !alone.includes(file));
 
 // One database per worker and per run, so two runs on one machine never share one.
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
@@ -84,6 +90,7 @@ async function worker(database: string) {
 const started = performance.now();
 try {
   await Promise.all(databases.map(worker));
+  for (const file of alone) await runFile(file, databases[0]!);
 } finally {
   for (const name of databases) await admin.unsafe(`drop database if exists ${name} with (force)`);
   await admin.end();

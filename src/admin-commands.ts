@@ -1,4 +1,8 @@
-/** The commands of the operator's command line (src/admin.ts), each on the services it names. */
+/**
+ * The operator's commands on the database directly (`npm run admin`, src/admin.ts), each on
+ * the services it names. `npm run parley` (src/parley.ts) is the command line operators use:
+ * it sends the same commands to the admin API, which writes the audit log.
+ */
 import { parseArgs } from "node:util";
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from "./config";
 import { database } from "./db/client";
@@ -21,7 +25,12 @@ import { refoldLog } from "./modules/usage/fold";
 import { createEndpoint, deleteEndpoint, listEndpoints, parseTypes, replay, rotateSecret, updateEndpoint } from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";
 
-const USAGE = `usage: bun run admin <command> [options]
+const USAGE = `usage: npm run admin <command> [options]
+
+These run on the database directly, and leave no audit entry. \`npm run parley -- …\` takes
+the same commands through the admin API: the running Parley's, or with none running one of
+its own for the command, with --json on every command and an audit entry for each change
+(docs/cli.md).
 
   create-account <name> [--alg RS256|ES256|EdDSA]   make an account; prints its API key once
   list-accounts [--json]                            accounts with their keys (never the secrets)
@@ -51,7 +60,7 @@ const USAGE = `usage: bun run admin <command> [options]
   remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log
   refold-usage [<account-id>]                       fold the event log again into the usage tables (every
                                                     account, or one): after restoring events, or to repair
-                                                    usage; safe while Parley runs (docs/usage.md)`;
+                                                    usage (docs/usage.md)`;
 
 class UsageError extends Error {}
 

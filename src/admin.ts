@@ -1,5 +1,6 @@
 /**
- * The operator's command line: `bun run admin <command> [...]`. Exit codes: 0 done,
+ * The operator's commands on the database directly: `npm run admin <command> [...]`, and
+ * `npm run parley` when no Parley runs (src/parley.ts). Exit codes: 0 done,
  * 1 the command failed (for example an unknown account), 2 the command was misused.
  */
 import { loadProcessConfig } from "./config";

@@ -27,11 +27,14 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
   return {
     /** Where the recorder publishes the stream: the media server's RTMP application. */
     rtmpIngestUrl: base("STREAMING_RTMP_INGEST_URL", "rtmp://127.0.0.1:1935/live", ["rtmp:", "rtmps:"]),
-    /** The media server application that cuts the short-segment (low-latency) HLS rendition. */
-    llhlsIngestUrl: base("STREAMING_LLHLS_INGEST_URL", "rtmp://127.0.0.1:1935/llhls", ["rtmp:", "rtmps:"]),
     /** Public bases the stream URLs in responses are built from. */
     hlsBaseUrl: base("STREAMING_HLS_BASE_URL", "http://localhost:8080/hls", ["http:", "https:"]),
-    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", "http://localhost:8080/llhls", ["http:", "https:"]),
+    /** Parley serves LL-HLS itself, under /llhls/v1/live; a CDN in front of it gets its own base here. */
+    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", `${withoutTrailingSlash(publicUrl)}/llhls/v1/live`, ["http:", "https:"]),
+    /** LL-HLS part target (PART-TARGET), in ms; parts are whole frames up to it. Fixed for a stream's life. */
+    llhlsPartMs: read.integer("STREAMING_LLHLS_PART_MS", 333, 100, 1000),
+    /** LL-HLS segment duration in ms: low-latency streams get a keyframe this often, and a segment starts on each. */
+    llhlsSegmentMs: read.integer("STREAMING_LLHLS_SEGMENT_MS", 2000, 1000, 6000),
     rtmpBaseUrl: base("STREAMING_RTMP_BASE_URL", "rtmp://localhost:1935/live", ["rtmp:", "rtmps:"]),
     flvBaseUrl: base("STREAMING_FLV_BASE_URL", "http://localhost:8080/live", ["http:", "https:"]),
     vodBaseUrl: base("STREAMING_VOD_BASE_URL", `${withoutTrailingSlash(publicUrl)}/vod/v1`, ["http:", "https:"]),

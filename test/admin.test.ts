@@ -10,7 +10,7 @@ import { adminCli, adminCliWithInput } from "./support/admin-cli";
 
 
 
-describe("bun run admin", () => {
+describe("npm run admin", () => {
   // As in every API process: cached keys are dropped when the admin command broadcasts.
   beforeAll(() => listenForInvalidations());
 
@@ -85,7 +85,7 @@ describe("bun run admin", () => {
   }, 30_000);
 });
 
-describe("bun run admin create-operator", () => {
+describe("npm run admin create-operator", () => {
   const withPassword = (password: string, ...args: string[]) => adminCliWithInput(`${password}\n`, "create-operator", ...args);
 
   test("reads the password from stdin, stores only its hash, and the operator can sign in", async () => {

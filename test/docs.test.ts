@@ -2,7 +2,10 @@
  * Keeps README.md and docs/ true: every relative link resolves, the configuration page and
  * src/config.ts name the same variables, and the pages' curl examples, run with the real
  * curl against a real Parley started as `npm start` would (embedded database, fresh data
- * folder, the bootstrap account's key in data/first-api-key), answer as the pages say.
+ * folder, the bootstrap account's key in data/first-api-key), answer as the pages say; the
+ * command line examples of docs/cli.md run against it, and docs/sdk.md's JavaScript examples
+ * run on Node with the SDK installed from its tarball. No page shows a command that begins
+ * with a bare `bun`, which a fresh machine does not have on its PATH.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -11,6 +14,7 @@ import { join, posix, resolve } from "node:path";
 import { loadConfig } from "../src/config";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
 import { type Parley, startParley } from "./support/parley";
+import { installedSdk, NODE_ONLY_PATH } from "./support/sdk-package";
 
 const ROOT = resolve(import.meta.dir, "..");
 
@@ -142,7 +146,23 @@ describe("links", () => {
   });
 });
 
+/** Commands in inline code and in shell blocks that begin with `bun` (after a pipe or `&&` too). */
+function bareBunCommands(markdown: string): string[] {
+  const { prose, fences } = parse(markdown);
+  const startsWithBun = /(^|[|;&]\s*|^\$\s+)bun\s/;
+  const inline = prose.flatMap((line) => [...line.matchAll(/`([^`]+)`/g)].map((match) => match[1]!)).filter((code) => startsWithBun.test(code.trim()));
+  const shown = fences.filter((fence) => /^(sh|bash|shell|text|)$/.test(fence.info)).flatMap((fence) => fence.body.split("\n").filter((line) => startsWithBun.test(line.trim())));
+  return [...inline, ...shown];
+}
+
 describe("commands", () => {
+  test("no page shows a command beginning with a bare bun (not on PATH on a fresh machine)", () => {
+    const found = pages().flatMap((page) => bareBunCommands(read(page)).map((command) => `${page}: ${command}`));
+    expect(found).toEqual([]);
+    // The check finds what it looks for.
+    expect(bareBunCommands("Run `bun src/index.ts` or\n```sh\necho x | bun run admin list\n```\n")).toHaveLength(2);
+  });
+
   test("a page runs a file of the repository with `npx bun`, never a bare `bun` (not on PATH on a fresh machine)", () => {
     const files = repositoryFiles();
     const problems: string[] = [];
@@ -558,5 +578,53 @@ describe("curl examples against a running Parley", () => {
       expect(problems).toEqual([]);
     });
   }
+
+  // After the pages' own examples, which expect a Parley where only they have made rooms and reservations.
+  test("docs/cli.md: every command runs through the running Parley's socket and exits 0", async () => {
+    const shell = new Shell(workspace, { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace, DATA_DIR: parley!.dataDir, LOG_LEVEL: "silent" });
+    const problems: string[] = [];
+    let ran = 0;
+    try {
+      // npm runs the script in the repository; files the page writes land in the workspace.
+      await shell.run(`npm() { command npm --prefix ${JSON.stringify(ROOT)} --silent "$@"; }`);
+      for (const block of parse(read("docs/cli.md")).fences.filter((fence) => fence.info === "sh")) {
+        for (const command of commands(block.body)) {
+          const output = await shell.run(`{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1; __rc=$?`, 60_000);
+          ran++;
+          const code = await shell.value("__rc");
+          if (code !== "0") problems.push(`${command.code}\n  -> exit ${code}: ${output.slice(0, 400)}`);
+        }
+      }
+    } finally {
+      await shell.close();
+    }
+    expect(ran).toBeGreaterThan(10);
+    expect(problems).toEqual([]);
+  }, 180_000);
+
+  test("docs/sdk.md: every JavaScript example runs on Node with the installed package", async () => {
+    const app = await installedSdk();
+    const problems: string[] = [];
+    const examples = parse(read("docs/sdk.md")).fences.filter((fence) => fence.info === "js");
+    try {
+      for (const [index, example] of examples.entries()) {
+        writeFileSync(join(app, `example-${index}.mjs`), example.body);
+        const node = Bun.spawn(["node", `example-${index}.mjs`], {
+          cwd: app,
+          env: { PATH: NODE_ONLY_PATH, HOME: app, PARLEY_URL: base, PARLEY_API_KEY: apiKey },
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+        const killer = setTimeout(() => node.kill("SIGKILL"), 30_000);
+        const [stderr, code] = await Promise.all([new Response(node.stderr).text(), node.exited]);
+        clearTimeout(killer);
+        if (code !== 0) problems.push(`example ${index + 1}:\n${example.body.slice(0, 200)}\n  -> exit ${code}: ${stderr.slice(0, 600)}`);
+      }
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+    expect(examples.length).toBeGreaterThan(3);
+    expect(problems).toEqual([]);
+  }, 240_000);
 });
 

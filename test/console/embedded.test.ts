@@ -66,7 +66,7 @@ test("an operator made with the admin command signs in to the console on PGlite"
   expect(context.blocked).toEqual([]);
   // A page about one account shows it at once, with no account to pick first.
   await page.getByRole("link", { name: "Usage" }).click();
-  await page.getByText(/meetings ·/).waitFor();
+  await page.getByText(/meetings? ·/).waitFor();
   await page.getByRole("link", { name: "Webhooks" }).click();
   await page.getByRole("button", { name: "Add endpoint" }).waitFor();
   expect(problems).toEqual([]);

@@ -211,7 +211,7 @@ describe("the account in view", () => {
     await picker.selectOption("");
     await visit(page, "usage");
     expect(await picker.inputValue()).toBe(other.account.id);
-    await page.getByText(/meetings ·/).waitFor();
+    await page.getByText(/meetings? ·/).waitFor();
     await visit(page, "overview");
     expect(await picker.inputValue()).toBe("");
     await page.getByRole("button", { name: "Sign out" }).click();

@@ -26,7 +26,8 @@ const bob: Person = { name: "Bob", id: "bob", occupant_jid: "b1@meet.example.com
 
 /** yyyy-MM-ddTHH:mm of an instant, in UTC: a reservation's start_time with timezone UTC. */
 const utcMinute = (ms: number) => new Date(ms).toISOString().slice(0, 16);
-const minutesBetween = (from: string, to: string) => Math.round(((Date.parse(to) - Date.parse(from)) / 60_000) * 100) / 100;
+// As docs/usage.md defines them: whole seconds, then minutes with two decimals.
+const minutesBetween = (from: string, to: string) => Math.round((Math.round((Date.parse(to) - Date.parse(from)) / 1000) / 60) * 100) / 100;
 
 const MODES = [
   { name: "the embedded database (PGlite, no DATABASE_URL)", embedded: true },
@@ -160,6 +161,18 @@ for (const mode of MODES) {
       // Bob: 10 minutes; Alice: 20 minutes.
       await deliver("/occupant/left", { event_name: "muc-occupant-left", ...roomFields(ROOM), active_occupants_count: 1, occupant: { ...bob, joined_at: opened + 120, left_at: opened + 720 } });
       await deliver("/occupant/left", { event_name: "muc-occupant-left", ...roomFields(ROOM), active_occupants_count: 0, occupant: { ...alice, joined_at: opened + 60, left_at: opened + 1260 } });
+      // Read at once, the cdr role folding at the same time: the report counts every acknowledged event.
+      const acknowledged = Date.now();
+      const answer = await http(parley, "POST", "/api/v1/pricing/cdr", { auth: `Bearer ${apiKey}`, body: { room_name: [ROOM], start_date: new Date((opened - 60) * 1000).toISOString() } });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      expect(Date.parse(answer.body.as_of)).toBeGreaterThanOrEqual(acknowledged);
+      const meeting = answer.body.rooms.find((entry: any) => entry.room_type === "conference");
+      expect(meeting.status).toBe("active");
+      expect(meeting.users.map((user: any) => [user.user_id, user.minutes, user.left_at !== null])).toEqual([
+        ["alice", 20, true],
+        ["bob", 10, true],
+      ]);
+      expect(answer.body.totals).toMatchObject({ participant_minutes: 30, open_stays: 0 });
     });
 
     test("a stream starts on the recorder and stops", async () => {
@@ -227,6 +240,15 @@ for (const mode of MODES) {
       expect(phoneCall.minutes).toBe(minutesBetween(phoneCall.started_at, phoneCall.ended_at));
       expect(phoneCall.minutes).toBeGreaterThan(0);
       expect(usage.phone_minutes).toBe(phoneCall.minutes);
+
+      // room.ended is written by the fold of the destroy, with the report's figures for the meeting.
+      const events = await http(parley, "GET", "/api/v1/events?after=0&types=room.ended&limit=1000", { auth: `Bearer ${apiKey}` });
+      const ended = events.body.events.find((event: any) => event.data.meeting_id === room.room_details.MeetingId);
+      expect(ended?.data.usage, JSON.stringify(events.body)).toMatchObject({
+        participant_minutes: usage.participant_minutes,
+        peak_participants: usage.peak_participants,
+        distinct_participants: usage.distinct_participants,
+      });
     }, 45_000);
 
     test("SIGTERM with a socket open and a stream running: the client is told to reconnect, the stream stops, the process exits well before the grace period", async () => {

@@ -115,6 +115,7 @@ const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 100;
 function comparable(report: any) {
   return {
     ...report,
+    as_of: "-",
     rooms: report.rooms.map((room: any) => ({ ...room, room_details: { ...room.room_details, OwnerId: "-" }, CreatedAt: "-", UpdatedAt: "-" })),
   };
 }
@@ -220,13 +221,23 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
       recording_minutes: 20,
       peak_participants: 4,
       distinct_participants: 7,
+      open_stays: 0,
     });
-    // Days are UTC: the night room's stay is split at midnight, and the window's end at midnight leaves out the 21st.
+    // Days are UTC and hold the listed meetings: the night room's stay is split at midnight, its second half on the 21st.
     expect(report.days).toEqual([
       { room_name: "night", date: "2026-11-20", participant_minutes: 30, peak_participants: 1, distinct_participants: 1, phone_minutes: 0, streaming_minutes: 0, recording_minutes: 0, peak_viewers: 0 },
       // Breakout stays count toward the main room's day: Erin (in the breakout) and Frank overlap.
       { room_name: "sales", date: "2026-11-20", participant_minutes: minutes(4350 + 1800), peak_participants: 2, distinct_participants: 2, phone_minutes: 0, streaming_minutes: 0, recording_minutes: 0, peak_viewers: 0 },
       { room_name: "standup", date: "2026-11-20", participant_minutes: 125, peak_participants: 4, distinct_participants: 4, phone_minutes: 10, streaming_minutes: 20, recording_minutes: 20, peak_viewers: 12 },
+      { room_name: "night", date: "2026-11-21", participant_minutes: 30, peak_participants: 1, distinct_participants: 1, phone_minutes: 0, streaming_minutes: 0, recording_minutes: 0, peak_viewers: 0 },
+    ]);
+    // The days add up to the totals.
+    const sum = (field: string) => minutes(report.days.reduce((total: number, day: any) => total + day[field] * 60, 0));
+    expect([sum("participant_minutes"), sum("phone_minutes"), sum("streaming_minutes"), sum("recording_minutes")]).toEqual([
+      report.totals.participant_minutes,
+      report.totals.phone_minutes,
+      report.totals.streaming_minutes,
+      report.totals.recording_minutes,
     ]);
   });
 
@@ -237,15 +248,14 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
     expect(answer.body.days.map((day: any) => day.room_name)).toEqual(["sales"]);
   });
 
-  test("a meeting belongs to the window its start falls in; the next day's window holds the night room's second half as a day row only", async () => {
+  test("a meeting belongs to the window its start falls in, its days too: the next day's window holds nothing of the night room", async () => {
     const answer = await call("POST", ROUTE, {
       body: { start_date: "2026-11-21T00:00:00Z", end_date: "2026-11-22T00:00:00Z" },
       headers: { authorization: basic(acme.accountId, acme.apiKey) },
     });
     expect(answer.body.rooms).toEqual([]);
-    expect(answer.body.days).toEqual([
-      { room_name: "night", date: "2026-11-21", participant_minutes: 30, peak_participants: 1, distinct_participants: 1, phone_minutes: 0, streaming_minutes: 0, recording_minutes: 0, peak_viewers: 0 },
-    ]);
+    expect(answer.body.days).toEqual([]);
+    expect(answer.body.totals).toMatchObject({ rooms: 0, participant_minutes: 0 });
   });
 
   test("folding the whole log again changes nothing", async () => {

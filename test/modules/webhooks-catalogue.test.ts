@@ -13,6 +13,7 @@ import { finishStream, markRunning } from "../../src/modules/streaming/transitio
 import { sweepUnfolded } from "../../src/modules/usage/fold";
 import { CallLog } from "../../sip-gateway/calls";
 import { call, newAccount } from "../helpers";
+import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
 
 const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
@@ -23,7 +24,7 @@ async function eventsOf(apiKey: string, types?: string) {
 }
 
 describe("event_sync", () => {
-  test("rooms and participants become catalogue events once each, with the meeting's minutes", async () => {
+  test("rooms and participants become catalogue events once each; room.ended follows the fold, with the meeting's minutes", async () => {
     const a = await newAccount();
     const t0 = 1_900_000_000;
     const occupant = { occupant_jid: "room@conference.example/alice", joined_at: t0 + 10, name: "Alice", id: "u1" };
@@ -41,7 +42,13 @@ describe("event_sync", () => {
       // Prosody retries a delivery it thinks failed: still one event.
       expect((await call("POST", path, { headers: auth(a.apiKey), body })).body).toEqual({ stored: false });
     }
-    const got = await eventsOf(a.apiKey);
+    // room.ended carries the report's figures, so it is written by the fold of the destroy.
+    expect((await eventsOf(a.apiKey)).map((event) => event.type)).toEqual(["room.started", "participant.joined", "participant.left"]);
+    await sweepUnfolded(0);
+    // Folding the same events again ends no room again.
+    const { refoldLog } = await import("../../src/modules/usage/fold");
+    await refoldLog({ accountId: a.accountId });
+    const got = await eventsOf(a.apiKey, "room.started,participant.joined,participant.left,room.ended");
     expect(got.map((event) => [event.sequence, event.type])).toEqual([
       [1, "room.started"],
       [2, "participant.joined"],
@@ -52,7 +59,61 @@ describe("event_sync", () => {
     expect(got[1].data.participant).toEqual({ occupant_jid: occupant.occupant_jid, id: "u1", name: "Alice", email: null });
     expect(got[2].data).toMatchObject({ left_at: new Date((t0 + 130) * 1000).toISOString(), minutes: 2 });
     // 301 s → 6 minutes; Alice 120 s + Bob (no leave: until the end) 281 s = 401 s → 7 minutes.
-    expect(got[3].data).toMatchObject({ duration_seconds: 301, minutes: 6, participant_minutes: 7, participants: 2 });
+    expect(got[3].data).toMatchObject({ duration_seconds: 301, minutes: 6, participant_minutes: 7, participants: 2, meeting_id: `standup@${t0}` });
+    expect(got[3].data.usage).toEqual({
+      participant_minutes: 6.68,
+      phone_minutes: 0,
+      streaming_minutes: 0,
+      recording_minutes: 0,
+      peak_participants: 2,
+      distinct_participants: 2,
+      peak_viewers: 0,
+    });
+  });
+
+  test("a room whose destroy lists nobody ends with the figures the report gives it", async () => {
+    const a = await newAccount();
+    const created = at("10:00:00");
+    const ann = { name: "Ann", id: "ann", occupant_jid: "9f@meet.example.com/Ann1" };
+    const ben = { name: "Ben", id: "ben", occupant_jid: "7c@meet.example.com/Ben1" };
+    for (const delivery of [
+      roomCreated("retro", created),
+      occupantJoined("retro", ann, at("10:00:05"), 1),
+      occupantJoined("retro", ben, at("10:01:00"), 2),
+      occupantLeft("retro", ann, at("10:00:05"), at("10:05:00"), 1),
+      occupantLeft("retro", ben, at("10:01:00"), at("10:06:00"), 0),
+      // Prosody lists only who is still in the room when it is destroyed: nobody.
+      roomDestroyed("retro", created, at("10:06:30"), []),
+    ]) {
+      expect((await deliver(a.apiKey, delivery)).status).toBe(200);
+    }
+    // The report folds what is pending first: no worker has run, and it already counts every stay.
+    const report = (await call("POST", "/api/v1/pricing/cdr", { headers: auth(a.apiKey), body: { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" } })).body;
+    expect(report.rooms).toHaveLength(1);
+    const usage = report.rooms[0].media_usage;
+    // Ann 295 s, Ben 300 s: 9.92 minutes.
+    expect(usage.participant_minutes).toBe(9.92);
+    const [ended] = await eventsOf(a.apiKey, "room.ended");
+    expect(ended.data).toEqual({
+      room: "retro",
+      breakout_id: "",
+      started_at: "2026-11-20T10:00:00.000Z",
+      ended_at: "2026-11-20T10:06:30.000Z",
+      duration_seconds: 390,
+      minutes: 7,
+      participant_minutes: 10,
+      participants: 2,
+      meeting_id: report.rooms[0].room_details.MeetingId,
+      usage: {
+        participant_minutes: usage.participant_minutes,
+        phone_minutes: usage.phone_minutes,
+        streaming_minutes: usage.streaming_minutes,
+        recording_minutes: usage.recording_minutes,
+        peak_participants: usage.peak_participants,
+        distinct_participants: usage.distinct_participants,
+        peak_viewers: usage.peak_viewers,
+      },
+    });
   });
 });
 

@@ -1,3 +1,4 @@
+// parallel-test: alone (RTP relayed at its real pace and DTMF timed in real time)
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

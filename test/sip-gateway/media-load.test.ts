@@ -1,4 +1,5 @@
 /** 200 bridged calls at once, each with audio relayed both ways through one gateway. */
+// parallel-test: alone (RTP relayed at its real pace and DTMF timed in real time)
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { like } from "drizzle-orm";
 import { db } from "../../src/db/client";

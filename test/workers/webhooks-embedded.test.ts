@@ -65,7 +65,8 @@ test("on PGlite: webhooks verified and delivered once each across an outage, the
 
     const log = (await (await api("GET", "/api/v1/events?after=0&types=room.started,room.ended,participant.joined")).json()) as { events: Array<{ sequence: number; type: string }> };
     expect(log.events.map((event) => event.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
-    expect(log.events.at(-1)!.type).toBe("participant.joined");
+    // room.ended is written by the fold of the destroy, so it may come before or after the join stored right after it.
+    expect(log.events.slice(-2).map((event) => event.type).sort()).toEqual(["participant.joined", "room.ended"]);
 
     // The stream resumes after sequence 6 with exactly 7 and 8 (the fold's usage.day_settled is filtered out).
     const stream = await api("GET", "/api/v1/events/stream?types=room.started,room.ended,participant.joined", undefined, { "last-event-id": "6" });

@@ -2,8 +2,10 @@
  * The public catalogue events an event_sync delivery means. They are written when the
  * delivery is stored (in its transaction), not when the cdr worker folds it: the append is
  * the moment Parley learns and acknowledges the fact, it happens once per fact (retries are
- * de-duplicated there), and it does not wait for the fold or for Redis. room.ended's minutes
- * come from the destroy delivery itself, which lists every occupant with join and leave times.
+ * de-duplicated there), and it does not wait for the fold or for Redis. room.ended is the
+ * exception: its figures are the usage report's for the meeting, so the fold that ends the
+ * room life writes it (src/modules/usage/room-ended.ts), from the stays it folded; the
+ * destroy's own occupant list may name nobody.
  */
 import type { Database } from "../../db/client";
 import { recordEvent } from "../webhooks/outbox";
@@ -24,22 +26,9 @@ export async function publishEventSync(tx: Database, accountId: string, kind: Ev
     case "room_created":
       await recordEvent(tx, accountId, "room.started", { ...where, started_at: iso(body.created_at!) });
       return;
-    case "room_destroyed": {
-      const occupants = Array.isArray(body.all_occupants) ? body.all_occupants : Object.values(body.all_occupants ?? {});
-      const seconds = body.destroyed_at! - body.created_at!;
-      // An occupant with no leave stayed until the room ended.
-      const stays = occupants.reduce((sum, occupant) => sum + Math.max(0, (occupant.left_at ?? body.destroyed_at!) - occupant.joined_at), 0);
-      await recordEvent(tx, accountId, "room.ended", {
-        ...where,
-        started_at: iso(body.created_at!),
-        ended_at: iso(body.destroyed_at!),
-        duration_seconds: Math.floor(seconds),
-        minutes: minutesOf(seconds),
-        participant_minutes: minutesOf(stays),
-        participants: new Set(occupants.map((occupant) => occupant.occupant_jid)).size,
-      });
+    case "room_destroyed":
+      // room.ended follows from the fold that ends the room life (see above).
       return;
-    }
     case "occupant_joined":
       await recordEvent(tx, accountId, "participant.joined", { ...where, participant: participant(body.occupant!), joined_at: iso(body.occupant!.joined_at) });
       return;

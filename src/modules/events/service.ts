@@ -284,6 +284,47 @@ export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: 
   return rows;
 }
 
+/** An account's unfolded events: of the given rooms, or of all its rooms when none are given. */
+function unfoldedOf(accountId: string, rooms: string[]) {
+  return and(eq(conferenceEventsUnfolded.accountId, accountId), rooms.length > 0 ? inArray(conferenceEventsUnfolded.room, rooms) : undefined);
+}
+
+/**
+ * When the oldest of an account's (or its rooms') unfolded events was stored, or null when
+ * every one is folded: one probe of the unfolded list's index when nothing is pending. A
+ * fold in flight still lists its events until it commits.
+ */
+export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Promise<Date | null> {
+  // First whether any is listed: a probe that stops at the first index entry, whatever the
+  // planner believes of the list's size (its statistics lag a backlog and its clearing).
+  const [listed] = await db.select({ eventId: conferenceEventsUnfolded.eventId }).from(conferenceEventsUnfolded).where(unfoldedOf(accountId, rooms)).limit(1);
+  if (!listed) return null;
+  const [row] = await db
+    .select({ at: sql<string | Date | null>`min(${conferenceEvents.receivedAt})` })
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(unfoldedOf(accountId, rooms));
+  return row?.at ? new Date(row.at) : null;
+}
+
+/**
+ * The oldest unfolded events of an account (or of its rooms), locked for the caller's fold.
+ * Unlike the job's and the sweep's claims this one waits for the rows a fold in flight holds:
+ * once that fold commits they are gone, so what it answers and what that fold folded are
+ * every event stored before the call.
+ */
+export async function claimUnfoldedOf(tx: Database, accountId: string, rooms: string[], limit: number): Promise<FoldableEvent[]> {
+  const rows = await tx
+    .select(foldableColumns)
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(unfoldedOf(accountId, rooms))
+    .orderBy(asc(conferenceEventsUnfolded.eventId))
+    .limit(limit)
+    .for("update", { of: conferenceEventsUnfolded });
+  return rows;
+}
+
 /** The account and room of a stored event, or undefined once its account is deleted. */
 export async function roomOfEvent(id: number): Promise<{ accountId: string; room: string } | undefined> {
   const [row] = await db.select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room }).from(conferenceEvents).where(eq(conferenceEvents.id, id));

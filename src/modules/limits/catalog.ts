@@ -1,7 +1,7 @@
 /**
  * Every per-account limit, with its default. Rates are counted in Redis over a fixed
  * window; quotas are counted in PostgreSQL. An operator changes one account's value with
- * `bun run admin set-limit`; docs/limits.md lists them for readers.
+ * `npm run parley -- set-limit`; docs/limits.md lists them for readers.
  */
 
 export const ROUTE_FAMILIES = ["token", "scheduler", "mapper", "streaming", "events", "messaging", "uploads", "usage"] as const;

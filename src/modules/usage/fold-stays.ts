@@ -9,6 +9,9 @@ import { log } from "../../core/log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 
+/** A timestamp as text of its milliseconds since the epoch, read back exactly by JavaScript. */
+const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 1000)::bigint)::text`;
+
 /** Unix seconds at a JSON path of a payload, as a whole-second timestamp; null unless a number ≥ 0. */
 const unixAt = (path: string) =>
   `(case when jsonb_typeof(${path}) = 'number' then case when (${path})::text::numeric >= 0 then to_timestamp(floor((${path})::text::numeric)) end end)`;
@@ -22,7 +25,7 @@ const unixAt = (path: string) =>
  * than the estimate it replaces, and the days between must be rebuilt too.
  */
 export async function upsertConferenceFacts(tx: Database, ids: number[]) {
-  const rows = rowsOf<{ what: "span" | "close" | "unusable"; account_id: string; room: string; from_day: string; to_day: string; id: string }>(
+  const rows = rowsOf<{ what: "span" | "close" | "unusable" | "ended"; account_id: string; room: string; from_day: string; to_day: string; id: string }>(
     await tx.execute(sql`
       with page as (
         select id, account_id, room, kind, payload,
@@ -73,6 +76,14 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
         where created_at is not null and (kind = 'room_created' or destroyed_at is not null)
         group by account_id, room, breakout_id, created_at
       ),
+      -- Read before the upsert (a statement's parts see the same snapshot): lives this fold ends.
+      ending as (
+        select l.account_id, l.room, l.breakout_id, l.started_at from lives l
+        where l.ended_at is not null and not exists (
+          select from room_sessions r
+          where r.account_id = l.account_id and r.room = l.room and r.breakout_id = l.breakout_id and r.started_at = l.started_at
+            and r.ended_at is not null)
+      ),
       lives_upserted as (
         insert into room_sessions as r (account_id, room, breakout_id, room_jid, started_at, ended_at)
         select account_id, room, breakout_id, room_jid, started_at, ended_at from lives
@@ -115,6 +126,8 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       -- Only an ended room life or a stay with no leave can leave a stay to close at the room's end.
       union all select 'close', null, null, null, null, null
       where exists (select from lives where ended_at is not null) or exists (select from incoming where left_at is null)
+      -- A life is ended once, by the fold that first sees its destroy; its breakout id and start ride in from_day and id.
+      union all select 'ended', account_id, room, breakout_id, null, ${sql.raw(epochMsText("started_at"))} from ending
       union all select 'unusable', null, null, null, null, id::text from page p
       where not exists (select from usable u where u.id = p.id and u.n = 0)
         and not (p.kind = 'room_created' and p.created_at is not null)
@@ -126,6 +139,9 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
     log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
   }
   return {
+    ended: rows
+      .filter((row) => row.what === "ended")
+      .map((row) => ({ accountId: row.account_id, room: row.room, breakoutId: row.from_day, startedAt: new Date(Number(row.id)) })),
     touched: rows
       .filter((row) => row.what === "span")
       .map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(`${row.from_day}T00:00:00Z`), to: new Date(`${row.to_day}T00:00:00Z`) })),

@@ -15,12 +15,14 @@ import { sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
 import {
+  claimUnfoldedOf,
   claimUnfoldedRoomEvents,
   claimUnfoldedRooms,
   eventsOfRooms,
   type FoldableEvent,
   type LoggedRoom,
   markFolded,
+  oldestUnfoldedAt,
   roomOfEvent,
   roomsAfter,
   unfoldedEventsByIds,
@@ -29,6 +31,7 @@ import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";
 import { closeStaysAtRoomEnd, upsertConferenceFacts } from "./fold-stays";
+import { announceEndedRooms } from "./room-ended";
 
 function lockKey(accountId: string, room: string) {
   return `${accountId}|${room}`;
@@ -60,6 +63,8 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
   touched.push(...conference.touched);
   if (conference.mayClose) touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
   touched.push(...(await rebuildMedia(tx, subjects)));
+  // Once the lives' stays are closed and their media rebuilt: room.ended carries the report's figures.
+  await announceEndedRooms(tx, conference.ended);
   await publishSettledDays(tx, await rebuildDays(tx, touchedDays(touched)));
 }
 
@@ -97,6 +102,27 @@ export async function foldRoomOf(eventId: number): Promise<number> {
     folded += claimed;
     if (claimed < ROOM_FOLD_PAGE) return folded;
   }
+}
+
+/** How many pending events a report folds before it is read; a bigger backlog is left to the cdr worker. */
+const REPORT_FOLD_LIMIT = ROOM_FOLD_PAGE;
+
+/**
+ * A report's read-after-write step: folds the account's (or the given rooms') events not
+ * folded yet, up to REPORT_FOLD_LIMIT, waiting for a fold in flight to commit, and answers
+ * the instant the report is complete to: `askedAt`, or when the oldest event still left
+ * unfolded was stored. When nothing is pending it is one index probe.
+ */
+export async function foldBeforeReport(accountId: string, rooms: string[], askedAt: Date): Promise<Date> {
+  if ((await oldestUnfoldedAt(accountId, rooms)) === null) return askedAt;
+  try {
+    await db.transaction(async (tx) => foldInTransaction(tx, await claimUnfoldedOf(tx, accountId, rooms, REPORT_FOLD_LIMIT)));
+  } catch (error) {
+    // An event no fold can take (the sweep logs it and leaves it listed) holds as_of back; the report is still answered.
+    log.warn({ accountId, err: (error as Error).message }, "usage report: its pending events could not be folded; it is complete only to the oldest of them");
+  }
+  const oldest = await oldestUnfoldedAt(accountId, rooms);
+  return oldest !== null && oldest < askedAt ? oldest : askedAt;
 }
 
 /** How many rooms one listing of the log names: each listing reads the whole log once. */

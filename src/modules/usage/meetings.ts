@@ -5,10 +5,10 @@
  * windows never count a meeting twice.
  */
 import { and, asc, eq, gte, inArray, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
-import { db } from "../../db/client";
+import { type Database, db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
 import type { ReportCall, ReportRoom, ReportStream, ReportUser } from "./model";
-import { type ReportQuery, reportWindow, type Window } from "./report-window";
+import type { Window } from "./report-window";
 import { mediaSessions, participantSessions, roomSessions, type roomUsageDaily } from "./schema";
 
 /** Minutes with two decimals, from whole seconds. */
@@ -38,7 +38,7 @@ interface StayGroupRow {
   stays: string;
 }
 
-interface Life {
+export interface Life {
   id: number | null;
   /** False for a life that began before the window: its stays belong to an earlier report. */
   listed: boolean;
@@ -53,12 +53,13 @@ interface Life {
   media: Array<typeof mediaSessions.$inferSelect>;
 }
 
-function secondsBetween(from: Date, to: Date | null, now: Date): number {
-  return msSecondsBetween(from.getTime(), to?.getTime() ?? null, now);
+/** Whole seconds from one instant to another, or to `asOf` while it lasts. */
+function secondsBetween(from: Date, to: Date | null, asOf: Date): number {
+  return msSecondsBetween(from.getTime(), to?.getTime() ?? null, asOf);
 }
 
-function msSecondsBetween(from: number, to: number | null, now: Date): number {
-  return Math.max(0, Math.round(((to ?? now.getTime()) - from) / 1000));
+function msSecondsBetween(from: number, to: number | null, asOf: Date): number {
+  return Math.max(0, Math.round(((to ?? asOf.getTime()) - from) / 1000));
 }
 
 /** An instant in whole milliseconds since the epoch, as a JavaScript Date holds it, or null. */
@@ -76,14 +77,22 @@ function timeSlices(start: number, end: number): Array<[number, number]> {
 }
 
 /** Most people present at once; at one instant leaves count before joins. */
-function peakPresence(stays: Stay[], now: Date): number {
-  // Two sorted lists of instants, merged: a meeting of thousands of stays allocates no pair per stay.
+function peakPresence(stays: Stay[], asOf: Date): number {
   const joins = new Float64Array(stays.length);
   const leaves = new Float64Array(stays.length);
   stays.forEach((stay, index) => {
     joins[index] = stay.joinedMs;
-    leaves[index] = Math.max(joins[index]!, stay.leftMs ?? now.getTime());
+    leaves[index] = Math.max(joins[index]!, stay.leftMs ?? asOf.getTime());
   });
+  return peakOf(joins, leaves);
+}
+
+/**
+ * Most intervals open at once, from their starts and ends (sorted here); at one instant ends
+ * count before starts, so a hand-over is not an overlap. Two sorted lists merged: a meeting
+ * of thousands of stays allocates no pair per stay.
+ */
+export function peakOf(joins: Float64Array, leaves: Float64Array): number {
   joins.sort();
   leaves.sort();
   let present = 0;
@@ -109,7 +118,7 @@ function lastLeave(stays: Stay[]): Date | null {
   return stays.length === 0 ? null : new Date(stays.reduce((latest, stay) => Math.max(latest, stay.leftMs!), Number.NEGATIVE_INFINITY));
 }
 
-const personOf = (stay: Stay) => stay.userId ?? stay.email ?? stay.occupantJid;
+export const personOf = (stay: Stay) => stay.userId ?? stay.email ?? stay.occupantJid;
 
 export interface Seconds {
   participant: number;
@@ -118,7 +127,7 @@ export interface Seconds {
   recording: number;
 }
 
-function describeRoom(accountId: string, life: Life, now: Date): { room: ReportRoom; seconds: Seconds } {
+function describeRoom(accountId: string, life: Life, asOf: Date): { room: ReportRoom; seconds: Seconds } {
   const users: ReportUser[] = life.stays
     .sort((a, b) => a.joinedMs - b.joinedMs || a.occupantJid.localeCompare(b.occupantJid))
     .map((stay) => ({
@@ -129,11 +138,11 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
       joined_at: new Date(stay.joinedMs).toISOString(),
       left_at: stay.leftMs === null ? null : new Date(stay.leftMs).toISOString(),
       left_estimated: stay.leftEstimated,
-      minutes: minutes(msSecondsBetween(stay.joinedMs, stay.leftMs, now)),
+      minutes: minutes(msSecondsBetween(stay.joinedMs, stay.leftMs, asOf)),
     }));
-  const participantSeconds = life.stays.reduce((sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, now), 0);
+  const participantSeconds = life.stays.reduce((sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, asOf), 0);
   const mediaSeconds = (kind: string) =>
-    life.media.filter((media) => media.kind === kind).reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, now), 0);
+    life.media.filter((media) => media.kind === kind).reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, asOf), 0);
   const streams: ReportStream[] = life.media.flatMap((media) =>
     media.kind === "phone"
       ? []
@@ -143,7 +152,7 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
             kind: media.kind,
             started_at: media.startedAt.toISOString(),
             ended_at: iso(media.endedAt),
-            minutes: minutes(secondsBetween(media.startedAt, media.endedAt, now)),
+            minutes: minutes(secondsBetween(media.startedAt, media.endedAt, asOf)),
             peak_viewers: media.peakViewers,
           },
         ],
@@ -158,7 +167,7 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
       reason: media.details.reason ?? null,
       started_at: media.startedAt.toISOString(),
       ended_at: iso(media.endedAt),
-      minutes: minutes(secondsBetween(media.startedAt, media.endedAt, now)),
+      minutes: minutes(secondsBetween(media.startedAt, media.endedAt, asOf)),
     }));
   const open = life.id === null ? life.stays.some((stay) => stay.leftMs === null) : life.endedAt === null;
   const updatedAt = new Date(life.stays.reduce((latest, stay) => Math.max(latest, stay.updatedMs), life.updatedAt.getTime()));
@@ -185,7 +194,7 @@ function describeRoom(accountId: string, life: Life, now: Date): { room: ReportR
       phone_minutes: minutes(seconds.phone),
       streaming_minutes: minutes(seconds.streaming),
       recording_minutes: minutes(seconds.recording),
-      peak_participants: peakPresence(life.stays, now),
+      peak_participants: peakPresence(life.stays, asOf),
       distinct_participants: new Set(life.stays.map(personOf)).size,
       peak_viewers: Math.max(0, ...life.media.filter((media) => media.kind === "streaming").map((media) => media.peakViewers)),
       streams,
@@ -211,7 +220,10 @@ export interface PreparedReport {
   accountId: string;
   window: Window;
   lives: Life[];
-  now: Date;
+  /** The instant the report is complete to: a stay, stream or call still open counts up to it. */
+  asOf: Date;
+  /** What the report reads through: the global handle, or the fold's transaction. */
+  executor: Database;
 }
 
 export const inRooms = <T extends typeof roomSessions.room | typeof participantSessions.room | typeof mediaSessions.room | typeof roomUsageDaily.room>(
@@ -219,12 +231,11 @@ export const inRooms = <T extends typeof roomSessions.room | typeof participantS
   column: T,
 ) => (rooms.length > 0 ? inArray(column, rooms) : undefined);
 
-/** Checks the window and reads the room lives: a bad window or an unreachable database is refused before any answer is sent. */
-export async function prepareReport(accountId: string, query: ReportQuery, now: Date): Promise<PreparedReport> {
-  const window = reportWindow(query, now);
+/** Reads the room lives of a checked window: an unreachable database is refused before any answer is sent. */
+export async function prepareReport(accountId: string, window: Window, asOf: Date, executor: Database): Promise<PreparedReport> {
   const { start, end, rooms } = window;
   // Lives that began in the window are listed; those under way at its start only claim their stays.
-  const lifeRows = await db
+  const lifeRows = await executor
     .select()
     .from(roomSessions)
     .where(
@@ -236,25 +247,33 @@ export async function prepareReport(accountId: string, query: ReportQuery, now: 
       ),
     )
     .orderBy(asc(roomSessions.startedAt), asc(roomSessions.room), asc(roomSessions.breakoutId));
-  return { accountId, window, now, lives: lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] })) };
+  return { accountId, window, asOf, executor, lives: lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] })) };
+}
+
+/** A meeting of the report: its entry, its seconds for the totals, and its life for the days. */
+export interface Meeting {
+  room: ReportRoom;
+  seconds: Seconds;
+  life: Life;
 }
 
 /** The meetings of a prepared report, oldest first, each with its seconds for the totals. */
-export async function describeMeetings({ accountId, window, lives, now }: PreparedReport) {
+export async function describeMeetings({ accountId, window, lives, asOf, executor }: PreparedReport): Promise<Meeting[]> {
   const { start, end, rooms } = window;
   const livesByRoom = Map.groupBy(lives, (life) => `${life.room}|${life.breakoutId}`);
 
   // Stays and media that began in a listed life, plus those that began in the window where no
   // life is known (the room's create and destroy never arrived): the latter form inferred entries.
-  const latest = latestOf([end, ...lives.filter((life) => life.listed).map((life) => life.endedAt ?? now)]);
+  const latest = latestOf([end, ...lives.filter((life) => life.listed).map((life) => life.endedAt ?? asOf)]);
   // Read as one JSON array per room and slice of time, instants counted in milliseconds by
   // PostgreSQL: the week of every room is some hundred thousand stays, and decoding a row per
   // stay, then parsing its instants, was most of the report's time. The slices are asked for at
   // once, so PostgreSQL builds the later ones while this process reads the first.
-  const slices = timeSlices(start.getTime(), latest.getTime());
+  // Inside the fold's transaction the queries share one connection: one slice, asked once.
+  const slices: Array<[number, number]> = executor === db ? timeSlices(start.getTime(), latest.getTime()) : [[start.getTime(), latest.getTime()]];
   const stayGroups = slices.map(async ([from, to], index) =>
     rowsOf<StayGroupRow>(
-      await db.execute(sql`
+      await executor.execute(sql`
         select room, breakout_id, json_agg(json_build_array(
           occupant_jid, user_id, name, email, left_estimated, ${epochMs(sql`joined_at`)}, ${epochMs(sql`left_at`)}, ${epochMs(sql`updated_at`)}
         ))::text as stays
@@ -268,7 +287,7 @@ export async function describeMeetings({ accountId, window, lives, now }: Prepar
         group by room, breakout_id`),
     ),
   );
-  const mediaRows = await db
+  const mediaRows = await executor
     .select()
     .from(mediaSessions)
     .where(and(eq(mediaSessions.accountId, accountId), inRooms(rooms, mediaSessions.room), gte(mediaSessions.startedAt, start), lte(mediaSessions.startedAt, latest)));
@@ -306,5 +325,5 @@ export async function describeMeetings({ accountId, window, lives, now }: Prepar
 
   return [...lives.filter((life) => life.listed), ...inferred.values()]
     .sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || a.room.localeCompare(b.room) || a.breakoutId.localeCompare(b.breakoutId))
-    .map((life) => describeRoom(accountId, life, now));
+    .map((life) => ({ ...describeRoom(accountId, life, asOf), life }));
 }

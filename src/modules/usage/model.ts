@@ -15,9 +15,9 @@ const User = t.Object({
   email: t.Union([t.String(), t.Null()], { description: "E-mail from the token's user context" }),
   occupant_jid: t.String({ description: "Full XMPP jid of the connection that stayed in the room" }),
   joined_at: Instant("When the participant joined"),
-  left_at: OptionalInstant("When the participant left"),
+  left_at: OptionalInstant("When the participant left; null while the stay is open at as_of"),
   left_estimated: t.Boolean({ description: "True when no leave was reported and left_at is the room's end" }),
-  minutes: Minutes("Length of the stay (up to now while it lasts)"),
+  minutes: Minutes("Length of the stay; an open stay counts up to as_of"),
 });
 
 const Stream = t.Object({
@@ -25,7 +25,7 @@ const Stream = t.Object({
   kind: t.Union([t.Literal("streaming"), t.Literal("recording")], { description: "A live stream, or its recording" }),
   started_at: Instant("When it started"),
   ended_at: OptionalInstant("When it stopped"),
-  minutes: Minutes("How long it ran"),
+  minutes: Minutes("How long it ran; up to as_of while it runs"),
   peak_viewers: t.Integer({ minimum: 0, description: "Most viewers reported at once (streams; 0 for recordings)" }),
 });
 
@@ -37,11 +37,11 @@ const Call = t.Object({
   reason: t.Union([t.String(), t.Null()], { description: "Why the call ended, as the gateway reported it" }),
   started_at: Instant("When the call was answered (when it ended, for an unanswered call)"),
   ended_at: OptionalInstant("When the call ended"),
-  minutes: Minutes("Talk time; 0 for an unanswered call"),
+  minutes: Minutes("Talk time (up to as_of while the call lasts); 0 for an unanswered call"),
 });
 
 const MediaUsage = t.Object({
-  participant_minutes: Minutes("Sum of every stay's length"),
+  participant_minutes: Minutes("Sum of the meeting's stays, each from join to leave; an open stay counts up to as_of"),
   phone_minutes: Minutes("Talk time of phone calls into the room"),
   streaming_minutes: Minutes("Time the room was streamed live"),
   recording_minutes: Minutes("Time the room was recorded"),
@@ -75,7 +75,9 @@ const Room = t.Object({
 const Day = t.Object({
   room_name: t.String({ description: "Room name" }),
   date: t.String({ format: "date", description: "UTC day" }),
-  participant_minutes: Minutes("Participant time inside the day (stays crossing midnight are split)"),
+  participant_minutes: Minutes(
+    "The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of)",
+  ),
   peak_participants: t.Integer({ minimum: 0, description: "Most participants present at once that day, breakout rooms included" }),
   distinct_participants: t.Integer({ minimum: 0, description: "Different people present that day" }),
   phone_minutes: Minutes("Phone talk time inside the day"),
@@ -95,17 +97,23 @@ export const UsageModel = {
   report: t.Object({
     start_date: Instant("Start of the window: meetings that started at or after it are listed"),
     end_date: Instant("End of the window: meetings that started at or before it are listed"),
+    as_of: Instant(
+      "The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it",
+    ),
     rooms: t.Array(Room, { description: "One entry per meeting (life of a room) that started in the window, oldest first" }),
-    days: t.Array(Day, { description: "Usage per room and UTC day, for every day the window touches" }),
+    days: t.Array(Day, {
+      description: "The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals",
+    }),
     totals: t.Object(
       {
         rooms: t.Integer({ minimum: 0, description: "Number of entries in rooms" }),
-        participant_minutes: Minutes("Sum over rooms"),
+        participant_minutes: Minutes("Sum over rooms: every stay of the listed meetings, an open stay up to as_of"),
         phone_minutes: Minutes("Sum over rooms"),
         streaming_minutes: Minutes("Sum over rooms"),
         recording_minutes: Minutes("Sum over rooms"),
         peak_participants: t.Integer({ minimum: 0, description: "Largest peak of any one room" }),
         distinct_participants: t.Integer({ minimum: 0, description: "Different people across all rooms" }),
+        open_stays: t.Integer({ minimum: 0, description: "Stays still open at as_of, counted up to it" }),
       },
       { description: "Totals of the listed rooms" },
     ),

@@ -3,9 +3,10 @@
  * the room lives are read, so a report of thousands of meetings starts at once and is never
  * held whole as text.
  */
-import { describeMeetings, prepareReport } from "./meetings";
+import { describeMeetings } from "./meetings";
+import { reportDays } from "./report-days";
 import type { ReportQuery } from "./report-window";
-import { CSV_COLUMNS, csvLines, reportDays, reportTotals } from "./service";
+import { CSV_COLUMNS, csvLines, prepareCurrentReport, reportTotals } from "./service";
 
 /** About this many bytes go out per chunk of a streamed report. */
 const CHUNK_CHARS = 64 * 1024;
@@ -43,20 +44,22 @@ function chunked(pieces: () => AsyncGenerator<string>): ReadableStream<Uint8Arra
  * then meeting after meeting, the days and the totals.
  */
 export async function usageReportJson(accountId: string, query: ReportQuery, now = new Date()): Promise<ReadableStream<Uint8Array>> {
-  const prepared = await prepareReport(accountId, query, now);
+  const prepared = await prepareCurrentReport(accountId, query, now);
   return chunked(async function* () {
-    yield `{"start_date":${JSON.stringify(prepared.window.start.toISOString())},"end_date":${JSON.stringify(prepared.window.end.toISOString())},"rooms":[`;
+    const { window, asOf } = prepared;
+    yield `{"start_date":${JSON.stringify(window.start.toISOString())},"end_date":${JSON.stringify(window.end.toISOString())},"as_of":${JSON.stringify(asOf.toISOString())},"rooms":[`;
     const described = await describeMeetings(prepared);
     for (const [index, { room }] of described.entries()) yield `${index === 0 ? "" : ","}${JSON.stringify(room)}`;
-    yield `],"days":${JSON.stringify(await reportDays(prepared))},"totals":${JSON.stringify(reportTotals(described))}}`;
+    yield `],"days":${JSON.stringify(reportDays(described, asOf))},"totals":${JSON.stringify(reportTotals(described))}}`;
   });
 }
 
 /** The report as streamed CSV (see reportCsv), its header line first. */
 export async function usageReportCsv(accountId: string, query: ReportQuery, now = new Date()): Promise<ReadableStream<Uint8Array>> {
-  const prepared = await prepareReport(accountId, query, now);
+  const prepared = await prepareCurrentReport(accountId, query, now);
   return chunked(async function* () {
     yield `${CSV_COLUMNS.join(",")}\r\n`;
-    for (const { room } of await describeMeetings(prepared)) yield csvLines(room);
+    const asOf = prepared.asOf.toISOString();
+    for (const { room } of await describeMeetings(prepared)) yield csvLines(room, asOf);
   });
 }

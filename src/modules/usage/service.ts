@@ -1,38 +1,21 @@
 /** The usage report built whole (the console's pages and the CSV download use it), and its CSV form. */
-import { and, asc, eq, gte, lte } from "drizzle-orm";
 import { db } from "../../db/client";
-import { inRooms, minutes, type PreparedReport, prepareReport, describeMeetings, type Seconds } from "./meetings";
-import type { ReportDay, ReportRoom, ReportTotals, UsageReport } from "./model";
-import type { ReportQuery } from "./report-window";
-import { roomUsageDaily } from "./schema";
+import { foldBeforeReport } from "./fold";
+import { describeMeetings, minutes, type PreparedReport, prepareReport, type Seconds } from "./meetings";
+import type { ReportRoom, ReportTotals, UsageReport } from "./model";
+import { reportDays } from "./report-days";
+import { type ReportQuery, reportWindow } from "./report-window";
 
-/** Settled usage per room and UTC day, straight from the daily rows. */
-export async function reportDays({ accountId, window }: PreparedReport): Promise<ReportDay[]> {
-  const { start, end, rooms } = window;
-  const dayRows = await db
-    .select()
-    .from(roomUsageDaily)
-    .where(
-      and(
-        eq(roomUsageDaily.accountId, accountId),
-        inRooms(rooms, roomUsageDaily.room),
-        gte(roomUsageDaily.day, start.toISOString().slice(0, 10)),
-        // An end at midnight does not reach into the day it opens.
-        lte(roomUsageDaily.day, new Date(Math.max(start.getTime(), end.getTime() - 1)).toISOString().slice(0, 10)),
-      ),
-    )
-    .orderBy(asc(roomUsageDaily.day), asc(roomUsageDaily.room));
-  return dayRows.map((row) => ({
-    room_name: row.room,
-    date: row.day,
-    participant_minutes: minutes(row.participantSeconds),
-    peak_participants: row.peakParticipants,
-    distinct_participants: row.distinctParticipants,
-    phone_minutes: minutes(row.phoneSeconds),
-    streaming_minutes: minutes(row.streamingSeconds),
-    recording_minutes: minutes(row.recordingSeconds),
-    peak_viewers: row.peakViewers,
-  }));
+/**
+ * Checks the window (a bad one is refused before anything else), folds what of the account's
+ * events in the window's rooms was acknowledged before the report was asked for and is not
+ * folded yet (read after write), and reads the room lives. The report is complete to its
+ * `as_of`: the instant it was asked for, or earlier when a backlog was left to the cdr worker.
+ */
+export async function prepareCurrentReport(accountId: string, query: ReportQuery, askedAt = new Date()): Promise<PreparedReport> {
+  const window = reportWindow(query, askedAt);
+  const asOf = await foldBeforeReport(accountId, window.rooms, askedAt);
+  return prepareReport(accountId, window, asOf, db);
 }
 
 export function reportTotals(described: Array<{ room: ReportRoom; seconds: Seconds }>): ReportTotals {
@@ -46,18 +29,21 @@ export function reportTotals(described: Array<{ room: ReportRoom; seconds: Secon
     recording_minutes: sum((seconds) => seconds.recording),
     peak_participants: described.reduce((peak, { room }) => Math.max(peak, room.media_usage.peak_participants), 0),
     distinct_participants: people.size,
+    open_stays: described.reduce((open, { room }) => open + room.users.filter((user) => user.left_at === null).length, 0),
   };
 }
 
+/** The report whole: its rooms, days and totals from the same meetings, counted to the same as_of. */
 export async function usageReport(accountId: string, query: ReportQuery, now = new Date()): Promise<UsageReport> {
-  const prepared = await prepareReport(accountId, query, now);
-  const described = await describeMeetings(prepared);
+  const prepared = await prepareCurrentReport(accountId, query, now);
+  const meetings = await describeMeetings(prepared);
   return {
     start_date: prepared.window.start.toISOString(),
     end_date: prepared.window.end.toISOString(),
-    rooms: described.map(({ room }) => room),
-    days: await reportDays(prepared),
-    totals: reportTotals(described),
+    as_of: prepared.asOf.toISOString(),
+    rooms: meetings.map(({ room }) => room),
+    days: reportDays(meetings, prepared.asOf),
+    totals: reportTotals(meetings),
   };
 }
 
@@ -86,6 +72,7 @@ export const CSV_COLUMNS = [
   "room_peak_participants",
   "room_distinct_participants",
   "room_peak_viewers",
+  "as_of",
 ] as const;
 
 function csvField(value: unknown): string {
@@ -96,8 +83,8 @@ function csvField(value: unknown): string {
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
 }
 
-/** A meeting's CSV lines: one per participant stay, or one when it had nobody. */
-export function csvLines(room: ReportRoom): string {
+/** A meeting's CSV lines: one per participant stay, or one when it had nobody; an open stay's minutes run to `asOf`. */
+export function csvLines(room: ReportRoom, asOf: string): string {
   const usage = room.media_usage;
   const roomColumns = [
     room.room_id,
@@ -118,6 +105,7 @@ export function csvLines(room: ReportRoom): string {
     usage.peak_participants,
     usage.distinct_participants,
     usage.peak_viewers,
+    asOf,
   ];
   const users = room.users.length > 0 ? room.users : [null];
   let lines = "";
@@ -132,5 +120,5 @@ export function csvLines(room: ReportRoom): string {
 
 /** The report as CSV (RFC 4180): one line per participant stay, or one per room that had nobody. */
 export function reportCsv(report: UsageReport): string {
-  return `${CSV_COLUMNS.join(",")}\r\n${report.rooms.map(csvLines).join("")}`;
+  return `${CSV_COLUMNS.join(",")}\r\n${report.rooms.map((room) => csvLines(room, report.as_of)).join("")}`;
 }

@@ -39,8 +39,21 @@ export const EVENT_DATA = {
     ended_at: Time("When the room was destroyed"),
     duration_seconds: t.Integer({ description: "How long the room lived" }),
     minutes: t.Integer({ description: "The meeting's length in minutes, rounded up" }),
-    participant_minutes: t.Integer({ description: "Minutes of every participant's stay added up, rounded up" }),
-    participants: t.Integer({ description: "Participants the room had over its life" }),
+    participant_minutes: t.Integer({ description: "usage.participant_minutes rounded up to a whole minute" }),
+    participants: t.Integer({ description: "Participants the room had over its life: usage.distinct_participants" }),
+    meeting_id: t.String({ description: "The meeting, as the usage report's room_details.MeetingId names it" }),
+    usage: t.Object(
+      {
+        participant_minutes: t.Number({ description: "Sum of the meeting's stays, in minutes with two decimals" }),
+        phone_minutes: t.Number({ description: "Phone talk time, in minutes with two decimals" }),
+        streaming_minutes: t.Number({ description: "Live streaming time, in minutes with two decimals" }),
+        recording_minutes: t.Number({ description: "Recording time, in minutes with two decimals" }),
+        peak_participants: t.Integer({ description: "Most participants present at once" }),
+        distinct_participants: t.Integer({ description: "Different people (by user id, else e-mail, else connection jid)" }),
+        peak_viewers: t.Integer({ description: "Most viewers of a live stream of the room at once" }),
+      },
+      { description: "The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation" },
+    ),
   }),
   "participant.joined": t.Object({ room: Room, breakout_id: Breakout, participant: Participant, joined_at: Time("When the participant joined") }),
   "participant.left": t.Object({

@@ -2,7 +2,7 @@
 import { roomLabel } from "../../../../core/room-key";
 import { api, query } from "../api";
 import { timeChart } from "../charts";
-import { day as dayLabel, field, h, table } from "../dom";
+import { day as dayLabel, field, h, table, when } from "../dom";
 import type { PageContext } from "../page";
 
 const KINDS = [
@@ -25,16 +25,28 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
     const window = { account: context.account, start: start.value, end: end.value ? `${end.value}T23:59:59Z` : undefined };
     csv.setAttribute("href", `/console/api/usage.csv${query(window)}`);
     const report = await api("get", "/usage", { query: window });
-    // Every day of the window is a bar, the empty ones too, so the axis spans the window asked for.
+    // Every day of the window is a bar, the empty ones too, so the axis spans the window asked
+    // for, and the days a listed meeting ran on past its end, so the bars add up to the header.
+    const last = report.days.reduce((latest, day) => Math.max(latest, Date.parse(day.date)), Date.parse(report.end_date));
     const dates: string[] = [];
-    for (let day = Date.parse(report.start_date.slice(0, 10)); day <= Date.parse(report.end_date); day += 86_400_000) dates.push(dayOf(new Date(day)));
+    for (let day = Date.parse(report.start_date.slice(0, 10)); day <= last; day += 86_400_000) dates.push(dayOf(new Date(day)));
     const sum = (date: string, kind: (typeof KINDS)[number][0]) =>
       Math.round(report.days.filter((day) => day.date === date).reduce((total, day) => total + day[kind], 0) * 100) / 100;
     results.replaceChildren(
       h(
         "p",
         { class: "totals" },
-        `${report.totals.rooms} meetings · ${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
+        `${report.totals.rooms} ${report.totals.rooms === 1 ? "meeting" : "meetings"} · ${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
+      ),
+      // What the figures count, in the words of the report's definition (docs/usage.md).
+      h(
+        "p",
+        { class: "definition", "data-as-of": report.as_of },
+        `Participant minutes: every stay in the meetings that started in this window, to the leave; ${
+          report.totals.open_stays === 1 ? "1 stay still open is" : `${report.totals.open_stays} stays still open are`
+        } counted up to `,
+        when(report.as_of),
+        ". Chart, table and CSV count the same stays.",
       ),
       timeChart(
         "usage-minutes",

@@ -1,0 +1,53 @@
+/**
+ * `npm run build:sdk`: the installable package @parley/server-sdk in dist/sdk. The types are
+ * generated again from the app first (so a build always matches the server it was built
+ * beside, unless --keep-types), then src/sdk is compiled by the repository's TypeScript into ESM with
+ * declarations, and the package's manifest written with its two runtime dependencies at the
+ * versions the repository tests them with. `npm pack dist/sdk` makes the tarball.
+ */
+import { chmodSync, cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "../..");
+// --out <folder> builds elsewhere: the tests build their own copy, so that two at once never share one.
+const outAt = process.argv.indexOf("--out");
+const OUT = outAt === -1 ? join(ROOT, "dist/sdk") : resolve(process.argv[outAt + 1] ?? "");
+/** The SDK's runtime dependencies: typed fetch over the generated types, and the Standard Webhooks verifier. */
+const RUNTIME_DEPENDENCIES = ["openapi-fetch", "standardwebhooks"];
+
+function run(command: string[], cwd = ROOT): void {
+  const done = Bun.spawnSync(command, { cwd, stdout: "inherit", stderr: "inherit", env: { ...process.env, LOG_LEVEL: "silent" } });
+  if (done.exitCode !== 0) {
+    console.error(`build:sdk: ${command.join(" ")} failed`);
+    process.exit(1);
+  }
+}
+
+if (!existsSync(join(import.meta.dir, "node_modules/openapi-typescript"))) {
+  run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], import.meta.dir);
+}
+// --keep-types builds from the committed types, so that the test comparing them with the app
+// (test/sdk/types.test.ts) is not answered by a build that rewrote them first.
+if (!process.argv.includes("--keep-types")) run([process.execPath, join(import.meta.dir, "generate-types.ts")]);
+
+rmSync(OUT, { recursive: true, force: true });
+run([join(ROOT, "node_modules/.bin/tsc"), "-p", join(ROOT, "src/sdk/tsconfig.json"), "--outDir", OUT]);
+chmodSync(join(OUT, "bin.js"), 0o755);
+
+const root = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+const ranges = { ...root.dependencies, ...root.devDependencies };
+const manifest = {
+  name: "@parley/server-sdk",
+  version: root.version,
+  description: "Typed client of Parley's HTTP API, webhook verification, and the parley command line",
+  type: "module",
+  exports: { ".": { types: "./index.d.ts", default: "./index.js" } },
+  types: "./index.d.ts",
+  bin: { parley: "./bin.js" },
+  engines: { node: ">=20" },
+  sideEffects: false,
+  dependencies: Object.fromEntries(RUNTIME_DEPENDENCIES.map((name) => [name, ranges[name]])),
+};
+writeFileSync(join(OUT, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+cpSync(join(ROOT, "docs/sdk.md"), join(OUT, "README.md"));
+console.log(`build:sdk: ${manifest.name}@${manifest.version} in ${OUT}`);

@@ -1,0 +1,64 @@
+/**
+ * room.ended, written by the fold that ends a room life, in the fold's transaction, with the
+ * figures the usage report gives that meeting at that moment: the report's own computation
+ * over the stays, streams and calls just folded, so the webhook and the report agree even
+ * when the destroy delivery listed nobody.
+ */
+import type { Database } from "../../db/client";
+import { recordEvents } from "../webhooks/outbox";
+import { describeMeetings, prepareReport } from "./meetings";
+
+/** A room life that the fold has just ended. */
+export interface EndedLife {
+  accountId: string;
+  room: string;
+  breakoutId: string;
+  startedAt: Date;
+}
+
+const lifeKey = (room: string, breakoutId: string, startedAt: Date) => `${room}|${breakoutId}|${startedAt.getTime()}`;
+
+/**
+ * Records room.ended for each life, one statement per account, accounts in a fixed order (each
+ * takes its sequence row's lock, and two folds must not take them crosswise). Each account's
+ * lives are described by one report over their rooms and the span of their starts.
+ */
+export async function announceEndedRooms(tx: Database, ended: EndedLife[]): Promise<void> {
+  if (ended.length === 0) return;
+  const asOf = new Date();
+  const byAccount = Map.groupBy(ended, (life) => life.accountId);
+  for (const accountId of [...byAccount.keys()].sort()) {
+    const lives = byAccount.get(accountId)!;
+    const starts = lives.map((life) => life.startedAt.getTime());
+    const window = {
+      start: new Date(starts.reduce((first, at) => Math.min(first, at))),
+      end: new Date(starts.reduce((last, at) => Math.max(last, at))),
+      rooms: [...new Set(lives.map((life) => life.room))],
+    };
+    const wanted = new Set(lives.map((life) => lifeKey(life.room, life.breakoutId, life.startedAt)));
+    const meetings = (await describeMeetings(await prepareReport(accountId, window, asOf, tx))).filter(
+      ({ life }) => life.id !== null && wanted.has(lifeKey(life.room, life.breakoutId, life.startedAt)),
+    );
+    await recordEvents(
+      tx,
+      accountId,
+      "room.ended",
+      meetings.map(({ room, seconds, life }) => {
+        const { streams: _, calls: __, ...usage } = room.media_usage;
+        const duration = Math.max(0, Math.floor((life.endedAt!.getTime() - life.startedAt.getTime()) / 1000));
+        return {
+          room: life.room,
+          breakout_id: life.breakoutId,
+          started_at: life.startedAt.toISOString(),
+          ended_at: life.endedAt!.toISOString(),
+          duration_seconds: duration,
+          minutes: Math.ceil(duration / 60),
+          participant_minutes: Math.ceil(seconds.participant / 60),
+          participants: usage.distinct_participants,
+          meeting_id: room.room_details.MeetingId,
+          usage,
+        };
+      }),
+    );
+  }
+}

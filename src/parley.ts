@@ -1,0 +1,40 @@
+/**
+ * `npm run parley -- <command>` in the repository: the `parley` command line (src/sdk/cli.ts).
+ * With a Parley running here (DATA_DIR/parley.sock answers) or PARLEY_URL set, the command
+ * goes to its admin API. With none running, this process opens the database itself (a first
+ * account before the first start, work while Parley is stopped) and serves the admin API on
+ * the socket for the one command: the same routes, answers and audit entries as a running
+ * Parley's, with the socket held so that nothing else starts on the folder meanwhile.
+ */
+import { runCli } from "./sdk/cli";
+
+const exitCode = await runCli(process.argv.slice(2), {
+  async direct(argv, why) {
+    console.error(`parley: ${why.replace(/ \(set DATA_DIR.*$/, "")}; working on the database directly`);
+    // The app logs to stdout, where the command's own answer goes: only its errors are wanted here.
+    process.env.LOG_LEVEL = "error";
+    const { loadProcessConfig } = await import("./config");
+    // The app's modules open the database as they load: a wrong environment is reported before.
+    if (!loadProcessConfig()) return 2;
+    const [{ migrate }, { createApp }, { serveLocalSocket }, { closeShared }] = await Promise.all([
+      import("./db/migrate"),
+      import("./app"),
+      import("./modules/admin/local"),
+      import("./connections"),
+    ]);
+    try {
+      await migrate();
+      const app = createApp();
+      const socket = await serveLocalSocket((request) => app.handle(request));
+      try {
+        // Without a socket of its own another Parley has started meanwhile, and answers instead.
+        return await runCli(argv);
+      } finally {
+        await socket?.stop();
+      }
+    } finally {
+      await closeShared();
+    }
+  },
+});
+process.exit(exitCode);

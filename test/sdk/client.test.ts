@@ -1,0 +1,134 @@
+/**
+ * The SDK's own behaviour against a real Parley (the app on a loopback port): retries after
+ * a real rate limit's Retry-After, the event stream resuming with Last-Event-ID across a cut
+ * connection, and webhook verification with secrets in rotation.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { Webhook } from "standardwebhooks";
+import { setLimit } from "../../src/modules/limits/service";
+import { Parley, ParleyError, type ParleyEvent, verifyWebhook } from "../../src/sdk/index";
+import { app, newAccount } from "../helpers";
+
+let server: ReturnType<typeof Bun.serve>;
+let baseUrl: string;
+
+beforeAll(() => {
+  server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (request) => app.handle(request) });
+  baseUrl = `http://127.0.0.1:${server.port}`;
+});
+
+afterAll(() => server.stop(true));
+
+const reservation = (name: string) => ({ name, mail_owner: "alice@example.com", start_time: new Date(Date.now() + 3_600_000).toISOString(), duration: 30 });
+
+describe("retries", () => {
+  test("a 429 is sent again after its Retry-After; without retries, or past maxDelayMs, it is a ParleyError at once", async () => {
+    const { accountId, apiKey } = await newAccount();
+    await setLimit(accountId, "requests.scheduler", 1);
+    const patient = new Parley({ baseUrl, apiKey });
+    const started = Date.now();
+    const answers = await Promise.all([1, 2, 3].map(() => patient.scheduler.listReservations()));
+    expect(answers.every(Array.isArray)).toBe(true);
+    // Three requests at one a second: the last waited for at least one Retry-After.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+
+    // No retries, or a Retry-After longer than the caller will wait: the 429 is the answer at once.
+    for (const retry of [{ retries: 0 }, { maxDelayMs: 10 }]) {
+      // An account of its own: a window of its own.
+      const fresh = await newAccount();
+      await setLimit(fresh.accountId, "requests.scheduler", 1);
+      const impatient = new Parley({ baseUrl, apiKey: fresh.apiKey, retry });
+      const outcomes = await Promise.allSettled([1, 2, 3].map(() => impatient.scheduler.listReservations()));
+      const refused = outcomes.filter((outcome) => outcome.status === "rejected").map((outcome) => (outcome as PromiseRejectedResult).reason);
+      expect(refused.length).toBeGreaterThan(0);
+      for (const error of refused) {
+        expect(error).toBeInstanceOf(ParleyError);
+        expect({ code: error.code, status: error.status }).toEqual({ code: "rate_limited", status: 429 });
+      }
+    }
+  });
+});
+
+describe("the event stream", () => {
+  test("resumes with Last-Event-ID after the connection is cut, missing and repeating nothing", async () => {
+    const { apiKey } = await newAccount();
+    // A TCP proxy in front of Parley that can cut every connection, as a network would.
+    const sockets = new Set<Socket>();
+    const requests: string[] = [];
+    const proxy: Server = createServer((client) => {
+      const upstream = connect(server.port!, "127.0.0.1");
+      sockets.add(client).add(upstream);
+      client.once("data", (head) => requests.push(head.toString()));
+      client.pipe(upstream).pipe(client);
+      const close = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", close).on("close", close);
+      upstream.on("error", close).on("close", close);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const parley = new Parley({ baseUrl, apiKey });
+    const viaProxy = new Parley({ baseUrl: `http://127.0.0.1:${(proxy.address() as { port: number }).port}`, apiKey });
+    try {
+      await parley.scheduler.createReservation(reservation("before-0"));
+      const controller = new AbortController();
+      const seen: ParleyEvent[] = [];
+      const reading = (async () => {
+        for await (const event of viaProxy.events.stream({ after: 0, types: ["reservation.created"], signal: controller.signal })) {
+          seen.push(event);
+          if (seen.length === 4) return;
+        }
+      })();
+      const deadline = Date.now() + 15_000;
+      while (seen.length < 1 && Date.now() < deadline) await Bun.sleep(20);
+      expect(seen.length).toBe(1);
+      for (const socket of sockets) socket.destroy();
+      sockets.clear();
+      // Made while no stream is connected: the reconnect must fetch them.
+      for (const name of ["cut-1", "cut-2", "cut-3"]) await parley.scheduler.createReservation(reservation(name));
+      await Promise.race([reading, Bun.sleep(15_000)]);
+      controller.abort();
+      expect(seen.map((event) => (event.data as { room: string }).room)).toEqual(["before-0", "cut-1", "cut-2", "cut-3"]);
+      const sequences = seen.map((event) => event.sequence);
+      expect(new Set(sequences).size).toBe(4);
+      const reconnect = requests.find((request, index) => index > 0 && request.startsWith("GET /api/v1/events/stream"));
+      expect(reconnect?.toLowerCase()).toContain(`last-event-id: ${sequences[0]}`);
+    } finally {
+      proxy.close();
+      for (const socket of sockets) socket.destroy();
+    }
+  });
+});
+
+describe("verifyWebhook", () => {
+  const event = { id: "evt_1", type: "room.ended", account_id: "acc_1", created_at: new Date().toISOString(), sequence: 1, data: { room: "r" } };
+  const body = JSON.stringify(event);
+  const signed = (secret: string, at = new Date()) => {
+    const signature = new Webhook(secret).sign("evt_1", at, body);
+    return { "webhook-id": "evt_1", "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": signature };
+  };
+  const secret = `whsec_${Buffer.from("a".repeat(32)).toString("base64")}`;
+  const older = `whsec_${Buffer.from("b".repeat(32)).toString("base64")}`;
+
+  test("returns the event for a good signature, from a Headers object or a plain record, with either secret of a rotation", () => {
+    expect(verifyWebhook(new Headers(signed(secret)), body, secret)).toEqual(event as ParleyEvent);
+    expect(verifyWebhook(signed(older), new TextEncoder().encode(body), [secret, older]).id).toBe("evt_1");
+  });
+
+  test("refuses a wrong secret, a changed body and an old timestamp with invalid_signature", () => {
+    for (const attempt of [
+      () => verifyWebhook(signed(older), body, secret),
+      () => verifyWebhook(signed(secret), body.replace('"r"', '"s"'), secret),
+      () => verifyWebhook(signed(secret, new Date(Date.now() - 3_600_000)), body, secret),
+    ]) {
+      expect(attempt).toThrow(ParleyError);
+      try {
+        attempt();
+      } catch (error) {
+        expect((error as ParleyError).code).toBe("invalid_signature");
+      }
+    }
+  });
+});
