@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { claimUnfoldedRooms } from "../../src/modules/events/service";
+import { claimUnfoldedRooms } from "../../src/modules/usage/fold-queue";
 import { foldEventIds, sweepUnfolded } from "../../src/modules/usage/fold";
 import { call, newAccount } from "../helpers";
 import { storeJoin, storeStay, unfoldedCount } from "../support/stored-events";

@@ -40,6 +40,9 @@ export const conferenceEvents = pgTable(
   ],
 );
 
+/** An event as stored, without the bookkeeping of its delivery. */
+export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "accountId" | "kind" | "room" | "occurredAt" | "subject" | "payload">;
+
 /**
  * The events not folded yet: a trigger on conference_events (in the migration) lists every
  * stored event here in the statement that stores it, whoever writes it, and the fold's
