@@ -18,7 +18,7 @@ import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { publishEventSync } from "./catalogue";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, type StoredEvent } from "./schema";
-import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind } from "./event-sync";
+import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind, eventSyncFacts, isEventSyncKind, occupantsOf } from "./event-sync";
 import type { EventSyncBody, EventSyncOccupant } from "./model";
 
 export interface ConferenceEvent {
@@ -101,7 +101,13 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
   if (events.length === 0) return batch;
   const inserted = await executor
     .insert(conferenceEvents)
-    .values(events.map((event) => ({ ...event, payload: event.payload ?? {} })))
+    .values(
+      events.map((event) => {
+        const payload = event.payload ?? {};
+        // A conference event's facts are read from its payload once, here, whoever appends it.
+        return { ...event, payload, ...(isEventSyncKind(event.kind) ? eventSyncFacts(event.kind, payload) : {}) };
+      }),
+    )
     .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
     .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
   const ids = new Map(inserted.map((row) => [deliveryOf(row), row.id]));
@@ -238,8 +244,7 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
       const createdAt = unixSeconds("created_at", body.created_at);
       occurredAt = unixSeconds("destroyed_at", body.destroyed_at);
       if (occurredAt < createdAt) throw new AppError("validation_failed", "destroyed_at: must not be before created_at");
-      const occupants = Array.isArray(body.all_occupants) ? body.all_occupants : Object.values(body.all_occupants ?? {});
-      for (const [index, occupant] of occupants.entries()) checkOccupant(`all_occupants.${index}`, occupant, false);
+      for (const [index, occupant] of occupantsOf(body).entries()) checkOccupant(`all_occupants.${index}`, occupant, false);
       dedupeKey = `room_destroyed|${where}|${createdAt.getTime() / 1000}`;
       break;
     }
@@ -254,7 +259,7 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
       break;
     }
   }
-  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, body));
+  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, eventSyncFacts(kind, body)));
 }
 
 function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired: boolean) {
