@@ -66,7 +66,8 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
       break;
     }
   }
-  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, eventSyncFacts(kind, body)));
+  const facts = eventSyncFacts(kind, body);
+  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, facts));
 }
 
 function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired: boolean) {
