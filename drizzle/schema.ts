@@ -11,3 +11,4 @@ export * from "../sip-gateway/schema";
 export * from "../src/modules/console/schema";
 export * from "../src/modules/webhooks/schema";
 export * from "../src/modules/admin/schema";
+export * from "../src/modules/audit/schema";

@@ -10,6 +10,7 @@ import { config } from "../src/config";
 import { db } from "../src/db/client";
 import { log } from "../src/core/log";
 import { appendEvent } from "../src/modules/events/service";
+import { recordEvents } from "../src/modules/webhooks/outbox";
 import { redis, redisKey } from "../src/queue/connection";
 import type { CallRecord } from "./schema";
 import { sipCalls } from "./schema";
@@ -27,19 +28,37 @@ const UNKNOWN_GATEWAY_MARGIN_MS = 60_000;
 /** gateway name -> its last beat (ms since the epoch). */
 const beatsKey = () => redisKey("sip", "gateways");
 
-/** Writes the end of a call its gateway never wrote: the usage event first, as CallLog does. */
+/**
+ * Writes the end of a call its gateway never wrote: the usage event first, as CallLog does,
+ * with its call.ended catalogue event (and so its webhooks) in the same transaction.
+ */
 async function endLostCall(call: CallRecord, at: Date): Promise<void> {
-  if (call.accountId && call.room) {
-    await appendEvent({
-      accountId: call.accountId,
-      kind: "call_ended",
-      room: call.room,
-      occurredAt: at,
-      subject: call.callId,
-      payload: { caller: call.caller, callee: call.callee, answered: call.answeredAt !== null, reason: "gateway_lost" },
-      // The key the gateway itself would have used: if it did write the end, this one is dropped.
-      dedupeKey: `call:${call.callId}:ended`,
-    });
+  const { accountId, room } = call;
+  if (accountId && room) {
+    const answered = call.answeredAt !== null;
+    const ended = {
+      call_id: call.callId,
+      room,
+      caller: call.caller || null,
+      callee: call.callee || null,
+      ended_at: at.toISOString(),
+      answered,
+      duration_seconds: call.answeredAt ? Math.max(0, Math.round((at.getTime() - call.answeredAt.getTime()) / 1000)) : 0,
+      reason: "gateway_lost",
+    };
+    await appendEvent(
+      {
+        accountId,
+        kind: "call_ended",
+        room,
+        occurredAt: at,
+        subject: call.callId,
+        payload: { caller: call.caller, callee: call.callee, answered, reason: "gateway_lost" },
+        // The key the gateway itself would have used: if it did write the end, this one is dropped, and no second call.ended is told.
+        dedupeKey: `call:${call.callId}:ended`,
+      },
+      (tx) => recordEvents(tx, accountId, "call.ended", [ended]),
+    );
   }
   await db
     .update(sipCalls)

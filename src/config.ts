@@ -27,11 +27,14 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
   return {
     /** Where the recorder publishes the stream: the media server's RTMP application. */
     rtmpIngestUrl: base("STREAMING_RTMP_INGEST_URL", "rtmp://127.0.0.1:1935/live", ["rtmp:", "rtmps:"]),
-    /** The media server application that cuts the short-segment (low-latency) HLS rendition. */
-    llhlsIngestUrl: base("STREAMING_LLHLS_INGEST_URL", "rtmp://127.0.0.1:1935/llhls", ["rtmp:", "rtmps:"]),
     /** Public bases the stream URLs in responses are built from. */
     hlsBaseUrl: base("STREAMING_HLS_BASE_URL", "http://localhost:8080/hls", ["http:", "https:"]),
-    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", "http://localhost:8080/llhls", ["http:", "https:"]),
+    /** Parley serves LL-HLS itself, under /llhls/v1/live; a CDN in front of it gets its own base here. */
+    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", `${withoutTrailingSlash(publicUrl)}/llhls/v1/live`, ["http:", "https:"]),
+    /** LL-HLS part target (PART-TARGET), in ms; parts are whole frames up to it. Fixed for a stream's life. */
+    llhlsPartMs: read.integer("STREAMING_LLHLS_PART_MS", 333, 100, 1000),
+    /** LL-HLS segment duration in ms: low-latency streams get a keyframe this often, and a segment starts on each. */
+    llhlsSegmentMs: read.integer("STREAMING_LLHLS_SEGMENT_MS", 2000, 1000, 6000),
     rtmpBaseUrl: base("STREAMING_RTMP_BASE_URL", "rtmp://localhost:1935/live", ["rtmp:", "rtmps:"]),
     flvBaseUrl: base("STREAMING_FLV_BASE_URL", "http://localhost:8080/live", ["http:", "https:"]),
     vodBaseUrl: base("STREAMING_VOD_BASE_URL", `${withoutTrailingSlash(publicUrl)}/vod/v1`, ["http:", "https:"]),
@@ -57,6 +60,46 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
     operationTimeoutMs: read.integer("STREAMING_OPERATION_TIMEOUT_MS", 30_000, 1_000, 300_000),
     /** How long a stopping recorder may take to finish its files before it is killed. */
     stopGraceMs: read.integer("STREAMING_STOP_GRACE_MS", 10_000, 100, 120_000),
+  };
+}
+
+/**
+ * DATABASE_URL may name several hosts, as libpq's do (`postgres://u@db1:5432,db2:5432/parley`):
+ * Parley then connects only to the one that accepts writes (see src/db/client.ts). Each host
+ * is checked as a URL of its own would be.
+ */
+function databaseUrl(read: EnvReader): string | undefined {
+  const protocols = ["postgres:", "postgresql:"];
+  const raw = read.optionalText("DATABASE_URL");
+  const hosts = raw === undefined ? undefined : /^[^:/?#]+:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(raw)?.[1];
+  if (raw === undefined || hosts === undefined || !hosts.includes(",")) return read.url("DATABASE_URL", undefined, protocols);
+  for (const host of hosts.split(",")) {
+    const single = new EnvReader({ DATABASE_URL: raw.replace(hosts, host) });
+    single.url("DATABASE_URL", undefined, protocols);
+    if (host === "" || single.problems.length > 0) return read.problem(`DATABASE_URL must be a URL, each of its hosts too, got "${raw}"`, undefined);
+  }
+  return raw;
+}
+
+/** Where Redis is: one server (REDIS_URL), or the master Sentinel names (REDIS_SENTINELS), found again after a failover. */
+function redisConfig(read: EnvReader) {
+  const sentinels = read.list("REDIS_SENTINELS", "").map((entry) => {
+    const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(entry);
+    const port = Number(match?.[3]);
+    if (!match || port < 1 || port > 65535) {
+      return read.problem(`REDIS_SENTINELS must be a comma-separated list of host:port, got "${entry}"`, { host: "", port: 0 });
+    }
+    return { host: (match[1] ?? match[2])!, port };
+  });
+  return {
+    /** With sentinels, only its credentials, database number and scheme (rediss: for TLS) are used: the master's address comes from Sentinel. */
+    url: read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
+    sentinels,
+    /** The master group Sentinel watches (`sentinel monitor <name> ...`). */
+    sentinelName: read.text("REDIS_SENTINEL_NAME", "mymaster"),
+    /** False when neither REDIS_URL nor REDIS_SENTINELS was given: the start command may then run a private redis-server. */
+    explicit: read.optionalText("REDIS_URL") !== undefined || sentinels.length > 0,
+    keyPrefix: read.text("REDIS_PREFIX", "parley"),
   };
 }
 
@@ -87,16 +130,11 @@ export function loadConfig(env: Env) {
     },
     database: {
       /** When unset, Parley runs on an embedded PGlite database in DATA_DIR. */
-      url: read.url("DATABASE_URL", undefined, ["postgres:", "postgresql:"]),
+      url: databaseUrl(read),
       dataDir,
       poolSize: read.integer("DATABASE_POOL_SIZE", 10, 1, 1000),
     },
-    redis: {
-      url: read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
-      /** False when REDIS_URL was not given: the start command may then run a private redis-server. */
-      explicit: read.optionalText("REDIS_URL") !== undefined,
-      keyPrefix: read.text("REDIS_PREFIX", "parley"),
-    },
+    redis: redisConfig(read),
     log: {
       level: read.oneOf("LOG_LEVEL", "info", ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const),
     },

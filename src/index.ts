@@ -28,9 +28,9 @@ function redisAnswers(port: number, host: string): Promise<boolean> {
   });
 }
 
-/** With no REDIS_URL and nothing on the default port, run a private redis-server for this service. */
+/** With no REDIS_URL or REDIS_SENTINELS and nothing on the default port, run a private redis-server for this service. */
 async function ensureRedis(): Promise<void> {
-  if (process.env.REDIS_URL || (await redisAnswers(6379, "127.0.0.1"))) return;
+  if (process.env.REDIS_URL || process.env.REDIS_SENTINELS || (await redisAnswers(6379, "127.0.0.1"))) return;
   const port = 6390;
   const dir = resolve(process.env.DATA_DIR ?? "./data", "redis");
   mkdirSync(dir, { recursive: true });

@@ -8,6 +8,8 @@ import { database } from "./db/client";
 import { renderMetrics, startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
 import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "./modules/admin/local";
+import { stopLlhlsOrigin } from "./modules/streaming/llhls/origin";
+import { stopViewerSweeps } from "./modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "./modules/streaming/state";
 import { closeBroker } from "./realtime/broker";
 import { drainConnections } from "./realtime/socket";
@@ -71,7 +73,8 @@ export async function startApiServer(): Promise<Running & { port: number }> {
       await Promise.all([server.stop(true), localSocket?.stop(), metrics?.stop(true)]);
       stopMetricsPublisher();
       // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
-      await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber()]);
+      stopViewerSweeps();
+      await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber(), stopLlhlsOrigin()]);
     },
   };
 }

@@ -65,6 +65,11 @@ export function guardTransactions(handle: Database): Database {
   });
 }
 
+/** Whether the URL names several hosts (`postgres://u@db1,db2:5433/parley`). */
+function severalHosts(url: string): boolean {
+  return /^[^:/?#]+:\/\/(?:[^@/?#]*@)?[^/?#]*,/.test(url);
+}
+
 async function openPostgres(url: string): Promise<DatabaseHandle> {
   // Before the driver loads: it must be loaded with the fix applied.
   await import("./postgres-write-guard");
@@ -78,6 +83,9 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
     // hang that long before their 503. Attempts at most a second apart, 5 s each, fail fast.
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     connect_timeout: 5,
+    // Several hosts: only one that accepts writes will do (a standby is left for the next host),
+    // so after a failover connections find the promoted standby. A URL's own choice is kept.
+    ...(severalHosts(url) && !/[?&]target_session_attrs=/.test(url) && { target_session_attrs: "read-write" as const }),
   });
   return {
     db: guardTransactions(drizzle(client) as unknown as Database),

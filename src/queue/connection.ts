@@ -6,6 +6,7 @@ import { log } from "../core/log";
 /** `options` replace the defaults, e.g. for a connection that must fail fast instead of queueing. */
 export function createRedis(purpose: string, options: RedisOptions = {}): Redis {
   const client = new Redis(config.redis.url, {
+    ...sentinelOptions(),
     connectionName: `parley:${purpose}`,
     // BullMQ requires null here so blocking commands are never cut short.
     maxRetriesPerRequest: null,
@@ -33,6 +34,29 @@ export function createRedis(purpose: string, options: RedisOptions = {}): Redis 
   made.add(client);
   client.once("end", () => made.delete(client));
   return client;
+}
+
+/**
+ * With REDIS_SENTINELS, each connection (and each one BullMQ duplicates from it) asks the
+ * sentinels for the master at every (re)connection and checks the server it reaches is one,
+ * so after a failover it finds the promoted replica by itself, without a restart.
+ */
+function sentinelOptions(): RedisOptions {
+  const { sentinels, sentinelName } = config.redis;
+  if (sentinels.length === 0) return {};
+  return {
+    sentinels,
+    name: sentinelName,
+    // A master that still answers when it is demoted (a manual failover, a partition healed) is
+    // told by Sentinel to drop its clients, and refuses writes meanwhile: a READONLY answer makes
+    // the connection ask the sentinels again. ioredis's failoverDetector is left off: its
+    // +switch-master arriving while a connection is already reconnecting ends that connection for good.
+    reconnectOnError: (error: Error) => error.message.startsWith("READONLY"),
+    // Asked between attempts when no sentinel answers; spaced like attempts to Redis itself.
+    sentinelRetryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_AT_MOST_MS),
+    // rediss: in REDIS_URL keeps TLS to the master Sentinel names (the sentinels are asked in plain).
+    enableTLSForSentinelMode: config.redis.url.startsWith("rediss:"),
+  };
 }
 
 /** The longest wait between two attempts to reach a Redis that is away. */

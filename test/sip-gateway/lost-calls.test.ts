@@ -1,7 +1,7 @@
 /**
  * A gateway process killed mid-call never writes the call's end; another gateway notices its
  * heartbeat stopped and ends the call at the last beat, so the phone minutes stop there
- * instead of running on until the report is read.
+ * instead of running on until the report is read, and tells it (call.ended) as any end is.
  */
 import { afterAll, expect, test } from "bun:test";
 import { hostname } from "node:os";
@@ -75,6 +75,10 @@ test("a call whose gateway is killed mid-call is ended at the gateway's last bea
     .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.subject, callId)));
   expect(events.map((event) => event.kind).sort()).toEqual(["call_ended", "call_started"]);
   expect(events.find((event) => event.kind === "call_ended")!.payload).toMatchObject({ answered: true, reason: "gateway_lost" });
+
+  // Told as any end is: one call.ended in the event log (and so to webhooks), reason gateway_lost.
+  const told = await call("GET", "/api/v1/events?after=0&types=call.ended", { headers: { authorization: `Bearer ${account.apiKey}` } });
+  expect(told.body.events.map((event: any) => event.data)).toEqual([expect.objectContaining({ call_id: callId, reason: "gateway_lost", answered: true, ended_at: ended!.endedAt!.toISOString() })]);
 
   await foldQueued();
   const report = await call("POST", "/api/v1/pricing/cdr", { body: { room_name: ["cut"] }, headers: { authorization: `Bearer ${account.apiKey}` } });

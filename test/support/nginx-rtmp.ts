@@ -5,9 +5,8 @@
  *
  * - rtmp application `live`: HLS (1 s fragments) with the five multi_bitrate `hls_variant`
  *   lines, and on_publish / on_play / on_done callbacks to Parley with the shared secret.
- * - rtmp application `llhls`: the short-segment low-latency rendition.
  * - rtmp application `direct`: plain live, no callbacks.
- * - http server: /hls/ and /llhls/ serve the playlists and segments.
+ * - http server: /hls/ serves the playlists and segments (Parley serves LL-HLS itself).
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -23,9 +22,7 @@ export interface NginxRtmp {
   /** The STREAMING_* settings that point Parley at this media server. */
   settings: {
     rtmpIngestUrl: string;
-    llhlsIngestUrl: string;
     hlsBaseUrl: string;
-    llhlsBaseUrl: string;
     rtmpBaseUrl: string;
     flvBaseUrl: string;
   };
@@ -43,7 +40,7 @@ function listening(port: number): Promise<boolean> {
 
 export async function startNginxRtmp(callbackBase: string, secret: string): Promise<NginxRtmp> {
   const dir = mkdtempSync(join(tmpdir(), "parley-nginx-"));
-  for (const sub of ["hls", "llhls", "logs", "temp"]) mkdirSync(join(dir, sub));
+  for (const sub of ["hls", "logs", "temp"]) mkdirSync(join(dir, sub));
   const [rtmpPort, httpPort] = [await freePort(), await freePort()];
   const hook = (name: string) => `${callbackBase}/terraform/v1/hooks/srs/${name}?secret=${secret}`;
   const variants = BITRATE_LADDER.map(
@@ -72,14 +69,6 @@ ${variants}
       on_play ${hook("on_play")};
       on_done ${hook("on_done")};
     }
-    application llhls {
-      live on;
-      hls on;
-      hls_path ${dir}/llhls;
-      hls_fragment 500ms;
-      hls_playlist_length 4s;
-      on_publish ${hook("on_publish")};
-    }
     # No callbacks: for publishing straight from a driver, as the benchmark's reference does.
     application direct {
       live on;
@@ -97,7 +86,6 @@ http {
   server {
     listen 127.0.0.1:${httpPort};
     location /hls/ { alias ${dir}/hls/; add_header Cache-Control no-cache; }
-    location /llhls/ { alias ${dir}/llhls/; add_header Cache-Control no-cache; }
   }
 }
 `;
@@ -114,9 +102,7 @@ http {
     directUrl: `rtmp://127.0.0.1:${rtmpPort}/direct`,
     settings: {
       rtmpIngestUrl: `rtmp://127.0.0.1:${rtmpPort}/live`,
-      llhlsIngestUrl: `rtmp://127.0.0.1:${rtmpPort}/llhls`,
       hlsBaseUrl: `http://127.0.0.1:${httpPort}/hls`,
-      llhlsBaseUrl: `http://127.0.0.1:${httpPort}/llhls`,
       rtmpBaseUrl: `rtmp://127.0.0.1:${rtmpPort}/live`,
       flvBaseUrl: `http://127.0.0.1:${httpPort}/live`,
     },

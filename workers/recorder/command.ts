@@ -17,7 +17,6 @@ export function commandEnvironment(spec: RecorderSpec): Record<string, string> {
     PARLEY_STREAM_NAME: spec.streamName,
     PARLEY_ROOM: spec.room,
     PARLEY_RTMP_URL: spec.ingestUrl,
-    PARLEY_LOW_LATENCY_RTMP_URL: spec.lowLatencyIngestUrl ?? "",
     // Stream keys travel in the environment, never on a command line other users can read.
     PARLEY_DESTINATIONS: spec.destinations.join("\n"),
     PARLEY_RECORDING_PATH: spec.recordingPath ?? "",

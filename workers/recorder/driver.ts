@@ -1,3 +1,5 @@
+import type { Readable } from "node:stream";
+
 /**
  * The seam between the recorder worker and what actually makes the stream: one small
  * interface, two drivers (ffmpeg, an operator command), chosen once in `driverFromConfig`.
@@ -12,8 +14,6 @@ export interface RecorderSpec {
   options: StreamOptions;
   /** RTMP URL to publish the stream under its own name (variants add their suffix to it). */
   ingestUrl: string;
-  /** RTMP URL of the low-latency rendition, when is_low_latency. */
-  lowLatencyIngestUrl?: string;
   /** External destinations, stream keys included: never log them. */
   destinations: string[];
   /** Local MP4 file to write, when the stream is recorded. */
@@ -35,6 +35,8 @@ export interface RecorderProcess {
   /** Resolves once the recorder publishes; rejects when it exits before that. */
   ready: Promise<void>;
   exited: Promise<RecorderExit>;
+  /** With is_low_latency, when the driver writes it: each rendition's fragmented MP4, best first, for the LL-HLS origin. */
+  media?: Readable[];
   /** Asks the recorder to finish its files, and kills its whole process group after `graceMs`. */
   stop(graceMs: number): Promise<RecorderExit>;
 }

@@ -1,8 +1,10 @@
 /**
  * The default recorder: one ffmpeg process per stream. It reads the room's media (or a
  * test pattern with a tone when no source is configured), encodes it once per quality,
- * and fans the top quality out with the tee muxer to the media server's ingest, the
- * low-latency application, every external destination and the MP4 recording.
+ * and fans the top quality out with the tee muxer to the media server's ingest, every
+ * external destination and the MP4 recording. With is_low_latency each quality is also
+ * written as fragmented MP4, a fragment per frame, to a pipe of its own (fd 3, 4, ...) that
+ * the worker cuts into LL-HLS parts (workers/recorder/llhls.ts).
  */
 import { config } from "../../src/config";
 import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
@@ -11,9 +13,12 @@ import { spawnGroup } from "./process";
 
 const FPS = 25;
 /** Fragmented MP4 stays playable up to the last fragment even when the recorder is killed. */
-const MP4_FLAGS = "+frag_keyframe+empty_moov+default_base_moof";
+export const MP4_FLAGS = "+frag_keyframe+empty_moov+default_base_moof";
 
-interface Rendition {
+/** A fragment per frame, so the LL-HLS origin can pass a part on while it is written. */
+const llhlsOutput = (fd: number) => `[f=mp4:movflags=${MP4_FLAGS}:frag_duration=${Math.round(1_000_000 / FPS)}]pipe:${fd}`;
+
+export interface Rendition {
   label: string;
   width: number;
   height: number;
@@ -23,7 +28,8 @@ interface Rendition {
   url: string;
 }
 
-function renditions(spec: RecorderSpec): Rendition[] {
+/** The qualities the recorder encodes, best first: the ladder with multi_bitrate, else one. */
+export function renditions(spec: Pick<RecorderSpec, "options" | "ingestUrl">): Rendition[] {
   const portrait = spec.options.layout === "mobile";
   const size = (width: number, height: number) => (portrait ? { width: height, height: width } : { width, height });
   if (spec.options.multiBitrate) {
@@ -42,7 +48,7 @@ function renditions(spec: RecorderSpec): Rendition[] {
 /** The tee muxer's slave list for the top rendition: local ingest first, its failure ends the stream. */
 function teeTargets(spec: RecorderSpec, top: string, withRecording: boolean): string {
   const targets = [`[f=flv:onfail=abort]${top}`];
-  if (spec.lowLatencyIngestUrl) targets.push(`[f=flv:onfail=abort]${spec.lowLatencyIngestUrl}`);
+  if (spec.options.isLowLatency) targets.push(llhlsOutput(3));
   // A destination that refuses us must not take the stream down with it.
   for (const destination of spec.destinations) targets.push(`[f=flv:onfail=ignore]${destination}`);
   if (withRecording && spec.recordingPath) targets.push(`[f=mp4:movflags=${MP4_FLAGS}]${spec.recordingPath}`);
@@ -94,8 +100,8 @@ export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming
     ...all.map((r) => `[c${r.label}]scale=${r.width}:${r.height}[${r.label}]`),
   ];
   args.push("-filter_complex", graph.join(";"));
-  // Keyframes on a fixed clock: the media server cuts HLS segments on them (0.5 s keeps low-latency segments under a second).
-  const keyframes = `expr:gte(t,n_forced*${options.isLowLatency ? 0.5 : 2})`;
+  // Keyframes on a fixed clock: the media server cuts HLS segments on them, and the LL-HLS origin starts a segment on each.
+  const keyframes = `expr:gte(t,n_forced*${options.isLowLatency ? config.streaming.llhlsSegmentMs / 1000 : 2})`;
   all.forEach((r, index) => {
     args.push("-map", `[${r.label}]`, "-map", audioIn);
     args.push("-c:v", "libx264", "-preset", preset, "-tune", "zerolatency", "-profile:v", "main");
@@ -107,6 +113,8 @@ export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming
     args.push("-force_key_frames", keyframes, "-sc_threshold", "0", ...audio(r.audioKbps));
     if (index === 0) {
       args.push("-flags", "+global_header", "-f", "tee", teeTargets(spec, r.url, recording && !separateRecording));
+    } else if (options.isLowLatency) {
+      args.push("-flags", "+global_header", "-f", "tee", `[f=flv:onfail=abort]${r.url}|${llhlsOutput(3 + index)}`);
     } else {
       args.push("-f", "flv", r.url);
     }
@@ -127,6 +135,7 @@ export const ffmpegDriver: RecorderDriver = {
       stream: spec.streamName,
       command: config.streaming.ffmpegPath,
       args: ffmpegArgs(resolved),
+      mediaPipes: spec.options.isLowLatency ? (spec.options.audioOnly ? 1 : renditions(spec).length) : 0,
       // ffmpeg's progress report: its first advance of out_time means every output is open and media flows.
       onLine(line) {
         const match = /^out_time_us=(\d+)/.exec(line);

@@ -14,6 +14,8 @@ import { pubsub } from "../../src/queue/pubsub";
 import type { RecorderStartJob, RecorderStopJob } from "../../src/queue/queues";
 import { type Heartbeat, podAlive } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
+import type { RecorderSpec } from "./driver";
+import { packageLowLatency } from "./llhls";
 import { checkOccupancy } from "./occupancy";
 import { recordingPathOf } from "./recordings";
 
@@ -32,20 +34,23 @@ export async function startJob(worker: RecorderHost, job: Job<RecorderStartJob>,
   try {
     const s = config.streaming;
     const recordingPath = wantsRecording(stream.options) ? recordingPathOf(stream) : undefined;
-    const recorder = worker.driver.start({
+    const spec: RecorderSpec = {
       streamId: stream.id,
       streamName: stream.streamName,
       room: stream.room,
       accountId: stream.accountId,
       options: stream.options,
       ingestUrl: `${s.rtmpIngestUrl}/${stream.streamName}`,
-      lowLatencyIngestUrl: stream.options.isLowLatency ? `${s.llhlsIngestUrl}/${stream.streamName}` : undefined,
       destinations: job.data.destinations,
       recordingPath,
-    });
+    };
+    // A test pattern generated here starts its media clock as ffmpeg starts: program date times count from then.
+    const anchorMs = worker.driver.name === "ffmpeg" && s.mediaSource === undefined ? Date.now() : undefined;
+    const recorder = worker.driver.start(spec);
+    const llhls = stream.options.isLowLatency ? packageLowLatency(spec, recorder, anchorMs) : undefined;
+    // LL-HLS goes through Parley's own origin, so the media server's RTMP application is the one ingest.
     const ingests = [{ setting: "STREAMING_RTMP_INGEST_URL", url: s.rtmpIngestUrl }];
-    if (stream.options.isLowLatency) ingests.push({ setting: "STREAMING_LLHLS_INGEST_URL", url: s.llhlsIngestUrl });
-    const entry: LocalRecorder = { stream, recorder, recordingPath, ingests };
+    const entry: LocalRecorder = { stream, recorder, recordingPath, ingests, llhls };
     worker.local.set(stream.id, entry);
     failOnExit(worker, entry);
     if (!(await claimStream(stream.id, { podName: worker.pod, host: worker.host, pid: recorder.pid }))) {

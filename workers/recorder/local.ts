@@ -6,6 +6,7 @@ import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming
 import { finishStream } from "../../src/modules/streaming/transitions";
 import type { RecorderDriver, RecorderProcess } from "./driver";
 import { type Ingest, unreachableIngest } from "./ingest";
+import type { LowLatencyPackaging } from "./llhls";
 import { recordingPathOf, uploadRecording } from "./recordings";
 
 export interface LocalRecorder {
@@ -14,6 +15,8 @@ export interface LocalRecorder {
   /** The media server addresses it publishes to, checked when it fails. */
   ingests: Ingest[];
   recordingPath?: string;
+  /** LL-HLS packaging of a low-latency stream. */
+  llhls?: LowLatencyPackaging;
   stopping?: Promise<void>;
   emptyTimer?: ReturnType<typeof setTimeout>;
 }
@@ -65,6 +68,7 @@ export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
 }
 
 async function keepAndFinish(entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
+  await entry.llhls?.finish().catch((error: Error) => log.warn({ stream: entry.stream.streamName, err: error.message }, "LL-HLS end not published"));
   const current = await getStream(entry.stream.id);
   let key: string | undefined;
   if (entry.recordingPath) {

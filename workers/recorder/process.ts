@@ -8,6 +8,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+import type { Readable } from "node:stream";
 import { log } from "../../src/core/log";
 import type { RecorderExit, RecorderProcess } from "./driver";
 
@@ -42,12 +43,14 @@ export interface GroupOptions {
   env?: Record<string, string>;
   /** Each line the recorder writes on stdout. */
   onLine(line: string): void;
+  /** Extra pipes from the recorder, as file descriptors 3, 4, ...: its media outputs. */
+  mediaPipes?: number;
 }
 
 export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly child: ChildProcess; markReady(): void } {
   const child = spawn(options.command, options.args, {
     detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", "pipe", "pipe", ...Array.from({ length: options.mediaPipes ?? 0 }, () => "pipe" as const)],
     env: { ...process.env, ...options.env },
   });
   const pid = child.pid ?? -1;
@@ -100,11 +103,13 @@ export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly 
     child.on("exit", (code, signal) => finish(code, signal));
   });
 
+  const media = options.mediaPipes ? (child.stdio.slice(3) as Readable[]) : undefined;
   return {
     child,
     pid,
     ready,
     exited,
+    media,
     markReady: () => markReady(),
     async stop(graceMs: number) {
       killGroup(pid, "SIGTERM");

@@ -7,7 +7,8 @@ import { Elysia } from "elysia";
 import { errorResponses } from "../../http/errors";
 import { listOperators } from "../console/sessions";
 import { WebhooksModel } from "../webhooks/model";
-import { listAudit } from "./audit";
+import { AuditModel } from "../audit/model";
+import { listAudit } from "../audit/service";
 import { operatorGuard } from "./guard";
 import { isLocalRequest } from "./local";
 import { AdminModel } from "./model";
@@ -241,7 +242,7 @@ export const adminController = new Elysia({
     },
   )
   .get("/audit", async ({ query }) => listAudit(query), {
-    query: AdminModel.auditQuery,
-    response: { 200: AdminModel.audit, ...errorResponses(400, 401) },
+    query: AuditModel.query,
+    response: { 200: AuditModel.page, ...errorResponses(400, 401) },
     detail: { summary: "The audit log of changes made through the admin API, newest first" },
   });

@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { resolve } from "node:path";
 import { config } from "../../config";
 import { log } from "../../core/log";
-import type { Operator } from "./audit";
+import type { Operator } from "../audit/service";
 
 const localRequests = new WeakSet<Request>();
 

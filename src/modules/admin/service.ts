@@ -11,7 +11,7 @@ import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, 
 import { refoldLog } from "../usage/fold";
 import type { EndpointCreate, EndpointUpdate } from "../webhooks/model";
 import { createEndpoint, deleteEndpoint, listEndpoints, replay, rotateSecret, updateEndpoint } from "../webhooks/service";
-import { type Caller, recordAfter } from "./audit";
+import { type Caller, recordAfter } from "../audit/service";
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 

@@ -7,7 +7,7 @@ import { and, asc, eq, isNull, lt, or } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { hashApiKey } from "../accounts/service";
-import { type Caller, type Operator, recordChange, type Scope } from "./audit";
+import { type Caller, type Operator, recordChange, type Scope } from "../audit/service";
 import { operatorTokens } from "./schema";
 
 export const OPERATOR_TOKEN_PREFIX = "pop_";

@@ -7,8 +7,8 @@ import { Elysia, t } from "elysia";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
-import { listAudit } from "../admin/audit";
-import { AdminModel } from "../admin/model";
+import { listAudit } from "../audit/service";
+import { AuditModel } from "../audit/model";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
 import { listPhoneNumbers, resolveMapping } from "../mapper/service";
 import { deleteMessages, listMessages } from "../messaging/messages";
@@ -119,7 +119,7 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       requireOperator(viewer);
       return listAudit(query);
     },
-    { query: AdminModel.auditQuery },
+    { query: AuditModel.query },
   )
   .get(`${API}/accounts`, async ({ viewer }) => accountsFor(viewer))
   .post(

@@ -8,9 +8,33 @@ import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbac
 import { startStream, stopStream } from "./control";
 import { StreamName, StreamingModel } from "./model";
 import { viewerCount, vodLocation } from "./viewers";
+import { initSegment, mediaPlaylistOf, multivariant, partOf, segmentOf } from "./llhls/origin";
+import { isViewerId, newViewerId, viewerSeen } from "./llhls/viewers";
+import { parseDirectives } from "./llhls/window";
 
 const NotStarted = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
 const StreamFailure = t.Composite([ErrorModel, NotStarted], { additionalProperties: true });
+
+/**
+ * LL-HLS answers: parts and segments never change once written, so a CDN may keep them;
+ * playlists change with every part (a blocking reload's answer is fit for its viewer only);
+ * any page may play them.
+ */
+const PLAYLIST = "application/vnd.apple.mpegurl";
+const IMMUTABLE = "public, max-age=31536000, immutable";
+function media(body: string | Buffer | ReadableStream<Uint8Array>, type: string, cacheControl: string): Response {
+  // A Buffer is a Uint8Array; the DOM types only want it over a plain ArrayBuffer. Not copied: every viewer gets the same bytes.
+  const payload = Buffer.isBuffer(body) ? (body as Uint8Array<ArrayBuffer>) : body;
+  return new Response(payload, { headers: { "content-type": type, "cache-control": cacheControl, "access-control-allow-origin": "*" } });
+}
+
+const LlhlsQuery = t.Object({
+  _HLS_msn: t.Optional(Text({ maxLength: 20 })),
+  _HLS_part: t.Optional(Text({ maxLength: 20 })),
+  _HLS_skip: t.Optional(Text({ maxLength: 8 })),
+  viewer: t.Optional(Text({ maxLength: 64 })),
+});
+const LlhlsMedia = { 200: t.Any({ description: "playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4)" }), ...errorResponses(400, 404, 503) };
 
 const viewerRoute = {
   publicLimit: true,
@@ -58,6 +82,53 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       body: t.Optional(t.Record(t.String(), t.Unknown())),
       response: { 200: StreamingModel.callbackReply, ...errorResponses(400, 403, 404, 503) },
       detail: { summary: "Media-server callback (SRS JSON or nginx-rtmp form): publish, play and their ends" },
+    },
+  )
+  .get(
+    "/llhls/v1/live/:stream",
+    async ({ params, query }) => {
+      // The path's one segment is `<stream_name>.m3u8`, named `stream` like the rendition routes' first segment.
+      const stream = params.stream.slice(0, -".m3u8".length);
+      // Each player gets its own id, carried on its media playlist reloads, so it counts as one viewer.
+      const viewer = isViewerId(query.viewer) ? query.viewer : newViewerId();
+      return media(await multivariant(stream, `?viewer=${viewer}`), PLAYLIST, "private, no-store");
+    },
+    {
+      params: t.Object({ stream: Text({ maxLength: 140, pattern: "^[A-Za-z0-9._-]+\\.m3u8$", examples: ["weekly-5f2c9a1b7e4d03c68a91f2b5d0e7c4a1.m3u8"] }) }),
+      query: LlhlsQuery,
+      response: LlhlsMedia,
+      detail: { summary: "A low-latency stream's multivariant playlist (Apple LL-HLS)" },
+    },
+  )
+  .get(
+    "/llhls/v1/live/:stream/:rendition/:file",
+    async ({ params, query }) => {
+      const { stream, rendition, file } = params;
+      if (file === "index.m3u8") {
+        const directives = parseDirectives(query);
+        if (typeof directives === "string") throw new AppError("bad_request", directives);
+        if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
+        const answer = await mediaPlaylistOf(stream, rendition, directives);
+        const response = media(answer.text, PLAYLIST, answer.blocking ? "no-store" : "public, max-age=1");
+        // How long a reload that waited took once the part was there: what the origin adds, for operators and benchmarks.
+        if (answer.afterPartMs !== undefined) response.headers.set("server-timing", `part;dur=${answer.afterPartMs.toFixed(2)}`);
+        return response;
+      }
+      if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE);
+      const [msn, part] = file.slice(0, -".m4s".length).split(".").map(Number) as [number, number | undefined];
+      if (part === undefined) return media(await segmentOf(stream, rendition, msn), "video/mp4", IMMUTABLE);
+      const answer = await partOf(stream, rendition, msn, part);
+      return media("bytes" in answer ? answer.bytes : answer.stream, "video/mp4", IMMUTABLE);
+    },
+    {
+      params: t.Object({
+        stream: StreamName,
+        rendition: Text({ maxLength: 8, pattern: "^v[0-9]$", examples: ["v0"] }),
+        file: Text({ maxLength: 40, pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$", examples: ["index.m3u8"] }),
+      }),
+      query: LlhlsQuery,
+      response: LlhlsMedia,
+      detail: { summary: "A rendition's media playlist (with blocking reload and delta updates), init segment, segment or part" },
     },
   )
   .get(

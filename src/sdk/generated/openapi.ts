@@ -331,6 +331,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/llhls/v1/live/{stream}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A low-latency stream's multivariant playlist (Apple LL-HLS) */
+        get: operations["getLlhlsV1LiveByStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/llhls/v1/live/{stream}/{rendition}/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A rendition's media playlist (with blocking reload and delta updates), init segment, segment or part */
+        get: operations["getLlhlsV1LiveByStreamByRenditionByFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/vod/v1/{file}": {
         parameters: {
             query?: never;
@@ -4581,6 +4615,243 @@ export interface operations {
             };
             /** @description Parley's error shape */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getLlhlsV1LiveByStream: {
+        parameters: {
+            query?: {
+                _HLS_msn?: string;
+                _HLS_part?: string;
+                _HLS_skip?: string;
+                viewer?: string;
+            };
+            header?: never;
+            path: {
+                /** @example weekly-5f2c9a1b7e4d03c68a91f2b5d0e7c4a1.m3u8 */
+                stream: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                    "multipart/form-data": unknown;
+                    "text/plain": unknown;
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+            /** @description Parley's error shape */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "multipart/form-data": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                    "text/plain": {
+                        error: {
+                            /** @example token_expired */
+                            code: string;
+                            message: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getLlhlsV1LiveByStreamByRenditionByFile: {
+        parameters: {
+            query?: {
+                _HLS_msn?: string;
+                _HLS_part?: string;
+                _HLS_skip?: string;
+                viewer?: string;
+            };
+            header?: never;
+            path: {
+                stream: string;
+                /** @example v0 */
+                rendition: string;
+                /** @example index.m3u8 */
+                file: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                    "multipart/form-data": unknown;
+                    "text/plain": unknown;
+                };
+            };
+            /** @description Parley's error shape */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,6 +1,8 @@
 /**
  * The audit log of the admin API: one row per change, with who made it (an operator, an
  * operator token, or the local operator on the Unix socket), from which address, to what.
+ * A feature of its own, so the admin API writes it and the console reads it without either
+ * importing the other.
  */
 import { desc, lt } from "drizzle-orm";
 import { type Database, db } from "../../db/client";

@@ -1,0 +1,141 @@
+/**
+ * The Redis master killed under Sentinel, with two Parley nodes (each a full `npm start`)
+ * under mixed load: chat over a socket on each, event_sync deliveries to both, a webhook
+ * receiver that verifies, a stream on each node's recorder, a SIP call on each node's gateway. The sentinels promote the replica;
+ * every Redis connection of both nodes finds it by itself: Redis work answers again within
+ * 10 s, no process restarts, and nothing acknowledged is lost.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import postgres from "postgres";
+import { newAccount } from "../helpers";
+import { type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
+import { type Parley, recordersOf, startParley } from "../support/parley";
+import { freePort } from "../support/ports";
+import { SENTINEL_NAME, type SentinelGroup, startSentinelGroup } from "../support/redis-sentinel";
+import { childPids, until } from "../support/wait";
+
+let group: SentinelGroup;
+const nodes: Parley[] = [];
+let apiKey: string;
+let accountId: string;
+const streamNames: string[] = [];
+
+beforeAll(async () => {
+  group = await startSentinelGroup();
+  const shared = {
+    // Nothing listens here: every connection must come through the sentinels to reach Redis at all.
+    REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+    REDIS_SENTINELS: group.sentinels,
+    REDIS_SENTINEL_NAME: SENTINEL_NAME,
+    REDIS_PREFIX: `parley-test-sentinel-${crypto.randomUUID()}`,
+    // Several hosts with one API process each: sockets on one reach those on the other through Redis.
+    REALTIME_BROKER: "redis",
+    LOG_LEVEL: "warn",
+    STREAMING_RECORDER_DRIVER: "command",
+    STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
+    STREAMING_OPERATION_TIMEOUT_MS: "10000",
+    WEBHOOK_SWEEP_INTERVAL_MS: "1000",
+    USAGE_SWEEP_INTERVAL_MS: "1000",
+    USAGE_SWEEP_MIN_AGE_MS: "1000",
+  };
+  nodes.push(...(await Promise.all([startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })])));
+  ({ apiKey, accountId } = await newAccount());
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all(nodes.map((node) => node.stop("SIGKILL", 5_000)));
+  for (const name of streamNames) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
+  for (const node of nodes) node.cleanup();
+  await group?.stop();
+});
+
+test("the Redis master killed: the replica promoted, both nodes carry on within 10 s without a restart, nothing acknowledged lost", async () => {
+  const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
+  try {
+    for (const [n, node] of nodes.entries()) {
+      const started = await request(node, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `sentinel-${n}` }, apiKey);
+      expect(started.status).toBe(200);
+      streamNames.push(started.body.stream_name);
+    }
+    // A call on each node's gateway, held through the fault.
+    const calls = await startCalls(nodes, apiKey, 12_000);
+    const watch = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
+    expect(await calls.answered(watch, accountId)).toBe(nodes.length);
+    await watch.end();
+    const before = nodes.map((node) => childPids(node.process.pid));
+    const load = startLoad(nodes as LoadNode[], apiKey, token);
+    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= 20, 15_000, 100);
+
+    await group.killMaster();
+    const killedAt = Date.now();
+    // Back once Redis work answers 200 on every node (the viewer count reads a Redis counter) and
+    // every kind of connection of both nodes is on the promoted replica (an API process holds one
+    // of each; subscriptions and queues have more).
+    const viewers = (node: Parley, name: string) => request(node, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${name}`, undefined, "");
+    const purposes = ["commands", "prompt", "queue", "realtime", "limits", "cdr-worker", "webhooks-doorbell"];
+    const back = await until(
+      async () => {
+        const statuses = await Promise.all(nodes.map((node, n) => viewers(node, streamNames[n]!).then((answer) => answer.status)));
+        const names = group.clientNames(group.replicaPort);
+        const missing = purposes.filter((purpose) => names.filter((name) => name.startsWith(`parley:${purpose}`)).length < nodes.length);
+        return { statuses, missing };
+      },
+      ({ statuses, missing }) => statuses.every((status) => status === 200) && missing.length === 0,
+      20_000,
+      100,
+    );
+    const recoveredMs = Date.now() - killedAt;
+    expect(back).toEqual({ statuses: nodes.map(() => 200), missing: [] });
+    expect(group.currentMaster()).toBe(group.replicaPort);
+    // Queues work again from both nodes: a new stream starts on a recorder (each start waits for it).
+    for (const [n, node] of nodes.entries()) {
+      const again = await until(
+        () => request(node, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `sentinel-after-${n}` }, apiKey, 15_000),
+        (answer) => answer.status !== 503,
+        10_000,
+        250,
+      );
+      expect(again).toMatchObject({ status: 200 });
+      streamNames.push(again.body.stream_name);
+    }
+    const streamsStartMs = Date.now() - killedAt;
+    const acknowledgedAtKill = load.chatAcknowledged.length + load.eventsAcknowledged.length;
+    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= acknowledgedAtKill + 20, 15_000, 100);
+    await load.stop();
+
+    // The streams that ran through the failover still run, and stop when asked.
+    for (const [n, node] of nodes.entries()) {
+      const stopped = await request(node, "POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: `sentinel-${n}` }, apiKey);
+      expect(stopped.status).toBe(200);
+    }
+    const sql = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
+    try {
+      const states = await sql<{ room: string; state: string; reason: string | null }[]>`
+        select room, state, reason from streams where account_id = ${accountId} order by room`;
+      expect(states.map((row) => [row.room, row.state])).toEqual([
+        ["sentinel-0", "stopped"],
+        ["sentinel-1", "stopped"],
+        ["sentinel-after-0", "running"],
+        ["sentinel-after-1", "running"],
+      ]);
+      const tally = await load.tally(sql, accountId, receiver);
+      const phone = await calls.check(sql, accountId, receiver);
+      console.log(JSON.stringify({ fault: "redis master killed under Sentinel", recoveredMs, streamsStartMs, ...tally, calls: phone }));
+      expect(tally.lostItems).toEqual([]);
+      // Both calls ran their whole course through the fault, recorded and told once each.
+      expect(phone).toMatchObject({ failed: [], told: 2, redelivered: 0 });
+      expect(phone.records).toEqual(nodes.map(() => ({ reason: "caller_bye", answered: true, ended: true })));
+      expect(tally.lost).toBe(0);
+      expect(tally.detail.events!.duplicated + tally.detail.webhooks!.duplicated).toBe(0);
+      expect(tally.acknowledged).toBeGreaterThan(40);
+    } finally {
+      await sql.end();
+    }
+    expect(recoveredMs).toBeLessThan(10_000);
+    // No process of either node died and was started again.
+    expect(nodes.map((node) => childPids(node.process.pid))).toEqual(before);
+    expect(nodes.every((node) => node.process.exitCode === null)).toBe(true);
+  } finally {
+    receiver.stop();
+  }
+}, 90_000);

@@ -1,0 +1,219 @@
+/**
+ * LL-HLS end to end: ffmpeg's test pattern through the recorder into Parley's origin, read
+ * the way an LL-HLS player reads it (blocking reloads on the preload hint, delta updates,
+ * the hinted part while it is written), with every playlist put through the RFC checker
+ * for a minute of live stream.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sweep } from "../../src/modules/streaming/llhls/viewers";
+import { createRedis, redisKey } from "../../src/queue/connection";
+import { call } from "../helpers";
+import { type LlhlsStack, startLlhlsStack } from "../support/llhls-stack";
+import { deltaMatches, parsePlaylist, ReloadHistory } from "../support/llhls-validator";
+import { until } from "../support/wait";
+
+/** How long the checker follows the live stream. */
+const FOLLOW_MS = Number(process.env.LLHLS_FOLLOW_MS ?? 60_000);
+
+let stack: LlhlsStack;
+beforeAll(async () => {
+  stack = await startLlhlsStack();
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+const partOf = (uri: string) => uri.replace(/\.m4s$/, "").split(".").map(Number) as [number, number];
+
+async function probe(bytes: Uint8Array, name: string) {
+  const path = join(tmpdir(), `parley-llhls-${process.pid}-${name}`);
+  writeFileSync(path, bytes);
+  const child = Bun.spawn(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "json", path], { stdout: "pipe" });
+  return JSON.parse(await new Response(child.stdout).text()).streams as { codec_name: string; width?: number }[];
+}
+
+describe("Parley's LL-HLS origin on a live stream", () => {
+  test(
+    "a minute of blocking reloads keeps the RFC's rules; reloads answer within 100 ms of the part; parts stream as written",
+    async () => {
+      const started = await stack.start({ room_name: "llhls-live", is_low_latency: true, is_vod: true });
+      expect(started.status).toBe(200);
+      const { low_latency_hls_url: url, stream_name: name, vod_url } = started.body;
+      expect(url).toBe(`${stack.base}/llhls/v1/live/${name}.m3u8`);
+
+      // The multivariant playlist gives this player its own viewer id.
+      const master = await until(() => fetch(url), (r) => r.status === 200, 20_000);
+      expect(master.headers.get("cache-control")).toBe("private, no-store");
+      const masterText = await master.text();
+      expect(masterText).toMatch(/#EXT-X-STREAM-INF:BANDWIDTH=2628000,RESOLUTION=1280x720,CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2"/);
+      const variant = new URL(masterText.split("\n").find((l) => l.includes("index.m3u8"))!, url);
+      expect(variant.searchParams.get("viewer")).toMatch(/^[A-Za-z0-9_-]{16}$/);
+
+      // The doorbell the API hears is heard here too: when each part came to exist.
+      const bells = createRedis("llhls-test-bells");
+      const windowBells: number[] = [];
+      bells.on("message", (_channel: string, message: string) => {
+        if (message === "v0 w") windowBells.push(performance.now());
+      });
+      await bells.subscribe(redisKey("llhls", name));
+
+      const history = new ReloadHistory();
+      const delays: number[] = [];
+      const originTimes: number[] = [];
+      let deltas = 0;
+      let playlist = parsePlaylist(await (await fetch(variant)).text());
+      const end = Date.now() + FOLLOW_MS;
+      try {
+        while (Date.now() < end) {
+          const [msn, part] = partOf(playlist.preloadHint!);
+          const blocking = new URL(variant);
+          blocking.searchParams.set("_HLS_msn", String(msn));
+          blocking.searchParams.set("_HLS_part", String(part));
+          const asked = performance.now();
+          const response = await fetch(blocking);
+          const answered = performance.now();
+          expect(response.status).toBe(200);
+          expect(response.headers.get("cache-control")).toBe("no-store");
+          playlist = parsePlaylist(await response.text());
+          history.add(playlist, `reload ${history.reloads}`);
+          // The hinted part closing is the first window change after the request was sent.
+          const arrival = windowBells.find((at) => at >= asked);
+          if (arrival !== undefined) delays.push(answered - arrival);
+          // A reload that waited says how long the origin took once the part was there.
+          const timing = /^part;dur=([\d.]+)$/.exec(response.headers.get("server-timing") ?? "");
+          if (timing) originTimes.push(Number(timing[1]));
+          if (history.reloads % 10 === 0) {
+            // Full and delta for the same directive, asked together: equal unless a part closed between them.
+            const delta = new URL(blocking);
+            delta.searchParams.set("_HLS_skip", "YES");
+            const [fullText, deltaText] = await Promise.all([fetch(blocking).then((r) => r.text()), fetch(delta).then((r) => r.text())]);
+            const [full, skipped] = [parsePlaylist(fullText), parsePlaylist(deltaText)];
+            if (full.preloadHint === skipped.preloadHint && skipped.skipped > 0) {
+              expect(deltaMatches(full, skipped)).toEqual([]);
+              deltas++;
+            }
+          }
+        }
+      } finally {
+        await bells.quit();
+      }
+      expect(history.problems).toEqual([]);
+      expect(history.completeSegments()).toBeGreaterThanOrEqual(FOLLOW_MS / 2000 - 4);
+      // Delta updates skip something once the window is longer than CAN-SKIP-UNTIL (12 s); one is tried every ten reloads.
+      expect(deltas).toBeGreaterThan(Math.floor((FOLLOW_MS - 20_000) / 10_000));
+      delays.sort((a, b) => a - b);
+      const at = (q: number) => delays[Math.min(delays.length - 1, Math.floor(delays.length * q))]!;
+      console.log(`blocking reloads: ${delays.length}, after the part: p50 ${at(0.5).toFixed(1)} ms, p95 ${at(0.95).toFixed(1)} ms, max ${at(1).toFixed(1)} ms`);
+      expect(delays.length).toBeGreaterThan(FOLLOW_MS / 1000);
+      expect(at(0.95)).toBeLessThan(100);
+      expect(originTimes.length).toBeGreaterThan(delays.length / 2);
+      expect(originTimes.sort((a, b) => a - b)[Math.floor(originTimes.length * 0.95)]!).toBeLessThan(100);
+
+      // Asking too far ahead is refused at once, as the RFC has it; a part without a segment number is not a directive.
+      const last = playlist.segments.at(-1)!.msn;
+      const tooFar = new URL(variant);
+      tooFar.searchParams.set("_HLS_msn", String(last + 3));
+      const refused = await fetch(tooFar);
+      expect(refused.status).toBe(400);
+      expect((await refused.json()).error.code).toBe("bad_request");
+      expect((await fetch(`${variant.href}&_HLS_part=1`)).status).toBe(400);
+
+      // The hinted part is answered as it is written: its first bytes come well before its end.
+      // It is asked for right after a blocking reload names it; on a starved machine the request
+      // can still arrive once the part is whole, so a few hints are tried and one must stream.
+      const hintedParts: { chunks: number; spread: number }[] = [];
+      for (let attempt = 0; attempt < 5 && !hintedParts.some((h) => h.chunks > 1 && h.spread > 100); attempt++) {
+        const [nextMsn, nextPart] = partOf(playlist.preloadHint!);
+        const blocking = new URL(variant);
+        blocking.searchParams.set("_HLS_msn", String(nextMsn));
+        blocking.searchParams.set("_HLS_part", String(nextPart));
+        playlist = parsePlaylist(await (await fetch(blocking)).text());
+        const [msn, part] = partOf(playlist.preloadHint!);
+        const hinted = await fetch(new URL(`${msn}.${part}.m4s`, variant));
+        expect(hinted.status).toBe(200);
+        expect(hinted.headers.get("cache-control")).toContain("immutable");
+        const reader = hinted.body!.getReader();
+        const chunks: Uint8Array[] = [];
+        let first: number | undefined;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          first ??= performance.now();
+          chunks.push(value);
+        }
+        hintedParts.push({ chunks: chunks.length, spread: performance.now() - first! });
+        const streamed = Buffer.concat(chunks);
+        const again = Buffer.from(await (await fetch(new URL(`${msn}.${part}.m4s`, variant))).arrayBuffer());
+        expect(again.equals(streamed)).toBe(true);
+      }
+      expect(hintedParts.filter((h) => h.chunks > 1 && h.spread > 100), JSON.stringify(hintedParts)).toHaveLength(1);
+
+      // A whole segment is its parts, and with the init segment it is H.264 and AAC.
+      const whole = playlist.segments.filter((s) => s.uri).at(-1)!;
+      const segment = Buffer.from(await (await fetch(new URL(whole.uri!, variant))).arrayBuffer());
+      const parts = await Promise.all(whole.parts.map(async (p) => Buffer.from(await (await fetch(new URL(p.uri, variant))).arrayBuffer())));
+      expect(parts.length).toBeGreaterThan(0);
+      expect(Buffer.concat(parts).equals(segment)).toBe(true);
+      const init = Buffer.from(await (await fetch(new URL("init.mp4", variant))).arrayBuffer());
+      const streams = await probe(Buffer.concat([init, segment]), "segment.mp4");
+      expect(streams.map((s) => s.codec_name).sort()).toEqual(["aac", "h264"]);
+
+      // Unknown streams and renditions are 404 in the one error shape.
+      const missing = await fetch(`${stack.base}/llhls/v1/live/no-such-stream.m3u8`);
+      expect(missing.status).toBe(404);
+      expect((await missing.json()).error.code).toBe("not_found");
+      expect((await fetch(new URL("../v3/index.m3u8", variant))).status).toBe(404);
+
+      // Stopped: the playlist ends, and the recording is the video on demand.
+      expect((await stack.stop("llhls-live")).status).toBe(200);
+      const ended = await until(() => fetch(variant).then((r) => r.text()), (text) => text.includes("#EXT-X-ENDLIST"), 10_000);
+      expect(ended).toContain("#EXT-X-ENDLIST");
+      expect(ended).not.toContain("#EXT-X-PRELOAD-HINT");
+      const vod = await fetch(vod_url, { redirect: "manual" });
+      expect(vod.status).toBe(302);
+      const recording = await fetch(vod.headers.get("location")!);
+      expect(recording.status).toBe(200);
+      const recorded = await probe(new Uint8Array(await recording.arrayBuffer()), "vod.mp4");
+      expect(recorded.map((s) => s.codec_name).sort()).toEqual(["aac", "h264"]);
+    },
+    FOLLOW_MS + 90_000,
+  );
+
+  test("viewers are counted as players, however often they reload", async () => {
+    const started = await stack.start({ room_name: "llhls-viewers", is_low_latency: true });
+    expect(started.status).toBe(200);
+    const { low_latency_hls_url: url, stream_name: name } = started.body;
+    const count = async () => (await call("GET", `/llhls/v1/hooks/srs/live/viewers/count/${name}`)).body[name].current_viewers as number;
+    expect(await count()).toBe(0);
+
+    // Two players, each with its own variant address, reloading on every part for a few seconds.
+    const players = await Promise.all(
+      [1, 2].map(async () => {
+        const master = await until(() => fetch(url).then((r) => (r.ok ? r.text() : "")), Boolean, 20_000);
+        return new URL(master.split("\n").find((l) => l.includes("index.m3u8"))!, url);
+      }),
+    );
+    let reloads = 0;
+    await Promise.all(
+      players.map(async (variant) => {
+        let hint = parsePlaylist(await (await fetch(variant)).text()).preloadHint!;
+        const end = Date.now() + 4_000;
+        while (Date.now() < end) {
+          const [msn, part] = partOf(hint);
+          const text = await (await fetch(`${variant.href}&_HLS_msn=${msn}&_HLS_part=${part}`)).text();
+          hint = parsePlaylist(text).preloadHint!;
+          reloads++;
+        }
+      }),
+    );
+    expect(reloads).toBeGreaterThan(15);
+    expect(await until(count, (n) => n === 2)).toBe(2);
+    // Once they have been silent long enough, they leave the count.
+    await sweep(Date.now() + 25_000);
+    expect(await count()).toBe(0);
+    expect((await stack.stop("llhls-viewers")).status).toBe(200);
+  }, 60_000);
+});
