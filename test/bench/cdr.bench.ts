@@ -64,34 +64,37 @@ const [, loadMs] = await time(() =>
     from rooms
   ),
   events as (
-    select 'room_created' as kind, name as room, start as at, null::text as subject,
+    select 'room_created' as kind, name as room, start as at, null::text as subject, name || '@conference.meet.example.com' as room_jid,
+      to_timestamp(start) as started_at, null::timestamptz as ended_at, '[]'::jsonb as occupants,
       b.fields || jsonb_build_object('event_name', 'muc-room-created', 'created_at', start) as payload,
       'room_created|' || name || '||' || start as dedupe
     from base b
     union all
-    select 'room_destroyed', name, start + 4000, null,
+    select 'room_destroyed', name, start + 4000, null, name || '@conference.meet.example.com', to_timestamp(start), to_timestamp(start + 4000), '[]'::jsonb,
       b.fields || jsonb_build_object('event_name', 'muc-room-destroyed', 'created_at', start, 'destroyed_at', start + 4000, 'all_occupants', '{}'::jsonb),
       'room_destroyed|' || name || '||' || start
     from base b
     union all
-    select 'occupant_joined', name, joined, jid,
+    select 'occupant_joined', name, joined, jid, null, null, null,
+      jsonb_build_array(jsonb_build_object('jid', jid, 'userId', 'user-' || p, 'name', 'User ' || p, 'joinedAt', to_timestamp(joined))),
       jsonb_build_object('event_name', 'muc-occupant-joined', 'room_name', name, 'is_breakout', false,
         'occupant', jsonb_build_object('occupant_jid', jid, 'id', 'user-' || p, 'name', 'User ' || p, 'joined_at', joined)),
       'occupant_joined|' || name || '||' || jid || '|' || joined
     from people
     union all
-    select 'occupant_left', name, left_at, jid,
+    select 'occupant_left', name, left_at, jid, null, null, null,
+      jsonb_build_array(jsonb_build_object('jid', jid, 'userId', 'user-' || p, 'name', 'User ' || p, 'joinedAt', to_timestamp(joined), 'leftAt', to_timestamp(left_at))),
       jsonb_build_object('event_name', 'muc-occupant-left', 'room_name', name, 'is_breakout', false,
         'occupant', jsonb_build_object('occupant_jid', jid, 'id', 'user-' || p, 'name', 'User ' || p, 'joined_at', joined, 'left_at', left_at)),
       'occupant_left|' || name || '||' || jid || '|' || joined
     from people
     union all
-    select 'stream_started', name, start + 100, name || '-live', '{"recording": true}'::jsonb, 'stream_started|' || name from rooms
+    select 'stream_started', name, start + 100, name || '-live', null, null, null, '[]'::jsonb, '{"recording": true}'::jsonb, 'stream_started|' || name from rooms
     union all
-    select 'stream_stopped', name, start + 1900, name || '-live', '{"recording": true}'::jsonb, 'stream_stopped|' || name from rooms
+    select 'stream_stopped', name, start + 1900, name || '-live', null, null, null, '[]'::jsonb, '{"recording": true}'::jsonb, 'stream_stopped|' || name from rooms
   )
-  insert into conference_events (account_id, kind, room, occurred_at, subject, payload, dedupe_key)
-  select $1, kind, room, to_timestamp(at), subject, payload, dedupe from events order by at, room`,
+  insert into conference_events (account_id, kind, room, occurred_at, subject, room_jid, started_at, ended_at, occupants, payload, dedupe_key)
+  select $1, kind, room, to_timestamp(at), subject, room_jid, started_at, ended_at, occupants, payload, dedupe from events order by at, room`,
     [account.id, ROOMS, PARTICIPANTS],
   ),
 );

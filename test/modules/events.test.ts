@@ -10,7 +10,7 @@ import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed }
 const alice = { name: "Alice", email: "alice@example.com", id: "alice", occupant_jid: "9f1c@meet.example.com/AbC1" };
 
 async function storedEvents(accountId: string) {
-  return db.select().from(conferenceEvents).where(eq(conferenceEvents.accountId, accountId));
+  return db.select().from(conferenceEvents).where(eq(conferenceEvents.accountId, accountId)).orderBy(conferenceEvents.id);
 }
 
 describe("event_sync ingestion", () => {

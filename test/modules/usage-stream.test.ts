@@ -13,7 +13,7 @@ let account: Awaited<ReturnType<typeof newAccount>>;
 
 beforeAll(async () => {
   account = await newAccount();
-  // 200 meetings of 12 people (one never leaves: closed at the room's end), written as event_sync sends them, then folded.
+  // 200 meetings of 12 people (one never leaves: closed at the room's end), written as event_sync sends them (with the facts the log reads from them), then folded.
   const admin = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(
@@ -25,24 +25,27 @@ beforeAll(async () => {
         select rooms.*, p, 'u' || p || '@meet.example.com/r' || r as jid, start + 10 * p as joined, start + 600 + 37 * p as left_at from rooms, generate_series(0, 11) as p
       ),
       events as (
-        select 'room_created' as kind, name, start as at, null as subject,
+        select 'room_created' as kind, name, start as at, null as subject, name || '@conference.meet.example.com' as room_jid,
+          to_timestamp(start) as started_at, null::timestamptz as ended_at, '[]'::jsonb as occupants,
           jsonb_build_object('event_name', 'muc-room-created', 'room_name', name, 'room_jid', name || '@conference.meet.example.com', 'created_at', start) as payload,
           'room_created|' || name || '||' || start as dedupe from rooms
         union all
-        select 'room_destroyed', name, start + 4000, null,
+        select 'room_destroyed', name, start + 4000, null, null, to_timestamp(start), to_timestamp(start + 4000), '[]'::jsonb,
           jsonb_build_object('event_name', 'muc-room-destroyed', 'room_name', name, 'created_at', start, 'destroyed_at', start + 4000, 'all_occupants', '[]'::jsonb),
           'room_destroyed|' || name || '||' || start from rooms
         union all
-        select 'occupant_joined', name, joined, jid,
+        select 'occupant_joined', name, joined, jid, null, null, null,
+          jsonb_build_array(jsonb_build_object('jid', jid, 'userId', 'user-' || p, 'name', 'User "' || p || '", =1', 'joinedAt', to_timestamp(joined))),
           jsonb_build_object('room_name', name, 'occupant', jsonb_build_object('occupant_jid', jid, 'id', 'user-' || p, 'name', 'User "' || p || '", =1', 'joined_at', joined)),
           'occupant_joined|' || name || '||' || jid from people
         union all
-        select 'occupant_left', name, left_at, jid,
+        select 'occupant_left', name, left_at, jid, null, null, null,
+          jsonb_build_array(jsonb_build_object('jid', jid, 'userId', 'user-' || p, 'joinedAt', to_timestamp(joined), 'leftAt', to_timestamp(left_at))),
           jsonb_build_object('room_name', name, 'occupant', jsonb_build_object('occupant_jid', jid, 'id', 'user-' || p, 'joined_at', joined, 'left_at', left_at)),
           'occupant_left|' || name || '||' || jid from people where p > 0
       )
-      insert into conference_events (account_id, kind, room, occurred_at, subject, payload, dedupe_key)
-      select $1, kind, name, to_timestamp(at), subject, payload, dedupe from events order by at`,
+      insert into conference_events (account_id, kind, room, occurred_at, subject, room_jid, started_at, ended_at, occupants, payload, dedupe_key)
+      select $1, kind, name, to_timestamp(at), subject, room_jid, started_at, ended_at, occupants, payload, dedupe from events order by at`,
       [account.accountId],
     );
   } finally {

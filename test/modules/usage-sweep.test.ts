@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { claimUnfoldedRooms } from "../../src/modules/events/service";
+import { claimUnfoldedRooms } from "../../src/modules/usage/fold-queue";
 import { foldEventIds, sweepUnfolded } from "../../src/modules/usage/fold";
 import { call, newAccount } from "../helpers";
 import { storeJoin, storeStay, unfoldedCount } from "../support/stored-events";
@@ -68,9 +68,9 @@ test("a page that cannot be folded is folded event by event: the bad event stays
   const account = await newAccount();
   await storeJoin(account.accountId, "bad-page", "ann@x/1");
   await storeStay(account.accountId, "bad-page", "ann@x/1", 10);
-  // A join second no timestamp can hold: PostgreSQL refuses it, and with it the whole page. Stored
-  // straight into the log (listed as unfolded by its trigger, no fold job), and removed after, so
-  // no later test or job meets it.
+  // A join no timestamp can hold: PostgreSQL refuses it, and with it the whole page. Stored straight
+  // into the log past the ingestion's parser (listed as unfolded by its trigger, no fold job), and
+  // removed after, so no later test or job meets it.
   const [bad] = await db
     .insert(conferenceEvents)
     .values({
@@ -80,6 +80,7 @@ test("a page that cannot be folded is folded event by event: the bad event stays
       occurredAt: new Date(),
       subject: "bo@x/1",
       payload: { room_name: "bad-page", occupant: { occupant_jid: "bo@x/1", joined_at: 1e300 } },
+      occupants: [{ jid: "bo@x/1", userId: null, name: null, email: null, joinedAt: "300000-01-01T00:00:00Z", leftAt: null }],
       dedupeKey: "joined|bad-page|bo@x/1",
     })
     .returning({ id: conferenceEvents.id });

@@ -9,37 +9,37 @@
  */
 import type { Database } from "../../db/client";
 import { recordEvent } from "../webhooks/outbox";
-import { breakoutOf, type EventSyncKind } from "./event-sync";
-import type { EventSyncBody, EventSyncOccupant } from "./model";
+import type { ConferenceFacts, EventSyncKind, Occupant } from "./event-sync";
 
-const iso = (unixSeconds: number) => new Date(Math.floor(unixSeconds) * 1000).toISOString();
 const minutesOf = (seconds: number) => Math.ceil(Math.max(0, seconds) / 60);
-const textOrNull = (value: unknown) => (value === undefined || value === null || value === "" ? null : String(value));
 
-function participant(occupant: EventSyncOccupant) {
-  return { occupant_jid: occupant.occupant_jid, id: textOrNull(occupant.id), name: textOrNull(occupant.name), email: textOrNull(occupant.email) };
+function participant(occupant: Occupant) {
+  return { occupant_jid: occupant.jid, id: occupant.userId, name: occupant.name, email: occupant.email };
 }
 
-export async function publishEventSync(tx: Database, accountId: string, kind: EventSyncKind, room: string, body: EventSyncBody): Promise<void> {
-  const where = { room, breakout_id: breakoutOf(body) };
+/** The catalogue events of a new delivery, from its facts (a checked delivery names its room's start, or its one occupant). */
+export async function publishEventSync(tx: Database, accountId: string, kind: EventSyncKind, room: string, facts: ConferenceFacts): Promise<void> {
+  const where = { room, breakout_id: facts.breakoutId };
   switch (kind) {
     case "room_created":
-      await recordEvent(tx, accountId, "room.started", { ...where, started_at: iso(body.created_at!) });
+      await recordEvent(tx, accountId, "room.started", { ...where, started_at: facts.startedAt!.toISOString() });
       return;
     case "room_destroyed":
       // room.ended follows from the fold that ends the room life (see above).
       return;
-    case "occupant_joined":
-      await recordEvent(tx, accountId, "participant.joined", { ...where, participant: participant(body.occupant!), joined_at: iso(body.occupant!.joined_at) });
+    case "occupant_joined": {
+      const occupant = facts.occupants[0]!;
+      await recordEvent(tx, accountId, "participant.joined", { ...where, participant: participant(occupant), joined_at: occupant.joinedAt });
       return;
+    }
     case "occupant_left": {
-      const occupant = body.occupant!;
+      const occupant = facts.occupants[0]!;
       await recordEvent(tx, accountId, "participant.left", {
         ...where,
         participant: participant(occupant),
-        joined_at: iso(occupant.joined_at),
-        left_at: iso(occupant.left_at!),
-        minutes: minutesOf(occupant.left_at! - occupant.joined_at),
+        joined_at: occupant.joinedAt,
+        left_at: occupant.leftAt!,
+        minutes: minutesOf((Date.parse(occupant.leftAt!) - Date.parse(occupant.joinedAt)) / 1000),
       });
       return;
     }

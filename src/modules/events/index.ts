@@ -8,7 +8,7 @@ import { auth } from "../auth";
 import { errorResponses } from "../../http/errors";
 import { limits } from "../limits";
 import { EventsModel } from "./model";
-import { recordEventSync } from "./service";
+import { recordEventSync } from "./ingest";
 
 const accepted = { 200: EventsModel.accepted, ...errorResponses(400, 401, 422) };
 

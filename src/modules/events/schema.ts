@@ -1,5 +1,6 @@
 import { bigint, bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
+import type { Occupant } from "./event-sync";
 
 /** Kinds that describe one stream or call, named by subject, rather than a conference room. */
 export const MEDIA_EVENT_KINDS = [
@@ -27,7 +28,16 @@ export const conferenceEvents = pgTable(
     occurredAt: timestamp("occurred_at", { withTimezone: true }).notNull(),
     /** The participant, call or stream the event is about, when there is one. */
     subject: text("subject"),
+    /** The body as it was delivered, for audit; the fold and the catalogue read the columns below. */
     payload: jsonb("payload").$type<Record<string, unknown>>().notNull().default({}),
+    /** Of a conference event (src/modules/events/event-sync.ts): the breakout room's id, or "" for the main room. */
+    breakoutId: text("breakout_id").notNull().default(""),
+    roomJid: text("room_jid"),
+    /** The room life's start and end that a room_created or room_destroyed names. */
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+    /** The stays a join, a leave or a destroyed room names, always a list. */
+    occupants: jsonb("occupants").$type<Occupant[]>().notNull().default([]),
     /** Identifies a delivery, so a repeated one is stored once. */
     dedupeKey: text("dedupe_key").notNull(),
     receivedAt: timestamp("received_at", { withTimezone: true }).notNull().defaultNow(),
@@ -39,6 +49,9 @@ export const conferenceEvents = pgTable(
     index("conference_events_subject_idx").on(table.accountId, table.subject),
   ],
 );
+
+/** An event as stored, without the bookkeeping of its delivery. */
+export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "accountId" | "kind" | "room" | "occurredAt" | "subject" | "payload">;
 
 /**
  * The events not folded yet: a trigger on conference_events (in the migration) lists every

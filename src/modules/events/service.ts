@@ -7,20 +7,15 @@
  * gets it folded at once, and the cdr sweep folds whatever a lost doorbell left behind. So an
  * event is acknowledged once it is stored, whatever Redis does.
  */
-import { and, asc, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import { config } from "../../config";
-import { roomKey } from "../../core/room-key";
 import { type Database, db } from "../../db/client";
-import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { redis, withinRedis } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
-import { publishEventSync } from "./catalogue";
-import { rowsOf } from "../../db/rows";
-import { conferenceEvents, conferenceEventsUnfolded, type EventKind, MEDIA_EVENT_KINDS } from "./schema";
-import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind } from "./event-sync";
-import type { EventSyncBody, EventSyncOccupant } from "./model";
+import { conferenceEvents, conferenceEventsUnfolded, type EventKind, type StoredEvent } from "./schema";
+import { eventSyncFacts, isEventSyncKind } from "./event-sync";
 
 export interface ConferenceEvent {
   accountId: string;
@@ -32,9 +27,6 @@ export interface ConferenceEvent {
   dedupeKey: string;
 }
 
-export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "accountId" | "kind" | "room" | "occurredAt" | "subject" | "payload">;
-/** What the fold needs of an event it folds: the payloads it reads are read in SQL, or again with the media events. */
-export type FoldableEvent = Omit<StoredEvent, "payload">;
 
 /** Where every newly stored event is published (core/pubsub), for the recorder's room occupancy. */
 export const EVENT_CHANNEL = "events";
@@ -105,7 +97,13 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
   if (events.length === 0) return batch;
   const inserted = await executor
     .insert(conferenceEvents)
-    .values(events.map((event) => ({ ...event, payload: event.payload ?? {} })))
+    .values(
+      events.map((event) => {
+        const payload = event.payload ?? {};
+        // A conference event's facts are read from its payload once, here, whoever appends it.
+        return { ...event, payload, ...(isEventSyncKind(event.kind) ? eventSyncFacts(event.kind, payload) : {}) };
+      }),
+    )
     .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
     .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
   const ids = new Map(inserted.map((row) => [deliveryOf(row), row.id]));
@@ -192,273 +190,9 @@ export async function appendEvent(event: ConferenceEvent, publish?: (tx: Databas
   return batch.isNew[0]!;
 }
 
-const foldableColumns = {
-  id: conferenceEvents.id,
-  accountId: conferenceEvents.accountId,
-  kind: conferenceEvents.kind,
-  room: conferenceEvents.room,
-  occurredAt: conferenceEvents.occurredAt,
-  subject: conferenceEvents.subject,
-};
-const storedColumns = { ...foldableColumns, payload: conferenceEvents.payload };
-
+/** Stored events by id, as stored. */
 export async function eventsByIds(ids: number[]): Promise<StoredEvent[]> {
   if (ids.length === 0) return [];
-  const rows = await db.select(storedColumns).from(conferenceEvents).where(inArray(conferenceEvents.id, ids));
+  const rows = await db.select({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, kind: conferenceEvents.kind, room: conferenceEvents.room, occurredAt: conferenceEvents.occurredAt, subject: conferenceEvents.subject, payload: conferenceEvents.payload }).from(conferenceEvents).where(inArray(conferenceEvents.id, ids));
   return rows;
-}
-
-/** The named events that are not folded yet (a job whose event the sweep folded has nothing left). */
-export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[]> {
-  if (ids.length === 0) return [];
-  const rows = await db
-    .select(foldableColumns)
-    .from(conferenceEventsUnfolded)
-    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
-    .where(inArray(conferenceEventsUnfolded.eventId, ids));
-  return rows;
-}
-
-/** Events read by raw SQL (ids as the driver gives bigints, instants as text on some drivers). */
-function foldableRows(rows: unknown): FoldableEvent[] {
-  type Row = Omit<FoldableEvent, "id" | "occurredAt"> & { id: string | number; occurredAt: string | Date };
-  return rowsOf<Row>(rows).map((row) => ({ ...row, id: Number(row.id), occurredAt: new Date(row.occurredAt) }));
-}
-
-/**
- * A sweep's page: the rooms named by the oldest events due (stored at least `olderThanMs`
- * ago), and up to `limit` of those rooms' unfolded events, whole rooms first in the order of
- * their oldest event, so a room life's joins and leaves fold together (one write of each
- * stay) instead of in whichever pages their ids fall. The rooms come from the oldest quarter
- * page of due events: all their listed events are read to pick the page, and a backlog's
- * oldest events name hundreds of rooms at once, of which a page takes a few dozen. Younger
- * events of those rooms come along: folding them early changes nothing, and their job then
- * finds nothing left. Rows another fold holds are skipped, also in the sample, so sweeps
- * running at once (of several cdr processes, or of one) take different rooms.
- */
-export async function claimUnfoldedRooms(tx: Database, olderThanMs: number, limit: number): Promise<FoldableEvent[]> {
-  // Every lookup is an index probe per row (the lateral joins with `offset 0`, `= any(array)`):
-  // during a backlog the list's statistics lag far behind it, and the planner's own choice was
-  // to scan the whole list and the whole log for every page.
-  const rows = await tx.execute(sql`
-    with due as (
-      select u.event_id, u.account_id, u.room from conference_events_unfolded u
-      cross join lateral (select e.received_at from conference_events e where e.id = u.event_id offset 0) e
-      where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
-      order by u.event_id limit ${Math.ceil(limit / 4)}
-      for update of u skip locked
-    ),
-    rooms as (select account_id, room, min(event_id) as first from due group by account_id, room),
-    picked as (
-      select l.event_id from rooms r
-      cross join lateral (
-        select u.event_id from conference_events_unfolded u where u.account_id = r.account_id and u.room = r.room offset 0
-      ) l
-      order by r.first, l.event_id limit ${limit}
-    ),
-    claimed as (
-      select u.event_id from conference_events_unfolded u
-      where u.event_id = any(array(select event_id from picked))
-      for update skip locked
-    )
-    select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
-    from claimed c
-    cross join lateral (select * from conference_events e where e.id = c.event_id offset 0) e
-    order by e.id`);
-  return foldableRows(rows);
-}
-
-/**
- * The oldest events of one room not folded yet, locked for the fold's transaction; rows a
- * sweep holds are skipped (the sweep folds them).
- */
-export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<FoldableEvent[]> {
-  const rows = await tx
-    .select(foldableColumns)
-    .from(conferenceEventsUnfolded)
-    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
-    .where(and(eq(conferenceEventsUnfolded.accountId, where.accountId), eq(conferenceEventsUnfolded.room, where.room)))
-    .orderBy(asc(conferenceEventsUnfolded.eventId))
-    .limit(limit)
-    .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
-  return rows;
-}
-
-/** An account's unfolded events: of the given rooms, or of all its rooms when none are given. */
-function unfoldedOf(accountId: string, rooms: string[]) {
-  return and(eq(conferenceEventsUnfolded.accountId, accountId), rooms.length > 0 ? inArray(conferenceEventsUnfolded.room, rooms) : undefined);
-}
-
-/**
- * When the oldest of an account's (or its rooms') unfolded events was stored, or null when
- * every one is folded: one probe of the unfolded list's index when nothing is pending. A
- * fold in flight still lists its events until it commits.
- */
-export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Promise<Date | null> {
-  // First whether any is listed: a probe that stops at the first index entry, whatever the
-  // planner believes of the list's size (its statistics lag a backlog and its clearing).
-  const [listed] = await db.select({ eventId: conferenceEventsUnfolded.eventId }).from(conferenceEventsUnfolded).where(unfoldedOf(accountId, rooms)).limit(1);
-  if (!listed) return null;
-  const [row] = await db
-    .select({ at: sql<string | Date | null>`min(${conferenceEvents.receivedAt})` })
-    .from(conferenceEventsUnfolded)
-    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
-    .where(unfoldedOf(accountId, rooms));
-  return row?.at ? new Date(row.at) : null;
-}
-
-/**
- * The oldest unfolded events of an account (or of its rooms), locked for the caller's fold.
- * Unlike the job's and the sweep's claims this one waits for the rows a fold in flight holds:
- * once that fold commits they are gone, so what it answers and what that fold folded are
- * every event stored before the call.
- */
-export async function claimUnfoldedOf(tx: Database, accountId: string, rooms: string[], limit: number): Promise<FoldableEvent[]> {
-  const rows = await tx
-    .select(foldableColumns)
-    .from(conferenceEventsUnfolded)
-    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
-    .where(unfoldedOf(accountId, rooms))
-    .orderBy(asc(conferenceEventsUnfolded.eventId))
-    .limit(limit)
-    .for("update", { of: conferenceEventsUnfolded });
-  return rows;
-}
-
-/** The account and room of a stored event, or undefined once its account is deleted. */
-export async function roomOfEvent(id: number): Promise<{ accountId: string; room: string } | undefined> {
-  const [row] = await db.select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room }).from(conferenceEvents).where(eq(conferenceEvents.id, id));
-  return row;
-}
-
-/**
- * Marks events folded, inside the fold's transaction so the mark commits with the fold: takes
- * them off the unfolded list. The fold does this first: taking the rows' locks before the
- * rooms' keeps the order the sweep uses, so a job and a sweep never wait on each other crosswise.
- */
-export async function markFolded(tx: Database, ids: number[]): Promise<void> {
-  if (ids.length === 0) return;
-  await tx.execute(sql`delete from conference_events_unfolded where event_id = any(${`{${ids.join(",")}}`}::bigint[])`);
-}
-
-/** A room of the log and how many events it holds, in (account, room) order, for refolding everything. */
-export type LoggedRoom = { accountId: string; room: string; events: number };
-
-/** Up to `limit` rooms of the log (of one account, or of all) after the given one, in (account, room) order, with their event counts (one pass over the log). */
-export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number, accountId?: string): Promise<LoggedRoom[]> {
-  const rows = await db
-    .select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room, events: sql<number>`count(*)::int` })
-    .from(conferenceEvents)
-    .where(
-      and(
-        after ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})` : undefined,
-        accountId === undefined ? undefined : eq(conferenceEvents.accountId, accountId),
-      ),
-    )
-    .groupBy(conferenceEvents.accountId, conferenceEvents.room)
-    .orderBy(asc(conferenceEvents.accountId), asc(conferenceEvents.room))
-    .limit(limit);
-  return rows;
-}
-
-/** Every event of the given rooms (breakouts included, they carry their main room's name), in id order. */
-export async function eventsOfRooms(rooms: Array<{ accountId: string; room: string }>): Promise<FoldableEvent[]> {
-  if (rooms.length === 0) return [];
-  const wanted = JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })));
-  // One index scan per room: `offset 0` keeps the planner from flattening the lateral join into
-  // a hash join over the whole log, which it prefers when one account holds every event.
-  const rows = await db.execute(sql`
-    select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
-    from jsonb_to_recordset(${wanted}::jsonb) as k("accountId" text, room text)
-    cross join lateral (
-      select c.id, c.account_id, c.kind, c.room, c.occurred_at, c.subject from conference_events c
-      where c.account_id = k."accountId" and c.room = k.room offset 0
-    ) as e
-    order by e.id`);
-  return foldableRows(rows);
-}
-
-/** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */
-export async function mediaEventsForSubjects(subjects: Array<{ accountId: string; subject: string }>, executor: Database): Promise<StoredEvent[]> {
-  if (subjects.length === 0) return [];
-  // A join against a JSON list of pairs: drizzle has no tuple IN, and thousands of ORs would plan slowly.
-  const wanted = sql`select s."accountId", s.subject from jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)`;
-  const rows = await executor
-    .select(storedColumns)
-    .from(conferenceEvents)
-    .where(and(sql`(${conferenceEvents.accountId}, ${conferenceEvents.subject}) in (${wanted})`, inArray(conferenceEvents.kind, MEDIA_EVENT_KINDS)))
-    .orderBy(asc(conferenceEvents.occurredAt), asc(conferenceEvents.id));
-  return rows;
-}
-
-/* ---------- Jitsi's event_sync Prosody module ---------- */
-
-/** 2286-11-20 in unix seconds: a bigger number is a millisecond timestamp sent by mistake. */
-const LATEST_UNIX_SECONDS = 9_999_999_999;
-
-function unixSeconds(field: string, value: number | undefined): Date {
-  if (value === undefined) throw new AppError("validation_failed", `${field}: required for this event`);
-  if (!Number.isFinite(value) || value < 0 || value > LATEST_UNIX_SECONDS) {
-    throw new AppError("validation_failed", `${field}: must be a unix time in seconds, got ${value}`);
-  }
-  return new Date(Math.floor(value) * 1000);
-}
-
-/**
- * Checks an event_sync delivery and appends it. The dedupe key is built from what names
- * the fact in the payload (room, breakout, occupant jid and the source's own timestamps),
- * so the module's retries of one delivery are stored once. Returns true when it is new.
- */
-export async function recordEventSync(accountId: string, kind: EventSyncKind, body: EventSyncBody): Promise<boolean> {
-  const expected = EVENT_SYNC_NAMES[kind];
-  if (body.event_name !== expected) {
-    throw new AppError("validation_failed", `event_name: this route takes "${expected}", got "${body.event_name}"`);
-  }
-  const room = roomKey(body.room_name.trim());
-  if (room === "") throw new AppError("validation_failed", "room_name: must not be empty");
-  if (body.is_breakout && !body.breakout_room_id) {
-    throw new AppError("validation_failed", "breakout_room_id: required when is_breakout is true");
-  }
-  const breakout = breakoutOf(body);
-  const where = `${room}|${breakout}`;
-  let occurredAt: Date;
-  let subject: string | undefined;
-  let dedupeKey: string;
-  switch (kind) {
-    case "room_created": {
-      occurredAt = unixSeconds("created_at", body.created_at);
-      dedupeKey = `room_created|${where}|${occurredAt.getTime() / 1000}`;
-      break;
-    }
-    case "room_destroyed": {
-      const createdAt = unixSeconds("created_at", body.created_at);
-      occurredAt = unixSeconds("destroyed_at", body.destroyed_at);
-      if (occurredAt < createdAt) throw new AppError("validation_failed", "destroyed_at: must not be before created_at");
-      const occupants = Array.isArray(body.all_occupants) ? body.all_occupants : Object.values(body.all_occupants ?? {});
-      for (const [index, occupant] of occupants.entries()) checkOccupant(`all_occupants.${index}`, occupant, false);
-      dedupeKey = `room_destroyed|${where}|${createdAt.getTime() / 1000}`;
-      break;
-    }
-    case "occupant_joined":
-    case "occupant_left": {
-      if (!body.occupant) throw new AppError("validation_failed", "occupant: required for this event");
-      const leaving = kind === "occupant_left";
-      const { joinedAt, leftAt } = checkOccupant("occupant", body.occupant, leaving);
-      occurredAt = leaving ? leftAt! : joinedAt;
-      subject = body.occupant.occupant_jid;
-      dedupeKey = `${kind}|${where}|${subject}|${joinedAt.getTime() / 1000}`;
-      break;
-    }
-  }
-  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, body));
-}
-
-function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired: boolean) {
-  if (typeof occupant.occupant_jid !== "string" || occupant.occupant_jid === "") {
-    throw new AppError("validation_failed", `${field}.occupant_jid: required`);
-  }
-  const joinedAt = unixSeconds(`${field}.joined_at`, occupant.joined_at);
-  const leftAt = occupant.left_at === undefined && !leftRequired ? undefined : unixSeconds(`${field}.left_at`, occupant.left_at);
-  if (leftAt && leftAt < joinedAt) throw new AppError("validation_failed", `${field}.left_at: must not be before joined_at`);
-  return { joinedAt, leftAt };
 }

@@ -4,7 +4,8 @@
  */
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { mediaEventsForSubjects, type StoredEvent } from "../events/service";
+import type { StoredEvent } from "../events/schema";
+import { mediaEventsForSubjects } from "./fold-log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 import { type CallDetails, type MediaKind, mediaSessions } from "./schema";

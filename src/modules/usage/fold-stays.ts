@@ -12,10 +12,6 @@ import type { Touched } from "./fold-days";
 /** A timestamp as text of its milliseconds since the epoch, read back exactly by JavaScript. */
 const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 1000)::bigint)::text`;
 
-/** Unix seconds at a JSON path of a payload, as a whole-second timestamp; null unless a number ≥ 0. */
-const unixAt = (path: string) =>
-  `(case when jsonb_typeof(${path}) = 'number' then case when (${path})::text::numeric >= 0 then to_timestamp(floor((${path})::text::numeric)) end end)`;
-
 /**
  * Upserts, in one statement straight from the log, the room lives and stays the page's
  * conference events name, and answers the spans they touched, whether a stay may now be
@@ -28,38 +24,17 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
   const rows = rowsOf<{ what: "span" | "close" | "unusable" | "ended"; account_id: string; room: string; from_day: string; to_day: string; id: string }>(
     await tx.execute(sql`
       with page as (
-        select id, account_id, room, kind, payload,
-          case when payload->'is_breakout' = 'true'::jsonb then coalesce(payload->>'breakout_room_id', '') else '' end as breakout_id,
-          case when kind in ('room_created', 'room_destroyed') then ${sql.raw(unixAt("payload->'created_at'"))} end as created_at,
-          case when kind = 'room_destroyed' then ${sql.raw(unixAt("payload->'destroyed_at'"))} end as destroyed_at
+        select id, account_id, room, kind, breakout_id, room_jid, started_at as created_at, ended_at as destroyed_at, occupants
         from conference_events
         where id = any(${`{${ids.join(",")}}`}::bigint[]) and kind in ('room_created', 'room_destroyed', 'occupant_joined', 'occupant_left')
       ),
-      -- A destroy names the stays of everyone still listed; a join or a leave names its own.
-      occupants as (
-        select p.id, o.n, p.kind, p.account_id, p.room, p.breakout_id, o.occupant
+      -- A destroy names the stays of everyone it lists; a join or a leave names its own.
+      usable as materialized (
+        select p.id, o.n, p.account_id, p.room, p.breakout_id, o.occupant->>'jid' as occupant_jid,
+          (o.occupant->>'joinedAt')::timestamptz as joined_at, (o.occupant->>'leftAt')::timestamptz as left_at,
+          o.occupant->>'userId' as user_id, o.occupant->>'name' as name, o.occupant->>'email' as email
         from page p
-        cross join lateral jsonb_array_elements(case jsonb_typeof(p.payload->'all_occupants')
-          when 'array' then p.payload->'all_occupants'
-          when 'object' then (select coalesce(jsonb_agg(v), '[]'::jsonb) from jsonb_each(p.payload->'all_occupants') as e(k, v))
-          else '[]'::jsonb end) with ordinality as o(occupant, n)
-        where p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null
-        union all
-        select p.id, 0, p.kind, p.account_id, p.room, p.breakout_id, p.payload->'occupant'
-        from page p where p.kind in ('occupant_joined', 'occupant_left')
-      ),
-      -- Materialized, so each occupant's fields are read from its JSON once, not once per use.
-      named as materialized (
-        select o.id, o.n, o.kind, o.account_id, o.room, o.breakout_id, o.occupant->>'occupant_jid' as occupant_jid,
-          ${sql.raw(unixAt("o.occupant->'joined_at'"))} as joined_at, ${sql.raw(unixAt("o.occupant->'left_at'"))} as left_at,
-          nullif(o.occupant->>'id', '') as user_id, nullif(o.occupant->>'name', '') as name, nullif(o.occupant->>'email', '') as email
-        from occupants o
-        where jsonb_typeof(o.occupant) = 'object' and jsonb_typeof(o.occupant->'occupant_jid') = 'string'
-      ),
-      usable as (
-        select n.id, n.n, n.account_id, n.room, n.breakout_id, n.occupant_jid, n.joined_at, n.left_at, n.user_id, n.name, n.email
-        from named n
-        where n.joined_at is not null and (n.kind <> 'occupant_left' or n.left_at is not null)
+        cross join lateral jsonb_array_elements(p.occupants) with ordinality as o(occupant, n)
       ),
       incoming as (
         select account_id, room, breakout_id, occupant_jid, joined_at, max(left_at) as left_at,
@@ -71,7 +46,7 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       ),
       lives as (
         select account_id, room, breakout_id, created_at as started_at, max(destroyed_at) as ended_at,
-          (array_agg(nullif(payload->>'room_jid', '') order by id) filter (where nullif(payload->>'room_jid', '') is not null))[1] as room_jid
+          (array_agg(room_jid order by id) filter (where room_jid is not null))[1] as room_jid
         from page
         where created_at is not null and (kind = 'room_created' or destroyed_at is not null)
         group by account_id, room, breakout_id, created_at
@@ -129,13 +104,13 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       -- A life is ended once, by the fold that first sees its destroy; its breakout id and start ride in from_day and id.
       union all select 'ended', account_id, room, breakout_id, null, ${sql.raw(epochMsText("started_at"))} from ending
       union all select 'unusable', null, null, null, null, id::text from page p
-      where not exists (select from usable u where u.id = p.id and u.n = 0)
+      where not (p.kind in ('occupant_joined', 'occupant_left') and exists (select from usable u where u.id = p.id))
         and not (p.kind = 'room_created' and p.created_at is not null)
         and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)`),
   );
   const unusable = rows.filter((row) => row.what === "unusable").map((row) => Number(row.id));
   if (unusable.length > 0) {
-    // Only event_sync's payload names both halves of a stay; a bare occupant event cannot be paired.
+    // Only an event_sync delivery names both halves of a stay; a bare occupant event cannot be paired.
     log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
   }
   return {

@@ -14,19 +14,8 @@
 import { sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
-import {
-  claimUnfoldedOf,
-  claimUnfoldedRoomEvents,
-  claimUnfoldedRooms,
-  eventsOfRooms,
-  type FoldableEvent,
-  type LoggedRoom,
-  markFolded,
-  oldestUnfoldedAt,
-  roomOfEvent,
-  roomsAfter,
-  unfoldedEventsByIds,
-} from "../events/service";
+import { eventsOfRooms, type FoldableEvent, type LoggedRoom, roomsAfter } from "./fold-log";
+import { claimUnfoldedOf, claimUnfoldedRoomEvents, claimUnfoldedRooms, markFolded, oldestUnfoldedAt, roomOfEvent, unfoldedEventsByIds } from "./fold-queue";
 import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";

@@ -1,0 +1,138 @@
+/**
+ * The fold's queue: the conference events not folded yet (conference_events_unfolded, listed
+ * by a trigger as each event is stored), how a fold claims them, and how it marks them folded
+ * in its own transaction. A cdr job claims one room's, the sweep whole rooms', a report an
+ * account's. The doorbell that gets them folded at once is rung by the append
+ * (src/modules/events/service.ts), which this feature's fold answers.
+ */
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
+import { type Database, db } from "../../db/client";
+import { conferenceEvents, conferenceEventsUnfolded } from "../events/schema";
+import { type FoldableEvent, foldableColumns, foldableRows } from "./fold-log";
+
+/** The named events that are not folded yet (a job whose event the sweep folded has nothing left). */
+export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .select(foldableColumns)
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(inArray(conferenceEventsUnfolded.eventId, ids));
+  return rows;
+}
+
+/**
+ * A sweep's page: the rooms named by the oldest events due (stored at least `olderThanMs`
+ * ago), and up to `limit` of those rooms' unfolded events, whole rooms first in the order of
+ * their oldest event, so a room life's joins and leaves fold together (one write of each
+ * stay) instead of in whichever pages their ids fall. The rooms come from the oldest quarter
+ * page of due events: all their listed events are read to pick the page, and a backlog's
+ * oldest events name hundreds of rooms at once, of which a page takes a few dozen. Younger
+ * events of those rooms come along: folding them early changes nothing, and their job then
+ * finds nothing left. Rows another fold holds are skipped, also in the sample, so sweeps
+ * running at once (of several cdr processes, or of one) take different rooms.
+ */
+export async function claimUnfoldedRooms(tx: Database, olderThanMs: number, limit: number): Promise<FoldableEvent[]> {
+  // Every lookup is an index probe per row (the lateral joins with `offset 0`, `= any(array)`):
+  // during a backlog the list's statistics lag far behind it, and the planner's own choice was
+  // to scan the whole list and the whole log for every page.
+  const rows = await tx.execute(sql`
+    with due as (
+      select u.event_id, u.account_id, u.room from conference_events_unfolded u
+      cross join lateral (select e.received_at from conference_events e where e.id = u.event_id offset 0) e
+      where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
+      order by u.event_id limit ${Math.ceil(limit / 4)}
+      for update of u skip locked
+    ),
+    rooms as (select account_id, room, min(event_id) as first from due group by account_id, room),
+    picked as (
+      select l.event_id from rooms r
+      cross join lateral (
+        select u.event_id from conference_events_unfolded u where u.account_id = r.account_id and u.room = r.room offset 0
+      ) l
+      order by r.first, l.event_id limit ${limit}
+    ),
+    claimed as (
+      select u.event_id from conference_events_unfolded u
+      where u.event_id = any(array(select event_id from picked))
+      for update skip locked
+    )
+    select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
+    from claimed c
+    cross join lateral (select * from conference_events e where e.id = c.event_id offset 0) e
+    order by e.id`);
+  return foldableRows(rows);
+}
+
+/**
+ * The oldest events of one room not folded yet, locked for the fold's transaction; rows a
+ * sweep holds are skipped (the sweep folds them).
+ */
+export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<FoldableEvent[]> {
+  const rows = await tx
+    .select(foldableColumns)
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(and(eq(conferenceEventsUnfolded.accountId, where.accountId), eq(conferenceEventsUnfolded.room, where.room)))
+    .orderBy(asc(conferenceEventsUnfolded.eventId))
+    .limit(limit)
+    .for("update", { of: conferenceEventsUnfolded, skipLocked: true });
+  return rows;
+}
+
+/** An account's unfolded events: of the given rooms, or of all its rooms when none are given. */
+function unfoldedOf(accountId: string, rooms: string[]) {
+  return and(eq(conferenceEventsUnfolded.accountId, accountId), rooms.length > 0 ? inArray(conferenceEventsUnfolded.room, rooms) : undefined);
+}
+
+/**
+ * When the oldest of an account's (or its rooms') unfolded events was stored, or null when
+ * every one is folded: one probe of the unfolded list's index when nothing is pending. A
+ * fold in flight still lists its events until it commits.
+ */
+export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Promise<Date | null> {
+  // First whether any is listed: a probe that stops at the first index entry, whatever the
+  // planner believes of the list's size (its statistics lag a backlog and its clearing).
+  const [listed] = await db.select({ eventId: conferenceEventsUnfolded.eventId }).from(conferenceEventsUnfolded).where(unfoldedOf(accountId, rooms)).limit(1);
+  if (!listed) return null;
+  const [row] = await db
+    .select({ at: sql<string | Date | null>`min(${conferenceEvents.receivedAt})` })
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(unfoldedOf(accountId, rooms));
+  return row?.at ? new Date(row.at) : null;
+}
+
+/**
+ * The oldest unfolded events of an account (or of its rooms), locked for the caller's fold.
+ * Unlike the job's and the sweep's claims this one waits for the rows a fold in flight holds:
+ * once that fold commits they are gone, so what it answers and what that fold folded are
+ * every event stored before the call.
+ */
+export async function claimUnfoldedOf(tx: Database, accountId: string, rooms: string[], limit: number): Promise<FoldableEvent[]> {
+  const rows = await tx
+    .select(foldableColumns)
+    .from(conferenceEventsUnfolded)
+    .innerJoin(conferenceEvents, eq(conferenceEvents.id, conferenceEventsUnfolded.eventId))
+    .where(unfoldedOf(accountId, rooms))
+    .orderBy(asc(conferenceEventsUnfolded.eventId))
+    .limit(limit)
+    .for("update", { of: conferenceEventsUnfolded });
+  return rows;
+}
+
+/** The account and room of a stored event, or undefined once its account is deleted. */
+export async function roomOfEvent(id: number): Promise<{ accountId: string; room: string } | undefined> {
+  const [row] = await db.select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room }).from(conferenceEvents).where(eq(conferenceEvents.id, id));
+  return row;
+}
+
+/**
+ * Marks events folded, inside the fold's transaction so the mark commits with the fold: takes
+ * them off the unfolded list. The fold does this first: taking the rows' locks before the
+ * rooms' keeps the order the sweep uses, so a job and a sweep never wait on each other crosswise.
+ */
+export async function markFolded(tx: Database, ids: number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.execute(sql`delete from conference_events_unfolded where event_id = any(${`{${ids.join(",")}}`}::bigint[])`);
+}
