@@ -245,8 +245,15 @@ describe("Redis down", () => {
     // connection of each process comes back on its own, within half a second of the others: a
     // client that meets one still away gets 503 with Retry-After and asks again, as these do (sooner).
     const retried = (request: () => Promise<Response>) => until(request, (response) => response.status !== 503, 5_000, 250);
+    // A stop answered 503 just as Redis came back may still have queued its job (the queue says
+    // so, src/queue/queues.ts): then "live" is already stopped and this one finds no live stream.
     const stopped = await retried(() => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey));
-    expect(stopped.status).toBe(200);
+    if (stopped.status === 404) {
+      const [row] = await db.select().from(streams).where(eq(streams.streamName, liveStream));
+      expect(row?.state).toBe("stopped");
+    } else {
+      expect(stopped.status).toBe(200);
+    }
     const again = await retried(() =>
       fresh(`${base}/terraform/v1/hooks/srs/startRecording`, {
         method: "POST",
@@ -257,6 +264,9 @@ describe("Redis down", () => {
     );
     expect(again.status).toBe(200);
     liveStream = ((await again.json()) as { stream_name: string }).stream_name;
+    // And a stream started after the outage stops as any does.
+    const stoppedAgain = await retried(() => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "again" }, apiKey));
+    expect(stoppedAgain.status).toBe(200);
 
     // Every acknowledged message stored once, and nothing stored twice; no push went unanswered.
     expect(unanswered).toEqual([]);

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import { newAccount } from "../helpers";
-import { type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
+import { expectNothingLost, type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { freePort } from "../support/ports";
 import { SENTINEL_NAME, type SentinelGroup, startSentinelGroup } from "../support/redis-sentinel";
@@ -118,16 +118,7 @@ test("the Redis master killed: the replica promoted, both nodes carry on within 
         ["sentinel-after-0", "running"],
         ["sentinel-after-1", "running"],
       ]);
-      const tally = await load.tally(sql, accountId, receiver);
-      const phone = await calls.check(sql, accountId, receiver);
-      console.log(JSON.stringify({ fault: "redis master killed under Sentinel", recoveredMs, streamsStartMs, ...tally, calls: phone }));
-      expect(tally.lostItems).toEqual([]);
-      // Both calls ran their whole course through the fault, recorded and told once each.
-      expect(phone).toMatchObject({ failed: [], told: 2, redelivered: 0 });
-      expect(phone.records).toEqual(nodes.map(() => ({ reason: "caller_bye", answered: true, ended: true })));
-      expect(tally.lost).toBe(0);
-      expect(tally.detail.events!.duplicated + tally.detail.webhooks!.duplicated).toBe(0);
-      expect(tally.acknowledged).toBeGreaterThan(40);
+      await expectNothingLost({ load, calls, nodes }, sql, accountId, receiver, { fault: "redis master killed under Sentinel", recoveredMs, streamsStartMs });
     } finally {
       await sql.end();
     }

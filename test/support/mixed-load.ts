@@ -5,6 +5,7 @@
  * endpoint whose receiver verifies every delivery with `standardwebhooks`. Each client keeps
  * what was acknowledged; `tally` compares that with what the database holds and the receiver got.
  */
+import { expect } from "bun:test";
 import type { Socket } from "phoenix";
 import type postgres from "postgres";
 import { occupantJoined } from "./event-sync";
@@ -283,6 +284,29 @@ export async function startCalls(nodes: Array<LoadNode & { sipPort: number }>, a
       return { failed, records: records.map(({ call_id, ...rest }) => rest), told: told.length, redelivered: receiver.received.filter((entry) => entry.event.type === "call.ended").length - told.length };
     },
   };
+}
+
+/**
+ * The verdict of a failover run with the load and the calls: what was counted, printed with the
+ * run's own figures (`report`), and nothing acknowledged lost or told twice; both calls ran
+ * their whole course, recorded and told once each.
+ */
+export async function expectNothingLost(
+  run: { load: ReturnType<typeof startLoad>; calls: Awaited<ReturnType<typeof startCalls>>; nodes: unknown[] },
+  sql: postgres.Sql,
+  accountId: string,
+  receiver: Awaited<ReturnType<typeof startReceiver>>,
+  report: Record<string, unknown>,
+) {
+  const tally = await run.load.tally(sql, accountId, receiver);
+  const phone = await run.calls.check(sql, accountId, receiver);
+  console.log(JSON.stringify({ ...report, ...tally, calls: phone }));
+  expect(tally.lostItems).toEqual([]);
+  expect(phone).toMatchObject({ failed: [], told: 2, redelivered: 0 });
+  expect(phone.records).toEqual(run.nodes.map(() => ({ reason: "caller_bye", answered: true, ended: true })));
+  expect(tally.lost).toBe(0);
+  expect(tally.detail.events!.duplicated + tally.detail.webhooks!.duplicated).toBe(0);
+  expect(tally.acknowledged).toBeGreaterThan(40);
 }
 
 function countOf(items: string[]): Map<string, number> {
