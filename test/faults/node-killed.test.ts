@@ -18,7 +18,7 @@ import { mapperIdFor } from "../../src/modules/mapper/service";
 import { streams } from "../../src/modules/streaming/schema";
 import { sipCalls } from "../../sip-gateway/schema";
 import { newAccount } from "../helpers";
-import { type LoadNode, prepareLoad, request, startLoad } from "../support/mixed-load";
+import { type LoadNode, mixedLoadEnv, prepareLoad, request, startLoad } from "../support/mixed-load";
 import { type NginxLb, startNginxLb } from "../support/nginx-lb";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { connect, disconnect, join } from "../support/phoenix";
@@ -32,17 +32,7 @@ let accountId: string;
 const streamNames: string[] = [];
 
 beforeAll(async () => {
-  const shared = {
-    REDIS_PREFIX: `parley-test-nodekill-${crypto.randomUUID()}`,
-    REALTIME_BROKER: "redis",
-    LOG_LEVEL: "warn",
-    STREAMING_RECORDER_DRIVER: "command",
-    STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
-    STREAMING_OPERATION_TIMEOUT_MS: "10000",
-    WEBHOOK_SWEEP_INTERVAL_MS: "1000",
-    USAGE_SWEEP_INTERVAL_MS: "1000",
-    USAGE_SWEEP_MIN_AGE_MS: "1000",
-  };
+  const shared = mixedLoadEnv("nodekill");
   nodes.push(...(await Promise.all([startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })])));
   lb = await startNginxLb(nodes.map((node) => node.port));
   ({ apiKey, accountId } = await newAccount());

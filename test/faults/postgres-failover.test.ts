@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
-import { expectNothingLost, type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
+import { expectNothingLost, type LoadNode, mixedLoadEnv, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
 import { childPids, until } from "../support/wait";
@@ -27,15 +27,7 @@ beforeAll(async () => {
   const env = {
     DATABASE_URL: pair.url,
     BOOTSTRAP_ACCOUNT: "true",
-    REDIS_PREFIX: `parley-test-pgfailover-${crypto.randomUUID()}`,
-    REALTIME_BROKER: "redis",
-    LOG_LEVEL: "warn",
-    STREAMING_RECORDER_DRIVER: "command",
-    STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
-    STREAMING_OPERATION_TIMEOUT_MS: "10000",
-    WEBHOOK_SWEEP_INTERVAL_MS: "1000",
-    USAGE_SWEEP_INTERVAL_MS: "1000",
-    USAGE_SWEEP_MIN_AGE_MS: "1000",
+    ...mixedLoadEnv("pgfailover"),
   };
   // The first node applies the migrations and makes the first account; the second finds both.
   nodes.push(await startParley({ embedded: false, env }));

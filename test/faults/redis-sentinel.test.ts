@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import { newAccount } from "../helpers";
-import { expectNothingLost, type LoadNode, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
+import { expectNothingLost, type LoadNode, mixedLoadEnv, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { freePort } from "../support/ports";
 import { SENTINEL_NAME, type SentinelGroup, startSentinelGroup } from "../support/redis-sentinel";
@@ -27,16 +27,7 @@ beforeAll(async () => {
     REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
     REDIS_SENTINELS: group.sentinels,
     REDIS_SENTINEL_NAME: SENTINEL_NAME,
-    REDIS_PREFIX: `parley-test-sentinel-${crypto.randomUUID()}`,
-    // Several hosts with one API process each: sockets on one reach those on the other through Redis.
-    REALTIME_BROKER: "redis",
-    LOG_LEVEL: "warn",
-    STREAMING_RECORDER_DRIVER: "command",
-    STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
-    STREAMING_OPERATION_TIMEOUT_MS: "10000",
-    WEBHOOK_SWEEP_INTERVAL_MS: "1000",
-    USAGE_SWEEP_INTERVAL_MS: "1000",
-    USAGE_SWEEP_MIN_AGE_MS: "1000",
+    ...mixedLoadEnv("sentinel"),
   };
   nodes.push(...(await Promise.all([startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })])));
   ({ apiKey, accountId } = await newAccount());

@@ -14,6 +14,25 @@ import { connect, disconnect, join, push } from "./phoenix";
 import { until } from "./wait";
 import { type Received, startReceiver } from "./webhook-receiver";
 
+/**
+ * The settings every node of a mixed-load run shares: its own Redis key prefix, sockets of
+ * several nodes meeting through Redis, streams on the `command` recorder (nothing to encode),
+ * and sweeps quick enough to pick up within a run what a fault left behind.
+ */
+export function mixedLoadEnv(name: string): Record<string, string> {
+  return {
+    REDIS_PREFIX: `parley-test-${name}-${crypto.randomUUID()}`,
+    REALTIME_BROKER: "redis",
+    LOG_LEVEL: "warn",
+    STREAMING_RECORDER_DRIVER: "command",
+    STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
+    STREAMING_OPERATION_TIMEOUT_MS: "10000",
+    WEBHOOK_SWEEP_INTERVAL_MS: "1000",
+    USAGE_SWEEP_INTERVAL_MS: "1000",
+    USAGE_SWEEP_MIN_AGE_MS: "1000",
+  };
+}
+
 export interface LoadNode {
   base: string;
   ws: string;
