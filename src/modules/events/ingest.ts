@@ -67,7 +67,7 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
     }
   }
   const facts = eventSyncFacts(kind, body);
-  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey }, (tx) => publishEventSync(tx, accountId, kind, room, facts));
+  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey, facts }, (tx) => publishEventSync(tx, accountId, kind, room, facts));
 }
 
 function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired: boolean) {

@@ -15,7 +15,7 @@ import { redis, withinRedis } from "../../queue/connection";
 import { pubsub } from "../../queue/pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, type StoredEvent } from "./schema";
-import { eventSyncFacts, isEventSyncKind } from "./event-sync";
+import { type ConferenceFacts, eventSyncFacts, isEventSyncKind } from "./event-sync";
 
 export interface ConferenceEvent {
   accountId: string;
@@ -25,6 +25,8 @@ export interface ConferenceEvent {
   subject?: string;
   payload?: Record<string, unknown>;
   dedupeKey: string;
+  /** The payload's facts when the caller has read them already; else they are read here. */
+  facts?: ConferenceFacts;
 }
 
 
@@ -98,17 +100,18 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
   const inserted = await executor
     .insert(conferenceEvents)
     .values(
-      events.map((event) => {
+      events.map(({ facts, ...event }) => {
         const payload = event.payload ?? {};
-        // A conference event's facts are read from its payload once, here, whoever appends it.
-        return { ...event, payload, ...(isEventSyncKind(event.kind) ? eventSyncFacts(event.kind, payload) : {}) };
+        // A conference event's facts are read from its payload once, by its ingestion or here, whoever appends it.
+        return { ...event, payload, ...(facts ?? (isEventSyncKind(event.kind) ? eventSyncFacts(event.kind, payload) : {})) };
       }),
     )
     .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
     .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
   const ids = new Map(inserted.map((row) => [deliveryOf(row), row.id]));
   const repeated: ConferenceEvent[] = [];
-  for (const event of events) {
+  // The facts stay out of what is published: the log's readers take them from its columns.
+  for (const { facts, ...event } of events) {
     const key = deliveryOf(event);
     const id = ids.get(key);
     // A key given twice in the batch was stored once, for its first event.
