@@ -1,3 +1,4 @@
+// parallel-test: alone (RTP relayed at its real pace and DTMF keyed by baresip in real time)
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { callsById } from "../../sip-gateway/calls";
 import type { SipConfig } from "../../src/config";
