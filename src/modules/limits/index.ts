@@ -8,7 +8,7 @@
 import { Elysia } from "elysia";
 import { credentialFrom } from "../auth";
 import { rateLimitHeaders } from "../../http/ratelimit";
-import type { RouteFamily } from "./catalog";
+import type { RouteFamily } from "./definitions";
 import { limitPublicRequest, limitRequest, type RequestIdentity } from "./rates";
 import { LimitExceeded } from "./service";
 

@@ -3,7 +3,7 @@
  * processes and whatever Redis does. Live streams are counted by the streaming service
  * inside its insert; stored chat bytes by database triggers (migration 0009_chat_bytes).
  */
-import { definitionOf, type LimitName } from "./catalog";
+import { definitionOf, type LimitName } from "./definitions";
 import { LimitExceeded, limitsOf, storedChatBytes } from "./service";
 
 /** The 429 for a full quota; `used` is what the account holds now. */

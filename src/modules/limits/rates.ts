@@ -20,7 +20,7 @@ import { log } from "../../core/log";
 import { memoize } from "../../core/memo";
 import type { PolicyState } from "../../http/ratelimit";
 import { createRedis, redisKey } from "../../queue/connection";
-import { definitionOf, type LimitName, type RouteFamily } from "./catalog";
+import { definitionOf, type LimitName, type RouteFamily } from "./definitions";
 import { type AccountLimits, LimitExceeded, limitsOf } from "./service";
 
 declare module "ioredis" {

@@ -1,12 +1,12 @@
 import { bigint, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 
-/** An account's own value for a limit; limits without a row take the default in catalog.ts. */
+/** An account's own value for a limit; limits without a row take the default in definitions.ts. */
 export const accountLimits = pgTable(
   "account_limits",
   {
     accountId: accountIdColumn(),
-    /** A name from the catalog, such as `tokens.per_key`. */
+    /** A name from definitions.ts, such as `tokens.per_key`. */
     name: text("name").notNull(),
     value: bigint("value", { mode: "number" }).notNull(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),

@@ -1,6 +1,6 @@
 /**
  * Per-account limits: an account's values are its overrides in `account_limits` over the
- * catalog's defaults, cached per process and dropped with the account caches. Rates are
+ * defaults in definitions.ts, cached per process and dropped with the account caches. Rates are
  * counted in rates.ts (Redis), quotas checked in quotas.ts (PostgreSQL).
  */
 import { and, eq } from "drizzle-orm";
@@ -9,7 +9,7 @@ import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { PolicyState } from "../../http/ratelimit";
 import { broadcastInvalidation, getAccount, onAccountsInvalidated } from "../accounts/service";
-import { definitionOf, isLimitName, LIMITS, type LimitName } from "./catalog";
+import { definitionOf, isLimitName, LIMITS, type LimitName } from "./definitions";
 import { accountLimits, quotaUsage } from "./schema";
 
 export type AccountLimits = Record<LimitName, number>;
