@@ -1,7 +1,7 @@
 /**
  * The SIP gateway: one sip.js user agent per transport (UDP, TCP, TLS), each on its own
  * endpoint so Via and Contact name the right transport and port, and the trunk registration.
- * Every incoming INVITE becomes a `PhoneCall` (call.ts) that resolves its room, answers,
+ * Every incoming INVITE becomes a `PhoneCall` (phone-call.ts) that resolves its room, answers,
  * joins the conference, and records what happened.
  */
 import { Core, Grammar, type Invitation, Registerer, RegistererState, UserAgent, type UserAgentOptions } from "sip.js";
@@ -10,7 +10,7 @@ import { isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";
 import type { ConferenceAdapter } from "./adapter";
 import { MediaEndpoints } from "./bridge";
-import { type CallHost, PhoneCall } from "./call";
+import { type CallHost, PhoneCall } from "./phone-call";
 import { SourceGuard } from "./guard";
 import { mediaFactory } from "./media";
 import { ServerTransactions } from "./merged-requests";

@@ -11,7 +11,7 @@ import { streams } from "../../src/modules/streaming/schema";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { finishStream, markRunning } from "../../src/modules/streaming/transitions";
 import { sweepUnfolded } from "../../src/modules/usage/fold";
-import { CallLog } from "../../sip-gateway/calls";
+import { CallLog } from "../../sip-gateway/call-log";
 import { call, newAccount } from "../helpers";
 import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
 

@@ -8,7 +8,7 @@ import { config } from "../../src/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
-import { callsById } from "../../sip-gateway/calls";
+import { callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 import { startBridge, startTestGateway } from "../support/sip-gateway";
 import { endedCall, expectSuccess } from "../support/sip-calls";

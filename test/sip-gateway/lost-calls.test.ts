@@ -10,7 +10,7 @@ import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { redis, redisKey } from "../../src/queue/connection";
-import { callsById } from "../../sip-gateway/calls";
+import { callsById } from "../../sip-gateway/call-log";
 import { HEARTBEAT_MS } from "../../sip-gateway/lost-calls";
 import { sipCalls } from "../../sip-gateway/schema";
 import { call, newAccount } from "../helpers";

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { config } from "../../src/config";
-import { callsById } from "../../sip-gateway/calls";
+import { callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 import { startBaresip } from "../support/baresip";
 import { freePort } from "../support/ports";

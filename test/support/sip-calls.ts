@@ -3,7 +3,7 @@
  * record once it is closed, and sipp media endpoints (UAS) for the gateway to bridge to.
  */
 import type { CallRecord } from "../../sip-gateway/schema";
-import { callsById } from "../../sip-gateway/calls";
+import { callsById } from "../../sip-gateway/call-log";
 import { freePort } from "./ports";
 import { runSipp, type SippRun } from "./sipp";
 

@@ -4,7 +4,7 @@ import { asc, eq, sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { events } from "../../src/modules/webhooks/schema";
-import { CallLog, callsById } from "../../sip-gateway/calls";
+import { CallLog, callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 
 const start = (callId: string) => ({ callId, caller: "+15551230001@127.0.0.1", callee: "gateway@127.0.0.1", transport: "UDP", source: "127.0.0.1:5060" });

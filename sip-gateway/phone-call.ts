@@ -11,7 +11,7 @@ import type { SipConfig } from "../src/config";
 import { log } from "../src/core/log";
 import type { ConferenceAdapter, ConferenceJoin } from "./adapter";
 import { type EndpointLeg, type LegResult, type MediaEndpoints, placeLeg } from "./bridge";
-import { CallLog } from "./calls";
+import { CallLog } from "./call-log";
 import { answerInfo, ConferenceIdPrompt } from "./dtmf";
 import { GatewayMedia, legMedia, negotiate, UnacceptableOffer } from "./media";
 import { ORIGINAL_URI_HEADER, parseVia } from "./message";
