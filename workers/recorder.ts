@@ -20,7 +20,7 @@ import { config } from "../src/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import { EVENT_CHANNEL } from "../src/modules/events/service";
-import { pubsub } from "../src/queue/pubsub";
+import { pubsub } from "../src/queue/redis-pubsub";
 import { closeWorker, QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";

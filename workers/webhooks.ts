@@ -12,7 +12,7 @@ import { DOORBELL_CHANNEL, dueDeliveries } from "../src/modules/webhooks/outbox"
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { purgeOldEvents } from "../src/modules/webhooks/service";
 import { PROMPT_REDIS_MS } from "../src/queue/connection";
-import { pubsub } from "../src/queue/pubsub";
+import { pubsub } from "../src/queue/redis-pubsub";
 import type { Running } from "../src/core/lifecycle";
 import { every } from "../src/core/periodic";
 

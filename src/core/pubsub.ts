@@ -4,7 +4,7 @@
  * again from the database by whoever needs the details. Delivery is best effort, at most
  * once, and only to subscriptions in place when a message is published; every user keeps a
  * fallback for a lost message (a poll, a cache TTL, a sweep, a job retry).
- * src/queue/pubsub.ts serves it over Redis; LocalPubSub keeps every message in this process.
+ * src/queue/redis-pubsub.ts serves it over Redis; LocalPubSub keeps every message in this process.
  *
  * The real-time broker (src/realtime/broker.ts) keeps its own Redis connections instead of
  * sitting on this interface. Its fan-out is not a plain PUBLISH: one Lua script publishes

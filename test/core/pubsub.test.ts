@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { LocalPubSub, type PubSub } from "../../src/core/pubsub";
 import { closeClient, createRedis, redisKey } from "../../src/queue/connection";
-import { pubsub, redisPubSub, usePubSub } from "../../src/queue/pubsub";
+import { pubsub, redisPubSub, usePubSub } from "../../src/queue/redis-pubsub";
 import { eventually } from "../support/wait";
 
 describe.each([

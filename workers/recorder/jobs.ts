@@ -10,7 +10,7 @@ import { log } from "../../src/core/log";
 import { wantsRecording } from "../../src/modules/streaming/options";
 import { getStream, LIVE_STATES, liveStreams } from "../../src/modules/streaming/stream";
 import { claimStream, markRunning } from "../../src/modules/streaming/transitions";
-import { pubsub } from "../../src/queue/pubsub";
+import { pubsub } from "../../src/queue/redis-pubsub";
 import type { RecorderStartJob, RecorderStopJob } from "../../src/queue/queues";
 import { type Heartbeat, podAlive } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";

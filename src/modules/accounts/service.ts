@@ -13,7 +13,7 @@ import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { Subscription } from "../../core/pubsub";
-import { pubsub } from "../../queue/pubsub";
+import { pubsub } from "../../queue/redis-pubsub";
 import { openPrivateKey, sealPrivateKey } from "./sealing";
 import { accounts, apiKeys, signingKeys } from "./schema";
 

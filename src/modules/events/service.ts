@@ -12,7 +12,7 @@ import { config } from "../../config";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
 import { redis, withinRedis } from "../../queue/connection";
-import { pubsub } from "../../queue/pubsub";
+import { pubsub } from "../../queue/redis-pubsub";
 import { CDR_FOLD_JOB, type CdrFoldJob, getQueue, QUEUE_NAMES } from "../../queue/queues";
 import { conferenceEvents, conferenceEventsUnfolded, type EventKind, type StoredEvent } from "./schema";
 import { type ConferenceFacts, eventSyncFacts, isEventSyncKind } from "./event-sync";

@@ -5,7 +5,7 @@
 import { log } from "../../core/log";
 import type { Subscription } from "../../core/pubsub";
 import { PROMPT_REDIS_MS } from "../../queue/connection";
-import { pubsub } from "../../queue/pubsub";
+import { pubsub } from "../../queue/redis-pubsub";
 import { getStream, type Stream } from "./stream";
 
 const STATE_CHANNEL = "streams:state";

@@ -11,7 +11,7 @@ import { executePrepared } from "../../db/prepared";
 import { rowsOf } from "../../db/rows";
 import { log } from "../../core/log";
 import { PROMPT_REDIS_MS } from "../../queue/connection";
-import { pubsub } from "../../queue/pubsub";
+import { pubsub } from "../../queue/redis-pubsub";
 import type { EventData, EventType } from "./model";
 
 /** Wakes this process's event streams of an account as soon as one of its events commits. */
