@@ -20,7 +20,7 @@ import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
 import { eventLogController, webhooksController } from "./modules/webhooks";
 import { realtimeController } from "./realtime";
-import { setSingleProcess } from "./realtime/broker";
+import { setSingleProcess } from "./realtime/process-broker";
 import { registerChannels } from "./realtime/channel";
 import { relayChannel } from "./realtime/relay";
 

@@ -11,7 +11,7 @@ import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "./modules/admin/local";
 import { stopLlhlsOrigin } from "./modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "./modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "./modules/streaming/state";
-import { closeBroker } from "./realtime/broker";
+import { closeBroker } from "./realtime/process-broker";
 import { drainConnections } from "./realtime/socket";
 
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";

@@ -6,7 +6,7 @@
  * fallback for a lost message (a poll, a cache TTL, a sweep, a job retry).
  * src/queue/redis-pubsub.ts serves it over Redis; LocalPubSub keeps every message in this process.
  *
- * The real-time broker (src/realtime/broker.ts) keeps its own Redis connections instead of
+ * The real-time broker (src/realtime/redis-broker.ts) keeps its own Redis connections instead of
  * sitting on this interface. Its fan-out is not a plain PUBLISH: one Lua script publishes
  * only when another process has declared interest in the topic (an interest set kept per
  * topic, restored after an outage), on a publisher connection of its own that pipelines

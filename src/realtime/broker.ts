@@ -1,36 +1,29 @@
 /**
- * Which broker carries a process's frames and presence: `LocalBroker` (local-broker.ts) for
- * a single process, `RedisBroker` (redis-broker.ts) when other API processes hold sockets too.
+ * What a broker does: carries a process's socket frames and presence to every process
+ * holding sockets. `LocalBroker` (local-broker.ts) serves a single process, `RedisBroker`
+ * (redis-broker.ts) several; process-broker.ts chooses one.
  */
-import { config } from "../config";
-import { type Broker, LocalBroker } from "./local-broker";
-import { RedisBroker } from "./redis-broker";
+import type { ServerWebSocket } from "bun";
 
-let chosen: Broker | undefined;
-/** Set by whoever assembles the app: this process holds every socket (all roles in one process on the embedded database). */
-let singleProcess = false;
-
-export function setSingleProcess(single: boolean): void {
-  singleProcess = single;
+/** A presence entry: Phoenix groups entries by key (the user id) into `{ metas: [...] }`. */
+export interface PresenceEntry {
+  key: string;
+  meta: Record<string, unknown> & { phx_ref: string };
 }
 
-/**
- * `auto` is local when this is the only API process: everything in one process (see
- * setSingleProcess) or API_PROCESSES=1 (which the supervisor's API processes inherit); Redis
- * otherwise. Several hosts with one API process each must say REALTIME_BROKER=redis.
- */
-export function brokerKind(): "local" | "redis" {
-  if (config.realtime.broker !== "auto") return config.realtime.broker;
-  return singleProcess || config.http.processes === 1 ? "local" : "redis";
-}
-
-/** The process's broker, chosen once from REALTIME_BROKER. */
-export function broker(): Broker {
-  if (!chosen) chosen = brokerKind() === "redis" ? new RedisBroker() : new LocalBroker();
-  return chosen;
-}
-
-export async function closeBroker(): Promise<void> {
-  await chosen?.close();
-  chosen = undefined;
+export interface Broker {
+  /**
+   * Sends a frame to every socket on `topic`, on every process; `except` is left out. This
+   * process's sockets have it when the call returns; frames for other processes are handed
+   * on in the order of the calls, and the promise settles once they are (it rejects when
+   * they cannot be: Redis is unreachable).
+   */
+  broadcast(topic: string, frame: string, except?: ServerWebSocket<unknown>): Promise<void>;
+  /** This process has a socket on `topic` (counted; resolves once frames from elsewhere will arrive). */
+  subscribe(topic: string): Promise<void>;
+  unsubscribe(topic: string): Promise<void>;
+  track(topic: string, entry: PresenceEntry): Promise<void>;
+  untrack(topic: string, ref: string): Promise<void>;
+  presence(topic: string): Promise<PresenceEntry[]>;
+  close(): Promise<void>;
 }

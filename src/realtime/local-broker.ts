@@ -1,32 +1,10 @@
 /**
- * The broker interface, and its implementation for a single process. Delivery inside a
- * process always goes through Bun's native topic publish, so a frame is serialised once
- * however many sockets receive it; the Redis broker (redis-broker.ts) delivers here first too.
+ * The broker (broker.ts) for a single process. Delivery inside a process always goes
+ * through Bun's native topic publish, so a frame is serialised once however many sockets
+ * receive it; the Redis broker (redis-broker.ts) delivers here first too.
  */
 import type { Server, ServerWebSocket } from "bun";
-
-/** A presence entry: Phoenix groups entries by key (the user id) into `{ metas: [...] }`. */
-export interface PresenceEntry {
-  key: string;
-  meta: Record<string, unknown> & { phx_ref: string };
-}
-
-export interface Broker {
-  /**
-   * Sends a frame to every socket on `topic`, on every process; `except` is left out. This
-   * process's sockets have it when the call returns; frames for other processes are handed
-   * on in the order of the calls, and the promise settles once they are (it rejects when
-   * they cannot be: Redis is unreachable).
-   */
-  broadcast(topic: string, frame: string, except?: ServerWebSocket<unknown>): Promise<void>;
-  /** This process has a socket on `topic` (counted; resolves once frames from elsewhere will arrive). */
-  subscribe(topic: string): Promise<void>;
-  unsubscribe(topic: string): Promise<void>;
-  track(topic: string, entry: PresenceEntry): Promise<void>;
-  untrack(topic: string, ref: string): Promise<void>;
-  presence(topic: string): Promise<PresenceEntry[]>;
-  close(): Promise<void>;
-}
+import type { Broker, PresenceEntry } from "./broker";
 
 /** The Bun servers of this process that hold sockets (one, except in tests and benchmarks). */
 const servers = new Set<Server<unknown>>();

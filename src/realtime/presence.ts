@@ -3,7 +3,7 @@
  * `presence_diff` is `{ joins: <same shape>, leaves: <same shape> }`; every meta carries
  * a unique `phx_ref`, which is how the phoenix client's Presence tells metas apart.
  */
-import type { PresenceEntry } from "./local-broker";
+import type { PresenceEntry } from "./broker";
 
 type Metas = Record<string, { metas: PresenceEntry["meta"][] }>;
 

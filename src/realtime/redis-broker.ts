@@ -4,7 +4,8 @@ import type { ServerWebSocket } from "bun";
 import type { Redis } from "ioredis";
 import { log } from "../core/log";
 import { closeClient, createRedis, disconnected, PROMPT_REDIS_MS, promptRedis, redisKey, settledWithin, withinRedis } from "../queue/connection";
-import { type Broker, deliverLocally, type PresenceEntry } from "./local-broker";
+import type { Broker, PresenceEntry } from "./broker";
+import { deliverLocally } from "./local-broker";
 
 /** A process marks itself alive this often; its presence entries and interest die with the mark. */
 const NODE_HEARTBEAT_MS = 10_000;

@@ -1,6 +1,6 @@
 /** Topics inside Parley, and the one way other modules announce something to a topic's sockets. */
 import { log } from "../core/log";
-import { broker } from "./broker";
+import { broker } from "./process-broker";
 import { broadcastFrame } from "./protocol";
 
 /** Clients name topics per account; inside Parley a topic is scoped by its account, so equal names never meet. */

@@ -51,7 +51,7 @@ describe("RedisBroker interest", () => {
 
 describe("REALTIME_BROKER=auto", () => {
   const kindWith = async (env: Record<string, string>) => {
-    const child = Bun.spawn([process.execPath, "-e", 'const { brokerKind } = await import("./src/realtime/broker.ts"); console.log(brokerKind());'], {
+    const child = Bun.spawn([process.execPath, "-e", 'const { brokerKind } = await import("./src/realtime/process-broker.ts"); console.log(brokerKind());'], {
       env: { ...process.env, REALTIME_BROKER: "auto", ...env },
       stdout: "pipe",
       stderr: "inherit",

@@ -1,7 +1,8 @@
 /** Both brokers honour one contract: delivery to subscribed sockets (minus `except`) and presence. */
 import { afterAll, describe, expect, test } from "bun:test";
 import type { ServerWebSocket } from "bun";
-import { attachServer, type Broker, LocalBroker } from "../../src/realtime/local-broker";
+import type { Broker } from "../../src/realtime/broker";
+import { attachServer, LocalBroker } from "../../src/realtime/local-broker";
 import { RedisBroker } from "../../src/realtime/redis-broker";
 import { eventually } from "../support/wait";
 
