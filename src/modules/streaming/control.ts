@@ -17,9 +17,9 @@ import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";
 import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request";
 import { streams } from "./schema";
-import { announce, waitForStream } from "./state";
+import { waitForStream } from "./state";
 import { bareRoom, LIVE_STATES, type Stream, type StreamStarted, streamNameFor, streamUrls } from "./stream";
-import { finishStream } from "./transitions";
+import { finishStream, markStopping } from "./transitions";
 
 export type StreamStopped = typeof StreamingModel.stopped.static;
 
@@ -164,9 +164,5 @@ async function requestStop(stream: Stream, reason: string): Promise<void> {
       pod_name: stream.podName ?? "",
     });
   }
-  await db
-    .update(streams)
-    .set({ state: "stopping" })
-    .where(and(eq(streams.id, stream.id), inArray(streams.state, ["starting", "running"])));
-  await announce(stream.id);
+  await markStopping(stream.id);
 }

@@ -1,6 +1,8 @@
 /**
- * The recorder side of a stream: its worker claims it, reports it running, and finishes it;
- * each move is made once, writes its events, and is announced.
+ * Every move of a stream's state after its request created it `starting`: the API marks it
+ * stopping, its recorder worker claims it and reports it running, and whoever gets there
+ * first finishes it. Each move is made once, writes its events, and is announced. Running
+ * the recorder process is the worker's (workers/recorder/).
  */
 import { and, eq, inArray } from "drizzle-orm";
 import { db } from "../../db/client";
@@ -67,6 +69,15 @@ export async function markRunning(streamId: string): Promise<boolean> {
   // Announced last, so whoever wakes on it also finds the events written.
   await announce(streamId);
   return true;
+}
+
+/** A stop was queued for the stream: starting or running → stopping. */
+export async function markStopping(streamId: string): Promise<void> {
+  await db
+    .update(streams)
+    .set({ state: "stopping" })
+    .where(and(eq(streams.id, streamId), inArray(streams.state, ["starting", "running"])));
+  await announce(streamId);
 }
 
 /**
