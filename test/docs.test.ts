@@ -5,13 +5,15 @@
  * folder, the bootstrap account's key in data/first-api-key), answer as the pages say; the
  * command line examples of docs/cli.md run against it, and docs/sdk.md's JavaScript examples
  * run on Node with the SDK installed from its tarball. No page shows a command that begins
- * with a bare `bun`, which a fresh machine does not have on its PATH.
+ * with a bare `bun`, which a fresh machine does not have on its PATH. docs/architecture.md
+ * lists the roles of src/roles.ts and every module folder.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, posix, resolve } from "node:path";
 import { loadConfig } from "../src/config";
+import { ROLES } from "../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
 import { type Parley, startParley } from "./support/parley";
 import { installedSdk, NODE_ONLY_PATH } from "./support/sdk-package";
@@ -143,6 +145,36 @@ describe("links", () => {
       }
     }
     expect(problems).toEqual([]);
+  });
+});
+
+/** The names in backticks that begin the table rows of a page's section (to its next heading of the same level or above). */
+function tableNames(page: string, heading: string): string[] {
+  const lines = read(page).split("\n");
+  const start = lines.indexOf(heading);
+  if (start < 0) throw new Error(`${page} has no heading "${heading}"`);
+  const level = heading.indexOf(" ");
+  const names: string[] = [];
+  for (const line of lines.slice(start + 1)) {
+    const next = /^(#+) /.exec(line);
+    if (next && next[1]!.length <= level) break;
+    const row = /^\| `([^`]+)` \|/.exec(line);
+    if (row) names.push(row[1]!);
+  }
+  return names;
+}
+
+describe("architecture", () => {
+  test("docs/architecture.md lists the roles of src/roles.ts, no more and no fewer", () => {
+    expect(tableNames("docs/architecture.md", "## Roles").sort()).toEqual(Object.keys(ROLES).sort());
+  });
+
+  test("docs/architecture.md names every module folder under src/modules, and no other", () => {
+    const folders = readdirSync(join(ROOT, "src/modules"), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name)
+      .sort();
+    expect(tableNames("docs/architecture.md", "### Modules").sort()).toEqual(folders);
   });
 });
 
