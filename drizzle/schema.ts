@@ -8,6 +8,7 @@ export * from "../src/modules/messaging/schema";
 export * from "../src/modules/usage/schema";
 export * from "../src/modules/limits/schema";
 export * from "../sip-gateway/schema";
+export * from "../src/modules/operators/schema";
 export * from "../src/modules/console/schema";
 export * from "../src/modules/webhooks/schema";
 export * from "../src/modules/admin/schema";

@@ -20,7 +20,7 @@ import {
 } from "./modules/accounts/service";
 import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, setDefaultPhoneNumber } from "./modules/mapper/service";
 import { parseLimitName, reportLimits, setLimit } from "./modules/limits/service";
-import { createOperator } from "./modules/console/sessions";
+import { createOperator } from "./modules/operators/service";
 import { refoldLog } from "./modules/usage/fold";
 import { createEndpoint, deleteEndpoint, listEndpoints, parseTypes, replay, rotateSecret, updateEndpoint } from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { db } from "../src/db/client";
 import { listenForInvalidations } from "../src/modules/accounts/service";
-import { operators } from "../src/modules/console/schema";
+import { operators } from "../src/modules/operators/schema";
 import { call } from "./helpers";
 import { eventually } from "./support/wait";
 import { adminCli, adminCliWithInput } from "./support/admin-cli";

@@ -3,7 +3,7 @@
  * operator to sign in as, and Chromium.
  */
 import type { Page } from "playwright-core";
-import { createOperator } from "../../src/modules/console/sessions";
+import { createOperator } from "../../src/modules/operators/service";
 import { app } from "../helpers";
 import { type Chromium, startChromium } from "./browser";
 

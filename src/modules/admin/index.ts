@@ -5,7 +5,7 @@
  */
 import { Elysia } from "elysia";
 import { errorResponses } from "../../http/errors";
-import { listOperators } from "../console/sessions";
+import { listOperators } from "../operators/service";
 import { WebhooksModel } from "../webhooks/model";
 import { AuditModel } from "../audit/model";
 import { listAudit } from "../audit/service";

@@ -5,7 +5,7 @@
  */
 import type { SigningAlgorithm } from "../../config";
 import { createAccount, createApiKey, getAccount, listAccounts, revokeApiKey, revokeSigningKey, rotateSigningKey, setJitsiDomain } from "../accounts/service";
-import { createOperator } from "../console/sessions";
+import { createOperator } from "../operators/service";
 import { parseLimitName, reportLimits, setLimit } from "../limits/service";
 import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, setDefaultPhoneNumber } from "../mapper/service";
 import { refoldLog } from "../usage/fold";

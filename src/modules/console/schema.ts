@@ -1,14 +1,6 @@
-import { index, integer, pgTable, serial, text, timestamp } from "drizzle-orm/pg-core";
+import { index, integer, pgTable, text, timestamp } from "drizzle-orm/pg-core";
 import { accounts } from "../accounts/schema";
-
-/** People who run the deployment: they see every account in the console. */
-export const operators = pgTable("operators", {
-  id: serial("id").primaryKey(),
-  name: text("name").notNull().unique(),
-  /** Bun.password's hash (argon2id), with its parameters. */
-  passwordHash: text("password_hash").notNull(),
-  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-});
+import { operators } from "../operators/schema";
 
 /**
  * One sign-in to the console, by an operator or an account owner. The cookie's JWT names it;

@@ -6,20 +6,20 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { and, asc, eq, gt, isNull, lt } from "drizzle-orm";
+import { and, eq, gt, isNull, lt } from "drizzle-orm";
 import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { redis, redisKey } from "../../queue/connection";
 import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts/service";
-import { consoleSessions, operators } from "./schema";
+import { operators } from "../operators/schema";
+import { operatorNamed } from "../operators/service";
+import { consoleSessions } from "./schema";
 
 export type Viewer =
   | { kind: "operator"; sessionId: string; name: string }
   | { kind: "account"; sessionId: string; name: string; accountId: string };
-
-const NAME = /^[\w.@-]{1,64}$/;
 
 let secret: string | undefined;
 
@@ -43,19 +43,6 @@ function secretFromDataFolder(): string {
     }
     return readFileSync(file, "utf8").trim();
   }
-}
-
-export async function createOperator(name: string, password: string): Promise<{ id: number; name: string }> {
-  if (!NAME.test(name)) throw new AppError("validation_failed", "name: 1 to 64 letters, digits, dots, dashes, underscores or @");
-  if (password.length < 8) throw new AppError("validation_failed", "password: at least 8 characters");
-  const passwordHash = await Bun.password.hash(password);
-  const [row] = await db.insert(operators).values({ name, passwordHash }).onConflictDoNothing().returning({ id: operators.id, name: operators.name });
-  if (!row) throw new AppError("conflict", `an operator named ${name} exists already`);
-  return row;
-}
-
-export async function listOperators(): Promise<Array<{ id: number; name: string; createdAt: Date }>> {
-  return db.select({ id: operators.id, name: operators.name, createdAt: operators.createdAt }).from(operators).orderBy(asc(operators.id));
 }
 
 // Compared against when the name is unknown, so a wrong name costs as long as a wrong password.
@@ -124,7 +111,7 @@ async function openSession(values: { operatorId?: number; accountId?: string; ap
 }
 
 export async function operatorLogin(name: string, password: string, attempt: LoginAttempt): Promise<Viewer> {
-  const [operator] = NAME.test(name) ? await db.select().from(operators).where(eq(operators.name, name)) : [];
+  const operator = await operatorNamed(name);
   const matches = await Bun.password.verify(password, operator?.passwordHash ?? (await decoy()));
   if (!operator || !matches) {
     await countFailure(attempt);
