@@ -4,7 +4,7 @@
  * every topic `<prefix>:<name>` to the channel registered for its prefix. A feature owns its
  * channel and registers it where the app is assembled.
  */
-import type { Actor } from "../modules/token/actor";
+import type { Actor } from "../modules/auth/actor";
 
 /** One socket's membership of one topic, as its channel sees it. */
 export interface Member {

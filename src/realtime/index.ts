@@ -9,7 +9,7 @@ import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
 import { AppError } from "../core/errors";
 import { Text } from "../http/text";
-import { actorFrom } from "../modules/token/actor";
+import { actorFrom } from "../modules/auth/actor";
 import { verifyAccessToken } from "../modules/auth/access-token";
 import { closeConnection, connectionOf, openConnection } from "./socket";
 

@@ -1,6 +1,6 @@
 /** The `rtc:<name>` channel: any event goes to the topic's other members, stored nowhere. */
 import { AppError } from "../core/errors";
-import type { Actor } from "../modules/token/actor";
+import type { Actor } from "../modules/auth/actor";
 import type { Channel } from "./channel";
 
 /** `admit` throws to refuse a join: the app decides who may use which relay topic. */

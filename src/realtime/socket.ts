@@ -11,7 +11,7 @@ import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependen
 import { log } from "../core/log";
 import { firstUnstorable } from "../http/text";
 import { limitSocketMessage } from "../modules/limits/rates";
-import type { Actor } from "../modules/token/actor";
+import type { Actor } from "../modules/auth/actor";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
 import { attachServer } from "./local-broker";

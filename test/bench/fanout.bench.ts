@@ -44,7 +44,7 @@ const { setLimit } = await import("../../src/modules/limits/service");
 const { issueToken } = await import("../../src/modules/token/service");
 const { verifyAccessToken } = await import("../../src/modules/auth/access-token");
 const { createRoom } = await import("../../src/modules/messaging/rooms");
-const { actorFrom } = await import("../../src/modules/token/actor");
+const { actorFrom } = await import("../../src/modules/auth/actor");
 const { Socket } = await import("phoenix");
 const { io: ioClient } = await import("socket.io-client");
 

@@ -15,7 +15,7 @@ import { quotaUsage } from "../../src/modules/limits/schema";
 import { addressCounter } from "../../src/modules/limits/rates";
 import { storedChatBytes } from "../../src/modules/limits/service";
 import { createRoom } from "../../src/modules/messaging/rooms";
-import { actorFrom } from "../../src/modules/token/actor";
+import { actorFrom } from "../../src/modules/auth/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";

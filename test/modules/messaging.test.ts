@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { postMessage } from "../../src/modules/messaging/posting";
-import { actorFrom } from "../../src/modules/token/actor";
+import { actorFrom } from "../../src/modules/auth/actor";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 

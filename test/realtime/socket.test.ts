@@ -3,7 +3,7 @@ import { Presence } from "phoenix";
 import { createApp } from "../../src/app";
 import { postMessage } from "../../src/modules/messaging/posting";
 import { createRoom } from "../../src/modules/messaging/rooms";
-import { actorFrom } from "../../src/modules/token/actor";
+import { actorFrom } from "../../src/modules/auth/actor";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";

@@ -1,7 +1,7 @@
 /** Two messaging users of a fresh account, Alice and Bob, and chat rooms Alice made, for the socket tests. */
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { createRoom } from "../../src/modules/messaging/rooms";
-import { actorFrom } from "../../src/modules/token/actor";
+import { actorFrom } from "../../src/modules/auth/actor";
 import { newAccount, tokenFor } from "../helpers";
 
 export async function aliceAndBob(rooms: string[] = []): Promise<{ aliceToken: string; bobToken: string }> {

@@ -5,7 +5,7 @@
  */
 import { AppError } from "../../core/errors";
 import type { Channel, Member } from "../../realtime/channel";
-import type { Actor } from "../token/actor";
+import type { Actor } from "../auth/actor";
 import { positiveInt } from "./checks";
 import { recentMessages } from "./messages";
 import { vote } from "./polls";

@@ -3,7 +3,7 @@ import { Elysia, t } from "elysia";
 import { errorResponses } from "../../http/errors";
 import { auth } from "../auth";
 import { limits } from "../limits";
-import { actorFrom } from "../token/actor";
+import { actorFrom } from "../auth/actor";
 import { deleteMessages, deleteReplies, editMessage, getMessage, listMessages, listReplies, parseMessageIds, searchMessages } from "./messages";
 import { ChannelId, Id, MessagingModel, UserId } from "./model";
 import { isVoted, pollVotes, vote } from "./polls";

@@ -6,7 +6,7 @@ import { and, asc, count, desc, eq, ilike, inArray, isNull, or, type SQL, sql } 
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { assertChatStorage } from "../limits/quotas";
-import type { Actor } from "../token/actor";
+import type { Actor } from "../auth/actor";
 import { checkChannelId, checkContent, checkSearchTerm, containsPattern, type Page, pageOf, positiveInt } from "./checks";
 import { type DayOfMessages, type Message, type MessageList, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type PollOption } from "./model";
 import { announceToRoom, enterRoom, manageRoom, manages, type RoomRow } from "./rooms";

@@ -6,7 +6,7 @@
 import { db } from "../../db/client";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits/quotas";
-import type { Actor } from "../token/actor";
+import type { Actor } from "../auth/actor";
 import { checkContent, positiveInt } from "./checks";
 import { findMessage, viewOf } from "./messages";
 import type { Message } from "./model";

@@ -1,7 +1,7 @@
 /** The account's chat users: written as tokens are used, named by their latest token, searched by name or id. */
 import { and, asc, eq, ilike, inArray, or, sql } from "drizzle-orm";
 import { db } from "../../db/client";
-import type { Actor } from "../token/actor";
+import type { Actor } from "../auth/actor";
 import { checkSearchTerm, checkUserId, containsPattern, type Page, pageOf } from "./checks";
 import type { User } from "./model";
 import { chatUsers } from "./schema";

@@ -1,5 +1,5 @@
 /** The user a messaging token names, as chat and the socket's channels act for it. */
-import type { VerifiedToken } from "../auth/access-token";
+import type { VerifiedToken } from "./access-token";
 
 export interface Actor {
   accountId: string;
