@@ -168,7 +168,11 @@ export function stampReceived(text: string, address: string, port: number): stri
   return text.slice(0, valueStart + offset) + stamped + text.slice(valueStart + offset + firstValue.length);
 }
 
-const TOP_VIA_SENT_BY = /^((?:Via|v)[ \t]*:[ \t]*SIP[ \t]*\/[ \t]*2\.0[ \t]*\/[ \t]*[A-Za-z]+[ \t]+)(\[[0-9a-fA-F:.]+\]|[^\s;:,]+)(?::(\d{1,5}))?/im;
+const LWS = "[ \\t]*";
+const TOP_VIA_SENT_BY = new RegExp(
+  `^((?:Via|v)${LWS}:${LWS}SIP${LWS}/${LWS}2\\.0${LWS}/${LWS}[A-Za-z]+[ \\t]+)` + "(\\[[0-9a-fA-F:.]+\\]|[^\\s;:,]+)(?::(\\d{1,5}))?",
+  "im",
+);
 
 /**
  * sip.js writes its Via without a port and drops any response whose Via carries one, yet

@@ -62,7 +62,13 @@ const TOKEN = "[A-Za-z0-9.!%*_+`'~-]+";
 const LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?";
 const DOMAIN = `(?:${LABEL}\\.)*[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?`;
 /** The shape quickNameAddr reads: an optional plain quoted name, a sip: URI of a user, a host, a port and a transport only, an optional tag. */
-const NAME_ADDR = new RegExp(`^(?:"([A-Za-z0-9+._-]+(?: [A-Za-z0-9+._-]+)*)" ?)?<sip:(?:([A-Za-z0-9+._!~*'-]+)@)?(${IPV4}|${DOMAIN})(?::([1-9]\\d{0,4}))?(?:;transport=(udp|tcp|tls))?>(?:;tag=(${TOKEN}))?$`);
+const NAME_ADDR = new RegExp(
+  [
+    '^(?:"([A-Za-z0-9+._-]+(?: [A-Za-z0-9+._-]+)*)" ?)?',
+    `<sip:(?:([A-Za-z0-9+._!~*'-]+)@)?(${IPV4}|${DOMAIN})(?::([1-9]\\d{0,4}))?(?:;transport=(udp|tcp|tls))?>`,
+    `(?:;tag=(${TOKEN}))?$`,
+  ].join(""),
+);
 
 /** NameAddrHeader as the grammar calls it: an absent name and absent parameters are undefined, which its typings do not allow. */
 const GrammarNameAddr = NameAddrHeader as unknown as new (uri: URI, displayName: string | undefined, parameters: undefined) => NameAddrHeader;

@@ -51,9 +51,11 @@ its own for the command, with --json on every command and an audit entry for eac
   create-operator <name>                            a console operator (sees every account); the
                                                     password is read from stdin, or asked for
   add-webhook <account-id> <url> [--types a,b] [--description text] [--ordered]
-                                                    a webhook endpoint (every event type unless --types); prints its secret once
+                                                    a webhook endpoint (every event type unless --types);
+                                                    prints its secret once
   list-webhooks <account-id> [--json]               the account's webhook endpoints
-  update-webhook <account-id> <webhook-id> [--url u] [--types a,b|all] [--description text] [--enable|--disable] [--ordered|--unordered]
+  update-webhook <account-id> <webhook-id> [--url u] [--types a,b|all] [--description text]
+                 [--enable|--disable] [--ordered|--unordered]
   rotate-webhook-secret <account-id> <webhook-id>   new secret, printed once; the old one signs beside it for 24 hours
   replay-webhook <account-id> <webhook-id> (--since time | --after sequence)
                                                     send the kept events again to the endpoint
@@ -86,7 +88,8 @@ function algorithmOption(value: string | undefined): SigningAlgorithm | undefine
 }
 
 function describeNumber(number: PhoneNumber): string {
-  return `${number.countryCode}  ${number.formattedNumber}${number.tollFree ? "  toll-free" : ""}${number.isDefault ? "  default" : ""}`;
+  const flags = `${number.tollFree ? "  toll-free" : ""}${number.isDefault ? "  default" : ""}`;
+  return `${number.countryCode}  ${number.formattedNumber}${flags}`;
 }
 
 function need(value: string | undefined, what: string): string {
@@ -109,7 +112,7 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
       return;
     }
     for (const account of rows) {
-      console.log(`${account.id}  ${account.name}  ${account.signingAlgorithm}  jitsi domain ${account.jitsiDomain}  created ${account.createdAt.toISOString()}`);
+      console.log(`${account.id}  ${account.name}  ${account.signingAlgorithm}  jitsi ` + `domain ${account.jitsiDomain}  created ${account.createdAt.toISOString()}`);
       for (const key of account.apiKeys) {
         const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "active";
         console.log(`  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`);
@@ -243,7 +246,8 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
     }
     for (const endpoint of endpoints) {
       const state = endpoint.enabled ? "enabled" : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
-      console.log(`${endpoint.id}  ${endpoint.url}  ${endpoint.event_types?.join(",") ?? "all events"}  ${state}${endpoint.ordered ? "  ordered" : ""}`);
+      const events = endpoint.event_types?.join(",") ?? "all events";
+      console.log(`${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`);
     }
     if (endpoints.length === 0) console.log("no webhooks");
   },

@@ -49,7 +49,7 @@ describe("npm run admin", () => {
     expect(await eventually(signsWithEdDSA)).toBe(true);
   }, 30_000);
 
-  test("set-jitsi-domain reaches a process that cached the account; revoke-signing-key stops its tokens and its ASAP key", async () => {
+  test("set-jitsi-domain reaches a caching process; revoke-signing-key stops its tokens and its ASAP key", async () => {
     const created = adminCli("create-account", "Jitsi", "--alg", "RS256");
     const accountId = /account\s+(acc_\w+)/.exec(created.out)![1]!;
     const apiKey = /api key\s+(prl_\w+)/.exec(created.out)![1]!;

@@ -195,7 +195,7 @@ describe("commands", () => {
     expect(bareBunCommands("Run `bun src/index.ts` or\n```sh\necho x | bun run admin list\n```\n")).toHaveLength(2);
   });
 
-  test("a page runs a file of the repository with `npx bun`, never a bare `bun` (not on PATH on a fresh machine)", () => {
+  test("a page runs a file of the repository with `npx bun`, never bare `bun` (not on a fresh machine's PATH)", () => {
     const files = repositoryFiles();
     const problems: string[] = [];
     for (const page of pages()) {
@@ -525,7 +525,7 @@ describe("curl examples against a running Parley", () => {
           const message = await push(room, "new_message", { content: "hello" });
           const poll = await push(room, "new_message", { content: "Lunch?", content_type: "poll", options: ["pizza", "sushi"] });
           if (message.status !== "ok" || poll.status !== "ok") throw new Error(`posting over the socket failed: ${JSON.stringify([message, poll])}`);
-          return `MESSAGE_ID=${message.response.message.id} POLL_ID=${poll.response.message.id} OPTION_ID=${poll.response.message.options[1].id}`;
+          return `MESSAGE_ID=${message.response.message.id} POLL_ID=${poll.response.message.id} ` + `OPTION_ID=${poll.response.message.options[1].id}`;
         } finally {
           await disconnect(socket);
         }
@@ -575,10 +575,10 @@ describe("curl examples against a running Parley", () => {
             if (command.hasCurl && !last) problems.push(`${command.code}\n  -> curl never ran`);
             if (!command.answer || !last) continue;
             if (command.answer.status !== undefined && command.answer.status !== last.status) {
-              problems.push(`${command.code}\n  -> status ${last.status}, the page shows ${command.answer.status}: ${last.body.slice(0, 300)}`);
+              problems.push(`${command.code}\n  -> status ${last.status}, the page ` + `shows ${command.answer.status}: ${last.body.slice(0, 300)}`);
             }
             if (command.answer.status === undefined && (last.status < 200 || last.status > 299)) {
-              problems.push(`${command.code}\n  -> status ${last.status} where the page shows an answer: ${last.body.slice(0, 300)}`);
+              problems.push(`${command.code}\n  -> status ${last.status} where ` + `the page shows an answer: ${last.body.slice(0, 300)}`);
             }
             let shown: unknown;
             try {

@@ -19,7 +19,7 @@ import { until } from "./support/wait";
 const GRACE_MS = 1_000;
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
-test("SIGTERM ends a cdr process whose fold never finishes, once grace and margin are over; another worker folds the job", async () => {
+test("SIGTERM ends a cdr process whose fold never ends, after grace and margin; another worker folds it", async () => {
   const account = await newAccount();
   const queue = getQueue(QUEUE_NAMES.cdr);
   let jobId = "";

@@ -67,7 +67,7 @@ describe("in a terminal", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test("readable lines and a banner with the API, console and API docs addresses and the first API key's file", async () => {
+  test("readable lines and a banner with the API, console and API docs addresses and the API key's file", async () => {
     const port = await freePort();
     const metricsPort = await freePort();
     const env: Record<string, string> = {

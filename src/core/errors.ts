@@ -72,7 +72,15 @@ const CONNECTION_CODES = new Set([
 const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300)$/;
 
 /** Messages that carry no code: PGlite closing, ioredis with its connection gone or its command timeout passed. */
-const UNAVAILABLE_MESSAGE = /^(PGlite is clos(ed|ing)|Connection is closed\.|Reached the max retries per request limit|Command timed out|Stream isn't writeable and enableOfflineQueue options is false)/;
+const UNAVAILABLE_MESSAGE = new RegExp(
+  `^(${[
+    "PGlite is clos(ed|ing)",
+    "Connection is closed\\.",
+    "Reached the max retries per request limit",
+    "Command timed out",
+    "Stream isn't writeable and enableOfflineQueue options is false",
+  ].join("|")})`,
+);
 
 /**
  * Whether an error means a dependency (PostgreSQL, PGlite, Redis) cannot be reached, as

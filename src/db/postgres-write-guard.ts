@@ -11,7 +11,7 @@
 import { plugin } from "bun";
 
 const UNGUARDED = "function nextWrite(fn) {\n    const x = socket.write(chunk, fn)";
-const GUARDED = "function nextWrite(fn) {\n    if (!socket) { chunk = null; nextWriteTimer = null; return false }\n    const x = socket.write(chunk, fn)";
+const GUARDED = "function nextWrite(fn) {\n    if (!socket) { chunk = null; nextWriteTimer " + "= null; return false }\n    const x = socket.write(chunk, fn)";
 
 /*
  * With several hosts in DATABASE_URL, postgres.js 3.4.9 means to try each host in turn and

@@ -38,9 +38,11 @@ const USAGE = `usage: parley <command> [arguments] [--json]
   revoke-operator-token <id>                        the token stops working at once
   audit [--limit n] [--before id]                   the latest changes: who, what, when, from where
   add-webhook <account-id> <url> [--types a,b] [--description text] [--ordered]
-                                                    a webhook endpoint (every event type unless --types); prints its secret once
+                                                    a webhook endpoint (every event type unless --types);
+                                                    prints its secret once
   list-webhooks <account-id>                        the account's webhook endpoints
-  update-webhook <account-id> <webhook-id> [--url u] [--types a,b|all] [--description text] [--enable|--disable] [--ordered|--unordered]
+  update-webhook <account-id> <webhook-id> [--url u] [--types a,b|all] [--description text]
+                 [--enable|--disable] [--ordered|--unordered]
   rotate-webhook-secret <account-id> <webhook-id>   new secret, printed once; the old one signs beside it for 24 hours
   replay-webhook <account-id> <webhook-id> (--since time | --after sequence)
                                                     send the kept events again to the endpoint
@@ -131,18 +133,25 @@ const COMMANDS: Record<string, Command> = {
   async "list-accounts"(parley) {
     const { accounts } = await parley.admin.listAccounts();
     const lines = accounts.flatMap((account) => [
-      `${account.id}  ${account.name}  ${account.signing_algorithm}  jitsi domain ${account.jitsi_domain}  created ${account.created_at}`,
-      ...account.keys.map((key) => `  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${key.revoked_at ? `revoked ${key.revoked_at}` : "active"}`),
-      ...account.signing_keys.map(
-        (key) =>
-          `  signing ${key.kid}  ${key.algorithm}  ${!key.retired_at ? "current" : key.verify_until && key.verify_until <= key.retired_at ? `revoked ${key.verify_until}` : `retired, verifies until ${date(key.verify_until)}`}`,
-      ),
+      `${account.id}  ${account.name}  ${account.signing_algorithm}  jitsi ` + `domain ${account.jitsi_domain}  created ${account.created_at}`,
+      ...account.keys.map((key) => {
+        const state = key.revoked_at ? `revoked ${key.revoked_at}` : "active";
+        return `  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`;
+      }),
+      ...account.signing_keys.map((key) => {
+        const state = !key.retired_at
+          ? "current"
+          : key.verify_until && key.verify_until <= key.retired_at
+            ? `revoked ${key.verify_until}`
+            : `retired, verifies until ${date(key.verify_until)}`;
+        return `  signing ${key.kid}  ${key.algorithm}  ${state}`;
+      }),
     ]);
     return { json: accounts, text: lines.length > 0 ? lines.join("\n") : "no accounts" };
   },
   async "create-key"(parley, [accountId], options) {
     const key = await parley.admin.createKey(need(accountId, "<account-id>"), { label: options.label as string | undefined });
-    return { json: key, text: `api key #${key.key_id}   ${key.api_key}\nKeep the API key now: it is stored only as a hash and cannot be shown again.` };
+    return { json: key, text: `api key #${key.key_id}   ${key.api_key}\nKeep the API key ` + "now: it is stored only as a hash and cannot be shown again." };
   },
   async "revoke-key"(parley, [keyId]) {
     const revoked = await parley.admin.revokeKey(whole(keyId, "<key-id>"));
@@ -154,7 +163,7 @@ const COMMANDS: Record<string, Command> = {
   },
   async "revoke-signing-key"(parley, [kid]) {
     const revoked = await parley.admin.revokeSigningKey(need(kid, "<kid>"));
-    return { json: revoked, text: `signing key ${revoked.kid} of ${revoked.account_id} revoked${revoked.new_kid ? `; new current key ${revoked.new_kid}` : ""}` };
+    return { json: revoked, text: `signing key ${revoked.kid} of ${revoked.account_id} ` + `revoked${revoked.new_kid ? `; new current key ${revoked.new_kid}` : ""}` };
   },
   async "set-jitsi-domain"(parley, [accountId, domain]) {
     const set = await parley.admin.setJitsiDomain(need(accountId, "<account-id>"), need(domain, "<domain|*>"));
@@ -200,14 +209,14 @@ const COMMANDS: Record<string, Command> = {
     const created = await parley.admin.createOperatorToken({ name: need(name, "<name>"), scope: options["read-only"] === true ? "read" : "full" });
     return {
       json: created,
-      text: `operator token #${created.id} ${created.name} (${created.scope})\ntoken   ${created.token}\nKeep the token now: it is stored only as a hash and cannot be shown again.`,
+      text: `operator token #${created.id} ${created.name} (${created.scope})\ntoken   ${created.token}\nKeep ` + "the token now: it is stored only as a hash and cannot be shown again.",
     };
   },
   async "list-operator-tokens"(parley) {
     const { tokens } = await parley.admin.listOperatorTokens();
     const lines = tokens.map(
       (token) =>
-        `#${token.id}  ${token.name}  ${token.scope}  ${token.prefix}…  by ${token.created_by}  last used ${date(token.last_used_at)}  ${token.revoked_at ? `revoked ${token.revoked_at}` : "active"}`,
+        `#${token.id}  ${token.name}  ${token.scope}  ${token.prefix}…  by ${token.created_by}  last ` + `used ${date(token.last_used_at)}  ${token.revoked_at ? `revoked ${token.revoked_at}` : "active"}`,
     );
     return { json: tokens, text: lines.length > 0 ? lines.join("\n") : "no operator tokens" };
   },
@@ -221,7 +230,7 @@ const COMMANDS: Record<string, Command> = {
       before: options.before === undefined ? undefined : whole(options.before as string, "--before"),
     });
     const lines = page.entries.map(
-      (entry) => `#${entry.id}  ${entry.at}  ${entry.actor} (${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
+      (entry) => `#${entry.id}  ${entry.at}  ${entry.actor} ` + `(${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
     );
     if (page.next_before !== null) lines.push(`older: parley audit --before ${page.next_before}`);
     return { json: page, text: page.entries.length > 0 ? lines.join("\n") : "no changes recorded" };
@@ -235,14 +244,15 @@ const COMMANDS: Record<string, Command> = {
     });
     return {
       json: created,
-      text: `webhook   ${created.endpoint.id}  ${created.endpoint.url}\nsecret    ${created.secret}\nKeep the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).`,
+      text: `webhook   ${created.endpoint.id}  ${created.endpoint.url}\nsecret    ${created.secret}\nKeep ` + "the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).",
     };
   },
   async "list-webhooks"(parley, [accountId]) {
     const { webhooks } = await parley.admin.listWebhooks(need(accountId, "<account-id>"));
     const lines = webhooks.map((endpoint) => {
       const state = endpoint.enabled ? "enabled" : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
-      return `${endpoint.id}  ${endpoint.url}  ${endpoint.event_types?.join(",") ?? "all events"}  ${state}${endpoint.ordered ? "  ordered" : ""}`;
+      const events = endpoint.event_types?.join(",") ?? "all events";
+      return `${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`;
     });
     return { json: webhooks, text: lines.length > 0 ? lines.join("\n") : "no webhooks" };
   },
@@ -258,7 +268,7 @@ const COMMANDS: Record<string, Command> = {
   },
   async "rotate-webhook-secret"(parley, [accountId, webhookId]) {
     const rotated = await parley.admin.rotateWebhookSecret(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
-    return { json: rotated, text: `webhook   ${rotated.endpoint.id}\nsecret    ${rotated.secret}\nThe old secret keeps signing beside this one for 24 hours.` };
+    return { json: rotated, text: `webhook   ${rotated.endpoint.id}\nsecret    ${rotated.secret}\nThe ` + "old secret keeps signing beside this one for 24 hours." };
   },
   async "replay-webhook"(parley, [accountId, webhookId], options) {
     const after = options.after === undefined ? undefined : whole(options.after as string, "--after");
@@ -280,7 +290,8 @@ const COMMANDS: Record<string, Command> = {
 };
 
 function describeNumber(number: { country_code: string; formatted_number: string; toll_free: boolean; is_default: boolean }): string {
-  return `${number.country_code}  ${number.formatted_number}${number.toll_free ? "  toll-free" : ""}${number.is_default ? "  default" : ""}`;
+  const flags = `${number.toll_free ? "  toll-free" : ""}${number.is_default ? "  default" : ""}`;
+  return `${number.country_code}  ${number.formatted_number}${flags}`;
 }
 
 function describeLimit(limit: { name: string; value: number; default: number; overridden: boolean; per: string; used?: number | null }): string {
@@ -293,7 +304,7 @@ function describeLimit(limit: { name: string; value: number; default: number; ov
 async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
   const headers = { "user-agent": "parley-cli" };
   if (env.PARLEY_URL) {
-    if (!env.PARLEY_TOKEN) throw new UsageError("PARLEY_URL is set but PARLEY_TOKEN is not: give an operator token (parley create-operator-token <name>, run beside that Parley)");
+    if (!env.PARLEY_TOKEN) throw new UsageError("PARLEY_URL is set but PARLEY_TOKEN is not: give an operator token " + "(parley create-operator-token <name>, run beside that Parley)");
     return new Parley({ baseUrl: env.PARLEY_URL, operatorToken: env.PARLEY_TOKEN, headers });
   }
   const path = resolve(env.DATA_DIR || "./data", "parley.sock");
@@ -301,7 +312,7 @@ async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
     await checkSocket(path);
   } catch (error) {
     if (error instanceof SocketProblem && error.kind === "absent") {
-      throw new NoParley(`no running Parley found: ${error.message} (set DATA_DIR to the data folder of the Parley on this machine, or PARLEY_URL and PARLEY_TOKEN for a remote one)`);
+      throw new NoParley(`no running Parley found: ${error.message} (set DATA_DIR to the data folder of ` + "the Parley on this machine, or PARLEY_URL and PARLEY_TOKEN for a remote one)");
     }
     throw error;
   }
@@ -312,7 +323,7 @@ async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
 /** What a refused credential means for the one who typed the command. */
 function credentialMessage(error: ParleyError): string {
   if (error.code === "operator_credential_required") {
-    return "PARLEY_TOKEN is not an operator token: an account's API key or token never passes the admin API (make one with parley create-operator-token <name>)";
+    return "PARLEY_TOKEN is not an operator token: an account's API key or token never " + "passes the admin API (make one with parley create-operator-token <name>)";
   }
   if (error.code === "invalid_operator_token") return "PARLEY_TOKEN is unknown or revoked: make a new one with parley create-operator-token <name>";
   return error.message;

@@ -39,7 +39,7 @@ export async function checkSocket(path: string): Promise<void> {
   if (uid !== undefined && stats.uid !== uid) throw new SocketProblem("unsafe", `${path} belongs to uid ${stats.uid}, not to you (uid ${uid}): run as the user Parley runs as`);
   if ((stats.mode & 0o777) !== 0o600) throw new SocketProblem("unsafe", `${path} has mode ${(stats.mode & 0o777).toString(8)}, not 600: refusing to trust it`);
   if (!(await listening(path))) {
-    throw new SocketProblem("stale", `${path} exists but nothing listens on it: the Parley that made it has stopped (it removes the file when it starts again)`);
+    throw new SocketProblem("stale", `${path} exists but nothing listens on it: the Parley that ` + "made it has stopped (it removes the file when it starts again)");
   }
 }
 

@@ -134,17 +134,18 @@ const [, floorMs] = await time(() =>
   ),
 );
 await admin.unsafe("drop table stays_floor");
-console.log(`writing the stays alone (one INSERT … SELECT into an empty indexed copy): ${seconds(floorMs)} s = ${(floorMs / sqlMs).toFixed(1)}x the aggregation`);
+console.log("writing the stays alone (one INSERT … SELECT into an empty indexed copy): " + `${seconds(floorMs)} s = ${(floorMs / sqlMs).toFixed(1)}x the aggregation`);
 
 const [sums] = (await admin.unsafe("select sum(participant_seconds)::bigint as folded from room_usage_daily where account_id = $1", [
   account.id,
 ])) as unknown as [{ folded: string }];
 const referenceTotal = reference.reduce((total, row) => total + Number(row.seconds), 0);
-console.log(`check: folded participant seconds ${sums.folded}, SQL ${referenceTotal} -> ${Number(sums.folded) === referenceTotal ? "equal" : "DIFFERENT"}`);
+console.log(`check: folded participant seconds ${sums.folded}, SQL ${referenceTotal} ` + `-> ${Number(sums.folded) === referenceTotal ? "equal" : "DIFFERENT"}`);
 
 // A backlog, as after every cdr worker was down for a long time: the whole log listed as unfolded
 // again and folded by the sweep, which needs no Redis.
-await admin.unsafe("insert into conference_events_unfolded (event_id, account_id, room) select id, account_id, room from conference_events");
+await admin.unsafe(`insert into conference_events_unfolded (event_id, account_id, room)
+   select id, account_id, room from conference_events`);
 const [swept, sweepMs] = await time(() => sweepUnfolded(0));
 console.log(`sweep of a backlog: ${swept} events in ${seconds(sweepMs)} s (${Math.round(swept / (sweepMs / 1000))} events/s)`);
 
@@ -178,7 +179,7 @@ const window = { start_date: "2026-10-01T00:00:00Z", end_date: "2026-10-29T00:00
 
 const single: number[] = [];
 for (let i = 0; i < REPORT_CALLS; i++) single.push((await report({ ...window, room_name: [`room-${(i * 7919) % ROOMS}`] })).ms);
-console.log(`report, one room of ${ROOMS}, 28-day window: p50 ${percentile(single, 50).toFixed(1)} ms, p95 ${percentile(single, 95).toFixed(1)} ms (${REPORT_CALLS} calls)`);
+console.log(`report, one room of ${ROOMS}, 28-day window: p50 ${percentile(single, 50).toFixed(1)} ms, ` + `p95 ${percentile(single, 95).toFixed(1)} ms (${REPORT_CALLS} calls)`);
 
 const week: number[] = [];
 const weekFirstByte: number[] = [];
@@ -190,7 +191,7 @@ for (let i = 0; i < 10; i++) {
   weekBytes = answer.bytes;
 }
 console.log(
-  `report, every room, 7-day window (~${Math.round(ROOMS / 4)} rooms, ${(weekBytes / 1e6).toFixed(1)} MB): p50 ${percentile(week, 50).toFixed(0)} ms, p95 ${percentile(week, 95).toFixed(0)} ms, first byte p95 ${percentile(weekFirstByte, 95).toFixed(0)} ms (10 calls)`,
+  `report, every room, 7-day window (~${Math.round(ROOMS / 4)} rooms, ${(weekBytes / 1e6).toFixed(1)} MB): ` + `p50 ${percentile(week, 50).toFixed(0)} ms, p95 ${percentile(week, 95).toFixed(0)} ms, ` + `first byte p95 ${percentile(weekFirstByte, 95).toFixed(0)} ms (10 calls)`,
 );
 
 const all: number[] = [];
@@ -200,7 +201,7 @@ for (let i = 0; i < 3; i++) {
   all.push(answer.ms);
   allBytes = answer.bytes;
 }
-console.log(`report, all ${ROOMS} rooms, 28-day window (${(allBytes / 1e6).toFixed(1)} MB): p95 ${percentile(all, 95).toFixed(0)} ms (3 calls)`);
+console.log(`report, all ${ROOMS} rooms, 28-day window (${(allBytes / 1e6).toFixed(1)} MB): ` + `p95 ${percentile(all, 95).toFixed(0)} ms (3 calls)`);
 
 // The live path: events appended one by one through appendEvent (each rings its room's doorbell)
 // by 16 concurrent senders, as the API does, over 40 rooms; folded by one cdr worker.
@@ -247,7 +248,7 @@ const burstWorker = startCdrWorker();
 const [, burstMs] = await time(() => untilFolded("burst"));
 await burstWorker.stop();
 console.log(
-  `worker, a burst: ${LIVE} events (appended in ${seconds(burstAppendMs)} s) folded in ${seconds(burstMs)} s by one worker (${Math.round(LIVE / (burstMs / 1000))} events/s)`,
+  `worker, a burst: ${LIVE} events (appended in ${seconds(burstAppendMs)} s) folded in ` + `${seconds(burstMs)} s by one worker (${Math.round(LIVE / (burstMs / 1000))} events/s)`,
 );
 
 // Live: the worker runs while the events arrive; how long after the last one is every room current?
@@ -256,7 +257,7 @@ const [, liveAppendMs] = await time(() => send("live"));
 const [, lagMs] = await time(() => untilFolded("live"));
 await liveWorker.stop();
 console.log(
-  `worker, live: ${LIVE} events appended at ${Math.round(LIVE / (liveAppendMs / 1000))} events/s; every room current ${lagMs.toFixed(0)} ms after the last one`,
+  `worker, live: ${LIVE} events appended at ${Math.round(LIVE / (liveAppendMs / 1000))} events/s; ` + `every room current ${lagMs.toFixed(0)} ms after the last one`,
 );
 
 await admin.end();

@@ -276,7 +276,7 @@ const catalogue: Record<string, Target> = {
 };
 
 console.log(
-  `fan-out: 1 sender, ${SOCKETS} receiving sockets in ${CLIENT_PROCESSES} client processes, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per burst)\n`,
+  `fan-out: 1 sender, ${SOCKETS} receiving sockets in ${CLIENT_PROCESSES} client ` + `processes, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per burst)\n`,
 );
 const results = new Map<string, Result>();
 for (const key of TARGETS) {
@@ -306,7 +306,7 @@ const ratio = (key: string, reference: string) => {
   if (!a || !b) return;
   const p99 = (r: Result) => percentile([...r.paced].sort((x, y) => x - y), 99);
   console.log(
-    `${a.name.padEnd(20)} ÷ ${b.name.padEnd(17)} throughput ${(a.deliveriesPerSecond / b.deliveriesPerSecond).toFixed(2)}×; paced p99 ${(p99(a) / p99(b)).toFixed(2)}×`,
+    `${a.name.padEnd(20)} ÷ ${b.name.padEnd(17)} throughput ` + `${(a.deliveriesPerSecond / b.deliveriesPerSecond).toFixed(2)}×; paced p99 ${(p99(a) / p99(b)).toFixed(2)}×`,
   );
 };
 ratio("rtc-redis", "bare");

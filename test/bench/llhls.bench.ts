@@ -111,10 +111,10 @@ while (Date.now() < latencyEnd) {
 const finalState = await player.state();
 await player.close();
 await chromium.close();
-console.log(`\nglass to player (hls.js lowLatencyMode in Chromium, ${latencies.length} samples over ${SECONDS} s after ${LATENCY_WARMUP_MS / 1000} s):`);
+console.log(`\nglass to player (hls.js lowLatencyMode in Chromium, ${latencies.length} ` + `samples over ${SECONDS} s after ${LATENCY_WARMUP_MS / 1000} s):`);
 console.log(`  p50 ${ms(quantile(latencies, 0.5))}, p95 ${ms(quantile(latencies, 0.95))}, max ${ms(quantile(latencies, 1))}`);
 console.log(`  of which the edge (recorder + origin): p50 ${ms(quantile(edges, 0.5))}, p95 ${ms(quantile(edges, 0.95))}`);
-console.log(`  hls.js: lowLatencyMode ${finalState.lowLatencyMode}, ${finalState.parts} parts loaded, ${stalls} stalls, target latency ${targets[0]} → ${targets.at(-1)} s; load average ${load()}`);
+console.log(`  hls.js: lowLatencyMode ${finalState.lowLatencyMode}, ${finalState.parts} parts loaded, ` + `${stalls} stalls, target latency ${targets[0]} → ${targets.at(-1)} s; load average ${load()}`);
 
 // 2. Blocking viewers on one API process, on the ladder's lowest quality (264 kbps): 500 viewers
 // of the top one would be 1.3 Gbit/s, more than client processes on this machine can take in.
@@ -158,13 +158,13 @@ const wallBefore = performance.now();
 const many = await viewers(VIEWERS, SECONDS);
 const cpu = (await cpuSeconds()) - cpuBefore;
 const wall = (performance.now() - wallBefore) / 1000;
-console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, the 264 kbps quality of the ladder; reload on each hint, then fetch the part):`);
-console.log(`  part delivered after it exists: p50 ${ms(quantile(many.delays, 0.5))}, p99 ${ms(quantile(many.delays, 0.99))}, max ${ms(quantile(many.delays, 1))} (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors)`);
+console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, the 264 kbps ` + "quality of the ladder; reload on each hint, then fetch the part):");
+console.log(`  part delivered after it exists: p50 ${ms(quantile(many.delays, 0.5))}, p99 ` + `${ms(quantile(many.delays, 0.99))}, max ${ms(quantile(many.delays, 1))} ` + `(${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors)`);
 console.log(
-  `  the origin's own answer to reloads that waited (Server-Timing, part there → answer written): p50 ${quantile(many.answered, 0.5).toFixed(1)} ms, p99 ${quantile(many.answered, 0.99).toFixed(1)} ms (${many.answered.length} reloads); one viewer: p99 ${quantile(one.answered, 0.99).toFixed(1)} ms`,
+  "  the origin's own answer to reloads that waited (Server-Timing, part there → answer written): p50 " + `${quantile(many.answered, 0.5).toFixed(1)} ms, p99 ${quantile(many.answered, 0.99).toFixed(1)} ms ` + `(${many.answered.length} reloads); one viewer: p99 ${quantile(one.answered, 0.99).toFixed(1)} ms`,
 );
-console.log(`  reference, one viewer: p50 ${ms(quantile(one.delays, 0.5))}, p99 ${ms(quantile(one.delays, 0.99))}; p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`);
-console.log(`  API process CPU: ${((cpu / wall) * 100).toFixed(1)}% of a core, ${((cpu / wall / VIEWERS) * 100).toFixed(3)}% per viewer (${((cpu / many.reloads) * 1e6).toFixed(0)} µs per reload + part); load average ${load()}`);
+console.log(`  reference, one viewer: p50 ${ms(quantile(one.delays, 0.5))}, p99 ${ms(quantile(one.delays, 0.99))}; ` + `p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`);
+console.log(`  API process CPU: ${((cpu / wall) * 100).toFixed(1)}% of a core, ` + `${((cpu / wall / VIEWERS) * 100).toFixed(3)}% per viewer ` + `(${((cpu / many.reloads) * 1e6).toFixed(0)} µs per reload + part); load average ${load()}`);
 
 origin.child.kill("SIGTERM");
 await origin.child.exited;

@@ -44,6 +44,6 @@ const lookup = await timed("conferenceForMapperId (existing)", (i) => conference
 const existing = await timed("mapperIdFor (existing mapping)", (i) => mapperIdFor(account.id, `bench-${i % ids.length}@conference.bench.example.com`));
 const created = await timed("mapperIdFor (new mapping)", (i) => mapperIdFor(account.id, `new-${Date.now()}-${i}@conference.bench.example.com`));
 
-console.log(`ratios to select 1: lookup ${(lookup / reference).toFixed(2)}, existing ${(existing / reference).toFixed(2)}, new ${(created / reference).toFixed(2)}`);
+console.log(`ratios to select 1: lookup ${(lookup / reference).toFixed(2)}, existing ` + `${(existing / reference).toFixed(2)}, new ${(created / reference).toFixed(2)}`);
 await closeRedis();
 await database.close();

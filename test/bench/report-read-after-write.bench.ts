@@ -76,7 +76,7 @@ const time = async (run: () => Promise<unknown>) => {
 // (auto)vacuum clears them, and the probe steps over them; after it, the probe finds nothing at once.
 const beforeVacuum: number[] = [];
 for (let i = 0; i < 20; i++) beforeVacuum.push(await time(() => foldBeforeReport(accountId, [], new Date())));
-console.log(`the step right after the fold, every room: p50 ${percentile(beforeVacuum, 0.5).toFixed(2)} ms, p95 ${percentile(beforeVacuum, 0.95).toFixed(2)} ms`);
+console.log(`the step right after the fold, every room: p50 ${percentile(beforeVacuum, 0.5).toFixed(2)} ms, ` + `p95 ${percentile(beforeVacuum, 0.95).toFixed(2)} ms`);
 await db.execute(sql`vacuum analyze conference_events_unfolded`);
 
 const weekQuery = { startDate: "2026-10-01T00:00:00Z", endDate: "2026-10-08T00:00:00Z" };
@@ -118,9 +118,9 @@ for (const [label, query, calls] of [
   const step: number[] = [];
   for (let i = 0; i < CALLS; i++) step.push(await time(() => foldBeforeReport(accountId, rooms, new Date())));
   console.log(
-    `report, ${label}: with the step p50 ${ms(p50(withStep))} ms (p95 ${ms(percentile(withStep, 0.95))}), without p50 ${ms(p50(withoutStep))} ms ` +
-      `(p95 ${ms(percentile(withoutStep, 0.95))}), ratio ${(p50(withStep) / p50(withoutStep)).toFixed(2)}x, difference of the medians ` +
-      `${ms(p50(withStep) - p50(withoutStep))} ms (${calls} calls each); the step alone p50 ${ms(p50(step))} ms, p95 ${ms(percentile(step, 0.95))} ms ` +
+    `report, ${label}: with the step p50 ${ms(p50(withStep))} ms (p95 ` + `${ms(percentile(withStep, 0.95))}), without p50 ${ms(p50(withoutStep))} ms ` +
+      `(p95 ${ms(percentile(withoutStep, 0.95))}), ratio ` + `${(p50(withStep) / p50(withoutStep)).toFixed(2)}x, difference of the medians ` +
+      `${ms(p50(withStep) - p50(withoutStep))} ms (${calls} calls each); the ` + `step alone p50 ${ms(p50(step))} ms, p95 ${ms(percentile(step, 0.95))} ms ` +
       `(${CALLS} calls; target < 10 ms: ${p50(step) < 10 ? "met" : "not met"} at the median)`,
   );
 }

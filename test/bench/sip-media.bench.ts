@@ -29,7 +29,7 @@ function rtpPacket(sequence: number): Buffer {
   return packet;
 }
 
-const sdp = (port: number) => `v=0\r\no=x 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio ${port} RTP/AVP 8 101\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n`;
+const sdp = (port: number) => "v=0\r\no=x 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n" + `m=audio ${port} RTP/AVP 8 101\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n`;
 
 async function echo(): Promise<udp.Socket<"buffer">> {
   return Bun.udpSocket({

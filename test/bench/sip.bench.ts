@@ -92,7 +92,7 @@ async function load(port: number, rate: number, gateway: boolean): Promise<Step>
   }
   const cpu = process.cpuUsage(cpuBefore);
   const times = responseTimes(run.rtt);
-  if (run.code !== 0) console.log(`  sipp exited ${run.code} at ${rate} calls/s: ${(run.errors || run.output).split("\n").slice(0, 6).join(" | ").slice(0, 600)}`);
+  if (run.code !== 0) console.log(`  sipp exited ${run.code} at ${rate} calls/s: ` + `${(run.errors || run.output).split("\n").slice(0, 6).join(" | ").slice(0, 600)}`);
   return { rate, ok: run.code === 0 && times.length === calls, p50: percentile(times, 50), p99: percentile(times, 99), cpuMsPerCall: (cpu.user + cpu.system) / 1000 / calls };
 }
 
@@ -115,7 +115,7 @@ const { account } = await createAccount(`bench-${crypto.randomUUID().slice(0, 8)
 const running = await startTestGateway({ accountId: account.id, requestsPerSecond: 0, maxCalls: 100_000, ackTimeoutMs: 32_000 });
 
 console.log(`SIP gateway benchmark: ${SECONDS_PER_STEP} s per step, calls of ${HOLD_MS} ms, UDP on loopback`);
-console.log("rate (calls/s) | gateway: all ok, p50, p99 INVITE→200 (ms), CPU per call (ms) | sipp UAS reference: all ok, p99 (ms) | p99 ratio");
+console.log("rate (calls/s) | gateway: all ok, p50, p99 INVITE→200 (ms), CPU " + "per call (ms) | sipp UAS reference: all ok, p99 (ms) | p99 ratio");
 /** Past this, calls only "succeed" through SIP retransmissions: the gateway is saturated. */
 const RESPONSIVE_P99_MS = 500;
 // A first step, not reported, so the first rate is not charged for compiling the gateway's code and opening its connections.
@@ -129,7 +129,7 @@ for (const rate of RATES) {
   // sipp times in whole milliseconds: a reference under 1 ms counts as 1 ms.
   const ratio = step.p99 / Math.max(reference.p99, 1);
   console.log(
-    `${String(rate).padStart(14)} | ${step.ok ? "yes" : "NO "}  ${step.p50.toFixed(0).padStart(8)} ${step.p99.toFixed(0).padStart(8)} ${step.cpuMsPerCall.toFixed(2).padStart(6)} | ${reference.ok ? "yes" : "NO "} ${reference.p99.toFixed(0).padStart(8)} | ${ratio.toFixed(1)}×`,
+    `${String(rate).padStart(14)} | ${step.ok ? "yes" : "NO "}  ${step.p50.toFixed(0).padStart(8)} ` + `${step.p99.toFixed(0).padStart(8)} ${step.cpuMsPerCall.toFixed(2).padStart(6)} | ` + `${reference.ok ? "yes" : "NO "} ${reference.p99.toFixed(0).padStart(8)} | ${ratio.toFixed(1)}×`,
   );
   if (!step.ok) break;
   best = step;
@@ -138,11 +138,11 @@ for (const rate of RATES) {
 }
 if (best) {
   console.log(
-    `highest rate with no failed call: ${best.rate} calls/s; p99 INVITE→200 ${best.p99.toFixed(0)} ms (sipp UAS reference ${bestReference!.p99.toFixed(0)} ms)`,
+    `highest rate with no failed call: ${best.rate} calls/s; p99 INVITE→200 ` + `${best.p99.toFixed(0)} ms (sipp UAS reference ${bestReference!.p99.toFixed(0)} ms)`,
   );
   console.log(
     responsive
-      ? `highest rate with no failed call and p99 under ${RESPONSIVE_P99_MS} ms: ${responsive.rate} calls/s (p99 ${responsive.p99.toFixed(0)} ms)`
+      ? `highest rate with no failed call and p99 under ${RESPONSIVE_P99_MS} ms: ` + `${responsive.rate} calls/s (p99 ${responsive.p99.toFixed(0)} ms)`
       : `no rate kept p99 under ${RESPONSIVE_P99_MS} ms`,
   );
 } else {

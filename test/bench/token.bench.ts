@@ -150,7 +150,7 @@ try {
     console.log(`${name.padEnd(28)} ${rate.toFixed(0).padStart(8)} /s  ${ratio.padEnd(20)} ${verdict}`);
   }
   // The same comparison by the pool's CPU per request, which others' load moves much less.
-  console.log(`pool CPU per request: bare ${bareRun.cpuMicros.toFixed(1)} µs, RS256 ${rsaRun.cpuMicros.toFixed(1)} µs, EdDSA ${edRun.cpuMicros.toFixed(1)} µs`);
+  console.log(`pool CPU per request: bare ${bareRun.cpuMicros.toFixed(1)} µs, RS256 ` + `${rsaRun.cpuMicros.toFixed(1)} µs, EdDSA ${edRun.cpuMicros.toFixed(1)} µs`);
   console.log(`EdDSA token vs bare route by CPU: ${(bareRun.cpuMicros / edRun.cpuMicros).toFixed(2)} × bare`);
 } finally {
   pool.kill("SIGTERM");

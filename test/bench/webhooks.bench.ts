@@ -40,7 +40,7 @@ const { sql } = await import("drizzle-orm");
 
 const port = await freePort();
 const receiver = Bun.spawn(
-  [process.execPath, "-e", `Bun.serve({ port: ${port}, hostname: "127.0.0.1", async fetch(r) { await r.text(); return new Response(null, { status: 204 }); } }); console.log("ready");`],
+  [process.execPath, "-e", `Bun.serve({ port: ${port}, hostname: "127.0.0.1", async fetch(r) { await ` + `r.text(); return new Response(null, { status: 204 }); } }); console.log("ready");`],
   { stdout: "pipe", stderr: "inherit" },
 );
 await receiver.stdout.getReader().read();
@@ -139,7 +139,7 @@ try {
   const separate = await concurrentWriters((writer) => others[writer]!.account.id);
 
   console.log(`deliveries: ${DELIVERIES}, ${CONCURRENCY} in flight, database ${database.kind}`);
-  console.log(`  bare fetch loop       ${bareRate.toFixed(0)} /s   (before the worker ${bareBefore.toFixed(0)}, after ${bareAfter.toFixed(0)})`);
+  console.log(`  bare fetch loop       ${bareRate.toFixed(0)} /s   (before the ` + `worker ${bareBefore.toFixed(0)}, after ${bareAfter.toFixed(0)})`);
   console.log(`  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`);
   console.log(`outbox (recordEvent in the transaction, ${SAMPLES} samples)`);
   console.log(`  p50 ${ms(percentile(outbox, 50))}   p99 ${ms(percentile(outbox, 99))} (target < 2 ms)`);
@@ -147,7 +147,7 @@ try {
   console.log(`  p50 ${ms(percentile(route, 50))}   p99 ${ms(percentile(route, 99))}`);
   console.log(`${WRITERS} concurrent writers (recordEvent and commit, ${SAMPLES} events)`);
   for (const [what, run] of [["one account", shared], ["an account each", separate]] as const) {
-    console.log(`  ${what.padEnd(16)} ${run.rate.toFixed(0)} events/s   recordEvent p50 ${ms(percentile(run.latencies, 50))}   p99 ${ms(percentile(run.latencies, 99))}`);
+    console.log(`  ${what.padEnd(16)} ${run.rate.toFixed(0)} events/s   recordEvent p50 ` + `${ms(percentile(run.latencies, 50))}   p99 ${ms(percentile(run.latencies, 99))}`);
   }
 } finally {
   receiver.kill();

@@ -25,7 +25,7 @@ afterAll(async () => {
 
 const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 100;
 
-test("the Usage page's header, chart and table, its CSV and the API give the same participant minutes, open stays counted up to as_of", async () => {
+test("Usage header, chart, table, CSV and API give the same participant minutes, open stays to as_of", async () => {
   const account = await newAccount();
   const now = Math.floor(Date.now() / 1000);
   // Inside today (UTC) whatever the hour, so every stay lies in one day of the page's window.

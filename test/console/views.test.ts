@@ -118,7 +118,7 @@ describe("signed out", () => {
 
 describe("every page", () => {
   for (const [label, viewport] of WIDTHS) {
-    test(`shows the API's fields, one date format, room names and charts that tell; nothing cut off, no errors, axe clean (${label})`, async () => {
+    test(`fields, one date format, telling charts; nothing cut off, no errors, axe clean (${label})`, async () => {
       const context = await ui.chromium.context(viewport, VIEWER);
       const page = await context.newPage();
       const problems = watchProblems(page);

@@ -68,7 +68,7 @@ async function deliveryOf(room: string) {
 }
 
 describe("webhooks page", () => {
-  test("adds an endpoint, shows its deliveries with their status codes, retries a failed one and rotates the secret", async () => {
+  test("adds an endpoint, shows deliveries with status codes, retries a failed one, rotates the secret", async () => {
     const { context, page } = await operatorOnWebhooks();
     await page.getByLabel("Endpoint URL").fill(receiver.url);
     await page.getByLabel("Description").fill("the test receiver");

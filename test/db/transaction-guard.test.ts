@@ -76,7 +76,7 @@ function lint(source: string): string {
 }
 
 test("the linter flags the global handle inside a transaction callback and helpers that default to it", () => {
-  const header = `import { type Database, db } from "../../db/client";\nimport { accounts } from "../accounts/schema";\n`;
+  const header = `import { type Database, db } from "../../db/client";\n` + `import { accounts } from "../accounts/schema";\n`;
   const inside = lint(`${header}export async function f(read: (e: Database) => Promise<unknown>) {
   return db.transaction(async (tx) => {
     await tx.select().from(accounts);

@@ -251,7 +251,7 @@ for (const mode of MODES) {
       });
     }, 45_000);
 
-    test("SIGTERM with a socket open and a stream running: the client is told to reconnect, the stream stops, the process exits well before the grace period", async () => {
+    test("SIGTERM mid-stream: the client told to reconnect, the stream stopped, exit well before grace", async () => {
       const token = (await http(parley, "POST", "/api/v1/misc/generate-token", { body: { apiKey, user: { id: "carol" }, scope: "messaging" } })).body.token;
       const closes: number[] = [];
       const socket = new Socket(`${parley.ws}/api/v1/messaging`, { params: { token }, reconnectAfterMs: () => 60_000, timeout: 5_000 });

@@ -21,7 +21,7 @@ afterAll(() => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-test("kill -9, start again on the same folder: nothing acknowledged is lost and the orphaned stream is finished", async () => {
+test("kill -9, start again on the same folder: nothing acknowledged lost, the orphaned stream finished", async () => {
   const first = await startParley({ embedded: true, env, dataDir });
   started.push(first);
   const apiKey = await within(first, "data/first-api-key", 20_000, async () => {

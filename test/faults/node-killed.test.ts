@@ -86,7 +86,7 @@ function listener(first: LoadNode, token: string, room: string) {
   };
 }
 
-test("a node killed: sockets move to the other node and miss nothing, its streams and calls are ended and told, nothing acknowledged lost", async () => {
+test("a node killed: sockets move and miss nothing, its streams and calls end and are told, nothing lost", async () => {
   const [doomed, survivor] = nodes as [Parley, Parley];
   const { token, receiver } = await prepareLoad([lb], apiKey, ["stream.failed", "call.ended"], nodes.length);
   const listeners = [listener(survivor, token, "load-0"), listener(doomed, token, "load-1")];

@@ -42,7 +42,7 @@ afterAll(async () => {
   pair?.destroy();
 });
 
-test("the PostgreSQL primary killed and the standby promoted: 503 with Retry-After meanwhile, writes back within 15 s, nothing acknowledged lost", async () => {
+test("PostgreSQL primary killed, standby promoted: 503 and Retry-After, writes back in 15 s, none lost", async () => {
   const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   const primary = postgres(pair.urlOf(pair.primaryPort), { max: 1, onnotice: () => {} });
   const accountId = (await primary<{ id: string }[]>`select id from accounts`)[0]!.id;

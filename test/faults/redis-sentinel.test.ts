@@ -40,7 +40,7 @@ afterAll(async () => {
   await group?.stop();
 });
 
-test("the Redis master killed: the replica promoted, both nodes carry on within 10 s without a restart, nothing acknowledged lost", async () => {
+test("Redis master killed: the replica promoted, both nodes go on within 10 s, nothing acknowledged lost", async () => {
   const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   try {
     for (const [n, node] of nodes.entries()) {

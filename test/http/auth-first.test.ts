@@ -84,7 +84,7 @@ describe("authentication before validation", () => {
           });
           const shaped = typeof answer.body?.error?.code === "string" && typeof answer.body?.error?.message === "string";
           if (answer.status !== 401 || !shaped) {
-            wrong.push(`${route.method} ${route.path} [${credential}, ${bodyName}]: ${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`);
+            wrong.push(`${route.method} ${route.path} [${credential}, ${bodyName}]: ` + `${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`);
           }
         }
       }

@@ -36,7 +36,7 @@ describe("request pipeline", () => {
       expect(answer.status).toBe(415);
       expect(answer.body.error).toEqual({
         code: "unsupported_media_type",
-        message: `the body is JSON but came with content-type: ${contentType}; send it with content-type: application/json`,
+        message: `the body is JSON but came with content-type: ${contentType}; ` + "send it with content-type: application/json",
       });
     }
     // A byte body carries no content type of its own.

@@ -115,7 +115,7 @@ describe("operator tokens", () => {
 });
 
 describe("every command", () => {
-  test("numbers, Jitsi domain, signing keys, operators, webhooks and refold, each leaving its audit entry", async () => {
+  test("numbers, Jitsi domain, signing keys, operators, webhooks and refold, each with its audit entry", async () => {
     const base = `${ADMIN_PREFIX}/accounts/${account.accountId}`;
     const send = async (method: string, path: string, body?: unknown) => {
       const answer = await call(method, path, { headers: as(full), body });
@@ -196,7 +196,7 @@ describe("credentials that are not an operator's", () => {
     }
   });
 
-  test("the OpenAPI description lists every admin route under its tag, with the operator token as its security", async () => {
+  test("the OpenAPI description lists every admin route under its tag, secured by the operator token", async () => {
     const description = (await call("GET", "/swagger/json")).body;
     expect(description.components.securitySchemes.operatorToken).toMatchObject({ type: "http", scheme: "bearer" });
     const operations = Object.entries(description.paths as Record<string, Record<string, { tags?: string[]; security?: unknown }>>)

@@ -40,7 +40,7 @@ async function burst(leases: RateLeases, rate: RateCheck, concurrent: number) {
   return { allowed: results.filter((result) => result?.allowed).length, refused: results.filter((result) => result && !result.allowed).length, local };
 }
 
-test("two processes sharing one budget admit exactly the limit together; the first refusal comes within one lease of it", async () => {
+test("two processes sharing a budget admit exactly the limit; the first refusal is within a lease of it", async () => {
   const redis = await privateRedis();
   try {
     const a = new RateLeases(() => connections[0]!);

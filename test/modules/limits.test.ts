@@ -65,7 +65,7 @@ async function freshWindow(seconds: number): Promise<void> {
 }
 
 describe("rates across two API processes", () => {
-  test("token minting per API key: one count for both processes, 429 with the headers, other accounts unaffected", async () => {
+  test("token minting per API key: one count for both processes, 429 with the headers, others unaffected", async () => {
     const busy = await newAccount();
     const other = await newAccount();
     expect(adminCli("set-limit", busy.accountId, "tokens.per_key", "6").code).toBe(0);
@@ -200,7 +200,7 @@ describe("routes without a credential", () => {
 });
 
 describe("when Redis is down", () => {
-  test("rates fall back to each process's memory: still 429 past the limit, never a 5xx, no wait for Redis", async () => {
+  test("rates fall back to each process's memory: 429 past the limit, never a 5xx, no wait for Redis", async () => {
     const port = await freePort();
     const redis = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
     processes.push(redis);
@@ -389,7 +389,7 @@ describe("quotas counted in PostgreSQL", () => {
     expect(statuses.filter((status) => status !== 429)).toEqual([504]);
   });
 
-  test("stored chat bytes: counted by the database through posts, edits and deletes; a socket error reply and a 429", async () => {
+  test("stored chat bytes: counted by the database through posts, edits, deletes; socket error and 429", async () => {
     const account = await newAccount();
     const token = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
     const auth = { authorization: `Bearer ${token}` };

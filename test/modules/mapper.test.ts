@@ -166,7 +166,9 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
   test("the public per-account form answers a browser with no credential, with CORS open", async () => {
     const viaKey = await call("GET", `${MAPPER}?conference=public@conference.meet.example.com`, as(a));
     // Exactly what jitsi-meet builds: the address unencoded, plus its own url= parameter.
-    const path = `/api/v1/conference-mapper/${a.accountId}/conferenceMapper?conference=public@conference.meet.example.com&url=https://meet.example.com/public`;
+    const path =
+      `/api/v1/conference-mapper/${a.accountId}/conferenceMapper?conference=public@conference.meet.example.com` +
+      "&url=https://meet.example.com/public";
     const viaPath = await call("GET", path);
     expect(viaPath.status).toBe(200);
     expect(viaPath.headers.get("access-control-allow-origin")).toBe("*");

@@ -67,7 +67,7 @@ describe("fragmented MP4", () => {
 });
 
 describe("the cutter", () => {
-  test("segments of 2 s split into parts within the part target, each segment beginning with an independent part", () => {
+  test("segments of 2 s split into parts within the part target, each beginning with an independent part", () => {
     const { windows } = cut(media, 7919);
     const last = windows.at(-1)!;
     expect(last.ended).toBe(true);

@@ -176,7 +176,7 @@ describe("media tokens, for Jitsi's Prosody token auth", () => {
   const sha256hex = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest("hex");
   const asapKey = (kid: string) => call("GET", `/api/v1/jitsi/asap-keys/${sha256hex(kid)}.pem`);
 
-  test("sub is the account's Jitsi domain (* until set), the account stays in context.group, room defaults to *", async () => {
+  test("sub is the account's Jitsi domain (* until set), the account in context.group, room * by default", async () => {
     const account = await newAccount("RS256");
     const first = decode((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } })).body.token).payload;
     expect(first).toMatchObject({ iss: "parley", aud: "media", sub: "*", room: "*", context: { group: account.accountId } });
@@ -210,7 +210,7 @@ describe("media tokens, for Jitsi's Prosody token auth", () => {
     expect((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).status).toBe(200);
   });
 
-  test("the ASAP key route serves current and rotated keys as PEM at sha256(kid).pem, without a credential", async () => {
+  test("the ASAP key route serves current and rotated keys as PEM at sha256(kid).pem, no credential", async () => {
     const account = await newAccount("RS256");
     const served = await asapKey(account.kid);
     expect(served.status).toBe(200);

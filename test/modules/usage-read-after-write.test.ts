@@ -131,7 +131,7 @@ describe("the usage report after acknowledged events", () => {
     }
   });
 
-  test("a backlog beyond what a report folds is left to the worker, and as_of says how far the report is complete", async () => {
+  test("a backlog beyond what a report folds is left to the worker; as_of says how far it is complete", async () => {
     const account = await newAccount();
     // More joins than one report folds (5,000), stored at once as a burst the worker has not reached.
     // A second apart: thousands of stays of an account joined in the same second make the fold's

@@ -68,7 +68,7 @@ async function chunksOf(accept: string): Promise<{ status: number; type: string 
   return { status: response.status, type: response.headers.get("content-type"), chunks };
 }
 
-test("the JSON report is streamed: the head first, then the meetings in chunks, and it is the report built whole", async () => {
+test("the JSON report is streamed: the head, then the meetings in chunks; it is the report built whole", async () => {
   const now = new Date();
   const { status, type, chunks } = await chunksOf("application/json");
   expect(status).toBe(200);

@@ -7,7 +7,7 @@ import { foldEventIds, sweepUnfolded } from "../../src/modules/usage/fold";
 import { call, newAccount } from "../helpers";
 import { storeJoin, storeStay, unfoldedCount } from "../support/stored-events";
 
-test("the sweep leaves young events to their job, folds the older ones into the report, and a later job finds nothing to do", async () => {
+test("the sweep leaves young events to their job, folds older ones; a later job finds nothing to do", async () => {
   const account = await newAccount();
   await storeStay(account.accountId, "swept", "ann@x/1", 20);
   await storeStay(account.accountId, "swept", "bo@x/1", 15);
@@ -44,7 +44,7 @@ test("sweeps running at once share the backlog: each event is claimed by exactly
   expect(Object.fromEntries(answer.body.days.map((day: any) => [day.room_name, day.participant_minutes]))).toEqual(Object.fromEntries(expected));
 });
 
-test("a sweep's page is whole rooms in the order of their oldest event, so a stay's join and leave fold together", async () => {
+test("a sweep's page is whole rooms by their oldest event, so a stay's join and leave fold together", async () => {
   await sweepUnfolded(0);
   const account = await newAccount();
   // Interleaved as live traffic stores them: every room's joins, then every room's leaves.
@@ -63,7 +63,7 @@ test("a sweep's page is whole rooms in the order of their oldest event, so a sta
   expect(await unfoldedCount(account.accountId)).toBe(0);
 });
 
-test("a page that cannot be folded is folded event by event: the bad event stays listed, the rest of its room is folded", async () => {
+test("a page that cannot be folded is folded event by event: the bad event stays listed, the rest folds", async () => {
   await sweepUnfolded(0);
   const account = await newAccount();
   await storeJoin(account.accountId, "bad-page", "ann@x/1");

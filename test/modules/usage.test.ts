@@ -248,7 +248,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
     expect(answer.body.days.map((day: any) => day.room_name)).toEqual(["sales"]);
   });
 
-  test("a meeting belongs to the window its start falls in, its days too: the next day's window holds nothing of the night room", async () => {
+  test("a meeting and its days belong to its start's window: the next day's has none of the night room", async () => {
     const answer = await call("POST", ROUTE, {
       body: { start_date: "2026-11-21T00:00:00Z", end_date: "2026-11-22T00:00:00Z" },
       headers: { authorization: basic(acme.accountId, acme.apiKey) },
@@ -264,7 +264,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
     expect(comparable(again.body)).toEqual(comparable(report));
   }, 30_000);
 
-  test("`admin refold-usage` rebuilds one account's usage from its log, and leaves the other accounts' alone", async () => {
+  test("`admin refold-usage` rebuilds one account's usage from its log and leaves the others' alone", async () => {
     // As after restoring the log alone from a backup: the account's folded usage is gone.
     for (const table of ["participant_sessions", "room_sessions", "media_sessions", "room_usage_daily"]) {
       await db.execute(sql`delete from ${sql.identifier(table)} where account_id = ${acme.accountId}`);
@@ -356,7 +356,7 @@ describe("POST /api/v1/pricing/cdr refuses", () => {
     expect((await call("POST", ROUTE, { body: {}, headers: { authorization: "Basic bm9jb2xvbg==" } })).status).toBe(401);
   });
 
-  test("a token scoped to messaging is 403; platform or empty scope, the API key as Bearer and curl's -u KEY: are accepted", async () => {
+  test("a messaging token is 403; platform or empty scope, the API key as Bearer and curl's -u KEY: pass", async () => {
     const messaging = await tokenFor(account.apiKey, { id: "ops" }, "messaging");
     expect((await call("POST", ROUTE, { body: {}, headers: { authorization: `Bearer ${messaging}` } })).status).toBe(403);
     for (const authorization of [
@@ -382,7 +382,7 @@ describe("POST /api/v1/pricing/cdr refuses", () => {
 });
 
 describe("folding odd events", () => {
-  test("an occupant event without event_sync's payload is kept in the log but folds to nothing, without failing", async () => {
+  test("an occupant event without event_sync's payload is kept in the log and folds to nothing", async () => {
     const account = await newAccount();
     const bare = { accountId: account.accountId, room: "bare", occurredAt: new Date(at("10:00:00") * 1000), subject: "alice" };
     await appendEvent({ ...bare, kind: "occupant_joined", dedupeKey: "bare-join" });

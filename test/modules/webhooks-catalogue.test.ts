@@ -24,7 +24,7 @@ async function eventsOf(apiKey: string, types?: string) {
 }
 
 describe("event_sync", () => {
-  test("rooms and participants become catalogue events once each; room.ended follows the fold, with the meeting's minutes", async () => {
+  test("rooms and participants: catalogue events once each; room.ended follows the fold, with minutes", async () => {
     const a = await newAccount();
     const t0 = 1_900_000_000;
     const occupant = { occupant_jid: "room@conference.example/alice", joined_at: t0 + 10, name: "Alice", id: "u1" };

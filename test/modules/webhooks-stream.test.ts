@@ -113,8 +113,10 @@ test("a stream carries only its own account's events, written by any process", a
     [
       process.execPath,
       "-e",
-      `const { db, database } = await import("./src/db/client"); const { recordEvent } = await import("./src/modules/webhooks/outbox");
-       await db.transaction((tx) => recordEvent(tx, ${JSON.stringify(b.accountId)}, "reservation.deleted", { reservation_id: 3, room: "from-another-process" }));
+      `const { db, database } = await import("./src/db/client");
+       const { recordEvent } = await import("./src/modules/webhooks/outbox");
+       const payload = { reservation_id: 3, room: "from-another-process" };
+       await db.transaction((tx) => recordEvent(tx, ${JSON.stringify(b.accountId)}, "reservation.deleted", payload));
        await database.close(); process.exit(0);`,
     ],
     { cwd: `${import.meta.dir}/../..`, env: process.env },

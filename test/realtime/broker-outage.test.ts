@@ -72,7 +72,7 @@ afterAll(async () => {
   await redis?.kill();
 });
 
-test("while Redis is away a broadcast does not wait and fan-out failure is logged once; interest is declared again when it returns", async () => {
+test("Redis away: a broadcast does not wait, fan-out failure logged once; interest declared again after", async () => {
   const [, here, elsewhere] = (await answer("@ready"))?.split(" ") ?? [];
   expect(here).toBeDefined();
 

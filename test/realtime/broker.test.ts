@@ -84,7 +84,7 @@ for (const [name, make] of [
 }
 
 describe("RedisBroker across processes", () => {
-  test("a frame published by another process reaches this one's sockets once; a dead process's presence is dropped", async () => {
+  test("a frame from another process reaches this one's sockets once; a dead process's presence is gone", async () => {
     const here = new RedisBroker();
     const elsewhere = new RedisBroker();
     const topic = "acc/cross:topic";

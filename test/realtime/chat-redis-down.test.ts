@@ -33,7 +33,7 @@ afterAll(async () => {
   await redis?.kill();
 });
 
-test("a message pushed while Redis is down is stored, reaches the room on this process and is acknowledged", async () => {
+test("a message pushed while Redis is down is stored, reaches the room on this process, is acknowledged", async () => {
   const alice = connect(base, aliceToken);
   const bob = connect(base, bobToken);
   const channelA = alice.channel("chat:no-redis");

@@ -24,7 +24,7 @@ beforeAll(async () => {
 
 afterAll(() => server.stop(true));
 
-test("a burst from two sockets: every ok names a stored row, broadcasts follow each sender's order, a bad push fails alone", async () => {
+test("a burst from two sockets: each ok names a stored row, broadcasts in sender order, a bad push fails", async () => {
   const socketA = connect(base, aliceToken);
   const socketB = connect(base, bobToken);
   const watcher = connect(base, bobToken);
@@ -63,7 +63,7 @@ test("a burst from two sockets: every ok names a stored row, broadcasts follow e
   await Promise.all([disconnect(socketA), disconnect(socketB), disconnect(watcher)]);
 });
 
-test("a message waiting on the database does not hold up the socket's next frames; its reply waits for the row", async () => {
+test("a message waiting on the database does not hold up the socket's next frames; its reply awaits it", async () => {
   const socket = connect(base, aliceToken);
   const chat = socket.channel("chat:held");
   const call = socket.channel("rtc:held-call");

@@ -59,7 +59,7 @@ beforeAll(async () => {
 
 afterAll(() => supervisor.kill("SIGKILL"));
 
-test("SIGTERM: the push in flight is answered, later pushes are refused, clients reconnect, the process exits promptly", async () => {
+test("SIGTERM: the push in flight is answered, later ones refused, clients reconnect, the process exits", async () => {
   // Counts the connections the client opens: a second one is its reconnect.
   let opened = 0;
   class CountingWebSocket extends WebSocket {

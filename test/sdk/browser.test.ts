@@ -34,7 +34,7 @@ afterAll(async () => {
   server?.stop(true);
 });
 
-test("in Chromium the SDK runs the chat routes and presigns an upload with a user's token, types errors, and verifies a webhook", async () => {
+test("in Chromium the SDK runs chat routes, presigns an upload as a user, types errors, checks a webhook", async () => {
   const { apiKey } = await newAccount();
   const token = await tokenFor(apiKey, { id: "bob", name: "Bob" }, "messaging");
   const secret = `whsec_${Buffer.from("c".repeat(32)).toString("base64")}`;
@@ -76,7 +76,7 @@ test("in Chromium the SDK runs the chat routes and presigns an upload with a use
   await context.close();
 }, 60_000);
 
-test("from a page of another origin, the public mapper routes answer the SDK (CORS open), with no credential", async () => {
+test("from a page of another origin the public mapper routes answer the SDK (CORS open), no credential", async () => {
   const { accountId } = await newAccount();
   const elsewhere = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("<!doctype html><title>app</title>", { headers: { "content-type": "text/html" } }) });
   const context = await chromium.context();

@@ -89,7 +89,7 @@ const json = (run: Run) => {
 };
 
 describe("beside a running embedded Parley, through its socket", () => {
-  test("npm run parley -- creates an account, adds a number, sets a limit and makes an operator, with no credential", async () => {
+  test("npm run parley -- makes an account, adds a number, sets a limit, an operator, no credential", async () => {
     const local = { DATA_DIR: parley!.dataDir, DATABASE_URL: undefined };
     const made = await npmParley(["create-account", "made-by-npm"], local);
     expect(made.code).toBe(0);
@@ -110,7 +110,7 @@ describe("beside a running embedded Parley, through its socket", () => {
     expect(actions).toEqual(expect.arrayContaining(["create-account", "add-number", "set-limit", "create-operator"]));
   }, 120_000);
 
-  test("the installed bin on Node does the same given DATA_DIR, and against PARLEY_URL with an operator token", async () => {
+  test("the installed bin on Node does the same given DATA_DIR, and on PARLEY_URL with an operator token", async () => {
     const made = json(await installedParley(["create-account", "made-by-bin", "--json"], { DATA_DIR: parley!.dataDir }));
     expect(made.api_key).toEqual(expect.any(String));
     const token = json(await installedParley(["create-operator-token", "deploy-script", "--json"], { DATA_DIR: parley!.dataDir }));
@@ -171,7 +171,7 @@ describe("errors", () => {
     expect(run.out).toBe("");
   });
 
-  test("a stale socket (the file left, nothing listening): the installed bin says so, exit 4; npm run parley works on the database", async () => {
+  test("a stale socket: the installed bin says so, exit 4; npm run parley works on the database", async () => {
     const dataDir = mkdtempSync(join(scratch, "stale-"));
     const socket = join(dataDir, "parley.sock");
     expect(leaveStaleSocket(socket)).toBe(0);

@@ -23,7 +23,7 @@ afterAll(() => server.stop(true));
 const reservation = (name: string) => ({ name, mail_owner: "alice@example.com", start_time: new Date(Date.now() + 3_600_000).toISOString(), duration: 30 });
 
 describe("retries", () => {
-  test("a 429 is sent again after its Retry-After; without retries, or past maxDelayMs, it is a ParleyError at once", async () => {
+  test("a 429 is sent again after its Retry-After; without retries or past maxDelayMs, a ParleyError", async () => {
     const { accountId, apiKey } = await newAccount();
     await setLimit(accountId, "requests.scheduler", 1);
     const patient = new Parley({ baseUrl, apiKey });
@@ -112,7 +112,7 @@ describe("verifyWebhook", () => {
   const secret = `whsec_${Buffer.from("a".repeat(32)).toString("base64")}`;
   const older = `whsec_${Buffer.from("b".repeat(32)).toString("base64")}`;
 
-  test("returns the event for a good signature, from a Headers object or a plain record, with either secret of a rotation", () => {
+  test("returns the event for a good signature, from Headers or a record, with either secret of a rotation", () => {
     expect(verifyWebhook(new Headers(signed(secret)), body, secret)).toEqual(event as ParleyEvent);
     expect(verifyWebhook(signed(older), new TextEncoder().encode(body), [secret, older]).id).toBe("evt_1");
   });

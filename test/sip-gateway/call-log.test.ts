@@ -10,7 +10,7 @@ import { newAccount } from "../helpers";
 const start = (callId: string) => ({ callId, caller: "+15551230001@127.0.0.1", callee: "gateway@127.0.0.1", transport: "UDP", source: "127.0.0.1:5060" });
 
 describe("call records", () => {
-  test("calls that change together are each stored whole, with their usage and catalogue events, each once", async () => {
+  test("calls changing together are each stored whole, with their usage and catalogue events, each once", async () => {
     const { accountId } = await newAccount();
     const ids = Array.from({ length: 150 }, () => `batch-${crypto.randomUUID()}`);
     const logs = ids.map((callId) => new CallLog(start(callId)));

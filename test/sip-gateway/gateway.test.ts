@@ -146,7 +146,10 @@ describe("sip gateway", () => {
     const dir = mkdtempSync(join(tmpdir(), "parley-dtmf-"));
     const scenario = join(dir, "dtmf_rtp.xml");
     const keypresses = [...`${standupId}#`]
-      .map((key) => `  <nop><action><exec play_pcap_audio="/usr/share/sip-tester/dtmf_2833_${key === "#" ? "pound" : key}.pcap"/></action></nop>\n  <pause milliseconds="250"/>`)
+      .map((key) => {
+        const pcap = `/usr/share/sip-tester/dtmf_2833_${key === "#" ? "pound" : key}.pcap`;
+        return `  <nop><action><exec play_pcap_audio="${pcap}"/></action></nop>\n  <pause milliseconds="250"/>`;
+      })
       .join("\n");
     writeFileSync(scenario, readFileSync(join(SCENARIOS, "dtmf_rtp.xml"), "utf8").replace("<!-- KEYPRESSES -->", keypresses));
     try {
@@ -203,7 +206,7 @@ describe("sip gateway", () => {
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "no_ack" });
   });
 
-  test("a caller who hangs up before its ACK arrives is not ended a second time when the ACK wait runs out", async () => {
+  test("a caller who hangs up before its ACK arrives is not ended again when the ACK wait runs out", async () => {
     const run = await runSipp({ scenario: "bye_without_ack.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
@@ -329,9 +332,9 @@ describe("sip gateway robustness", () => {
       Buffer.from([0, 1, 2, 3, 255, 254, 13, 10, 13, 10]),
       "hello world\r\n\r\n",
       "INVITE sip:x@y SIP/2.0\r\nVia: nonsense\r\n\r\n",
-      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\nCall-ID: g1\r\nCSeq: 1 INVITE\r\nContent-Length: 500\r\n\r\nv=0\r\n`,
-      `OPTIONS sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\nCall-ID: g2\r\nCSeq: 1 OPTIONS\r\nX-Padding: ${"a".repeat(5_000)}\r\nContent-Length: 0\r\n\r\n`,
-      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\nCall-ID: g3\r\nCSeq: one INVITE\r\n\r\n`,
+      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` + "Call-ID: g1\r\nCSeq: 1 INVITE\r\nContent-Length: 500\r\n\r\nv=0\r\n",
+      `OPTIONS sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` + `Call-ID: g2\r\nCSeq: 1 OPTIONS\r\nX-Padding: ${"a".repeat(5_000)}\r\nContent-Length: 0\r\n\r\n`,
+      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` + "Call-ID: g3\r\nCSeq: one INVITE\r\n\r\n",
     ];
     for (const message of messages) socket.send(message, gateway.port, "127.0.0.1");
     for (let i = 0; i < 40 && answers.length < 2; i++) await Bun.sleep(25);
@@ -355,7 +358,7 @@ describe("sip gateway robustness", () => {
     const flooder = await Bun.udpSocket({ hostname: "127.0.0.2", socket: { data() {} } });
     const before = gateway.gateway.stats.UDP!.refused;
     const flood = (n: number) =>
-      `OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.2:${flooder.port};branch=z9hG4bK-flood${n}\r\nFrom: <sip:f@127.0.0.2>;tag=${n}\r\nTo: <sip:127.0.0.1>\r\nCall-ID: flood-${n}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n`;
+      `OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.2:${flooder.port};branch=z9hG4bK-flood${n}\r\n` + `From: <sip:f@127.0.0.2>;tag=${n}\r\nTo: <sip:127.0.0.1>\r\nCall-ID: flood-${n}\r\n` + "CSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
     const flooding = (async () => {
       for (let batch = 0; batch < 40; batch++) {
         for (let i = 0; i < 50; i++) flooder.send(flood(batch * 50 + i), gateway.port, "127.0.0.1");

@@ -191,7 +191,7 @@ describe("sip gateway as a back-to-back user agent", () => {
   }, 30_000);
 
   for (const relay of [true, false]) {
-    test(`the endpoint's early media reaches the caller as a 183 before the answer (${relay ? "relayed" : "SDP passed through"})`, async () => {
+    test(`early media reaches the caller as a 183 before the answer (${relay ? "relayed" : "SDP as is"})`, async () => {
       const endpoint = await mediaEndpoint("media_endpoint_early.xml", 500);
       const gateway = await gatewayFor([endpoint.uri], { relay });
       const caller = await runSipp({ scenario: "early_call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" }, extra: ["-trace_msg"] });
@@ -230,7 +230,7 @@ describe("sip gateway as a back-to-back user agent", () => {
     expect((await endedCall(calls[1]!.callId)).mediaEndpoint).toBe(second.uri);
   }, 30_000);
 
-  test("baresip keys the conference id as DTMF; its audio reaches the endpoint and comes back; its hang-up ends both legs", async () => {
+  test("baresip keys the conference id as DTMF; audio reaches the endpoint and back; hang-up ends both", async () => {
     const mapperId = await mapperIdFor(owner.accountId, "weekly@conference.example.com");
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await gatewayFor([endpoint.uri]);

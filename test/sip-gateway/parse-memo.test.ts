@@ -125,7 +125,7 @@ describe("memoized SIP grammar", () => {
     expect(memo("not a cseq", "CSeq")).toBe(-1);
   });
 
-  test("quickVia reads each Via of the usual shape as the grammar does, fields in the same order, and leaves the rest to it", () => {
+  test("quickVia reads a Via of the usual shape as the grammar does, fields in order; the rest is left to it", () => {
     const transports = ["UDP", "TCP", "TLS", "udp", "SCTP", "WSS"];
     const hosts = ["127.0.0.1", "10.0.0.255", "192.168.1.10", "0.0.0.0", "255.255.255.255", "256.1.1.1", "1.2.3.260", "01.2.3.4", "1.2.3.4.5", "1.2.3", "example.com", "[::1]"];
     const ports = ["", ":5060", ":1", ":0", ":65535", ":99999", ":123456", ":05060", ":"];
@@ -175,7 +175,7 @@ describe("memoized SIP grammar", () => {
     }
   });
 
-  test("quickNameAddr and quickCallId read the usual From, To and Call-ID as the grammar does, and leave the rest to it", () => {
+  test("quickNameAddr and quickCallId read the usual From, To, Call-ID as the grammar does, or defer to it", () => {
     const names = ["", '"Caller" ', '"Caller"', '"A B" ', '"" ', '" A" ', '"A\\"B" ', '"Ünï" ', "Caller ", '"a.b-c_d+1" '];
     const users = ["+15551230001", "caller", "a.b_c-d!~*'", "caller-0x55d56b8ae4f0", "a%20b", "a;b", ""];
     const hosts = ["127.0.0.1", "10.0.0.255", "example.com", "gw-1.example.com", "localhost", "1abc.com", "a_b.com", "abc.1com", "gw-1.example.com.", "999.1.1.1", "1.2.3.4.5", "01.2.3.4", "a-.com", "[::1]"];

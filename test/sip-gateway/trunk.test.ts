@@ -61,7 +61,7 @@ describe("a phone call through the operator's proxy reaches the conference's med
     return started;
   };
 
-  test("the gateway registers with digest auth, and baresip's call arrives through Kamailio with two-way audio and the room header", async () => {
+  test("the gateway registers with digest auth; baresip calls via Kamailio: two-way audio, room header", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await registeredGateway(endpoint.uri);
     expect(gateway.gateway.registrationState as string).toBe("Registered");

@@ -103,6 +103,6 @@ export async function cutOff(page: Page): Promise<string[]> {
       .filter((element) => !element.closest(".skip, thead"))
       .map((element) => ({ element, box: element.getBoundingClientRect() }))
       .filter(({ box }) => box.width > 0 && box.height > 0 && (box.left < -0.5 || box.right > width + 0.5))
-      .map(({ element, box }) => `${element.tagName.toLowerCase()} "${(element.textContent ?? "").trim().slice(0, 40)}" (${Math.round(box.left)}–${Math.round(box.right)} of ${width})`);
+      .map(({ element, box }) => `${element.tagName.toLowerCase()} "${(element.textContent ?? "").trim().slice(0, 40)}" ` + `(${Math.round(box.left)}–${Math.round(box.right)} of ${width})`);
   });
 }

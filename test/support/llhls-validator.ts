@@ -115,7 +115,7 @@ export function checkPlaylist(p: ParsedPlaylist): string[] {
     if (segment.duration === undefined && !last) problems.push(`segment ${segment.msn} has no EXTINF but is not the last`);
     if (segment.programDateTime === undefined) problems.push(`segment ${segment.msn} has no EXT-X-PROGRAM-DATE-TIME`);
     if (previousEnd !== undefined && segment.programDateTime !== undefined && Math.abs(segment.programDateTime - previousEnd) > 50) {
-      problems.push(`segment ${segment.msn}'s program date time jumps ${segment.programDateTime - previousEnd} ms from its predecessor's end`);
+      problems.push(`segment ${segment.msn}'s program date time jumps ` + `${segment.programDateTime - previousEnd} ms from its predecessor's end`);
     }
     previousEnd = segment.programDateTime !== undefined && segment.duration !== undefined ? segment.programDateTime + segment.duration * 1000 : undefined;
   });

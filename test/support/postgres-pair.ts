@@ -51,7 +51,7 @@ export async function startPostgresPair(): Promise<PostgresPair> {
   run([`${BIN}/initdb`, "-D", primary, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"], 60_000);
   run([
     `${BIN}/pg_ctl`, "-D", primary, "-l", join(dir, "primary.log"), "-w", "-t", "30", "start",
-    "-o", `-p ${primaryPort} ${common} -c wal_level=replica -c max_wal_senders=4 -c synchronous_commit=on -c "synchronous_standby_names=*"`,
+    "-o", `-p ${primaryPort} ${common} -c wal_level=replica -c max_wal_senders=4 ` + `-c synchronous_commit=on -c "synchronous_standby_names=*"`,
   ]);
   run([`${BIN}/pg_basebackup`, "-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standby, "-R", "-X", "stream", "--no-sync"], 60_000);
   // Promoted, the standby has no standby of its own: it must not wait for one before acknowledging.

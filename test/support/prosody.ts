@@ -452,7 +452,7 @@ export class Focus {
       parser.on("error", reject);
       component.on("error", reject);
       component.write(
-        `<?xml version='1.0'?><stream:stream xmlns='jabber:component:accept' xmlns:stream='http://etherx.jabber.org/streams' to='${FOCUS_DOMAIN}'>`,
+        "<?xml version='1.0'?><stream:stream xmlns='jabber:component:accept' " + `xmlns:stream='http://etherx.jabber.org/streams' to='${FOCUS_DOMAIN}'>`,
       );
     });
     user.on("stanza", (stanza: Element) => focus.track(stanza));

@@ -46,7 +46,8 @@ export function routeSweep(fresh: ReturnType<typeof freshFetch>, target: () => S
     "scheduler list": () => fresh(`${target().base}/api/v1/scheduler/reservation`, { headers: { authorization: target().apiKey } }),
     "scheduler create": () =>
       json("POST", "/api/v1/scheduler/reservation", { mail_owner: "o@example.com", name: `r${nextSerial()}`, duration: 30, start_time: "2031-01-01T10:00" }, target().apiKey),
-    "public mapper": () => fresh(`${target().base}/api/v1/conference-mapper/${target().accountId}/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`),
+    "public mapper": () =>
+      fresh(`${target().base}/api/v1/conference-mapper/${target().accountId}` + `/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`),
     "mapper": () =>
       fresh(`${target().base}/api/v1/conference-mapper/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`, { headers: { authorization: target().apiKey } }),
     "event_sync": () =>

@@ -22,7 +22,7 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10
   }
 }
 
-test("a burst of one room's events waits as one job, named by the room's latest event, which folds them all", async () => {
+test("a burst of one room's events waits as one job, named by the room's latest event, folding them all", async () => {
   const account = await newAccount();
   const queue = getQueue(QUEUE_NAMES.cdr);
   for (let i = 0; i < 150; i++) await storeStay(account.accountId, "burst", `p${i}@x/1`, 1 + (i % 10));

@@ -15,8 +15,9 @@ import { until } from "../support/wait";
 
 // A stand-in for an operator's recorder: publishes a test pattern with a keyframe every 2 s, says ready, ends on SIGTERM.
 const RECORDER = [
-  'ffmpeg -hide_banner -nostdin -loglevel error -re -f lavfi -i testsrc2=size=640x360:rate=25 -re -f lavfi -i sine=frequency=440:sample_rate=48000',
-  "-map 0:v -map 1:a -c:v libx264 -preset ultrafast -tune zerolatency -force_key_frames 'expr:gte(t,n_forced*2)' -sc_threshold 0",
+  "ffmpeg -hide_banner -nostdin -loglevel error -re -f lavfi -i testsrc2=size=640x360:rate=25",
+  "-re -f lavfi -i sine=frequency=440:sample_rate=48000",
+  "-map 0:v -map 1:a -c:v libx264 -preset ultrafast -tune zerolatency " + "-force_key_frames 'expr:gte(t,n_forced*2)' -sc_threshold 0",
   '-c:a aac -b:a 64k -f flv "$PARLEY_RTMP_URL" & trap "kill $!" TERM; sleep 0.5; echo ready; wait',
 ].join(" ");
 

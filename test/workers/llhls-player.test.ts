@@ -18,7 +18,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-test("hls.js in Chromium plays the stream in low-latency mode, loading parts, a couple of seconds behind the source", async () => {
+test("hls.js in Chromium plays the stream in low-latency mode, loading parts, seconds behind the source", async () => {
   const started = await stack.start({ room_name: "llhls-player", is_low_latency: true });
   expect(started.status).toBe(200);
   const player = await openPlayer(chromium, started.body.low_latency_hls_url);

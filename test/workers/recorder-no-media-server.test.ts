@@ -32,8 +32,8 @@ for (const mode of [
       expect(answer.body.started).toBe(false);
       expect(answer.body.error.message).toMatch(
         new RegExp(
-          `^the stream could not start: media_server_unreachable: no media server answers at 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\); ` +
-            `start it, or set STREAMING_RTMP_INGEST_URL \\(now rtmp://127\\.0\\.0\\.1:${port}/live\\) to its RTMP application$`,
+          "^the stream could not start: media_server_unreachable: " + `no media server answers at 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\); ` +
+            "start it, or set STREAMING_RTMP_INGEST_URL " + `\\(now rtmp://127\\.0\\.0\\.1:${port}/live\\) to its RTMP application$`,
         ),
       );
       // ffmpeg's own words, with the address kept and the stream's path (where keys travel) cut.

@@ -159,7 +159,7 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     expect(processesMentioning(stream.stream_name)).toEqual([]);
   }, 60_000);
 
-  test("multi_bitrate publishes the five variants under one master playlist, in HLS and in LL-HLS with rendition reports", async () => {
+  test("multi_bitrate: five variants under one master playlist, HLS and LL-HLS with rendition reports", async () => {
     const started = await start({ room_name: "e2e-ladder", multi_bitrate: true, is_low_latency: true });
     expect(started.status).toBe(200);
     const master = await until(

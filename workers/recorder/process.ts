@@ -61,7 +61,7 @@ export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly 
           "sh",
           [
             "-c",
-            'while kill -0 "$2" 2>/dev/null && kill -0 "$1" 2>/dev/null; do sleep 0.5; done; kill -KILL "-$1" 2>/dev/null',
+            'while kill -0 "$2" 2>/dev/null && kill -0 "$1" 2>/dev/null; ' + 'do sleep 0.5; done; kill -KILL "-$1" 2>/dev/null',
             "parley-recorder-watchdog",
             String(pid),
             String(process.pid),

@@ -19,7 +19,7 @@ async function operatorOf(request: Request): Promise<Operator> {
   if (!bearer?.startsWith(OPERATOR_TOKEN_PREFIX)) {
     throw new AppError(
       "operator_credential_required",
-      "the admin API takes an operator token (Authorization: Bearer pop_…) or the local socket; an account's API key or token is not an operator credential",
+      "the admin API takes an operator token (Authorization: Bearer pop_…) or the " + "local socket; an account's API key or token is not an operator credential",
     );
   }
   const operator = await operatorForToken(bearer);

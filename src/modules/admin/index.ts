@@ -140,7 +140,7 @@ export const adminController = new Elysia({
     params: AdminModel.limitParams,
     body: AdminModel.setLimit,
     response: { 200: AdminModel.limits, ...errorResponses(400, 401, 403, 404) },
-    detail: { summary: "Change one limit of the account, or set it back to its default; every process applies it at once (set-limit)" },
+    detail: { summary: "Change one limit of the account, or set it back to its " + "default; every process applies it at once (set-limit)" },
   })
   .get(
     "/operators",

@@ -23,7 +23,7 @@ function cookieOf(header: string | undefined): string | undefined {
 
 export function sessionCookie(request: Request, value: string, maxAgeSeconds: number): string {
   const secure = config.http.publicUrl.startsWith("https:") || new URL(request.url).protocol === "https:";
-  return `${COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
+  return `${COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; ` + `Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
 }
 
 export function sessionBody(viewer: Viewer) {

@@ -22,7 +22,12 @@ const BOOT = `(() => {
   const viewer = document.createElement("script");
   viewer.src = "/swagger/assets/swagger-ui-bundle.js";
   viewer.onload = () => {
-    window.ui = SwaggerUIBundle({ url: new URL(spec, location.href).href, dom_id: "#swagger-ui", validatorUrl: null, deepLinking: true });
+    window.ui = SwaggerUIBundle({
+      url: new URL(spec, location.href).href,
+      dom_id: "#swagger-ui",
+      validatorUrl: null,
+      deepLinking: true,
+    });
   };
   document.body.append(viewer);
 })();`;

@@ -102,7 +102,7 @@ export async function reportLimits(accountId: string): Promise<LimitReport[]> {
     const value = overrides.get(name) ?? definition.default;
     const per =
       definition.kind === "rate"
-        ? `per ${definition.windowSeconds === 1 ? "second" : `${definition.windowSeconds} seconds`} per ${definition.per}`
+        ? `per ${definition.windowSeconds === 1 ? "second" : `${definition.windowSeconds} seconds`} ` + `per ${definition.per}`
         : name === "chat.stored_bytes"
           ? "stored"
           : "at once";

@@ -58,7 +58,8 @@ function randomMapperId(): number {
 }
 
 /** `room@conference.domain`: a JID node (no spaces or the characters XMPP forbids in it) at a host name. */
-const CONFERENCE_ADDRESS = /^[^\s"&'/:<>@]{1,1023}@(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
+const DNS_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
+const CONFERENCE_ADDRESS = new RegExp(`^[^\\s"&'/:<>@]{1,1023}@(?=.{1,253}$)${DNS_LABEL}(?:\\.${DNS_LABEL})+$`);
 
 /** Mapper clients read the reason from a top-level `message`, so it is there beside the error shape. */
 function invalidInput(message: string): AppError {
@@ -157,7 +158,7 @@ export async function addPhoneNumber(
     throw new AppError("validation_failed", `the country code must be two letters (ISO 3166-1 alpha-2, e.g. US), got "${number.countryCode}"`);
   }
   if (!FORMATTED_NUMBER.test(formattedNumber)) {
-    throw new AppError("validation_failed", `"${number.formattedNumber}" is not a phone number (digits, an optional leading +, spaces, dots, dashes, parentheses)`);
+    throw new AppError("validation_failed", `"${number.formattedNumber}" is not a phone number (digits, ` + "an optional leading +, spaces, dots, dashes, parentheses)");
   }
   const [row] = await db
     .insert(phoneNumbers)

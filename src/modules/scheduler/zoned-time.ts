@@ -108,7 +108,8 @@ export function reservationStart(startTime: string, timezone: string | undefined
 function offsetName(minutes: number): string {
   if (minutes === 0) return "UTC";
   const size = Math.abs(minutes);
-  return `${minutes < 0 ? "-" : "+"}${String(Math.floor(size / 60)).padStart(2, "0")}:${String(size % 60).padStart(2, "0")}`;
+  const twoDigits = (value: number) => String(value).padStart(2, "0");
+  return `${minutes < 0 ? "-" : "+"}${twoDigits(Math.floor(size / 60))}:${twoDigits(size % 60)}`;
 }
 
 /** Jicofo's date form, `yyyy-MM-dd'T'HH:mm:ss.SSS` in UTC with a `Z`, which Prosody's datetime.parse reads. */

@@ -10,7 +10,7 @@ const RoomName = Text({
   minLength: 1,
   maxLength: 256,
   pattern: "^[^\\x00-\\x1f\\x7f]+$",
-  description: "Room the recorder joins, in any spelling of its room key (`Design Review`, `design%20review`), optionally @conference.domain",
+  description: "Room the recorder joins, in any spelling of its room key (`Design " + "Review`, `design%20review`), optionally @conference.domain",
 });
 /** Stream names are `<slug>-<hex>`; anything else cannot name one. */
 export const StreamName = Text({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9._-]+$" });

@@ -17,7 +17,11 @@ const peakKey = (streamName: string) => redisKey("stream", streamName, "peak");
 // Adds or removes one viewer and keeps the peak, atomically, so API processes never race.
 const VIEWER_SCRIPT = `
 local changed
-if ARGV[1] == 'add' then changed = redis.call('SADD', KEYS[1], ARGV[2]) else changed = redis.call('SREM', KEYS[1], ARGV[2]) end
+if ARGV[1] == 'add' then
+  changed = redis.call('SADD', KEYS[1], ARGV[2])
+else
+  changed = redis.call('SREM', KEYS[1], ARGV[2])
+end
 local n = redis.call('SCARD', KEYS[1])
 if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end
 return {changed, n}`;

@@ -64,7 +64,7 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
       params: t.Object({ file: t.String({ maxLength: 80, description: "<SHA-256 of the kid, hex>.pem" }) }),
       response: { 200: t.String({ description: "The public key, PEM (SPKI)" }), 404: ErrorModel },
       detail: {
-        summary: "A signing key's public key as PEM, for Jitsi's Prosody token auth (its asap_key_server); no credential, public keys only",
+        summary: "A signing key's public key as PEM, for Jitsi's Prosody token " + "auth (its asap_key_server); no credential, public keys only",
         security: [],
       },
     },

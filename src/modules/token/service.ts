@@ -101,7 +101,7 @@ export async function issueToken(account: Account, request: TokenRequest): Promi
   if (mediaOnly && key.algorithm !== "RS256") {
     throw new AppError(
       "validation_failed",
-      `scope: media tokens are for Jitsi, which verifies RS256 only, and this account signs with ${key.algorithm}; the operator can switch it with \`npm run parley -- rotate-key ${accountId} --alg RS256\``,
+      "scope: media tokens are for Jitsi, which verifies RS256 only, and " + `this account signs with ${key.algorithm}; the operator can switch ` + `it with \`npm run parley -- rotate-key ${accountId} --alg RS256\``,
     );
   }
   return signJwt(key, {

@@ -24,8 +24,8 @@ export const usageController = new Elysia({ name: "parley.usage", detail: { tags
       summary: "Video call usage report (call detail records)",
       description:
         "Meetings that started in the window, with each participant's stay, media use and Parley's totals. " +
-        "Send `Accept: text/csv` for the same as CSV: one line per participant stay (a room with nobody gets one line), room columns repeated. " +
-        "Authorization: `Bearer <token>` with scope parley or empty, `Bearer <API key>`, or HTTP Basic with the API key as password.",
+        "Send `Accept: text/csv` for the same as CSV: one line per participant " + "stay (a room with nobody gets one line), room columns repeated. " +
+        "Authorization: `Bearer <token>` with scope parley or empty, " + "`Bearer <API key>`, or HTTP Basic with the API key as password.",
     },
   },
 );

@@ -62,7 +62,7 @@ const Room = t.Object({
   room_type: t.Union([t.Literal("conference"), t.Literal("breakout")], { description: "A main room, or a breakout room of room_id" }),
   status: t.Union([t.Literal("active"), t.Literal("inactive")], { description: "active while the room exists, inactive once destroyed" }),
   inferred: t.Boolean({
-    description: "True when Parley never heard the room's create or destroy and built the meeting from its participants and media alone",
+    description: "True when Parley never heard the room's create or destroy " + "and built the meeting from its participants and media alone",
   }),
   StartedAt: Instant("When the room was created"),
   EndedAt: OptionalInstant("When the room was destroyed"),
@@ -76,7 +76,7 @@ const Day = t.Object({
   room_name: t.String({ description: "Room name" }),
   date: t.String({ format: "date", description: "UTC day" }),
   participant_minutes: Minutes(
-    "The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of)",
+    "The listed meetings' participant time inside the day (stays " + "crossing midnight are split; an open stay counts up to as_of)",
   ),
   peak_participants: t.Integer({ minimum: 0, description: "Most participants present at once that day, breakout rooms included" }),
   distinct_participants: t.Integer({ minimum: 0, description: "Different people present that day" }),
@@ -98,11 +98,11 @@ export const UsageModel = {
     start_date: Instant("Start of the window: meetings that started at or after it are listed"),
     end_date: Instant("End of the window: meetings that started at or before it are listed"),
     as_of: Instant(
-      "The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it",
+      "The instant the report is complete to: every event acknowledged before " + "it is counted, and a stay, stream or call still open counts up to it",
     ),
     rooms: t.Array(Room, { description: "One entry per meeting (life of a room) that started in the window, oldest first" }),
     days: t.Array(Day, {
-      description: "The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals",
+      description: "The listed meetings' usage per room name and UTC day they ran on " + "(breakout rooms in their main room); the days add up to the totals",
     }),
     totals: t.Object(
       {

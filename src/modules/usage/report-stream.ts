@@ -47,10 +47,12 @@ export async function usageReportJson(accountId: string, query: ReportQuery, now
   const prepared = await prepareCurrentReport(accountId, query, now);
   return chunked(async function* () {
     const { window, asOf } = prepared;
-    yield `{"start_date":${JSON.stringify(window.start.toISOString())},"end_date":${JSON.stringify(window.end.toISOString())},"as_of":${JSON.stringify(asOf.toISOString())},"rooms":[`;
+    const [start, end, asOfText] = [window.start, window.end, asOf].map((at) => JSON.stringify(at.toISOString()));
+    yield `{"start_date":${start},"end_date":${end},"as_of":${asOfText},"rooms":[`;
     const described = await describeMeetings(prepared);
     for (const [index, { room }] of described.entries()) yield `${index === 0 ? "" : ","}${JSON.stringify(room)}`;
-    yield `],"days":${JSON.stringify(reportDays(described, asOf))},"totals":${JSON.stringify(reportTotals(described))}}`;
+    const days = JSON.stringify(reportDays(described, asOf));
+    yield `],"days":${days},"totals":${JSON.stringify(reportTotals(described))}}`;
   });
 }
 

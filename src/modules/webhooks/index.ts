@@ -49,7 +49,7 @@ export const eventLogController = new Elysia({ name: "parley.events.log", prefix
       apiKey: true,
       query: t.Object({ after: t.Optional(t.Integer({ minimum: 0 })), types: t.Optional(t.String()) }),
       detail: {
-        summary: "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
+        summary: "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " + "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
         responses: { 200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } } },
       },
     },
@@ -108,7 +108,7 @@ export const webhooksController = new Elysia({ name: "parley.webhooks", prefix: 
     params: IdParams,
     query: WebhooksModel.deliveryQuery,
     response: { 200: t.Object({ deliveries: t.Array(WebhooksModel.delivery) }), ...errorResponses(400, 401, 404) },
-    detail: { summary: "The endpoint's deliveries, newest first: event, attempts, last status code, latency, first 1 KB of the answer, next retry" },
+    detail: { summary: "The endpoint's deliveries, newest first: event, attempts, " + "last status code, latency, first 1 KB of the answer, next retry" },
   })
   .post(
     "/:id/deliveries/:delivery/retry",

@@ -52,7 +52,7 @@ export const EVENT_DATA = {
         distinct_participants: t.Integer({ description: "Different people (by user id, else e-mail, else connection jid)" }),
         peak_viewers: t.Integer({ description: "Most viewers of a live stream of the room at once" }),
       },
-      { description: "The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation" },
+      { description: "The usage report's media_usage figures for this meeting " + "when its end was folded: the same stays, the same computation" },
     ),
   }),
   "participant.joined": t.Object({ room: Room, breakout_id: Breakout, participant: Participant, joined_at: Time("When the participant joined") }),

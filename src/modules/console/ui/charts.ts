@@ -37,7 +37,8 @@ function spaced(u: uPlot, times: number[]): number[] {
  */
 export function timeChart(name: string, title: string, times: number[], series: ChartSeries[], options: { perDay?: boolean; height?: number } = {}): HTMLElement {
   const holder = h("figure", { class: "chart", "data-chart": name }, h("figcaption", {}, title));
-  const plotArea = h("div", { role: "img", "aria-label": `${title}: ${series.map((s) => `${s.label} total ${Math.round(s.values.reduce((a, b) => a + b, 0) * 100) / 100}`).join(", ")}` });
+  const total = (s: ChartSeries) => Math.round(s.values.reduce((a, b) => a + b, 0) * 100) / 100;
+  const plotArea = h("div", { role: "img", "aria-label": `${title}: ${series.map((s) => `${s.label} total ${total(s)}`).join(", ")}` });
   holder.append(plotArea);
   const last = times.length - 1;
   const showLast = (u: uPlot) => {

@@ -107,7 +107,8 @@ export function mediaPlaylist(window: RenditionWindow, options: { skip: boolean;
     "#EXTM3U",
     "#EXT-X-VERSION:9",
     `#EXT-X-TARGETDURATION:${window.targetDuration}`,
-    `#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,CAN-SKIP-UNTIL=${decimal(skipUntil)},PART-HOLD-BACK=${decimal(window.partTarget * PART_HOLD_BACK_PARTS)}`,
+    `#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,CAN-SKIP-UNTIL=${decimal(skipUntil)},` +
+      `PART-HOLD-BACK=${decimal(window.partTarget * PART_HOLD_BACK_PARTS)}`,
     `#EXT-X-PART-INF:PART-TARGET=${decimal(window.partTarget)}`,
     `#EXT-X-MEDIA-SEQUENCE:${listed[0]?.msn ?? window.next.msn}`,
     '#EXT-X-MAP:URI="init.mp4"',
@@ -128,7 +129,8 @@ export function mediaPlaylist(window: RenditionWindow, options: { skip: boolean;
     lines.push(`#EXT-X-PROGRAM-DATE-TIME:${new Date(segment.programDateTime).toISOString()}`);
     if (segment.msn >= partsFrom) {
       segment.parts.forEach((part, index) => {
-        lines.push(`#EXT-X-PART:DURATION=${decimal(part.duration)},URI="${partUri(segment.msn, index)}"${part.independent ? ",INDEPENDENT=YES" : ""}`);
+        const independent = part.independent ? ",INDEPENDENT=YES" : "";
+        lines.push(`#EXT-X-PART:DURATION=${decimal(part.duration)},URI="${partUri(segment.msn, index)}"${independent}`);
       });
     }
     if (segment.complete) lines.push(`#EXTINF:${decimal(segment.duration)},`, segmentUri(segment.msn));

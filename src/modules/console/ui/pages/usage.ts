@@ -36,7 +36,7 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
       h(
         "p",
         { class: "totals" },
-        `${report.totals.rooms} ${report.totals.rooms === 1 ? "meeting" : "meetings"} · ${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
+        `${report.totals.rooms} ${report.totals.rooms === 1 ? "meeting" : "meetings"} · ` + `${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ` + `${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
       ),
       // What the figures count, in the words of the report's definition (docs/usage.md).
       h(

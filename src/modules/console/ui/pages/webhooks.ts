@@ -127,7 +127,8 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
       const { deliveries } = await api("get", "/webhooks/:id/deliveries", { params: { id: endpoint.id }, query: { account } });
       if (open === endpoint.id && !left) renderDeliveries(endpoint, deliveries);
     } catch (error) {
-      status.textContent = `The delivery log could not be read: ${error instanceof Error ? error.message : String(error)}`;
+      const reason = error instanceof Error ? error.message : String(error);
+      status.textContent = `The delivery log could not be read: ${reason}`;
     }
     if (open === endpoint.id && !left) timer = setTimeout(() => void refreshLog(), LOG_REFRESH_MS);
   };
