@@ -7,6 +7,10 @@
  * more fragment would take it past the part target, a segment closes at each multiple of the
  * segment duration of media time (where the recorder forces its keyframes). A keyframe that
  * arrives elsewhere starts a new part, which is then independent.
+ *
+ * Nothing is announced until the first segment is complete: a player joining then finds a
+ * whole segment behind the live edge, enough for its hold-back, and every hint it sees is on
+ * the keyframe schedule (the first segment's end is not foreseen, see `keyframe`).
  */
 import { BoxSplitter, parseMoof, parseMoov, type Track, type TrackRun } from "./fmp4";
 import type { RenditionWindow, SegmentEntry } from "./window";
@@ -16,8 +20,6 @@ export interface CutterOptions {
   segmentS: number;
   /** Complete segments kept in the playlist. */
   windowSegments: number;
-  /** Wall clock (ms) of media time zero; by default estimated from the arrival of the first part's frames. */
-  anchorMs?: number;
   now?: () => number;
 }
 
@@ -39,7 +41,6 @@ export class Cutter {
   private header: Buffer[] = [];
   private pendingMoof: Buffer | undefined;
   private anchorMs: number | undefined;
-  private readonly fixedAnchor: number | undefined;
   private firstTime: number | undefined;
   private segments: SegmentEntry[] = [];
   /** The part being written: its segment's number and index, and where it started. */
@@ -55,8 +56,6 @@ export class Cutter {
     private readonly options: CutterOptions,
     private readonly events: CutterEvents,
   ) {
-    this.anchorMs = options.anchorMs;
-    this.fixedAnchor = options.anchorMs;
   }
 
   private now(): number {
@@ -96,12 +95,13 @@ export class Cutter {
     if (run) {
       const start = run.decodeTime / timing.timescale;
       const duration = run.duration / timing.timescale;
-      // Without a known start, media time zero on the wall clock is estimated from the frames
-      // of the first part: each arrives some time after it was made (encoding, the pipe, and
-      // at start-up a backlog), never before, so the smallest arrival-minus-media-time is the
-      // closest; it errs late, making latency read low. Fixed once the first part closes,
-      // since program date times never change.
-      if (this.fixedAnchor === undefined && this.segments.length === 0) {
+      // Media time zero on the wall clock is estimated from the frames
+      // of the first segment: each arrives some time after it was made (encoding, the pipe,
+      // and at start-up a backlog the encoder works off), never before, so the smallest
+      // arrival-minus-media-time is the closest; it errs late by the quickest frame's trip
+      // through encoder and pipe. Fixed once the first segment closes, before any playlist
+      // is announced, since program date times never change.
+      if (!this.segments[0]?.complete) {
         this.anchorMs = Math.min(this.anchorMs ?? Number.POSITIVE_INFINITY, this.now() - (start + duration) * 1000);
       }
       if (video && run.startsWithSync) this.keyframe(start);
@@ -186,20 +186,27 @@ export class Cutter {
     segment.parts.push({ duration: open.duration, independent: open.independent });
     segment.duration = segment.parts.reduce((sum, p) => sum + p.duration, 0);
     this.open = { msn: open.msn, part: open.part + 1, start: open.start + open.duration, duration: 0, bytes: 0, independent: false, sawTiming: false };
-    if (announce) this.events.part(this.window());
+    if (announce) this.announce();
+  }
+
+  /** Tells of the window as it now stands, once the first segment is complete. */
+  private announce(): void {
+    if (this.segments[0]?.complete) this.events.part(this.window());
   }
 
   private closeSegment(): void {
     const segment = this.segments.at(-1);
     if (!segment || segment.complete) return;
     segment.complete = true;
+    // The anchor has been estimated over the whole first segment now.
+    if (this.segments.length === 1) segment.programDateTime = Math.round(this.anchorMs! + (this.segmentStartTime ?? 0) * 1000);
     this.segmentStartTime = undefined;
     // Provisional: the keyframe that should open the next segment moves it to where it really is.
     if (this.nextBoundary !== undefined) this.nextBoundary += this.options.segmentS;
     this.open = { msn: segment.msn + 1, part: 0, start: 0, duration: 0, bytes: 0, independent: false, sawTiming: false };
     const complete = this.segments.filter((s) => s.complete);
     if (complete.length > this.options.windowSegments) this.segments.splice(0, complete.length - this.options.windowSegments);
-    this.events.part(this.window());
+    this.announce();
   }
 
   /** The stream ended: the part being written is closed and the playlist gets its end. */
