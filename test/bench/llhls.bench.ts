@@ -1,23 +1,29 @@
 /**
  * LL-HLS benchmark, run by hand:
  *
- *   TEST_DATABASE_URL=postgres://... npx bun test/bench/llhls.bench.ts [viewers=500] [seconds=30]
+ *   TEST_DATABASE_URL=postgres://... npx bun test/bench/llhls.bench.ts [viewers=500] [seconds=20]
+ *
+ * It takes about a minute and a half (viewers=0: glass to player alone, forty seconds), and
+ * prints table rows for docs/streaming.md.
  *
  * On real parts (PostgreSQL, Redis, a private nginx-rtmp for the RTMP outputs, ffmpeg's test
  * pattern through the recorder worker), with 0.333 s parts and 2 s segments:
  *
  * 1. Glass to player: hls.js (lowLatencyMode, catch-up up to 1.5x) in Chromium plays the
- *    stream; every 250 ms, wall clock minus the program date time of the frame it shows
+ *    stream, opened once the stream answers; every 250 ms, wall clock minus the program date time of the frame it shows
  *    (hls.playingDate). Beside it, the edge: wall clock minus the end of the newest part in
  *    the playlist, which is what the recorder and origin add before any player.
  * 2. Viewers on one API process (`--role=api`, a child process) of a multi_bitrate stream's
  *    lowest quality (264 kbps; the top one would be 1.3 Gbit/s for 500): `viewers` players each
  *    making a blocking reload on the preload hint and then fetching that part, as LL-HLS
- *    players do, spread over client processes (test/bench/llhls/viewers.ts). A part's
- *    delivery is the moment its bytes have reached the player, less the moment the part came
- *    to exist (the origin's doorbell, heard by each client process too). The
- *    reference is one viewer, measured the same way in the same run. The API process's CPU
- *    time over the run gives the CPU per viewer.
+ *    players do, each on a keep-alive connection of its own, spread over client processes
+ *    (BENCH_CLIENT_PROCESSES, 2) of a deliberately cheap raw-HTTP client
+ *    (test/bench/llhls/viewers.ts). A part's delivery is the moment its bytes have reached
+ *    the player, less the moment the part came to exist (the origin's doorbell, heard by each
+ *    client process too). The reference is one viewer, measured the same way in the same run.
+ *    What the origin costs and what the players cost are told apart: the origin's own time
+ *    from a part to the reload's answer (its Server-Timing) and the API process's CPU time,
+ *    beside the players' CPU time and what they saw.
  *
  * The machine's load average is printed with the figures: they are only as good as the
  * machine was idle.
@@ -27,8 +33,8 @@ import { join } from "node:path";
 import { benchDatabase, closeBench } from "../support/bench";
 
 const VIEWERS = Number(process.argv[2] ?? 500);
-const SECONDS = Number(process.argv[3] ?? 30);
-const LATENCY_WARMUP_MS = 15_000;
+const SECONDS = Number(process.argv[3] ?? 20);
+const LATENCY_WARMUP_MS = 10_000;
 /** Viewer client processes (BENCH_CLIENT_PROCESSES), so the players' own work is not the origin's or the recorder's. */
 const CLIENT_PROCESSES = Number(process.env.BENCH_CLIENT_PROCESSES ?? 2);
 
@@ -94,6 +100,7 @@ const firstVariant = async (url: string) => {
 const plain = await firstVariant(masterUrl);
 plain.search = "";
 await Bun.sleep(LATENCY_WARMUP_MS);
+const latencyLoad = load();
 const latencies: number[] = [];
 const edges: number[] = [];
 const latencyEnd = Date.now() + SECONDS * 1000;
@@ -115,60 +122,93 @@ console.log(`\nglass to player (hls.js lowLatencyMode in Chromium, ${latencies.l
 console.log(`  p50 ${ms(quantile(latencies, 0.5))}, p95 ${ms(quantile(latencies, 0.95))}, max ${ms(quantile(latencies, 1))}`);
 console.log(`  of which the edge (recorder + origin): p50 ${ms(quantile(edges, 0.5))}, p95 ${ms(quantile(edges, 0.95))}`);
 console.log(`  hls.js: lowLatencyMode ${finalState.lowLatencyMode}, ${finalState.parts} parts loaded, ${stalls} stalls, target latency ${targets[0]} → ${targets.at(-1)} s; load average ${load()}`);
-
-// 2. Blocking viewers on one API process, on the ladder's lowest quality (264 kbps): 500 viewers
-// of the top one would be 1.3 Gbit/s, more than client processes on this machine can take in.
-await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls" });
-const ladder = await post("/terraform/v1/hooks/srs/startRecording", { room_name: "bench-llhls-ladder", is_low_latency: true, multi_bitrate: true });
-const ladderStarted = (await ladder.json()) as { low_latency_hls_url: string; stream_name: string };
-if (ladder.status !== 200) throw new Error(`start failed: ${JSON.stringify(ladderStarted)}`);
-const VIEWED = "v4";
-await firstVariant(ladderStarted.low_latency_hls_url);
-const origin = await startApiProcess({ DATA_DIR: join(tmpdir(), `parley-bench-data-${process.pid}`), API_PROCESSES: "1" });
-const originMaster = ladderStarted.low_latency_hls_url.replace(base, origin.http);
-const cpuSeconds = async () => {
-  const stat = (await Bun.file(`/proc/${origin.child.pid}/stat`).text()).split(") ")[1]!.split(" ");
-  return (Number(stat[11]) + Number(stat[12])) / 100;
-};
-
-/** `count` players for `seconds`, spread over client processes of their own; answers each delivered part's delay after it came to exist. */
-async function viewers(count: number, seconds: number): Promise<{ delays: number[]; answered: number[]; reloads: number; errors: number }> {
-  const processes = Math.min(CLIENT_PROCESSES, count);
-  const clients = Array.from({ length: processes }, (_, index) => {
-    const share = Math.floor(count / processes) + (index < count % processes ? 1 : 0);
-    return Bun.spawn(
-      [process.execPath, join(import.meta.dir, "llhls/viewers.ts"), originMaster, String(share), String(seconds), process.env.REDIS_URL ?? "redis://127.0.0.1:6379", redisKey("llhls", ladderStarted.stream_name), VIEWED],
-      { stdout: "pipe", stderr: "inherit" },
-    );
-  });
-  const results = await Promise.all(
-    clients.map(async (client) => JSON.parse(await new Response(client.stdout).text()) as { delays: number[]; answered: number[]; reloads: number; errors: number }),
-  );
-  return {
-    delays: results.flatMap((r) => r.delays),
-    answered: results.flatMap((r) => r.answered),
-    reloads: results.reduce((sum, r) => sum + r.reloads, 0),
-    errors: results.reduce((sum, r) => sum + r.errors, 0),
-  };
+for (const stall of finalState.stalls) {
+  console.log(`  stall ${stall.after.toFixed(1)} s after the page opened, at ${stall.at.toFixed(2)} s of video, ${stall.buffered.toFixed(2)} s buffered ahead`);
 }
-
-const one = await viewers(1, 10);
-const cpuBefore = await cpuSeconds();
-const wallBefore = performance.now();
-const many = await viewers(VIEWERS, SECONDS);
-const cpu = (await cpuSeconds()) - cpuBefore;
-const wall = (performance.now() - wallBefore) / 1000;
-console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, the 264 kbps quality of the ladder; reload on each hint, then fetch the part):`);
-console.log(`  part delivered after it exists: p50 ${ms(quantile(many.delays, 0.5))}, p99 ${ms(quantile(many.delays, 0.99))}, max ${ms(quantile(many.delays, 1))} (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors)`);
+const seconds = (value: number) => `${(value / 1000).toFixed(2)} s`;
+console.log("\nFor docs/streaming.md (glass to player | edge | hls.js stalls | load average):");
 console.log(
-  `  the origin's own answer to reloads that waited (Server-Timing, part there → answer written): p50 ${quantile(many.answered, 0.5).toFixed(1)} ms, p99 ${quantile(many.answered, 0.99).toFixed(1)} ms (${many.answered.length} reloads); one viewer: p99 ${quantile(one.answered, 0.99).toFixed(1)} ms`,
+  `| p50 ${seconds(quantile(latencies, 0.5))}, p95 ${seconds(quantile(latencies, 0.95))} | p50 ${seconds(quantile(edges, 0.5))}, p95 ${seconds(quantile(edges, 0.95))} | ${stalls} | ${latencyLoad} |`,
 );
-console.log(`  reference, one viewer: p50 ${ms(quantile(one.delays, 0.5))}, p99 ${ms(quantile(one.delays, 0.99))}; p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`);
-console.log(`  API process CPU: ${((cpu / wall) * 100).toFixed(1)}% of a core, ${((cpu / wall / VIEWERS) * 100).toFixed(3)}% per viewer (${((cpu / many.reloads) * 1e6).toFixed(0)} µs per reload + part); load average ${load()}`);
 
-origin.child.kill("SIGTERM");
-await origin.child.exited;
-await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls-ladder" });
+await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls" });
+
+/** Section 2; `viewers=0` leaves it out, to measure glass to player alone. */
+async function manyViewers(): Promise<void> {
+  // 2. Blocking viewers on one API process, on the ladder's lowest quality (264 kbps): 500 viewers
+  // of the top one would be 1.3 Gbit/s, more than client processes on this machine can take in.
+  const ladder = await post("/terraform/v1/hooks/srs/startRecording", { room_name: "bench-llhls-ladder", is_low_latency: true, multi_bitrate: true });
+  const ladderStarted = (await ladder.json()) as { low_latency_hls_url: string; stream_name: string };
+  if (ladder.status !== 200) throw new Error(`start failed: ${JSON.stringify(ladderStarted)}`);
+  const VIEWED = "v4";
+  await firstVariant(ladderStarted.low_latency_hls_url);
+  const origin = await startApiProcess({ DATA_DIR: join(tmpdir(), `parley-bench-data-${process.pid}`), API_PROCESSES: "1" });
+  const originMaster = ladderStarted.low_latency_hls_url.replace(base, origin.http);
+  const cpuSeconds = async () => {
+    const stat = (await Bun.file(`/proc/${origin.child.pid}/stat`).text()).split(") ")[1]!.split(" ");
+    return (Number(stat[11]) + Number(stat[12])) / 100;
+  };
+
+  interface Seen {
+    delays: number[];
+    reloaded: number[];
+    answered: number[];
+    reloads: number;
+    errors: number;
+    parts: number;
+    cpuSeconds: number;
+  }
+
+  /** `count` players for `seconds`, spread over client processes of their own; what they saw, together. */
+  async function viewers(count: number, seconds: number): Promise<Seen> {
+    const processes = Math.min(CLIENT_PROCESSES, count);
+    const clients = Array.from({ length: processes }, (_, index) => {
+      const share = Math.floor(count / processes) + (index < count % processes ? 1 : 0);
+      return Bun.spawn(
+        [process.execPath, join(import.meta.dir, "llhls/viewers.ts"), originMaster, String(share), String(seconds), process.env.REDIS_URL ?? "redis://127.0.0.1:6379", redisKey("llhls", ladderStarted.stream_name), VIEWED],
+        { stdout: "pipe", stderr: "inherit" },
+      );
+    });
+    const results = await Promise.all(clients.map(async (client) => JSON.parse(await new Response(client.stdout).text()) as Seen));
+    return {
+      delays: results.flatMap((r) => r.delays),
+      reloaded: results.flatMap((r) => r.reloaded),
+      answered: results.flatMap((r) => r.answered),
+      reloads: results.reduce((sum, r) => sum + r.reloads, 0),
+      errors: results.reduce((sum, r) => sum + r.errors, 0),
+      parts: Math.max(...results.map((r) => r.parts)),
+      cpuSeconds: results.reduce((sum, r) => sum + r.cpuSeconds, 0),
+    };
+  }
+
+  const one = await viewers(1, 10);
+  const cpuBefore = await cpuSeconds();
+  const wallBefore = performance.now();
+  const loadBefore = load();
+  const many = await viewers(VIEWERS, SECONDS);
+  const cpu = (await cpuSeconds()) - cpuBefore;
+  const wall = (performance.now() - wallBefore) / 1000;
+  const p = (values: number[], q: number) => quantile(values, q).toFixed(1);
+  const keptUp = many.reloads / (VIEWERS * many.parts);
+  console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, the 264 kbps quality of the ladder; each reloads on the hint, then fetches the part; ${CLIENT_PROCESSES} client processes):`);
+  console.log(`  origin, part there → reload answered (Server-Timing, ${many.answered.length} reloads that waited): p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms, max ${p(many.answered, 1)} ms`);
+  console.log(`  player, part there → reload answer received: p50 ${p(many.reloaded, 0.5)} ms, p99 ${p(many.reloaded, 0.99)} ms`);
+  console.log(`  player, part there → part received: p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms, max ${p(many.delays, 1)} ms (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors; ${(keptUp * 100).toFixed(0)}% of the reloads keeping up takes)`);
+  console.log(`  reference, one viewer: part received p50 ${p(one.delays, 0.5)} ms, p99 ${p(one.delays, 0.99)} ms; p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`);
+  const perViewer = (seconds: number) => `${((seconds / wall) * 100).toFixed(1)}% of a core, ${((seconds / wall / VIEWERS) * 100).toFixed(3)}% per viewer, ${((seconds / many.reloads) * 1e6).toFixed(0)} µs per reload + part`;
+  console.log(`  CPU, API process: ${perViewer(cpu)}`);
+  console.log(`  CPU, viewer processes: ${perViewer(many.cpuSeconds)}`);
+  console.log(`  load average ${loadBefore} → ${load()}`);
+  console.log("\nFor docs/streaming.md (viewers | origin: part there → reload answered | player: part there → part received | API process CPU | viewers' CPU | load average):");
+  console.log(
+    `| ${VIEWERS} | p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms | p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms (one viewer: p99 ${p(one.delays, 0.99)} ms) | ${perViewer(cpu)} | ${((many.cpuSeconds / wall) * 100).toFixed(0)}% of a core | ${loadBefore} |`,
+  );
+
+  origin.child.kill("SIGTERM");
+  await origin.child.exited;
+  await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls-ladder" });
+}
+if (VIEWERS > 0) await manyViewers();
 await worker.stop();
 await nginx.stop();
 await api.stop(true);
