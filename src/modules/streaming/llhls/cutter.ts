@@ -10,7 +10,9 @@
  *
  * Nothing is announced until the first segment is complete: a player joining then finds a
  * whole segment behind the live edge, enough for its hold-back, and every hint it sees is on
- * the keyframe schedule (the first segment's end is not foreseen, see `keyframe`).
+ * the keyframe schedule (the first segment's end is not foreseen, see `keyframe`). A first
+ * segment that came in a burst (a backlog at start-up) says little of when its frames were
+ * made, so then the next one is waited for too (see `closeSegment`).
  */
 import { BoxSplitter, parseMoof, parseMoov, type Track, type TrackRun } from "./fmp4";
 import type { RenditionWindow, SegmentEntry } from "./window";
@@ -33,6 +35,10 @@ export interface CutterEvents {
 
 /** Media time is compared in seconds; this absorbs rounding of timescale ticks. */
 const EPSILON = 0.001;
+/** A segment whose frames arrived over less than this share of its duration came in a burst. */
+const STEADY_SHARE = 0.75;
+/** The stream is announced after this many segments at most, steady or not. */
+const MOST_SEGMENTS_UNANNOUNCED = 3;
 
 export class Cutter {
   private readonly splitter = new BoxSplitter();
@@ -49,6 +55,10 @@ export class Cutter {
   private segmentStartTime: number | undefined;
   private nextBoundary: number | undefined;
   private keyframes = 0;
+  /** Wall clock of the current segment's first fragment, and media time of the first segment's start. */
+  private segmentArrivedAt: number | undefined;
+  private streamStartTime: number | undefined;
+  private announced = false;
   private lastFragment = 0;
   private ended = false;
 
@@ -99,9 +109,9 @@ export class Cutter {
       // of the first segment: each arrives some time after it was made (encoding, the pipe,
       // and at start-up a backlog the encoder works off), never before, so the smallest
       // arrival-minus-media-time is the closest; it errs late by the quickest frame's trip
-      // through encoder and pipe. Fixed once the first segment closes, before any playlist
-      // is announced, since program date times never change.
-      if (!this.segments[0]?.complete) {
+      // through encoder and pipe. Fixed once the stream is announced, since program date
+      // times never change.
+      if (!this.announced) {
         this.anchorMs = Math.min(this.anchorMs ?? Number.POSITIVE_INFINITY, this.now() - (start + duration) * 1000);
       }
       if (video && run.startsWithSync) this.keyframe(start);
@@ -113,6 +123,8 @@ export class Cutter {
       }
       open.duration = start + duration - open.start;
       this.segmentStartTime ??= start;
+      this.streamStartTime ??= start;
+      this.segmentArrivedAt ??= this.now();
       // The next fragment is taken to last as long as this one (a frame, for video).
       if (duration > 0) this.lastFragment = duration;
     }
@@ -189,17 +201,27 @@ export class Cutter {
     if (announce) this.announce();
   }
 
-  /** Tells of the window as it now stands, once the first segment is complete. */
+  /** Tells of the window as it now stands, once the stream is announced. */
   private announce(): void {
-    if (this.segments[0]?.complete) this.events.part(this.window());
+    if (this.announced) this.events.part(this.window());
   }
 
   private closeSegment(): void {
     const segment = this.segments.at(-1);
     if (!segment || segment.complete) return;
     segment.complete = true;
-    // The anchor has been estimated over the whole first segment now.
-    if (this.segments.length === 1) segment.programDateTime = Math.round(this.anchorMs! + (this.segmentStartTime ?? 0) * 1000);
+    if (!this.announced) {
+      // Dated again by the anchor as estimated so far; announced once a segment came at the
+      // pace of its media (or after a few, should the source run faster than that).
+      let start = this.streamStartTime ?? 0;
+      for (const earlier of this.segments) {
+        earlier.programDateTime = Math.round(this.anchorMs! + start * 1000);
+        start += earlier.duration;
+      }
+      const arrivedOver = this.now() - (this.segmentArrivedAt ?? this.now());
+      this.announced = arrivedOver >= segment.duration * 1000 * STEADY_SHARE || this.segments.length >= MOST_SEGMENTS_UNANNOUNCED;
+    }
+    this.segmentArrivedAt = undefined;
     this.segmentStartTime = undefined;
     // Provisional: the keyframe that should open the next segment moves it to where it really is.
     if (this.nextBoundary !== undefined) this.nextBoundary += this.options.segmentS;
