@@ -14,7 +14,8 @@
  *    (hls.playingDate). Beside it, the edge: wall clock minus the end of the newest part in
  *    the playlist, which is what the recorder and origin add before any player.
  * 2. Viewers on one API process (`--role=api`, a child process) of a multi_bitrate stream's
- *    lowest quality (264 kbps; the top one would be 1.3 Gbit/s for 500): `viewers` players each
+ *    lowest quality (264 kbps; the top one would be 1.3 Gbit/s for 500), or with
+ *    BENCH_VIEWED=audio of an audio-only stream (no video encoding beside the origin): `viewers` players each
  *    making a blocking reload on the preload hint and then fetching that part, as LL-HLS
  *    players do, each on a keep-alive connection of its own, spread over client processes
  *    (BENCH_CLIENT_PROCESSES, 2) of a deliberately cheap raw-HTTP client
@@ -35,6 +36,15 @@ import { benchDatabase, closeBench } from "../support/bench";
 const VIEWERS = Number(process.argv[2] ?? 500);
 const SECONDS = Number(process.argv[3] ?? 20);
 const LATENCY_WARMUP_MS = 10_000;
+/**
+ * What the viewers watch (BENCH_VIEWED): by default the ladder's 264 kbps quality, its five
+ * encodes on this machine too; `audio`, an audio-only stream (128 kbps), leaves the cores to
+ * the origin and the players, as a recorder on a machine of its own would.
+ */
+const VIEWED_STREAM =
+  process.env.BENCH_VIEWED === "audio"
+    ? { options: { audio_only: true }, rendition: "v0", what: "an audio-only stream, 128 kbps" }
+    : { options: { multi_bitrate: true }, rendition: "v4", what: "the 264 kbps quality of the five-quality ladder" };
 /** Viewer client processes (BENCH_CLIENT_PROCESSES), so the players' own work is not the origin's or the recorder's. */
 const CLIENT_PROCESSES = Number(process.env.BENCH_CLIENT_PROCESSES ?? 2);
 
@@ -135,12 +145,12 @@ await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls" }
 
 /** Section 2; `viewers=0` leaves it out, to measure glass to player alone. */
 async function manyViewers(): Promise<void> {
-  // 2. Blocking viewers on one API process, on the ladder's lowest quality (264 kbps): 500 viewers
-  // of the top one would be 1.3 Gbit/s, more than client processes on this machine can take in.
-  const ladder = await post("/terraform/v1/hooks/srs/startRecording", { room_name: "bench-llhls-ladder", is_low_latency: true, multi_bitrate: true });
+  // 2. Blocking viewers on one API process, on a low bitrate: 500 viewers of a 2.6 Mbps quality would be
+  // 1.3 Gbit/s, more than client processes on this machine can take in.
+  const ladder = await post("/terraform/v1/hooks/srs/startRecording", { room_name: "bench-llhls-ladder", is_low_latency: true, ...VIEWED_STREAM.options });
   const ladderStarted = (await ladder.json()) as { low_latency_hls_url: string; stream_name: string };
   if (ladder.status !== 200) throw new Error(`start failed: ${JSON.stringify(ladderStarted)}`);
-  const VIEWED = "v4";
+  const VIEWED = VIEWED_STREAM.rendition;
   await firstVariant(ladderStarted.low_latency_hls_url);
   const origin = await startApiProcess({ DATA_DIR: join(tmpdir(), `parley-bench-data-${process.pid}`), API_PROCESSES: "1" });
   const originMaster = ladderStarted.low_latency_hls_url.replace(base, origin.http);
@@ -190,7 +200,7 @@ async function manyViewers(): Promise<void> {
   const wall = (performance.now() - wallBefore) / 1000;
   const p = (values: number[], q: number) => quantile(values, q).toFixed(1);
   const keptUp = many.reloads / (VIEWERS * many.parts);
-  console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, the 264 kbps quality of the ladder; each reloads on the hint, then fetches the part; ${CLIENT_PROCESSES} client processes):`);
+  console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, ${VIEWED_STREAM.what}; each reloads on the hint, then fetches the part; ${CLIENT_PROCESSES} client processes):`);
   console.log(`  origin, part there → reload answered (Server-Timing, ${many.answered.length} reloads that waited): p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms, max ${p(many.answered, 1)} ms`);
   console.log(`  player, part there → reload answer received: p50 ${p(many.reloaded, 0.5)} ms, p99 ${p(many.reloaded, 0.99)} ms`);
   console.log(`  player, part there → part received: p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms, max ${p(many.delays, 1)} ms (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors; ${(keptUp * 100).toFixed(0)}% of the reloads keeping up takes)`);
