@@ -25,6 +25,9 @@
  *    What the origin costs and what the players cost are told apart: the origin's own time
  *    from a part to the reload's answer (its Server-Timing) and the API process's CPU time,
  *    beside the players' CPU time and what they saw.
+ * 3. The API process's CPU time per answer apart from any waiting, as fast as 20 connections
+ *    ask: a part, a blocking reload whose part is there, and /healthz, which is what the HTTP
+ *    pipeline every route goes through costs by itself.
  *
  * The machine's load average is printed with the figures: they are only as good as the
  * machine was idle.
@@ -143,6 +146,41 @@ console.log(
 
 await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls" });
 
+/** Answers counted while `connections` keep-alive connections ask `url` one request after another for `seconds`. */
+async function hammer(url: URL, connections: number, seconds: number): Promise<number> {
+  const request = `GET ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n\r\n`;
+  const end = Date.now() + seconds * 1000;
+  let answers = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      let received = Buffer.alloc(0);
+      let answered: () => void = () => {};
+      const socket = await Bun.connect({
+        hostname: url.hostname,
+        port: Number(url.port),
+        socket: {
+          data(_socket, chunk) {
+            received = Buffer.concat([received, chunk]);
+            const head = received.indexOf("\r\n\r\n");
+            const length = /content-length: *(\d+)/i.exec(received.toString("latin1", 0, Math.max(head, 0)));
+            if (head >= 0 && received.length >= head + 4 + Number(length?.[1] ?? 0)) answered();
+          },
+        },
+      });
+      while (Date.now() < end) {
+        received = Buffer.alloc(0);
+        await new Promise<void>((resolve) => {
+          answered = resolve;
+          socket.write(request);
+        });
+        answers++;
+      }
+      socket.end();
+    }),
+  );
+  return answers;
+}
+
 /** Section 2; `viewers=0` leaves it out, to measure glass to player alone. */
 async function manyViewers(): Promise<void> {
   // 2. Blocking viewers on one API process, on a low bitrate: 500 viewers of a 2.6 Mbps quality would be
@@ -213,6 +251,28 @@ async function manyViewers(): Promise<void> {
   console.log(
     `| ${VIEWERS} | p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms | p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms (one viewer: p99 ${p(one.delays, 0.99)} ms) | ${perViewer(cpu)} | ${((many.cpuSeconds / wall) * 100).toFixed(0)}% of a core | ${loadBefore} |`,
   );
+
+  // 3. What the origin costs per answer, apart from any waiting: the newest whole part (kept in memory), a
+  // blocking reload for it (already there), and /healthz (the HTTP pipeline every route goes through), each
+  // asked as fast as 20 keep-alive connections can for 4 s; the API process's CPU time per answer.
+  const watchedUrl = new URL((await fetch(originMaster).then((r) => r.text())).split("\n").find((l) => l.includes(`/${VIEWED}/index.m3u8`))!, originMaster);
+  const hint = parsePlaylist(await fetch(watchedUrl).then((r) => r.text())).preloadHint!;
+  const [hintMsn, hintPart] = hint.replace(/\.m4s$/, "").split(".").map(Number) as [number, number];
+  const whole = hintPart > 0 ? `${hintMsn}.${hintPart - 1}` : `${hintMsn - 1}.0`;
+  const [wholeMsn, wholePart] = whole.split(".");
+  const costs = [
+    ["a part", new URL(`${whole}.m4s`, watchedUrl)],
+    ["a blocking reload, its part there", new URL(`${watchedUrl.href}&_HLS_msn=${wholeMsn}&_HLS_part=${wholePart}`)],
+    ["/healthz", new URL("/healthz", origin.http)],
+  ] as const;
+  const rows: string[] = [];
+  for (const [what, url] of costs) {
+    const before = await cpuSeconds();
+    const answers = await hammer(url, 20, 4);
+    const perAnswer = ((await cpuSeconds()) - before) / answers;
+    rows.push(`${what} ${(perAnswer * 1e6).toFixed(0)} µs`);
+  }
+  console.log(`\nAPI process CPU per answer, apart from waiting: ${rows.join(", ")}; load average ${load()}`);
 
   origin.child.kill("SIGTERM");
   await origin.child.exited;
