@@ -55,8 +55,9 @@ export class Cutter {
   private segmentStartTime: number | undefined;
   private nextBoundary: number | undefined;
   private keyframes = 0;
-  /** Wall clock of the current segment's first fragment, and media time of the first segment's start. */
+  /** Wall clock of the current segment's first fragment. */
   private segmentArrivedAt: number | undefined;
+  /** Media time of the first segment's start. */
   private streamStartTime: number | undefined;
   private announced = false;
   private lastFragment = 0;
@@ -65,8 +66,7 @@ export class Cutter {
   constructor(
     private readonly options: CutterOptions,
     private readonly events: CutterEvents,
-  ) {
-  }
+  ) {}
 
   private now(): number {
     return (this.options.now ?? Date.now)();
@@ -105,8 +105,8 @@ export class Cutter {
     if (run) {
       const start = run.decodeTime / timing.timescale;
       const duration = run.duration / timing.timescale;
-      // Media time zero on the wall clock is estimated from the frames
-      // of the first segment: each arrives some time after it was made (encoding, the pipe,
+      // Media time zero on the wall clock is estimated from the frames that come before the
+      // stream is announced: each arrives some time after it was made (encoding, the pipe,
       // and at start-up a backlog the encoder works off), never before, so the smallest
       // arrival-minus-media-time is the closest; it errs late by the quickest frame's trip
       // through encoder and pipe. Fixed once the stream is announced, since program date
