@@ -42,7 +42,7 @@ interface Cut {
 function cut(bytes: Buffer, chunkSize: number, partTargetS = 0.33334): Cut {
   const result: Cut = { parts: new Map(), windows: [], cutter: undefined as never };
   result.cutter = new Cutter(
-    { partTargetS, segmentS: 2, windowSegments: 10, anchorMs: Date.UTC(2026, 0, 1) },
+    { partTargetS, segmentS: 2, windowSegments: 10, now: () => Date.UTC(2026, 0, 1) },
     {
       init: (init) => (result.init = init),
       chunk: (msn, part, chunk) => {
@@ -102,8 +102,8 @@ describe("the cutter", () => {
     expect(video?.startsWithSync).toBe(true);
   });
 
-  test("the preload hint names the part the next bytes go into", () => {
-    const hinted = new Set(["0.0"]);
+  test("the preload hint names the part the next bytes go into, and every hinted part comes", () => {
+    const hinted = new Set<string>();
     const written = new Set<string>();
     const cutter = new Cutter(
       { partTargetS: 0.33334, segmentS: 2, windowSegments: 10 },
@@ -114,10 +114,47 @@ describe("the cutter", () => {
       },
     );
     cutter.push(media);
-    // Only the first segment's end is not foreseen (the keyframe schedule is learnt from the second keyframe), so
-    // only there may a hinted part never come.
-    expect([...hinted].filter((part) => !written.has(part) && !part.startsWith("0."))).toEqual([]);
+    // The first segment's end is not foreseen (the keyframe schedule is learnt from the second keyframe), but
+    // nothing is announced before it is complete, so no player is ever told of a part that does not come.
+    expect([...hinted].filter((part) => !written.has(part))).toEqual([]);
+    expect([...hinted].some((part) => part.startsWith("0."))).toBe(false);
     expect(written.size).toBeGreaterThan(70);
+  });
+
+  /** The windows announced when fragments (a frame each) arrive as `arrival(n)` says for the n-th, in ms. */
+  function announced(arrival: (fragment: number) => number): RenditionWindow[] {
+    const windows: RenditionWindow[] = [];
+    let fragments = 0;
+    const cutter = new Cutter(
+      { partTargetS: 0.33334, segmentS: 2, windowSegments: 10, now: () => arrival(fragments) },
+      { init: () => {}, chunk: () => {}, part: (window) => windows.push(window) },
+    );
+    for (const box of new BoxSplitter().push(media)) {
+      if (box.type === "moof") fragments++;
+      cutter.push(box.bytes);
+    }
+    return windows;
+  }
+
+  test("the first window announced holds a whole segment, dated by the frame that arrived soonest after it was made", () => {
+    // A frame every 40 ms from 1000 s on, each 40 ms after its end: media time zero is at 1000 s (+ 40 ms).
+    const windows = announced((n) => 1_000_000 + 40 * n + 40);
+    const first = windows[0]!;
+    expect(first.next).toEqual({ msn: 1, part: 0 });
+    expect(first.segments.map((s) => s.complete)).toEqual([true]);
+    expect(Math.abs(first.segments[0]!.programDateTime - 1_000_000)).toBeLessThanOrEqual(40);
+    expect(windows.at(-1)!.segments[1]!.programDateTime - first.segments[0]!.programDateTime).toBeCloseTo(first.segments[0]!.duration * 1000, -1);
+  });
+
+  test("a first segment that came in a burst is not enough to date the stream: the next one, at the media's pace, is waited for", () => {
+    // The first twenty frames at once (a backlog at start-up), then one every 40 ms, 40 ms after the frame's end.
+    const windows = announced((n) => 1_000_000 + 40 * Math.max(n, 20) + 40);
+    const first = windows[0]!;
+    expect(first.next).toEqual({ msn: 2, part: 0 });
+    expect(Math.abs(first.segments[0]!.programDateTime - 1_000_000)).toBeLessThanOrEqual(40);
+    expect(first.segments[1]!.programDateTime - first.segments[0]!.programDateTime).toBeCloseTo(first.segments[0]!.duration * 1000, -1);
+    // A source that never keeps the media's pace (here: all at once) is announced after three segments all the same.
+    expect(announced(() => 1_000_000)[0]!.next).toEqual({ msn: 3, part: 0 });
   });
 
   test("a stream joined mid-way starts at its first keyframe: what comes before is dropped", () => {

@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import type { Page } from "playwright-core";
 import type { Chromium } from "./browser";
+import { until } from "./wait";
 
 const HLS_JS = readFileSync(Bun.resolveSync("hls.js/dist/hls.min.js", import.meta.dir), "utf8");
 
@@ -14,13 +15,17 @@ const PAGE = `<!doctype html><html><head><title>LL-HLS player</title></head><bod
 <video id="video" muted playsinline autoplay></video>
 <script src="/hls.js"></script>
 <script>
-  const stats = { parts: 0, fragments: 0, errors: [], canBlockReload: false, partTarget: 0 };
+  const stats = { parts: 0, fragments: 0, errors: [], stalls: [], canBlockReload: false, partTarget: 0 };
   window.stats = stats;
   // Allowed to play up to 1.5x to reach its target latency when it starts behind or falls behind (hls.js plays at 1x only by default).
   const hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5 });
   window.hls = hls;
   hls.on(Hls.Events.FRAG_LOADED, (_, data) => { if (data.part) stats.parts++; else stats.fragments++; });
-  hls.on(Hls.Events.ERROR, (_, data) => stats.errors.push(data.details + (data.fatal ? " (fatal)" : "")));
+  hls.on(Hls.Events.ERROR, (_, data) => {
+    stats.errors.push(data.details + (data.fatal ? " (fatal)" : ""));
+    // Where a stall happened: seconds since the page opened, the video clock, what was buffered ahead.
+    if (data.details === "bufferStalledError") stats.stalls.push({ after: performance.now() / 1000, at: video.currentTime, buffered: data.buffer });
+  });
   hls.on(Hls.Events.LEVEL_UPDATED, (_, data) => {
     stats.canBlockReload = data.details.canBlockReload;
     stats.partTarget = data.details.partTarget;
@@ -44,6 +49,7 @@ export interface PlayerState {
   parts: number;
   fragments: number;
   errors: string[];
+  stalls: { after: number; at: number; buffered: number }[];
 }
 
 export interface Player {
@@ -52,8 +58,13 @@ export interface Player {
   close(): Promise<void>;
 }
 
-/** Opens the player page on `src`; the page and hls.js come from a loopback server of its own. */
+/**
+ * Opens the player page on `src` once the stream is there (as a page would once told that the
+ * stream is live: hls.js gives up on a multivariant playlist after one retry); the page and
+ * hls.js come from a loopback server of its own.
+ */
 export async function openPlayer(chromium: Chromium, src: string): Promise<Player> {
+  await until(() => fetch(src).then((r) => r.arrayBuffer().then(() => r.ok)), Boolean, 30_000, 100);
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,

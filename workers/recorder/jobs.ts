@@ -44,10 +44,8 @@ export async function startJob(worker: RecorderHost, job: Job<RecorderStartJob>,
       destinations: job.data.destinations,
       recordingPath,
     };
-    // A test pattern generated here starts its media clock as ffmpeg starts: program date times count from then.
-    const anchorMs = worker.driver.name === "ffmpeg" && s.mediaSource === undefined ? Date.now() : undefined;
     const recorder = worker.driver.start(spec);
-    const llhls = stream.options.isLowLatency ? packageLowLatency(spec, recorder, anchorMs) : undefined;
+    const llhls = stream.options.isLowLatency ? packageLowLatency(spec, recorder) : undefined;
     // LL-HLS goes through Parley's own origin, so the media server's RTMP application is the one ingest.
     const ingests = [{ setting: "STREAMING_RTMP_INGEST_URL", url: s.rtmpIngestUrl }];
     const entry: LocalRecorder = { stream, recorder, recordingPath, ingests, llhls };

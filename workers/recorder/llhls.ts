@@ -31,8 +31,8 @@ function renditionInfos(spec: RecorderSpec): RenditionInfo[] {
   }));
 }
 
-/** Starts cutting the recorder's media; `anchorMs` is the wall clock of media time zero when the source is generated here. */
-export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess, anchorMs?: number): LowLatencyPackaging {
+/** Starts cutting the recorder's media. */
+export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess): LowLatencyPackaging {
   const s = config.streaming;
   const infos = renditionInfos(spec);
   const publisher = new StreamPublisher(spec.streamName, infos);
@@ -42,7 +42,6 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess,
     segmentS,
     // Long enough that delta updates have something to skip (CAN-SKIP-UNTIL is six target durations).
     windowSegments: Math.ceil((SKIP_TARGET_DURATIONS * Math.ceil(segmentS)) / segmentS) + 4,
-    anchorMs,
   };
   const cutters: Cutter[] = [];
   const pulls = new Set<RecorderProcess>();

@@ -7,6 +7,12 @@
  * more fragment would take it past the part target, a segment closes at each multiple of the
  * segment duration of media time (where the recorder forces its keyframes). A keyframe that
  * arrives elsewhere starts a new part, which is then independent.
+ *
+ * Nothing is announced until the first segment is complete: a player joining then finds a
+ * whole segment behind the live edge, enough for its hold-back, and every hint it sees is on
+ * the keyframe schedule (the first segment's end is not foreseen, see `keyframe`). A first
+ * segment that came in a burst (a backlog at start-up) says little of when its frames were
+ * made, so then the next one is waited for too (see `closeSegment`).
  */
 import { BoxSplitter, parseMoof, parseMoov, type Track, type TrackRun } from "./fmp4";
 import type { RenditionWindow, SegmentEntry } from "./window";
@@ -16,8 +22,6 @@ export interface CutterOptions {
   segmentS: number;
   /** Complete segments kept in the playlist. */
   windowSegments: number;
-  /** Wall clock (ms) of media time zero; by default estimated from the arrival of the first part's frames. */
-  anchorMs?: number;
   now?: () => number;
 }
 
@@ -31,6 +35,10 @@ export interface CutterEvents {
 
 /** Media time is compared in seconds; this absorbs rounding of timescale ticks. */
 const EPSILON = 0.001;
+/** A segment whose frames arrived over less than this share of its duration came in a burst. */
+const STEADY_SHARE = 0.75;
+/** The stream is announced after this many segments at most, steady or not. */
+const MOST_SEGMENTS_UNANNOUNCED = 3;
 
 export class Cutter {
   private readonly splitter = new BoxSplitter();
@@ -39,7 +47,6 @@ export class Cutter {
   private header: Buffer[] = [];
   private pendingMoof: Buffer | undefined;
   private anchorMs: number | undefined;
-  private readonly fixedAnchor: number | undefined;
   private firstTime: number | undefined;
   private segments: SegmentEntry[] = [];
   /** The part being written: its segment's number and index, and where it started. */
@@ -48,16 +55,18 @@ export class Cutter {
   private segmentStartTime: number | undefined;
   private nextBoundary: number | undefined;
   private keyframes = 0;
+  /** Wall clock of the current segment's first fragment. */
+  private segmentArrivedAt: number | undefined;
+  /** Media time of the first segment's start. */
+  private streamStartTime: number | undefined;
+  private announced = false;
   private lastFragment = 0;
   private ended = false;
 
   constructor(
     private readonly options: CutterOptions,
     private readonly events: CutterEvents,
-  ) {
-    this.anchorMs = options.anchorMs;
-    this.fixedAnchor = options.anchorMs;
-  }
+  ) {}
 
   private now(): number {
     return (this.options.now ?? Date.now)();
@@ -96,12 +105,13 @@ export class Cutter {
     if (run) {
       const start = run.decodeTime / timing.timescale;
       const duration = run.duration / timing.timescale;
-      // Without a known start, media time zero on the wall clock is estimated from the frames
-      // of the first part: each arrives some time after it was made (encoding, the pipe, and
-      // at start-up a backlog), never before, so the smallest arrival-minus-media-time is the
-      // closest; it errs late, making latency read low. Fixed once the first part closes,
-      // since program date times never change.
-      if (this.fixedAnchor === undefined && this.segments.length === 0) {
+      // Media time zero on the wall clock is estimated from the frames that come before the
+      // stream is announced: each arrives some time after it was made (encoding, the pipe,
+      // and at start-up a backlog the encoder works off), never before, so the smallest
+      // arrival-minus-media-time is the closest; it errs late by the quickest frame's trip
+      // through encoder and pipe. Fixed once the stream is announced, since program date
+      // times never change.
+      if (!this.announced) {
         this.anchorMs = Math.min(this.anchorMs ?? Number.POSITIVE_INFINITY, this.now() - (start + duration) * 1000);
       }
       if (video && run.startsWithSync) this.keyframe(start);
@@ -113,6 +123,8 @@ export class Cutter {
       }
       open.duration = start + duration - open.start;
       this.segmentStartTime ??= start;
+      this.streamStartTime ??= start;
+      this.segmentArrivedAt ??= this.now();
       // The next fragment is taken to last as long as this one (a frame, for video).
       if (duration > 0) this.lastFragment = duration;
     }
@@ -186,20 +198,37 @@ export class Cutter {
     segment.parts.push({ duration: open.duration, independent: open.independent });
     segment.duration = segment.parts.reduce((sum, p) => sum + p.duration, 0);
     this.open = { msn: open.msn, part: open.part + 1, start: open.start + open.duration, duration: 0, bytes: 0, independent: false, sawTiming: false };
-    if (announce) this.events.part(this.window());
+    if (announce) this.announce();
+  }
+
+  /** Tells of the window as it now stands, once the stream is announced. */
+  private announce(): void {
+    if (this.announced) this.events.part(this.window());
   }
 
   private closeSegment(): void {
     const segment = this.segments.at(-1);
     if (!segment || segment.complete) return;
     segment.complete = true;
+    if (!this.announced) {
+      // Dated again by the anchor as estimated so far; announced once a segment came at the
+      // pace of its media (or after a few, should the source run faster than that).
+      let start = this.streamStartTime ?? 0;
+      for (const earlier of this.segments) {
+        earlier.programDateTime = Math.round(this.anchorMs! + start * 1000);
+        start += earlier.duration;
+      }
+      const arrivedOver = this.now() - (this.segmentArrivedAt ?? this.now());
+      this.announced = arrivedOver >= segment.duration * 1000 * STEADY_SHARE || this.segments.length >= MOST_SEGMENTS_UNANNOUNCED;
+    }
+    this.segmentArrivedAt = undefined;
     this.segmentStartTime = undefined;
     // Provisional: the keyframe that should open the next segment moves it to where it really is.
     if (this.nextBoundary !== undefined) this.nextBoundary += this.options.segmentS;
     this.open = { msn: segment.msn + 1, part: 0, start: 0, duration: 0, bytes: 0, independent: false, sawTiming: false };
     const complete = this.segments.filter((s) => s.complete);
     if (complete.length > this.options.windowSegments) this.segments.splice(0, complete.length - this.options.windowSegments);
-    this.events.part(this.window());
+    this.announce();
   }
 
   /** The stream ended: the part being written is closed and the playlist gets its end. */
