@@ -61,7 +61,6 @@ function listedOnJoin(payload: unknown): boolean {
 type Raw = ServerWebSocket<unknown>;
 
 export class Connection {
-  readonly id = randomUUID();
   lastSeen = Date.now();
   private readonly joined = new Map<string, Membership>();
   private queue: Promise<void> = Promise.resolve();
