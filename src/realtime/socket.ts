@@ -52,9 +52,12 @@ interface Membership {
  * listeners stays affordable only when they join this way.
  */
 function listedOnJoin(payload: unknown): boolean {
-  const presence = typeof payload === "object" && payload !== null ? (payload as { presence?: unknown }).presence : undefined;
+  if (typeof payload !== "object" || payload === null) return true;
+  const { presence }: { presence?: unknown } = payload;
   if (presence === undefined) return true;
-  if (typeof presence !== "boolean") throw new AppError("bad_request", "presence: true or false (a join with presence false is not listed)");
+  if (typeof presence !== "boolean") {
+    throw new AppError("bad_request", "presence: true or false (a join with presence false is not listed)");
+  }
   return presence;
 }
 
@@ -245,7 +248,11 @@ export class Connection {
     if (listed) {
       const entry: PresenceEntry = {
         key: this.actor.userId,
-        meta: { phx_ref: membership.presenceRef, name: this.actor.name || this.actor.userId, online_at: new Date().toISOString() },
+        meta: {
+          phx_ref: membership.presenceRef,
+          name: this.actor.name || this.actor.userId,
+          online_at: new Date().toISOString(),
+        },
       };
       await broker().track(membership.scoped, entry);
       membership.member.push("presence_state", presenceState(await broker().presence(membership.scoped)));

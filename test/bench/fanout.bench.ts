@@ -35,7 +35,7 @@ const CLIENT_PROCESSES = Number(process.env.BENCH_CLIENT_PROCESSES ?? 4);
 /** The paced phase: one message every PACE_MS, well under capacity, so latency is not queueing. */
 const PACED_MESSAGES = 30;
 const PACE_MS = 100;
-/** A minute per thousand receivers, at least two: joining 10,000, or 1,000 with presence, takes minutes on a busy machine. */
+/** A minute per thousand receivers, at least two: 10,000 joins, or 1,000 with presence, take minutes when busy. */
 const PHASE_DEADLINE_MS = Math.max(120_000, SOCKETS * 60);
 const TARGETS = (process.env.BENCH_TARGETS ?? "bare,socketio,rtc-redis,rtc-local,chat,rtc-redis-2").split(",");
 const RECEIVER_JOIN = JSON.stringify(process.env.BENCH_PRESENCE === "off" ? { presence: false } : {});
@@ -322,7 +322,10 @@ for (const key of TARGETS) {
     (result.bytesPerSocket / 1024).toFixed(1),
   ]);
 }
-console.log(`\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms; KiB/socket: RSS delta)`);
+console.log(
+  `\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms; ` +
+    "KiB/socket: RSS delta)",
+);
 const ratio = (key: string, reference: string) => {
   const a = results.get(key);
   const b = results.get(reference);

@@ -105,8 +105,10 @@ describe("chat topic", () => {
     const posted = await push(channelB, "new_message", { content: "from the back row" });
     expect(posted.status).toBe("ok");
     await eventsA.next("new_message", (m) => m.content === "from the back row");
-    const mentionsBob = (entry: { event: string; payload: any }) =>
-      entry.event === "user_joined" || entry.event === "user_left" ? entry.payload.user.id === "bob" : entry.event === "presence_diff" && "bob" in { ...entry.payload.joins, ...entry.payload.leaves };
+    const mentionsBob = ({ event, payload }: { event: string; payload: any }) =>
+      event === "user_joined" || event === "user_left"
+        ? payload.user.id === "bob"
+        : event === "presence_diff" && "bob" in { ...payload.joins, ...payload.leaves };
     expect(eventsA.seen.filter(mentionsBob)).toEqual([]);
     expect(eventsB.seen.filter((entry) => entry.event === "presence_state")).toEqual([]);
 

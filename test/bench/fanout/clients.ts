@@ -3,12 +3,14 @@
  * counts the stamped messages they receive and reports to the coordinator over IPC when
  * a phase is complete (its latencies: receive time minus the stamp, both epoch ms).
  *
- *   bun clients.ts <kind: phoenix|socketio|bare> <url> <sockets> <per-phase counts, comma-separated> [token] [topic] [event] [join params, JSON]
+ *   bun clients.ts <kind: phoenix|socketio|bare> <url> <sockets> <per-phase counts, comma-separated>
+ *     [token] [topic] [event] [join params, JSON]
  */
 import { Socket } from "phoenix";
 import { io } from "socket.io-client";
 
-const [kind, url, socketsArg, phasesArg, token = "", topic = "", event = "tick", joinParams = "{}"] = process.argv.slice(2);
+const [kind, url, socketsArg, phasesArg, token = "", topic = "", event = "tick", joinParams = "{}"] =
+  process.argv.slice(2);
 const SOCKETS = Number(socketsArg);
 /** Messages the sender sends in each phase; every socket receives each one. */
 const phases = phasesArg!.split(",").map(Number);
