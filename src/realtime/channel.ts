@@ -13,6 +13,8 @@ export interface Member {
   readonly topic: string;
   /** The topic after the prefix and its colon. */
   readonly name: string;
+  /** In the topic's presence: false when the join asked for `presence: false`, and then not announced either. */
+  readonly listed: boolean;
   /** An event to this socket alone. */
   push(event: string, payload: unknown): void;
   /**

@@ -46,10 +46,25 @@ interface Membership {
   presenceRef: string;
 }
 
+/**
+ * A join's payload may say `presence: false`: the socket then is not tracked (not in
+ * `presence_state`, no `presence_diff` for it) and is sent no `presence_state` of its own.
+ * Every listed member costs each later join its entry, so a topic of thousands of
+ * listeners stays affordable only when they join this way.
+ */
+function listedOnJoin(payload: unknown): boolean {
+  if (typeof payload !== "object" || payload === null) return true;
+  const { presence }: { presence?: unknown } = payload;
+  if (presence === undefined) return true;
+  if (typeof presence !== "boolean") {
+    throw new AppError("bad_request", "presence: true or false (a join with presence false is not listed)");
+  }
+  return presence;
+}
+
 type Raw = ServerWebSocket<unknown>;
 
 export class Connection {
-  readonly id = randomUUID();
   lastSeen = Date.now();
   private readonly joined = new Map<string, Membership>();
   private queue: Promise<void> = Promise.resolve();
@@ -207,6 +222,8 @@ export class Connection {
       return;
     }
     const welcome = await route.channel.join(this.actor, route.name);
+    // Read once the channel has admitted the actor: a caller it refuses learns nothing more.
+    const listed = listedOnJoin(frame.payload);
 
     // Joining a topic again replaces the earlier membership, as Phoenix does.
     const earlier = this.joined.get(frame.topic);
@@ -219,7 +236,7 @@ export class Connection {
     const scoped = accountTopic(this.actor.accountId, frame.topic);
     const membership: Membership = {
       channel: route.channel,
-      member: this.member(frame, route.name, scoped),
+      member: this.member(frame, route.name, scoped, listed),
       joinRef: frame.joinRef,
       scoped,
       presenceRef: randomUUID(),
@@ -229,22 +246,29 @@ export class Connection {
     await broker().subscribe(membership.scoped);
     this.send(replyFrame(frame, "ok", {}));
 
-    const entry: PresenceEntry = {
-      key: this.actor.userId,
-      meta: { phx_ref: membership.presenceRef, name: this.actor.name || this.actor.userId, online_at: new Date().toISOString() },
-    };
-    await broker().track(membership.scoped, entry);
-    membership.member.push("presence_state", presenceState(await broker().presence(membership.scoped)));
-    await membership.member.broadcast("presence_diff", presenceDiff([entry], []));
+    if (listed) {
+      const entry: PresenceEntry = {
+        key: this.actor.userId,
+        meta: {
+          phx_ref: membership.presenceRef,
+          name: this.actor.name || this.actor.userId,
+          online_at: new Date().toISOString(),
+        },
+      };
+      await broker().track(membership.scoped, entry);
+      membership.member.push("presence_state", presenceState(await broker().presence(membership.scoped)));
+      await membership.member.broadcast("presence_diff", presenceDiff([entry], []));
+    }
     await welcome?.(membership.member);
   }
 
   /** The joined topic as its channel sees it. */
-  private member(frame: Frame, name: string, scoped: string): Member {
+  private member(frame: Frame, name: string, scoped: string, listed: boolean): Member {
     return {
       actor: this.actor,
       topic: frame.topic,
       name,
+      listed,
       push: (event, payload) => this.send(encodeFrame(frame.joinRef, null, frame.topic, event, payload)),
       broadcast: (event, payload, options) => broker().broadcast(scoped, broadcastFrame(frame.topic, event, payload), options?.others ? this.ws : undefined),
     };
@@ -256,8 +280,10 @@ export class Connection {
     if (!this.closed) this.ws.unsubscribe(membership.scoped);
     const entry: PresenceEntry = { key: this.actor.userId, meta: { phx_ref: membership.presenceRef } };
     try {
-      await broker().untrack(membership.scoped, membership.presenceRef);
-      await membership.member.broadcast("presence_diff", presenceDiff([], [entry]));
+      if (membership.member.listed) {
+        await broker().untrack(membership.scoped, membership.presenceRef);
+        await membership.member.broadcast("presence_diff", presenceDiff([], [entry]));
+      }
       await membership.channel.leave?.(membership.member);
       await broker().unsubscribe(membership.scoped);
     } catch (error) {

@@ -13,13 +13,16 @@
  *
  * Parley is one API process (`src/index.ts --role=api`) and its receivers the unchanged
  * `phoenix` client. A burst of `messages` gives deliveries per second (and the server's
- * CPU time for them); then 30 messages, one every 100 ms, give latency.
+ * CPU time for them); then 30 messages, one every 100 ms, give latency. Also printed: how
+ * long the receivers took to join, and the server's resident memory per receiving socket
+ * (its RSS once they have joined, less its RSS before, over the sockets).
  *
  *   TEST_DATABASE_URL=postgres://... bun test/bench/fanout.bench.ts [sockets=1000] [messages=100]
  *
  * BENCH_CLIENT_PROCESSES (4) sets the receiving processes; BENCH_TARGETS (comma-separated
  * names: bare, socketio, rtc-redis, rtc-local, chat, rtc-redis-2) picks what runs; BENCH_CPU_PROFILE=<dir>
- * writes CPU profiles of the Parley server there.
+ * writes CPU profiles of the Parley server there. BENCH_PRESENCE=off has Parley's receivers
+ * join with `{presence: false}` (every listed socket costs each later join its whole list).
  */
 import type { Subprocess } from "bun";
 import { readFileSync } from "node:fs";
@@ -29,11 +32,17 @@ import { freePort } from "../support/ports";
 const SOCKETS = Number(process.argv[2] ?? 1000);
 const MESSAGES = Number(process.argv[3] ?? 100);
 const CLIENT_PROCESSES = Number(process.env.BENCH_CLIENT_PROCESSES ?? 4);
-/** The paced phase: one message every PACE_MS, well under capacity, so latency is not queueing. */
+/**
+ * The paced phase: one message every PACE_MS, well under capacity, so latency is not queueing.
+ * BENCH_PACE_MS (100) slows it for many receivers: at 10,000, one message every 100 ms is
+ * 100,000 deliveries a second, more than the client processes here read.
+ */
 const PACED_MESSAGES = 30;
-const PACE_MS = 100;
-const PHASE_DEADLINE_MS = 60_000;
+const PACE_MS = Number(process.env.BENCH_PACE_MS ?? 100);
+/** A minute per thousand receivers, at least two: 10,000 joins, or 1,000 with presence, take minutes when busy. */
+const PHASE_DEADLINE_MS = Math.max(120_000, SOCKETS * 60);
 const TARGETS = (process.env.BENCH_TARGETS ?? "bare,socketio,rtc-redis,rtc-local,chat,rtc-redis-2").split(",");
+const RECEIVER_JOIN = JSON.stringify(process.env.BENCH_PRESENCE === "off" ? { presence: false } : {});
 
 benchDatabase("TEST_DATABASE_URL (a database the benchmark may write to)");
 process.env.BOOTSTRAP_ACCOUNT = "false";
@@ -72,6 +81,9 @@ interface Result {
   name: string;
   deliveriesPerSecond: number;
   serverCpuMs: number;
+  joinSeconds: number;
+  /** Resident memory the receivers' sockets added to the server processes, per socket. */
+  bytesPerSocket: number;
   burst: number[];
   paced: number[];
 }
@@ -90,6 +102,12 @@ function cpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** Resident memory of a process, in bytes (Linux). */
+function rssBytes(pid: number): number {
+  const kib = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+  return Number(kib) * 1024;
 }
 
 /** Waits until the server has used under 2% of a core for 500 ms (at most 20 s), so the burst starts on an idle server. */
@@ -122,7 +140,11 @@ async function within<T>(promise: Promise<T>, what: string, ms = PHASE_DEADLINE_
 async function run(target: Target): Promise<Result> {
   const server = await target.start(await freePort());
   const children: Subprocess[] = [];
+  const serverRss = () => server.processes.reduce((sum, child) => sum + rssBytes(child.pid), 0);
   try {
+    for (const child of server.processes) await quiet(child.pid);
+    const rssBefore = serverRss();
+    const joinsStarted = now();
     const reports = new Map<number, Array<{ latencies: number[]; at: number }>>();
     const waiters: Array<() => void> = [];
     let ready = 0;
@@ -153,8 +175,10 @@ async function run(target: Target): Promise<Result> {
       );
     }
     await until(() => ready === CLIENT_PROCESSES, "receivers joined");
+    const joinSeconds = (now() - joinsStarted) / 1000;
     const sender = await within(target.sender(server), `${target.name}: sender`);
     for (const child of server.processes) await quiet(child.pid); // the join-time traffic (presence) is over
+    const bytesPerSocket = (serverRss() - rssBefore) / SOCKETS;
 
     const serverCpu = () => server.processes.reduce((sum, child) => sum + cpuMs(child.pid), 0);
     const cpuBefore = serverCpu();
@@ -174,6 +198,8 @@ async function run(target: Target): Promise<Result> {
       name: target.name,
       deliveriesPerSecond: (SOCKETS * MESSAGES) / ((lastAt - startedAt) / 1000),
       serverCpuMs,
+      joinSeconds,
+      bytesPerSocket,
       burst: reports.get(0)!.flatMap((report) => report.latencies),
       paced: reports.get(1)!.flatMap((report) => report.latencies),
     };
@@ -260,7 +286,7 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
       await Promise.all(ports.map((each, i) => listening(`http://127.0.0.1:${each}/healthz`, processes[i]!)));
       return { processes, urls: ports.map((each) => `ws://127.0.0.1:${each}/api/v1/messaging`) };
     },
-    clients: (url, phases) => ["phoenix", url, phases, receiverToken, topic, event],
+    clients: (url, phases) => ["phoenix", url, phases, receiverToken, topic, event, RECEIVER_JOIN],
     sender: (server) =>
       phoenixSender(server.urls[0]!, senderToken, topic, (stamp) => (kind === "rtc" ? [event, stamp] : [event, { content: `${stamp.t} #${stamp.seq}` }])),
   };
@@ -278,16 +304,15 @@ const catalogue: Record<string, Target> = {
 console.log(
   `fan-out: 1 sender, ${SOCKETS} receiving sockets in ${CLIENT_PROCESSES} client ` + `processes, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per burst)\n`,
 );
+const row = (cells: string[]) => console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(20) : cell.padStart(14))).join(""));
+row(["", "deliveries/s", "server CPU ms", "burst p99 ms", "paced p50 ms", "paced p99 ms", "joins s", "KiB/socket"]);
+// Each row as soon as its run ends: a later target that fails leaves the earlier figures printed.
 const results = new Map<string, Result>();
 for (const key of TARGETS) {
   const target = catalogue[key];
   if (!target) throw new Error(`unknown target "${key}"; targets are ${Object.keys(catalogue).join(", ")}`);
-  results.set(key, await run(target));
-}
-
-const row = (cells: string[]) => console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(20) : cell.padStart(14))).join(""));
-row(["", "deliveries/s", "server CPU ms", "burst p99 ms", "paced p50 ms", "paced p99 ms"]);
-for (const result of results.values()) {
+  const result = await run(target);
+  results.set(key, result);
   const burst = [...result.burst].sort((a, b) => a - b);
   const paced = [...result.paced].sort((a, b) => a - b);
   row([
@@ -297,9 +322,14 @@ for (const result of results.values()) {
     percentile(burst, 99).toFixed(1),
     percentile(paced, 50).toFixed(1),
     percentile(paced, 99).toFixed(1),
+    result.joinSeconds.toFixed(1),
+    (result.bytesPerSocket / 1024).toFixed(1),
   ]);
 }
-console.log(`\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms)`);
+console.log(
+  `\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms; ` +
+    "KiB/socket: RSS delta)",
+);
 const ratio = (key: string, reference: string) => {
   const a = results.get(key);
   const b = results.get(reference);

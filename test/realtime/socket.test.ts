@@ -87,6 +87,54 @@ describe("chat topic", () => {
     await disconnect(socketA);
   });
 
+  test("a join with presence false is neither listed nor announced, and still hears and posts", async () => {
+    const alice = await actor(aliceToken);
+    await createRoom(alice, { channelId: "auditorium" });
+    const socketA = connect(base, aliceToken);
+    const channelA = socketA.channel("chat:auditorium");
+    const eventsA = recorder(channelA, ["presence_diff", "user_joined", "user_left", "new_message"]);
+    await join(channelA);
+    await eventsA.next("user_joined", (p) => p.user.id === "alice");
+
+    const socketB = connect(base, bobToken);
+    const channelB = socketB.channel("chat:auditorium", { presence: false });
+    const eventsB = recorder(channelB, ["presence_state", "archived_message_count", "new_message"]);
+    await join(channelB);
+    expect(await eventsB.next("archived_message_count")).toEqual({ count: 0 });
+    // Bob's frames are handled in order: his message follows whatever his join announced.
+    const posted = await push(channelB, "new_message", { content: "from the back row" });
+    expect(posted.status).toBe("ok");
+    await eventsA.next("new_message", (m) => m.content === "from the back row");
+    const mentionsBob = ({ event, payload }: { event: string; payload: any }) =>
+      event === "user_joined" || event === "user_left"
+        ? payload.user.id === "bob"
+        : event === "presence_diff" && "bob" in { ...payload.joins, ...payload.leaves };
+    expect(eventsA.seen.filter(mentionsBob)).toEqual([]);
+    expect(eventsB.seen.filter((entry) => entry.event === "presence_state")).toEqual([]);
+
+    // A listed member joining later sees only the listed ones; Bob hears its diff like any broadcast.
+    const socketC = connect(base, aliceToken);
+    const channelC = socketC.channel("chat:auditorium");
+    const eventsC = recorder(channelC, ["presence_state"]);
+    await join(channelC);
+    expect(Object.keys(await eventsC.next("presence_state"))).toEqual(["alice"]);
+    expect((await eventsC.next("presence_state")).alice.metas).toHaveLength(2);
+
+    await push(channelA, "new_message", { content: "to everyone" });
+    await eventsB.next("new_message", (m) => m.content === "to everyone");
+    await new Promise((resolve) => channelB.leave().receive("ok", resolve));
+    // Alice's own message, sent after Bob's leave was answered, comes after anything his leave announced.
+    await push(channelA, "new_message", { content: "after Bob left" });
+    await eventsA.next("new_message", (m) => m.content === "after Bob left");
+    expect(eventsA.seen.filter(mentionsBob)).toEqual([]);
+
+    const refused = socketB.channel("chat:auditorium", { presence: "no" });
+    await expect(join(refused)).rejects.toMatchObject({ response: { reason: "bad_request" } });
+    await disconnect(socketA);
+    await disconnect(socketB);
+    await disconnect(socketC);
+  });
+
   test("polls: options get ids, votes are stored, changed and broadcast", async () => {
     const alice = await actor(aliceToken);
     await createRoom(alice, { channelId: "polls" });

@@ -21,7 +21,7 @@ export const chatChannel: Channel = {
     return async (member) => {
       member.push("archived_message_count", { count: history.length });
       for (const message of history) member.push("archived_message", message);
-      await member.broadcast("user_joined", userView(member));
+      if (member.listed) await member.broadcast("user_joined", userView(member));
     };
   },
   async push(member, event, payload) {
@@ -38,7 +38,7 @@ export const chatChannel: Channel = {
     }
   },
   async leave(member) {
-    await member.broadcast("user_left", userView(member));
+    if (member.listed) await member.broadcast("user_left", userView(member));
   },
   drain(reason) {
     withdrawWaitingPosts(reason);

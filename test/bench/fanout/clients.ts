@@ -3,12 +3,14 @@
  * counts the stamped messages they receive and reports to the coordinator over IPC when
  * a phase is complete (its latencies: receive time minus the stamp, both epoch ms).
  *
- *   bun clients.ts <kind: phoenix|socketio|bare> <url> <sockets> <per-phase counts, comma-separated> [token] [topic] [event]
+ *   bun clients.ts <kind: phoenix|socketio|bare> <url> <sockets> <per-phase counts, comma-separated>
+ *     [token] [topic] [event] [join params, JSON]
  */
 import { Socket } from "phoenix";
 import { io } from "socket.io-client";
 
-const [kind, url, socketsArg, phasesArg, token = "", topic = "", event = "tick"] = process.argv.slice(2);
+const [kind, url, socketsArg, phasesArg, token = "", topic = "", event = "tick", joinParams = "{}"] =
+  process.argv.slice(2);
 const SOCKETS = Number(socketsArg);
 /** Messages the sender sends in each phase; every socket receives each one. */
 const phases = phasesArg!.split(",").map(Number);
@@ -35,7 +37,7 @@ function openPhoenix(): Promise<void> {
   return new Promise((resolve, reject) => {
     const socket = new Socket(url!, { params: { token }, reconnectAfterMs: () => 3_600_000, timeout: 60_000 });
     socket.connect();
-    const channel = socket.channel(topic);
+    const channel = socket.channel(topic, JSON.parse(joinParams));
     channel.on(event, received);
     channel
       .join()
