@@ -103,8 +103,9 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       where exists (select from lives where ended_at is not null) or exists (select from incoming where left_at is null)
       -- A life is ended once, by the fold that first sees its destroy; its breakout id and start ride in from_day and id.
       union all select 'ended', account_id, room, breakout_id, null, ${sql.raw(epochMsText("started_at"))} from ending
+      -- An anti-join (a plain NOT EXISTS): nested in an OR the check was planned as a scan of usable per event.
       union all select 'unusable', null, null, null, null, id::text from page p
-      where not (p.kind in ('occupant_joined', 'occupant_left') and exists (select from usable u where u.id = p.id))
+      where not exists (select from usable u where u.id = p.id and p.kind in ('occupant_joined', 'occupant_left'))
         and not (p.kind = 'room_created' and p.created_at is not null)
         and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)`),
   );

@@ -27,14 +27,15 @@ export const roomSessions = pgTable(
 
 /**
  * One stay of one connection in a room. event_sync repeats the occupant jid and the join
- * second in the leave, so both halves name the same row whichever arrives first. Its pages
- * keep room (fillfactor 60, set in the migration), so the leave's update, which changes no
- * indexed column, is a heap-only update.
+ * second in the leave, so both halves name the same row whichever arrives first: that key is
+ * the primary key, led by the room and the join so it also serves a room's stays by time, and
+ * the table has one other index, so writing a stay touches two. Its pages keep room
+ * (fillfactor 60, set in the migration), so the leave's update, which changes no indexed
+ * column, is a heap-only update.
  */
 export const participantSessions = pgTable(
   "participant_sessions",
   {
-    id: bigserial("id", { mode: "number" }).primaryKey(),
     accountId: accountIdColumn(),
     room: text("room").notNull(),
     breakoutId: text("breakout_id").notNull().default(""),
@@ -49,8 +50,7 @@ export const participantSessions = pgTable(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (table) => [
-    uniqueIndex("participant_sessions_key_idx").on(table.accountId, table.room, table.breakoutId, table.occupantJid, table.joinedAt),
-    index("participant_sessions_time_idx").on(table.accountId, table.room, table.joinedAt),
+    primaryKey({ columns: [table.accountId, table.room, table.joinedAt, table.breakoutId, table.occupantJid] }),
     // The report over every room reads an account's stays by join time alone.
     index("participant_sessions_account_time_idx").on(table.accountId, table.joinedAt),
   ],

@@ -1,0 +1,1 @@
+ALTER TABLE "participant_sessions" DROP COLUMN "id";
