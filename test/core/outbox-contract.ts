@@ -2,14 +2,14 @@
  * The outbox's contract (src/core/outbox.ts), proven for any consumer: given how to record its
  * facts, start it and read what it handled, these tests show every committed fact handled at
  * least once with the doorbell dead, none lost when a drain dies midway, a key's facts handled
- * in order, and nothing for a rolled-back transaction. Each consumer's own test calls it.
+ * in order, and nothing for a rolled-back transaction. Each consumer's own test calls it. The
+ * fixture's `record` rings the outbox it is given, in the recording transaction.
  */
 import { afterEach, expect, test } from "bun:test";
 import { createOutbox, type Outbox, type RegisteredConsumer } from "../../src/core/outbox";
-import type { PubSub } from "../../src/core/pubsub";
+import { LocalPubSub, type PubSub } from "../../src/core/pubsub";
 import { afterCommit } from "../../src/db/client";
 import { PROMPT_REDIS_MS } from "../../src/queue/connection";
-import { pubsub } from "../../src/queue/pubsub";
 import { until } from "../support/wait";
 
 export interface OutboxFixture {
@@ -35,8 +35,14 @@ const deadBus: PubSub = {
   subscribe: () => ({ ready: Promise.resolve(), settle: async () => {}, close: async () => {} }),
 };
 
+/**
+ * The contract's processes talk over a bus of their own, so only the rings the fixture gives
+ * them reach its consumers (the process's own outbox may ring the same consumer names).
+ */
+const cluster = new LocalPubSub();
+
 /** An outbox of a process of its own, as another process's would be. */
-export const processOutbox = (bus: () => PubSub = pubsub): Outbox => createOutbox({ afterCommit, pubsub: bus, publishWithinMs: PROMPT_REDIS_MS });
+export const processOutbox = (bus: PubSub = cluster): Outbox => createOutbox({ afterCommit, pubsub: () => bus, publishWithinMs: PROMPT_REDIS_MS });
 
 const lost = (recorded: Map<string, string[]>, handled: Map<string, string[]>) =>
   [...recorded].flatMap(([key, facts]) => facts.filter((fact) => !(handled.get(key) ?? []).includes(fact)));
@@ -71,7 +77,7 @@ export function outboxContract(name: string, fixture: () => OutboxFixture): void
   test(`${name}: with the doorbell dead every committed fact is handled by the sweep`, async () => {
     const f = fixture();
     await start(f, processOutbox(), 200).ready;
-    const silent = processOutbox(() => deadBus);
+    const silent = processOutbox(deadBus);
     for (let i = 0; i < 5; i++) await f.record(silent, `k${i % 2}`, 2);
     expect(await allHandled(f)).toEqual([]);
   });
@@ -101,7 +107,7 @@ export function outboxContract(name: string, fixture: () => OutboxFixture): void
 
   test(`${name}: a rolled-back transaction's facts are never handled`, async () => {
     const f = fixture();
-    const silent = processOutbox(() => deadBus);
+    const silent = processOutbox(deadBus);
     await start(f, processOutbox(), 200).ready;
     await f.record(processOutbox(), "rolled-back", 3, true);
     // Recorded after, with no ring: once it is handled, a sweep has run since the rollback.

@@ -1,8 +1,10 @@
-import { beforeAll, beforeEach } from "bun:test";
+import { beforeAll, beforeEach, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db, type Database } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
-import { outboxContract } from "./outbox-contract";
+import { redisPubSub } from "../../src/queue/pubsub";
+import { until } from "../support/wait";
+import { outboxContract, processOutbox } from "./outbox-contract";
 
 /**
  * The smallest consumer that keeps the contract: facts in a work table of its own, claimed
@@ -78,3 +80,31 @@ function byKey(rows: Array<{ id: string; key: string }>): Map<string, string[]> 
   for (const row of rows) map.set(row.key, [...(map.get(row.key) ?? []), row.id]);
   return map;
 }
+
+test("a ring crosses processes over Redis with its keys, once the ringing transaction commits", async () => {
+  const [here, there] = [processOutbox(redisPubSub), processOutbox(redisPubSub)];
+  const heard: string[][] = [];
+  const consumer = there.register({
+    name: "outbox-redis-test",
+    sweepEveryMs: 600_000,
+    async drain(due) {
+      if (due !== "sweep") heard.push([...due].sort());
+      return 0;
+    },
+  });
+  await consumer.ready;
+  await db.transaction(async (tx) => {
+    here.ring(tx, "outbox-redis-test", ["b", "a"]);
+    here.ring(tx, "outbox-redis-test", ["a"]);
+    await tx.execute(sql`select 1`);
+  });
+  await db
+    .transaction(async (tx) => {
+      here.ring(tx, "outbox-redis-test", ["rolled-back"]);
+      throw new Error("rolled back");
+    })
+    .catch(() => {});
+  here.ring(db, "outbox-redis-test", ["c"]);
+  expect(await until(() => heard.flat(), (keys) => keys.includes("c"))).toEqual(["a", "b", "c"]);
+  await consumer.stop();
+});
