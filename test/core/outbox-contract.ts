@@ -22,7 +22,7 @@ export interface OutboxFixture {
   /** Per key, the facts handled in the order their handling committed (one handled twice shows twice). */
   handled(): Promise<Map<string, string[]>>;
   /** The next drain dies after claiming its facts and before its transaction commits. */
-  crashNextDrain(): void;
+  crashNextDrain(): void | Promise<void>;
   /** Whether the consumer keeps a key's facts in order (a consumer whose handling is order-free says no). */
   ordersPerKey: boolean;
 }
@@ -86,7 +86,7 @@ export function outboxContract(name: string, fixture: () => OutboxFixture): void
     const f = fixture();
     const here = processOutbox();
     await start(f, here, 200).ready;
-    f.crashNextDrain();
+    await f.crashNextDrain();
     await f.record(here, "crash", 4);
     expect(await allHandled(f)).toEqual([]);
   });
