@@ -11,7 +11,7 @@
 import { config } from "../src/config";
 import type { Outbox } from "../src/core/outbox";
 import { log } from "../src/core/log";
-import { FOLD_CONSUMER, roomOfFoldKey } from "../src/modules/events/service";
+import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/events/rings";
 import { foldRoom, sweepUnfolded } from "../src/modules/usage/fold";
 import { outbox as processOutbox } from "../src/queue/outbox";
 import type { Running } from "../src/core/lifecycle";
@@ -45,7 +45,7 @@ export function startCdrWorker(options: CdrWorkerOptions = {}): Running & { read
       const folder = async () => {
         for (const key of rooms) {
           try {
-            folded += await foldRoom(roomOfFoldKey(key));
+            folded += await foldRoom(roomOfRingKey(key));
           } catch (error) {
             log.warn({ room: key, err: (error as Error).message }, "cdr fold failed; the usage sweep folds the room's events");
           }

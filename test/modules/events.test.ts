@@ -2,7 +2,8 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { appendEvent, type ConferenceEvent, FOLD_CONSUMER, foldKey, storeEvents } from "../../src/modules/events/service";
+import { FOLD_CONSUMER, ringKey } from "../../src/modules/events/rings";
+import { appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
 import { outbox } from "../../src/queue/outbox";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
@@ -89,10 +90,10 @@ describe("event_sync ingestion", () => {
     const rings = await foldRings();
     try {
       expect(await appendEvent(event)).toBe(true);
-      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([foldKey(event)]);
+      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([ringKey(event)]);
       rings.heard.clear();
       expect(await appendEvent(event)).toBe(false);
-      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([foldKey(event)]);
+      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([ringKey(event)]);
     } finally {
       await rings.stop();
     }
@@ -130,7 +131,7 @@ describe("event_sync ingestion", () => {
       expect(stored.isNew).toEqual([true, true, true, false, false]);
       const [a1, a2, b1] = [await idOf("a1"), await idOf("a2"), await idOf("b1")];
       expect(stored.added.map((added) => added.id)).toEqual([a1, a2, b1]);
-      const rooms = ["batch-a", "batch-b", "batch-c"].map((room) => foldKey({ accountId: account.accountId, room }));
+      const rooms = ["batch-a", "batch-b", "batch-c"].map((room) => ringKey({ accountId: account.accountId, room }));
       expect((await until(() => [...rings.heard], (keys) => keys.length >= 3)).sort()).toEqual(rooms.sort());
     } finally {
       await rings.stop();

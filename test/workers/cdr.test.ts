@@ -4,7 +4,8 @@ import { and, asc, eq, notExists, sql } from "drizzle-orm";
 import postgres from "postgres";
 import { db } from "../../src/db/client";
 import { conferenceEvents, conferenceEventsUnfolded } from "../../src/modules/events/schema";
-import { type ConferenceEvent, FOLD_CONSUMER, foldKey, storeEvents } from "../../src/modules/events/service";
+import { FOLD_CONSUMER, ringKey } from "../../src/modules/events/rings";
+import { type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
 import { participantSessions } from "../../src/modules/usage/schema";
 import { startCdrWorker } from "../../workers/cdr";
 import { outboxContract } from "../core/outbox-contract";
@@ -117,7 +118,7 @@ outboxContract("cdr", () => {
       await db
         .transaction(async (tx) => {
           await storeEvents(tx, events);
-          outbox.ring(tx, FOLD_CONSUMER, [foldKey({ accountId: account, room: roomOf(key) })]);
+          outbox.ring(tx, FOLD_CONSUMER, [ringKey({ accountId: account, room: roomOf(key) })]);
           if (rollBack) throw new Error("rolled back");
         })
         .catch((error: Error) => {

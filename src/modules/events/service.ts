@@ -1,6 +1,7 @@
 /**
- * The conference event log. Every feature that learns a usage fact (a participant joined,
- * a stream started, a phone call ended) appends it here; the cdr worker folds the log into
+ * Appending to the conference event log (its rings: rings.ts; its reads: reads.ts). Every
+ * feature that learns a usage fact (a participant joined, a stream started, a phone call ended)
+ * appends it here; the cdr worker folds the log into
  * the usage report. Appending is idempotent by dedupeKey. The database is the truth about
  * what is left to fold (conference_events_unfolded, written with the event by a trigger and
  * cleared by the fold's transaction): it is the work table of the outbox's "cdr" consumer,
@@ -9,12 +10,9 @@
  */
 import { and, eq, inArray } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
-import { log } from "../../core/log";
-import { redis, withinRedis } from "../../queue/connection";
-import { pubsub } from "../../queue/pubsub";
-import { outbox } from "../../queue/outbox";
-import { conferenceEvents, conferenceEventsUnfolded, type EventKind, type StoredEvent } from "./schema";
+import { conferenceEvents, conferenceEventsUnfolded, type EventKind } from "./schema";
 import { type ConferenceFacts, eventSyncFacts, isEventSyncKind } from "./event-sync";
+import { ringStored } from "./rings";
 
 export interface ConferenceEvent {
   accountId: string;
@@ -28,50 +26,22 @@ export interface ConferenceEvent {
   facts?: ConferenceFacts;
 }
 
-
-/** Where every newly stored event is published (core/pubsub), for the recorder's room occupancy. */
-export const EVENT_CHANNEL = "events";
-
-/**
- * Runs a Redis step of an append, skipped at once when Redis is not connected (ioredis would
- * hold the command until Redis is back) and given up after PROMPT_REDIS_MS. Either way the
- * event is still acknowledged: it is stored.
- */
-async function ifRedisAnswers(what: string, eventIds: number[], step: () => Promise<unknown>): Promise<void> {
-  try {
-    await withinRedis(redis(), what, step);
-  } catch (error) {
-    log.warn({ eventIds, err: (error as Error).message }, `${what} skipped`);
-  }
-}
-
-/** The outbox consumer (core/outbox) that folds stored events into usage: the cdr worker. Its keys are foldKey's. */
-export const FOLD_CONSUMER = "cdr";
-
-/** A room's key in the fold's rings: its account and its name. */
-export const foldKey = (where: { accountId: string; room: string }) => `${where.accountId}|${where.room}`;
-
-/** The room a fold ring's key names (account ids hold no `|`; room names may). */
-export function roomOfFoldKey(key: string): { accountId: string; room: string } {
-  const bar = key.indexOf("|");
-  return { accountId: key.slice(0, bar), room: key.slice(bar + 1) };
-}
-
-/** What storeEvents stored: which events are new, and what to announce once they are committed. */
+/** What storeEvents stored: which events are new. */
 export interface StoredBatch {
   /** Per event, in the order given: true when it is new. */
   isNew: boolean[];
-  /** The new events with their ids, to publish. */
+  /** The new events with their ids. */
   added: Array<ConferenceEvent & { id: number }>;
 }
+
 /** A delivery's identity: its account and dedupe key. */
 const deliveryOf = (event: { accountId: string; dedupeKey: string }) => `${event.accountId}\n${event.dedupeKey}`;
 
 /**
  * Stores events in one statement through `executor` (a transaction of the caller's, or the
  * global handle), each unless the same delivery was stored before (by its account and
- * dedupeKey, also within the batch). The fold is rung through the outbox for every room with a
- * new event or a repeated one still unfolded, once `executor`'s transaction has committed.
+ * dedupeKey, also within the batch). Once `executor`'s transaction has committed, the new
+ * events and the repeats still unfolded ring their rooms' consumers (rings.ts).
  */
 export async function storeEvents(executor: Database, events: ConferenceEvent[]): Promise<StoredBatch> {
   const batch: StoredBatch = { isNew: [], added: [] };
@@ -89,7 +59,7 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
     .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
   const ids = new Map(inserted.map((row) => [deliveryOf(row), row.id]));
   const repeated: ConferenceEvent[] = [];
-  // The facts stay out of what is published: the log's readers take them from its columns.
+  // The facts stay out of what is handed back: the log's readers take them from its columns.
   for (const { facts, ...event } of events) {
     const key = deliveryOf(event);
     const id = ids.get(key);
@@ -103,8 +73,7 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
     batch.added.push({ ...event, id });
   }
   // A repeat of a delivery whose event is still unfolded rings the fold again.
-  const rooms = [...batch.added, ...(await unfoldedRepeats(executor, repeated))].map(foldKey);
-  if (rooms.length > 0) outbox.ring(executor, FOLD_CONSUMER, rooms);
+  ringStored(executor, batch.added, await unfoldedRepeats(executor, repeated));
   return batch;
 }
 
@@ -126,20 +95,10 @@ async function unfoldedRepeats(executor: Database, events: ConferenceEvent[]): P
   return rows.filter((row) => wanted.has(deliveryOf(row)));
 }
 
-/** Once a batch is committed (it is acknowledged then): publishes each new event. Best effort. */
-export async function announceStored(batch: StoredBatch): Promise<void> {
-  if (batch.added.length === 0) return;
-  await ifRedisAnswers(
-    "publishing the events",
-    batch.added.map((event) => event.id),
-    () => Promise.all(batch.added.map((event) => pubsub().publish(EVENT_CHANNEL, JSON.stringify(event)))),
-  );
-}
-
 /**
  * Stores the event unless the same delivery was stored before; true when it is new. Once the
- * row is committed the event is acknowledged: the fold's ring and publishing it are best
- * effort, since an unfolded row is found by the cdr sweep. A repeat of a delivery whose event
+ * row is committed the event is acknowledged: its rings are best effort, since an unfolded
+ * row is found by the cdr sweep. A repeat of a delivery whose event
  * is still unfolded rings the fold again. `publish` writes the public catalogue event
  * that a new row means, in the row's own transaction.
  */
@@ -152,13 +111,6 @@ export async function appendEvent(event: ConferenceEvent, publish?: (tx: Databas
         return stored;
       })
     : await storeEvents(db, [event]);
-  await announceStored(batch);
   return batch.isNew[0]!;
 }
 
-/** Stored events by id, as stored. */
-export async function eventsByIds(ids: number[]): Promise<StoredEvent[]> {
-  if (ids.length === 0) return [];
-  const rows = await db.select({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, kind: conferenceEvents.kind, room: conferenceEvents.room, occurredAt: conferenceEvents.occurredAt, subject: conferenceEvents.subject, payload: conferenceEvents.payload }).from(conferenceEvents).where(inArray(conferenceEvents.id, ids));
-  return rows;
-}
