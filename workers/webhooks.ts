@@ -11,7 +11,8 @@ import { log } from "../src/core/log";
 import { WEBHOOKS_CONSUMER } from "../src/modules/webhooks/outbox";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { purgeOldEvents } from "../src/modules/webhooks/service";
-import { outbox } from "../src/queue/outbox";
+import type { Outbox } from "../src/core/outbox";
+import { outbox as processOutbox } from "../src/queue/outbox";
 import type { Running } from "../src/core/lifecycle";
 import { every } from "../src/core/periodic";
 
@@ -20,13 +21,15 @@ const PURGE_INTERVAL_MS = 3_600_000;
 export interface WebhooksWorkerOptions {
   concurrency?: number;
   sweepIntervalMs?: number;
+  /** The process's outbox unless given (a test runs workers of several processes in one). */
+  outbox?: Outbox;
 }
 
 export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Running & { ready: Promise<void> } {
   const concurrency = options.concurrency ?? config.webhooks.workerConcurrency;
   const pump = startDeliveryPump(concurrency);
   // Rings name no deliveries: the pump claims whatever is due, the sweep's look included.
-  const consumer = outbox.register({
+  const consumer = (options.outbox ?? processOutbox).register({
     name: WEBHOOKS_CONSUMER,
     sweepEveryMs: options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs,
     async drain() {
