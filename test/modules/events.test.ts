@@ -2,7 +2,8 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { FOLD_CONSUMER, ringKey } from "../../src/modules/events/rings";
+import { roomOccupancy } from "../../src/modules/events/reads";
+import { FOLD_CONSUMER, OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/events/rings";
 import { appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
 import { outbox } from "../../src/queue/outbox";
 import { call, newAccount } from "../helpers";
@@ -155,6 +156,44 @@ describe("event_sync ingestion", () => {
     expect((await storedEvents(account.accountId)).filter((row) => row.room === "batch-rollback")).toEqual([]);
     // Its retry is new, not a repeat.
     expect(await appendEvent(event)).toBe(true);
+  });
+
+  test("a room's occupancy is read from its stored joins, leaves and end", async () => {
+    const where = { accountId: account.accountId, room: "occupied" };
+    let n = 0;
+    const store = (kind: "occupant_joined" | "occupant_left" | "room_destroyed", subject?: string) =>
+      appendEvent({ ...where, kind, occurredAt: new Date(), ...(subject && { subject }), dedupeKey: `occupancy|${++n}` });
+    expect(await roomOccupancy(where)).toEqual({ known: false, occupants: 0 });
+    await store("occupant_joined", "ann");
+    await store("occupant_joined", "bo");
+    await store("occupant_left", "ann");
+    expect(await roomOccupancy(where)).toEqual({ known: true, occupants: 1 });
+    // A room's end empties it; a join after starts its next life.
+    await store("room_destroyed");
+    expect(await roomOccupancy(where)).toEqual({ known: true, occupants: 0 });
+    await store("occupant_joined", "ann");
+    expect(await roomOccupancy(where)).toEqual({ known: true, occupants: 1 });
+  });
+
+  test("a join, a leave or a room's end rings the room's occupancy once it commits; other events do not", async () => {
+    const heard = new Set<string>();
+    const consumer = outbox.register({
+      name: OCCUPANCY_CONSUMER,
+      sweepEveryMs: 600_000,
+      async drain(due) {
+        if (due !== "sweep") for (const key of due) heard.add(key);
+        return 0;
+      },
+    });
+    await consumer.ready;
+    try {
+      const base = { accountId: account.accountId, occurredAt: new Date() };
+      await appendEvent({ ...base, kind: "stream_started", room: "quiet-stream", subject: "s1", dedupeKey: "occupancy-ring|stream" });
+      await appendEvent({ ...base, kind: "occupant_left", room: "moving", subject: "cy", dedupeKey: "occupancy-ring|left" });
+      expect(await until(() => [...heard], (keys) => keys.length > 0)).toEqual([ringKey({ accountId: account.accountId, room: "moving" })]);
+    } finally {
+      await consumer.stop();
+    }
   });
 
   test("the same delivery to two accounts is stored for each", async () => {
