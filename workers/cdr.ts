@@ -47,7 +47,8 @@ export function startCdrWorker(options: CdrWorkerOptions = {}): Running & { read
           try {
             folded += await foldRoom(roomOfRingKey(key));
           } catch (error) {
-            log.warn({ room: key, err: (error as Error).message }, "cdr fold failed; the usage sweep folds the room's events");
+            const err = (error as Error).message;
+            log.warn({ room: key, err }, "cdr fold failed; the usage sweep folds the room's events");
           }
         }
       };

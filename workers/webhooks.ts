@@ -3,8 +3,8 @@
  * deliveries straight from the database and sends them; a ring (deliveries were queued) only
  * wakes its pump, so a worker that misses one loses nothing: the consumer's sweep, every
  * WEBHOOK_SWEEP_INTERVAL_MS, looks again for what is due (a ring missed while Redis was away,
- * a worker killed mid-attempt whose lease ended), and a retry wakes the worker that scheduled it. Every hour it purges events older than
- * EVENT_RETENTION_DAYS.
+ * a worker killed mid-attempt whose lease ended), and a retry wakes the worker that scheduled
+ * it. Every hour it purges events older than EVENT_RETENTION_DAYS.
  */
 import { config } from "../src/config";
 import { log } from "../src/core/log";

@@ -94,8 +94,10 @@ export function createOutbox(seams: OutboxSeams): Outbox {
     }
     const channel = `outbox:${consumer}`;
     const bus = seams.pubsub();
-    await Promise.all(messages.map((message) => bus.publish(channel, JSON.stringify(message), { withinMs: seams.publishWithinMs }))).catch(
-      (error: Error) => log.warn({ consumer, err: error.message }, "outbox ring not published: the consumer's sweep finds the work"),
+    const withinMs = seams.publishWithinMs;
+    const sent = messages.map((message) => bus.publish(channel, JSON.stringify(message), { withinMs }));
+    await Promise.all(sent).catch((error: Error) =>
+      log.warn({ consumer, err: error.message }, "outbox ring not published: the consumer's sweep finds the work"),
     );
   };
 
@@ -155,7 +157,8 @@ export function createOutbox(seams: OutboxSeams): Outbox {
             try {
               await runOnce();
             } catch (error) {
-              log.warn({ consumer: consumer.name, err: (error as Error).message }, "outbox drain failed; the sweep tries again");
+              const err = (error as Error).message;
+              log.warn({ consumer: consumer.name, err }, "outbox drain failed; the sweep tries again");
             }
           }
         })().finally(() => {

@@ -7,8 +7,14 @@ import { conferenceEvents, type StoredEvent } from "./schema";
 /** Stored events by id, as stored. */
 export async function eventsByIds(ids: number[]): Promise<StoredEvent[]> {
   if (ids.length === 0) return [];
-  const rows = await db.select({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, kind: conferenceEvents.kind, room: conferenceEvents.room, occurredAt: conferenceEvents.occurredAt, subject: conferenceEvents.subject, payload: conferenceEvents.payload }).from(conferenceEvents).where(inArray(conferenceEvents.id, ids));
-  return rows;
+  const { id, accountId, kind, room, occurredAt, subject, payload } = conferenceEvents;
+  const columns = { id, accountId, kind, room, occurredAt, subject, payload };
+  return db.select(columns).from(conferenceEvents).where(inArray(id, ids));
+}
+
+export interface Occupancy {
+  known: boolean;
+  occupants: number;
 }
 
 /** How long a room's last join, leave or end keeps it known: older, nobody can say who is in it. */
@@ -19,8 +25,8 @@ const KNOWN_FOR = "1 day";
  * room's last end is a join. `known` is false when no join, leave or end of the room was
  * stored within KNOWN_FOR: a room with no participant events at all is not "empty".
  */
-export async function roomOccupancy(where: { accountId: string; room: string }): Promise<{ known: boolean; occupants: number }> {
-  const [row] = rowsOf<{ known: boolean; occupants: number }>(
+export async function roomOccupancy(where: { accountId: string; room: string }): Promise<Occupancy> {
+  const [row] = rowsOf<Occupancy>(
     await db.execute(sql`
       with moves as (
         select id, kind, subject, received_at from conference_events

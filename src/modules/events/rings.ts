@@ -9,29 +9,31 @@ import type { Database } from "../../db/client";
 import { outbox } from "../../queue/outbox";
 import type { EventKind } from "./schema";
 
+type Room = { accountId: string; room: string };
+
 /** Folds a rung room's unfolded events (conference_events_unfolded) into usage. */
 export const FOLD_CONSUMER = "cdr";
 /** Looks again at who is in a rung room, for the streams recorded from it. */
 export const OCCUPANCY_CONSUMER = "occupancy";
 
 /** A room's key in a ring: its account and its name. */
-export const ringKey = (where: { accountId: string; room: string }) => `${where.accountId}|${where.room}`;
+export const ringKey = (where: Room) => `${where.accountId}|${where.room}`;
 
 /** The room a ring's key names (account ids hold no `|`; room names may). */
-export function roomOfRingKey(key: string): { accountId: string; room: string } {
+export function roomOfRingKey(key: string): Room {
   const bar = key.indexOf("|");
   return { accountId: key.slice(0, bar), room: key.slice(bar + 1) };
 }
 
 const OCCUPANCY_KINDS = new Set<EventKind>(["occupant_joined", "occupant_left", "room_destroyed"]);
 
-type Stored = { accountId: string; room: string; kind: EventKind };
+type Stored = Room & { kind: EventKind };
 
 /**
  * Rings, once `tx` commits, the fold of every room with a new event or a repeated one still
  * unfolded, and the occupancy of every room a new join, leave or end was stored for.
  */
-export function ringStored(tx: Database, added: Stored[], unfoldedRepeats: Array<{ accountId: string; room: string }>): void {
+export function ringStored(tx: Database, added: Stored[], unfoldedRepeats: Room[]): void {
   const folds = [...added, ...unfoldedRepeats].map(ringKey);
   if (folds.length > 0) outbox.ring(tx, FOLD_CONSUMER, folds);
   const moves = added.filter((event) => OCCUPANCY_KINDS.has(event.kind)).map(ringKey);

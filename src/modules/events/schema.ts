@@ -59,7 +59,8 @@ export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "acc
  * transaction deletes the row, so an event is folded exactly when it is no longer listed
  * here and the log itself is never updated. It is the work table of the outbox's "cdr"
  * consumer (src/core/outbox.ts), whose ring is only a doorbell: what is left here after a
- * lost ring is found by the cdr sweep, so an acknowledged event is always folded. Narrow, so claiming and clearing a page never touches the log's wide rows or indexes.
+ * lost ring is found by the cdr sweep, so an acknowledged event is always folded. Narrow, so
+ * claiming and clearing a page never touches the log's wide rows or indexes.
  */
 export const conferenceEventsUnfolded = pgTable(
   "conference_events_unfolded",

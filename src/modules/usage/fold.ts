@@ -15,7 +15,14 @@ import { sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
 import { eventsOfRooms, type FoldableEvent, type LoggedRoom, roomsAfter } from "./fold-log";
-import { claimUnfoldedOf, claimUnfoldedRoomEvents, claimUnfoldedRooms, markFolded, oldestUnfoldedAt, unfoldedEventsByIds } from "./fold-queue";
+import {
+  claimUnfoldedOf,
+  claimUnfoldedRoomEvents,
+  claimUnfoldedRooms,
+  markFolded,
+  oldestUnfoldedAt,
+  unfoldedEventsByIds,
+} from "./fold-queue";
 import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";

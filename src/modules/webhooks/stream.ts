@@ -31,7 +31,10 @@ const streams = new EventEmitter().setMaxListeners(0);
 let consumer: RegisteredConsumer | undefined;
 let open = 0;
 
-/** Wakes `wake` for each ring of the account's events; registers the consumer with the first stream, stops it with the last. */
+/**
+ * Wakes `wake` for each ring of the account's events. The consumer is registered with the
+ * process's first open stream and stopped with its last.
+ */
 function follow(accountId: string, wake: () => void): () => void {
   streams.on(accountId, wake);
   open++;
