@@ -11,7 +11,7 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { db } from "../src/db/client";
 import { log } from "../src/core/log";
-import { announceStored, type ConferenceEvent, storeEvents } from "../src/modules/events/service";
+import { type ConferenceEvent, storeEvents } from "../src/modules/events/service";
 import { recordEvents } from "../src/modules/webhooks/outbox";
 import { GATEWAY_NAME } from "./lost-calls";
 import type { ResolvedRoom } from "./rooms";
@@ -160,23 +160,21 @@ function withoutEnd(snapshot: Snapshot): Snapshot {
  * transaction, so a record with ended_at set is a call fully accounted for. Each statement
  * takes the whole batch: one insert of the usage events, one upsert of the records, one
  * append of each catalogue type per account (an account's call.started events before its
- * call.ended ones, so each call's start still comes before its end). Once committed, the usage
- * events are announced: one fold doorbell per room.
+ * call.ended ones, so each call's start still comes before its end). Once committed, the
+ * outbox rings each room's fold and the webhooks (src/core/outbox.ts), as for any stored event.
  */
 async function store(snapshots: Snapshot[]): Promise<void> {
-  const usage = await db.transaction(async (tx) => {
-    const stored = await storeEvents(tx, snapshots.flatMap((snapshot) => snapshot.usage));
+  await db.transaction(async (tx) => {
+    await storeEvents(tx, snapshots.flatMap((snapshot) => snapshot.usage));
     await tx.insert(sipCalls).values(snapshots.map((snapshot) => snapshot.row)).onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
     for (const [accountId, events] of catalogueEvents(snapshots)) {
       if (events.started.length > 0) await recordEvents(tx, accountId, "call.started", events.started);
       if (events.ended.length > 0) await recordEvents(tx, accountId, "call.ended", events.ended);
     }
-    return stored;
   });
+  // The calls' steps are stored now and resolve without waiting on Redis: the outbox rings the
+  // fold and the webhooks once the transaction has committed, and their sweeps cover a lost ring.
   for (const snapshot of snapshots) snapshot.log.stored(snapshot);
-  // Best effort once committed (the fold sweep covers a lost doorbell): the calls' steps are
-  // stored now and resolve without waiting on Redis.
-  void announceStored(usage);
 }
 
 type CatalogueData<T extends "call.started" | "call.ended"> = Parameters<typeof recordEvents<T>>[3][number];

@@ -259,15 +259,11 @@ export function loadConfig(env: Env) {
       maxFrameBytes: read.integer("REALTIME_MAX_FRAME_BYTES", 65_536, 1024, 16_777_216),
     },
     usage: {
-      /** cdr jobs one worker process folds at once; each job takes per-room locks, so more is safe. */
+      /** Rung rooms one cdr worker process folds at once; each fold takes per-room locks, so more is safe. */
       workerConcurrency: read.integer("CDR_WORKER_CONCURRENCY", 4, 1, 256),
-      /** Tries of a fold job before it stays failed (exponential back-off from one second). */
-      jobAttempts: read.integer("CDR_JOB_ATTEMPTS", 8, 1, 100),
-      /** Finished fold jobs kept in Redis for inspection; failed ones are kept ten times as many. */
-      keepCompletedJobs: read.integer("CDR_KEEP_COMPLETED_JOBS", 1000, 0, 1_000_000),
-      /** How often each cdr process folds events whose fold job was lost (e.g. with Redis); at most a minute. */
+      /** How often each cdr process folds events whose ring was lost (e.g. with Redis); at most a minute. */
       sweepIntervalMs: read.integer("USAGE_SWEEP_INTERVAL_MS", 30_000, 100, 60_000),
-      /** The sweep leaves events younger than this to their fold job. */
+      /** The sweep leaves events younger than this to their ring's fold. */
       sweepMinAgeMs: read.integer("USAGE_SWEEP_MIN_AGE_MS", 10_000, 0, 600_000),
     },
     limits: {

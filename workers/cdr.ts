@@ -1,58 +1,65 @@
 /**
- * The cdr worker: folds stored conference events into sessions and daily usage. A job names
- * a room's latest event and folds every event of that room not folded yet (one job per room
- * is pending at a time, see enqueueFold); folding is idempotent, so a job that runs twice (a
- * retry after a crash, a stalled job taken over by another worker) changes nothing the second
- * time. The job is
- * only a doorbell: every USAGE_SWEEP_INTERVAL_MS the worker also sweeps the database for
- * events no fold has marked (their job was lost with Redis) and folds them directly, so
- * usage stays complete while Redis is down and after it lost its data.
+ * The cdr worker: the outbox's "cdr" consumer (core/outbox). It folds stored conference events
+ * into sessions and daily usage. A ring names rooms with new events (gathered for FOLD_GATHER_MS,
+ * so a burst of a room's events is folded by one pass), and the worker folds every event of
+ * each rung room not folded yet, up to `concurrency` rooms at once. Folding is idempotent and
+ * claims with SKIP LOCKED, so the workers of several processes that hear one ring take
+ * different events, and a fold cut short by a crash is rolled back and taken again. The ring is
+ * only a doorbell: every USAGE_SWEEP_INTERVAL_MS the consumer's sweep folds the events no fold
+ * has taken (their ring was lost with Redis), so usage stays complete while Redis is down.
  */
-import { Worker } from "bullmq";
 import { config } from "../src/config";
+import type { Outbox } from "../src/core/outbox";
 import { log } from "../src/core/log";
-import { every } from "../src/core/periodic";
-import { foldRoomOf, sweepUnfolded } from "../src/modules/usage/fold";
-import { createRedis } from "../src/queue/connection";
-import { type CdrFoldJob, closeWorker, QUEUE_NAMES } from "../src/queue/queues";
+import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/events/rings";
+import { foldRoom, sweepUnfolded } from "../src/modules/usage/fold";
+import { outbox as processOutbox } from "../src/queue/outbox";
 import type { Running } from "../src/core/lifecycle";
+
+/** A ring's first room waits this long for more of the burst before the fold starts. */
+const FOLD_GATHER_MS = 250;
 
 export interface CdrWorkerOptions {
   concurrency?: number;
-  lockDurationMs?: number;
-  stalledIntervalMs?: number;
   sweepIntervalMs?: number;
   sweepMinAgeMs?: number;
+  /** The process's outbox unless given (a test runs workers of several processes in one). */
+  outbox?: Outbox;
 }
 
-export function startCdrWorker(options: CdrWorkerOptions = {}): Running & { worker: Worker<CdrFoldJob> } {
-  const connection = createRedis("cdr-worker");
-  const worker = new Worker<CdrFoldJob>(QUEUE_NAMES.cdr, async (job) => foldRoomOf(job.data.eventId), {
-    connection,
-    prefix: `${config.redis.keyPrefix}:bull`,
-    concurrency: options.concurrency ?? config.usage.workerConcurrency,
-    ...(options.lockDurationMs && { lockDuration: options.lockDurationMs }),
-    ...(options.stalledIntervalMs && { stalledInterval: options.stalledIntervalMs }),
-  });
-  worker.on("failed", (job, error) => {
-    log.warn({ jobId: job?.id, attempt: job?.attemptsMade, err: error.message }, "cdr fold failed");
-  });
-  // Without a listener an 'error' event (Redis gone) would throw and end the process; the sweep carries on meanwhile.
-  worker.on("error", (error) => {
-    log.warn({ err: error.message }, "cdr worker: Redis error, folding by sweep until it is back");
-  });
+export function startCdrWorker(options: CdrWorkerOptions = {}): Running & { ready: Promise<void> } {
+  const concurrency = options.concurrency ?? config.usage.workerConcurrency;
   const minAgeMs = options.sweepMinAgeMs ?? config.usage.sweepMinAgeMs;
-  const stopSweeping = every(options.sweepIntervalMs ?? config.usage.sweepIntervalMs, "usage sweep", async () => {
-    const folded = await sweepUnfolded(minAgeMs);
-    if (folded > 0) log.warn({ folded }, "usage sweep folded events whose fold job was lost");
-  });
-  log.info({ concurrency: worker.opts.concurrency }, "cdr worker started");
-  return {
-    worker,
-    async stop() {
-      await stopSweeping();
-      // Waits for running folds to finish; a fold cut short by a kill is rolled back and retried.
-      await closeWorker(worker, connection);
+  const consumer = (options.outbox ?? processOutbox).register({
+    name: FOLD_CONSUMER,
+    sweepEveryMs: options.sweepIntervalMs ?? config.usage.sweepIntervalMs,
+    gatherMs: FOLD_GATHER_MS,
+    async drain(due) {
+      if (due === "sweep") {
+        const folded = await sweepUnfolded(minAgeMs);
+        if (folded > 0) log.warn({ folded }, "usage sweep folded events whose ring was lost");
+        return folded;
+      }
+      const rooms = [...due].values();
+      let folded = 0;
+      const folder = async () => {
+        for (const key of rooms) {
+          try {
+            folded += await foldRoom(roomOfRingKey(key));
+          } catch (error) {
+            const err = (error as Error).message;
+            log.warn({ room: key, err }, "cdr fold failed; the usage sweep folds the room's events");
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(concurrency, due.size) }, folder));
+      return folded;
     },
+  });
+  log.info({ concurrency }, "cdr worker started");
+  return {
+    ready: consumer.ready,
+    // Waits for the folds in flight; one cut short by a kill is rolled back and folded again.
+    stop: () => consumer.stop(),
   };
 }

@@ -7,8 +7,8 @@
  * - A stop job may land on any worker: the owner stops its recorder itself; any other
  *   worker relays the stop to the owner over Redis, or, when the owner is gone, finishes the
  *   stream on its behalf.
- * - Participant events keep a live occupant set per room in Redis; a stream stops once its
- *   room has stayed empty for the reconnect window.
+ * - The outbox's "occupancy" consumer looks at a room's stored participant events whenever
+ *   they change; a stream stops once its room has stayed empty for the reconnect window.
  * - Reconciliation fails streams whose worker stopped heart-beating and kills their
  *   recorder if it runs on this machine.
  */
@@ -19,7 +19,7 @@ import type { Redis } from "ioredis";
 import { config } from "../src/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
-import { EVENT_CHANNEL } from "../src/modules/events/service";
+import { outbox } from "../src/queue/outbox";
 import { pubsub } from "../src/queue/redis-pubsub";
 import { closeWorker, QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
 import type { RecorderDriver } from "./recorder/driver";
@@ -27,7 +27,7 @@ import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
 import { podCommands, reconcile, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
-import { onConferenceEvent } from "./recorder/occupancy";
+import { occupancyConsumer } from "./recorder/occupancy";
 
 const RECONCILE_EVERY_MS = 10_000;
 
@@ -43,11 +43,12 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   mkdirSync(config.streaming.recordingDir, { recursive: true });
   const heartbeat = await startHeartbeat(pod, worker.host);
 
-  const subscription = pubsub().subscribe("recorder-events", [EVENT_CHANNEL, podCommands(pod)], (channel, message) => {
-    const work = channel === EVENT_CHANNEL ? onConferenceEvent(worker, message) : relayedStop(worker, message);
-    work.catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
+  const subscription = pubsub().subscribe("recorder-commands", [podCommands(pod)], (_channel, message) => {
+    relayedStop(worker, message).catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
   });
   await subscription.ready;
+  const occupancy = outbox.register(occupancyConsumer(worker));
+  await occupancy.ready;
 
   const workerOptions = queueOptions();
   const jobs = new Worker(
@@ -74,6 +75,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     active: () => [...worker.local.keys()],
     async stop() {
       clearInterval(reconciler);
+      await occupancy.stop();
       await closeWorker(jobs, workerOptions.connection as Redis);
       // Shutting down ends this worker's streams cleanly, recordings kept, rather than orphaning them.
       await Promise.all([...worker.local.values()].map((entry) => stopLocal(worker, entry, "stopped", "recorder_shutdown")));

@@ -1,18 +1,18 @@
 /**
- * The webhooks worker: claims due deliveries straight from the database and sends them. Redis
- * only rings the doorbell (a wake-up when deliveries were queued), so a worker that misses
- * it loses nothing: every WEBHOOK_SWEEP_INTERVAL_MS it looks again for what is due (a
- * doorbell missed while Redis was away, a worker killed mid-attempt whose lease ended), and a
- * retry wakes the worker that scheduled it. Every hour it purges events older than
- * EVENT_RETENTION_DAYS.
+ * The webhooks worker: the outbox's "webhooks" consumer (core/outbox). It claims due
+ * deliveries straight from the database and sends them; a ring (deliveries were queued) only
+ * wakes its pump, so a worker that misses one loses nothing: the consumer's sweep, every
+ * WEBHOOK_SWEEP_INTERVAL_MS, looks again for what is due (a ring missed while Redis was away,
+ * a worker killed mid-attempt whose lease ended), and a retry wakes the worker that scheduled
+ * it. Every hour it purges events older than EVENT_RETENTION_DAYS.
  */
 import { config } from "../src/config";
 import { log } from "../src/core/log";
-import { DOORBELL_CHANNEL, dueDeliveries } from "../src/modules/webhooks/outbox";
+import { WEBHOOKS_CONSUMER } from "../src/modules/webhooks/outbox";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { purgeOldEvents } from "../src/modules/webhooks/service";
-import { PROMPT_REDIS_MS } from "../src/queue/connection";
-import { pubsub } from "../src/queue/redis-pubsub";
+import type { Outbox } from "../src/core/outbox";
+import { outbox as processOutbox } from "../src/queue/outbox";
 import type { Running } from "../src/core/lifecycle";
 import { every } from "../src/core/periodic";
 
@@ -21,31 +21,34 @@ const PURGE_INTERVAL_MS = 3_600_000;
 export interface WebhooksWorkerOptions {
   concurrency?: number;
   sweepIntervalMs?: number;
+  /** The process's outbox unless given (a test runs workers of several processes in one). */
+  outbox?: Outbox;
 }
 
 export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Running & { ready: Promise<void> } {
   const concurrency = options.concurrency ?? config.webhooks.workerConcurrency;
   const pump = startDeliveryPump(concurrency);
-  const wake = () => pump.wake();
-  dueDeliveries.on("due", wake);
-  // Back after an outage: what was queued meanwhile rang no bell here. A subscription that
-  // fails (Redis away) is made again once Redis is back; the sweep covers the gap.
-  const doorbell = pubsub().subscribe("webhooks-doorbell", [DOORBELL_CHANNEL], wake, { onRestored: wake });
-  const stopSweeping = every(options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs, "webhooks sweep", async () => wake());
+  // Rings name no deliveries: the pump claims whatever is due, the sweep's look included.
+  const consumer = (options.outbox ?? processOutbox).register({
+    name: WEBHOOKS_CONSUMER,
+    sweepEveryMs: options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs,
+    async drain() {
+      pump.wake();
+      return 0;
+    },
+  });
   const stopPurging = every(PURGE_INTERVAL_MS, "event purge", async () => {
     const purged = await purgeOldEvents();
     if (purged > 0) log.info({ purged, retentionDays: config.webhooks.eventRetentionDays }, "purged old events");
   });
   log.info({ concurrency }, "webhooks worker started");
   return {
-    ready: doorbell.settle(PROMPT_REDIS_MS),
+    ready: consumer.ready,
     async stop() {
-      dueDeliveries.off("due", wake);
-      await stopSweeping();
+      await consumer.stop();
       await stopPurging();
       // Waits for the attempts in flight (each bounded by WEBHOOK_TIMEOUT_MS); one cut short is sent again once its lease ends.
       await pump.stop();
-      await doorbell.close();
     },
   };
 }

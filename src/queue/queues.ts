@@ -9,7 +9,6 @@ import { closeClient, createRedis, settledWithin, withinRedis } from "./connecti
 
 export const QUEUE_NAMES = {
   recorder: "recorder",
-  cdr: "cdr",
 } as const;
 export type QueueName = (typeof QUEUE_NAMES)[keyof typeof QUEUE_NAMES];
 
@@ -32,12 +31,6 @@ export interface RecorderStopJob {
   streamId: string;
   /** Why the stream stops, stored as its stop reason (`requested`, `timeout`, ...). */
   reason: string;
-}
-
-/** The cdr queue's one job kind: fold every unfolded event of the named event's room into the usage tables. */
-export const CDR_FOLD_JOB = "fold-event";
-export interface CdrFoldJob {
-  eventId: number;
 }
 
 const queues = new Map<QueueName, { queue: Queue; connection: Redis }>();

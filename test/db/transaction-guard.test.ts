@@ -6,7 +6,7 @@ import { spawnSync } from "bun";
 import { sql } from "drizzle-orm";
 import { type Database, db, guardTransactions } from "../../src/db/client";
 import { accounts } from "../../src/modules/accounts/schema";
-import { eventsByIds } from "../../src/modules/events/service";
+import { eventsByIds } from "../../src/modules/events/reads";
 
 const GUARD = /global database handle was used inside a transaction/;
 

@@ -63,7 +63,7 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
     // every kind of connection of both nodes is on the promoted replica (an API process holds one
     // of each; subscriptions and queues have more).
     const viewers = (node: Parley, name: string) => request(node, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${name}`, undefined, "");
-    const purposes = ["commands", "prompt", "queue", "realtime", "limits", "cdr-worker", "webhooks-doorbell"];
+    const purposes = ["commands", "prompt", "queue", "realtime", "limits", "outbox-cdr", "outbox-webhooks"];
     const back = await until(
       async () => {
         const statuses = await Promise.all(nodes.map((node, n) => viewers(node, streamNames[n]!).then((answer) => answer.status)));

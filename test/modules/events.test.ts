@@ -2,9 +2,12 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
-import { announceStored, appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
-import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
+import { roomOccupancy } from "../../src/modules/events/reads";
+import { FOLD_CONSUMER, OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/events/rings";
+import { appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
+import { outbox } from "../../src/queue/outbox";
 import { call, newAccount } from "../helpers";
+import { until } from "../support/wait";
 import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
 
 const alice = { name: "Alice", email: "alice@example.com", id: "alice", occupant_jid: "9f1c@meet.example.com/AbC1" };
@@ -60,7 +63,22 @@ describe("event_sync ingestion", () => {
     expect(rows.map((row) => row.payload.breakout_room_id ?? null)).toEqual([null, "b7e1d0c2"]);
   });
 
-  test("every appended event queues its fold job, also on a repeat", async () => {
+  /** The rooms the fold is rung for from here on, as a cdr worker of this process hears them. */
+  async function foldRings() {
+    const heard = new Set<string>();
+    const consumer = outbox.register({
+      name: FOLD_CONSUMER,
+      sweepEveryMs: 600_000,
+      async drain(due) {
+        if (due !== "sweep") for (const key of due) heard.add(key);
+        return 0;
+      },
+    });
+    await consumer.ready;
+    return { heard, stop: () => consumer.stop() };
+  }
+
+  test("every appended event rings its room's fold, also on a repeat while it is unfolded", async () => {
     const event = {
       accountId: account.accountId,
       kind: "stream_started" as const,
@@ -70,20 +88,19 @@ describe("event_sync ingestion", () => {
       payload: { recording: true },
       dedupeKey: "stream_started|catchup-live",
     };
-    expect(await appendEvent(event)).toBe(true);
-    const [row] = await db
-      .select()
-      .from(conferenceEvents)
-      .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.dedupeKey, event.dedupeKey)));
-    const queue = getQueue(QUEUE_NAMES.cdr);
-    const job = await queue.getJob(`event-${row!.id}`);
-    expect(job?.data).toEqual({ eventId: row!.id });
-    await job!.remove();
-    expect(await appendEvent(event)).toBe(false);
-    expect((await queue.getJob(`event-${row!.id}`))?.data).toEqual({ eventId: row!.id });
+    const rings = await foldRings();
+    try {
+      expect(await appendEvent(event)).toBe(true);
+      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([ringKey(event)]);
+      rings.heard.clear();
+      expect(await appendEvent(event)).toBe(false);
+      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([ringKey(event)]);
+    } finally {
+      await rings.stop();
+    }
   });
 
-  test("a batch is stored in one transaction, each delivery once, with one fold job per room", async () => {
+  test("a batch is stored in one transaction, each delivery once, ringing each room's fold once it commits", async () => {
     const event = (room: string, key: string): ConferenceEvent => ({
       accountId: account.accountId,
       kind: "call_ended",
@@ -93,8 +110,7 @@ describe("event_sync ingestion", () => {
       payload: { reason: "caller_bye" },
       dedupeKey: `batch|${key}`,
     });
-    const queue = getQueue(QUEUE_NAMES.cdr);
-    // Stored before and not folded yet: its repeat rings the doorbell again.
+    // Stored before and not folded yet: its repeat rings the fold again.
     await appendEvent(event("batch-c", "earlier"));
     const idOf = async (key: string) => {
       const rows = await db
@@ -104,19 +120,23 @@ describe("event_sync ingestion", () => {
       expect(rows).toHaveLength(1);
       return rows[0]!.id;
     };
-    const earlier = await idOf("earlier");
-    await (await queue.getJob(`event-${earlier}`))!.remove();
-
-    const batch = [event("batch-a", "a1"), event("batch-a", "a2"), event("batch-b", "b1"), event("batch-a", "a1"), event("batch-c", "earlier")];
-    const stored = await db.transaction((tx) => storeEvents(tx, batch));
-    expect(stored.isNew).toEqual([true, true, true, false, false]);
-    await announceStored(stored);
-
-    const [a1, a2, b1] = [await idOf("a1"), await idOf("a2"), await idOf("b1")];
-    expect(stored.added.map((added) => added.id)).toEqual([a1, a2, b1]);
-    // One job per room, named by the room's newest event: the job folds all of the room's unfolded events.
-    expect(await queue.getJob(`event-${a1}`)).toBeUndefined();
-    for (const id of [a2, b1, earlier]) expect((await queue.getJob(`event-${id}`))?.data).toEqual({ eventId: id });
+    const rings = await foldRings();
+    try {
+      const batch = [event("batch-a", "a1"), event("batch-a", "a2"), event("batch-b", "b1"), event("batch-a", "a1"), event("batch-c", "earlier")];
+      const stored = await db.transaction(async (tx) => {
+        const inside = await storeEvents(tx, batch);
+        // Not before the commit (a ring sent at once would have been heard during the store's queries).
+        expect([...rings.heard]).toEqual([]);
+        return inside;
+      });
+      expect(stored.isNew).toEqual([true, true, true, false, false]);
+      const [a1, a2, b1] = [await idOf("a1"), await idOf("a2"), await idOf("b1")];
+      expect(stored.added.map((added) => added.id)).toEqual([a1, a2, b1]);
+      const rooms = ["batch-a", "batch-b", "batch-c"].map((room) => ringKey({ accountId: account.accountId, room }));
+      expect((await until(() => [...rings.heard], (keys) => keys.length >= 3)).sort()).toEqual(rooms.sort());
+    } finally {
+      await rings.stop();
+    }
   });
 
   test("a batch whose transaction rolls back stores none of its events", async () => {
@@ -136,6 +156,44 @@ describe("event_sync ingestion", () => {
     expect((await storedEvents(account.accountId)).filter((row) => row.room === "batch-rollback")).toEqual([]);
     // Its retry is new, not a repeat.
     expect(await appendEvent(event)).toBe(true);
+  });
+
+  test("a room's occupancy is read from its stored joins, leaves and end", async () => {
+    const where = { accountId: account.accountId, room: "occupied" };
+    let n = 0;
+    const store = (kind: "occupant_joined" | "occupant_left" | "room_destroyed", subject?: string) =>
+      appendEvent({ ...where, kind, occurredAt: new Date(), ...(subject && { subject }), dedupeKey: `occupancy|${++n}` });
+    expect(await roomOccupancy(where)).toEqual({ known: false, occupants: 0 });
+    await store("occupant_joined", "ann");
+    await store("occupant_joined", "bo");
+    await store("occupant_left", "ann");
+    expect(await roomOccupancy(where)).toEqual({ known: true, occupants: 1 });
+    // A room's end empties it; a join after starts its next life.
+    await store("room_destroyed");
+    expect(await roomOccupancy(where)).toEqual({ known: true, occupants: 0 });
+    await store("occupant_joined", "ann");
+    expect(await roomOccupancy(where)).toEqual({ known: true, occupants: 1 });
+  });
+
+  test("a join, a leave or a room's end rings the room's occupancy once it commits; other events do not", async () => {
+    const heard = new Set<string>();
+    const consumer = outbox.register({
+      name: OCCUPANCY_CONSUMER,
+      sweepEveryMs: 600_000,
+      async drain(due) {
+        if (due !== "sweep") for (const key of due) heard.add(key);
+        return 0;
+      },
+    });
+    await consumer.ready;
+    try {
+      const base = { accountId: account.accountId, occurredAt: new Date() };
+      await appendEvent({ ...base, kind: "stream_started", room: "quiet-stream", subject: "s1", dedupeKey: "occupancy-ring|stream" });
+      await appendEvent({ ...base, kind: "occupant_left", room: "moving", subject: "cy", dedupeKey: "occupancy-ring|left" });
+      expect(await until(() => [...heard], (keys) => keys.length > 0)).toEqual([ringKey({ accountId: account.accountId, room: "moving" })]);
+    } finally {
+      await consumer.stop();
+    }
   });
 
   test("the same delivery to two accounts is stored for each", async () => {

@@ -89,7 +89,7 @@ describe("the usage report after acknowledged events", () => {
   test("with a cdr worker folding at the same time, each report is exact", async () => {
     const worker = startCdrWorker({ concurrency: 4 });
     try {
-      await worker.worker.waitUntilReady();
+      await worker.ready;
       // Rooms replayed at once (an account each: a report is rate-limited per account), so the
       // reports meet the worker's folds of other rooms and of their own.
       await Promise.all(["race-1", "race-2", "race-3", "race-4"].map(async (room) => replayReadingEachStep((await newAccount()).apiKey, room)));
@@ -109,7 +109,7 @@ describe("the usage report after acknowledged events", () => {
     await blocker`select pg_advisory_lock(hashtextextended(${`${account.accountId}|held`}, 0))`;
     const worker = startCdrWorker({ concurrency: 1 });
     try {
-      await worker.worker.waitUntilReady();
+      await worker.ready;
       expect((await deliver(account.apiKey, steps[3]![0])).status).toBe(200);
       const folding = await until(
         async () => (await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`)[0]!.n,

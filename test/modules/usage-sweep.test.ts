@@ -69,8 +69,8 @@ test("a page that cannot be folded is folded event by event: the bad event stays
   await storeJoin(account.accountId, "bad-page", "ann@x/1");
   await storeStay(account.accountId, "bad-page", "ann@x/1", 10);
   // A join no timestamp can hold: PostgreSQL refuses it, and with it the whole page. Stored straight
-  // into the log past the ingestion's parser (listed as unfolded by its trigger, no fold job), and
-  // removed after, so no later test or job meets it.
+  // into the log past the ingestion's parser (listed as unfolded by its trigger, no ring), and
+  // removed after, so no later test or fold meets it.
   const [bad] = await db
     .insert(conferenceEvents)
     .values({

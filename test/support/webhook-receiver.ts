@@ -1,7 +1,7 @@
 /**
  * A webhook receiver on loopback that verifies every request with the `standardwebhooks`
  * package, as an independent Standard Webhooks peer would, and can be switched off
- * (connections refused), to failing (500) or to a given status while a test runs.
+ * (connections refused), to failing (500, for good or once) or to a given status while a test runs.
  */
 import type { Server } from "bun";
 import { Webhook } from "standardwebhooks";
@@ -16,7 +16,7 @@ export interface Received {
   at: number;
 }
 
-export type ReceiverMode = "ok" | "down" | "error" | "gone" | "hang";
+export type ReceiverMode = "ok" | "down" | "error" | "error-once" | "gone" | "hang";
 
 export async function startReceiver(secret: () => string) {
   const port = await freePort();
@@ -40,6 +40,10 @@ export async function startReceiver(secret: () => string) {
         }
         const entry = { id: headers["webhook-id"] ?? "", timestamp: Number(headers["webhook-timestamp"]), body, event: JSON.parse(body), verified, at: Date.now() };
         if (mode === "error") return new Response("receiver broken", { status: 500 });
+        if (mode === "error-once") {
+          mode = "ok";
+          return new Response("receiver broken", { status: 500 });
+        }
         if (mode === "gone") return new Response("gone", { status: 410 });
         if (mode === "hang") {
           await new Promise<void>((resolve) => hanging.push(resolve));

@@ -1,17 +1,14 @@
 /**
- * Live folding in batches: a room has one fold job pending at a time, which folds every event
- * of the room not folded yet; an event stored while the room's job runs gets a job of its own.
+ * Live folding in batches: rings of a room are gathered, and its fold takes every event of the
+ * room not folded yet; an event stored while the room's fold runs is folded by the next pass.
  */
 import { expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
 import { roomUsageDaily } from "../../src/modules/usage/schema";
-import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { startCdrWorker } from "../../workers/cdr";
 import { newAccount } from "../helpers";
-import { foldQueued } from "../support/cdr-worker";
 import { storeStay, unfoldedCount } from "../support/stored-events";
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000) {
@@ -22,21 +19,17 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10
   }
 }
 
-test("a burst of one room's events waits as one job, named by the room's latest event, folding them all", async () => {
+test("a burst of rooms' events is folded by their rings, with no sweep", async () => {
   const account = await newAccount();
-  const queue = getQueue(QUEUE_NAMES.cdr);
-  for (let i = 0; i < 150; i++) await storeStay(account.accountId, "burst", `p${i}@x/1`, 1 + (i % 10));
-  for (let i = 0; i < 30; i++) await storeStay(account.accountId, "quiet", `q${i}@x/1`, 2);
-
-  // Other test files of this run share the queue: count this account's jobs only.
-  const events = await db.select({ id: conferenceEvents.id, subject: conferenceEvents.subject }).from(conferenceEvents).where(eq(conferenceEvents.accountId, account.accountId));
-  const ours = new Set(events.map((event) => `event-${event.id}`));
-  const pending = (await queue.getJobs(["delayed", "waiting"])).filter((job) => ours.has(job.id!)).map((job) => job.id);
-  const latest = (subject: string) => `event-${events.find((event) => event.subject === subject)!.id}`;
-  expect(pending.sort()).toEqual([latest("p149@x/1"), latest("q29@x/1")].sort());
-
-  await foldQueued();
-  expect(await unfoldedCount(account.accountId)).toBe(0);
+  const worker = startCdrWorker({ concurrency: 4, sweepIntervalMs: 600_000 });
+  try {
+    await worker.ready;
+    for (let i = 0; i < 150; i++) await storeStay(account.accountId, "burst", `p${i}@x/1`, 1 + (i % 10));
+    for (let i = 0; i < 30; i++) await storeStay(account.accountId, "quiet", `q${i}@x/1`, 2);
+    await until("every event to be folded", async () => (await unfoldedCount(account.accountId)) === 0);
+  } finally {
+    await worker.stop();
+  }
   const days = await db.select().from(roomUsageDaily).where(eq(roomUsageDaily.accountId, account.accountId));
   const expected = Array.from({ length: 150 }, (_, i) => 60 * (1 + (i % 10))).reduce((sum, n) => sum + n, 0);
   expect(Object.fromEntries(days.map((day) => [day.room, [day.participantSeconds, day.distinctParticipants]]))).toEqual({
@@ -45,16 +38,19 @@ test("a burst of one room's events waits as one job, named by the room's latest 
   });
 });
 
-test("an event stored while its room's job runs is folded by the next job, not left to the sweep", async () => {
+test("an event stored while its room's fold runs is folded by the next pass, not left to the sweep", async () => {
   const account = await newAccount();
-  const queue = getQueue(QUEUE_NAMES.cdr);
-  // Hold the room's fold lock, so the first job is caught inside its transaction.
+  // Hold the room's fold lock, so the first fold is caught inside its transaction.
   const blocker = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
   await blocker`select pg_advisory_lock(hashtextextended(${`${account.accountId}|busy`}, 0))`;
   const worker = startCdrWorker({ concurrency: 2, sweepIntervalMs: 600_000 });
   try {
+    await worker.ready;
     await storeStay(account.accountId, "busy", "first@x/1", 5);
-    await until("the room's job to run", async () => (await queue.getJobCounts("active")).active! > 0);
+    await until("the room's fold to wait for its lock", async () => {
+      const [row] = await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
+      return row!.n > 0;
+    });
     await storeStay(account.accountId, "busy", "second@x/1", 7);
     await blocker`select pg_advisory_unlock_all()`;
     await until("both events to be folded", async () => (await unfoldedCount(account.accountId)) === 0);

@@ -1,6 +1,6 @@
 /**
- * Redis killed with SIGKILL while event_sync deliveries flow: fold jobs queued before the
- * crash die with it, deliveries during the outage find no Redis, and Redis comes back empty.
+ * Redis killed with SIGKILL while event_sync deliveries flow: the fold's rings before the
+ * crash reach no worker, deliveries during the outage find no Redis, and Redis comes back empty.
  * Every delivery answered 2xx must still end up in the usage report, exactly once.
  */
 import { afterAll, expect, test } from "bun:test";
@@ -61,7 +61,7 @@ function startRole(role: string, env: Record<string, string>): Subprocess {
   return child;
 }
 
-test("a Redis crash loses no acknowledged event: the sweep folds what the lost jobs would have", async () => {
+test("a Redis crash loses no acknowledged event: the sweep folds what the lost rings would have", async () => {
   redis = await privateRedis();
   const account = await newAccount();
   const port = await freePort();
@@ -95,9 +95,9 @@ test("a Redis crash loses no acknowledged event: the sweep folds what the lost j
   };
 
   const third = Math.floor(deliveries.length / 3);
-  // Phase 1: Redis up but no cdr worker yet, so the fold jobs wait in Redis...
+  // Phase 1: Redis up but no cdr worker yet, so the fold's rings reach nobody...
   for (const delivery of deliveries.slice(0, third)) await post(delivery);
-  // ...and die with it.
+  // ...and Redis dies.
   await redis.kill();
   // Phase 2: the cdr worker starts with Redis down, and deliveries keep coming.
   const cdr = startRole("cdr", shared);

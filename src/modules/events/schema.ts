@@ -57,9 +57,10 @@ export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "acc
  * The events not folded yet: a trigger on conference_events (in the migration) lists every
  * stored event here in the statement that stores it, whoever writes it, and the fold's
  * transaction deletes the row, so an event is folded exactly when it is no longer listed
- * here and the log itself is never updated. The fold job in Redis is only a doorbell: what is left
- * here after a Redis crash is found by the cdr sweep, so an acknowledged event is always
- * folded. Narrow, so claiming and clearing a page never touches the log's wide rows or indexes.
+ * here and the log itself is never updated. It is the work table of the outbox's "cdr"
+ * consumer (src/core/outbox.ts), whose ring is only a doorbell: what is left here after a
+ * lost ring is found by the cdr sweep, so an acknowledged event is always folded. Narrow, so
+ * claiming and clearing a page never touches the log's wide rows or indexes.
  */
 export const conferenceEventsUnfolded = pgTable(
   "conference_events_unfolded",
@@ -70,6 +71,6 @@ export const conferenceEventsUnfolded = pgTable(
     accountId: text("account_id").notNull(),
     room: text("room").notNull(),
   },
-  // A room's fold job reads the room's unfolded events.
+  // A rung room's fold reads the room's unfolded events.
   (table) => [index("conference_events_unfolded_room_idx").on(table.accountId, table.room, table.eventId)],
 );

@@ -1,16 +1,16 @@
 /**
  * The fold's queue: the conference events not folded yet (conference_events_unfolded, listed
  * by a trigger as each event is stored), how a fold claims them, and how it marks them folded
- * in its own transaction. A cdr job claims one room's, the sweep whole rooms', a report an
- * account's. The doorbell that gets them folded at once is rung by the append
- * (src/modules/events/service.ts), which this feature's fold answers.
+ * in its own transaction: the work table of the outbox's "cdr" consumer (core/outbox). A
+ * rung room's fold claims that room's, the sweep whole rooms', a report an account's. The ring
+ * that gets them folded at once comes from the append (src/modules/events/service.ts).
  */
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { conferenceEvents, conferenceEventsUnfolded } from "../events/schema";
 import { type FoldableEvent, foldableColumns, foldableRows } from "./fold-log";
 
-/** The named events that are not folded yet (a job whose event the sweep folded has nothing left). */
+/** The named events that are not folded yet. */
 export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[]> {
   if (ids.length === 0) return [];
   const rows = await db
@@ -28,7 +28,7 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[
  * stay) instead of in whichever pages their ids fall. The rooms come from the oldest quarter
  * page of due events: all their listed events are read to pick the page, and a backlog's
  * oldest events name hundreds of rooms at once, of which a page takes a few dozen. Younger
- * events of those rooms come along: folding them early changes nothing, and their job then
+ * events of those rooms come along: folding them early changes nothing, and their ring then
  * finds nothing left. Rows another fold holds are skipped, also in the sample, so sweeps
  * running at once (of several cdr processes, or of one) take different rooms.
  */
@@ -105,7 +105,7 @@ export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Prom
 
 /**
  * The oldest unfolded events of an account (or of its rooms), locked for the caller's fold.
- * Unlike the job's and the sweep's claims this one waits for the rows a fold in flight holds:
+ * Unlike a rung room's and the sweep's claims this one waits for the rows a fold in flight holds:
  * once that fold commits they are gone, so what it answers and what that fold folded are
  * every event stored before the call.
  */
@@ -121,16 +121,10 @@ export async function claimUnfoldedOf(tx: Database, accountId: string, rooms: st
   return rows;
 }
 
-/** The account and room of a stored event, or undefined once its account is deleted. */
-export async function roomOfEvent(id: number): Promise<{ accountId: string; room: string } | undefined> {
-  const [row] = await db.select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room }).from(conferenceEvents).where(eq(conferenceEvents.id, id));
-  return row;
-}
-
 /**
  * Marks events folded, inside the fold's transaction so the mark commits with the fold: takes
  * them off the unfolded list. The fold does this first: taking the rows' locks before the
- * rooms' keeps the order the sweep uses, so a job and a sweep never wait on each other crosswise.
+ * rooms' keeps the order the sweep uses, so a rung fold and a sweep never wait on each other crosswise.
  */
 export async function markFolded(tx: Database, ids: number[]): Promise<void> {
   if (ids.length === 0) return;

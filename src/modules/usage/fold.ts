@@ -9,13 +9,20 @@
  *  - each UTC day a touched session overlaps is recomputed from the session tables.
  * Folds of the same room are serialised by a transaction-scoped advisory lock. The fold
  * takes its events off the unfolded list in its own transaction; the sweep folds whatever is
- * left on it (a fold job lost with Redis), straight from the database.
+ * left on it (a ring lost with Redis), straight from the database.
  */
 import { sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
 import { eventsOfRooms, type FoldableEvent, type LoggedRoom, roomsAfter } from "./fold-log";
-import { claimUnfoldedOf, claimUnfoldedRoomEvents, claimUnfoldedRooms, markFolded, oldestUnfoldedAt, roomOfEvent, unfoldedEventsByIds } from "./fold-queue";
+import {
+  claimUnfoldedOf,
+  claimUnfoldedRoomEvents,
+  claimUnfoldedRooms,
+  markFolded,
+  oldestUnfoldedAt,
+  unfoldedEventsByIds,
+} from "./fold-queue";
 import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";
@@ -74,13 +81,11 @@ export async function foldEventIds(ids: number[]): Promise<number> {
 const ROOM_FOLD_PAGE = 5_000;
 
 /**
- * What a cdr job does: folds every event of the named event's room not folded yet, a page per
- * transaction, until none is left. A burst of a room's events is so folded by one job; an
- * event the sweep holds is left to the sweep. Answers how many events it folded.
+ * What the cdr worker does for a rung room: folds every event of the room not folded yet, a
+ * page per transaction, until none is left. A burst of a room's events is so folded by one
+ * pass; an event another fold holds is left to it. Answers how many events it folded.
  */
-export async function foldRoomOf(eventId: number): Promise<number> {
-  const where = await roomOfEvent(eventId);
-  if (!where) return 0;
+export async function foldRoom(where: { accountId: string; room: string }): Promise<number> {
   let folded = 0;
   for (;;) {
     const claimed = await db.transaction(async (tx) => {
@@ -173,7 +178,7 @@ function roomPages(rooms: LoggedRoom[], pageSize: number): LoggedRoom[][] {
 
 /**
  * Folds, straight from the database, every event stored at least `olderThanMs` ago that no
- * fold has taken: its job was lost with Redis, failed for good, or never queued. Works in
+ * fold has taken: its ring was lost with Redis, or its fold failed. Works in
  * pages of whole rooms (`claimUnfoldedRooms`, about `pageSize` events), each claimed and folded
  * in one transaction; a page that fails is folded one event at a time, so one bad event cannot
  * hold back the rest. Needs no Redis. Answers how many events it folded.

@@ -1,48 +1,28 @@
 /**
  * The transactional outbox: a feature records a catalogue event with the transaction handle
  * of the change it describes, so the event exists exactly when the change committed. The
- * same statement queues one delivery per endpoint that wants the event; once the transaction
- * has committed, the webhooks doorbell is rung and local event streams are woken.
+ * same statement queues one delivery per endpoint that wants the event (webhook_deliveries, the
+ * webhooks consumer's work table); once the transaction has committed, the outbox rings the
+ * webhooks workers and the account's event streams in every process.
  */
-import { EventEmitter } from "node:events";
 import { sql } from "drizzle-orm";
-import { afterCommit, type Database } from "../../db/client";
+import type { Database } from "../../db/client";
 import { executePrepared } from "../../db/prepared";
 import { rowsOf } from "../../db/rows";
-import { log } from "../../core/log";
-import { PROMPT_REDIS_MS } from "../../queue/connection";
-import { pubsub } from "../../queue/redis-pubsub";
+import { outbox } from "../../queue/outbox";
 import type { EventData, EventType } from "./model";
 
-/** Wakes this process's event streams of an account as soon as one of its events commits. */
-export const committedEvents = new EventEmitter().setMaxListeners(0);
-
-/** Wakes this process's webhooks worker, without a trip through Redis, when deliveries are due. */
-export const dueDeliveries = new EventEmitter().setMaxListeners(0);
-
-/** The channel that wakes the webhooks workers of other processes. */
-export const DOORBELL_CHANNEL = "webhooks:due";
-
-/**
- * Tells the webhooks workers that deliveries are due now: a wake-up with nothing in it, since
- * each worker claims what is due straight from the database. Best effort: a worker that
- * misses it (Redis away, not yet subscribed) finds the deliveries on its next sweep.
- */
-export async function ringDoorbell(): Promise<void> {
-  dueDeliveries.emit("due");
-  await pubsub().publish(DOORBELL_CHANNEL, "", { withinMs: PROMPT_REDIS_MS }).catch((error: Error) =>
-    log.warn({ err: error.message }, "webhooks doorbell not rung: the webhooks sweep finds the deliveries"),
-  );
-}
-
-/** Open transactions that have queued a delivery: each rings the doorbell once, after it commits. */
-const ringsAfterCommit = new WeakSet<Database>();
+/** The outbox consumer (core/outbox) that sends due deliveries: the webhooks worker. */
+export const WEBHOOKS_CONSUMER = "webhooks";
+/** The outbox consumer that wakes an account's event streams (keys: account ids), in API processes. */
+export const EVENT_STREAMS_CONSUMER = "events-stream";
 
 /**
  * Records a catalogue event inside the caller's transaction (pass the transaction handle,
  * never the global one). One statement takes the account's next sequence number (its row
  * lock orders the account's writers until commit), stores the event and queues a delivery
- * to every enabled endpoint of the account that wants this type.
+ * to every enabled endpoint of the account that wants this type; once the transaction has
+ * committed, the outbox rings the webhooks worker and the account's event streams.
  */
 export function recordEvent<T extends EventType>(tx: Database, accountId: string, type: T, data: EventData<T>): Promise<void> {
   return recordEvents(tx, accountId, type, [data]);
@@ -79,12 +59,6 @@ export async function recordEvents<T extends EventType>(tx: Database, accountId:
       select count(*) as queued from queued`,
     ),
   );
-  if (Number(row?.queued ?? 0) > 0 && !ringsAfterCommit.has(tx)) {
-    ringsAfterCommit.add(tx);
-    afterCommit(() => {
-      ringsAfterCommit.delete(tx);
-      return ringDoorbell();
-    });
-  }
-  afterCommit(() => committedEvents.emit(accountId));
+  if (Number(row?.queued ?? 0) > 0) outbox.ring(tx, WEBHOOKS_CONSUMER);
+  outbox.ring(tx, EVENT_STREAMS_CONSUMER, [accountId]);
 }

@@ -7,11 +7,12 @@ import { randomBytes } from "node:crypto";
 import { and, asc, desc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { db } from "../../db/client";
+import { outbox } from "../../queue/outbox";
 import { AppError } from "../../core/errors";
 import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
 import { type Delivery, EVENT_TYPES, type Endpoint, type EndpointCreate, type EndpointUpdate, type EventType, type PublicEvent } from "./model";
 import { rowsOf } from "../../db/rows";
-import { ringDoorbell } from "./outbox";
+import { WEBHOOKS_CONSUMER } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
 import { checkWebhookUrl } from "./ssrf";
 
@@ -152,7 +153,7 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
     .returning();
   if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
   // Its pending deliveries may go now, not at the next sweep.
-  if (enabling) await ringDoorbell();
+  if (enabling) outbox.ring(db, WEBHOOKS_CONSUMER);
   return endpointOf(row);
 }
 
@@ -226,7 +227,7 @@ export async function retryDelivery(accountId: string, endpointId: string, deliv
     .where(and(eq(webhookDeliveries.accountId, accountId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.id, deliveryId)))
     .returning({ id: webhookDeliveries.id });
   if (!row) throw new AppError("not_found", `no delivery ${deliveryId} of webhook endpoint ${endpointId}`);
-  await ringDoorbell();
+  outbox.ring(db, WEBHOOKS_CONSUMER);
 }
 
 /**
@@ -249,6 +250,6 @@ export async function replay(accountId: string, endpointId: string, from: { sinc
       on conflict (endpoint_id, event_id) do update set status = 'pending', next_attempt_at = now()
       returning id`),
   );
-  if (queued.length > 0) await ringDoorbell();
+  if (queued.length > 0) outbox.ring(db, WEBHOOKS_CONSUMER);
   return queued.length;
 }
