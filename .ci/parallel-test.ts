@@ -16,7 +16,7 @@
  * Prints each file as it ends, the whole output of a file that failed, and at the end the
  * summed "N pass" / "N fail" lines that .ci/test counts.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 
@@ -41,9 +41,11 @@ const files = testFiles("test").sort((a, b) => weight(b) - weight(a));
 const alone = files.filter((file) => readFileSync(file, "utf8").includes(ALONE));
 const queue = files.filter((file) => !alone.includes(file));
 
-// One database per worker and per run, so two runs on one machine never share one.
+// One database per worker and per run, named after the base database, so two runs on one machine
+// (or two checkouts with bases of their own) never share one.
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
-const databases = Array.from({ length: workers }, (_, index) => `parley_test_${process.pid}_${index}`);
+const base = new URL(BASE_URL).pathname.slice(1) || "test";
+const databases = Array.from({ length: workers }, (_, index) => `${base}_${process.pid}_${index}`);
 for (const name of databases) await admin.unsafe(`create database ${name}`);
 
 const totals = { pass: 0, fail: 0, skip: 0 };
@@ -97,8 +99,16 @@ try {
   await admin.end();
 }
 mkdirSync("node_modules/.cache", { recursive: true });
-writeFileSync(TIMINGS, JSON.stringify({ ...previous, ...durations }));
+// Written aside and renamed over: node_modules may be hard-linked from another checkout.
+writeFileSync(`${TIMINGS}.${process.pid}`, JSON.stringify({ ...previous, ...durations }));
+renameSync(`${TIMINGS}.${process.pid}`, TIMINGS);
 
+// Every file's wall time, slowest first, and their sum: where the run's time went.
+const timed = Object.entries(durations).sort(([, a], [, b]) => b - a);
+console.log("\nwall time per file:");
+for (const [file, seconds] of timed) console.log(`${seconds.toFixed(1).padStart(7)} s  ${file}`);
+const inTests = timed.reduce((sum, [, seconds]) => sum + seconds, 0);
+console.log(`${inTests.toFixed(1).padStart(7)} s  in tests (${timed.length} files)`);
 console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s`);
 if (failedFiles.length > 0) console.log(`failed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
