@@ -1,7 +1,7 @@
 /**
  * Runs every test file of test/ in parallel workers, each file in its own `bun test` process.
  *
- *   bun .ci/parallel-test.ts            (TEST_WORKERS workers, default 2)
+ *   bun .ci/parallel-test.ts [folder or file …]   (TEST_WORKERS workers, default 2; all of test/ by default)
  *
  * Most of a test's time is spent waiting on other processes (PostgreSQL, Redis, ffmpeg, sipp,
  * Chromium), so two workers overlap those waits; a third overloaded two cores enough to make
@@ -37,7 +37,9 @@ const weight = (file: string) => previous[file] ?? statSync(file).size;
 // A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and
 // runs after the others, with the machine to itself.
 const ALONE = "// parallel-test: alone";
-const files = testFiles("test").sort((a, b) => weight(b) - weight(a));
+// Folders or files named on the command line, else the whole of test/.
+const roots = process.argv.length > 2 ? process.argv.slice(2) : ["test"];
+const files = roots.flatMap((root) => (statSync(root).isDirectory() ? testFiles(root) : [root])).sort((a, b) => weight(b) - weight(a));
 const alone = files.filter((file) => readFileSync(file, "utf8").includes(ALONE));
 const queue = files.filter((file) => !alone.includes(file));
 
@@ -46,11 +48,30 @@ const queue = files.filter((file) => !alone.includes(file));
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
 const base = new URL(BASE_URL).pathname.slice(1) || "test";
 const databases = Array.from({ length: workers }, (_, index) => `${base}_${process.pid}_${index}`);
-for (const name of databases) await admin.unsafe(`create database ${name}`);
+const urlOf = (database: string) => Object.assign(new URL(BASE_URL), { pathname: `/${database}` }).toString();
+
+// Migrated once per run; each file then gets a copy (CREATE DATABASE … TEMPLATE, a file copy), where
+// test/setup.ts would otherwise wipe the schema and run every migration again in every file.
+const template = `${base}_${process.pid}_template`;
+await admin.unsafe(`create database ${template}`);
+const migrated = Bun.spawnSync(["bun", "src/db/migrate.ts"], { env: { ...process.env, DATABASE_URL: urlOf(template) }, stderr: "pipe" });
+if (migrated.exitCode !== 0) {
+  console.error(`migrating the template database failed:\n${migrated.stderr.toString()}`);
+  await admin.unsafe(`drop database if exists ${template} with (force)`);
+  process.exit(1);
+}
+
+/** The worker's database afresh, as the migrations leave it; whatever the previous file left is gone. */
+async function freshDatabase(database: string) {
+  await admin.unsafe(`drop database if exists ${database} with (force)`);
+  await admin.unsafe(`create database ${database} template ${template}`);
+}
 
 const totals = { pass: 0, fail: 0, skip: 0 };
 const failedFiles: string[] = [];
 const durations: Record<string, number> = {};
+/** CPU seconds of each file's process and the children it waited for: far below the wall time means waiting. */
+const cpu: Record<string, number> = {};
 
 function count(output: string, word: string): number {
   const lines = output.match(new RegExp(`^ *(\\d+) ${word}$`, "gm")) ?? [];
@@ -59,10 +80,9 @@ function count(output: string, word: string): number {
 
 async function runFile(file: string, database: string) {
   const started = performance.now();
-  const url = new URL(BASE_URL);
-  url.pathname = `/${database}`;
+  await freshDatabase(database);
   const child = Bun.spawn(["bun", "test", "--timeout", "30000", file], {
-    env: { ...process.env, TEST_DATABASE_URL: url.toString() },
+    env: { ...process.env, TEST_DATABASE_URL: urlOf(database), TEST_DATABASE_FRESH: "true" },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -70,6 +90,8 @@ async function runFile(file: string, database: string) {
   const output = stdout + stderr;
   const seconds = (performance.now() - started) / 1000;
   durations[file] = seconds;
+  const used = child.resourceUsage()?.cpuTime.total;
+  if (used !== undefined) cpu[file] = Number(used) / 1e6;
   const result = { pass: count(output, "pass"), fail: count(output, "fail"), skip: count(output, "skip") };
   // A file that crashed before bun counted anything is still a failure.
   if (status !== 0 && result.fail === 0) result.fail = 1;
@@ -95,7 +117,7 @@ try {
   await Promise.all(databases.map(worker));
   for (const file of alone) await runFile(file, databases[0]!);
 } finally {
-  for (const name of databases) await admin.unsafe(`drop database if exists ${name} with (force)`);
+  for (const name of [...databases, template]) await admin.unsafe(`drop database if exists ${name} with (force)`);
   await admin.end();
 }
 mkdirSync("node_modules/.cache", { recursive: true });
@@ -105,11 +127,13 @@ renameSync(`${TIMINGS}.${process.pid}`, TIMINGS);
 
 // Every file's wall time, slowest first, and their sum: where the run's time went.
 const timed = Object.entries(durations).sort(([, a], [, b]) => b - a);
-console.log("\nwall time per file:");
-for (const [file, seconds] of timed) console.log(`${seconds.toFixed(1).padStart(7)} s  ${file}`);
-const inTests = timed.reduce((sum, [, seconds]) => sum + seconds, 0);
-console.log(`${inTests.toFixed(1).padStart(7)} s  in tests (${timed.length} files)`);
-console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+const column = (seconds: number | undefined) => (seconds === undefined ? "" : seconds.toFixed(1)).padStart(7);
+console.log("\n   wall     cpu  (s)");
+for (const [file, seconds] of timed) console.log(`${column(seconds)} ${column(cpu[file])}  ${file}`);
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+const summed = sum(timed.map(([, seconds]) => seconds));
+console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
+console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s in tests`);
 if (failedFiles.length > 0) console.log(`failed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);
