@@ -1,13 +1,14 @@
 /**
  * Runs every test file of test/ in parallel workers, each file in its own `bun test` process.
  *
- *   bun .ci/parallel-test.ts            (TEST_WORKERS workers, default 2)
+ *   bun .ci/parallel-test.ts [folder or file …]   (TEST_WORKERS workers, default 3; all of test/ by default)
  *
  * Most of a test's time is spent waiting on other processes (PostgreSQL, Redis, ffmpeg, sipp,
- * Chromium), so two workers overlap those waits; a third overloaded two cores enough to make
- * real-time tests miss their marks. Each worker has a database of its own (created here,
- * dropped at the end), and test/setup.ts gives each process its own Redis key
- * prefix; tests take free ports, so files never meet. A file in a process of its own also
+ * Chromium): with two workers on two cores the run used about half of one core (CPU time about
+ * half the wall time), so three workers overlap more of those waits. The real-time media files,
+ * which a third worker made miss their marks, run alone. Each worker has a database of its own
+ * (a fresh copy of a migrated template for each file, all dropped at the end), and test/setup.ts
+ * gives each process its own Redis key prefix; tests take free ports, so files never meet. A file in a process of its own also
  * cannot leave a timer or a child behind for the next file.
  *
  * Files marked to run alone run one by one after the rest.
@@ -16,13 +17,13 @@
  * Prints each file as it ends, the whole output of a file that failed, and at the end the
  * summed "N pass" / "N fail" lines that .ci/test counts.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 
 const TIMINGS = "node_modules/.cache/parley-test-times.json";
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2));
+const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 3));
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -37,18 +38,41 @@ const weight = (file: string) => previous[file] ?? statSync(file).size;
 // A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and
 // runs after the others, with the machine to itself.
 const ALONE = "// parallel-test: alone";
-const files = testFiles("test").sort((a, b) => weight(b) - weight(a));
+// Folders or files named on the command line, else the whole of test/.
+const roots = process.argv.length > 2 ? process.argv.slice(2) : ["test"];
+const files = roots.flatMap((root) => (statSync(root).isDirectory() ? testFiles(root) : [root])).sort((a, b) => weight(b) - weight(a));
 const alone = files.filter((file) => readFileSync(file, "utf8").includes(ALONE));
 const queue = files.filter((file) => !alone.includes(file));
 
-// One database per worker and per run, so two runs on one machine never share one.
+// One database per worker and per run, named after the base database, so two runs on one machine
+// (or two checkouts with bases of their own) never share one.
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
-const databases = Array.from({ length: workers }, (_, index) => `parley_test_${process.pid}_${index}`);
-for (const name of databases) await admin.unsafe(`create database ${name}`);
+const base = new URL(BASE_URL).pathname.slice(1) || "test";
+const databases = Array.from({ length: workers }, (_, index) => `${base}_${process.pid}_${index}`);
+const urlOf = (database: string) => Object.assign(new URL(BASE_URL), { pathname: `/${database}` }).toString();
+
+// Migrated once per run; each file then gets a copy (CREATE DATABASE … TEMPLATE, a file copy), where
+// test/setup.ts would otherwise wipe the schema and run every migration again in every file.
+const template = `${base}_${process.pid}_template`;
+await admin.unsafe(`create database ${template}`);
+const migrated = Bun.spawnSync(["bun", "src/db/migrate.ts"], { env: { ...process.env, DATABASE_URL: urlOf(template) }, stderr: "pipe" });
+if (migrated.exitCode !== 0) {
+  console.error(`migrating the template database failed:\n${migrated.stderr.toString()}`);
+  await admin.unsafe(`drop database if exists ${template} with (force)`);
+  process.exit(1);
+}
+
+/** The worker's database afresh, as the migrations leave it; whatever the previous file left is gone. */
+async function freshDatabase(database: string) {
+  await admin.unsafe(`drop database if exists ${database} with (force)`);
+  await admin.unsafe(`create database ${database} template ${template}`);
+}
 
 const totals = { pass: 0, fail: 0, skip: 0 };
 const failedFiles: string[] = [];
 const durations: Record<string, number> = {};
+/** CPU seconds of each file's process and the children it waited for: far below the wall time means waiting. */
+const cpu: Record<string, number> = {};
 
 function count(output: string, word: string): number {
   const lines = output.match(new RegExp(`^ *(\\d+) ${word}$`, "gm")) ?? [];
@@ -57,10 +81,9 @@ function count(output: string, word: string): number {
 
 async function runFile(file: string, database: string) {
   const started = performance.now();
-  const url = new URL(BASE_URL);
-  url.pathname = `/${database}`;
+  await freshDatabase(database);
   const child = Bun.spawn(["bun", "test", "--timeout", "30000", file], {
-    env: { ...process.env, TEST_DATABASE_URL: url.toString() },
+    env: { ...process.env, TEST_DATABASE_URL: urlOf(database), TEST_DATABASE_FRESH: "true" },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -68,6 +91,8 @@ async function runFile(file: string, database: string) {
   const output = stdout + stderr;
   const seconds = (performance.now() - started) / 1000;
   durations[file] = seconds;
+  const used = child.resourceUsage()?.cpuTime.total;
+  if (used !== undefined) cpu[file] = Number(used) / 1e6;
   const result = { pass: count(output, "pass"), fail: count(output, "fail"), skip: count(output, "skip") };
   // A file that crashed before bun counted anything is still a failure.
   if (status !== 0 && result.fail === 0) result.fail = 1;
@@ -93,13 +118,23 @@ try {
   await Promise.all(databases.map(worker));
   for (const file of alone) await runFile(file, databases[0]!);
 } finally {
-  for (const name of databases) await admin.unsafe(`drop database if exists ${name} with (force)`);
+  for (const name of [...databases, template]) await admin.unsafe(`drop database if exists ${name} with (force)`);
   await admin.end();
 }
 mkdirSync("node_modules/.cache", { recursive: true });
-writeFileSync(TIMINGS, JSON.stringify({ ...previous, ...durations }));
+// Written aside and renamed over: node_modules may be hard-linked from another checkout.
+writeFileSync(`${TIMINGS}.${process.pid}`, JSON.stringify({ ...previous, ...durations }));
+renameSync(`${TIMINGS}.${process.pid}`, TIMINGS);
 
-console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+// Every file's wall time, slowest first, and their sum: where the run's time went.
+const timed = Object.entries(durations).sort(([, a], [, b]) => b - a);
+const column = (seconds: number | undefined) => (seconds === undefined ? "" : seconds.toFixed(1)).padStart(7);
+console.log("\n   wall     cpu  (s)");
+for (const [file, seconds] of timed) console.log(`${column(seconds)} ${column(cpu[file])}  ${file}`);
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+const summed = sum(timed.map(([, seconds]) => seconds));
+console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
+console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s in tests`);
 if (failedFiles.length > 0) console.log(`failed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);

@@ -1,7 +1,8 @@
 /**
  * Preloaded before every test file: points Parley at the test PostgreSQL and Redis,
- * rebuilds the test database from the migrations once per run, and gives the run its
- * own Redis key prefix so parallel runs never meet, and starts a real S3 server (s3rver).
+ * rebuilds the test database from the migrations once per file (unless the parallel runner
+ * gave it a fresh copy), gives the run its own Redis key prefix so parallel runs never meet,
+ * and starts a real S3 server (s3rver).
  */
 import { afterAll, setDefaultTimeout } from "bun:test";
 import { startS3rver } from "./support/s3rver";
@@ -28,9 +29,15 @@ Object.assign(process.env, s3.env);
 // The driver loads here first, so with the fix Parley's own handle applies to it (src/db/client.ts).
 await import("../src/db/postgres-write-guard");
 const { default: postgres } = await import("postgres");
-const admin = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} });
-await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
-await admin.end();
+// The parallel runner (.ci/parallel-test.ts) hands each file a database just copied from a migrated
+// template: nothing to wipe. Read once, so no process a test starts takes it for its own.
+const fresh = process.env.TEST_DATABASE_FRESH === "true";
+delete process.env.TEST_DATABASE_FRESH;
+if (!fresh) {
+  const admin = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+  await admin.end();
+}
 
 const { migrate } = await import("../src/db/migrate");
 await migrate();

@@ -13,7 +13,11 @@ const entry = new URL("../src/index.ts", import.meta.url).pathname;
 /** No pooled connection: one kept alive to a child killed by the test would fail the next request. */
 const fresh = (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false });
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+/**
+ * Polls until the probe gives a value. The ceiling is generous: a start takes a few seconds on an idle
+ * machine and several times that on one running two suites; a start that works is not waited out.
+ */
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 45_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const value = await probe().catch(() => undefined);
@@ -47,7 +51,7 @@ describe("supervisor on PostgreSQL", () => {
     apiKey = (await newAccount()).apiKey;
     supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "2", HOST: "127.0.0.1", ...(await sipPorts()) });
     await waitFor("the pool", async () => ((await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined));
-  }, 20_000);
+  }, 60_000);
 
   afterAll(() => supervisor.kill("SIGKILL"));
 
@@ -63,14 +67,14 @@ describe("supervisor on PostgreSQL", () => {
       Array.from({ length: 20 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((response) => response.status)),
     );
     expect(answers.every((status) => status === 200)).toBe(true);
-  });
+  }, 60_000);
 
   test("restarts a child that dies, and keeps serving meanwhile", async () => {
     const before = childPids(supervisor.pid, "api");
     process.kill(before[0]!, "SIGKILL");
     // Connections already queued on the killed process's socket are reset by the kernel;
-    // once it is gone, the surviving process takes every new one.
-    await Bun.sleep(300);
+    // once it is gone (exited, whether or not reaped yet), the surviving process takes every new one.
+    await until(() => isAlive(before[0]!), (alive) => !alive, 10_000, 20);
     const statuses = await Promise.all(Array.from({ length: 10 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((r) => r.status)));
     expect(statuses).toEqual(Array(10).fill(200));
     const after = await waitFor("a replacement API child", async () => {
@@ -78,7 +82,7 @@ describe("supervisor on PostgreSQL", () => {
       return now.length === 2 && !now.includes(before[0]!) ? now : undefined;
     });
     expect(after).toContain(before[1]!);
-  });
+  }, 60_000);
 
   test("SIGTERM lets an in-flight request finish, then exits 0", async () => {
     // A body that arrives slowly keeps the request in flight while the signal lands.
@@ -125,7 +129,7 @@ describe("readiness", () => {
     } finally {
       api.kill("SIGKILL");
     }
-  }, 20_000);
+  }, 60_000);
 });
 
 describe("embedded database", () => {
@@ -147,7 +151,8 @@ describe("embedded database", () => {
           const ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
           return ready && (await file.exists()) ? (await file.text()).trim() : undefined;
         },
-        30_000,
+        // A first start on an empty folder: PGlite's initdb and every migration.
+        75_000,
       );
       const response = await fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
         method: "POST",
@@ -161,7 +166,7 @@ describe("embedded database", () => {
       service.kill("SIGKILL");
       require("node:fs").rmSync(dataDir, { recursive: true, force: true });
     }
-  }, 60_000);
+  }, 90_000);
 });
 
 describe("a supervisor killed outright", () => {
@@ -179,7 +184,7 @@ describe("a supervisor killed outright", () => {
     }
     const survivors = await until(() => children.filter(isAlive), (left) => left.length === 0, 20_000);
     expect(survivors).toEqual([]);
-  });
+  }, 75_000);
 });
 
 describe("a disabled role", () => {
@@ -218,5 +223,5 @@ describe("a disabled role", () => {
     } finally {
       supervisor.kill("SIGKILL");
     }
-  }, 30_000);
+  }, 60_000);
 });

@@ -109,7 +109,11 @@ describe("Redis down", () => {
     base = `http://127.0.0.1:${port}`;
     metrics = `http://127.0.0.1:${metricsPort}/metrics`;
     supervisor = await startSupervisor(port, metricsPort);
-    await until(() => fresh(`${base}/readyz`).then((r) => r.status, () => 0), (status) => status === 200, 30_000, 200);
+    // Every role in a process of its own: seconds on an idle machine, many more on one running two suites.
+    const readyz = () => fresh(`${base}/readyz`).then((r) => r.status, () => 0);
+    if ((await until(readyz, (status) => status === 200, 60_000, 200)) !== 200) {
+      throw new Error(`Parley was not ready within 60 s:\n${readFileSync(join(dir, "parley.err"), "utf8")}`);
+    }
     const created = await json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" }, "");
     token = ((await created.json()) as { token: string }).token;
     for (const channel of ["faults", "late"]) {
@@ -124,7 +128,7 @@ describe("Redis down", () => {
     const started = await json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: "live" }, apiKey);
     expect(started.status).toBe(200);
     liveStream = ((await started.json()) as { stream_name: string }).stream_name;
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     for (const socket of sockets) await disconnect(socket).catch(() => {});

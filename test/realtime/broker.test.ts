@@ -33,7 +33,8 @@ async function client(topic: string) {
   await new Promise((resolve) => {
     ws.onopen = resolve;
   });
-  for (let i = 0; i < 50 && sockets.length === before; i++) await Bun.sleep(10);
+  // The server's open handler may run a turn after the client's.
+  if (!(await eventually(() => sockets.length > before))) throw new Error("the server never saw the socket open");
   return { ws, received, server: sockets.at(-1)! };
 }
 

@@ -44,7 +44,7 @@ beforeAll(async () => {
   const ready = await until(
     () => fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false),
     Boolean,
-    20_000,
+    45_000,
     100,
   );
   if (!ready) throw new Error("the supervisor never became ready");
@@ -55,7 +55,7 @@ beforeAll(async () => {
     signal: AbortSignal.timeout(5_000),
   });
   expect(created.status).toBe(201);
-}, 30_000);
+}, 60_000);
 
 afterAll(() => supervisor.kill("SIGKILL"));
 

@@ -7,6 +7,7 @@ import { actorFrom } from "../../src/modules/auth/actor";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
+import { eventually, until } from "../support/wait";
 
 const server = createApp().listen({ hostname: "127.0.0.1", port: 0 });
 const base = `ws://127.0.0.1:${server.server!.port}`;
@@ -57,11 +58,7 @@ describe("chat topic", () => {
     await join(channelB);
     expect(await eventsA.next("user_joined", (p) => p.user.id === "bob")).toEqual({ user: { id: "bob", name: "Bob" } });
     await eventsB.next("presence_state");
-    const waitFor = async (check: () => boolean) => {
-      for (let i = 0; i < 100 && !check(); i++) await Bun.sleep(20);
-      return check();
-    };
-    expect(await waitFor(() => presence.list().length === 2)).toBe(true);
+    expect(await eventually(() => presence.list().length === 2)).toBe(true);
     expect(presence.list((id: string) => id).sort()).toEqual(["alice", "bob"]);
 
     const reply = await push(channelA, "new_message", { content: "hello Bob" });
@@ -330,7 +327,7 @@ describe("raw frames", () => {
     ws.send(JSON.stringify(["1", "7", "chat:lobby", "new_message", "just a string"]));
     ws.send(JSON.stringify(["1", "8", "chat:lobby", "new_message", { content: "x".repeat(10_001) }]));
     ws.send(JSON.stringify(["9", "9", "chat:elsewhere", "new_message", { content: "not joined" }]));
-    for (let i = 0; i < 100 && replies.length < 8; i++) await Bun.sleep(20);
+    await until(() => replies.length, (count) => count >= 8, 10_000, 20);
     expect(replies.map((frame) => [frame[1], frame[4].status, frame[4].response.reason])).toEqual([
       ["2", "error", "validation_failed"],
       ["3", "error", "validation_failed"],
@@ -348,10 +345,7 @@ describe("raw frames", () => {
     const ws = await open(aliceToken);
     const frames: any[] = [];
     ws.addEventListener("message", (event) => frames.push(JSON.parse(String(event.data))));
-    const replyTo = async (ref: string) => {
-      for (let i = 0; i < 100 && !frames.some((f) => f[1] === ref && f[3] === "phx_reply"); i++) await Bun.sleep(20);
-      return frames.find((f) => f[1] === ref && f[3] === "phx_reply");
-    };
+    const replyTo = (ref: string) => until<any>(() => frames.find((f) => f[1] === ref && f[3] === "phx_reply"), Boolean, 10_000, 20);
     ws.send(JSON.stringify(["1", "1", "rtc:rejoin", "phx_join", {}]));
     expect((await replyTo("1"))[4].status).toBe("ok");
     ws.send(JSON.stringify(["2", "2", "rtc:rejoin", "phx_join", {}]));
@@ -359,7 +353,7 @@ describe("raw frames", () => {
     expect(frames).toContainEqual(["1", "1", "rtc:rejoin", "phx_close", {}]);
     ws.send(JSON.stringify(["2", "3", "rtc:rejoin", "phx_leave", {}]));
     expect(await replyTo("3")).toEqual(["2", "3", "rtc:rejoin", "phx_reply", { status: "ok", response: {} }]);
-    for (let i = 0; i < 50 && !frames.some((f) => f[0] === "2" && f[3] === "phx_close"); i++) await Bun.sleep(20);
+    await eventually(() => frames.some((f) => f[0] === "2" && f[3] === "phx_close"));
     expect(frames).toContainEqual(["2", "2", "rtc:rejoin", "phx_close", {}]);
     ws.send(JSON.stringify(["2", "4", "rtc:rejoin", "offer", {}]));
     expect((await replyTo("4"))[4]).toEqual({ status: "error", response: { reason: "unmatched topic" } });

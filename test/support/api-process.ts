@@ -16,8 +16,10 @@ export async function startApiProcess(extraEnv: Record<string, string> = {}): Pr
     stdout: "ignore",
     stderr: "inherit",
   });
-  for (let i = 0; i < 150; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+  // A start takes well under a second on an idle machine; the ceiling is for a machine running two suites.
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline && child.exitCode === null) {
+    const up = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2_000) }).then(
       (response) => response.ok,
       () => false,
     );
@@ -25,5 +27,5 @@ export async function startApiProcess(extraEnv: Record<string, string> = {}): Pr
     await Bun.sleep(100);
   }
   child.kill("SIGKILL");
-  throw new Error("API process did not start");
+  throw new Error(child.exitCode === null ? "API process did not answer within 60 s" : `API process exited with ${child.exitCode}`);
 }

@@ -2,6 +2,8 @@
 import { type Channel, Socket } from "phoenix";
 
 const WAIT_MS = 5_000;
+/** How long an awaited broadcast may take: generous, since waiting ends as it arrives; a loaded machine needs it. */
+const EVENT_WAIT_MS = 15_000;
 
 export function connect(baseUrl: string, token: string): Socket {
   // No reconnects: a test that loses its socket should fail, not retry.
@@ -44,7 +46,7 @@ export function recorder(channel: Channel, events: string[]) {
   return {
     seen,
     /** Resolves with the first recorded payload of `event` that satisfies `match`. */
-    async next(event: string, match: (payload: any) => boolean = () => true, ms = WAIT_MS): Promise<any> {
+    async next(event: string, match: (payload: any) => boolean = () => true, ms = EVENT_WAIT_MS): Promise<any> {
       const deadline = Date.now() + ms;
       for (;;) {
         const found = seen.find((entry) => entry.event === event && match(entry.payload));

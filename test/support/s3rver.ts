@@ -18,12 +18,18 @@ export async function startS3rver() {
     { stdout: "ignore", stderr: "inherit" },
   );
   const endpoint = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    const up = await fetch(`${endpoint}/${S3_BUCKET}`).then(
+  // Node loading s3rver takes a second or so; the ceiling is for a machine running two suites.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const up = await fetch(`${endpoint}/${S3_BUCKET}`, { signal: AbortSignal.timeout(2_000) }).then(
       () => true,
       () => false,
     );
     if (up) break;
+    if (Date.now() > deadline || child.exitCode !== null) {
+      child.kill();
+      throw new Error(`s3rver on port ${port} did not answer within 60 s (exit code ${child.exitCode})`);
+    }
     await Bun.sleep(100);
   }
   return {

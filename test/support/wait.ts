@@ -15,8 +15,11 @@ export async function until<T>(probe: () => T | Promise<T>, accept: (value: T) =
   return value;
 }
 
-/** Until a boolean check holds; false when it never did. */
-export const eventually = (check: () => boolean | Promise<boolean>, timeoutMs = 5_000) => until(check, Boolean, timeoutMs, 20);
+/**
+ * Until a boolean check holds; false when it never did. The default ceiling is generous: it costs
+ * nothing when the check holds, and a machine running two suites at once may need it.
+ */
+export const eventually = (check: () => boolean | Promise<boolean>, timeoutMs = 15_000) => until(check, Boolean, timeoutMs, 20);
 
 /** Running, not merely a zombie nobody has reaped yet. */
 export function isAlive(pid: number): boolean {
