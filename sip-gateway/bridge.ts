@@ -7,10 +7,26 @@
  * to the endpoint and the endpoint's answer back, so audio flows between them directly.
  */
 import type { udp } from "bun";
-import { type BodyAndContentType, type Core, Inviter, type SessionDescriptionHandler, SessionState, UserAgent } from "sip.js";
+import {
+  type BodyAndContentType,
+  type Core,
+  Inviter,
+  type SessionDescriptionHandler,
+  SessionState,
+  UserAgent,
+} from "sip.js";
 import type { SipConfig } from "../src/config";
 import { log } from "../src/core/log";
-import { answeredAudioLines, bindRtpSocket, type GatewayMedia, legMedia, type Negotiated, negotiate, RtpPeer, sdpSessionLines } from "./media";
+import {
+  answeredAudioLines,
+  bindRtpSocket,
+  type GatewayMedia,
+  legMedia,
+  type Negotiated,
+  negotiate,
+  RtpPeer,
+  sdpSessionLines,
+} from "./media";
 
 /** The endpoint side of a relayed call: offers the caller's codec and relays what the endpoint sends. */
 export class EndpointMedia implements SessionDescriptionHandler {
@@ -71,7 +87,11 @@ export class EndpointMedia implements SessionDescriptionHandler {
     this.remoteOffer = undefined;
     const lines = [
       ...sdpSessionLines(this.sessionId, this.version, this.settings.advertisedAddress),
-      ...answeredAudioLines(this.socket?.port ?? 0, { codec: this.codec, telephoneEvent: this.telephoneEvent }, direction),
+      ...answeredAudioLines(
+        this.socket?.port ?? 0,
+        { codec: this.codec, telephoneEvent: this.telephoneEvent },
+        direction,
+      ),
     ];
     return { body: `${lines.join("\r\n")}\r\n`, contentType: "application/sdp" };
   }
@@ -86,7 +106,6 @@ export class EndpointMedia implements SessionDescriptionHandler {
     this.socket?.close();
   }
 }
-
 
 /** With SIP_MEDIA_RELAY=false: the caller's offer goes out as it is, and the endpoint's answer comes back. */
 class PassthroughMedia implements SessionDescriptionHandler {
@@ -170,7 +189,9 @@ export class EndpointLeg {
 
   hangUp(): void {
     if (this.inviter.state === SessionState.Established) {
-      this.inviter.bye().catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: media leg bye failed"));
+      this.inviter
+        .bye()
+        .catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: media leg bye failed"));
     } else if (this.inviter.state === SessionState.Initial || this.inviter.state === SessionState.Establishing) {
       this.inviter.cancel().catch(() => {});
     }
@@ -190,9 +211,15 @@ export async function placeLeg(request: LegRequest): Promise<LegResult> {
     const result = await attempt(request, endpoint);
     if (result.kind === "answered") return result;
     last = result;
-    const retryable = result.endpointStatus === undefined || result.endpointStatus === 408 || result.endpointStatus >= 500 && result.endpointStatus < 600;
+    const retryable =
+      result.endpointStatus === undefined ||
+      result.endpointStatus === 408 ||
+      (result.endpointStatus >= 500 && result.endpointStatus < 600);
     if (!retryable) break;
-    log.warn({ callId: request.callId, endpoint, status: result.endpointStatus, reason: result.reason }, "sip: media endpoint failed, trying the next");
+    log.warn(
+      { callId: request.callId, endpoint, status: result.endpointStatus, reason: result.reason },
+      "sip: media endpoint failed, trying the next",
+    );
   }
   return last;
 }
@@ -234,7 +261,8 @@ async function attempt(request: LegRequest, endpoint: string): Promise<LegResult
       if (result.kind === "failed") leg.hangUp();
       resolve(result);
     };
-    const fail = (status: number, reason: string, endpointStatus?: number) => settle({ kind: "failed", status, reason, endpoint, endpointStatus });
+    const fail = (status: number, reason: string, endpointStatus?: number) =>
+      settle({ kind: "failed", status, reason, endpoint, endpointStatus });
     timers.push(
       setTimeout(() => {
         if (!heard) fail(503, "media_endpoint_silent");
@@ -258,11 +286,17 @@ async function attempt(request: LegRequest, endpoint: string): Promise<LegResult
           onProgress: (response: Core.IncomingResponse) => {
             heard = true;
             const message = response.message;
-            const body = message.body && /^application\/sdp/i.test(message.getHeader("content-type") ?? "") ? message.body : undefined;
+            const body =
+              message.body && /^application\/sdp/i.test(message.getHeader("content-type") ?? "")
+                ? message.body
+                : undefined;
             try {
               if (body && media) media.acceptAnswer(body);
             } catch (error) {
-              log.warn({ callId: request.callId, err: (error as Error).message }, "sip: unusable early media from the media endpoint");
+              log.warn(
+                { callId: request.callId, err: (error as Error).message },
+                "sip: unusable early media from the media endpoint",
+              );
               return;
             }
             request.onProgress(message.statusCode ?? 180, body);
@@ -274,7 +308,8 @@ async function attempt(request: LegRequest, endpoint: string): Promise<LegResult
             heard = true;
             const status = response.message.statusCode;
             // Busy and declined mean the same to the caller; other failures of the endpoint are the gateway's.
-            const forCaller = status === 486 || status === 600 || status === 603 || status === 404 || status === 480 ? status : 503;
+            const forCaller =
+              status === 486 || status === 600 || status === 603 || status === 404 || status === 480 ? status : 503;
             fail(forCaller, `media_endpoint_${status}`, status ?? 500);
           },
         },

@@ -140,8 +140,16 @@ class RecordWriter {
           await store([snapshot]);
         } catch (error) {
           // An end that cannot be accounted for (its usage event refused, say) is left out, and the rest stored.
-          const storedOpen = snapshot.end !== undefined && (await store([withoutEnd(snapshot)]).then(() => true, () => false));
-          log.error({ callId: snapshot.row.callId, storedOpen, err: (error as Error).message }, "sip: call record write failed");
+          const storedOpen =
+            snapshot.end !== undefined &&
+            (await store([withoutEnd(snapshot)]).then(
+              () => true,
+              () => false,
+            ));
+          log.error(
+            { callId: snapshot.row.callId, storedOpen, err: (error as Error).message },
+            "sip: call record write failed",
+          );
         }
       }
     }
@@ -165,8 +173,14 @@ function withoutEnd(snapshot: Snapshot): Snapshot {
  */
 async function store(snapshots: Snapshot[]): Promise<void> {
   await db.transaction(async (tx) => {
-    await storeEvents(tx, snapshots.flatMap((snapshot) => snapshot.usage));
-    await tx.insert(sipCalls).values(snapshots.map((snapshot) => snapshot.row)).onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
+    await storeEvents(
+      tx,
+      snapshots.flatMap((snapshot) => snapshot.usage),
+    );
+    await tx
+      .insert(sipCalls)
+      .values(snapshots.map((snapshot) => snapshot.row))
+      .onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
     for (const [accountId, events] of catalogueEvents(snapshots)) {
       if (events.started.length > 0) await recordEvents(tx, accountId, "call.started", events.started);
       if (events.ended.length > 0) await recordEvents(tx, accountId, "call.ended", events.ended);
@@ -181,17 +195,31 @@ type CatalogueData<T extends "call.started" | "call.ended"> = Parameters<typeof 
 
 /** The catalogue events of a write, by account. */
 function catalogueEvents(snapshots: Snapshot[]) {
-  const byAccount = new Map<string, { started: Array<CatalogueData<"call.started">>; ended: Array<CatalogueData<"call.ended">> }>();
+  const byAccount = new Map<
+    string,
+    { started: Array<CatalogueData<"call.started">>; ended: Array<CatalogueData<"call.ended">> }
+  >();
   for (const snapshot of snapshots) {
     const { room, answeredAt, end } = snapshot;
     if (!room || !(snapshot.publishStarted || snapshot.publishEnded)) continue;
     const events = byAccount.get(room.accountId) ?? { started: [], ended: [] };
     byAccount.set(room.accountId, events);
-    const named = { call_id: snapshot.row.callId, room: room.room, caller: snapshot.row.caller || null, callee: snapshot.row.callee || null };
+    const named = {
+      call_id: snapshot.row.callId,
+      room: room.room,
+      caller: snapshot.row.caller || null,
+      callee: snapshot.row.callee || null,
+    };
     if (snapshot.publishStarted && answeredAt) events.started.push({ ...named, started_at: answeredAt.toISOString() });
     if (snapshot.publishEnded && end) {
       const duration = answeredAt ? Math.round((end.at.getTime() - answeredAt.getTime()) / 1000) : 0;
-      events.ended.push({ ...named, ended_at: end.at.toISOString(), answered: answeredAt !== undefined, duration_seconds: duration, reason: end.reason });
+      events.ended.push({
+        ...named,
+        ended_at: end.at.toISOString(),
+        answered: answeredAt !== undefined,
+        duration_seconds: duration,
+        reason: end.reason,
+      });
     }
   }
   return byAccount;
@@ -282,14 +310,24 @@ export class CallLog {
    * Phone minutes count from the answer, in the room the call joined: call_started once both
    * are known, call_ended at the end; each until a write that holds it has committed.
    */
-  private usage(room: ResolvedRoom | undefined, answeredAt: Date | undefined, end: CallEnd | undefined): ConferenceEvent[] {
+  private usage(
+    room: ResolvedRoom | undefined,
+    answeredAt: Date | undefined,
+    end: CallEnd | undefined,
+  ): ConferenceEvent[] {
     if (!room) return [];
     const subject = this.start.callId;
     const payload = { caller: this.start.caller, callee: this.start.callee };
     const where = { accountId: room.accountId, room: room.room, subject };
     const events: ConferenceEvent[] = [];
     if (answeredAt && !this.startStored) {
-      events.push({ ...where, kind: "call_started", occurredAt: answeredAt, payload: { ...payload, answered: true, reason: null }, dedupeKey: `call:${subject}:started` });
+      events.push({
+        ...where,
+        kind: "call_started",
+        occurredAt: answeredAt,
+        payload: { ...payload, answered: true, reason: null },
+        dedupeKey: `call:${subject}:started`,
+      });
     }
     if (end && !this.endStored) {
       events.push({
@@ -312,6 +350,8 @@ export class CallLog {
 
 /** The records of one SIP Call-ID, newest first (optionally only one account's). */
 export function callsById(callId: string, accountId?: string): Promise<CallRecord[]> {
-  const where = accountId ? and(eq(sipCalls.callId, callId), eq(sipCalls.accountId, accountId)) : eq(sipCalls.callId, callId);
+  const where = accountId
+    ? and(eq(sipCalls.callId, callId), eq(sipCalls.accountId, accountId))
+    : eq(sipCalls.callId, callId);
   return db.select().from(sipCalls).where(where).orderBy(desc(sipCalls.startedAt));
 }

@@ -73,7 +73,8 @@ export class SipGateway implements CallHost {
 
   /** The user agent whose transport reaches a URI: TCP when it says so, else UDP when open. */
   agentFor(uri: string): UserAgent | undefined {
-    const protocol = /;transport=tls/i.test(uri) || uri.startsWith("sips:") ? "TLS" : /;transport=tcp/i.test(uri) ? "TCP" : "UDP";
+    const protocol =
+      /;transport=tls/i.test(uri) || uri.startsWith("sips:") ? "TLS" : /;transport=tcp/i.test(uri) ? "TCP" : "UDP";
     return this.agents.find((agent) => agent.transport.protocol === protocol) ?? this.agents[0];
   }
 
@@ -119,7 +120,10 @@ export class SipGateway implements CallHost {
     const guard = new SourceGuard(settings.allowedSources, settings.requestsPerSecond);
     if (settings.udpPort !== 0) this.endpoints.push(await UdpEndpoint.open(settings, guard, settings.udpPort));
     if (settings.tcpPort !== 0) this.endpoints.push(TcpEndpoint.open(settings, guard, settings.tcpPort));
-    if (settings.tls.port !== 0) this.endpoints.push(TcpEndpoint.open(settings, guard, settings.tls.port, settings.tls as { certPath: string; keyPath: string }));
+    if (settings.tls.port !== 0)
+      this.endpoints.push(
+        TcpEndpoint.open(settings, guard, settings.tls.port, settings.tls as { certPath: string; keyPath: string }),
+      );
     for (const endpoint of this.endpoints) this.agents.push(await this.startAgent(endpoint));
     if (settings.trunk.registrar) this.register();
   }
@@ -145,7 +149,8 @@ export class SipGateway implements CallHost {
       logBuiltinEnabled: false,
       logConfiguration: false,
       logLevel: "error",
-      logConnector: (level, category, _label, content) => log[level === "log" ? "debug" : level]({ category }, `sip.js: ${content}`),
+      logConnector: (level, category, _label, content) =>
+        log[level === "log" ? "debug" : level]({ category }, `sip.js: ${content}`),
       delegate: { onInvite: (invitation) => this.onInvite(invitation, endpoint) },
       ...(registers ? { authorizationUsername: trunk.username, authorizationPassword: trunk.password } : {}),
     };
@@ -166,8 +171,13 @@ export class SipGateway implements CallHost {
       log.warn({ transport: trunk.transport }, "sip: trunk registration needs that transport enabled");
       return;
     }
-    this.registerer = new Registerer(agent, { registrar: UserAgent.makeURI(trunk.registrar!), expires: trunk.expiresSeconds });
-    this.registerer.stateChange.addListener((state) => log.info({ state, registrar: trunk.registrar }, "sip: trunk registration"));
+    this.registerer = new Registerer(agent, {
+      registrar: UserAgent.makeURI(trunk.registrar!),
+      expires: trunk.expiresSeconds,
+    });
+    this.registerer.stateChange.addListener((state) =>
+      log.info({ state, registrar: trunk.registrar }, "sip: trunk registration"),
+    );
     const attempt = () => {
       if (this.stopping || !this.registerer) return;
       this.registerer
@@ -205,7 +215,10 @@ export class SipGateway implements CallHost {
     call.run().catch((error: Error) => {
       // A caller refused for an outage may redial; 503 tells its proxy to try elsewhere or later.
       const outage = isDependencyDown(error);
-      log.error({ callId: request.callId, err: error.message }, outage ? "sip: call failed, a dependency is down" : "sip: call failed");
+      log.error(
+        { callId: request.callId, err: error.message },
+        outage ? "sip: call failed, a dependency is down" : "sip: call failed",
+      );
       call.hangUp(outage ? "dependency_down" : "gateway_error", outage ? 503 : 500);
     });
   }

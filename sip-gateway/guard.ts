@@ -80,7 +80,10 @@ export class SourceGuard {
       bucket = { tokens: this.requestsPerSecond, at: now };
       this.buckets.set(address, bucket);
     }
-    bucket.tokens = Math.min(this.requestsPerSecond, bucket.tokens + ((now - bucket.at) / 1000) * this.requestsPerSecond);
+    bucket.tokens = Math.min(
+      this.requestsPerSecond,
+      bucket.tokens + ((now - bucket.at) / 1000) * this.requestsPerSecond,
+    );
     bucket.at = now;
     if (bucket.tokens < 1) return false;
     bucket.tokens -= 1;

@@ -43,7 +43,9 @@ async function endLostCall(call: CallRecord, at: Date): Promise<void> {
       callee: call.callee || null,
       ended_at: at.toISOString(),
       answered,
-      duration_seconds: call.answeredAt ? Math.max(0, Math.round((at.getTime() - call.answeredAt.getTime()) / 1000)) : 0,
+      duration_seconds: call.answeredAt
+        ? Math.max(0, Math.round((at.getTime() - call.answeredAt.getTime()) / 1000))
+        : 0,
       reason: "gateway_lost",
     };
     await appendEvent(
@@ -54,7 +56,8 @@ async function endLostCall(call: CallRecord, at: Date): Promise<void> {
         occurredAt: at,
         subject: call.callId,
         payload: { caller: call.caller, callee: call.callee, answered, reason: "gateway_lost" },
-        // The key the gateway itself would have used: if it did write the end, this one is dropped, and no second call.ended is told.
+        // The key the gateway itself would have used: if it did write the
+        // end, this one is dropped, and no second call.ended is told.
         dedupeKey: `call:${call.callId}:ended`,
       },
       (tx) => recordEvents(tx, accountId, "call.ended", [ended]),
@@ -64,7 +67,10 @@ async function endLostCall(call: CallRecord, at: Date): Promise<void> {
     .update(sipCalls)
     .set({ endedAt: at, reason: "gateway_lost" })
     .where(and(eq(sipCalls.id, call.id), isNull(sipCalls.endedAt)));
-  log.warn({ callId: call.callId, gateway: call.gateway, endedAt: at.toISOString() }, "sip: ended a call whose gateway is gone");
+  log.warn(
+    { callId: call.callId, gateway: call.gateway, endedAt: at.toISOString() },
+    "sip: ended a call whose gateway is gone",
+  );
 }
 
 export async function endCallsOfLostGateways(now = Date.now()): Promise<void> {
@@ -78,7 +84,8 @@ export async function endCallsOfLostGateways(now = Date.now()): Promise<void> {
   for (const call of open) {
     const lastBeat = call.gateway ? Number(beats[call.gateway]) : Number.NaN;
     if (Number.isFinite(lastBeat)) {
-      if (now - lastBeat >= SILENT_AFTER_MS) await endLostCall(call, new Date(Math.max(lastBeat, call.startedAt.getTime())));
+      if (now - lastBeat >= SILENT_AFTER_MS)
+        await endLostCall(call, new Date(Math.max(lastBeat, call.startedAt.getTime())));
     } else if (now - call.startedAt.getTime() > longestCallMs + UNKNOWN_GATEWAY_MARGIN_MS) {
       // No beat known (written before gateways beat, or Redis lost its data): the gateway would have hung up by now.
       await endLostCall(call, new Date(call.startedAt.getTime() + longestCallMs));

@@ -34,7 +34,9 @@ export async function bindRtpSocket(
   onPacket: (packet: Buffer, port: number, address: string) => void,
 ): Promise<udp.Socket<"buffer">> {
   const { rtpPortMin, rtpPortMax } = settings;
-  const handler = { data: (_socket: unknown, packet: Buffer, port: number, address: string) => onPacket(packet, port, address) };
+  const handler = {
+    data: (_socket: unknown, packet: Buffer, port: number, address: string) => onPacket(packet, port, address),
+  };
   let socket: udp.Socket<"buffer"> | undefined;
   if (rtpPortMin === 0) socket = await Bun.udpSocket({ hostname: settings.bindAddress, port: 0, socket: handler });
   else {
@@ -134,7 +136,8 @@ function rtpmap(line: MediaLine, payloadType: string): string | undefined {
 }
 
 function directionOf(line: MediaLine): Negotiated["direction"] {
-  for (const direction of ["sendonly", "recvonly", "inactive"] as const) if (line.attributes.includes(direction)) return direction;
+  for (const direction of ["sendonly", "recvonly", "inactive"] as const)
+    if (line.attributes.includes(direction)) return direction;
   return "sendrecv";
 }
 
@@ -153,7 +156,9 @@ export function negotiate(sdp: string, only?: { payloadType: number }): Negotiat
       if (name !== "PCMU" && name !== "PCMA") continue;
       if (only && payloadType !== only.payloadType) continue;
       if (map && !map.startsWith(`${name}/8000`)) continue;
-      const event = line.formats.find((candidate) => rtpmap(line, candidate)?.toLowerCase().startsWith("telephone-event/8000"));
+      const event = line.formats.find((candidate) =>
+        rtpmap(line, candidate)?.toLowerCase().startsWith("telephone-event/8000"),
+      );
       return {
         audioIndex: index,
         codec: { payloadType, name },
@@ -163,24 +168,43 @@ export function negotiate(sdp: string, only?: { payloadType: number }): Negotiat
       };
     }
   }
-  throw new UnacceptableOffer(only ? "the offer drops the codec the bridged call carries" : "no G.711 audio over RTP/AVP in the offer");
+  throw new UnacceptableOffer(
+    only ? "the offer drops the codec the bridged call carries" : "no G.711 audio over RTP/AVP in the offer",
+  );
 }
 
-const ANSWER_DIRECTION = { sendrecv: "sendrecv", sendonly: "recvonly", recvonly: "sendonly", inactive: "inactive" } as const;
+const ANSWER_DIRECTION = {
+  sendrecv: "sendrecv",
+  sendonly: "recvonly",
+  recvonly: "sendonly",
+  inactive: "inactive",
+} as const;
 
 /** The session lines every SDP the gateway writes starts with (RFC 4566: v, o, s, c, t). */
 export function sdpSessionLines(sessionId: number | string, version: number, address: string): string[] {
   const family = address.includes(":") ? "IP6" : "IP4";
-  return ["v=0", `o=parley ${sessionId} ${version} IN ${family} ${address}`, "s=parley", `c=IN ${family} ${address}`, "t=0 0"];
+  return [
+    "v=0",
+    `o=parley ${sessionId} ${version} IN ${family} ${address}`,
+    "s=parley",
+    `c=IN ${family} ${address}`,
+    "t=0 0",
+  ];
 }
 
 /** An answered audio section: the one negotiated codec, telephone-events if offered, the answering direction. */
-export function answeredAudioLines(port: number, negotiated: Pick<Negotiated, "codec" | "telephoneEvent">, offeredDirection: Negotiated["direction"]): string[] {
+export function answeredAudioLines(
+  port: number,
+  negotiated: Pick<Negotiated, "codec" | "telephoneEvent">,
+  offeredDirection: Negotiated["direction"],
+): string[] {
   const { codec, telephoneEvent } = negotiated;
   return [
     `m=audio ${port} RTP/AVP ${codec.payloadType}${telephoneEvent === undefined ? "" : ` ${telephoneEvent}`}`,
     `a=rtpmap:${codec.payloadType} ${codec.name}/8000`,
-    ...(telephoneEvent === undefined ? [] : [`a=rtpmap:${telephoneEvent} telephone-event/8000`, `a=fmtp:${telephoneEvent} 0-15`]),
+    ...(telephoneEvent === undefined
+      ? []
+      : [`a=rtpmap:${telephoneEvent} telephone-event/8000`, `a=fmtp:${telephoneEvent} 0-15`]),
     "a=ptime:20",
     `a=${ANSWER_DIRECTION[offeredDirection]}`,
   ];
@@ -264,7 +288,12 @@ export class GatewayMedia implements SessionDescriptionHandler {
       this.offered = undefined;
     } else {
       this.ourOffer = true;
-      const codecs = this.offerCodec ? [this.offerCodec] : [{ payloadType: 0, name: "PCMU" }, { payloadType: 8, name: "PCMA" }];
+      const codecs = this.offerCodec
+        ? [this.offerCodec]
+        : [
+            { payloadType: 0, name: "PCMU" },
+            { payloadType: 8, name: "PCMA" },
+          ];
       lines.push(
         `m=audio ${socket.port} RTP/AVP ${codecs.map((codec) => codec.payloadType).join(" ")} ${TELEPHONE_EVENT_PT}`,
         ...codecs.map((codec) => `a=rtpmap:${codec.payloadType} ${codec.name}/8000`),

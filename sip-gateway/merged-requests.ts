@@ -63,13 +63,19 @@ export class ServerTransactions<V extends ServerTransaction> extends Map<string,
 plugin({
   name: "sip.js merged-request index",
   setup(build) {
-    build.onLoad({ filter: /sip\.js[\\/]lib[\\/]core[\\/]user-agent-core[\\/]user-agent-core\.js$/ }, async ({ path }) => {
-      const source = await Bun.file(path).text();
-      if (!source.includes(SCAN)) {
-        log.warn({ path }, "sip: sip.js user agent core changed shape; the merged-request check scans every transaction");
-        return { contents: source, loader: "js" };
-      }
-      return { contents: source.replace(SCAN, CANDIDATES), loader: "js" };
-    });
+    build.onLoad(
+      { filter: /sip\.js[\\/]lib[\\/]core[\\/]user-agent-core[\\/]user-agent-core\.js$/ },
+      async ({ path }) => {
+        const source = await Bun.file(path).text();
+        if (!source.includes(SCAN)) {
+          log.warn(
+            { path },
+            "sip: sip.js user agent core changed shape; the merged-request check scans every transaction",
+          );
+          return { contents: source, loader: "js" };
+        }
+        return { contents: source.replace(SCAN, CANDIDATES), loader: "js" };
+      },
+    );
   },
 });

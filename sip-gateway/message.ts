@@ -81,7 +81,8 @@ export function parseHead(text: string): SipMessageHead {
     const name = COMPACT[rawName] ?? rawName;
     const value = line.slice(colon + 1).trim();
     const list = headers.get(name) ?? [];
-    if (name === "via" || name === "contact" || name === "route" || name === "record-route") list.push(...splitValues(value));
+    if (name === "via" || name === "contact" || name === "route" || name === "record-route")
+      list.push(...splitValues(value));
     else list.push(value);
     headers.set(name, list);
     last = name;
@@ -98,7 +99,8 @@ export function parseHead(text: string): SipMessageHead {
     return { kind: "request", method: request[1]!.toUpperCase(), requestUri: request[2], headers, headerText, body };
   }
   const status = STATUS_LINE.exec(startLine);
-  if (status) return { kind: "response", method: cseq[2]!.toUpperCase(), status: Number(status[1]), headers, headerText, body };
+  if (status)
+    return { kind: "response", method: cseq[2]!.toUpperCase(), status: Number(status[1]), headers, headerText, body };
   throw new MalformedMessage("bad start line");
 }
 
@@ -110,14 +112,21 @@ export interface ViaParts {
 }
 
 export function parseVia(value: string): ViaParts | undefined {
-  const match = /^SIP\s*\/\s*2\.0\s*\/\s*([A-Za-z]+)\s+(\[[0-9a-fA-F:.]+\]|[^\s;:]+)(?::(\d{1,5}))?\s*((?:;.*)?)$/.exec(value);
+  const match = /^SIP\s*\/\s*2\.0\s*\/\s*([A-Za-z]+)\s+(\[[0-9a-fA-F:.]+\]|[^\s;:]+)(?::(\d{1,5}))?\s*((?:;.*)?)$/.exec(
+    value,
+  );
   if (!match) return undefined;
   const params = new Map<string, string | undefined>();
   for (const part of match[4]!.split(";").slice(1)) {
     const [name, ...rest] = part.split("=");
     params.set(name!.trim().toLowerCase(), rest.length > 0 ? rest.join("=").trim() : undefined);
   }
-  return { transport: match[1]!.toUpperCase(), host: match[2]!.replace(/^\[|\]$/g, ""), port: match[3] ? Number(match[3]) : undefined, params };
+  return {
+    transport: match[1]!.toUpperCase(),
+    host: match[2]!.replace(/^\[|\]$/g, ""),
+    port: match[3] ? Number(match[3]) : undefined,
+    params,
+  };
 }
 
 export interface Destination {
@@ -170,7 +179,8 @@ export function stampReceived(text: string, address: string, port: number): stri
 
 const LWS = "[ \\t]*";
 const TOP_VIA_SENT_BY = new RegExp(
-  `^((?:Via|v)${LWS}:${LWS}SIP${LWS}/${LWS}2\\.0${LWS}/${LWS}[A-Za-z]+[ \\t]+)` + "(\\[[0-9a-fA-F:.]+\\]|[^\\s;:,]+)(?::(\\d{1,5}))?",
+  `^((?:Via|v)${LWS}:${LWS}SIP${LWS}/${LWS}2\\.0${LWS}/${LWS}[A-Za-z]+[ \\t]+)` +
+    "(\\[[0-9a-fA-F:.]+\\]|[^\\s;:,]+)(?::(\\d{1,5}))?",
   "im",
 );
 
@@ -213,13 +223,25 @@ export function retarget(text: string, head: SipMessageHead, user: string): stri
 }
 
 /** A stateless answer to a request that never reaches sip.js (bad input, refused source, flood). */
-export function statelessResponse(head: SipMessageHead, status: number, reason: string, extraHeaders: string[] = []): string {
+export function statelessResponse(
+  head: SipMessageHead,
+  status: number,
+  reason: string,
+  extraHeaders: string[] = [],
+): string {
   const lines = [`SIP/2.0 ${status} ${reason}`];
   for (const via of head.headers.get("via") ?? []) lines.push(`Via: ${via}`);
   lines.push(`From: ${header(head, "from")}`);
   const to = header(head, "to")!;
   lines.push(`To: ${/;\s*tag=/i.test(to) ? to : `${to};tag=${crypto.randomUUID().slice(0, 8)}`}`);
-  lines.push(`Call-ID: ${header(head, "call-id")}`, `CSeq: ${header(head, "cseq")}`, ...extraHeaders, "Content-Length: 0", "", "");
+  lines.push(
+    `Call-ID: ${header(head, "call-id")}`,
+    `CSeq: ${header(head, "cseq")}`,
+    ...extraHeaders,
+    "Content-Length: 0",
+    "",
+    "",
+  );
   return lines.join("\r\n");
 }
 

@@ -18,7 +18,9 @@ const ENTRIES = 8_192;
 
 type Parse = (input: string, startRule: string) => unknown;
 
-/** A copy of a parse result: plain data and sip.js's grammar objects (URI, NameAddrHeader), which hold only own fields. */
+/**
+ * A copy of a parse result: plain data and sip.js's grammar objects (URI, NameAddrHeader), which hold only own fields.
+ */
 export function fresh<T>(value: T): T {
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) return value.map(fresh) as T;
@@ -30,7 +32,9 @@ export function fresh<T>(value: T): T {
 const OCTET = "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
 const IPV4 = `${OCTET}(?:\\.${OCTET}){3}`;
 /** The shape quickVia reads: UDP, TCP or TLS, an IPv4 sent-by, parameters with no spaces or quotes. */
-const VIA = new RegExp(`^SIP/2\\.0/(UDP|TCP|TLS) (${IPV4})(?::([1-9]\\d{0,4}))?((?:;[a-z]+(?:=[A-Za-z0-9.!%*_+\`'~-]+)?)*)$`);
+const VIA = new RegExp(
+  `^SIP/2\\.0/(UDP|TCP|TLS) (${IPV4})(?::([1-9]\\d{0,4}))?((?:;[a-z]+(?:=[A-Za-z0-9.!%*_+\`'~-]+)?)*)$`,
+);
 const RECEIVED = new RegExp(`^${IPV4}$`);
 const DIGITS = /^\d{1,5}$/;
 
@@ -50,8 +54,10 @@ export function quickVia(input: string): Record<string, unknown> | undefined {
     const name = equals < 0 ? param : param.slice(0, equals);
     const value = equals < 0 ? undefined : param.slice(equals + 1);
     if (name === "branch" && value !== undefined && via.branch === undefined) via.branch = value;
-    else if (name === "received" && value !== undefined && via.received === undefined && RECEIVED.test(value)) via.received = value;
-    else if (name === "rport" && value !== undefined && via.rport === undefined && DIGITS.test(value)) via.rport = value;
+    else if (name === "received" && value !== undefined && via.received === undefined && RECEIVED.test(value))
+      via.received = value;
+    else if (name === "rport" && value !== undefined && via.rport === undefined && DIGITS.test(value))
+      via.rport = value;
     else if (name === "rport" && value === undefined && via.params === undefined) via.params = { rport: undefined };
     else return undefined;
   }
@@ -61,7 +67,10 @@ export function quickVia(input: string): Record<string, unknown> | undefined {
 const TOKEN = "[A-Za-z0-9.!%*_+`'~-]+";
 const LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?";
 const DOMAIN = `(?:${LABEL}\\.)*[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?`;
-/** The shape quickNameAddr reads: an optional plain quoted name, a sip: URI of a user, a host, a port and a transport only, an optional tag. */
+/**
+ * The shape quickNameAddr reads: an optional plain quoted name, a sip:
+ * URI of a user, a host, a port and a transport only, an optional tag.
+ */
 const NAME_ADDR = new RegExp(
   [
     '^(?:"([A-Za-z0-9+._-]+(?: [A-Za-z0-9+._-]+)*)" ?)?',
@@ -70,19 +79,33 @@ const NAME_ADDR = new RegExp(
   ].join(""),
 );
 
-/** NameAddrHeader as the grammar calls it: an absent name and absent parameters are undefined, which its typings do not allow. */
-const GrammarNameAddr = NameAddrHeader as unknown as new (uri: URI, displayName: string | undefined, parameters: undefined) => NameAddrHeader;
+/**
+ * NameAddrHeader as the grammar calls it: an absent name and
+ * absent parameters are undefined, which its typings do not allow.
+ */
+const GrammarNameAddr = NameAddrHeader as unknown as new (
+  uri: URI,
+  displayName: string | undefined,
+  parameters: undefined,
+) => NameAddrHeader;
 
 /**
  * sip.js's grammar's result for a From or To of the usual shape, built with the classes and
  * the steps of its rules, or undefined for any other shape (URI parameters other than a
- * lower-case transport, header parameters other than the tag, escapes, an unquoted name, IPv6, another scheme), which the grammar then reads.
+ * lower-case transport, header parameters other than the tag, escapes,
+ * an unquoted name, IPv6, another scheme), which the grammar then reads.
  */
 export function quickNameAddr(input: string): NameAddrHeader | undefined {
   const match = NAME_ADDR.exec(input);
   if (!match) return undefined;
   const [, displayName, user, host, port, transport, tag] = match;
-  const uri = new URI("sip", user as string, host!, port === undefined ? undefined : Number(port), transport === undefined ? undefined : { transport });
+  const uri = new URI(
+    "sip",
+    user as string,
+    host!,
+    port === undefined ? undefined : Number(port),
+    transport === undefined ? undefined : { transport },
+  );
   const header = new GrammarNameAddr(uri, displayName, undefined);
   if (tag) header.setParam("tag", tag);
   return header;
@@ -103,7 +126,9 @@ const QUICK = new Map<string, (input: string) => unknown>([
   ["Call_ID", quickCallId],
 ]);
 
-/** `parse` with its results memoized by rule and input; every call returns a result of its own. `unmemoized` is `parse`. */
+/**
+ * `parse` with its results memoized by rule and input; every call returns a result of its own. `unmemoized` is `parse`.
+ */
 export function memoizedParse(parse: Parse, entries = ENTRIES): Parse & { unmemoized: Parse } {
   const results = new Map<string, unknown>();
   const memoized = (input: string, startRule: string) => {

@@ -67,7 +67,9 @@ export class PhoneCall {
     this.callId = request.callId;
     this.dialled = dialled(request);
     const via = parseVia(request.getHeader("via")?.split(",")[0]?.trim() ?? "");
-    const source = via ? `${via.params.get("received") ?? via.host}:${via.params.get("rport") ?? via.port ?? 5060}` : "unknown";
+    const source = via
+      ? `${via.params.get("received") ?? via.host}:${via.params.get("rport") ?? via.port ?? 5060}`
+      : "unknown";
     this.record = new CallLog({
       callId: request.callId,
       caller: request.from.uri.aor,
@@ -120,7 +122,8 @@ export class PhoneCall {
     const offer = this.invitation.body;
     if (offer !== undefined && offer !== "") {
       const contentType = this.invitation.request.getHeader("content-type") ?? "";
-      if (!/^application\/sdp\s*(;|$)/i.test(contentType)) return this.reject(415, "unsupported_media_type", ["Accept: application/sdp"]);
+      if (!/^application\/sdp\s*(;|$)/i.test(contentType))
+        return this.reject(415, "unsupported_media_type", ["Accept: application/sdp"]);
       try {
         negotiate(offer);
       } catch (error) {
@@ -220,17 +223,26 @@ export class PhoneCall {
   }
 
   /** Ringing and early media from the endpoint reach the caller while it has no answer yet. */
-  private endpointProgress(statusCode: number, sdp: string | undefined, callerMedia: GatewayMedia, passingSdp: boolean): void {
+  private endpointProgress(
+    statusCode: number,
+    sdp: string | undefined,
+    callerMedia: GatewayMedia,
+    passingSdp: boolean,
+  ): void {
     if (this.invitation.state !== SessionState.Initial) return;
     // Early media needs the endpoint's SDP, and (relayed) the caller's offer to answer in the 183.
     const early = statusCode === 183 && sdp !== undefined && (passingSdp || callerMedia.negotiated !== undefined);
     if (early) {
       if (passingSdp) callerMedia.passthroughAnswer = sdp;
       this.ringing = true;
-      this.invitation.progress({ statusCode: 183 }).catch((error: Error) => log.debug({ callId: this.callId, err: error.message }, "sip: early media not sent"));
+      this.invitation
+        .progress({ statusCode: 183 })
+        .catch((error: Error) => log.debug({ callId: this.callId, err: error.message }, "sip: early media not sent"));
     } else if (!this.ringing) {
       this.ringing = true;
-      this.invitation.progress().catch((error: Error) => log.debug({ callId: this.callId, err: error.message }, "sip: ringing not sent"));
+      this.invitation
+        .progress()
+        .catch((error: Error) => log.debug({ callId: this.callId, err: error.message }, "sip: ringing not sent"));
     }
   }
 
@@ -266,7 +278,10 @@ export class PhoneCall {
   }
 
   private legFailed(result: Extract<LegResult, { kind: "failed" }>): void {
-    log.warn({ callId: this.callId, endpoint: result.endpoint, status: result.status, reason: result.reason }, "sip: no media endpoint took the call");
+    log.warn(
+      { callId: this.callId, endpoint: result.endpoint, status: result.status, reason: result.reason },
+      "sip: no media endpoint took the call",
+    );
     this.record.mediaLeg({ endpoint: result.endpoint, status: result.endpointStatus ?? result.status });
     if (this.invitation.state === SessionState.Initial) this.reject(result.status, result.reason);
     else this.hangUp(result.reason);
@@ -355,7 +370,9 @@ export class PhoneCall {
     }
     if (state !== SessionState.Established) return;
     this.reason ??= reason;
-    this.invitation.bye().catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: bye failed"));
+    this.invitation
+      .bye()
+      .catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: bye failed"));
   }
 
   private async finish(): Promise<void> {
@@ -372,7 +389,9 @@ export class PhoneCall {
     legMedia.get(this.invitation)?.close();
     if (this.join) {
       // Whatever the adapter does on leave, the call record still gets its end.
-      await this.gateway.adapter.leave(this.join, reason).catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: leave failed"));
+      await this.gateway.adapter
+        .leave(this.join, reason)
+        .catch((error: Error) => log.warn({ callId: this.callId, err: error.message }, "sip: leave failed"));
     }
     await this.record.ended(reason, status, leg?.media?.counts);
   }

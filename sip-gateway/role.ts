@@ -1,5 +1,6 @@
 /** The SIP gateway role: the supervisor starts it as `sip`, and sip-gateway/index.ts runs it alone. */
-// Register the sip.js patches (parser cache, merged-request index); every module that loads sip.js is imported after them, dynamically.
+// Register the sip.js patches (parser cache, merged-request index);
+// every module that loads sip.js is imported after them, dynamically.
 import "./grammar-cache";
 import "./merged-requests";
 import { config, type SipConfig } from "../src/config";
@@ -20,7 +21,9 @@ export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
   };
 }
 
-export async function startSipGateway(parts: GatewayParts = defaultParts()): Promise<Running & { gateway: SipGateway }> {
+export async function startSipGateway(
+  parts: GatewayParts = defaultParts(),
+): Promise<Running & { gateway: SipGateway }> {
   const { SipGateway } = await import("./gateway");
   const gateway = await SipGateway.start(parts);
   const lostCalls = startLostCallReconciler();

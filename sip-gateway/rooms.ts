@@ -50,7 +50,11 @@ export function bareRoom(conference: string): string | undefined {
   return ROOM_NAME.test(room) ? room : undefined;
 }
 
-export async function byMapperId(directory: ConferenceDirectory, mapperId: number, resolvedBy: ResolvedBy): Promise<ResolvedRoom | null> {
+export async function byMapperId(
+  directory: ConferenceDirectory,
+  mapperId: number,
+  resolvedBy: ResolvedBy,
+): Promise<ResolvedRoom | null> {
   const mapping = await directory.conferenceForMapperId(mapperId);
   if (!mapping) return null;
   const room = bareRoom(mapping.conference);
@@ -58,7 +62,12 @@ export async function byMapperId(directory: ConferenceDirectory, mapperId: numbe
   return { accountId: mapping.accountId, room, conference: mapping.conference, mapperId, resolvedBy };
 }
 
-function named(room: string, conference: string | undefined, resolvedBy: ResolvedBy, settings: RoomSettings): Resolution {
+function named(
+  room: string,
+  conference: string | undefined,
+  resolvedBy: ResolvedBy,
+  settings: RoomSettings,
+): Resolution {
   if (!settings.accountId) return { kind: "no_account", room };
   return { kind: "room", resolved: { accountId: settings.accountId, room, conference, resolvedBy } };
 }
@@ -85,7 +94,13 @@ export async function resolveRoom(
   }
   if (settings.defaultRoom) {
     const room = bareRoom(settings.defaultRoom);
-    if (room) return named(room, settings.defaultRoom.includes("@") ? roomAddress(settings.defaultRoom).address : undefined, "default", settings);
+    if (room)
+      return named(
+        room,
+        settings.defaultRoom.includes("@") ? roomAddress(settings.defaultRoom).address : undefined,
+        "default",
+        settings,
+      );
   }
   return { kind: "collect_dtmf" };
 }

@@ -35,12 +35,18 @@ export class TcpEndpoint extends SipEndpoint {
     super(settings, guard);
     this.sweeper = setInterval(() => {
       const horizon = Date.now() - TRANSACTION_LIFETIME_MS - 10_000;
-      for (const [branch, entry] of this.requestConnections) if (entry.at < horizon) this.requestConnections.delete(branch);
+      for (const [branch, entry] of this.requestConnections)
+        if (entry.at < horizon) this.requestConnections.delete(branch);
     }, 10_000);
     this.sweeper.unref?.();
   }
 
-  static open(settings: SipConfig, guard: SourceGuard, port: number, tls?: { certPath: string; keyPath: string }): TcpEndpoint {
+  static open(
+    settings: SipConfig,
+    guard: SourceGuard,
+    port: number,
+    tls?: { certPath: string; keyPath: string },
+  ): TcpEndpoint {
     const endpoint = new TcpEndpoint(settings, guard, tls ? "TLS" : "TCP");
     endpoint.listener = Bun.listen<Connection>({
       hostname: settings.bindAddress,
@@ -114,8 +120,13 @@ export class TcpEndpoint extends SipEndpoint {
     const branch = topBranch(head);
     if (branch) this.requestConnections.set(branch, { socket, at: Date.now() });
     const via = parseVia(header(head, "via") ?? "");
-    const contact = /<?sips?:(?:[^@;>]*@)?(\[[0-9a-fA-F:.]+\]|[^;:>?]+)(?::(\d{1,5}))?/.exec(header(head, "contact") ?? "");
-    const aliases = [via && keyOf(via.host, via.port ?? 5060), contact && keyOf(contact[1]!, contact[2] ? Number(contact[2]) : 5060)];
+    const contact = /<?sips?:(?:[^@;>]*@)?(\[[0-9a-fA-F:.]+\]|[^;:>?]+)(?::(\d{1,5}))?/.exec(
+      header(head, "contact") ?? "",
+    );
+    const aliases = [
+      via && keyOf(via.host, via.port ?? 5060),
+      contact && keyOf(contact[1]!, contact[2] ? Number(contact[2]) : 5060),
+    ];
     for (const alias of aliases) {
       if (!alias || socket.data.aliases.has(alias)) continue;
       socket.data.aliases.add(alias);

@@ -64,7 +64,9 @@ export abstract class SipEndpoint {
     if (Buffer.byteLength(text) > this.settings.maxMessageBytes) {
       this.stats.dropped++;
       const head = tryParseHead(text);
-      return head?.kind === "request" && head.method !== "ACK" ? statelessResponse(head, 513, "Message Too Large") : null;
+      return head?.kind === "request" && head.method !== "ACK"
+        ? statelessResponse(head, 513, "Message Too Large")
+        : null;
     }
     let head: SipMessageHead;
     try {
@@ -93,7 +95,9 @@ export abstract class SipEndpoint {
     return this.hand(retarget(stampReceived(text, address, port), head, CONTACT_USER));
   }
 
-  /** sip.js's parser is stricter than ours in places; what it rejects it only logs, what it throws on must not escape. */
+  /**
+   * sip.js's parser is stricter than ours in places; what it rejects it only logs, what it throws on must not escape.
+   */
   private hand(text: string): null {
     try {
       this.deliver(text);

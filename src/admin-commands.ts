@@ -18,11 +18,25 @@ import {
   rotateSigningKey,
   setJitsiDomain,
 } from "./modules/accounts/service";
-import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, setDefaultPhoneNumber } from "./modules/mapper/service";
+import {
+  addPhoneNumber,
+  listPhoneNumbers,
+  type PhoneNumber,
+  removePhoneNumber,
+  setDefaultPhoneNumber,
+} from "./modules/mapper/service";
 import { parseLimitName, reportLimits, setLimit } from "./modules/limits/service";
 import { createOperator } from "./modules/operators/service";
 import { refoldLog } from "./modules/usage/fold";
-import { createEndpoint, deleteEndpoint, listEndpoints, parseTypes, replay, rotateSecret, updateEndpoint } from "./modules/webhooks/service";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  listEndpoints,
+  parseTypes,
+  replay,
+  rotateSecret,
+  updateEndpoint,
+} from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";
 
 const USAGE = `usage: npm run admin <command> [options]
@@ -97,9 +111,15 @@ function need(value: string | undefined, what: string): string {
   return value;
 }
 
-const COMMANDS: Record<string, (args: string[], options: Record<string, string | boolean | undefined>) => Promise<void>> = {
+const COMMANDS: Record<
+  string,
+  (args: string[], options: Record<string, string | boolean | undefined>) => Promise<void>
+> = {
   async "create-account"([name], options) {
-    const { account, apiKey, kid } = await createAccount(need(name, "<name>"), algorithmOption(options.alg as string | undefined));
+    const { account, apiKey, kid } = await createAccount(
+      need(name, "<name>"),
+      algorithmOption(options.alg as string | undefined),
+    );
     console.log(`account   ${account.id} (${account.name})`);
     console.log(`signing   ${account.signingAlgorithm}, kid ${kid}`);
     console.log(`api key   ${apiKey.apiKey}`);
@@ -112,7 +132,10 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
       return;
     }
     for (const account of rows) {
-      console.log(`${account.id}  ${account.name}  ${account.signingAlgorithm}  jitsi ` + `domain ${account.jitsiDomain}  created ${account.createdAt.toISOString()}`);
+      console.log(
+        `${account.id}  ${account.name}  ${account.signingAlgorithm}  jitsi ` +
+          `domain ${account.jitsiDomain}  created ${account.createdAt.toISOString()}`,
+      );
       for (const key of account.apiKeys) {
         const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "active";
         console.log(`  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`);
@@ -140,7 +163,10 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
     console.log(`api key #${id} revoked`);
   },
   async "rotate-key"([accountId], options) {
-    const kid = await rotateSigningKey(need(accountId, "<account-id>"), algorithmOption(options.alg as string | undefined));
+    const kid = await rotateSigningKey(
+      need(accountId, "<account-id>"),
+      algorithmOption(options.alg as string | undefined),
+    );
     console.log(`new signing key ${kid}; earlier keys keep verifying until their tokens expire`);
   },
   async "revoke-signing-key"([kid]) {
@@ -198,14 +224,17 @@ const COMMANDS: Record<string, (args: string[], options: Record<string, string |
     for (const limit of limits) {
       const source = limit.overridden ? `set (default ${limit.default})` : "default";
       const used = limit.used === undefined ? "" : `  used ${limit.used}`;
-      console.log(`${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`);
+      console.log(
+        `${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`,
+      );
     }
   },
   async "set-limit"([accountId, name, value]) {
     const limit = parseLimitName(need(name, "<name>"));
     const raw = need(value, "<value>");
     const parsed = raw === "default" ? null : Number(raw);
-    if (parsed !== null && !(Number.isSafeInteger(parsed) && parsed >= 0)) throw new UsageError("<value> is a whole number of at least 0, or default");
+    if (parsed !== null && !(Number.isSafeInteger(parsed) && parsed >= 0))
+      throw new UsageError("<value> is a whole number of at least 0, or default");
     await setLimit(need(accountId, "<account-id>"), limit, parsed);
     console.log(parsed === null ? `${limit} is back to its default` : `${limit} set to ${parsed}`);
   },
@@ -245,7 +274,9 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
       return;
     }
     for (const endpoint of endpoints) {
-      const state = endpoint.enabled ? "enabled" : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
+      const state = endpoint.enabled
+        ? "enabled"
+        : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
       const events = endpoint.event_types?.join(",") ?? "all events";
       console.log(`${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`);
     }
@@ -270,8 +301,12 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
   async "replay-webhook"([accountId, webhookId], options) {
     const after = options.after === undefined ? undefined : Number(options.after);
     if (after !== undefined && !Number.isInteger(after)) throw new UsageError("--after is an event's sequence number");
-    if ((options.since === undefined) === (after === undefined)) throw new UsageError("give --since <time> or --after <sequence>");
-    const queued = await replay(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), { since: options.since as string | undefined, after });
+    if ((options.since === undefined) === (after === undefined))
+      throw new UsageError("give --since <time> or --after <sequence>");
+    const queued = await replay(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), {
+      since: options.since as string | undefined,
+      after,
+    });
     console.log(`${queued} deliveries queued`);
   },
   async "remove-webhook"([accountId, webhookId]) {
@@ -334,4 +369,3 @@ export async function runAdmin(argv: string[]): Promise<number> {
     await database.close();
   }
 }
-

@@ -24,57 +24,85 @@ import { setSingleProcess } from "./realtime/process-broker";
 import { registerChannels } from "./realtime/channel";
 import { relayChannel } from "./realtime/relay";
 
-/** The socket's channels: `chat:<channel_id>` is a persisted room; `rtc:<channel_id>` relays, storing nothing, to those the room would admit. */
+/**
+ * The socket's channels: `chat:<channel_id>` is a persisted room;
+ * `rtc:<channel_id>` relays, storing nothing, to those the room would admit.
+ */
 const channels = [chatChannel, relayChannel(admitToRelay)];
 
 export function createApp() {
   // PGlite is one process's alone, so every socket of an embedded deployment is in this process.
   setSingleProcess(database.kind === "pglite");
   registerChannels(...channels);
-  return new Elysia({
-    name: "parley",
-    normalize: "typebox",
-    // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
-    websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
-  })
-    // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
-    .use(limitHeaders)
-    .use(pipeline)
-    .use(
-      swagger({
-        path: "/swagger",
-        // The plugin's page loads its viewer from scalarCDN: pointing it at Parley itself serves
-        // swagger-ui from the npm package, so the reference works without internet access.
-        scalarCDN: "/swagger/assets/viewer.js",
-        scalarConfig: { customCss: "" },
-        documentation: {
-          info: { title: "Parley", version: "1", description: "Self-hostable backend for real-time communication apps" },
-          components: {
-            securitySchemes: {
-              apiKey: { type: "apiKey", in: "header", name: "Authorization", description: "The account's API key, raw or after Bearer" },
-              bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A token from generate-token" },
-              basic: { type: "http", scheme: "basic", description: "Any username (the account id reads best) and the API key as password" },
-              operatorToken: { type: "http", scheme: "bearer", bearerFormat: "pop_…", description: "An operator token, for the admin API only (docs/admin-api.md)" },
+  return (
+    new Elysia({
+      name: "parley",
+      normalize: "typebox",
+      // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
+      websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
+    })
+      // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
+      .use(limitHeaders)
+      .use(pipeline)
+      .use(
+        swagger({
+          path: "/swagger",
+          // The plugin's page loads its viewer from scalarCDN: pointing it at Parley itself serves
+          // swagger-ui from the npm package, so the reference works without internet access.
+          scalarCDN: "/swagger/assets/viewer.js",
+          scalarConfig: { customCss: "" },
+          documentation: {
+            info: {
+              title: "Parley",
+              version: "1",
+              description: "Self-hostable backend for real-time communication apps",
+            },
+            components: {
+              securitySchemes: {
+                apiKey: {
+                  type: "apiKey",
+                  in: "header",
+                  name: "Authorization",
+                  description: "The account's API key, raw or after Bearer",
+                },
+                bearer: {
+                  type: "http",
+                  scheme: "bearer",
+                  bearerFormat: "JWT",
+                  description: "A token from generate-token",
+                },
+                basic: {
+                  type: "http",
+                  scheme: "basic",
+                  description: "Any username (the account id reads best) and the API key as password",
+                },
+                operatorToken: {
+                  type: "http",
+                  scheme: "bearer",
+                  bearerFormat: "pop_…",
+                  description: "An operator token, for the admin API only (docs/admin-api.md)",
+                },
+              },
             },
           },
-        },
-      }),
-    )
-    .use(systemController)
-    .use(tokenController)
-    .use(mapperController)
-    .use(schedulerController)
-    .use(streamingController)
-    .use(messagingController)
-    .use(uploadsController)
-    .use(realtimeController)
-    .use(eventsController)
-    .use(eventLogController)
-    .use(webhooksController)
-    .use(usageController)
-    .use(adminController)
-    .use(swaggerAssets)
-    .use(consoleController);
+        }),
+      )
+      .use(systemController)
+      .use(tokenController)
+      .use(mapperController)
+      .use(schedulerController)
+      .use(streamingController)
+      .use(messagingController)
+      .use(uploadsController)
+      .use(realtimeController)
+      .use(eventsController)
+      .use(eventLogController)
+      .use(webhooksController)
+      .use(usageController)
+      .use(adminController)
+      .use(swaggerAssets)
+      .use(consoleController)
+  );
 }
 
 export type App = ReturnType<typeof createApp>;

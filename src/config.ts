@@ -23,14 +23,18 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
   if (driver === "command" && command === undefined) {
     read.problem("STREAMING_RECORDER_COMMAND must be set when STREAMING_RECORDER_DRIVER is command", undefined);
   }
-  const base = (name: string, fallback: string, protocols: string[]) => withoutTrailingSlash(read.url(name, fallback, protocols));
+  const base = (name: string, fallback: string, protocols: string[]) =>
+    withoutTrailingSlash(read.url(name, fallback, protocols));
   return {
     /** Where the recorder publishes the stream: the media server's RTMP application. */
     rtmpIngestUrl: base("STREAMING_RTMP_INGEST_URL", "rtmp://127.0.0.1:1935/live", ["rtmp:", "rtmps:"]),
     /** Public bases the stream URLs in responses are built from. */
     hlsBaseUrl: base("STREAMING_HLS_BASE_URL", "http://localhost:8080/hls", ["http:", "https:"]),
     /** Parley serves LL-HLS itself, under /llhls/v1/live; a CDN in front of it gets its own base here. */
-    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", `${withoutTrailingSlash(publicUrl)}/llhls/v1/live`, ["http:", "https:"]),
+    llhlsBaseUrl: base("STREAMING_LLHLS_BASE_URL", `${withoutTrailingSlash(publicUrl)}/llhls/v1/live`, [
+      "http:",
+      "https:",
+    ]),
     /** LL-HLS part target (PART-TARGET), in ms; parts are whole frames up to it. Fixed for a stream's life. */
     llhlsPartMs: read.integer("STREAMING_LLHLS_PART_MS", 333, 100, 1000),
     /** LL-HLS segment duration in ms: low-latency streams get a keyframe this often, and a segment starts on each. */
@@ -72,32 +76,45 @@ function databaseUrl(read: EnvReader): string | undefined {
   const protocols = ["postgres:", "postgresql:"];
   const raw = read.optionalText("DATABASE_URL");
   const hosts = raw === undefined ? undefined : /^[^:/?#]+:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(raw)?.[1];
-  if (raw === undefined || hosts === undefined || !hosts.includes(",")) return read.url("DATABASE_URL", undefined, protocols);
+  if (raw === undefined || hosts === undefined || !hosts.includes(","))
+    return read.url("DATABASE_URL", undefined, protocols);
   for (const host of hosts.split(",")) {
     const single = new EnvReader({ DATABASE_URL: raw.replace(hosts, host) });
     single.url("DATABASE_URL", undefined, protocols);
-    if (host === "" || single.problems.length > 0) return read.problem(`DATABASE_URL must be a URL, each of its hosts too, got "${raw}"`, undefined);
+    if (host === "" || single.problems.length > 0)
+      return read.problem(`DATABASE_URL must be a URL, each of its hosts too, got "${raw}"`, undefined);
   }
   return raw;
 }
 
-/** Where Redis is: one server (REDIS_URL), or the master Sentinel names (REDIS_SENTINELS), found again after a failover. */
+/**
+ * Where Redis is: one server (REDIS_URL), or the master Sentinel names (REDIS_SENTINELS), found again after a failover.
+ */
 function redisConfig(read: EnvReader) {
   const sentinels = read.list("REDIS_SENTINELS", "").map((entry) => {
     const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(entry);
     const port = Number(match?.[3]);
     if (!match || port < 1 || port > 65535) {
-      return read.problem(`REDIS_SENTINELS must be a comma-separated list of host:port, got "${entry}"`, { host: "", port: 0 });
+      return read.problem(`REDIS_SENTINELS must be a comma-separated list of host:port, got "${entry}"`, {
+        host: "",
+        port: 0,
+      });
     }
     return { host: (match[1] ?? match[2])!, port };
   });
   return {
-    /** With sentinels, only its credentials, database number and scheme (rediss: for TLS) are used: the master's address comes from Sentinel. */
+    /**
+     * With sentinels, only its credentials, database number and scheme
+     * (rediss: for TLS) are used: the master's address comes from Sentinel.
+     */
     url: read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
     sentinels,
     /** The master group Sentinel watches (`sentinel monitor <name> ...`). */
     sentinelName: read.text("REDIS_SENTINEL_NAME", "mymaster"),
-    /** False when neither REDIS_URL nor REDIS_SENTINELS was given: the start command may then run a private redis-server. */
+    /**
+     * False when neither REDIS_URL nor REDIS_SENTINELS was given:
+     * the start command may then run a private redis-server.
+     */
     explicit: read.optionalText("REDIS_URL") !== undefined || sentinels.length > 0,
     keyPrefix: read.text("REDIS_PREFIX", "parley"),
   };
@@ -277,13 +294,22 @@ export function loadConfig(env: Env) {
       tokenTtlSeconds: read.integer("CONSOLE_TOKEN_TTL_SECONDS", 900, 60, 86_400),
       /** Longest a console session lasts, however busy, before its user signs in again (12 hours). */
       sessionMaxSeconds: read.integer("CONSOLE_SESSION_MAX_SECONDS", 43_200, 300, 2_592_000),
-      /** Failed sign-ins one address may make for one name in 15 minutes before 429; four times as many across all names. */
+      /**
+       * Failed sign-ins one address may make for one name in 15
+       * minutes before 429; four times as many across all names.
+       */
       loginAttempts: read.integer("CONSOLE_LOGIN_ATTEMPTS", 5, 1, 1000),
     },
     webhooks: {
-      /** Lets endpoints on loopback and private networks receive webhooks; link-local and metadata addresses stay refused. */
+      /**
+       * Lets endpoints on loopback and private networks receive
+       * webhooks; link-local and metadata addresses stay refused.
+       */
       allowPrivateNetworks: read.boolean("WEBHOOK_ALLOW_PRIVATE_NETWORKS", false),
-      /** Seconds to wait after each failed attempt; when they are used up the delivery has failed (about 28 hours by default). */
+      /**
+       * Seconds to wait after each failed attempt; when they are
+       * used up the delivery has failed (about 28 hours by default).
+       */
       retrySchedule: read.secondsList("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"),
       /** How long a receiver has to answer one attempt. */
       timeoutMs: read.integer("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
@@ -310,9 +336,18 @@ export function loadConfig(env: Env) {
     "SIP_UDP_PORT, SIP_TCP_PORT and SIP_TLS_PORT are all 0: set SIP_ENABLED=false to run no gateway",
   );
   check(sip.defaultRoom && !sip.accountId, "SIP_DEFAULT_ROOM needs SIP_ACCOUNT_ID, the account whose room it is");
-  check(sip.tls.port !== 0 && (!sip.tls.certPath || !sip.tls.keyPath), "SIP_TLS_PORT needs SIP_TLS_CERT and SIP_TLS_KEY");
-  check(sip.media.uris.length > 0 && sip.joinUrl, "SIP_MEDIA_URI and SIP_JOIN_URL are two ways to reach the conference: set one");
-  check(sip.rtpPortMin > sip.rtpPortMax, `SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`);
+  check(
+    sip.tls.port !== 0 && (!sip.tls.certPath || !sip.tls.keyPath),
+    "SIP_TLS_PORT needs SIP_TLS_CERT and SIP_TLS_KEY",
+  );
+  check(
+    sip.media.uris.length > 0 && sip.joinUrl,
+    "SIP_MEDIA_URI and SIP_JOIN_URL are two ways to reach the conference: set one",
+  );
+  check(
+    sip.rtpPortMin > sip.rtpPortMax,
+    `SIP_RTP_PORT_MIN must not exceed SIP_RTP_PORT_MAX (${sip.rtpPortMin} > ${sip.rtpPortMax})`,
+  );
   check(
     sip.trunk.registrar && (!sip.trunk.aor || !sip.trunk.username || !sip.trunk.password),
     "SIP_TRUNK_REGISTRAR needs SIP_TRUNK_AOR, SIP_TRUNK_USERNAME and SIP_TRUNK_PASSWORD",
@@ -371,13 +406,20 @@ export function loadProcessConfig(): boolean {
   }
 }
 
-type Overrides<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? Overrides<T[K]> : T[K] };
+type Overrides<T> = {
+  [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? Overrides<T[K]> : T[K];
+};
 
 function merged(base: object, overrides: object): object {
   const result: Record<string, unknown> = { ...base };
   for (const [key, value] of Object.entries(overrides)) {
     const inner = result[key];
-    const nested = typeof value === "object" && value !== null && !Array.isArray(value) && typeof inner === "object" && inner !== null;
+    const nested =
+      typeof value === "object" &&
+      value !== null &&
+      !Array.isArray(value) &&
+      typeof inner === "object" &&
+      inner !== null;
     result[key] = nested ? merged(inner, value) : value;
   }
   return result;

@@ -84,8 +84,15 @@ export class EnvReader {
       const [address, prefix, ...rest] = entry.split("/");
       const family = isIP(address ?? "");
       const bits = family === 6 ? 128 : 32;
-      if (family === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
-        return this.problem(`${name} must be a comma-separated list of IP addresses or CIDR ranges, got "${entry}"`, []);
+      if (
+        family === 0 ||
+        rest.length > 0 ||
+        (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))
+      ) {
+        return this.problem(
+          `${name} must be a comma-separated list of IP addresses or CIDR ranges, got "${entry}"`,
+          [],
+        );
       }
     }
     return entries;
@@ -100,7 +107,9 @@ export class EnvReader {
   sipUriList(name: string): string[] {
     const entries = this.list(name);
     const wrong = entries.find((entry) => !SIP_URI.test(entry));
-    return wrong === undefined ? entries : this.problem(`${name} must be a comma-separated list of SIP URIs, got "${wrong}"`, []);
+    return wrong === undefined
+      ? entries
+      : this.problem(`${name} must be a comma-separated list of SIP URIs, got "${wrong}"`, []);
   }
 
   /** A SIP header name: RFC 3261 token characters only. */
@@ -114,7 +123,10 @@ export class EnvReader {
   secondsList(name: string, fallback: string): number[] {
     const entries = this.list(name, fallback);
     if (entries.length === 0 || entries.some((entry) => !/^\d{1,7}$/.test(entry))) {
-      return this.problem(`${name} must be a comma-separated list of whole seconds such as ${fallback}, got "${this.env[name]}"`, fallback.split(",").map(Number));
+      return this.problem(
+        `${name} must be a comma-separated list of whole seconds such as ${fallback}, got "${this.env[name]}"`,
+        fallback.split(",").map(Number),
+      );
     }
     return entries.map(Number);
   }

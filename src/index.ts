@@ -28,16 +28,22 @@ function redisAnswers(port: number, host: string): Promise<boolean> {
   });
 }
 
-/** With no REDIS_URL or REDIS_SENTINELS and nothing on the default port, run a private redis-server for this service. */
+/**
+ * With no REDIS_URL or REDIS_SENTINELS and nothing on the default port, run a private redis-server for this service.
+ */
 async function ensureRedis(): Promise<void> {
   if (process.env.REDIS_URL || process.env.REDIS_SENTINELS || (await redisAnswers(6379, "127.0.0.1"))) return;
   const port = 6390;
   const dir = resolve(process.env.DATA_DIR ?? "./data", "redis");
   mkdirSync(dir, { recursive: true });
   if (!(await redisAnswers(port, "127.0.0.1"))) {
-    const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "60 1", "--appendonly", "no"], {
-      stdio: "ignore",
-    });
+    const child = spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "60 1", "--appendonly", "no"],
+      {
+        stdio: "ignore",
+      },
+    );
     child.on("error", (error) => {
       console.error(`parley: no Redis reachable and redis-server could not start: ${error.message}`);
       process.exit(1);

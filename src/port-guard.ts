@@ -32,7 +32,8 @@ function listeningInodes(port: number): Set<string> {
     for (const line of text.split("\n").slice(1)) {
       const fields = line.trim().split(/\s+/);
       // local_address is HEXADDR:HEXPORT; state 0A is LISTEN; the inode is the tenth field.
-      if (fields.length > 9 && fields[3] === "0A" && Number.parseInt(fields[1]!.split(":")[1]!, 16) === port) inodes.add(fields[9]!);
+      if (fields.length > 9 && fields[3] === "0A" && Number.parseInt(fields[1]!.split(":")[1]!, 16) === port)
+        inodes.add(fields[9]!);
     }
   }
   return inodes;

@@ -1,4 +1,7 @@
-/** One API process: the Elysia app on PORT (with reusePort in a pool, so its processes share the port), and the metrics listener. */
+/**
+ * One API process: the Elysia app on PORT (with reusePort in a
+ * pool, so its processes share the port), and the metrics listener.
+ */
 import { createApp } from "./app";
 import { config } from "./config";
 import type { Running } from "./core/lifecycle";
@@ -29,7 +32,8 @@ function listenForMetrics(): Server<undefined> | undefined {
       port: config.metrics.port,
       reusePort: true,
       async fetch(request) {
-        if (new URL(request.url).pathname !== "/metrics") return new Response("only /metrics is served here\n", { status: 404 });
+        if (new URL(request.url).pathname !== "/metrics")
+          return new Response("only /metrics is served here\n", { status: 404 });
         return new Response(await renderMetrics(), { headers: { "content-type": PROMETHEUS_TEXT } });
       },
       error: (error) => {
@@ -38,7 +42,10 @@ function listenForMetrics(): Server<undefined> | undefined {
       },
     });
   } catch (error) {
-    log.error({ host: config.metrics.host, port: config.metrics.port, err: (error as Error).message }, "metrics listener could not start; the API runs without it");
+    log.error(
+      { host: config.metrics.host, port: config.metrics.port, err: (error as Error).message },
+      "metrics listener could not start; the API runs without it",
+    );
     return undefined;
   }
 }

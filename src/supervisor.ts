@@ -62,34 +62,44 @@ async function superviseChildren(): Promise<void> {
       args,
       delay,
       startedAt: Date.now(),
-      process: spawn([process.execPath, entry, ...args, `--role=${role}`], { stdio: ["ignore", "inherit", "inherit"], env: process.env }),
+      process: spawn([process.execPath, entry, ...args, `--role=${role}`], {
+        stdio: ["ignore", "inherit", "inherit"],
+        env: process.env,
+      }),
     };
     children.add(child);
     child.process.exited.then((code) => {
       children.delete(child);
       if (stopping) return;
-      const nextDelay = Date.now() - child.startedAt > HEALTHY_AFTER_MS ? RESTART_DELAY_MIN_MS : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
+      const nextDelay =
+        Date.now() - child.startedAt > HEALTHY_AFTER_MS
+          ? RESTART_DELAY_MIN_MS
+          : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
       log.warn({ role, pid: child.process.pid, code, restartInMs: child.delay }, "child exited; restarting");
       setTimeout(() => start(role, nextDelay, child.args), child.delay);
     });
   };
 
   // The first API process also serves the local operator's socket; a restart keeps it so.
-  for (let i = 0; i < config.http.processes; i++) start("api", RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
+  for (let i = 0; i < config.http.processes; i++)
+    start("api", RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
   for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
 
   // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
-  onStopSignal(async () => {
-    stopping = true;
-    const all = [...children];
-    for (const child of all) child.process.kill("SIGTERM");
-    const killAfter = setTimeout(() => {
-      for (const child of all) child.process.kill("SIGKILL");
-    }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
-    await Promise.all(all.map((child) => child.process.exited));
-    clearTimeout(killAfter);
-    await closeShared();
-  }, config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS);
+  onStopSignal(
+    async () => {
+      stopping = true;
+      const all = [...children];
+      for (const child of all) child.process.kill("SIGTERM");
+      const killAfter = setTimeout(() => {
+        for (const child of all) child.process.kill("SIGKILL");
+      }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
+      await Promise.all(all.map((child) => child.process.exited));
+      clearTimeout(killAfter);
+      await closeShared();
+    },
+    config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS,
+  );
 }
 
 /** How often a supervisor started before its database tries again. */
@@ -139,8 +149,13 @@ async function announce(): Promise<void> {
   }
   const base = config.http.publicUrl.replace(/\/+$/, "");
   const keyFile = join(config.database.dataDir, "first-api-key");
-  const firstApiKey = existsSync(keyFile) ? (relative(process.cwd(), keyFile).startsWith("..") ? keyFile : relative(process.cwd(), keyFile)) : undefined;
-  const metrics = config.metrics.port === 0 ? undefined : `http://${config.metrics.host}:${config.metrics.port}/metrics`;
+  const firstApiKey = existsSync(keyFile)
+    ? relative(process.cwd(), keyFile).startsWith("..")
+      ? keyFile
+      : relative(process.cwd(), keyFile)
+    : undefined;
+  const metrics =
+    config.metrics.port === 0 ? undefined : `http://${config.metrics.host}:${config.metrics.port}/metrics`;
   const where = { api: base, console: `${base}/console`, swagger: `${base}/swagger`, firstApiKey, metrics };
   if (!readableLogs) {
     log.info(where, "parley ready");

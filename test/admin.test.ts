@@ -8,8 +8,6 @@ import { call } from "./helpers";
 import { eventually } from "./support/wait";
 import { adminCli, adminCliWithInput } from "./support/admin-cli";
 
-
-
 describe("npm run admin", () => {
   // As in every API process: cached keys are dropped when the admin command broadcasts.
   beforeAll(() => listenForInvalidations());
@@ -36,7 +34,8 @@ describe("npm run admin", () => {
     // Used once so this process has it cached; the revocation must still reach it.
     expect((await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: secondKey } })).status).toBe(200);
     expect(adminCli("revoke-key", secondId).code).toBe(0);
-    const refused = async () => (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: secondKey } })).status === 401;
+    const refused = async () =>
+      (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: secondKey } })).status === 401;
     expect(await eventually(refused)).toBe(true);
     expect(adminCli("revoke-key", secondId).code).toBe(1);
 
@@ -55,7 +54,8 @@ describe("npm run admin", () => {
     const apiKey = /api key\s+(prl_\w+)/.exec(created.out)![1]!;
     const kid = /kid (\w+)/.exec(created.out)![1]!;
     const mediaSub = async () => {
-      const token = (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey, scope: "media" } })).body.token as string;
+      const token = (await call("POST", "/api/v1/misc/generate-token", { body: { apiKey, scope: "media" } })).body
+        .token as string;
       return JSON.parse(atob(token.split(".")[1]!.replaceAll("-", "+").replaceAll("_", "/"))).sub as string;
     };
     expect(await mediaSub()).toBe("*");
@@ -86,7 +86,8 @@ describe("npm run admin", () => {
 });
 
 describe("npm run admin create-operator", () => {
-  const withPassword = (password: string, ...args: string[]) => adminCliWithInput(`${password}\n`, "create-operator", ...args);
+  const withPassword = (password: string, ...args: string[]) =>
+    adminCliWithInput(`${password}\n`, "create-operator", ...args);
 
   test("reads the password from stdin, stores only its hash, and the operator can sign in", async () => {
     const name = `op-${crypto.randomUUID().slice(0, 6)}`;
@@ -99,14 +100,22 @@ describe("npm run admin create-operator", () => {
     const login = await call("POST", "/console/api/login", { body: { name, password: "a long enough password" } });
     expect(login.status).toBe(200);
     expect(login.body).toMatchObject({ kind: "operator", name, account_id: null });
-    expect(login.headers.get("set-cookie")).toMatch(/^parley_console=[\w-]+\.[\w-]+\.[\w-]+; Path=\/console; HttpOnly; SameSite=Strict/);
+    expect(login.headers.get("set-cookie")).toMatch(
+      /^parley_console=[\w-]+\.[\w-]+\.[\w-]+; Path=\/console; HttpOnly; SameSite=Strict/,
+    );
   });
 
   test("refuses a second operator of the same name, a short password and a missing name", () => {
     const name = `op-${crypto.randomUUID().slice(0, 6)}`;
     expect(withPassword("a long enough password", name).code).toBe(0);
-    expect(withPassword("another long password", name)).toMatchObject({ code: 1, err: expect.stringContaining("exists already") });
-    expect(withPassword("short", `x${name}`)).toMatchObject({ code: 1, err: expect.stringContaining("at least 8 characters") });
+    expect(withPassword("another long password", name)).toMatchObject({
+      code: 1,
+      err: expect.stringContaining("exists already"),
+    });
+    expect(withPassword("short", `x${name}`)).toMatchObject({
+      code: 1,
+      err: expect.stringContaining("at least 8 characters"),
+    });
     expect(withPassword("a long enough password").code).toBe(2);
   });
 });

@@ -1,4 +1,7 @@
-/** The settings: parsed by a pure function that names every wrong variable, read through `config`, changed for a test only by overrideConfig. */
+/**
+ * The settings: parsed by a pure function that names every wrong variable,
+ * read through `config`, changed for a test only by overrideConfig.
+ */
 import { describe, expect, test } from "bun:test";
 import { ConfigError, config, loadConfig, overrideConfig } from "../src/config";
 
@@ -34,7 +37,10 @@ describe("loadConfig", () => {
 
 describe("Redis through Sentinel", () => {
   test("REDIS_SENTINELS is read as host:port pairs (IPv6 in brackets); anything else is named", () => {
-    const settings = loadConfig({ REDIS_SENTINELS: "10.0.0.1:26379, sentinel-b:26380,[::1]:26381", REDIS_SENTINEL_NAME: "parley" });
+    const settings = loadConfig({
+      REDIS_SENTINELS: "10.0.0.1:26379, sentinel-b:26380,[::1]:26381",
+      REDIS_SENTINEL_NAME: "parley",
+    });
     expect(settings.redis.sentinels).toEqual([
       { host: "10.0.0.1", port: 26379 },
       { host: "sentinel-b", port: 26380 },
@@ -43,7 +49,9 @@ describe("Redis through Sentinel", () => {
     expect(settings.redis.sentinelName).toBe("parley");
     expect(settings.redis.explicit).toBe(true);
     expect(loadConfig({}).redis).toMatchObject({ sentinels: [], sentinelName: "mymaster", explicit: false });
-    expect(() => loadConfig({ REDIS_SENTINELS: "10.0.0.1:26379,sentinel-b" })).toThrow('REDIS_SENTINELS must be a comma-separated list of host:port, got "sentinel-b"');
+    expect(() => loadConfig({ REDIS_SENTINELS: "10.0.0.1:26379,sentinel-b" })).toThrow(
+      'REDIS_SENTINELS must be a comma-separated list of host:port, got "sentinel-b"',
+    );
     expect(() => loadConfig({ REDIS_SENTINELS: "a:0" })).toThrow('got "a:0"');
   });
 });
@@ -52,7 +60,9 @@ describe("PostgreSQL with several hosts", () => {
   test("DATABASE_URL may name several hosts, each checked; a wrong one is named", () => {
     const url = "postgres://parley:secret@db1:5432,db2:5433,[::1]:5434/parley?target_session_attrs=read-write";
     expect(loadConfig({ DATABASE_URL: url }).database.url).toBe(url);
-    expect(() => loadConfig({ DATABASE_URL: "postgres://db1:5432,db2:port/parley" })).toThrow('DATABASE_URL must be a URL, each of its hosts too, got "postgres://db1:5432,db2:port/parley"');
+    expect(() => loadConfig({ DATABASE_URL: "postgres://db1:5432,db2:port/parley" })).toThrow(
+      'DATABASE_URL must be a URL, each of its hosts too, got "postgres://db1:5432,db2:port/parley"',
+    );
     expect(() => loadConfig({ DATABASE_URL: "postgres://db1,,db2/parley" })).toThrow("each of its hosts too");
     expect(() => loadConfig({ DATABASE_URL: "mysql://db1,db2/parley" })).toThrow("each of its hosts too");
   });
@@ -60,8 +70,15 @@ describe("PostgreSQL with several hosts", () => {
 
 describe("overrideConfig", () => {
   test("changes only the settings it names, everywhere they are read, until restored", () => {
-    const before = { checkOwner: config.scheduler.checkOwner, minutes: config.scheduler.defaultConferenceMinutes, schedule: config.webhooks.retrySchedule };
-    const restore = overrideConfig({ scheduler: { checkOwner: !before.checkOwner }, webhooks: { retrySchedule: [600] } });
+    const before = {
+      checkOwner: config.scheduler.checkOwner,
+      minutes: config.scheduler.defaultConferenceMinutes,
+      schedule: config.webhooks.retrySchedule,
+    };
+    const restore = overrideConfig({
+      scheduler: { checkOwner: !before.checkOwner },
+      webhooks: { retrySchedule: [600] },
+    });
     try {
       expect(config.scheduler.checkOwner).toBe(!before.checkOwner);
       expect(config.scheduler.defaultConferenceMinutes).toBe(before.minutes);

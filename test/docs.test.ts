@@ -132,7 +132,8 @@ describe("links", () => {
       for (const target of links(read(page))) {
         if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
         const [pathPart = "", anchor] = target.split("#", 2);
-        const path = pathPart === "" ? page : posix.normalize(posix.join(posix.dirname(page), pathPart)).replace(/\/$/, "");
+        const path =
+          pathPart === "" ? page : posix.normalize(posix.join(posix.dirname(page), pathPart)).replace(/\/$/, "");
         const isFile = files.has(path);
         const isFolder = [...files].some((file) => file.startsWith(`${path}/`));
         if (!isFile && !isFolder) {
@@ -148,7 +149,10 @@ describe("links", () => {
   });
 });
 
-/** The names in backticks that begin the table rows of a page's section (to its next heading of the same level or above). */
+/**
+ * The names in backticks that begin the table rows of a page's
+ * section (to its next heading of the same level or above).
+ */
 function tableNames(page: string, heading: string): string[] {
   const lines = read(page).split("\n");
   const start = lines.indexOf(heading);
@@ -182,8 +186,12 @@ describe("architecture", () => {
 function bareBunCommands(markdown: string): string[] {
   const { prose, fences } = parse(markdown);
   const startsWithBun = /(^|[|;&]\s*|^\$\s+)bun\s/;
-  const inline = prose.flatMap((line) => [...line.matchAll(/`([^`]+)`/g)].map((match) => match[1]!)).filter((code) => startsWithBun.test(code.trim()));
-  const shown = fences.filter((fence) => /^(sh|bash|shell|text|)$/.test(fence.info)).flatMap((fence) => fence.body.split("\n").filter((line) => startsWithBun.test(line.trim())));
+  const inline = prose
+    .flatMap((line) => [...line.matchAll(/`([^`]+)`/g)].map((match) => match[1]!))
+    .filter((code) => startsWithBun.test(code.trim()));
+  const shown = fences
+    .filter((fence) => /^(sh|bash|shell|text|)$/.test(fence.info))
+    .flatMap((fence) => fence.body.split("\n").filter((line) => startsWithBun.test(line.trim())));
   return [...inline, ...shown];
 }
 
@@ -226,7 +234,8 @@ describe("configuration", () => {
     loadConfig(watched);
     // A variable read only on some path (after a condition) still appears in the source.
     const source = readFileSync(join(ROOT, "src/config.ts"), "utf8");
-    for (const match of source.matchAll(/(?:\(\s*(?:env\s*,\s*)?|env\[\s*)"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)"/g)) read.add(match[1]!);
+    for (const match of source.matchAll(/(?:\(\s*(?:env\s*,\s*)?|env\[\s*)"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)"/g))
+      read.add(match[1]!);
     for (const match of source.matchAll(/\benv\.([A-Z][A-Z0-9_]*)/g)) read.add(match[1]!);
     return read;
   }
@@ -242,7 +251,9 @@ describe("configuration", () => {
     return documented;
   }
 
-  /** Rows of the configuration table whose default is a plain value (not "—", "CPU count" or a formula), per variable. */
+  /**
+   * Rows of the configuration table whose default is a plain value (not "—", "CPU count" or a formula), per variable.
+   */
   function plainDefaults(): Array<Record<string, string>> {
     const rows: Array<Record<string, string>> = [];
     for (const line of parse(read("docs/configuration.md")).prose) {
@@ -274,7 +285,9 @@ describe("configuration", () => {
     const documented = variablesDocumented();
     expect(read.size).toBeGreaterThan(50);
     expect({ undocumented: [...read].filter((name) => !documented.has(name)).sort() }).toEqual({ undocumented: [] });
-    expect({ documentedButNotRead: [...documented].filter((name) => !read.has(name)).sort() }).toEqual({ documentedButNotRead: [] });
+    expect({ documentedButNotRead: [...documented].filter((name) => !read.has(name)).sort() }).toEqual({
+      documentedButNotRead: [],
+    });
   });
 });
 
@@ -364,24 +377,34 @@ function shapeProblems(shown: unknown, actual: unknown, path = "answer"): string
     return actual.flatMap((item, index) => shapeProblems(shown[0], item, `${path}[${index}]`));
   }
   if (typeof shown === "object") {
-    if (typeof actual !== "object" || Array.isArray(actual)) return [`${path}: an object in the page, ${JSON.stringify(actual)} in the answer`];
+    if (typeof actual !== "object" || Array.isArray(actual))
+      return [`${path}: an object in the page, ${JSON.stringify(actual)} in the answer`];
     const shownKeys = Object.keys(shown as object);
     // `{...}` in a page stands for any object.
     if (shownKeys.length === 0) return [];
     const actualKeys = Object.keys(actual as object);
     const problems = [
-      ...shownKeys.filter((key) => !actualKeys.includes(key)).map((key) => `${path}.${key}: in the page, missing from the answer`),
-      ...actualKeys.filter((key) => !shownKeys.includes(key)).map((key) => `${path}.${key}: in the answer, missing from the page`),
+      ...shownKeys
+        .filter((key) => !actualKeys.includes(key))
+        .map((key) => `${path}.${key}: in the page, missing from the answer`),
+      ...actualKeys
+        .filter((key) => !shownKeys.includes(key))
+        .map((key) => `${path}.${key}: in the answer, missing from the page`),
     ];
     for (const key of shownKeys) {
-      if (actualKeys.includes(key)) problems.push(...shapeProblems((shown as any)[key], (actual as any)[key], `${path}.${key}`));
+      if (actualKeys.includes(key))
+        problems.push(...shapeProblems((shown as any)[key], (actual as any)[key], `${path}.${key}`));
     }
     return problems;
   }
-  return typeof shown === typeof actual ? [] : [`${path}: a ${typeof shown} in the page, ${JSON.stringify(actual)} in the answer`];
+  return typeof shown === typeof actual
+    ? []
+    : [`${path}: a ${typeof shown} in the page, ${JSON.stringify(actual)} in the answer`];
 }
 
-/** One bash that runs a page's commands in order, so variables carry from one to the next, as in a reader's terminal. */
+/**
+ * One bash that runs a page's commands in order, so variables carry from one to the next, as in a reader's terminal.
+ */
 class Shell {
   private readonly process;
   private readonly reader;
@@ -390,7 +413,13 @@ class Shell {
   private readonly marker = `__docs_${crypto.randomUUID().replaceAll("-", "")}__`;
 
   constructor(cwd: string, env: Record<string, string>) {
-    this.process = Bun.spawn(["bash", "--noprofile", "--norc"], { cwd, env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
+    this.process = Bun.spawn(["bash", "--noprofile", "--norc"], {
+      cwd,
+      env,
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "ignore",
+    });
     this.reader = this.process.stdout.getReader();
   }
 
@@ -455,7 +484,8 @@ function startSettings(): Record<string, string> {
         if (!start) continue;
         for (const assignment of start[1]!.trim().split(/\s+/)) {
           const [name, value] = assignment.split("=", 2) as [string, string];
-          if (settings[name] !== undefined && settings[name] !== value) throw new Error(`${page}: ${name}=${value}, another page starts with ${settings[name]}`);
+          if (settings[name] !== undefined && settings[name] !== value)
+            throw new Error(`${page}: ${name}=${value}, another page starts with ${settings[name]}`);
           settings[name] = value;
         }
       }
@@ -523,9 +553,17 @@ describe("curl examples against a running Parley", () => {
           const room = socket.channel("chat:general");
           await joinChannel(room);
           const message = await push(room, "new_message", { content: "hello" });
-          const poll = await push(room, "new_message", { content: "Lunch?", content_type: "poll", options: ["pizza", "sushi"] });
-          if (message.status !== "ok" || poll.status !== "ok") throw new Error(`posting over the socket failed: ${JSON.stringify([message, poll])}`);
-          return `MESSAGE_ID=${message.response.message.id} POLL_ID=${poll.response.message.id} ` + `OPTION_ID=${poll.response.message.options[1].id}`;
+          const poll = await push(room, "new_message", {
+            content: "Lunch?",
+            content_type: "poll",
+            options: ["pizza", "sushi"],
+          });
+          if (message.status !== "ok" || poll.status !== "ok")
+            throw new Error(`posting over the socket failed: ${JSON.stringify([message, poll])}`);
+          return (
+            `MESSAGE_ID=${message.response.message.id} POLL_ID=${poll.response.message.id} ` +
+            `OPTION_ID=${poll.response.message.options[1].id}`
+          );
         } finally {
           await disconnect(socket);
         }
@@ -538,7 +576,9 @@ describe("curl examples against a running Parley", () => {
   test.skip("docs/sip.md: the sipp examples (a SIP peer; test/sip-gateway/gateway.test.ts runs them)", () => {});
 
   for (const page of pages()) {
-    const blocks = parse(read(page)).fences.filter((fence) => /^(sh|bash|shell)$/.test(fence.info) && /\bcurl\s/.test(fence.body));
+    const blocks = parse(read(page)).fences.filter(
+      (fence) => /^(sh|bash|shell)$/.test(fence.info) && /\bcurl\s/.test(fence.body),
+    );
     if (blocks.length === 0) continue;
     test(`${page}: every curl example answers below 500, with the shape the page shows`, async () => {
       const log = mkdtempSync(join(tmpdir(), "parley-docs-curl-"));
@@ -552,16 +592,21 @@ describe("curl examples against a running Parley", () => {
       });
       const problems: string[] = [];
       const generated = new Map<string | number, string | number>();
-      const withGenerated = (text: string) => [...generated].reduce((result, [shown, real]) => replaceGenerated(result, shown, real), text);
+      const withGenerated = (text: string) =>
+        [...generated].reduce((result, [shown, real]) => replaceGenerated(result, shown, real), text);
       let calls = 0;
       try {
         await shell.run(CURL_WRAPPER);
         for (const block of blocks) {
           for (const command of commands(block.body)) {
-            const hook = hooks.find((candidate) => candidate.page === page && command.code.startsWith(candidate.startsWith));
+            const hook = hooks.find(
+              (candidate) => candidate.page === page && command.code.startsWith(candidate.startsWith),
+            );
             const code = hook
               ? await hook.run(shell)
-              : withGenerated(command.code).replaceAll("localhost:3000", `127.0.0.1:${port}`).replaceAll("acc_XXXX", accountId);
+              : withGenerated(command.code)
+                  .replaceAll("localhost:3000", `127.0.0.1:${port}`)
+                  .replaceAll("acc_XXXX", accountId);
             await shell.run(code);
             const count = Number(readFileSync(join(log, "count"), "utf8"));
             let last: { status: number; body: string } | undefined;
@@ -570,21 +615,32 @@ describe("curl examples against a running Parley", () => {
               const status = Number(readFileSync(join(log, `${n}.status`), "utf8"));
               const body = existsSync(join(log, `${n}.body`)) ? readFileSync(join(log, `${n}.body`), "utf8") : "";
               last = { status, body };
-              if (status === 0 || status >= 500) problems.push(`${command.code}\n  -> ${status === 0 ? "no answer" : status} ${body.slice(0, 300)}`);
+              if (status === 0 || status >= 500)
+                problems.push(`${command.code}\n  -> ${status === 0 ? "no answer" : status} ${body.slice(0, 300)}`);
             }
             if (command.hasCurl && !last) problems.push(`${command.code}\n  -> curl never ran`);
             if (!command.answer || !last) continue;
             if (command.answer.status !== undefined && command.answer.status !== last.status) {
-              problems.push(`${command.code}\n  -> status ${last.status}, the page ` + `shows ${command.answer.status}: ${last.body.slice(0, 300)}`);
+              problems.push(
+                `${command.code}\n  -> status ${last.status}, the page ` +
+                  `shows ${command.answer.status}: ${last.body.slice(0, 300)}`,
+              );
             }
             if (command.answer.status === undefined && (last.status < 200 || last.status > 299)) {
-              problems.push(`${command.code}\n  -> status ${last.status} where ` + `the page shows an answer: ${last.body.slice(0, 300)}`);
+              problems.push(
+                `${command.code}\n  -> status ${last.status} where ` +
+                  `the page shows an answer: ${last.body.slice(0, 300)}`,
+              );
             }
             let shown: unknown;
             try {
-              shown = JSON.parse(withGenerated(command.answer.text).replaceAll("{...}", "{}").replaceAll("[...]", "[]"));
+              shown = JSON.parse(
+                withGenerated(command.answer.text).replaceAll("{...}", "{}").replaceAll("[...]", "[]"),
+              );
             } catch {
-              problems.push(`${page}: the answer shown after \`${command.code.slice(0, 80)}…\` is not JSON: ${command.answer.text}`);
+              problems.push(
+                `${page}: the answer shown after \`${command.code.slice(0, 80)}…\` is not JSON: ${command.answer.text}`,
+              );
               continue;
             }
             let actual: unknown;
@@ -598,7 +654,8 @@ describe("curl examples against a running Parley", () => {
             for (const field of GENERATED_FIELDS) {
               const shownValue = (shown as any)?.[field];
               const realValue = (actual as any)?.[field];
-              if (["string", "number"].includes(typeof shownValue) && typeof realValue === typeof shownValue) generated.set(shownValue, realValue);
+              if (["string", "number"].includes(typeof shownValue) && typeof realValue === typeof shownValue)
+                generated.set(shownValue, realValue);
             }
           }
         }
@@ -613,7 +670,12 @@ describe("curl examples against a running Parley", () => {
 
   // After the pages' own examples, which expect a Parley where only they have made rooms and reservations.
   test("docs/cli.md: every command runs through the running Parley's socket and exits 0", async () => {
-    const shell = new Shell(workspace, { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace, DATA_DIR: parley!.dataDir, LOG_LEVEL: "silent" });
+    const shell = new Shell(workspace, {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: workspace,
+      DATA_DIR: parley!.dataDir,
+      LOG_LEVEL: "silent",
+    });
     const problems: string[] = [];
     let ran = 0;
     try {
@@ -621,7 +683,10 @@ describe("curl examples against a running Parley", () => {
       await shell.run(`npm() { command npm --prefix ${JSON.stringify(ROOT)} --silent "$@"; }`);
       for (const block of parse(read("docs/cli.md")).fences.filter((fence) => fence.info === "sh")) {
         for (const command of commands(block.body)) {
-          const output = await shell.run(`{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1; __rc=$?`, 60_000);
+          const output = await shell.run(
+            `{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1; __rc=$?`,
+            60_000,
+          );
           ran++;
           const code = await shell.value("__rc");
           if (code !== "0") problems.push(`${command.code}\n  -> exit ${code}: ${output.slice(0, 400)}`);
@@ -650,7 +715,10 @@ describe("curl examples against a running Parley", () => {
         const killer = setTimeout(() => node.kill("SIGKILL"), 30_000);
         const [stderr, code] = await Promise.all([new Response(node.stderr).text(), node.exited]);
         clearTimeout(killer);
-        if (code !== 0) problems.push(`example ${index + 1}:\n${example.body.slice(0, 200)}\n  -> exit ${code}: ${stderr.slice(0, 600)}`);
+        if (code !== 0)
+          problems.push(
+            `example ${index + 1}:\n${example.body.slice(0, 200)}\n  -> exit ${code}: ${stderr.slice(0, 600)}`,
+          );
       }
     } finally {
       rmSync(app, { recursive: true, force: true });
@@ -659,4 +727,3 @@ describe("curl examples against a running Parley", () => {
     expect(problems).toEqual([]);
   }, 240_000);
 });
-

@@ -24,11 +24,24 @@ const startTime = (pid: number) => {
 };
 
 async function admin(...args: string[]) {
-  const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir, LOG_LEVEL: "silent" };
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "silent",
+  };
   delete env.DATABASE_URL;
-  const cli = Bun.spawn([process.execPath, join(root, "src/admin.ts"), ...args], { cwd: root, env, stdout: "pipe", stderr: "pipe" });
+  const cli = Bun.spawn([process.execPath, join(root, "src/admin.ts"), ...args], {
+    cwd: root,
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const killer = setTimeout(() => cli.kill("SIGKILL"), 45_000);
-  const [stdout, stderr, code] = await Promise.all([new Response(cli.stdout).text(), new Response(cli.stderr).text(), cli.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(cli.stdout).text(),
+    new Response(cli.stderr).text(),
+    cli.exited,
+  ]);
   clearTimeout(killer);
   return { code, stdout, stderr };
 }

@@ -37,7 +37,11 @@ export async function newAccount(algorithm: SigningAlgorithm = "EdDSA") {
 }
 
 /** A token for a user of the account, issued through the public route. */
-export async function tokenFor(apiKey: string, user: Record<string, unknown> = { id: "alice", name: "Alice" }, scope = "") {
+export async function tokenFor(
+  apiKey: string,
+  user: Record<string, unknown> = { id: "alice", name: "Alice" },
+  scope = "",
+) {
   const answer = await call("POST", "/api/v1/misc/generate-token", { body: { apiKey, user, scope } });
   if (answer.status !== 200) throw new Error(`token request failed: ${answer.status} ${JSON.stringify(answer.body)}`);
   return answer.body.token as string;

@@ -20,7 +20,8 @@ function check(root = repo): { code: number; output: string } {
 function copyOfRepo(): string {
   const root = mkdtempSync(join(tmpdir(), "parley-layering-test-"));
   copies.push(root);
-  for (const path of ["src", "workers", "sip-gateway", "drizzle/schema.ts"]) cpSync(join(repo, path), join(root, path), { recursive: true });
+  for (const path of ["src", "workers", "sip-gateway", "drizzle/schema.ts"])
+    cpSync(join(repo, path), join(root, path), { recursive: true });
   return root;
 }
 
@@ -46,7 +47,10 @@ describe("layering check", () => {
   test("a cycle of type-only imports fails the build", () => {
     const root = copyOfRepo();
     appendFileSync(join(root, "src/core/room-key.ts"), '\nexport type { Running } from "./lifecycle";\n');
-    appendFileSync(join(root, "src/core/lifecycle.ts"), '\nimport type { roomKey } from "./room-key";\nexport type RoomKeyOf = typeof roomKey;\n');
+    appendFileSync(
+      join(root, "src/core/lifecycle.ts"),
+      '\nimport type { roomKey } from "./room-key";\nexport type RoomKeyOf = typeof roomKey;\n',
+    );
     const { code, output } = check(root);
     expect(code).not.toBe(0);
     expect(output).toContain("no-cycle");

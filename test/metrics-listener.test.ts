@@ -21,8 +21,16 @@ for (const mode of [
     });
 
     test("the public port answers 404 for /metrics; the metrics port serves the pool's counts", async () => {
-      parley = await startParley({ embedded: mode.embedded, env: { SIP_ENABLED: "false", API_PROCESSES: mode.processes } });
-      if (!mode.embedded) await until(() => childPids(parley!.process.pid, "api").length, (count) => count === 2, 15_000);
+      parley = await startParley({
+        embedded: mode.embedded,
+        env: { SIP_ENABLED: "false", API_PROCESSES: mode.processes },
+      });
+      if (!mode.embedded)
+        await until(
+          () => childPids(parley!.process.pid, "api").length,
+          (count) => count === 2,
+          15_000,
+        );
       const requests = 20;
       for (let i = 0; i < requests; i++) expect((await http(parley, "GET", "/readyz")).status).toBe(200);
 
@@ -35,7 +43,14 @@ for (const mode of [
         async () => {
           const scrape = await fresh(parley!.metrics);
           const text = await scrape.text();
-          return { status: scrape.status, type: scrape.headers.get("content-type"), text, count: Number(/parley_http_requests_total\{method="GET",route="\/readyz",status="200"\} (\d+)/.exec(text)?.[1] ?? 0) };
+          return {
+            status: scrape.status,
+            type: scrape.headers.get("content-type"),
+            text,
+            count: Number(
+              /parley_http_requests_total\{method="GET",route="\/readyz",status="200"\} (\d+)/.exec(text)?.[1] ?? 0,
+            ),
+          };
         },
         (scrape) => scrape.count >= requests,
         20_000,

@@ -15,9 +15,18 @@ const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
 /** Parley started by hand with the first one's settings and these changes; its exit code and what it said. */
 async function startAnother(first: Parley, changes: Record<string, string>, withinMs = 30_000) {
-  const child = Bun.spawn([process.execPath, entry], { env: { ...first.env, ...changes }, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const child = Bun.spawn([process.execPath, entry], {
+    env: { ...first.env, ...changes },
+    stdout: "pipe",
+    stderr: "pipe",
+    stdin: "ignore",
+  });
   const killer = setTimeout(() => child.kill("SIGKILL"), withinMs);
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   clearTimeout(killer);
   return { code, said: stdout + stderr };
 }
@@ -36,14 +45,26 @@ for (const mode of [
     });
 
     test("a second Parley on the port is refused, naming the first one's process and data", async () => {
-      first = await startParley({ embedded: mode.embedded, env: { SIP_ENABLED: "false", API_PROCESSES: mode.processes } });
+      first = await startParley({
+        embedded: mode.embedded,
+        env: { SIP_ENABLED: "false", API_PROCESSES: mode.processes },
+      });
       if (!mode.embedded) {
         // The pool itself shares the port: both API processes of the first Parley listen.
-        await until(() => Promise.resolve(childPids(first!.process.pid, "api").length), (count) => count === 2, 15_000);
+        await until(
+          () => Promise.resolve(childPids(first!.process.pid, "api").length),
+          (count) => count === 2,
+          15_000,
+        );
       }
-      const second = await startAnother(first, { DATA_DIR: spare, REDIS_PREFIX: `parley-test-second-${crypto.randomUUID()}` });
+      const second = await startAnother(first, {
+        DATA_DIR: spare,
+        REDIS_PREFIX: `parley-test-second-${crypto.randomUUID()}`,
+      });
       expect(second.code).toBe(1);
-      const store = mode.embedded ? `data folder ${first.dataDir}` : `database ${new URL(first.env.DATABASE_URL!).host}${new URL(first.env.DATABASE_URL!).pathname}`;
+      const store = mode.embedded
+        ? `data folder ${first.dataDir}`
+        : `database ${new URL(first.env.DATABASE_URL!).host}${new URL(first.env.DATABASE_URL!).pathname}`;
       expect(second.said).toContain(`parley: port ${first.port} is already in use, held by pid ${first.process.pid} (`);
       expect(second.said).toContain(`src/index.ts; in `);
       expect(second.said).toContain(store);
@@ -60,10 +81,19 @@ describe("a Parley killed outright", () => {
     const killed = await startParley({ embedded: true, env: { SIP_ENABLED: "false" } });
     try {
       expect(await killed.stop("SIGKILL", 5_000)).not.toBe("still running");
-      const again = Bun.spawn([process.execPath, entry], { env: killed.env, stdout: "ignore", stderr: "ignore", stdin: "ignore" });
+      const again = Bun.spawn([process.execPath, entry], {
+        env: killed.env,
+        stdout: "ignore",
+        stderr: "ignore",
+        stdin: "ignore",
+      });
       try {
         const ready = await until(
-          () => fetch(`${killed.base}/readyz`, { keepalive: false }).then((response) => response.status, () => 0),
+          () =>
+            fetch(`${killed.base}/readyz`, { keepalive: false }).then(
+              (response) => response.status,
+              () => 0,
+            ),
           (status) => status === 200,
           60_000,
         );

@@ -35,7 +35,9 @@ const fresh = process.env.TEST_DATABASE_FRESH === "true";
 delete process.env.TEST_DATABASE_FRESH;
 if (!fresh) {
   const admin = postgres(process.env.DATABASE_URL, { max: 1, onnotice: () => {} });
-  await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+  await admin.unsafe(
+    "drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;",
+  );
   await admin.end();
 }
 

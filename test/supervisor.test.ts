@@ -35,7 +35,13 @@ async function sipPorts() {
 function startSupervisor(env: Record<string, string>) {
   return Bun.spawn([process.execPath, entry], {
     // Their own Redis prefix: a worker child still stopping must not take the next test file's jobs.
-    env: { ...process.env, LOG_LEVEL: "silent", SHUTDOWN_GRACE_MS: "5000", REDIS_PREFIX: `parley-test-supervised-${crypto.randomUUID()}`, ...env },
+    env: {
+      ...process.env,
+      LOG_LEVEL: "silent",
+      SHUTDOWN_GRACE_MS: "5000",
+      REDIS_PREFIX: `parley-test-supervised-${crypto.randomUUID()}`,
+      ...env,
+    },
     stdout: "ignore",
     stderr: "inherit",
   });
@@ -74,8 +80,15 @@ describe("supervisor on PostgreSQL", () => {
     process.kill(before[0]!, "SIGKILL");
     // Connections already queued on the killed process's socket are reset by the kernel;
     // once it is gone (exited, whether or not reaped yet), the surviving process takes every new one.
-    await until(() => isAlive(before[0]!), (alive) => !alive, 10_000, 20);
-    const statuses = await Promise.all(Array.from({ length: 10 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((r) => r.status)));
+    await until(
+      () => isAlive(before[0]!),
+      (alive) => !alive,
+      10_000,
+      20,
+    );
+    const statuses = await Promise.all(
+      Array.from({ length: 10 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((r) => r.status)),
+    );
     expect(statuses).toEqual(Array(10).fill(200));
     const after = await waitFor("a replacement API child", async () => {
       const now = childPids(supervisor.pid, "api");
@@ -115,7 +128,13 @@ describe("readiness", () => {
     const port = await freePort();
     const deadRedis = await freePort();
     const api = Bun.spawn([process.execPath, entry, "--role=api"], {
-      env: { ...process.env, LOG_LEVEL: "silent", PORT: String(port), HOST: "127.0.0.1", REDIS_URL: `redis://127.0.0.1:${deadRedis}` },
+      env: {
+        ...process.env,
+        LOG_LEVEL: "silent",
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        REDIS_URL: `redis://127.0.0.1:${deadRedis}`,
+      },
       stdout: "ignore",
       stderr: "ignore",
     });
@@ -139,7 +158,14 @@ describe("embedded database", () => {
     const env: Record<string, string> = { ...(process.env as Record<string, string>), LOG_LEVEL: "silent" };
     delete env.DATABASE_URL;
     const service = Bun.spawn([process.execPath, entry], {
-      env: { ...env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, BOOTSTRAP_ACCOUNT: "true", ...(await sipPorts()) },
+      env: {
+        ...env,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        DATA_DIR: dataDir,
+        BOOTSTRAP_ACCOUNT: "true",
+        ...(await sipPorts()),
+      },
       stdout: "ignore",
       stderr: "inherit",
     });
@@ -172,17 +198,28 @@ describe("embedded database", () => {
 describe("a supervisor killed outright", () => {
   test("leaves no child behind: each notices and stops itself", async () => {
     const port = await freePort();
-    const supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "1", HOST: "127.0.0.1", ...(await sipPorts()) });
+    const supervisor = startSupervisor({
+      PORT: String(port),
+      API_PROCESSES: "1",
+      HOST: "127.0.0.1",
+      ...(await sipPorts()),
+    });
     let children: number[] = [];
     try {
       children = await waitFor("one child per role", async () => {
         const found = childPids(supervisor.pid);
-        return found.length === Object.keys(ROLES).length && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
+        return found.length === Object.keys(ROLES).length && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok
+          ? found
+          : undefined;
       });
     } finally {
       supervisor.kill("SIGKILL");
     }
-    const survivors = await until(() => children.filter(isAlive), (left) => left.length === 0, 20_000);
+    const survivors = await until(
+      () => children.filter(isAlive),
+      (left) => left.length === 0,
+      20_000,
+    );
     expect(survivors).toEqual([]);
   }, 75_000);
 });
@@ -206,7 +243,11 @@ describe("a disabled role", () => {
     try {
       await waitFor("the other roles", async () => {
         const ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
-        return ready && childPids(supervisor.pid, "recorder").length === 1 && childPids(supervisor.pid, "cdr").length === 1 ? true : undefined;
+        return ready &&
+          childPids(supervisor.pid, "recorder").length === 1 &&
+          childPids(supervisor.pid, "cdr").length === 1
+          ? true
+          : undefined;
       });
       // Long enough for a child that exits at once to be started, exit and be restarted twice (0.5 s, then 1 s).
       const sipSeen = new Set<number>();

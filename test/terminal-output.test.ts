@@ -25,9 +25,15 @@ for (const mode of [
     });
 
     test("JSON lines only, one of them with the addresses; health checks not at info", async () => {
-      parley = await startParley({ embedded: mode.embedded, env: { SIP_ENABLED: "false", BOOTSTRAP_ACCOUNT: String(mode.embedded) } });
+      parley = await startParley({
+        embedded: mode.embedded,
+        env: { SIP_ENABLED: "false", BOOTSTRAP_ACCOUNT: String(mode.embedded) },
+      });
       const ready = await within(parley, "the ready line", 30_000, async () =>
-        parley!.tail(400).split("\n").find((line) => line.includes('"msg":"parley ready"')),
+        parley!
+          .tail(400)
+          .split("\n")
+          .find((line) => line.includes('"msg":"parley ready"')),
       );
       const base = parley.base;
       expect(JSON.parse(ready)).toMatchObject({
@@ -44,11 +50,17 @@ for (const mode of [
       }
       expect((await http(parley, "POST", "/api/v1/misc/generate-token", { body: {} })).status).toBe(401);
       const requests = await within(parley, "the token request's log line", 10_000, async () => {
-        const lines = parley!.tail(400).split("\n").filter((line) => line.includes('"msg":"request"'));
+        const lines = parley!
+          .tail(400)
+          .split("\n")
+          .filter((line) => line.includes('"msg":"request"'));
         return lines.some((line) => line.includes('"route":"/api/v1/misc/generate-token"')) ? lines : undefined;
       });
       expect(requests.filter((line) => /"route":"\/(healthz|readyz)"/.test(line))).toEqual([]);
-      const lines = parley.tail(400).split("\n").filter((line) => line.trim() !== "");
+      const lines = parley
+        .tail(400)
+        .split("\n")
+        .filter((line) => line.trim() !== "");
       expect(lines.filter((line) => !line.startsWith("{"))).toEqual([]);
     }, 90_000);
   });
@@ -82,13 +94,25 @@ describe("in a terminal", () => {
     };
     delete env.DATABASE_URL;
     // util-linux `script` gives Parley a pseudo-terminal as its stdout, as a shell would.
-    terminal = Bun.spawn(["script", "-qfec", `exec ${process.execPath} ${entry}`, "/dev/null"], { cwd: dir, env, stdout: "pipe", stderr: "pipe", stdin: "pipe" });
+    terminal = Bun.spawn(["script", "-qfec", `exec ${process.execPath} ${entry}`, "/dev/null"], {
+      cwd: dir,
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+      stdin: "pipe",
+    });
     let output = "";
     const decoder = new TextDecoder();
     (async () => {
-      for await (const chunk of terminal!.stdout as ReadableStream<Uint8Array>) output += decoder.decode(chunk, { stream: true });
+      for await (const chunk of terminal!.stdout as ReadableStream<Uint8Array>)
+        output += decoder.decode(chunk, { stream: true });
     })().catch(() => {});
-    await until(() => output, (text) => text.includes("Metrics "), 60_000, 100);
+    await until(
+      () => output,
+      (text) => text.includes("Metrics "),
+      60_000,
+      100,
+    );
     // Colours off (ESC [ … m), and the terminal's carriage returns.
     const plain = output.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "").replaceAll("\r", "");
     const base = `http://localhost:${port}`;

@@ -21,7 +21,14 @@ import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import { outbox } from "../src/queue/outbox";
 import { pubsub } from "../src/queue/redis-pubsub";
-import { closeWorker, QUEUE_NAMES, queueOptions, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../src/queue/queues";
+import {
+  closeWorker,
+  QUEUE_NAMES,
+  queueOptions,
+  RECORDER_JOBS,
+  type RecorderStartJob,
+  type RecorderStopJob,
+} from "../src/queue/queues";
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
@@ -38,7 +45,14 @@ export interface RecorderWorker extends Running {
 }
 
 export async function startRecorderWorker(driver: RecorderDriver = driverFromConfig()): Promise<RecorderWorker> {
-  const worker: RecorderHost = { pod: config.streaming.podName, host: hostname(), driver, local: new Map(), reserved: 0, closing: false };
+  const worker: RecorderHost = {
+    pod: config.streaming.podName,
+    host: hostname(),
+    driver,
+    local: new Map(),
+    reserved: 0,
+    closing: false,
+  };
   const { pod } = worker;
   mkdirSync(config.streaming.recordingDir, { recursive: true });
   const heartbeat = await startHeartbeat(pod, worker.host);
@@ -65,7 +79,8 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   jobs.on("failed", (job, error) => log.warn({ job: job?.name, err: error.message }, "recorder job failed"));
   jobs.on("error", (error) => log.error({ err: error.message }, "recorder worker error"));
 
-  const reconcileNow = () => reconcile(worker, heartbeat).catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"));
+  const reconcileNow = () =>
+    reconcile(worker, heartbeat).catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"));
   await reconcileNow();
   const reconciler = setInterval(() => void reconcileNow(), RECONCILE_EVERY_MS);
   log.info({ pod, driver: driver.name, capacity: config.streaming.capacity }, "recorder worker ready");
@@ -78,7 +93,9 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
       await occupancy.stop();
       await closeWorker(jobs, workerOptions.connection as Redis);
       // Shutting down ends this worker's streams cleanly, recordings kept, rather than orphaning them.
-      await Promise.all([...worker.local.values()].map((entry) => stopLocal(worker, entry, "stopped", "recorder_shutdown")));
+      await Promise.all(
+        [...worker.local.values()].map((entry) => stopLocal(worker, entry, "stopped", "recorder_shutdown")),
+      );
       worker.closing = true;
       await heartbeat.stop();
       await subscription.close();

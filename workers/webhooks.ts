@@ -47,7 +47,8 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
     async stop() {
       await consumer.stop();
       await stopPurging();
-      // Waits for the attempts in flight (each bounded by WEBHOOK_TIMEOUT_MS); one cut short is sent again once its lease ends.
+      // Waits for the attempts in flight (each bounded by
+      // WEBHOOK_TIMEOUT_MS); one cut short is sent again once its lease ends.
       await pump.stop();
     },
   };

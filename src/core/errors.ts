@@ -44,7 +44,10 @@ export class AppError extends Error {
   }
 }
 
-/** What a client is told to wait (Retry-After, seconds) when a dependency is down: long enough for a restart or fail-over. */
+/**
+ * What a client is told to wait (Retry-After, seconds) when a
+ * dependency is down: long enough for a restart or fail-over.
+ */
 export const DEPENDENCY_RETRY_AFTER_SECONDS = 5;
 
 /** Socket-level failures (Node, postgres.js, ioredis): the peer is unreachable, not the request wrong. */
@@ -97,7 +100,8 @@ export function isDependencyDown(error: unknown): boolean {
 export function dependencyFailure(error: unknown): string | undefined {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
     const code = (current as { code?: unknown }).code;
-    if (typeof code === "string" && (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return current.message;
+    if (typeof code === "string" && (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code)))
+      return current.message;
     if (UNAVAILABLE_MESSAGE.test(current.message)) return current.message;
   }
   return undefined;

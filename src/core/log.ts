@@ -22,5 +22,7 @@ export const log = pino(
       censor: "[redacted]",
     },
   },
-  readableLogs ? pretty({ colorize: true, sync: true, singleLine: true, translateTime: "SYS:HH:MM:ss.l", ignore: "hostname" }) : undefined,
+  readableLogs
+    ? pretty({ colorize: true, sync: true, singleLine: true, translateTime: "SYS:HH:MM:ss.l", ignore: "hostname" })
+    : undefined,
 );

@@ -39,7 +39,12 @@ export interface PubSub {
    * `onRestored` runs each time the subscription is in place again after the bus was out of
    * reach: messages published meanwhile were lost, so a subscriber can look for itself.
    */
-  subscribe(name: string, channels: string[], onMessage: OnMessage, options?: { onRestored?: () => void }): Subscription;
+  subscribe(
+    name: string,
+    channels: string[],
+    onMessage: OnMessage,
+    options?: { onRestored?: () => void },
+  ): Subscription;
 }
 
 /** Every message stays in this process: for a process with nobody else to tell, and for tests. */

@@ -11,7 +11,9 @@ export function roomKey(room: string): string {
   return encodeURIComponent(roomLabel(room).normalize("NFKC").toLowerCase()).toLowerCase();
 }
 
-/** A room key as people read it (`weekly%20sync%20%e2%98%95` is "weekly sync ☕"): its escapes decoded where they decode. */
+/**
+ * A room key as people read it (`weekly%20sync%20%e2%98%95` is "weekly sync ☕"): its escapes decoded where they decode.
+ */
 export function roomLabel(room: string): string {
   try {
     return decodeURIComponent(room);

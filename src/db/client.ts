@@ -55,7 +55,8 @@ export function guardTransactions(handle: Database): Database {
     get(target, property) {
       if (insideTransaction.getStore()) {
         throw new Error(
-          `the global database handle was used inside a transaction (db.${String(property)}): ` + "use the transaction's own handle, passed down as an argument",
+          `the global database handle was used inside a transaction (db.${String(property)}): ` +
+            "use the transaction's own handle, passed down as an argument",
         );
       }
       if (property === "transaction") return transaction;

@@ -11,7 +11,9 @@
 import { plugin } from "bun";
 
 const UNGUARDED = "function nextWrite(fn) {\n    const x = socket.write(chunk, fn)";
-const GUARDED = "function nextWrite(fn) {\n    if (!socket) { chunk = null; nextWriteTimer " + "= null; return false }\n    const x = socket.write(chunk, fn)";
+const GUARDED =
+  "function nextWrite(fn) {\n    if (!socket) { chunk = null; nextWriteTimer " +
+  "= null; return false }\n    const x = socket.write(chunk, fn)";
 
 /*
  * With several hosts in DATABASE_URL, postgres.js 3.4.9 means to try each host in turn and
@@ -23,8 +25,10 @@ const GUARDED = "function nextWrite(fn) {\n    if (!socket) { chunk = null; next
  */
 const UNCOUNTED_TRY = "    hostIndex = (hostIndex + 1) % port.length\n  }";
 const COUNTED_TRY = "    hostIndex = (hostIndex + 1) % port.length\n    retries++\n  }";
-const UNCOUNTED_FAILURE = "    if (connection.queue === queues.connecting && options.host[retries + 1])\n      return\n";
-const COUNTED_FAILURE = "    if (connection.queue === queues.connecting && options.host[retries])\n      return\n    retries = 0\n";
+const UNCOUNTED_FAILURE =
+  "    if (connection.queue === queues.connecting && options.host[retries + 1])\n      return\n";
+const COUNTED_FAILURE =
+  "    if (connection.queue === queues.connecting && options.host[retries])\n      return\n    retries = 0\n";
 
 /*
  * And its `read-write` takes a hot standby for writable: a standby reports
@@ -33,7 +37,8 @@ const COUNTED_FAILURE = "    if (connection.queue === queues.connecting && optio
  * libpq does, a server in hot standby is not read-write either.
  */
 const STANDBY_WRITABLE = "(x === 'read-write' && xs.default_transaction_read_only === 'on') ||";
-const STANDBY_NOT_WRITABLE = "(x === 'read-write' && (xs.default_transaction_read_only === 'on' || xs.in_hot_standby === 'on')) ||";
+const STANDBY_NOT_WRITABLE =
+  "(x === 'read-write' && (xs.default_transaction_read_only === 'on' || xs.in_hot_standby === 'on')) ||";
 
 plugin({
   name: "parley:postgres-write-guard",

@@ -47,7 +47,9 @@ const snapshotKey = () => redisKey("metrics");
 
 async function publishSnapshot(): Promise<void> {
   const snapshot: Snapshot = { at: Date.now(), routes };
-  await withinRedis(promptRedis(), "publishing metrics", () => promptRedis().hset(snapshotKey(), String(process.pid), JSON.stringify(snapshot)));
+  await withinRedis(promptRedis(), "publishing metrics", () =>
+    promptRedis().hset(snapshotKey(), String(process.pid), JSON.stringify(snapshot)),
+  );
 }
 
 let timer: ReturnType<typeof setInterval> | undefined;
@@ -65,7 +67,8 @@ export function stopMetricsPublisher(): void {
 function merge(into: Record<string, RouteStats>, from: Record<string, RouteStats>): void {
   for (const [key, stats] of Object.entries(from)) {
     const target = statsFor(into, key);
-    for (const [status, count] of Object.entries(stats.counts)) target.counts[status] = (target.counts[status] ?? 0) + count;
+    for (const [status, count] of Object.entries(stats.counts))
+      target.counts[status] = (target.counts[status] ?? 0) + count;
     stats.buckets.forEach((count, i) => {
       target.buckets[i]! += count;
     });
@@ -88,9 +91,13 @@ export async function renderMetrics(): Promise<string> {
       if (now - snapshot.at > SNAPSHOT_STALE_MS) stale.push(pid);
       else merge(merged, snapshot.routes);
     }
-    if (stale.length > 0) await withinRedis(promptRedis(), "dropping stale metrics", () => promptRedis().hdel(snapshotKey(), ...stale)).catch(() => 0);
+    if (stale.length > 0)
+      await withinRedis(promptRedis(), "dropping stale metrics", () =>
+        promptRedis().hdel(snapshotKey(), ...stale),
+      ).catch(() => 0);
   } catch {
-    // Without Redis the other processes' snapshots are out of reach (nothing was merged yet): this process's own counts.
+    // Without Redis the other processes' snapshots are out of
+    // reach (nothing was merged yet): this process's own counts.
     merge(merged, routes);
   }
   const lines = [

@@ -80,11 +80,14 @@ function deepest(error: SchemaError): SchemaError {
 /** The values a schema allows, when it is a list of them (an enum, or a union of literals). */
 function allowedValues(schema: SchemaError["schema"]): unknown[] | undefined {
   if (schema?.enum) return schema.enum;
-  if (schema?.anyOf?.length && schema.anyOf.every((variant) => "const" in variant)) return schema.anyOf.map((variant) => variant.const);
+  if (schema?.anyOf?.length && schema.anyOf.every((variant) => "const" in variant))
+    return schema.anyOf.map((variant) => variant.const);
   return undefined;
 }
 
-/** The first field path and reason of a schema failure, e.g. `body.user.email: Expected string to match 'email' format`. */
+/**
+ * The first field path and reason of a schema failure, e.g. `body.user.email: Expected string to match 'email' format`.
+ */
 function describeValidation(error: { all?: SchemaError[]; type?: string }) {
   const first = error.all?.[0];
   if (!first) return "the request does not match the schema";
@@ -121,7 +124,8 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
   // Form and text bodies are read here too, to notice JSON sent under their type.
   .onParse({ as: "global" }, async ({ request, contentType }) => {
     const chunked = !request.headers.has("content-length");
-    const asText = contentType === "" || contentType === "application/x-www-form-urlencoded" || contentType.startsWith("text/");
+    const asText =
+      contentType === "" || contentType === "application/x-www-form-urlencoded" || contentType.startsWith("text/");
     if (!request.body || (!chunked && !asText)) return;
     const text = chunked ? await readCapped(request.body, config.http.maxBodyBytes) : await request.text();
     if (asText && /^\s*[[{]/.test(text)) jsonUnderAnotherType.add(request);
@@ -165,7 +169,10 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
           set.status = ERROR_STATUS.unsupported_media_type;
           const declared = request.headers.get("content-type");
           const came = declared ? `came with content-type: ${declared}` : "came without a content-type";
-          return errorBody("unsupported_media_type", `the body is JSON but ${came}; send it with content-type: application/json`);
+          return errorBody(
+            "unsupported_media_type",
+            `the body is JSON but ${came}; send it with content-type: application/json`,
+          );
         }
         // Named exactly even inside a union, where the schema's own report stops at the union.
         const unstorable = firstUnstorable(value, type === "body" ? "" : type);
@@ -179,13 +186,20 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
         set.status = 404;
         return errorBody("not_found", "no such route");
       default: {
-        const status = typeof (error as { status?: unknown }).status === "number" ? (error as { status: number }).status : 500;
+        const status =
+          typeof (error as { status?: unknown }).status === "number" ? (error as { status: number }).status : 500;
         if (status >= 400 && status < 500) {
           set.status = status;
           return errorBody("bad_request", (error as Error).message || "bad request");
         }
         set.status = 500;
-        log.error({ requestId: meta.get(request)?.id, err: { message: (error as Error).message, stack: (error as Error).stack } }, "unhandled error");
+        log.error(
+          {
+            requestId: meta.get(request)?.id,
+            err: { message: (error as Error).message, stack: (error as Error).stack },
+          },
+          "unhandled error",
+        );
         return errorBody("internal", "internal error");
       }
     }
@@ -199,5 +213,8 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     observeRequest(request.method, routeName, status, seconds);
     // Probes come every few seconds from load balancers and orchestrators: at info they would drown the rest.
     const level = PROBES.has(routeName) ? "debug" : "info";
-    log[level]({ requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 }, "request");
+    log[level](
+      { requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 },
+      "request",
+    );
   });

@@ -24,7 +24,10 @@ export interface PolicyState {
  * A policy name as a Structured Field string (RFC 9651 §3.3.3): printable ASCII with `"` and `\` escaped.
  * Policy and unit names are a handful of fixed strings: each is escaped once.
  */
-const sfString = memoize((value: string) => `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`, 1_000);
+const sfString = memoize(
+  (value: string) => `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, (c) => `\\${c}`)}"`,
+  1_000,
+);
 
 export function rateLimitHeaders(policies: PolicyState[]): Record<string, string> {
   if (policies.length === 0) return {};
@@ -33,6 +36,8 @@ export function rateLimitHeaders(policies: PolicyState[]): Record<string, string
     const unit = p.unit ? `;qu=${sfString(p.unit)}` : "";
     return `${sfString(p.name)};q=${p.quota}${unit}${window}`;
   });
-  const state = policies.map((p) => `${sfString(p.name)};r=${Math.max(0, p.remaining)};t=${Math.max(0, p.resetSeconds)}`);
+  const state = policies.map(
+    (p) => `${sfString(p.name)};r=${Math.max(0, p.remaining)};t=${Math.max(0, p.resetSeconds)}`,
+  );
   return { "ratelimit-policy": policy.join(", "), ratelimit: state.join(", ") };
 }

@@ -42,10 +42,13 @@ export interface Unstorable {
 
 /** The first string (value or member name) PostgreSQL could not store, or undefined when all is storable. */
 export function firstUnstorable(value: unknown, where = "", depth = 0): Unstorable | undefined {
-  if (typeof value === "string") return isStorable(value) ? undefined : { path: where || "value", reason: UNSTORABLE_REASON };
+  if (typeof value === "string")
+    return isStorable(value) ? undefined : { path: where || "value", reason: UNSTORABLE_REASON };
   if (typeof value !== "object" || value === null) return undefined;
   if (depth >= MAX_DEPTH) return { path: where || "value", reason: `must not nest deeper than ${MAX_DEPTH} levels` };
-  const entries: [string, unknown][] = Array.isArray(value) ? value.map((item, index) => [String(index), item]) : Object.entries(value);
+  const entries: [string, unknown][] = Array.isArray(value)
+    ? value.map((item, index) => [String(index), item])
+    : Object.entries(value);
   for (const [key, item] of entries) {
     const path = where ? `${where}.${key}` : key;
     if (!isStorable(key)) return { path: `${where || "body"} (a member name)`, reason: UNSTORABLE_REASON };

@@ -108,7 +108,12 @@ export function disconnected(client: Redis): boolean {
  * when Redis does not answer. A command given up this way may still reach Redis once the
  * connection returns, so the steps bounded here are safe to run late.
  */
-export async function withinRedis<T>(client: Redis, what: string, step: () => Promise<T>, ms = PROMPT_REDIS_MS): Promise<T> {
+export async function withinRedis<T>(
+  client: Redis,
+  what: string,
+  step: () => Promise<T>,
+  ms = PROMPT_REDIS_MS,
+): Promise<T> {
   if (disconnected(client)) throw new RedisUnavailable(`${what}: not connected`);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -124,11 +129,20 @@ export async function withinRedis<T>(client: Redis, what: string, step: () => Pr
 /** Resolves when `promise` settles or `ms` have passed, whichever is first; never rejects. */
 export async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  await Promise.race([promise.then(() => {}, () => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  await Promise.race([
+    promise.then(
+      () => {},
+      () => {},
+    ),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))),
+  ]);
   clearTimeout(timer);
 }
 
-/** Closes a connection without waiting on a Redis that is gone: QUIT when it answers in time, else the socket is dropped. */
+/**
+ * Closes a connection without waiting on a Redis that is gone:
+ * QUIT when it answers in time, else the socket is dropped.
+ */
 export async function closeClient(client: Redis | undefined, ms = PROMPT_REDIS_MS): Promise<void> {
   if (!client) return;
   if (client.status !== "ready") {

@@ -72,9 +72,9 @@ export async function queueDepths(): Promise<Record<string, Record<string, numbe
   const depths: Record<string, Record<string, number>> = {};
   for (const name of Object.values(QUEUE_NAMES)) {
     const { queue, connection } = producer(name);
-    const counts = await withinRedis(connection, `counting ${name} jobs`, () => queue.getJobCounts("waiting", "active", "delayed", "failed")).catch(
-      () => undefined,
-    );
+    const counts = await withinRedis(connection, `counting ${name} jobs`, () =>
+      queue.getJobCounts("waiting", "active", "delayed", "failed"),
+    ).catch(() => undefined);
     if (counts) depths[name] = counts;
   }
   return depths;

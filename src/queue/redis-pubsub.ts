@@ -12,7 +12,9 @@ export const redisPubSub: PubSub = {
   async publish(channel, message, options = {}) {
     const client = redis();
     const publish = () => client.publish(redisKey(channel), message);
-    await (options.withinMs === undefined ? publish() : withinRedis(client, `publishing on ${channel}`, publish, options.withinMs));
+    await (options.withinMs === undefined
+      ? publish()
+      : withinRedis(client, `publishing on ${channel}`, publish, options.withinMs));
   },
 
   subscribe(name: string, channels: string[], onMessage: OnMessage, options = {}): Subscription {

@@ -48,7 +48,8 @@ const channels = new Map<string, Channel>();
 export function registerChannels(...added: Channel[]): void {
   for (const channel of added) {
     const known = channels.get(channel.prefix);
-    if (known && known !== channel) throw new Error(`realtime: a channel is already registered for "${channel.prefix}:"`);
+    if (known && known !== channel)
+      throw new Error(`realtime: a channel is already registered for "${channel.prefix}:"`);
     channels.set(channel.prefix, channel);
   }
 }

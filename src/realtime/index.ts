@@ -21,7 +21,10 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
     if (!query.token) throw new AppError("unauthorized", "token: give a messaging token as ?token=");
     const session = await verifyAccessToken(query.token, "messaging");
     if (query.vsn !== undefined && !query.vsn.startsWith("2.")) {
-      throw new AppError("bad_request", `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`);
+      throw new AppError(
+        "bad_request",
+        `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`,
+      );
     }
     // The server is handed on explicitly: Elysia's context exposes it only to code that names it.
     return { session, bunServer: server };

@@ -8,7 +8,10 @@ import { LocalBroker } from "./local-broker";
 import { RedisBroker } from "./redis-broker";
 
 let chosen: Broker | undefined;
-/** Set by whoever assembles the app: this process holds every socket (all roles in one process on the embedded database). */
+/**
+ * Set by whoever assembles the app: this process holds every
+ * socket (all roles in one process on the embedded database).
+ */
 let singleProcess = false;
 
 export function setSingleProcess(single: boolean): void {

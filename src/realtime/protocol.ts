@@ -16,7 +16,8 @@ export const PHOENIX_TOPIC = "phoenix";
 const MAX_TOPIC_LENGTH = 256;
 const MAX_EVENT_LENGTH = 128;
 
-const isRef = (value: unknown): value is string | null => value === null || (typeof value === "string" && value.length <= 64);
+const isRef = (value: unknown): value is string | null =>
+  value === null || (typeof value === "string" && value.length <= 64);
 
 /** The frame, or why it is not one. Refs as numbers are accepted and read as text. */
 export function decodeFrame(message: unknown): Frame | { error: string } {
@@ -28,17 +29,26 @@ export function decodeFrame(message: unknown): Frame | { error: string } {
       return { error: "the frame is not JSON" };
     }
   }
-  if (!Array.isArray(value) || value.length !== 5) return { error: "a frame is a JSON array [join_ref, ref, topic, event, payload]" };
+  if (!Array.isArray(value) || value.length !== 5)
+    return { error: "a frame is a JSON array [join_ref, ref, topic, event, payload]" };
   const [rawJoinRef, rawRef, topic, event, payload] = value;
   const joinRef = typeof rawJoinRef === "number" ? String(rawJoinRef) : rawJoinRef;
   const ref = typeof rawRef === "number" ? String(rawRef) : rawRef;
   if (!isRef(joinRef) || !isRef(ref)) return { error: "join_ref and ref must be strings or null" };
-  if (typeof topic !== "string" || topic === "" || topic.length > MAX_TOPIC_LENGTH) return { error: "topic must be a non-empty string" };
-  if (typeof event !== "string" || event === "" || event.length > MAX_EVENT_LENGTH) return { error: "event must be a non-empty string" };
+  if (typeof topic !== "string" || topic === "" || topic.length > MAX_TOPIC_LENGTH)
+    return { error: "topic must be a non-empty string" };
+  if (typeof event !== "string" || event === "" || event.length > MAX_EVENT_LENGTH)
+    return { error: "event must be a non-empty string" };
   return { joinRef, ref, topic, event, payload };
 }
 
-export function encodeFrame(joinRef: string | null, ref: string | null, topic: string, event: string, payload: unknown): string {
+export function encodeFrame(
+  joinRef: string | null,
+  ref: string | null,
+  topic: string,
+  event: string,
+  payload: unknown,
+): string {
   return JSON.stringify([joinRef, ref, topic, event, payload]);
 }
 

@@ -1,9 +1,21 @@
-/** The broker for several API processes: frames cross between processes over Redis pub/sub, presence lives in Redis hashes. */
+/**
+ * The broker for several API processes: frames cross between
+ * processes over Redis pub/sub, presence lives in Redis hashes.
+ */
 import { randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
 import type { Redis } from "ioredis";
 import { log } from "../core/log";
-import { closeClient, createRedis, disconnected, PROMPT_REDIS_MS, promptRedis, redisKey, settledWithin, withinRedis } from "../queue/connection";
+import {
+  closeClient,
+  createRedis,
+  disconnected,
+  PROMPT_REDIS_MS,
+  promptRedis,
+  redisKey,
+  settledWithin,
+  withinRedis,
+} from "../queue/connection";
 import type { Broker, PresenceEntry } from "./broker";
 import { deliverLocally } from "./local-broker";
 
@@ -62,7 +74,9 @@ export class RedisBroker implements Broker {
 
   private markAlive(): Promise<void> {
     const client = promptRedis();
-    return withinRedis(client, "marking this process alive", () => client.set(redisKey("rt-node", this.node), "1", "PX", NODE_TTL_MS, "GET")).then(
+    return withinRedis(client, "marking this process alive", () =>
+      client.set(redisKey("rt-node", this.node), "1", "PX", NODE_TTL_MS, "GET"),
+    ).then(
       (earlier) => {
         // The mark had lapsed (Redis was out of reach): another process may have dropped this one's interest.
         if (earlier === null && this.interest.size > 0) return this.declareInterest();
@@ -96,7 +110,10 @@ export class RedisBroker implements Broker {
     const pipeline = client.pipeline();
     for (const topic of topics) pipeline.sadd(this.interestKey(topic), this.node);
     await withinRedis(client, "declaring interest", () => pipeline.exec()).catch((error: Error) =>
-      log.warn({ err: error.message }, "realtime: could not declare this process's topics; declared again when Redis is back"),
+      log.warn(
+        { err: error.message },
+        "realtime: could not declare this process's topics; declared again when Redis is back",
+      ),
     );
   }
 
@@ -124,8 +141,16 @@ export class RedisBroker implements Broker {
       this.fanOutFailed(new Error(`publisher ${this.publisher.status}`));
       return;
     }
-    const published = this.publisher.eval(PUBLISH_WHERE_INTERESTED, 1, this.interestKey(topic), this.node, this.channel(topic), frame);
-    // Connected, the frame is handed on once written: the caller (a socket's next frame) does not wait for Redis's answer.
+    const published = this.publisher.eval(
+      PUBLISH_WHERE_INTERESTED,
+      1,
+      this.interestKey(topic),
+      this.node,
+      this.channel(topic),
+      frame,
+    );
+    // Connected, the frame is handed on once written: the caller
+    // (a socket's next frame) does not wait for Redis's answer.
     if (this.publisher.status === "ready") {
       published.catch((error: Error) => this.fanOutFailed(error));
       return;
@@ -146,7 +171,10 @@ export class RedisBroker implements Broker {
     this.fanOutLost = false;
   }
 
-  /** Waits for the SUBSCRIBE and SADD only while Redis is there to answer; otherwise both are made good once Redis is back. */
+  /**
+   * Waits for the SUBSCRIBE and SADD only while Redis is there
+   * to answer; otherwise both are made good once Redis is back.
+   */
   async subscribe(topic: string) {
     const subscriber = this.listen();
     const known = this.interest.get(topic);
@@ -163,7 +191,9 @@ export class RedisBroker implements Broker {
         .then(() => withinRedis(client, "declaring interest", () => client.sadd(this.interestKey(topic), this.node)))
         .then(() => {
           // Housekeeping; the join need not wait for it.
-          this.forgetDeadInterest(topic).catch((error: Error) => log.warn({ err: error.message }, "realtime: could not prune a topic's interest"));
+          this.forgetDeadInterest(topic).catch((error: Error) =>
+            log.warn({ err: error.message }, "realtime: could not prune a topic's interest"),
+          );
         });
       ready.catch(() => {});
       this.interest.set(topic, { count: 1, ready });
@@ -175,11 +205,16 @@ export class RedisBroker implements Broker {
   /** Processes that died with sockets on the topic stay in its set until a join here drops them. */
   private async forgetDeadInterest(topic: string): Promise<void> {
     const client = promptRedis();
-    const nodes = (await withinRedis(client, "pruning interest", () => client.smembers(this.interestKey(topic)))).filter((node) => node !== this.node);
+    const nodes = (
+      await withinRedis(client, "pruning interest", () => client.smembers(this.interestKey(topic)))
+    ).filter((node) => node !== this.node);
     if (nodes.length === 0) return;
-    const alive = await withinRedis(client, "pruning interest", () => client.mget(...nodes.map((node) => redisKey("rt-node", node))));
+    const alive = await withinRedis(client, "pruning interest", () =>
+      client.mget(...nodes.map((node) => redisKey("rt-node", node))),
+    );
     const dead = nodes.filter((_, i) => alive[i] === null);
-    if (dead.length > 0) await withinRedis(client, "pruning interest", () => client.srem(this.interestKey(topic), ...dead));
+    if (dead.length > 0)
+      await withinRedis(client, "pruning interest", () => client.srem(this.interestKey(topic), ...dead));
   }
 
   async unsubscribe(topic: string) {
@@ -190,9 +225,13 @@ export class RedisBroker implements Broker {
     // Both issued at once: a new join's SADD and SUBSCRIBE, issued later on the same connections, come after them.
     // A SREM lost to an outage only costs other processes a frame this one drops.
     const client = promptRedis();
-    const forgotten = withinRedis(client, "withdrawing interest", () => client.srem(this.interestKey(topic), this.node));
+    const forgotten = withinRedis(client, "withdrawing interest", () =>
+      client.srem(this.interestKey(topic), this.node),
+    );
     const subscriber = this.subscriber;
-    const unsubscribed = subscriber ? settledWithin(subscriber.unsubscribe(this.channel(topic)), disconnected(subscriber) ? 0 : PROMPT_REDIS_MS) : undefined;
+    const unsubscribed = subscriber
+      ? settledWithin(subscriber.unsubscribe(this.channel(topic)), disconnected(subscriber) ? 0 : PROMPT_REDIS_MS)
+      : undefined;
     await Promise.all([forgotten.catch(() => {}), unsubscribed]);
   }
 
@@ -210,7 +249,9 @@ export class RedisBroker implements Broker {
     const byRef = this.tracked.get(topic) ?? new Map<string, PresenceEntry>();
     this.tracked.set(topic, byRef);
     byRef.set(entry.meta.phx_ref, entry);
-    await this.store(topic, entry).catch((error: Error) => log.warn({ err: error.message }, "realtime: presence kept on this process until Redis is back"));
+    await this.store(topic, entry).catch((error: Error) =>
+      log.warn({ err: error.message }, "realtime: presence kept on this process until Redis is back"),
+    );
   }
 
   async untrack(topic: string, ref: string) {
@@ -218,7 +259,9 @@ export class RedisBroker implements Broker {
     byRef?.delete(ref);
     if (byRef?.size === 0) this.tracked.delete(topic);
     // An entry left behind in Redis is dropped with this process's mark, or written over when it returns.
-    await withinRedis(promptRedis(), "untracking presence", () => promptRedis().hdel(this.presenceKey(topic), ref)).catch(() => {});
+    await withinRedis(promptRedis(), "untracking presence", () =>
+      promptRedis().hdel(this.presenceKey(topic), ref),
+    ).catch(() => {});
   }
 
   /** Every process's entries; while Redis is away, this process's own. */
@@ -234,14 +277,20 @@ export class RedisBroker implements Broker {
   private async presenceEverywhere(topic: string): Promise<PresenceEntry[]> {
     const client = promptRedis();
     const stored = await withinRedis(client, "reading presence", () => client.hgetall(this.presenceKey(topic)));
-    const entries = Object.entries(stored).map(([ref, json]) => ({ ref, ...(JSON.parse(json) as PresenceEntry & { node: string }) }));
+    const entries = Object.entries(stored).map(([ref, json]) => ({
+      ref,
+      ...(JSON.parse(json) as PresenceEntry & { node: string }),
+    }));
     const nodes = [...new Set(entries.map((entry) => entry.node))];
     if (nodes.length === 0) return [];
-    const alive = await withinRedis(client, "reading presence", () => client.mget(...nodes.map((node) => redisKey("rt-node", node))));
+    const alive = await withinRedis(client, "reading presence", () =>
+      client.mget(...nodes.map((node) => redisKey("rt-node", node))),
+    );
     const dead = new Set(nodes.filter((_, i) => alive[i] === null));
     // Entries of a process that died without cleaning up are dropped here, on the next read.
     const stale = entries.filter((entry) => dead.has(entry.node)).map((entry) => entry.ref);
-    if (stale.length > 0) await withinRedis(client, "dropping stale presence", () => client.hdel(this.presenceKey(topic), ...stale));
+    if (stale.length > 0)
+      await withinRedis(client, "dropping stale presence", () => client.hdel(this.presenceKey(topic), ...stale));
     return entries.filter((entry) => !dead.has(entry.node)).map(({ key, meta }) => ({ key, meta }));
   }
 

@@ -14,7 +14,10 @@ export function relayChannel(admit: (actor: Actor, name: string) => Promise<void
     /** `from` names the sender and cannot be forged. */
     async push(member, event, payload) {
       if (event.startsWith("phx_")) throw new AppError("bad_request", `"${event}" is reserved by the protocol`);
-      const relayed = typeof payload === "object" && payload !== null && !Array.isArray(payload) ? { ...payload, from: member.actor.userId } : payload;
+      const relayed =
+        typeof payload === "object" && payload !== null && !Array.isArray(payload)
+          ? { ...payload, from: member.actor.userId }
+          : payload;
       await member.broadcast(event, relayed, { others: true });
       return { reply: {} };
     },

@@ -33,7 +33,10 @@ export const CLOSE_GOING_AWAY = 1001;
  */
 export const CLOSE_SERVICE_RESTART = 1012;
 /** The reply to a push the server did not start because it is stopping: nothing of it was done. */
-export const SHUTTING_DOWN = { reason: "shutting_down", message: "the server is shutting down; reconnect and send again" } as const;
+export const SHUTTING_DOWN = {
+  reason: "shutting_down",
+  message: "the server is shutting down; reconnect and send again",
+} as const;
 /** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
 class ShuttingDown extends Error {}
 
@@ -142,7 +145,13 @@ export class Connection {
       this.refuse(message);
       return;
     }
-    if (typeof message !== "string" && (typeof message !== "object" || message === null || message instanceof Uint8Array || message instanceof ArrayBuffer)) {
+    if (
+      typeof message !== "string" &&
+      (typeof message !== "object" ||
+        message === null ||
+        message instanceof Uint8Array ||
+        message instanceof ArrayBuffer)
+    ) {
       this.ws.close(CLOSE_UNSUPPORTED_DATA, "only JSON text frames are understood");
       return;
     }
@@ -154,7 +163,9 @@ export class Connection {
     // Topics name rooms and payloads become messages: both reach PostgreSQL.
     const unstorable = firstUnstorable(frame.topic, "topic") ?? firstUnstorable(frame.payload, "payload");
     if (unstorable) {
-      this.send(replyFrame(frame, "error", { reason: "bad_request", message: `${unstorable.path}: ${unstorable.reason}` }));
+      this.send(
+        replyFrame(frame, "error", { reason: "bad_request", message: `${unstorable.path}: ${unstorable.reason}` }),
+      );
       return;
     }
     try {
@@ -181,14 +192,18 @@ export class Connection {
         }),
       );
     } else {
-      log.error({ err: (error as Error).message, stack: (error as Error).stack, event: frame.event }, "realtime: push failed");
+      log.error(
+        { err: (error as Error).message, stack: (error as Error).stack, event: frame.event },
+        "realtime: push failed",
+      );
       this.send(replyFrame(frame, "error", { reason: "internal", message: "internal error" }));
     }
   }
 
   private async dispatch(frame: Frame, rateCheck: Promise<void> | undefined): Promise<void> {
     if (frame.topic === PHOENIX_TOPIC) {
-      if (frame.event !== "heartbeat") throw new AppError("bad_request", `unknown event "${frame.event}" on topic phoenix`);
+      if (frame.event !== "heartbeat")
+        throw new AppError("bad_request", `unknown event "${frame.event}" on topic phoenix`);
       this.send(replyFrame(frame, "ok", {}));
       return;
     }
@@ -270,7 +285,8 @@ export class Connection {
       name,
       listed,
       push: (event, payload) => this.send(encodeFrame(frame.joinRef, null, frame.topic, event, payload)),
-      broadcast: (event, payload, options) => broker().broadcast(scoped, broadcastFrame(frame.topic, event, payload), options?.others ? this.ws : undefined),
+      broadcast: (event, payload, options) =>
+        broker().broadcast(scoped, broadcastFrame(frame.topic, event, payload), options?.others ? this.ws : undefined),
     };
   }
 

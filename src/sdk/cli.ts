@@ -94,7 +94,8 @@ function algorithm(value: string | boolean | undefined): Algorithm | undefined {
 function types(value: string | boolean | undefined) {
   if (value === undefined) return undefined;
   if (value === "all") return null;
-  if (typeof value !== "string" || value.trim() === "") throw new UsageError("--types needs a comma-separated list of event types, or all");
+  if (typeof value !== "string" || value.trim() === "")
+    throw new UsageError("--types needs a comma-separated list of event types, or all");
   return value.split(",").map((type) => type.trim()) as never;
 }
 
@@ -133,7 +134,8 @@ const COMMANDS: Record<string, Command> = {
   async "list-accounts"(parley) {
     const { accounts } = await parley.admin.listAccounts();
     const lines = accounts.flatMap((account) => [
-      `${account.id}  ${account.name}  ${account.signing_algorithm}  jitsi ` + `domain ${account.jitsi_domain}  created ${account.created_at}`,
+      `${account.id}  ${account.name}  ${account.signing_algorithm}  jitsi ` +
+        `domain ${account.jitsi_domain}  created ${account.created_at}`,
       ...account.keys.map((key) => {
         const state = key.revoked_at ? `revoked ${key.revoked_at}` : "active";
         return `  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`;
@@ -150,20 +152,37 @@ const COMMANDS: Record<string, Command> = {
     return { json: accounts, text: lines.length > 0 ? lines.join("\n") : "no accounts" };
   },
   async "create-key"(parley, [accountId], options) {
-    const key = await parley.admin.createKey(need(accountId, "<account-id>"), { label: options.label as string | undefined });
-    return { json: key, text: `api key #${key.key_id}   ${key.api_key}\nKeep the API key ` + "now: it is stored only as a hash and cannot be shown again." };
+    const key = await parley.admin.createKey(need(accountId, "<account-id>"), {
+      label: options.label as string | undefined,
+    });
+    return {
+      json: key,
+      text:
+        `api key #${key.key_id}   ${key.api_key}\nKeep the API key ` +
+        "now: it is stored only as a hash and cannot be shown again.",
+    };
   },
   async "revoke-key"(parley, [keyId]) {
     const revoked = await parley.admin.revokeKey(whole(keyId, "<key-id>"));
     return { json: revoked, text: `api key #${revoked.key_id} revoked` };
   },
   async "rotate-key"(parley, [accountId], options) {
-    const rotated = await parley.admin.rotateSigningKey(need(accountId, "<account-id>"), { alg: algorithm(options.alg) });
-    return { json: rotated, text: `new signing key ${rotated.kid}; earlier keys keep verifying until their tokens expire` };
+    const rotated = await parley.admin.rotateSigningKey(need(accountId, "<account-id>"), {
+      alg: algorithm(options.alg),
+    });
+    return {
+      json: rotated,
+      text: `new signing key ${rotated.kid}; earlier keys keep verifying until their tokens expire`,
+    };
   },
   async "revoke-signing-key"(parley, [kid]) {
     const revoked = await parley.admin.revokeSigningKey(need(kid, "<kid>"));
-    return { json: revoked, text: `signing key ${revoked.kid} of ${revoked.account_id} ` + `revoked${revoked.new_kid ? `; new current key ${revoked.new_kid}` : ""}` };
+    return {
+      json: revoked,
+      text:
+        `signing key ${revoked.kid} of ${revoked.account_id} ` +
+        `revoked${revoked.new_kid ? `; new current key ${revoked.new_kid}` : ""}`,
+    };
   },
   async "set-jitsi-domain"(parley, [accountId, domain]) {
     const set = await parley.admin.setJitsiDomain(need(accountId, "<account-id>"), need(domain, "<domain|*>"));
@@ -180,15 +199,27 @@ const COMMANDS: Record<string, Command> = {
   },
   async "set-default-number"(parley, [numberId]) {
     const number = await parley.admin.setDefaultNumber(whole(numberId, "<number-id>"));
-    return { json: number, text: `number #${number.id} (${number.formatted_number}) is now the default of account ${number.account_id}` };
+    return {
+      json: number,
+      text: `number #${number.id} (${number.formatted_number}) is now the default of account ${number.account_id}`,
+    };
   },
   async "list-numbers"(parley, [accountId]) {
     const { numbers } = await parley.admin.listNumbers(need(accountId, "<account-id>"));
-    return { json: numbers, text: numbers.length > 0 ? numbers.map((number) => `#${number.id}  ${describeNumber(number)}`).join("\n") : "no numbers" };
+    return {
+      json: numbers,
+      text:
+        numbers.length > 0
+          ? numbers.map((number) => `#${number.id}  ${describeNumber(number)}`).join("\n")
+          : "no numbers",
+    };
   },
   async "remove-number"(parley, [numberId]) {
     const removed = await parley.admin.removeNumber(whole(numberId, "<number-id>"));
-    return { json: removed, text: `number #${removed.id} (${removed.formatted_number}) removed from account ${removed.account_id}` };
+    return {
+      json: removed,
+      text: `number #${removed.id} (${removed.formatted_number}) removed from account ${removed.account_id}`,
+    };
   },
   async "show-limits"(parley, [accountId]) {
     const report = await parley.admin.limits(need(accountId, "<account-id>"));
@@ -206,17 +237,23 @@ const COMMANDS: Record<string, Command> = {
     return { json: created, text: `operator #${created.id} ${created.name}: sign in at /console` };
   },
   async "create-operator-token"(parley, [name], options) {
-    const created = await parley.admin.createOperatorToken({ name: need(name, "<name>"), scope: options["read-only"] === true ? "read" : "full" });
+    const created = await parley.admin.createOperatorToken({
+      name: need(name, "<name>"),
+      scope: options["read-only"] === true ? "read" : "full",
+    });
     return {
       json: created,
-      text: `operator token #${created.id} ${created.name} (${created.scope})\ntoken   ${created.token}\nKeep ` + "the token now: it is stored only as a hash and cannot be shown again.",
+      text:
+        `operator token #${created.id} ${created.name} (${created.scope})\ntoken   ${created.token}\nKeep ` +
+        "the token now: it is stored only as a hash and cannot be shown again.",
     };
   },
   async "list-operator-tokens"(parley) {
     const { tokens } = await parley.admin.listOperatorTokens();
     const lines = tokens.map(
       (token) =>
-        `#${token.id}  ${token.name}  ${token.scope}  ${token.prefix}…  by ${token.created_by}  last ` + `used ${date(token.last_used_at)}  ${token.revoked_at ? `revoked ${token.revoked_at}` : "active"}`,
+        `#${token.id}  ${token.name}  ${token.scope}  ${token.prefix}…  by ${token.created_by}  last ` +
+        `used ${date(token.last_used_at)}  ${token.revoked_at ? `revoked ${token.revoked_at}` : "active"}`,
     );
     return { json: tokens, text: lines.length > 0 ? lines.join("\n") : "no operator tokens" };
   },
@@ -230,7 +267,9 @@ const COMMANDS: Record<string, Command> = {
       before: options.before === undefined ? undefined : whole(options.before as string, "--before"),
     });
     const lines = page.entries.map(
-      (entry) => `#${entry.id}  ${entry.at}  ${entry.actor} ` + `(${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
+      (entry) =>
+        `#${entry.id}  ${entry.at}  ${entry.actor} ` +
+        `(${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
     );
     if (page.next_before !== null) lines.push(`older: parley audit --before ${page.next_before}`);
     return { json: page, text: page.entries.length > 0 ? lines.join("\n") : "no changes recorded" };
@@ -244,39 +283,63 @@ const COMMANDS: Record<string, Command> = {
     });
     return {
       json: created,
-      text: `webhook   ${created.endpoint.id}  ${created.endpoint.url}\nsecret    ${created.secret}\nKeep ` + "the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).",
+      text:
+        `webhook   ${created.endpoint.id}  ${created.endpoint.url}\nsecret    ${created.secret}\nKeep ` +
+        "the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).",
     };
   },
   async "list-webhooks"(parley, [accountId]) {
     const { webhooks } = await parley.admin.listWebhooks(need(accountId, "<account-id>"));
     const lines = webhooks.map((endpoint) => {
-      const state = endpoint.enabled ? "enabled" : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
+      const state = endpoint.enabled
+        ? "enabled"
+        : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
       const events = endpoint.event_types?.join(",") ?? "all events";
       return `${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`;
     });
     return { json: webhooks, text: lines.length > 0 ? lines.join("\n") : "no webhooks" };
   },
   async "update-webhook"(parley, [accountId, webhookId], options) {
-    const endpoint = await parley.admin.updateWebhook(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), {
-      url: options.url as string | undefined,
-      event_types: types(options.types),
-      description: options.description as string | undefined,
-      enabled: options.enable === true ? true : options.disable === true ? false : undefined,
-      ordered: options.ordered === true ? true : options.unordered === true ? false : undefined,
-    });
-    return { json: endpoint, text: `webhook ${endpoint.id} updated: ${endpoint.url}, ${endpoint.enabled ? "enabled" : "disabled"}` };
+    const endpoint = await parley.admin.updateWebhook(
+      need(accountId, "<account-id>"),
+      need(webhookId, "<webhook-id>"),
+      {
+        url: options.url as string | undefined,
+        event_types: types(options.types),
+        description: options.description as string | undefined,
+        enabled: options.enable === true ? true : options.disable === true ? false : undefined,
+        ordered: options.ordered === true ? true : options.unordered === true ? false : undefined,
+      },
+    );
+    return {
+      json: endpoint,
+      text: `webhook ${endpoint.id} updated: ${endpoint.url}, ${endpoint.enabled ? "enabled" : "disabled"}`,
+    };
   },
   async "rotate-webhook-secret"(parley, [accountId, webhookId]) {
-    const rotated = await parley.admin.rotateWebhookSecret(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
-    return { json: rotated, text: `webhook   ${rotated.endpoint.id}\nsecret    ${rotated.secret}\nThe ` + "old secret keeps signing beside this one for 24 hours." };
+    const rotated = await parley.admin.rotateWebhookSecret(
+      need(accountId, "<account-id>"),
+      need(webhookId, "<webhook-id>"),
+    );
+    return {
+      json: rotated,
+      text:
+        `webhook   ${rotated.endpoint.id}\nsecret    ${rotated.secret}\nThe ` +
+        "old secret keeps signing beside this one for 24 hours.",
+    };
   },
   async "replay-webhook"(parley, [accountId, webhookId], options) {
     const after = options.after === undefined ? undefined : whole(options.after as string, "--after");
-    if ((options.since === undefined) === (after === undefined)) throw new UsageError("give --since <time> or --after <sequence>");
-    const replayed = await parley.admin.replayWebhook(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), {
-      since: options.since as string | undefined,
-      after,
-    });
+    if ((options.since === undefined) === (after === undefined))
+      throw new UsageError("give --since <time> or --after <sequence>");
+    const replayed = await parley.admin.replayWebhook(
+      need(accountId, "<account-id>"),
+      need(webhookId, "<webhook-id>"),
+      {
+        since: options.since as string | undefined,
+        after,
+      },
+    );
     return { json: replayed, text: `${replayed.queued} deliveries queued` };
   },
   async "remove-webhook"(parley, [accountId, webhookId]) {
@@ -289,12 +352,24 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-function describeNumber(number: { country_code: string; formatted_number: string; toll_free: boolean; is_default: boolean }): string {
+function describeNumber(number: {
+  country_code: string;
+  formatted_number: string;
+  toll_free: boolean;
+  is_default: boolean;
+}): string {
   const flags = `${number.toll_free ? "  toll-free" : ""}${number.is_default ? "  default" : ""}`;
   return `${number.country_code}  ${number.formatted_number}${flags}`;
 }
 
-function describeLimit(limit: { name: string; value: number; default: number; overridden: boolean; per: string; used?: number | null }): string {
+function describeLimit(limit: {
+  name: string;
+  value: number;
+  default: number;
+  overridden: boolean;
+  per: string;
+  used?: number | null;
+}): string {
   const source = limit.overridden ? `set (default ${limit.default})` : "default";
   const used = limit.used === undefined || limit.used === null ? "" : `  used ${limit.used}`;
   return `${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`;
@@ -304,7 +379,11 @@ function describeLimit(limit: { name: string; value: number; default: number; ov
 async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
   const headers = { "user-agent": "parley-cli" };
   if (env.PARLEY_URL) {
-    if (!env.PARLEY_TOKEN) throw new UsageError("PARLEY_URL is set but PARLEY_TOKEN is not: give an operator token " + "(parley create-operator-token <name>, run beside that Parley)");
+    if (!env.PARLEY_TOKEN)
+      throw new UsageError(
+        "PARLEY_URL is set but PARLEY_TOKEN is not: give an operator token " +
+          "(parley create-operator-token <name>, run beside that Parley)",
+      );
     return new Parley({ baseUrl: env.PARLEY_URL, operatorToken: env.PARLEY_TOKEN, headers });
   }
   const path = resolve(env.DATA_DIR || "./data", "parley.sock");
@@ -312,7 +391,10 @@ async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
     await checkSocket(path);
   } catch (error) {
     if (error instanceof SocketProblem && error.kind === "absent") {
-      throw new NoParley(`no running Parley found: ${error.message} (set DATA_DIR to the data folder of ` + "the Parley on this machine, or PARLEY_URL and PARLEY_TOKEN for a remote one)");
+      throw new NoParley(
+        `no running Parley found: ${error.message} (set DATA_DIR to the data folder of ` +
+          "the Parley on this machine, or PARLEY_URL and PARLEY_TOKEN for a remote one)",
+      );
     }
     throw error;
   }
@@ -323,14 +405,21 @@ async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
 /** What a refused credential means for the one who typed the command. */
 function credentialMessage(error: ParleyError): string {
   if (error.code === "operator_credential_required") {
-    return "PARLEY_TOKEN is not an operator token: an account's API key or token never " + "passes the admin API (make one with parley create-operator-token <name>)";
+    return (
+      "PARLEY_TOKEN is not an operator token: an account's API key or token never " +
+      "passes the admin API (make one with parley create-operator-token <name>)"
+    );
   }
-  if (error.code === "invalid_operator_token") return "PARLEY_TOKEN is unknown or revoked: make a new one with parley create-operator-token <name>";
+  if (error.code === "invalid_operator_token")
+    return "PARLEY_TOKEN is unknown or revoked: make a new one with parley create-operator-token <name>";
   return error.message;
 }
 
 export interface CliHooks {
-  /** Runs the command without a running Parley (the repository's launcher: on the database directly); absent, that is an error. */
+  /**
+   * Runs the command without a running Parley (the repository's
+   * launcher: on the database directly); absent, that is an error.
+   */
   direct?: (argv: string[], why: string) => Promise<number>;
   out?: Print;
   err?: Print;

@@ -32,7 +32,8 @@ type Operation<P extends keyof paths, M extends Method> = paths[P][M & keyof pat
 export type RequestBody<P extends keyof paths, M extends Method> =
   Operation<P, M> extends { requestBody?: { content: { "application/json": infer B } } } ? B : never;
 /** The query parameters a route takes. */
-export type QueryOf<P extends keyof paths, M extends Method> = Operation<P, M> extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never;
+export type QueryOf<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never;
 /** The JSON a route answers with on success. */
 export type Answer<P extends keyof paths, M extends Method> =
   Operation<P, M> extends { responses: { 200: { content: { "application/json": infer A } } } }
@@ -41,7 +42,10 @@ export type Answer<P extends keyof paths, M extends Method> =
       ? A
       : unknown;
 
-export type ChatMessage = Extract<Answer<"/api/v1/messaging/rooms/{channel_id}/messages", "get">, { messages: unknown }>["messages"][number];
+export type ChatMessage = Extract<
+  Answer<"/api/v1/messaging/rooms/{channel_id}/messages", "get">,
+  { messages: unknown }
+>["messages"][number];
 export type AuditEntry = Answer<"/api/v1/admin/audit", "get">["entries"][number];
 export type WebhookDelivery = Answer<"/api/v1/webhooks/{id}/deliveries", "get">["deliveries"][number];
 
@@ -79,7 +83,13 @@ export class Parley {
 
   /** The same Parley with another credential, e.g. a user's token for the chat routes. */
   with(credentials: Pick<ParleyOptions, "apiKey" | "token" | "operatorToken">): Parley {
-    return new Parley({ ...this.options, apiKey: undefined, token: undefined, operatorToken: undefined, ...credentials });
+    return new Parley({
+      ...this.options,
+      apiKey: undefined,
+      token: undefined,
+      operatorToken: undefined,
+      ...credentials,
+    });
   }
 
   /** The answer's data, or the ParleyError it describes. */
@@ -96,9 +106,13 @@ export class Parley {
   }
 
   /** A request outside openapi-fetch (streams, text), through the same retries and errors. */
-  private async raw(path: string, init: RequestInit & { query?: Record<string, string | undefined> } = {}): Promise<Response> {
+  private async raw(
+    path: string,
+    init: RequestInit & { query?: Record<string, string | undefined> } = {},
+  ): Promise<Response> {
     const url = new URL(this.options.baseUrl.replace(/\/+$/, "") + path);
-    for (const [name, value] of Object.entries(init.query ?? {})) if (value !== undefined) url.searchParams.set(name, value);
+    for (const [name, value] of Object.entries(init.query ?? {}))
+      if (value !== undefined) url.searchParams.set(name, value);
     const headers = new Headers(this.options.headers);
     if (this.credential) headers.set("authorization", `Bearer ${this.credential}`);
     new Headers(init.headers).forEach((value, name) => {
@@ -128,7 +142,9 @@ export class Parley {
    * A token for a user of the account (POST /api/v1/misc/generate-token): `scope` `messaging`
    * (chat), `media` (Jitsi, optionally for one `room`), `parley` (account routes), or empty for all.
    */
-  async generateToken(claims: Omit<RequestBody<"/api/v1/misc/generate-token", "post">, "apiKey"> = {}): Promise<string> {
+  async generateToken(
+    claims: Omit<RequestBody<"/api/v1/misc/generate-token", "post">, "apiKey"> = {},
+  ): Promise<string> {
     const answer = await this.ok(this.api.POST("/api/v1/misc/generate-token", { body: claims }));
     return answer.token;
   }
@@ -136,15 +152,23 @@ export class Parley {
   /** Conferences and reservations (docs/scheduling.md); account API key. */
   readonly scheduler = {
     listConferences: () => this.ok(this.api.GET("/api/v1/scheduler/conference")),
-    createConference: (body: RequestBody<"/api/v1/scheduler/conference", "post">) => this.ok(this.api.POST("/api/v1/scheduler/conference", { body })),
-    getConference: (id: string | number) => this.ok(this.api.GET("/api/v1/scheduler/conference/{id}", { params: { path: { id: String(id) } } })),
-    getConferenceByRoom: (name: string) => this.ok(this.api.GET("/api/v1/scheduler/conference/room/{name}", { params: { path: { name } } })),
-    deleteConference: (id: string | number) => this.ok(this.api.DELETE("/api/v1/scheduler/conference/{id}", { params: { path: { id: String(id) } } })),
+    createConference: (body: RequestBody<"/api/v1/scheduler/conference", "post">) =>
+      this.ok(this.api.POST("/api/v1/scheduler/conference", { body })),
+    getConference: (id: string | number) =>
+      this.ok(this.api.GET("/api/v1/scheduler/conference/{id}", { params: { path: { id: String(id) } } })),
+    getConferenceByRoom: (name: string) =>
+      this.ok(this.api.GET("/api/v1/scheduler/conference/room/{name}", { params: { path: { name } } })),
+    deleteConference: (id: string | number) =>
+      this.ok(this.api.DELETE("/api/v1/scheduler/conference/{id}", { params: { path: { id: String(id) } } })),
     listReservations: () => this.ok(this.api.GET("/api/v1/scheduler/reservation")),
-    createReservation: (body: RequestBody<"/api/v1/scheduler/reservation", "post">) => this.ok(this.api.POST("/api/v1/scheduler/reservation", { body })),
-    getReservation: (id: string | number) => this.ok(this.api.GET("/api/v1/scheduler/reservation/{id}", { params: { path: { id: String(id) } } })),
-    getReservationByRoom: (name: string) => this.ok(this.api.GET("/api/v1/scheduler/reservation/room/{name}", { params: { path: { name } } })),
-    deleteReservation: (id: string | number) => this.ok(this.api.DELETE("/api/v1/scheduler/reservation/{id}", { params: { path: { id: String(id) } } })),
+    createReservation: (body: RequestBody<"/api/v1/scheduler/reservation", "post">) =>
+      this.ok(this.api.POST("/api/v1/scheduler/reservation", { body })),
+    getReservation: (id: string | number) =>
+      this.ok(this.api.GET("/api/v1/scheduler/reservation/{id}", { params: { path: { id: String(id) } } })),
+    getReservationByRoom: (name: string) =>
+      this.ok(this.api.GET("/api/v1/scheduler/reservation/room/{name}", { params: { path: { name } } })),
+    deleteReservation: (id: string | number) =>
+      this.ok(this.api.DELETE("/api/v1/scheduler/reservation/{id}", { params: { path: { id: String(id) } } })),
   };
 
   /** Jitsi's conference mapper and dial-in numbers (docs/mapper.md). */
@@ -153,29 +177,58 @@ export class Parley {
       this.ok(this.api.GET("/api/v1/conference-mapper/conferenceMapper", { params: { query } })),
     phoneNumbers: (query: QueryOf<"/api/v1/conference-mapper/phoneNumberList", "get"> = {}) =>
       this.ok(this.api.GET("/api/v1/conference-mapper/phoneNumberList", { params: { query } })),
-    /** The same under the account id with no credential, open to any origin: what a browser (jitsi-meet's dial-in page) calls. */
-    publicConference: (accountId: string, query: QueryOf<"/api/v1/conference-mapper/{accountId}/conferenceMapper", "get">) =>
-      this.ok(this.api.GET("/api/v1/conference-mapper/{accountId}/conferenceMapper", { params: { path: { accountId }, query } })),
-    publicPhoneNumbers: (accountId: string, query: QueryOf<"/api/v1/conference-mapper/{accountId}/phoneNumberList", "get"> = {}) =>
-      this.ok(this.api.GET("/api/v1/conference-mapper/{accountId}/phoneNumberList", { params: { path: { accountId }, query } })),
+    /**
+     * The same under the account id with no credential, open to any
+     * origin: what a browser (jitsi-meet's dial-in page) calls.
+     */
+    publicConference: (
+      accountId: string,
+      query: QueryOf<"/api/v1/conference-mapper/{accountId}/conferenceMapper", "get">,
+    ) =>
+      this.ok(
+        this.api.GET("/api/v1/conference-mapper/{accountId}/conferenceMapper", {
+          params: { path: { accountId }, query },
+        }),
+      ),
+    publicPhoneNumbers: (
+      accountId: string,
+      query: QueryOf<"/api/v1/conference-mapper/{accountId}/phoneNumberList", "get"> = {},
+    ) =>
+      this.ok(
+        this.api.GET("/api/v1/conference-mapper/{accountId}/phoneNumberList", {
+          params: { path: { accountId }, query },
+        }),
+      ),
   };
 
   /** Live streams and recordings of a room (docs/streaming.md); account API key. */
   readonly streaming = {
-    start: (body: RequestBody<"/terraform/v1/hooks/srs/startRecording", "post">) => this.ok(this.api.POST("/terraform/v1/hooks/srs/startRecording", { body })),
-    stop: (roomName: string) => this.ok(this.api.POST("/terraform/v1/hooks/srs/stopRecording", { body: { room_name: roomName } })),
+    start: (body: RequestBody<"/terraform/v1/hooks/srs/startRecording", "post">) =>
+      this.ok(this.api.POST("/terraform/v1/hooks/srs/startRecording", { body })),
+    stop: (roomName: string) =>
+      this.ok(this.api.POST("/terraform/v1/hooks/srs/stopRecording", { body: { room_name: roomName } })),
     viewers: (streamName: string) =>
-      this.ok(this.api.GET("/terraform/v1/hooks/srs/live/viewers/count/{stream_name}", { params: { path: { stream_name: streamName } } })),
+      this.ok(
+        this.api.GET("/terraform/v1/hooks/srs/live/viewers/count/{stream_name}", {
+          params: { path: { stream_name: streamName } },
+        }),
+      ),
   };
 
   /** Chat rooms and messages (docs/chat.md), as the user of the client's token (`parley.with({ token })`). */
   readonly chat = {
     rooms: () => this.ok(this.api.GET("/api/v1/messaging/rooms")),
-    createRoom: (body: RequestBody<"/api/v1/messaging/rooms/create", "post">) => this.ok(this.api.POST("/api/v1/messaging/rooms/create", { body })),
-    room: (channelId: string) => this.ok(this.api.GET("/api/v1/messaging/rooms/{channel_id}", { params: { path: { channel_id: channelId } } })),
+    createRoom: (body: RequestBody<"/api/v1/messaging/rooms/create", "post">) =>
+      this.ok(this.api.POST("/api/v1/messaging/rooms/create", { body })),
+    room: (channelId: string) =>
+      this.ok(this.api.GET("/api/v1/messaging/rooms/{channel_id}", { params: { path: { channel_id: channelId } } })),
     /** One page of the room's messages, newest first. */
     messages: (channelId: string, query: QueryOf<"/api/v1/messaging/rooms/{channel_id}/messages", "get"> = {}) =>
-      this.ok(this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages", { params: { path: { channel_id: channelId }, query } })),
+      this.ok(
+        this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages", {
+          params: { path: { channel_id: channelId }, query },
+        }),
+      ),
     /** Every message of the room, newest first, a page of `pageSize` at a time. */
     allMessages: (channelId: string, pageSize = 100): AsyncGenerator<ChatMessage> =>
       byOffset(pageSize, async (size, offset) => {
@@ -184,7 +237,9 @@ export class Parley {
       }),
     message: (channelId: string, messageId: string | number) =>
       this.ok(
-        this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}", { params: { path: { channel_id: channelId, message_id: String(messageId) } } }),
+        this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}", {
+          params: { path: { channel_id: channelId, message_id: String(messageId) } },
+        }),
       ),
     editMessage: (channelId: string, messageId: string | number, content: string) =>
       this.ok(
@@ -194,10 +249,26 @@ export class Parley {
         }),
       ),
     deleteMessages: (channelId: string, body: RequestBody<"/api/v1/messaging/rooms/{channel_id}/messages", "delete">) =>
-      this.ok(this.api.DELETE("/api/v1/messaging/rooms/{channel_id}/messages", { params: { path: { channel_id: channelId } }, body })),
-    searchMessages: (channelId: string, query: QueryOf<"/api/v1/messaging/rooms/{channel_id}/messages/search", "get">) =>
-      this.ok(this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/search", { params: { path: { channel_id: channelId }, query } })),
-    replies: (channelId: string, messageId: string | number, query: QueryOf<"/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/messages_replies", "get"> = {}) =>
+      this.ok(
+        this.api.DELETE("/api/v1/messaging/rooms/{channel_id}/messages", {
+          params: { path: { channel_id: channelId } },
+          body,
+        }),
+      ),
+    searchMessages: (
+      channelId: string,
+      query: QueryOf<"/api/v1/messaging/rooms/{channel_id}/messages/search", "get">,
+    ) =>
+      this.ok(
+        this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/search", {
+          params: { path: { channel_id: channelId }, query },
+        }),
+      ),
+    replies: (
+      channelId: string,
+      messageId: string | number,
+      query: QueryOf<"/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/messages_replies", "get"> = {},
+    ) =>
       this.ok(
         this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/messages_replies", {
           params: { path: { channel_id: channelId, message_id: String(messageId) }, query },
@@ -216,40 +287,74 @@ export class Parley {
         }),
       ),
     addUser: (channelId: string, userId: string) =>
-      this.ok(this.api.POST("/api/v1/messaging/rooms/{channel_id}/users/{user_id}", { params: { path: { channel_id: channelId, user_id: userId } } })),
+      this.ok(
+        this.api.POST("/api/v1/messaging/rooms/{channel_id}/users/{user_id}", {
+          params: { path: { channel_id: channelId, user_id: userId } },
+        }),
+      ),
     removeUser: (channelId: string, userId: string) =>
-      this.ok(this.api.DELETE("/api/v1/messaging/rooms/{channel_id}/users/{user_id}", { params: { path: { channel_id: channelId, user_id: userId } } })),
-    roomUsers: (channelId: string) => this.ok(this.api.GET("/api/v1/rooms/{channel_id}/users", { params: { path: { channel_id: channelId } } })),
-    searchUsers: (query: QueryOf<"/api/v1/messaging/users/search", "get">) => this.ok(this.api.GET("/api/v1/messaging/users/search", { params: { query } })),
+      this.ok(
+        this.api.DELETE("/api/v1/messaging/rooms/{channel_id}/users/{user_id}", {
+          params: { path: { channel_id: channelId, user_id: userId } },
+        }),
+      ),
+    roomUsers: (channelId: string) =>
+      this.ok(this.api.GET("/api/v1/rooms/{channel_id}/users", { params: { path: { channel_id: channelId } } })),
+    searchUsers: (query: QueryOf<"/api/v1/messaging/users/search", "get">) =>
+      this.ok(this.api.GET("/api/v1/messaging/users/search", { params: { query } })),
   };
 
   /** Files for chat, straight into object storage (docs/chat.md), as the token's user. */
   readonly uploads = {
-    presign: (body: RequestBody<"/api/v1/misc/get-presigned", "post">) => this.ok(this.api.POST("/api/v1/misc/get-presigned", { body })),
-    /** Presigns `fileName` and PUTs the bytes there with the content type the signature names; resolves with the object's key. */
+    presign: (body: RequestBody<"/api/v1/misc/get-presigned", "post">) =>
+      this.ok(this.api.POST("/api/v1/misc/get-presigned", { body })),
+    /**
+     * Presigns `fileName` and PUTs the bytes there with the content
+     * type the signature names; resolves with the object's key.
+     */
     upload: async (fileName: string, fileType: string, bytes: Blob | ArrayBuffer | Uint8Array): Promise<string> => {
       const signed = await this.uploads.presign({ fileName, fileType });
       // The bytes go to object storage, not to Parley: the global fetch, whatever reaches Parley.
-      const put = await globalThis.fetch(signed.presigned_url, { method: "PUT", body: bytes as BodyInit, headers: { "content-type": signed.content_type } });
-      if (!put.ok) throw new ParleyError("upload_failed", `object storage answered ${put.status}: ${(await put.text()).slice(0, 200)}`, put.status);
+      const put = await globalThis.fetch(signed.presigned_url, {
+        method: "PUT",
+        body: bytes as BodyInit,
+        headers: { "content-type": signed.content_type },
+      });
+      if (!put.ok)
+        throw new ParleyError(
+          "upload_failed",
+          `object storage answered ${put.status}: ${(await put.text()).slice(0, 200)}`,
+          put.status,
+        );
       return signed.key;
     },
   };
 
   /** The usage report (docs/usage.md): the account API key, or a `parley`-scope token. */
   readonly usage = {
-    report: (body: RequestBody<"/api/v1/pricing/cdr", "post"> = {}) => this.ok(this.api.POST("/api/v1/pricing/cdr", { body })),
+    report: (body: RequestBody<"/api/v1/pricing/cdr", "post"> = {}) =>
+      this.ok(this.api.POST("/api/v1/pricing/cdr", { body })),
     /** The same report as CSV text. */
     reportCsv: async (body: RequestBody<"/api/v1/pricing/cdr", "post"> = {}) =>
-      (await this.raw("/api/v1/pricing/cdr", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json", accept: "text/csv" } })).text(),
+      (
+        await this.raw("/api/v1/pricing/cdr", {
+          method: "POST",
+          body: JSON.stringify(body),
+          headers: { "content-type": "application/json", accept: "text/csv" },
+        })
+      ).text(),
   };
 
   /** The account's event log and event stream (docs/webhooks.md); account API key. */
   readonly events = {
     /** One page of the log: `{ events, next_after }`. */
-    list: (query: QueryOf<"/api/v1/events/", "get"> = {}) => this.ok(this.api.GET("/api/v1/events/", { params: { query } })),
+    list: (query: QueryOf<"/api/v1/events/", "get"> = {}) =>
+      this.ok(this.api.GET("/api/v1/events/", { params: { query } })),
     /** Every kept event after `after` (0: the oldest kept), page by page, ending when it has caught up. */
-    all: async function* (this: Parley, options: { after?: number; types?: ParleyEventType[]; pageSize?: number } = {}): AsyncGenerator<ParleyEvent> {
+    all: async function* (
+      this: Parley,
+      options: { after?: number; types?: ParleyEventType[]; pageSize?: number } = {},
+    ): AsyncGenerator<ParleyEvent> {
       let after = options.after ?? 0;
       for (;;) {
         const page = await this.events.list({ after, limit: options.pageSize ?? 100, types: options.types?.join(",") });
@@ -264,7 +369,10 @@ export class Parley {
      * It reconnects by itself after a dropped connection, sending Last-Event-ID, so nothing is
      * missed or repeated; it ends when `signal` aborts or the loop breaks.
      */
-    stream: async function* (this: Parley, options: { after?: number; types?: ParleyEventType[]; signal?: AbortSignal } = {}): AsyncGenerator<ParleyEvent> {
+    stream: async function* (
+      this: Parley,
+      options: { after?: number; types?: ParleyEventType[]; signal?: AbortSignal } = {},
+    ): AsyncGenerator<ParleyEvent> {
       let lastId = options.after === undefined ? undefined : String(options.after);
       let delayMs = 1_000;
       while (!options.signal?.aborted) {
@@ -274,7 +382,8 @@ export class Parley {
             headers: { accept: "text/event-stream", ...(lastId === undefined ? {} : { "last-event-id": lastId }) },
             signal: options.signal,
           });
-          if (!answer.body) throw new ParleyError("network_error", "the event stream came without a body", answer.status);
+          if (!answer.body)
+            throw new ParleyError("network_error", "the event stream came without a body", answer.status);
           for await (const message of serverSentEvents(answer.body, (ms) => {
             delayMs = ms;
           })) {
@@ -297,9 +406,11 @@ export class Parley {
     create: (body: RequestBody<"/api/v1/webhooks/", "post">) => this.ok(this.api.POST("/api/v1/webhooks/", { body })),
     list: () => this.ok(this.api.GET("/api/v1/webhooks/")),
     get: (id: string) => this.ok(this.api.GET("/api/v1/webhooks/{id}", { params: { path: { id } } })),
-    update: (id: string, body: RequestBody<"/api/v1/webhooks/{id}", "patch">) => this.ok(this.api.PATCH("/api/v1/webhooks/{id}", { params: { path: { id } }, body })),
+    update: (id: string, body: RequestBody<"/api/v1/webhooks/{id}", "patch">) =>
+      this.ok(this.api.PATCH("/api/v1/webhooks/{id}", { params: { path: { id } }, body })),
     remove: (id: string) => this.ok(this.api.DELETE("/api/v1/webhooks/{id}", { params: { path: { id } } })),
-    rotateSecret: (id: string) => this.ok(this.api.POST("/api/v1/webhooks/{id}/rotate-secret", { params: { path: { id } } })),
+    rotateSecret: (id: string) =>
+      this.ok(this.api.POST("/api/v1/webhooks/{id}/rotate-secret", { params: { path: { id } } })),
     /** One page of the endpoint's deliveries, newest first. */
     deliveries: (id: string, query: QueryOf<"/api/v1/webhooks/{id}/deliveries", "get"> = {}) =>
       this.ok(this.api.GET("/api/v1/webhooks/{id}/deliveries", { params: { path: { id }, query } })),
@@ -314,8 +425,13 @@ export class Parley {
       }
     }.bind(this),
     retryDelivery: (id: string, delivery: string | number) =>
-      this.ok(this.api.POST("/api/v1/webhooks/{id}/deliveries/{delivery}/retry", { params: { path: { id, delivery: String(delivery) } } })),
-    replay: (id: string, body: RequestBody<"/api/v1/webhooks/{id}/replay", "post">) => this.ok(this.api.POST("/api/v1/webhooks/{id}/replay", { params: { path: { id } }, body })),
+      this.ok(
+        this.api.POST("/api/v1/webhooks/{id}/deliveries/{delivery}/retry", {
+          params: { path: { id, delivery: String(delivery) } },
+        }),
+      ),
+    replay: (id: string, body: RequestBody<"/api/v1/webhooks/{id}/replay", "post">) =>
+      this.ok(this.api.POST("/api/v1/webhooks/{id}/replay", { params: { path: { id } }, body })),
   };
 
   /**
@@ -325,45 +441,94 @@ export class Parley {
   readonly admin = {
     listAccounts: () => this.ok(this.api.GET("/api/v1/admin/accounts")),
     /** A new account and its first API key, shown this once. */
-    createAccount: (body: RequestBody<"/api/v1/admin/accounts", "post">) => this.ok(this.api.POST("/api/v1/admin/accounts", { body })),
+    createAccount: (body: RequestBody<"/api/v1/admin/accounts", "post">) =>
+      this.ok(this.api.POST("/api/v1/admin/accounts", { body })),
     createKey: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/keys", "post"> = {}) =>
       this.ok(this.api.POST("/api/v1/admin/accounts/{id}/keys", { params: { path: { id: accountId } }, body })),
-    revokeKey: (keyId: number) => this.ok(this.api.DELETE("/api/v1/admin/keys/{keyId}", { params: { path: { keyId } } })),
+    revokeKey: (keyId: number) =>
+      this.ok(this.api.DELETE("/api/v1/admin/keys/{keyId}", { params: { path: { keyId } } })),
     rotateSigningKey: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/signing-keys", "post"> = {}) =>
       this.ok(this.api.POST("/api/v1/admin/accounts/{id}/signing-keys", { params: { path: { id: accountId } }, body })),
-    revokeSigningKey: (kid: string) => this.ok(this.api.DELETE("/api/v1/admin/signing-keys/{kid}", { params: { path: { kid } } })),
+    revokeSigningKey: (kid: string) =>
+      this.ok(this.api.DELETE("/api/v1/admin/signing-keys/{kid}", { params: { path: { kid } } })),
     setJitsiDomain: (accountId: string, domain: string) =>
-      this.ok(this.api.PUT("/api/v1/admin/accounts/{id}/jitsi-domain", { params: { path: { id: accountId } }, body: { domain } })),
-    listNumbers: (accountId: string) => this.ok(this.api.GET("/api/v1/admin/accounts/{id}/numbers", { params: { path: { id: accountId } } })),
+      this.ok(
+        this.api.PUT("/api/v1/admin/accounts/{id}/jitsi-domain", {
+          params: { path: { id: accountId } },
+          body: { domain },
+        }),
+      ),
+    listNumbers: (accountId: string) =>
+      this.ok(this.api.GET("/api/v1/admin/accounts/{id}/numbers", { params: { path: { id: accountId } } })),
     addNumber: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/numbers", "post">) =>
       this.ok(this.api.POST("/api/v1/admin/accounts/{id}/numbers", { params: { path: { id: accountId } }, body })),
-    setDefaultNumber: (numberId: number) => this.ok(this.api.POST("/api/v1/admin/numbers/{id}/default", { params: { path: { id: numberId } } })),
-    removeNumber: (numberId: number) => this.ok(this.api.DELETE("/api/v1/admin/numbers/{id}", { params: { path: { id: numberId } } })),
-    limits: (accountId: string) => this.ok(this.api.GET("/api/v1/admin/accounts/{id}/limits", { params: { path: { id: accountId } } })),
+    setDefaultNumber: (numberId: number) =>
+      this.ok(this.api.POST("/api/v1/admin/numbers/{id}/default", { params: { path: { id: numberId } } })),
+    removeNumber: (numberId: number) =>
+      this.ok(this.api.DELETE("/api/v1/admin/numbers/{id}", { params: { path: { id: numberId } } })),
+    limits: (accountId: string) =>
+      this.ok(this.api.GET("/api/v1/admin/accounts/{id}/limits", { params: { path: { id: accountId } } })),
     /** One limit of the account (docs/limits.md): a whole number, or "default" to drop the account's own value. */
     setLimit: (accountId: string, name: string, value: number | "default") =>
-      this.ok(this.api.PUT("/api/v1/admin/accounts/{id}/limits/{name}", { params: { path: { id: accountId, name } }, body: { value } })),
+      this.ok(
+        this.api.PUT("/api/v1/admin/accounts/{id}/limits/{name}", {
+          params: { path: { id: accountId, name } },
+          body: { value },
+        }),
+      ),
     listOperators: () => this.ok(this.api.GET("/api/v1/admin/operators")),
-    createOperator: (body: RequestBody<"/api/v1/admin/operators", "post">) => this.ok(this.api.POST("/api/v1/admin/operators", { body })),
+    createOperator: (body: RequestBody<"/api/v1/admin/operators", "post">) =>
+      this.ok(this.api.POST("/api/v1/admin/operators", { body })),
     listOperatorTokens: () => this.ok(this.api.GET("/api/v1/admin/operator-tokens")),
     /** A new operator token (`pop_…`), shown this once. */
-    createOperatorToken: (body: RequestBody<"/api/v1/admin/operator-tokens", "post">) => this.ok(this.api.POST("/api/v1/admin/operator-tokens", { body })),
-    revokeOperatorToken: (id: number) => this.ok(this.api.DELETE("/api/v1/admin/operator-tokens/{id}", { params: { path: { id } } })),
-    listWebhooks: (accountId: string) => this.ok(this.api.GET("/api/v1/admin/accounts/{id}/webhooks", { params: { path: { id: accountId } } })),
+    createOperatorToken: (body: RequestBody<"/api/v1/admin/operator-tokens", "post">) =>
+      this.ok(this.api.POST("/api/v1/admin/operator-tokens", { body })),
+    revokeOperatorToken: (id: number) =>
+      this.ok(this.api.DELETE("/api/v1/admin/operator-tokens/{id}", { params: { path: { id } } })),
+    listWebhooks: (accountId: string) =>
+      this.ok(this.api.GET("/api/v1/admin/accounts/{id}/webhooks", { params: { path: { id: accountId } } })),
     addWebhook: (accountId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks", "post">) =>
       this.ok(this.api.POST("/api/v1/admin/accounts/{id}/webhooks", { params: { path: { id: accountId } }, body })),
-    updateWebhook: (accountId: string, webhookId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks/{wid}", "patch">) =>
-      this.ok(this.api.PATCH("/api/v1/admin/accounts/{id}/webhooks/{wid}", { params: { path: { id: accountId, wid: webhookId } }, body })),
+    updateWebhook: (
+      accountId: string,
+      webhookId: string,
+      body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks/{wid}", "patch">,
+    ) =>
+      this.ok(
+        this.api.PATCH("/api/v1/admin/accounts/{id}/webhooks/{wid}", {
+          params: { path: { id: accountId, wid: webhookId } },
+          body,
+        }),
+      ),
     rotateWebhookSecret: (accountId: string, webhookId: string) =>
-      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/webhooks/{wid}/rotate-secret", { params: { path: { id: accountId, wid: webhookId } } })),
-    replayWebhook: (accountId: string, webhookId: string, body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks/{wid}/replay", "post">) =>
-      this.ok(this.api.POST("/api/v1/admin/accounts/{id}/webhooks/{wid}/replay", { params: { path: { id: accountId, wid: webhookId } }, body })),
+      this.ok(
+        this.api.POST("/api/v1/admin/accounts/{id}/webhooks/{wid}/rotate-secret", {
+          params: { path: { id: accountId, wid: webhookId } },
+        }),
+      ),
+    replayWebhook: (
+      accountId: string,
+      webhookId: string,
+      body: RequestBody<"/api/v1/admin/accounts/{id}/webhooks/{wid}/replay", "post">,
+    ) =>
+      this.ok(
+        this.api.POST("/api/v1/admin/accounts/{id}/webhooks/{wid}/replay", {
+          params: { path: { id: accountId, wid: webhookId } },
+          body,
+        }),
+      ),
     removeWebhook: (accountId: string, webhookId: string) =>
-      this.ok(this.api.DELETE("/api/v1/admin/accounts/{id}/webhooks/{wid}", { params: { path: { id: accountId, wid: webhookId } } })),
+      this.ok(
+        this.api.DELETE("/api/v1/admin/accounts/{id}/webhooks/{wid}", {
+          params: { path: { id: accountId, wid: webhookId } },
+        }),
+      ),
     /** Folds the event log again into the usage tables (every account, or one); answers when done. */
-    refoldUsage: (body: RequestBody<"/api/v1/admin/refold-usage", "post"> = {}) => this.ok(this.api.POST("/api/v1/admin/refold-usage", { body })),
+    refoldUsage: (body: RequestBody<"/api/v1/admin/refold-usage", "post"> = {}) =>
+      this.ok(this.api.POST("/api/v1/admin/refold-usage", { body })),
     /** One page of the audit log, newest first: `{ entries, next_before }`. */
-    audit: (query: QueryOf<"/api/v1/admin/audit", "get"> = {}) => this.ok(this.api.GET("/api/v1/admin/audit", { params: { query } })),
+    audit: (query: QueryOf<"/api/v1/admin/audit", "get"> = {}) =>
+      this.ok(this.api.GET("/api/v1/admin/audit", { params: { query } })),
     /** Every audit entry, newest first. */
     allAudit: async function* (this: Parley, pageSize = 100): AsyncGenerator<AuditEntry> {
       let before: QueryOf<"/api/v1/admin/audit", "get">["before"];

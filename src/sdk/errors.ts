@@ -60,7 +60,12 @@ export class WebhookVerificationError extends ParleyError {
 export function errorFromAnswer(status: number, body: unknown): ParleyError {
   const described = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
   if (described && typeof described.code === "string") {
-    return new ParleyError(described.code, typeof described.message === "string" ? described.message : described.code, status, body);
+    return new ParleyError(
+      described.code,
+      typeof described.message === "string" ? described.message : described.code,
+      status,
+      body,
+    );
   }
   const text = typeof body === "string" && body.length > 0 ? `: ${body.slice(0, 200)}` : "";
   return new ParleyError(`http_${status}`, `Parley answered ${status}${text}`, status, body);

@@ -2,8 +2,23 @@
  * @parley/server-sdk: a typed client of Parley's HTTP API for servers (Node ≥ 20, Bun, Deno)
  * and, for the public routes, browsers. See docs/sdk.md.
  */
-export { type Answer, type AuditEntry, type ChatMessage, Parley, type ParleyOptions, type QueryOf, type RequestBody, type WebhookDelivery } from "./client.js";
+export {
+  type Answer,
+  type AuditEntry,
+  type ChatMessage,
+  Parley,
+  type ParleyOptions,
+  type QueryOf,
+  type RequestBody,
+  type WebhookDelivery,
+} from "./client.js";
 export { type LocalErrorCode, ParleyError, type ParleyErrorCode, WebhookVerificationError } from "./errors.js";
 export type { components, operations, paths } from "./generated/openapi.js";
 export type { RetryOptions } from "./retry.js";
-export { type EventOf, type ParleyEvent, type ParleyEventType, verifyWebhook, type WebhookHeaders } from "./webhooks.js";
+export {
+  type EventOf,
+  type ParleyEvent,
+  type ParleyEventType,
+  verifyWebhook,
+  type WebhookHeaders,
+} from "./webhooks.js";

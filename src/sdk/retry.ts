@@ -32,7 +32,10 @@ const sleep = (ms: number, signal: AbortSignal | null) =>
  * Wraps `send` so that a 429 or 503 is tried again up to `retries` times, waiting what
  * Retry-After says (or 0.5 s, 1 s, 2 s… without one). The last answer is returned as it came.
  */
-export function retrying(send: (request: Request) => Promise<Response>, options: RetryOptions = {}): (request: Request) => Promise<Response> {
+export function retrying(
+  send: (request: Request) => Promise<Response>,
+  options: RetryOptions = {},
+): (request: Request) => Promise<Response> {
   const retries = options.retries ?? 3;
   const maxDelayMs = options.maxDelayMs ?? 30_000;
   return async (request) => {

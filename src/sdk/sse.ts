@@ -7,7 +7,10 @@ export interface ServerSentEvent {
 }
 
 /** The events of one text/event-stream body, and the reconnection delay it asked for (`retry:`). */
-export async function* serverSentEvents(body: ReadableStream<Uint8Array>, onRetry: (ms: number) => void = () => {}): AsyncGenerator<ServerSentEvent> {
+export async function* serverSentEvents(
+  body: ReadableStream<Uint8Array>,
+  onRetry: (ms: number) => void = () => {},
+): AsyncGenerator<ServerSentEvent> {
   const decoder = new TextDecoder();
   const reader = body.getReader();
   let buffer = "";

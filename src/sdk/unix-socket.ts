@@ -36,10 +36,22 @@ export async function checkSocket(path: string): Promise<void> {
   if (!stats) throw new SocketProblem("absent", `no socket at ${path}`);
   if (!stats.isSocket()) throw new SocketProblem("unsafe", `${path} is not a socket`);
   const uid = process.getuid?.();
-  if (uid !== undefined && stats.uid !== uid) throw new SocketProblem("unsafe", `${path} belongs to uid ${stats.uid}, not to you (uid ${uid}): run as the user Parley runs as`);
-  if ((stats.mode & 0o777) !== 0o600) throw new SocketProblem("unsafe", `${path} has mode ${(stats.mode & 0o777).toString(8)}, not 600: refusing to trust it`);
+  if (uid !== undefined && stats.uid !== uid)
+    throw new SocketProblem(
+      "unsafe",
+      `${path} belongs to uid ${stats.uid}, not to you (uid ${uid}): run as the user Parley runs as`,
+    );
+  if ((stats.mode & 0o777) !== 0o600)
+    throw new SocketProblem(
+      "unsafe",
+      `${path} has mode ${(stats.mode & 0o777).toString(8)}, not 600: refusing to trust it`,
+    );
   if (!(await listening(path))) {
-    throw new SocketProblem("stale", `${path} exists but nothing listens on it: the Parley that ` + "made it has stopped (it removes the file when it starts again)");
+    throw new SocketProblem(
+      "stale",
+      `${path} exists but nothing listens on it: the Parley that ` +
+        "made it has stopped (it removes the file when it starts again)",
+    );
   }
 }
 
@@ -54,19 +66,27 @@ export function unixSocketFetch(path: string): (request: Request) => Promise<Res
     });
     if (body) headers["content-length"] = String(body.length);
     return new Promise<Response>((resolve, reject) => {
-      const outgoing = httpRequest({ socketPath: path, method: request.method, path: url.pathname + url.search, headers }, (incoming) => {
-        const chunks: Buffer[] = [];
-        incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-        incoming.on("error", reject);
-        incoming.on("end", () => {
-          const answerHeaders = new Headers();
-          for (const [name, value] of Object.entries(incoming.headers)) {
-            if (value !== undefined) answerHeaders.set(name, Array.isArray(value) ? value.join(", ") : value);
-          }
-          const status = incoming.statusCode ?? 502;
-          resolve(new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks), { status, headers: answerHeaders }));
-        });
-      });
+      const outgoing = httpRequest(
+        { socketPath: path, method: request.method, path: url.pathname + url.search, headers },
+        (incoming) => {
+          const chunks: Buffer[] = [];
+          incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+          incoming.on("error", reject);
+          incoming.on("end", () => {
+            const answerHeaders = new Headers();
+            for (const [name, value] of Object.entries(incoming.headers)) {
+              if (value !== undefined) answerHeaders.set(name, Array.isArray(value) ? value.join(", ") : value);
+            }
+            const status = incoming.statusCode ?? 502;
+            resolve(
+              new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks), {
+                status,
+                headers: answerHeaders,
+              }),
+            );
+          });
+        },
+      );
       outgoing.on("error", reject);
       outgoing.end(body);
     });

@@ -4,12 +4,16 @@ import { WebhookVerificationError } from "./errors.js";
 import type { paths } from "./generated/openapi.js";
 
 /** One event of Parley's catalogue (docs/webhooks.md): narrow it by `type` to get its `data`. */
-export type ParleyEvent = paths["/api/v1/events/"]["get"]["responses"][200]["content"]["application/json"]["events"][number];
+export type ParleyEvent =
+  paths["/api/v1/events/"]["get"]["responses"][200]["content"]["application/json"]["events"][number];
 export type ParleyEventType = ParleyEvent["type"];
 /** The event of one type, e.g. `EventOf<"room.ended">`. */
 export type EventOf<T extends ParleyEventType> = Extract<ParleyEvent, { type: T }>;
 
-/** Request headers as a server framework hands them over: a Headers object, or a plain record (Node's IncomingHttpHeaders). */
+/**
+ * Request headers as a server framework hands them over: a
+ * Headers object, or a plain record (Node's IncomingHttpHeaders).
+ */
 export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
 
 function headerRecord(headers: WebhookHeaders): Record<string, string> {
@@ -33,7 +37,11 @@ function headerRecord(headers: WebhookHeaders): Record<string, string> {
  * parsed and serialized again no longer matches its signature. Throws
  * WebhookVerificationError otherwise. De-duplicate by the event's `id` (the `webhook-id`).
  */
-export function verifyWebhook(headers: WebhookHeaders, body: string | Uint8Array, secret: string | readonly string[]): ParleyEvent {
+export function verifyWebhook(
+  headers: WebhookHeaders,
+  body: string | Uint8Array,
+  secret: string | readonly string[],
+): ParleyEvent {
   const payload = typeof body === "string" ? body : new TextDecoder().decode(body);
   const record = headerRecord(headers);
   let last: unknown;

@@ -8,7 +8,15 @@ export const objects: ObjectStore = {
   configured: storageConfigured,
 
   async put(key, body, { contentLength, contentType }) {
-    await s3().send(new PutObjectCommand({ Bucket: bucket(), Key: key, Body: body, ContentLength: contentLength, ContentType: contentType }));
+    await s3().send(
+      new PutObjectCommand({
+        Bucket: bucket(),
+        Key: key,
+        Body: body,
+        ContentLength: contentLength,
+        ContentType: contentType,
+      }),
+    );
   },
 
   presignedGetUrl(key, expiresIn) {

@@ -99,11 +99,17 @@ const [, loadMs] = await time(() =>
   ),
 );
 await admin.unsafe("analyze");
-const [{ count }] = (await admin.unsafe("select count(*)::int as count from conference_events")) as unknown as [{ count: number }];
-console.log(`log: ${count} events over ${ROOMS} rooms (${PARTICIPANTS} participants each), written in ${seconds(loadMs)} s`);
+const [{ count }] = (await admin.unsafe("select count(*)::int as count from conference_events")) as unknown as [
+  { count: number },
+];
+console.log(
+  `log: ${count} events over ${ROOMS} rooms (${PARTICIPANTS} participants each), written in ${seconds(loadMs)} s`,
+);
 
 const [folded, foldMs] = await time(() => refoldLog({ pageSize: PAGE }));
-console.log(`fold: ${folded} events in ${seconds(foldMs)} s (${Math.round(folded / (foldMs / 1000))} events/s, pages of ${PAGE})`);
+console.log(
+  `fold: ${folded} events in ${seconds(foldMs)} s (${Math.round(folded / (foldMs / 1000))} events/s, pages of ${PAGE})`,
+);
 
 // The reference: participant seconds per room and day, paired straight from the raw rows in one statement.
 const referenceSql = `
@@ -121,7 +127,8 @@ console.log(`one SQL aggregation over the raw rows: ${reference.length} room-day
 console.log(`ratio fold / SQL aggregation: ${(foldMs / sqlMs).toFixed(1)}x`);
 
 // A floor for any fold: the same stays paired from the same rows and written by one INSERT … SELECT
-// into an empty copy of participant_sessions with its indexes, logged like it (no foreign key, no lives, days or media).
+// into an empty copy of participant_sessions with its indexes,
+// logged like it (no foreign key, no lives, days or media).
 await admin.unsafe("create table stays_floor (like participant_sessions including defaults including indexes)");
 const [, floorMs] = await time(() =>
   admin.unsafe(
@@ -134,20 +141,29 @@ const [, floorMs] = await time(() =>
   ),
 );
 await admin.unsafe("drop table stays_floor");
-console.log("writing the stays alone (one INSERT … SELECT into an empty indexed copy): " + `${seconds(floorMs)} s = ${(floorMs / sqlMs).toFixed(1)}x the aggregation`);
+console.log(
+  "writing the stays alone (one INSERT … SELECT into an empty indexed copy): " +
+    `${seconds(floorMs)} s = ${(floorMs / sqlMs).toFixed(1)}x the aggregation`,
+);
 
-const [sums] = (await admin.unsafe("select sum(participant_seconds)::bigint as folded from room_usage_daily where account_id = $1", [
-  account.id,
-])) as unknown as [{ folded: string }];
+const [sums] = (await admin.unsafe(
+  "select sum(participant_seconds)::bigint as folded from room_usage_daily where account_id = $1",
+  [account.id],
+)) as unknown as [{ folded: string }];
 const referenceTotal = reference.reduce((total, row) => total + Number(row.seconds), 0);
-console.log(`check: folded participant seconds ${sums.folded}, SQL ${referenceTotal} ` + `-> ${Number(sums.folded) === referenceTotal ? "equal" : "DIFFERENT"}`);
+console.log(
+  `check: folded participant seconds ${sums.folded}, SQL ${referenceTotal} ` +
+    `-> ${Number(sums.folded) === referenceTotal ? "equal" : "DIFFERENT"}`,
+);
 
 // A backlog, as after every cdr worker was down for a long time: the whole log listed as unfolded
 // again and folded by the sweep, which needs no Redis.
 await admin.unsafe(`insert into conference_events_unfolded (event_id, account_id, room)
    select id, account_id, room from conference_events`);
 const [swept, sweepMs] = await time(() => sweepUnfolded(0));
-console.log(`sweep of a backlog: ${swept} events in ${seconds(sweepMs)} s (${Math.round(swept / (sweepMs / 1000))} events/s)`);
+console.log(
+  `sweep of a backlog: ${swept} events in ${seconds(sweepMs)} s (${Math.round(swept / (sweepMs / 1000))} events/s)`,
+);
 
 const app = createApp();
 /** One report call: its time to the first byte of the answer and to the last. */
@@ -171,15 +187,21 @@ const report = async (body: Record<string, unknown>) => {
     bytes += value.length;
     chunks.push(value);
   }
-  if (response.status !== 200) throw new Error(`report failed: ${response.status} ${Buffer.concat(chunks).toString().slice(0, 200)}`);
+  if (response.status !== 200)
+    throw new Error(`report failed: ${response.status} ${Buffer.concat(chunks).toString().slice(0, 200)}`);
   return { ms: performance.now() - started, firstByteMs, bytes };
 };
-const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
+const percentile = (values: number[], p: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
 const window = { start_date: "2026-10-01T00:00:00Z", end_date: "2026-10-29T00:00:00Z" };
 
 const single: number[] = [];
-for (let i = 0; i < REPORT_CALLS; i++) single.push((await report({ ...window, room_name: [`room-${(i * 7919) % ROOMS}`] })).ms);
-console.log(`report, one room of ${ROOMS}, 28-day window: p50 ${percentile(single, 50).toFixed(1)} ms, ` + `p95 ${percentile(single, 95).toFixed(1)} ms (${REPORT_CALLS} calls)`);
+for (let i = 0; i < REPORT_CALLS; i++)
+  single.push((await report({ ...window, room_name: [`room-${(i * 7919) % ROOMS}`] })).ms);
+console.log(
+  `report, one room of ${ROOMS}, 28-day window: p50 ${percentile(single, 50).toFixed(1)} ms, ` +
+    `p95 ${percentile(single, 95).toFixed(1)} ms (${REPORT_CALLS} calls)`,
+);
 
 const week: number[] = [];
 const weekFirstByte: number[] = [];
@@ -191,7 +213,9 @@ for (let i = 0; i < 10; i++) {
   weekBytes = answer.bytes;
 }
 console.log(
-  `report, every room, 7-day window (~${Math.round(ROOMS / 4)} rooms, ${(weekBytes / 1e6).toFixed(1)} MB): ` + `p50 ${percentile(week, 50).toFixed(0)} ms, p95 ${percentile(week, 95).toFixed(0)} ms, ` + `first byte p95 ${percentile(weekFirstByte, 95).toFixed(0)} ms (10 calls)`,
+  `report, every room, 7-day window (~${Math.round(ROOMS / 4)} rooms, ${(weekBytes / 1e6).toFixed(1)} MB): ` +
+    `p50 ${percentile(week, 50).toFixed(0)} ms, p95 ${percentile(week, 95).toFixed(0)} ms, ` +
+    `first byte p95 ${percentile(weekFirstByte, 95).toFixed(0)} ms (10 calls)`,
 );
 
 const all: number[] = [];
@@ -201,7 +225,10 @@ for (let i = 0; i < 3; i++) {
   all.push(answer.ms);
   allBytes = answer.bytes;
 }
-console.log(`report, all ${ROOMS} rooms, 28-day window (${(allBytes / 1e6).toFixed(1)} MB): ` + `p95 ${percentile(all, 95).toFixed(0)} ms (3 calls)`);
+console.log(
+  `report, all ${ROOMS} rooms, 28-day window (${(allBytes / 1e6).toFixed(1)} MB): ` +
+    `p95 ${percentile(all, 95).toFixed(0)} ms (3 calls)`,
+);
 
 // The live path: events appended one by one through appendEvent (each rings its room's fold)
 // by 16 concurrent senders, as the API does, over 40 rooms; folded by one cdr worker.
@@ -216,7 +243,15 @@ const stayEvents = (tag: string, i: number) => {
   const occupant = { occupant_jid: jid, id: `p${i}`, joined_at: joined / 1000 };
   const left = joined + 600_000;
   return [
-    { accountId: account.id, kind: "occupant_joined" as const, room, occurredAt: new Date(joined), subject: jid, payload: { room_name: room, occupant }, dedupeKey: `j|${jid}` },
+    {
+      accountId: account.id,
+      kind: "occupant_joined" as const,
+      room,
+      occurredAt: new Date(joined),
+      subject: jid,
+      payload: { room_name: room, occupant },
+      dedupeKey: `j|${jid}`,
+    },
     {
       accountId: account.id,
       kind: "occupant_left" as const,
@@ -237,7 +272,13 @@ const send = async (tag: string) => {
   );
 };
 const unfoldedLive = async (tag: string) =>
-  Number((await admin.unsafe("select count(*)::int as n from conference_events_unfolded where room like $1", [`live-${tag}-%`]))[0]!.n);
+  Number(
+    (
+      await admin.unsafe("select count(*)::int as n from conference_events_unfolded where room like $1", [
+        `live-${tag}-%`,
+      ])
+    )[0]!.n,
+  );
 const untilFolded = async (tag: string) => {
   while ((await unfoldedLive(tag)) > 0) await Bun.sleep(10);
 };
@@ -248,7 +289,8 @@ const burstWorker = startCdrWorker({ sweepIntervalMs: 100, sweepMinAgeMs: 0 });
 const [, burstMs] = await time(() => untilFolded("burst"));
 await burstWorker.stop();
 console.log(
-  `worker, a burst: ${LIVE} events (appended in ${seconds(burstAppendMs)} s) folded in ` + `${seconds(burstMs)} s by one worker (${Math.round(LIVE / (burstMs / 1000))} events/s)`,
+  `worker, a burst: ${LIVE} events (appended in ${seconds(burstAppendMs)} s) folded in ` +
+    `${seconds(burstMs)} s by one worker (${Math.round(LIVE / (burstMs / 1000))} events/s)`,
 );
 
 // Live: the worker runs while the events arrive; how long after the last one is every room current?
@@ -257,7 +299,8 @@ const [, liveAppendMs] = await time(() => send("live"));
 const [, lagMs] = await time(() => untilFolded("live"));
 await liveWorker.stop();
 console.log(
-  `worker, live: ${LIVE} events appended at ${Math.round(LIVE / (liveAppendMs / 1000))} events/s; ` + `every room current ${lagMs.toFixed(0)} ms after the last one`,
+  `worker, live: ${LIVE} events appended at ${Math.round(LIVE / (liveAppendMs / 1000))} events/s; ` +
+    `every room current ${lagMs.toFixed(0)} ms after the last one`,
 );
 
 await admin.end();

@@ -91,7 +91,13 @@ interface Result {
 async function listening(url: string, child: Subprocess): Promise<void> {
   for (let i = 0; i < 200; i++) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
-    if (await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(() => true, () => false)) return;
+    if (
+      await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
     await Bun.sleep(50);
   }
   throw new Error(`no server at ${url}`);
@@ -110,7 +116,9 @@ function rssBytes(pid: number): number {
   return Number(kib) * 1024;
 }
 
-/** Waits until the server has used under 2% of a core for 500 ms (at most 20 s), so the burst starts on an idle server. */
+/**
+ * Waits until the server has used under 2% of a core for 500 ms (at most 20 s), so the burst starts on an idle server.
+ */
 async function quiet(pid: number): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (let before = cpuMs(pid); Date.now() < deadline; ) {
@@ -168,7 +176,11 @@ async function run(target: Target): Promise<Result> {
           stderr: "inherit",
           ipc(message: { type: string; phase?: number; latencies?: number[]; at?: number }) {
             if (message.type === "ready") ready++;
-            else reports.set(message.phase!, [...(reports.get(message.phase!) ?? []), { latencies: message.latencies!, at: message.at! }]);
+            else
+              reports.set(message.phase!, [
+                ...(reports.get(message.phase!) ?? []),
+                { latencies: message.latencies!, at: message.at! },
+              ]);
             notify();
           },
         }),
@@ -215,7 +227,10 @@ async function run(target: Target): Promise<Result> {
 const bare: Target = {
   name: "bare Bun publish",
   async start(port) {
-    const child = Bun.spawn([process.execPath, `${here}fanout/bare-server.ts`, String(port)], { stdout: "ignore", stderr: "inherit" });
+    const child = Bun.spawn([process.execPath, `${here}fanout/bare-server.ts`, String(port)], {
+      stdout: "ignore",
+      stderr: "inherit",
+    });
     await listening(`http://127.0.0.1:${port}`, child);
     return { processes: [child], urls: [`ws://127.0.0.1:${port}/bare`] };
   },
@@ -241,7 +256,10 @@ const socketIo: Target = {
   name: "Socket.IO",
   async start(port) {
     const runtime = Bun.which("node") ?? process.execPath;
-    const child = Bun.spawn([runtime, `${here}fanout/socketio-server.mjs`, String(port)], { stdout: "ignore", stderr: "inherit" });
+    const child = Bun.spawn([runtime, `${here}fanout/socketio-server.mjs`, String(port)], {
+      stdout: "ignore",
+      stderr: "inherit",
+    });
     const url = `http://127.0.0.1:${port}`;
     await listening(`${url}/socket.io/?EIO=4&transport=polling`, child);
     return { processes: [child], urls: [url] };
@@ -270,7 +288,9 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
   const room = `bench-${kind}-${broker}-${apiProcesses}`;
   const topic = `${kind}:${room}`;
   const event = kind === "rtc" ? "tick" : "new_message";
-  const profile = process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [];
+  const profile = process.env.BENCH_CPU_PROFILE
+    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`]
+    : [];
   return {
     name,
     async start(port) {
@@ -278,7 +298,13 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
       const ports = [port, ...(await Promise.all(Array.from({ length: apiProcesses - 1 }, freePort)))];
       const processes = ports.map((each) =>
         Bun.spawn([process.execPath, ...profile, "src/index.ts", "--role=api"], {
-          env: { ...process.env, PORT: String(each), HOST: "127.0.0.1", REALTIME_BROKER: broker, API_PROCESSES: String(apiProcesses) },
+          env: {
+            ...process.env,
+            PORT: String(each),
+            HOST: "127.0.0.1",
+            REALTIME_BROKER: broker,
+            API_PROCESSES: String(apiProcesses),
+          },
           stdout: "ignore",
           stderr: "inherit",
         }),
@@ -288,7 +314,9 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
     },
     clients: (url, phases) => ["phoenix", url, phases, receiverToken, topic, event, RECEIVER_JOIN],
     sender: (server) =>
-      phoenixSender(server.urls[0]!, senderToken, topic, (stamp) => (kind === "rtc" ? [event, stamp] : [event, { content: `${stamp.t} #${stamp.seq}` }])),
+      phoenixSender(server.urls[0]!, senderToken, topic, (stamp) =>
+        kind === "rtc" ? [event, stamp] : [event, { content: `${stamp.t} #${stamp.seq}` }],
+      ),
   };
 }
 
@@ -302,9 +330,11 @@ const catalogue: Record<string, Target> = {
 };
 
 console.log(
-  `fan-out: 1 sender, ${SOCKETS} receiving sockets in ${CLIENT_PROCESSES} client ` + `processes, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per burst)\n`,
+  `fan-out: 1 sender, ${SOCKETS} receiving sockets in ${CLIENT_PROCESSES} client ` +
+    `processes, ${MESSAGES} messages (${SOCKETS * MESSAGES} deliveries per burst)\n`,
 );
-const row = (cells: string[]) => console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(20) : cell.padStart(14))).join(""));
+const row = (cells: string[]) =>
+  console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(20) : cell.padStart(14))).join(""));
 row(["", "deliveries/s", "server CPU ms", "burst p99 ms", "paced p50 ms", "paced p99 ms", "joins s", "KiB/socket"]);
 // Each row as soon as its run ends: a later target that fails leaves the earlier figures printed.
 const results = new Map<string, Result>();
@@ -334,9 +364,14 @@ const ratio = (key: string, reference: string) => {
   const a = results.get(key);
   const b = results.get(reference);
   if (!a || !b) return;
-  const p99 = (r: Result) => percentile([...r.paced].sort((x, y) => x - y), 99);
+  const p99 = (r: Result) =>
+    percentile(
+      [...r.paced].sort((x, y) => x - y),
+      99,
+    );
   console.log(
-    `${a.name.padEnd(20)} ÷ ${b.name.padEnd(17)} throughput ` + `${(a.deliveriesPerSecond / b.deliveriesPerSecond).toFixed(2)}×; paced p99 ${(p99(a) / p99(b)).toFixed(2)}×`,
+    `${a.name.padEnd(20)} ÷ ${b.name.padEnd(17)} throughput ` +
+      `${(a.deliveriesPerSecond / b.deliveriesPerSecond).toFixed(2)}×; paced p99 ${(p99(a) / p99(b)).toFixed(2)}×`,
   );
 };
 ratio("rtc-redis", "bare");

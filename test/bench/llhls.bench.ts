@@ -78,7 +78,10 @@ const quantile = (values: number[], q: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? Number.NaN;
 };
 const ms = (value: number) => `${value.toFixed(0)} ms`;
-const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
 
 const SECRET = "bench-secret";
 const app = createApp();
@@ -86,15 +89,29 @@ const api = app.listen({ hostname: "127.0.0.1", port: 0 });
 const base = `http://127.0.0.1:${api.server!.port}`;
 const nginx = await startNginxRtmp(base, SECRET);
 overrideConfig({
-  streaming: { ...nginx.settings, llhlsBaseUrl: `${base}/llhls/v1/live`, callbackSecret: SECRET, callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"] },
+  streaming: {
+    ...nginx.settings,
+    llhlsBaseUrl: `${base}/llhls/v1/live`,
+    callbackSecret: SECRET,
+    callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"],
+  },
 });
 const worker = await startRecorderWorker(ffmpegDriver);
 const { apiKey } = (await createAccount(`bench-${process.pid}`, "EdDSA")).apiKey;
 const post = (path: string, body: unknown) =>
-  app.handle(new Request(`${base}${path}`, { method: "POST", headers: { authorization: apiKey, "content-type": "application/json" }, body: JSON.stringify(body) }));
+  app.handle(
+    new Request(`${base}${path}`, {
+      method: "POST",
+      headers: { authorization: apiKey, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }),
+  );
 
 console.log(`load average at start: ${load()} (${navigator.hardwareConcurrency} cores)`);
-const response = await post("/terraform/v1/hooks/srs/startRecording", { room_name: "bench-llhls", is_low_latency: true });
+const response = await post("/terraform/v1/hooks/srs/startRecording", {
+  room_name: "bench-llhls",
+  is_low_latency: true,
+});
 const started = (await response.json()) as { low_latency_hls_url: string; stream_name: string };
 if (response.status !== 200) throw new Error(`start failed: ${JSON.stringify(started)}`);
 
@@ -131,25 +148,45 @@ while (Date.now() < latencyEnd) {
 const finalState = await player.state();
 await player.close();
 await chromium.close();
-console.log(`\nglass to player (hls.js lowLatencyMode in Chromium, ${latencies.length} samples over ${SECONDS} s after ${LATENCY_WARMUP_MS / 1000} s):`);
-console.log(`  p50 ${ms(quantile(latencies, 0.5))}, p95 ${ms(quantile(latencies, 0.95))}, max ${ms(quantile(latencies, 1))}`);
-console.log(`  of which the edge (recorder + origin): p50 ${ms(quantile(edges, 0.5))}, p95 ${ms(quantile(edges, 0.95))}`);
+console.log(
+  `\nglass to player (hls.js lowLatencyMode in Chromium, ${latencies.length} samples ` +
+    `over ${SECONDS} s after ${LATENCY_WARMUP_MS / 1000} s):`,
+);
+console.log(
+  `  p50 ${ms(quantile(latencies, 0.5))}, p95 ${ms(quantile(latencies, 0.95))}, max ${ms(quantile(latencies, 1))}`,
+);
+console.log(
+  `  of which the edge (recorder + origin): p50 ${ms(quantile(edges, 0.5))}, p95 ${ms(quantile(edges, 0.95))}`,
+);
 // A part is listed once whole, so the newest one ended at least half a part before the median sample, with
 // nothing else in the way; a median edge below that shows program date times dated late by at least the
 // difference (the recorder's first frames all came late), and glass to player reads low by as much.
 const datedLate = Math.max(0, config.streaming.llhlsPartMs / 2 - quantile(edges, 0.5));
 const atLeast = (q: number) => quantile(latencies, q) + datedLate;
 if (datedLate > 0) {
-  console.log(`  program date times late by at least ${ms(datedLate)}: glass to player at least p50 ${ms(atLeast(0.5))}, p95 ${ms(atLeast(0.95))}`);
+  console.log(
+    `  program date times late by at least ${ms(datedLate)}: ` +
+      `glass to player at least p50 ${ms(atLeast(0.5))}, p95 ${ms(atLeast(0.95))}`,
+  );
 }
-console.log(`  hls.js: lowLatencyMode ${finalState.lowLatencyMode}, ${finalState.parts} parts loaded, ${stalls} stalls, target latency ${targets[0]} → ${targets.at(-1)} s; load average ${load()}`);
+console.log(
+  `  hls.js: lowLatencyMode ${finalState.lowLatencyMode}, ${finalState.parts} parts loaded, ${stalls} stalls, ` +
+    `target latency ${targets[0]} → ${targets.at(-1)} s; load average ${load()}`,
+);
 for (const stall of finalState.stalls) {
-  console.log(`  stall ${stall.after.toFixed(1)} s after the page opened, at ${stall.at.toFixed(2)} s of video, ${stall.buffered.toFixed(2)} s buffered ahead`);
+  console.log(
+    `  stall ${stall.after.toFixed(1)} s after the page opened, at ${stall.at.toFixed(2)} s of video, ` +
+      `${stall.buffered.toFixed(2)} s buffered ahead`,
+  );
 }
 const seconds = (value: number) => `${(value / 1000).toFixed(2)} s`;
-console.log("\nFor docs/streaming.md (glass to player, and corrected for late dating | edge | hls.js stalls | load average):");
 console.log(
-  `| p50 ${seconds(quantile(latencies, 0.5))}, p95 ${seconds(quantile(latencies, 0.95))}${datedLate > 0 ? ` (at least ${seconds(atLeast(0.5))}, ${seconds(atLeast(0.95))})` : ""} | p50 ${seconds(quantile(edges, 0.5))}, p95 ${seconds(quantile(edges, 0.95))} | ${stalls} | ${latencyLoad} |`,
+  "\nFor docs/streaming.md (glass to player, and corrected for late dating | edge | hls.js stalls | load average):",
+);
+console.log(
+  `| p50 ${seconds(quantile(latencies, 0.5))}, p95 ${seconds(quantile(latencies, 0.95))}` +
+    (datedLate > 0 ? ` (at least ${seconds(atLeast(0.5))}, ${seconds(atLeast(0.95))})` : "") +
+    ` | p50 ${seconds(quantile(edges, 0.5))}, p95 ${seconds(quantile(edges, 0.95))} | ${stalls} | ${latencyLoad} |`,
 );
 
 await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls" });
@@ -193,12 +230,19 @@ async function hammer(url: URL, connections: number, seconds: number): Promise<n
 async function manyViewers(): Promise<void> {
   // 2. Blocking viewers on one API process, on a low bitrate: 500 viewers of a 2.6 Mbps quality would be
   // 1.3 Gbit/s, more than client processes on this machine can take in.
-  const ladder = await post("/terraform/v1/hooks/srs/startRecording", { room_name: "bench-llhls-ladder", is_low_latency: true, ...VIEWED_STREAM.options });
+  const ladder = await post("/terraform/v1/hooks/srs/startRecording", {
+    room_name: "bench-llhls-ladder",
+    is_low_latency: true,
+    ...VIEWED_STREAM.options,
+  });
   const ladderStarted = (await ladder.json()) as { low_latency_hls_url: string; stream_name: string };
   if (ladder.status !== 200) throw new Error(`start failed: ${JSON.stringify(ladderStarted)}`);
   const VIEWED = VIEWED_STREAM.rendition;
   await firstVariant(ladderStarted.low_latency_hls_url);
-  const origin = await startApiProcess({ DATA_DIR: join(tmpdir(), `parley-bench-data-${process.pid}`), API_PROCESSES: "1" });
+  const origin = await startApiProcess({
+    DATA_DIR: join(tmpdir(), `parley-bench-data-${process.pid}`),
+    API_PROCESSES: "1",
+  });
   const originMaster = ladderStarted.low_latency_hls_url.replace(base, origin.http);
   const cpuSeconds = async () => {
     const stat = (await Bun.file(`/proc/${origin.child.pid}/stat`).text()).split(") ")[1]!.split(" ");
@@ -221,11 +265,22 @@ async function manyViewers(): Promise<void> {
     const clients = Array.from({ length: processes }, (_, index) => {
       const share = Math.floor(count / processes) + (index < count % processes ? 1 : 0);
       return Bun.spawn(
-        [process.execPath, join(import.meta.dir, "llhls/viewers.ts"), originMaster, String(share), String(seconds), process.env.REDIS_URL ?? "redis://127.0.0.1:6379", redisKey("llhls", ladderStarted.stream_name), VIEWED],
+        [
+          process.execPath,
+          join(import.meta.dir, "llhls/viewers.ts"),
+          originMaster,
+          String(share),
+          String(seconds),
+          process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+          redisKey("llhls", ladderStarted.stream_name),
+          VIEWED,
+        ],
         { stdout: "pipe", stderr: "inherit" },
       );
     });
-    const results = await Promise.all(clients.map(async (client) => JSON.parse(await new Response(client.stdout).text()) as Seen));
+    const results = await Promise.all(
+      clients.map(async (client) => JSON.parse(await new Response(client.stdout).text()) as Seen),
+    );
     return {
       delays: results.flatMap((r) => r.delays),
       reloaded: results.flatMap((r) => r.reloaded),
@@ -246,26 +301,55 @@ async function manyViewers(): Promise<void> {
   const wall = (performance.now() - wallBefore) / 1000;
   const p = (values: number[], q: number) => quantile(values, q).toFixed(1);
   const keptUp = many.reloads / (VIEWERS * many.parts);
-  console.log(`\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, ${VIEWED_STREAM.what}; each reloads on the hint, then fetches the part; ${CLIENT_PROCESSES} client processes):`);
-  console.log(`  origin, part there → reload answered (Server-Timing, ${many.answered.length} reloads that waited): p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms, max ${p(many.answered, 1)} ms`);
-  console.log(`  player, part there → reload answer received: p50 ${p(many.reloaded, 0.5)} ms, p99 ${p(many.reloaded, 0.99)} ms`);
-  console.log(`  player, part there → part received: p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms, max ${p(many.delays, 1)} ms (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors; ${(keptUp * 100).toFixed(0)}% of the reloads keeping up takes)`);
-  console.log(`  reference, one viewer: part received p50 ${p(one.delays, 0.5)} ms, p99 ${p(one.delays, 0.99)} ms; p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`);
-  const perViewer = (seconds: number) => `${((seconds / wall) * 100).toFixed(1)}% of a core, ${((seconds / wall / VIEWERS) * 100).toFixed(3)}% per viewer, ${((seconds / many.reloads) * 1e6).toFixed(0)} µs per reload + part`;
+  console.log(
+    `\n${VIEWERS} blocking viewers on one API process (${SECONDS} s, ${VIEWED_STREAM.what}; ` +
+      `each reloads on the hint, then fetches the part; ${CLIENT_PROCESSES} client processes):`,
+  );
+  console.log(
+    `  origin, part there → reload answered (Server-Timing, ${many.answered.length} reloads that waited): ` +
+      `p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms, max ${p(many.answered, 1)} ms`,
+  );
+  console.log(
+    `  player, part there → reload answer received: p50 ${p(many.reloaded, 0.5)} ms, p99 ${p(many.reloaded, 0.99)} ms`,
+  );
+  console.log(
+    `  player, part there → part received: p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms, ` +
+      `max ${p(many.delays, 1)} ms (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors; ` +
+      `${(keptUp * 100).toFixed(0)}% of the reloads keeping up takes)`,
+  );
+  console.log(
+    `  reference, one viewer: part received p50 ${p(one.delays, 0.5)} ms, p99 ${p(one.delays, 0.99)} ms; ` +
+      `p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`,
+  );
+  const perViewer = (seconds: number) =>
+    `${((seconds / wall) * 100).toFixed(1)}% of a core, ` +
+    `${((seconds / wall / VIEWERS) * 100).toFixed(3)}% per viewer, ` +
+    `${((seconds / many.reloads) * 1e6).toFixed(0)} µs per reload + part`;
   console.log(`  CPU, API process: ${perViewer(cpu)}`);
   console.log(`  CPU, viewer processes: ${perViewer(many.cpuSeconds)}`);
   console.log(`  load average ${loadBefore} → ${load()}`);
-  console.log("\nFor docs/streaming.md (viewers | origin: part there → reload answered | player: part there → part received | API process CPU | viewers' CPU | load average):");
   console.log(
-    `| ${VIEWERS} | p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms | p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms (one viewer: p99 ${p(one.delays, 0.99)} ms) | ${perViewer(cpu)} | ${((many.cpuSeconds / wall) * 100).toFixed(0)}% of a core | ${loadBefore} |`,
+    "\nFor docs/streaming.md (viewers | origin: part there → reload answered | " +
+      "player: part there → part received | API process CPU | viewers' CPU | load average):",
+  );
+  console.log(
+    `| ${VIEWERS} | p50 ${p(many.answered, 0.5)} ms, p99 ${p(many.answered, 0.99)} ms ` +
+      `| p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms (one viewer: p99 ${p(one.delays, 0.99)} ms) ` +
+      `| ${perViewer(cpu)} | ${((many.cpuSeconds / wall) * 100).toFixed(0)}% of a core | ${loadBefore} |`,
   );
 
   // 3. What the origin costs per answer, apart from any waiting: the newest whole part (kept in memory), a
   // blocking reload for it (already there), and /healthz (the HTTP pipeline every route goes through), each
   // asked as fast as 20 keep-alive connections can for 4 s; the API process's CPU time per answer.
-  const watchedUrl = new URL((await fetch(originMaster).then((r) => r.text())).split("\n").find((l) => l.includes(`/${VIEWED}/index.m3u8`))!, originMaster);
+  const watchedUrl = new URL(
+    (await fetch(originMaster).then((r) => r.text())).split("\n").find((l) => l.includes(`/${VIEWED}/index.m3u8`))!,
+    originMaster,
+  );
   const hint = parsePlaylist(await fetch(watchedUrl).then((r) => r.text())).preloadHint!;
-  const [hintMsn, hintPart] = hint.replace(/\.m4s$/, "").split(".").map(Number) as [number, number];
+  const [hintMsn, hintPart] = hint
+    .replace(/\.m4s$/, "")
+    .split(".")
+    .map(Number) as [number, number];
   const whole = hintPart > 0 ? `${hintMsn}.${hintPart - 1}` : `${hintMsn - 1}.0`;
   const [wholeMsn, wholePart] = whole.split(".");
   const costs = [

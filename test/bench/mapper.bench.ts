@@ -41,9 +41,16 @@ for (let i = 0; i < 500; i++) ids.push(await mapperIdFor(account.id, `bench-${i}
 
 const reference = await timed("select 1 (reference)", () => db.execute(sql`select 1`));
 const lookup = await timed("conferenceForMapperId (existing)", (i) => conferenceForMapperId(ids[i % ids.length]!));
-const existing = await timed("mapperIdFor (existing mapping)", (i) => mapperIdFor(account.id, `bench-${i % ids.length}@conference.bench.example.com`));
-const created = await timed("mapperIdFor (new mapping)", (i) => mapperIdFor(account.id, `new-${Date.now()}-${i}@conference.bench.example.com`));
+const existing = await timed("mapperIdFor (existing mapping)", (i) =>
+  mapperIdFor(account.id, `bench-${i % ids.length}@conference.bench.example.com`),
+);
+const created = await timed("mapperIdFor (new mapping)", (i) =>
+  mapperIdFor(account.id, `new-${Date.now()}-${i}@conference.bench.example.com`),
+);
 
-console.log(`ratios to select 1: lookup ${(lookup / reference).toFixed(2)}, existing ` + `${(existing / reference).toFixed(2)}, new ${(created / reference).toFixed(2)}`);
+console.log(
+  `ratios to select 1: lookup ${(lookup / reference).toFixed(2)}, existing ` +
+    `${(existing / reference).toFixed(2)}, new ${(created / reference).toFixed(2)}`,
+);
 await closeRedis();
 await database.close();

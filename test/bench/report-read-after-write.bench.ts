@@ -41,7 +41,13 @@ for (let r = 0; r < ROOMS; r++) {
   const room = `room-${r}`;
   const start = WEEK_START + (r % 7) * 86_400 + 8 * 3600 + (r % 600) * 10;
   const fields = { room_name: room, room_jid: `${room}@conference.meet.example.com`, is_breakout: false };
-  const event = (kind: Event["kind"], at: number, payload: Record<string, unknown>, dedupeKey: string, subject?: string): Event => ({
+  const event = (
+    kind: Event["kind"],
+    at: number,
+    payload: Record<string, unknown>,
+    dedupeKey: string,
+    subject?: string,
+  ): Event => ({
     accountId,
     kind,
     room,
@@ -53,17 +59,41 @@ for (let r = 0; r < ROOMS; r++) {
   events.push(event("room_created", start, { event_name: "muc-room-created", created_at: start }, `c|${room}`));
   for (let p = 0; p < PEOPLE; p++) {
     const occupant = { occupant_jid: `u${p}@meet.example.com/${room}`, id: `user-${p}`, joined_at: start + 30 * p };
-    events.push(event("occupant_joined", occupant.joined_at, { event_name: "muc-occupant-joined", occupant }, `j|${room}|${p}`, occupant.occupant_jid));
+    events.push(
+      event(
+        "occupant_joined",
+        occupant.joined_at,
+        { event_name: "muc-occupant-joined", occupant },
+        `j|${room}|${p}`,
+        occupant.occupant_jid,
+      ),
+    );
     const left = { ...occupant, left_at: occupant.joined_at + 1200 };
-    events.push(event("occupant_left", left.left_at, { event_name: "muc-occupant-left", occupant: left }, `l|${room}|${p}`, occupant.occupant_jid));
+    events.push(
+      event(
+        "occupant_left",
+        left.left_at,
+        { event_name: "muc-occupant-left", occupant: left },
+        `l|${room}|${p}`,
+        occupant.occupant_jid,
+      ),
+    );
   }
-  events.push(event("room_destroyed", start + 1800, { event_name: "muc-room-destroyed", created_at: start, destroyed_at: start + 1800, all_occupants: {} }, `d|${room}`));
+  events.push(
+    event(
+      "room_destroyed",
+      start + 1800,
+      { event_name: "muc-room-destroyed", created_at: start, destroyed_at: start + 1800, all_occupants: {} },
+      `d|${room}`,
+    ),
+  );
 }
 for (let i = 0; i < events.length; i += 5_000) await storeEvents(db, events.slice(i, i + 5_000));
 const folded = await sweepUnfolded(0);
 console.log(`stored and folded ${folded} events: ${ROOMS} meetings of ${PEOPLE} stays over a week`);
 
-const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!;
+const percentile = (values: number[], p: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!;
 const time = async (run: () => Promise<unknown>) => {
   // Garbage of the call before (a week's report is tens of megabytes) is collected first, not inside the next timing.
   Bun.gc(true);
@@ -76,7 +106,10 @@ const time = async (run: () => Promise<unknown>) => {
 // (auto)vacuum clears them, and the probe steps over them; after it, the probe finds nothing at once.
 const beforeVacuum: number[] = [];
 for (let i = 0; i < 20; i++) beforeVacuum.push(await time(() => foldBeforeReport(accountId, [], new Date())));
-console.log(`the step right after the fold, every room: p50 ${percentile(beforeVacuum, 0.5).toFixed(2)} ms, ` + `p95 ${percentile(beforeVacuum, 0.95).toFixed(2)} ms`);
+console.log(
+  `the step right after the fold, every room: p50 ${percentile(beforeVacuum, 0.5).toFixed(2)} ms, ` +
+    `p95 ${percentile(beforeVacuum, 0.95).toFixed(2)} ms`,
+);
 await db.execute(sql`vacuum analyze conference_events_unfolded`);
 
 const weekQuery = { startDate: "2026-10-01T00:00:00Z", endDate: "2026-10-08T00:00:00Z" };
@@ -95,7 +128,9 @@ const [whole, bare] = [await usageReport(accountId, weekQuery), await reportWith
 if (whole.totals.participant_minutes !== bare.totals.participant_minutes || whole.rooms.length !== bare.rooms) {
   throw new Error(`the reports differ: ${JSON.stringify(whole.totals)} vs ${JSON.stringify(bare.totals)}`);
 }
-console.log(`check: ${whole.rooms.length} meetings, ${whole.totals.participant_minutes} participant minutes, both ways`);
+console.log(
+  `check: ${whole.rooms.length} meetings, ${whole.totals.participant_minutes} participant minutes, both ways`,
+);
 
 const p50 = (values: number[]) => percentile(values, 0.5);
 const ms = (value: number) => value.toFixed(2);
@@ -118,9 +153,12 @@ for (const [label, query, calls] of [
   const step: number[] = [];
   for (let i = 0; i < CALLS; i++) step.push(await time(() => foldBeforeReport(accountId, rooms, new Date())));
   console.log(
-    `report, ${label}: with the step p50 ${ms(p50(withStep))} ms (p95 ` + `${ms(percentile(withStep, 0.95))}), without p50 ${ms(p50(withoutStep))} ms ` +
-      `(p95 ${ms(percentile(withoutStep, 0.95))}), ratio ` + `${(p50(withStep) / p50(withoutStep)).toFixed(2)}x, difference of the medians ` +
-      `${ms(p50(withStep) - p50(withoutStep))} ms (${calls} calls each); the ` + `step alone p50 ${ms(p50(step))} ms, p95 ${ms(percentile(step, 0.95))} ms ` +
+    `report, ${label}: with the step p50 ${ms(p50(withStep))} ms (p95 ` +
+      `${ms(percentile(withStep, 0.95))}), without p50 ${ms(p50(withoutStep))} ms ` +
+      `(p95 ${ms(percentile(withoutStep, 0.95))}), ratio ` +
+      `${(p50(withStep) / p50(withoutStep)).toFixed(2)}x, difference of the medians ` +
+      `${ms(p50(withStep) - p50(withoutStep))} ms (${calls} calls each); the ` +
+      `step alone p50 ${ms(p50(step))} ms, p95 ${ms(percentile(step, 0.95))} ms ` +
       `(${CALLS} calls; target < 10 ms: ${p50(step) < 10 ? "met" : "not met"} at the median)`,
   );
 }

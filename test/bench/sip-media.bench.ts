@@ -17,7 +17,13 @@ const { EndpointMedia } = await import("../../sip-gateway/bridge");
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const WINDOW = 64;
-const settings = { ...config.sip, bindAddress: "127.0.0.1", rtpPortMin: 0, rtpPortMax: 0, advertisedAddress: "127.0.0.1" };
+const settings = {
+  ...config.sip,
+  bindAddress: "127.0.0.1",
+  rtpPortMin: 0,
+  rtpPortMax: 0,
+  advertisedAddress: "127.0.0.1",
+};
 
 function rtpPacket(sequence: number): Buffer {
   const packet = Buffer.alloc(172);
@@ -29,7 +35,9 @@ function rtpPacket(sequence: number): Buffer {
   return packet;
 }
 
-const sdp = (port: number) => "v=0\r\no=x 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n" + `m=audio ${port} RTP/AVP 8 101\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n`;
+const sdp = (port: number) =>
+  "v=0\r\no=x 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n" +
+  `m=audio ${port} RTP/AVP 8 101\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n`;
 
 async function echo(): Promise<udp.Socket<"buffer">> {
   return Bun.udpSocket({
@@ -66,7 +74,8 @@ async function drive(flows: number, targetOf: (index: number, phonePort: number)
     targets.push(await targetOf(i, phone.port));
   }
   const window = Math.max(1, Math.floor(WINDOW / flows));
-  for (const [index, phone] of phones.entries()) for (let k = 0; k < window; k++) phone.send(rtpPacket(k), targets[index]!, "127.0.0.1");
+  for (const [index, phone] of phones.entries())
+    for (let k = 0; k < window; k++) phone.send(rtpPacket(k), targets[index]!, "127.0.0.1");
   await Bun.sleep(300);
   const start = returned;
   const started = performance.now();
@@ -113,7 +122,13 @@ const rows: string[][] = [];
 for (const flows of [1, 100]) {
   const loop = await bare(flows);
   const relay = await relayed(flows);
-  rows.push([String(flows), Math.round(loop).toString(), Math.round(relay).toString(), Math.round(2 * relay).toString(), (loop / relay).toFixed(2)]);
+  rows.push([
+    String(flows),
+    Math.round(loop).toString(),
+    Math.round(relay).toString(),
+    Math.round(2 * relay).toString(),
+    (loop / relay).toFixed(2),
+  ]);
 }
 console.log("flows | bare echo round trips/s | relayed round trips/s | packets relayed/s | bare/relayed");
 for (const row of rows) console.log(row.join(" | "));

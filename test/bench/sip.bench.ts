@@ -12,7 +12,8 @@
  */
 export {};
 
-process.env.DATABASE_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+process.env.DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 process.env.REDIS_URL ??= "redis://127.0.0.1:6379";
 process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
 process.env.LOG_LEVEL ??= "error";
@@ -29,7 +30,9 @@ const { db } = await import("../../src/db/client");
 const { rowsOf } = await import("../../src/db/rows");
 const { sql } = await import("drizzle-orm");
 
-const RATES = process.env.BENCH_RATES ? process.env.BENCH_RATES.split(",").map(Number) : [25, 50, 100, 200, 300, 400, 600, 800];
+const RATES = process.env.BENCH_RATES
+  ? process.env.BENCH_RATES.split(",").map(Number)
+  : [25, 50, 100, 200, 300, 400, 600, 800];
 const SECONDS_PER_STEP = 4;
 const HOLD_MS = 100;
 
@@ -63,7 +66,11 @@ let callsMade = 0;
 async function recordsSettled(): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
-    const [row] = rowsOf<{ ended: number }>(await db.execute(sql`select count(*)::int as ended from sip_calls where account_id = ${account.id} and ended_at is not null`));
+    const [row] = rowsOf<{ ended: number }>(
+      await db.execute(
+        sql`select count(*)::int as ended from sip_calls where account_id = ${account.id} and ended_at is not null`,
+      ),
+    );
     if ((row?.ended ?? 0) >= callsMade) return;
     await Bun.sleep(100);
   }
@@ -92,18 +99,45 @@ async function load(port: number, rate: number, gateway: boolean): Promise<Step>
   }
   const cpu = process.cpuUsage(cpuBefore);
   const times = responseTimes(run.rtt);
-  if (run.code !== 0) console.log(`  sipp exited ${run.code} at ${rate} calls/s: ` + `${(run.errors || run.output).split("\n").slice(0, 6).join(" | ").slice(0, 600)}`);
-  return { rate, ok: run.code === 0 && times.length === calls, p50: percentile(times, 50), p99: percentile(times, 99), cpuMsPerCall: (cpu.user + cpu.system) / 1000 / calls };
+  if (run.code !== 0)
+    console.log(
+      `  sipp exited ${run.code} at ${rate} calls/s: ` +
+        `${(run.errors || run.output).split("\n").slice(0, 6).join(" | ").slice(0, 600)}`,
+    );
+  return {
+    rate,
+    ok: run.code === 0 && times.length === calls,
+    p50: percentile(times, 50),
+    p99: percentile(times, 99),
+    cpuMsPerCall: (cpu.user + cpu.system) / 1000 / calls,
+  };
 }
 
 async function loadReference(rate: number): Promise<Step> {
   const port = await freePort();
   const calls = rate * SECONDS_PER_STEP;
-  const uas = Bun.spawn(["sipp", "-sn", "uas", "-i", "127.0.0.1", "-p", String(port), "-m", String(calls), "-timeout", `${SECONDS_PER_STEP + 25}s`, "-nostdin", "-bg"], {
-    cwd: "/tmp",
-    stdout: "ignore",
-    stderr: "ignore",
-  });
+  const uas = Bun.spawn(
+    [
+      "sipp",
+      "-sn",
+      "uas",
+      "-i",
+      "127.0.0.1",
+      "-p",
+      String(port),
+      "-m",
+      String(calls),
+      "-timeout",
+      `${SECONDS_PER_STEP + 25}s`,
+      "-nostdin",
+      "-bg",
+    ],
+    {
+      cwd: "/tmp",
+      stdout: "ignore",
+      stderr: "ignore",
+    },
+  );
   await uas.exited;
   await Bun.sleep(200);
   const step = await load(port, rate, false);
@@ -112,13 +146,22 @@ async function loadReference(rate: number): Promise<Step> {
 
 await migrate();
 const { account } = await createAccount(`bench-${crypto.randomUUID().slice(0, 8)}`, "EdDSA");
-const running = await startTestGateway({ accountId: account.id, requestsPerSecond: 0, maxCalls: 100_000, ackTimeoutMs: 32_000 });
+const running = await startTestGateway({
+  accountId: account.id,
+  requestsPerSecond: 0,
+  maxCalls: 100_000,
+  ackTimeoutMs: 32_000,
+});
 
 console.log(`SIP gateway benchmark: ${SECONDS_PER_STEP} s per step, calls of ${HOLD_MS} ms, UDP on loopback`);
-console.log("rate (calls/s) | gateway: all ok, p50, p99 INVITE→200 (ms), CPU " + "per call (ms) | sipp UAS reference: all ok, p99 (ms) | p99 ratio");
+console.log(
+  "rate (calls/s) | gateway: all ok, p50, p99 INVITE→200 (ms), CPU " +
+    "per call (ms) | sipp UAS reference: all ok, p99 (ms) | p99 ratio",
+);
 /** Past this, calls only "succeed" through SIP retransmissions: the gateway is saturated. */
 const RESPONSIVE_P99_MS = 500;
-// A first step, not reported, so the first rate is not charged for compiling the gateway's code and opening its connections.
+// A first step, not reported, so the first rate is not charged
+// for compiling the gateway's code and opening its connections.
 await load(running.port, 50, true);
 let best: Step | undefined;
 let bestReference: Step | undefined;
@@ -129,7 +172,9 @@ for (const rate of RATES) {
   // sipp times in whole milliseconds: a reference under 1 ms counts as 1 ms.
   const ratio = step.p99 / Math.max(reference.p99, 1);
   console.log(
-    `${String(rate).padStart(14)} | ${step.ok ? "yes" : "NO "}  ${step.p50.toFixed(0).padStart(8)} ` + `${step.p99.toFixed(0).padStart(8)} ${step.cpuMsPerCall.toFixed(2).padStart(6)} | ` + `${reference.ok ? "yes" : "NO "} ${reference.p99.toFixed(0).padStart(8)} | ${ratio.toFixed(1)}×`,
+    `${String(rate).padStart(14)} | ${step.ok ? "yes" : "NO "}  ${step.p50.toFixed(0).padStart(8)} ` +
+      `${step.p99.toFixed(0).padStart(8)} ${step.cpuMsPerCall.toFixed(2).padStart(6)} | ` +
+      `${reference.ok ? "yes" : "NO "} ${reference.p99.toFixed(0).padStart(8)} | ${ratio.toFixed(1)}×`,
   );
   if (!step.ok) break;
   best = step;
@@ -138,11 +183,13 @@ for (const rate of RATES) {
 }
 if (best) {
   console.log(
-    `highest rate with no failed call: ${best.rate} calls/s; p99 INVITE→200 ` + `${best.p99.toFixed(0)} ms (sipp UAS reference ${bestReference!.p99.toFixed(0)} ms)`,
+    `highest rate with no failed call: ${best.rate} calls/s; p99 INVITE→200 ` +
+      `${best.p99.toFixed(0)} ms (sipp UAS reference ${bestReference!.p99.toFixed(0)} ms)`,
   );
   console.log(
     responsive
-      ? `highest rate with no failed call and p99 under ${RESPONSIVE_P99_MS} ms: ` + `${responsive.rate} calls/s (p99 ${responsive.p99.toFixed(0)} ms)`
+      ? `highest rate with no failed call and p99 under ${RESPONSIVE_P99_MS} ms: ` +
+          `${responsive.rate} calls/s (p99 ${responsive.p99.toFixed(0)} ms)`
       : `no rate kept p99 under ${RESPONSIVE_P99_MS} ms`,
   );
 } else {

@@ -33,7 +33,9 @@ const SECRET = "bench-secret";
 const app = createApp();
 const api = app.listen({ hostname: "127.0.0.1", port: 0 });
 const nginx = await startNginxRtmp(`http://127.0.0.1:${api.server!.port}`, SECRET);
-overrideConfig({ streaming: { ...nginx.settings, callbackSecret: SECRET, callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"] } });
+overrideConfig({
+  streaming: { ...nginx.settings, callbackSecret: SECRET, callbackAddresses: ["127.0.0.1", "::ffff:127.0.0.1", "::1"] },
+});
 const worker = await startRecorderWorker(ffmpegDriver);
 const { apiKey } = (await createAccount(`bench-${process.pid}`, "EdDSA")).apiKey;
 

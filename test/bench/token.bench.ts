@@ -21,7 +21,10 @@ process.env.LOG_LEVEL = "silent";
 async function rawSignRate(algorithm: "RS256" | "EdDSA"): Promise<number> {
   const { generateKeyPairSync } = await import("node:crypto");
   const { signJwt } = await import("../../src/modules/token/jwt");
-  const privateKey = algorithm === "RS256" ? generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey : generateKeyPairSync("ed25519").privateKey;
+  const privateKey =
+    algorithm === "RS256"
+      ? generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey
+      : generateKeyPairSync("ed25519").privateKey;
   const key = { kid: "bench", algorithm, privateKey };
   const deadline = performance.now() + SECONDS * 1000;
   let signed = 0;
@@ -69,7 +72,8 @@ function poolCpuSeconds(pid: number): number {
       const fields = readFileSync(`/proc/${id}/stat`, "utf8").split(") ")[1]!.split(" ");
       ticks += Number(fields[11]) + Number(fields[12]);
       for (const task of readdirSync(`/proc/${id}/task`)) {
-        for (const child of readFileSync(`/proc/${id}/task/${task}/children`, "utf8").split(" ")) if (child.trim()) pending.push(Number(child));
+        for (const child of readFileSync(`/proc/${id}/task/${task}/children`, "utf8").split(" "))
+          if (child.trim()) pending.push(Number(child));
       }
     } catch {
       // A process that ended meanwhile: its time is gone from the sum either way.
@@ -88,7 +92,10 @@ async function wrk(url: string, body?: string): Promise<Measured> {
   const args = ["wrk", "-t1", "-c32", `-d${SECONDS}s`, "--latency", url];
   if (body) {
     const script = join(tmpdir(), `parley-bench-${process.pid}.lua`);
-    await Bun.write(script, `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = ${JSON.stringify(body)}\n`);
+    await Bun.write(
+      script,
+      `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = ${JSON.stringify(body)}\n`,
+    );
     args.push("-s", script);
   }
   const cpuBefore = poolCpuSeconds(pool.pid);
@@ -109,19 +116,32 @@ const ed = await createAccount("bench-eddsa", "EdDSA");
 // The bench measures throughput, not the per-key limits (docs/limits.md): lift them for its accounts.
 const { setLimit } = await import("../../src/modules/limits/service");
 for (const { account } of [rsa, ed]) {
-  for (const name of ["requests.token", "requests.per_key", "tokens.per_key"] as const) await setLimit(account.id, name, 1_000_000_000);
+  for (const name of ["requests.token", "requests.per_key", "tokens.per_key"] as const)
+    await setLimit(account.id, name, 1_000_000_000);
 }
 const { freePort } = await import("../support/ports");
 const port = await freePort();
 const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.meta.url).pathname], {
-  env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", API_PROCESSES: String(CORES), BOOTSTRAP_ACCOUNT: "false" },
+  env: {
+    ...process.env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    API_PROCESSES: String(CORES),
+    BOOTSTRAP_ACCOUNT: "false",
+  },
   stdout: "ignore",
   stderr: "inherit",
 });
 const base = `http://127.0.0.1:${port}`;
 for (let i = 0; i < 100; i++) {
   // Bounded: a connection accepted while the pool starts may never be answered.
-  if (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.ok, () => false)) break;
+  if (
+    await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(1_000) }).then(
+      (r) => r.ok,
+      () => false,
+    )
+  )
+    break;
   await Bun.sleep(100);
 }
 
@@ -141,16 +161,29 @@ try {
     ["bare GET /healthz", bare, "", ""],
     ["raw RS256 signs", rsaRaw, "", ""],
     ["raw EdDSA signs", edRaw, "", ""],
-    ["POST generate-token RS256", rsaHttp, `${(rsaHttp / rsaRaw).toFixed(2)} × raw RS256`, rsaHttp / rsaRaw >= 0.9 ? "ok (≥ 0.9)" : "BELOW 0.9"],
+    [
+      "POST generate-token RS256",
+      rsaHttp,
+      `${(rsaHttp / rsaRaw).toFixed(2)} × raw RS256`,
+      rsaHttp / rsaRaw >= 0.9 ? "ok (≥ 0.9)" : "BELOW 0.9",
+    ],
     ["POST generate-token EdDSA", edHttp, `${(edHttp / edRaw).toFixed(2)} × raw EdDSA`, ""],
-    ["EdDSA token vs bare route", edHttp, `${(edHttp / bare).toFixed(2)} × bare`, edHttp / bare >= 0.7 ? "ok (≥ 0.7)" : "BELOW 0.7"],
+    [
+      "EdDSA token vs bare route",
+      edHttp,
+      `${(edHttp / bare).toFixed(2)} × bare`,
+      edHttp / bare >= 0.7 ? "ok (≥ 0.7)" : "BELOW 0.7",
+    ],
   ] as const;
   console.log(`token benchmark: ${CORES} cores, ${SECONDS} s per run, wrk -t1 -c32`);
   for (const [name, rate, ratio, verdict] of rows) {
     console.log(`${name.padEnd(28)} ${rate.toFixed(0).padStart(8)} /s  ${ratio.padEnd(20)} ${verdict}`);
   }
   // The same comparison by the pool's CPU per request, which others' load moves much less.
-  console.log(`pool CPU per request: bare ${bareRun.cpuMicros.toFixed(1)} µs, RS256 ` + `${rsaRun.cpuMicros.toFixed(1)} µs, EdDSA ${edRun.cpuMicros.toFixed(1)} µs`);
+  console.log(
+    `pool CPU per request: bare ${bareRun.cpuMicros.toFixed(1)} µs, RS256 ` +
+      `${rsaRun.cpuMicros.toFixed(1)} µs, EdDSA ${edRun.cpuMicros.toFixed(1)} µs`,
+  );
   console.log(`EdDSA token vs bare route by CPU: ${(bareRun.cpuMicros / edRun.cpuMicros).toFixed(2)} × bare`);
 } finally {
   pool.kill("SIGTERM");

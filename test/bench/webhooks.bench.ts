@@ -40,26 +40,43 @@ const { sql } = await import("drizzle-orm");
 
 const port = await freePort();
 const receiver = Bun.spawn(
-  [process.execPath, "-e", `Bun.serve({ port: ${port}, hostname: "127.0.0.1", async fetch(r) { await ` + `r.text(); return new Response(null, { status: 204 }); } }); console.log("ready");`],
+  [
+    process.execPath,
+    "-e",
+    `Bun.serve({ port: ${port}, hostname: "127.0.0.1", async fetch(r) { await ` +
+      `r.text(); return new Response(null, { status: 204 }); } }); console.log("ready");`,
+  ],
   { stdout: "pipe", stderr: "inherit" },
 );
 await receiver.stdout.getReader().read();
 const url = `http://127.0.0.1:${port}/hook`;
 
-const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
+const percentile = (values: number[], p: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
 const ms = (value: number) => `${value.toFixed(3)} ms`;
 
 try {
   // A bare fetch loop: the same body size, the same number in flight, nothing recorded. Timed
   // before and after the worker, since on a shared machine one short run varies a lot.
-  const body = JSON.stringify({ id: `evt_${"0".repeat(32)}`, type: "room.started", account_id: "acc", created_at: new Date().toISOString(), sequence: 1, data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() } });
+  const body = JSON.stringify({
+    id: `evt_${"0".repeat(32)}`,
+    type: "room.started",
+    account_id: "acc",
+    created_at: new Date().toISOString(),
+    sequence: 1,
+    data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() },
+  });
   const bareLoop = async () => {
     let next = 0;
     const started = performance.now();
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
         while (next++ < DELIVERIES) {
-          const answer = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "webhook-id": "x" }, body });
+          const answer = await fetch(url, {
+            method: "POST",
+            headers: { "content-type": "application/json", "webhook-id": "x" },
+            body,
+          });
           await answer.arrayBuffer();
         }
       }),
@@ -75,13 +92,20 @@ try {
   await createEndpoint(account.id, { url, event_types: ["room.started"] });
   for (let i = 0; i < DELIVERIES; i += 100) {
     await db.transaction(async (tx) => {
-      for (let j = i; j < Math.min(i + 100, DELIVERIES); j++) await recordEvent(tx, account.id, "room.started", { room: `bench-${j}`, breakout_id: "", started_at: new Date().toISOString() });
+      for (let j = i; j < Math.min(i + 100, DELIVERIES); j++)
+        await recordEvent(tx, account.id, "room.started", {
+          room: `bench-${j}`,
+          breakout_id: "",
+          started_at: new Date().toISOString(),
+        });
     });
   }
   const workerStarted = performance.now();
   const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
   for (;;) {
-    const [row] = (await db.execute(sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`)) as unknown as Array<{ n: number }>;
+    const [row] = (await db.execute(
+      sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`,
+    )) as unknown as Array<{ n: number }>;
     if (row!.n >= DELIVERIES) break;
     await Bun.sleep(20);
   }
@@ -95,7 +119,11 @@ try {
   for (let i = 0; i < SAMPLES; i++) {
     await db.transaction(async (tx) => {
       const started = performance.now();
-      await recordEvent(tx, account.id, "room.started", { room: `latency-${i}`, breakout_id: "", started_at: new Date().toISOString() });
+      await recordEvent(tx, account.id, "room.started", {
+        room: `latency-${i}`,
+        breakout_id: "",
+        started_at: new Date().toISOString(),
+      });
       outbox.push(performance.now() - started);
     });
   }
@@ -108,7 +136,11 @@ try {
       new Request("http://parley.bench/api/v1/events/room/created", {
         method: "POST",
         headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-        body: JSON.stringify({ event_name: "muc-room-created", room_name: `route-${i}`, created_at: 1_900_000_000 + i }),
+        body: JSON.stringify({
+          event_name: "muc-room-created",
+          room_name: `route-${i}`,
+          created_at: 1_900_000_000 + i,
+        }),
       }),
     );
     if (answer.status !== 200) throw new Error(`the route answered ${answer.status}: ${await answer.text()}`);
@@ -118,7 +150,9 @@ try {
 
   // Concurrent writers: one account's writers wait for each other's commit; separate accounts do not.
   const WRITERS = 8;
-  const others = await Promise.all(Array.from({ length: WRITERS }, (_, i) => createAccount(`bench-writer-${i}`, "EdDSA")));
+  const others = await Promise.all(
+    Array.from({ length: WRITERS }, (_, i) => createAccount(`bench-writer-${i}`, "EdDSA")),
+  );
   const concurrentWriters = async (accountOf: (writer: number) => string) => {
     const latencies: number[] = [];
     const started = performance.now();
@@ -127,7 +161,11 @@ try {
         for (let i = 0; i < SAMPLES / WRITERS; i++) {
           await db.transaction(async (tx) => {
             const began = performance.now();
-            await recordEvent(tx, accountOf(writer), "room.started", { room: `writer-${writer}-${i}`, breakout_id: "", started_at: new Date().toISOString() });
+            await recordEvent(tx, accountOf(writer), "room.started", {
+              room: `writer-${writer}-${i}`,
+              breakout_id: "",
+              started_at: new Date().toISOString(),
+            });
             latencies.push(performance.now() - began);
           });
         }
@@ -139,15 +177,26 @@ try {
   const separate = await concurrentWriters((writer) => others[writer]!.account.id);
 
   console.log(`deliveries: ${DELIVERIES}, ${CONCURRENCY} in flight, database ${database.kind}`);
-  console.log(`  bare fetch loop       ${bareRate.toFixed(0)} /s   (before the ` + `worker ${bareBefore.toFixed(0)}, after ${bareAfter.toFixed(0)})`);
-  console.log(`  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`);
+  console.log(
+    `  bare fetch loop       ${bareRate.toFixed(0)} /s   (before the ` +
+      `worker ${bareBefore.toFixed(0)}, after ${bareAfter.toFixed(0)})`,
+  );
+  console.log(
+    `  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`,
+  );
   console.log(`outbox (recordEvent in the transaction, ${SAMPLES} samples)`);
   console.log(`  p50 ${ms(percentile(outbox, 50))}   p99 ${ms(percentile(outbox, 99))} (target < 2 ms)`);
   console.log(`POST /api/v1/events/room/created (${route.length} samples)`);
   console.log(`  p50 ${ms(percentile(route, 50))}   p99 ${ms(percentile(route, 99))}`);
   console.log(`${WRITERS} concurrent writers (recordEvent and commit, ${SAMPLES} events)`);
-  for (const [what, run] of [["one account", shared], ["an account each", separate]] as const) {
-    console.log(`  ${what.padEnd(16)} ${run.rate.toFixed(0)} events/s   recordEvent p50 ` + `${ms(percentile(run.latencies, 50))}   p99 ${ms(percentile(run.latencies, 99))}`);
+  for (const [what, run] of [
+    ["one account", shared],
+    ["an account each", separate],
+  ] as const) {
+    console.log(
+      `  ${what.padEnd(16)} ${run.rate.toFixed(0)} events/s   recordEvent p50 ` +
+        `${ms(percentile(run.latencies, 50))}   p99 ${ms(percentile(run.latencies, 99))}`,
+    );
   }
 } finally {
   receiver.kill();

@@ -17,7 +17,12 @@ let service: ReturnType<typeof Bun.spawn> | undefined;
 let chromium: Chromium | undefined;
 
 beforeAll(() => {
-  env = { ...(process.env as Record<string, string>), LOG_LEVEL: "silent", DATA_DIR: dataDir, REDIS_PREFIX: `parley-test-console-${crypto.randomUUID()}` };
+  env = {
+    ...(process.env as Record<string, string>),
+    LOG_LEVEL: "silent",
+    DATA_DIR: dataDir,
+    REDIS_PREFIX: `parley-test-console-${crypto.randomUUID()}`,
+  };
   delete env.DATABASE_URL;
   delete env.CONSOLE_SECRET;
 });
@@ -30,7 +35,13 @@ afterAll(async () => {
 });
 
 test("an operator made with the admin command signs in to the console on PGlite", async () => {
-  const admin = Bun.spawn([process.execPath, "src/admin.ts", "create-operator", "root"], { cwd: root, env, stdin: new Blob(["first operator password\n"]), stdout: "pipe", stderr: "pipe" });
+  const admin = Bun.spawn([process.execPath, "src/admin.ts", "create-operator", "root"], {
+    cwd: root,
+    env,
+    stdin: new Blob(["first operator password\n"]),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   expect(await admin.exited).toBe(0);
   expect(await new Response(admin.stdout).text()).toContain("operator #1 root");
 
@@ -43,7 +54,12 @@ test("an operator made with the admin command signs in to the console on PGlite"
   });
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
-  while (!(await fetch(`${base}/readyz`).then((r) => r.ok, () => false))) {
+  while (
+    !(await fetch(`${base}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    ))
+  ) {
     if (Date.now() > deadline) throw new Error("Parley did not become ready on PGlite");
     await Bun.sleep(200);
   }
@@ -58,7 +74,10 @@ test("an operator made with the admin command signs in to the console on PGlite"
   await page.getByRole("button", { name: "Sign in as operator" }).click();
   await page.locator("[data-figure=rooms_open]").waitFor({ timeout: 15_000 });
   // The bootstrap account is there, chosen, since it is the only one, and the overview's charts have a day of points.
-  expect(await page.getByLabel("Account").locator("option").allTextContents()).toEqual(["All accounts", expect.stringContaining("default")]);
+  expect(await page.getByLabel("Account").locator("option").allTextContents()).toEqual([
+    "All accounts",
+    expect.stringContaining("default"),
+  ]);
   expect(await page.getByLabel("Account").locator("option:checked").textContent()).toContain("default");
   const points = await page.evaluate(() => window.parleyCharts["overview-participants"]?.data[0].length);
   expect(points).toBeGreaterThanOrEqual(144);

@@ -54,10 +54,14 @@ describe("operator", () => {
     await page.getByRole("button", { name: "Sign in as operator" }).waitFor();
     // Replaying the cookie from before the logout is refused: the session was revoked. The
     // probe says so as an answer (signed out); every other call is refused.
-    const replay = await fetch(`${base}/console/api/accounts`, { headers: { cookie: `parley_console=${cookie!.value}` } });
+    const replay = await fetch(`${base}/console/api/accounts`, {
+      headers: { cookie: `parley_console=${cookie!.value}` },
+    });
     expect(replay.status).toBe(401);
     expect((await replay.json()).error.code).toBe("unauthorized");
-    const probe = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${cookie!.value}` } });
+    const probe = await fetch(`${base}/console/api/session`, {
+      headers: { cookie: `parley_console=${cookie!.value}` },
+    });
     expect(probe.status).toBe(200);
     expect(await probe.json()).toEqual({ signed_in: false });
     await context.close();
@@ -108,7 +112,11 @@ describe("operator", () => {
     await attempt("the right password");
     await page.getByText(/too many failed sign-ins/).waitFor();
     expect((await context.cookies()).some((c) => c.name === "parley_console")).toBe(false);
-    const direct = await fetch(`${base}/console/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name, password: "the right password" }) });
+    const direct = await fetch(`${base}/console/api/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name, password: "the right password" }),
+    });
     expect(direct.status).toBe(429);
     expect(direct.headers.get("retry-after")).toMatch(/^\d+$/);
     await context.close();
@@ -120,10 +128,17 @@ describe("operator", () => {
     await signInAsOperator(page);
     await page.locator("[data-figure=rooms_open]").waitFor();
     const answer = await page.evaluate(async () => {
-      const response = await fetch("/console/api/accounts", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "sneaky" }) });
+      const response = await fetch("/console/api/accounts", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: "sneaky" }),
+      });
       return { status: response.status, body: await response.json() };
     });
-    expect(answer).toEqual({ status: 403, body: { error: { code: "forbidden", message: expect.stringContaining("X-CSRF-Token") } } });
+    expect(answer).toEqual({
+      status: 403,
+      body: { error: { code: "forbidden", message: expect.stringContaining("X-CSRF-Token") } },
+    });
     await context.close();
   });
 });
@@ -135,7 +150,9 @@ describe("sign-in limits", () => {
     const name = `spray-${crypto.randomUUID().slice(0, 6)}`;
     await createOperator(name, "the right password");
     for (let guess = 0; guess < 19; guess++) {
-      await expect(operatorLogin(`nobody-${guess}`, "guess", { address, name: `nobody-${guess}` })).rejects.toThrow("wrong operator name or password");
+      await expect(operatorLogin(`nobody-${guess}`, "guess", { address, name: `nobody-${guess}` })).rejects.toThrow(
+        "wrong operator name or password",
+      );
     }
     // Every name stayed under its own limit of 5; the address has one failure left.
     expect(await loginBlockedFor({ address, name: "someone-new" })).toBe(0);
@@ -172,7 +189,11 @@ describe("account owner", () => {
         ["GET", `/console/api/overview?account=${other}`],
         ["POST", `/console/api/accounts/${other}/keys`],
       ]) {
-        const response = await fetch(path!, { method, headers: { "x-csrf-token": csrf, "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
+        const response = await fetch(path!, {
+          method,
+          headers: { "x-csrf-token": csrf, "content-type": "application/json" },
+          body: method === "POST" ? "{}" : undefined,
+        });
         results.push({ path, status: response.status, code: (await response.json()).error?.code });
       }
       return results;
@@ -188,7 +209,11 @@ describe("account owner", () => {
   });
 
   test("a wrong API key is refused", async () => {
-    const answer = await fetch(`${base}/console/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ api_key: "prl_nothing" }) });
+    const answer = await fetch(`${base}/console/api/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ api_key: "prl_nothing" }),
+    });
     expect(answer.status).toBe(401);
     expect((await answer.json()).error.code).toBe("invalid_api_key");
   });
@@ -196,10 +221,18 @@ describe("account owner", () => {
 
 describe("session token", () => {
   const sign = (claims: Record<string, unknown>, iat: number, exp: number) =>
-    new SignJWT(claims).setProtectedHeader({ alg: "HS256" }).setIssuedAt(iat).setExpirationTime(exp).sign(new TextEncoder().encode(consoleSecret()));
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: "HS256" })
+      .setIssuedAt(iat)
+      .setExpirationTime(exp)
+      .sign(new TextEncoder().encode(consoleSecret()));
 
   async function sessionId(): Promise<string> {
-    const login = await fetch(`${base}/console/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(operator) });
+    const login = await fetch(`${base}/console/api/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(operator),
+    });
     const token = /parley_console=([^;]+)/.exec(login.headers.get("set-cookie")!)![1]!;
     return JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()).sid;
   }
@@ -207,37 +240,61 @@ describe("session token", () => {
   test("is renewed once half its life is gone, and refused once expired", async () => {
     const sid = await sessionId();
     const now = Math.floor(Date.now() / 1000);
-    const young = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 10, now + 890)}` } });
+    const young = await fetch(`${base}/console/api/session`, {
+      headers: { cookie: `parley_console=${await sign({ sid }, now - 10, now + 890)}` },
+    });
     expect(young.status).toBe(200);
     expect(young.headers.get("set-cookie")).toBeNull();
-    const old = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 600, now + 300)}` } });
+    const old = await fetch(`${base}/console/api/session`, {
+      headers: { cookie: `parley_console=${await sign({ sid }, now - 600, now + 300)}` },
+    });
     expect(old.status).toBe(200);
     const renewed = /parley_console=([^;]+)/.exec(old.headers.get("set-cookie") ?? "")?.[1];
-    expect(JSON.parse(Buffer.from(renewed!.split(".")[1]!, "base64url").toString())).toMatchObject({ sid, exp: expect.any(Number) });
+    expect(JSON.parse(Buffer.from(renewed!.split(".")[1]!, "base64url").toString())).toMatchObject({
+      sid,
+      exp: expect.any(Number),
+    });
     expect(old.headers.get("set-cookie")).toContain("HttpOnly; SameSite=Strict");
-    const expired = await fetch(`${base}/console/api/accounts`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` } });
+    const expired = await fetch(`${base}/console/api/accounts`, {
+      headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` },
+    });
     expect(expired.status).toBe(401);
-    const probed = await fetch(`${base}/console/api/session`, { headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` } });
+    const probed = await fetch(`${base}/console/api/session`, {
+      headers: { cookie: `parley_console=${await sign({ sid }, now - 1000, now - 100)}` },
+    });
     expect(await probed.json()).toEqual({ signed_in: false });
   });
 
   test("sessions past their end are swept away by the next sign-in", async () => {
     const sid = await sessionId();
-    await db.update(consoleSessions).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(consoleSessions.id, sid));
+    await db
+      .update(consoleSessions)
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where(eq(consoleSessions.id, sid));
     const now = Math.floor(Date.now() / 1000);
-    const answer = await fetch(`${base}/console/api/accounts`, { headers: { cookie: `parley_console=${await sign({ sid }, now, now + 900)}` } });
+    const answer = await fetch(`${base}/console/api/accounts`, {
+      headers: { cookie: `parley_console=${await sign({ sid }, now, now + 900)}` },
+    });
     expect(answer.status).toBe(401);
     await sessionId();
     expect(await db.select().from(consoleSessions).where(eq(consoleSessions.id, sid))).toEqual([]);
   });
 
   test("a request without a session is refused before its body is read", async () => {
-    const answer = await fetch(`${base}/console/api/accounts`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
+    const answer = await fetch(`${base}/console/api/accounts`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
     expect(answer.status).toBe(401);
     expect((await answer.json()).error.code).toBe("unauthorized");
-    const forged = await fetch(`${base}/console/api/accounts`, { headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." } });
+    const forged = await fetch(`${base}/console/api/accounts`, {
+      headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." },
+    });
     expect(forged.status).toBe(401);
-    const probe = await fetch(`${base}/console/api/session`, { headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." } });
+    const probe = await fetch(`${base}/console/api/session`, {
+      headers: { cookie: "parley_console=eyJhbGciOiJub25lIn0.eyJzaWQiOiJ4In0." },
+    });
     expect(await probe.json()).toEqual({ signed_in: false });
   });
 });

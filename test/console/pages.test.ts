@@ -65,7 +65,11 @@ describe("accounts and keys", () => {
     const accountId = (await section.getAttribute("data-account"))!;
 
     const tokenWith = (apiKey: string) =>
-      fetch(`${base}/api/v1/misc/generate-token`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ apiKey, user: { id: "u1" } }) });
+      fetch(`${base}/api/v1/misc/generate-token`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ apiKey, user: { id: "u1" } }),
+      });
     expect((await tokenWith(firstKey)).status).toBe(200);
 
     await section.getByLabel("New key label").fill("ci");
@@ -76,7 +80,10 @@ describe("accounts and keys", () => {
     expect((await tokenWith(secondKey)).status).toBe(200);
     const keyId = /#(\d+)/.exec((await page.getByText(/^New key #\d+/).textContent())!)![1];
 
-    await page.locator(`section[data-account="${accountId}"]`).getByRole("button", { name: `Revoke key #${keyId}` }).click();
+    await page
+      .locator(`section[data-account="${accountId}"]`)
+      .getByRole("button", { name: `Revoke key #${keyId}` })
+      .click();
     await page.getByText(`Revoking key #${keyId}: done.`).waitFor();
     const refused = await tokenWith(secondKey);
     expect(refused.status).toBe(401);
@@ -114,7 +121,10 @@ describe("usage", () => {
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
     const chart = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
-      return { labels: plot.series.map((series) => series.label), data: plot.data.map((column) => Array.from(column as ArrayLike<number>)) };
+      return {
+        labels: plot.series.map((series) => series.label),
+        data: plot.data.map((column) => Array.from(column as ArrayLike<number>)),
+      };
     });
     expect(chart.labels.slice(1)).toEqual(["Participant", "Phone", "Streaming", "Recording"]);
     const today = new Date(created * 1000).toISOString().slice(0, 10);
@@ -123,8 +133,13 @@ describe("usage", () => {
     // Ann stayed 10 minutes and Bob 15.
     expect(chart.data[1]![index]).toBe(25);
     // The same figure as the usage report of the public API.
-    const report = await call("POST", "/api/v1/pricing/cdr", { body: {}, headers: { authorization: `Bearer ${account.apiKey}` } });
-    expect(report.body.days.find((day: { room_name: string }) => day.room_name === "plan").participant_minutes).toBe(25);
+    const report = await call("POST", "/api/v1/pricing/cdr", {
+      body: {},
+      headers: { authorization: `Bearer ${account.apiKey}` },
+    });
+    expect(report.body.days.find((day: { room_name: string }) => day.room_name === "plan").participant_minutes).toBe(
+      25,
+    );
 
     const download = await page.evaluate(async () => {
       const link = document.querySelector<HTMLAnchorElement>("a[download]")!;
@@ -148,14 +163,21 @@ describe("streams", () => {
     page.on("load", () => loads++);
 
     const auth = { authorization: `Bearer ${account.apiKey}` };
-    const started = await call("POST", "/terraform/v1/hooks/srs/startRecording", { body: { room_name: "crash-demo" }, headers: auth });
+    const started = await call("POST", "/terraform/v1/hooks/srs/startRecording", {
+      body: { room_name: "crash-demo" },
+      headers: auth,
+    });
     expect(started.status).toBe(200);
     const name = started.body.stream_name as string;
     const state = page.locator(`[data-stream-state="${name}"]`);
     const seenAt = Date.now();
     await state.waitFor();
     // The recorder dies a second after it started: the page follows, running then failed.
-    await page.waitForFunction((stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "failed", name, { timeout: 8_000 });
+    await page.waitForFunction(
+      (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "failed",
+      name,
+      { timeout: 8_000 },
+    );
     expect(Date.now() - seenAt).toBeLessThan(8_000);
     await page.getByRole("cell", { name: /recorder_exited/ }).waitFor();
 
@@ -165,12 +187,19 @@ describe("streams", () => {
 
     // A running stream: stopped from the page, its state changes in place.
     await page.getByRole("link", { name: "Streams" }).click();
-    const running = await call("POST", "/terraform/v1/hooks/srs/startRecording", { body: { room_name: "weekly" }, headers: auth });
+    const running = await call("POST", "/terraform/v1/hooks/srs/startRecording", {
+      body: { room_name: "weekly" },
+      headers: auth,
+    });
     expect(running.status).toBe(200);
     const runningName = running.body.stream_name as string;
     // The start answered once the stream was running: the page shows it within the 2 seconds the console promises.
     const answeredAt = Date.now();
-    await page.waitForFunction((stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "running", runningName, { timeout: 5_000 });
+    await page.waitForFunction(
+      (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "running",
+      runningName,
+      { timeout: 5_000 },
+    );
     expect(Date.now() - answeredAt).toBeLessThan(2_000);
     // Play loads hls.js (a file of its own) and asks for the stream's playlist from the media server.
     const playlist = page.waitForRequest((request) => request.url().endsWith(`/${runningName}.m3u8`));
@@ -178,7 +207,10 @@ describe("streams", () => {
     expect((await playlist).url()).toBe(running.body.hls_url);
     await page.getByRole("region", { name: "Player" }).locator("video").waitFor();
     await page.getByRole("button", { name: `Stop ${runningName}` }).click();
-    await page.waitForFunction((stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "stopped", runningName);
+    await page.waitForFunction(
+      (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "stopped",
+      runningName,
+    );
     expect(loads).toBe(0);
     await context.close();
   });
@@ -196,9 +228,18 @@ describe("scheduler and phone", () => {
     await page.getByLabel("Time zone").fill("Europe/Berlin");
     await page.getByRole("button", { name: "Reserve" }).click();
     // Reservations keep the name as typed (their room key, quarterly%20review, sits beside it).
-    await page.getByRole("table", { name: "Reservations" }).getByRole("cell", { name: "quarterly review", exact: true }).waitFor();
-    const listed = await call("GET", "/api/v1/scheduler/reservation", { headers: { authorization: `Bearer ${account.apiKey}` } });
-    expect(listed.body).toEqual(expect.arrayContaining([expect.objectContaining({ name: "quarterly review", duration: 45, timezone: "Europe/Berlin" })]));
+    await page
+      .getByRole("table", { name: "Reservations" })
+      .getByRole("cell", { name: "quarterly review", exact: true })
+      .waitFor();
+    const listed = await call("GET", "/api/v1/scheduler/reservation", {
+      headers: { authorization: `Bearer ${account.apiKey}` },
+    });
+    expect(listed.body).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: "quarterly review", duration: 45, timezone: "Europe/Berlin" }),
+      ]),
+    );
     await page.getByRole("button", { name: "Delete reservation quarterly review" }).click();
     await page.getByText("Reservation quarterly review deleted.").waitFor();
     expect(await page.getByRole("cell", { name: "quarterly review", exact: true }).count()).toBe(0);
@@ -206,7 +247,11 @@ describe("scheduler and phone", () => {
     await page.getByRole("link", { name: "Phone" }).click();
     await page.getByLabel("Conference address").fill("weekly@conference.meet.example.com");
     await page.getByRole("button", { name: "Look up" }).click();
-    const mapped = await call("GET", `/api/v1/conference-mapper/conferenceMapper?conference=weekly@conference.meet.example.com`, { headers: { authorization: `Bearer ${account.apiKey}` } });
+    const mapped = await call(
+      "GET",
+      `/api/v1/conference-mapper/conferenceMapper?conference=weekly@conference.meet.example.com`,
+      { headers: { authorization: `Bearer ${account.apiKey}` } },
+    );
     expect(mapped.body.id).toBeGreaterThan(0);
     await page.getByText(`weekly@conference.meet.example.com: callers enter ${mapped.body.id}`).waitFor();
     await context.close();
@@ -218,7 +263,13 @@ describe("every page", () => {
     const actor = { accountId: account.accountId, userId: "ann", name: "Ann", moderator: false };
     await createRoom(actor, { channelId: "general" });
     const message = await postMessage(actor, "general", { content: "a message to moderate" });
-    await createReservation(account.accountId, { name: "board meeting", mail_owner: "ann@example.com", start_time: "2030-01-15T10:00", duration: 60, timezone: "UTC" });
+    await createReservation(account.accountId, {
+      name: "board meeting",
+      mail_owner: "ann@example.com",
+      start_time: "2030-01-15T10:00",
+      duration: 60,
+      timezone: "UTC",
+    });
 
     const pages = ["overview", "usage", "streams", "accounts", "scheduler", "phone", "chat"];
     const found: Record<string, unknown> = {};
@@ -233,15 +284,20 @@ describe("every page", () => {
           location.hash = hash;
         }, `#/${name}`);
         await page.locator("main h1").waitFor();
-        await page.waitForFunction(() => !document.querySelector("[aria-busy=true]") && document.querySelector("main")!.children.length > 1);
+        await page.waitForFunction(
+          () => !document.querySelector("[aria-busy=true]") && document.querySelector("main")!.children.length > 1,
+        );
         // Charts are drawn on the next frame: wait for their canvases.
-        await page.waitForFunction(() => [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")));
+        await page.waitForFunction(() =>
+          [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
+        );
         if (label === "desktop") {
           const violations = await seriousViolations(page);
           if (violations.length > 0) found[name] = violations;
         }
         // Nothing is wider than the phone's screen: tables scroll inside their own box.
-        if (label === "phone") expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+        if (label === "phone")
+          expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
         await screenshot(page, `console-${name}-${label}`);
       }
       if (label === "desktop") {

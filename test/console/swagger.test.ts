@@ -66,10 +66,15 @@ test("the console's script is built by Bun, served from memory, and small", asyn
   expect([...assets.files.keys()].sort()).toEqual(["app.css", "app.js", "hls-light.js"]);
   expect(assets.allScriptsGzipBytes).toBeLessThan(150_000);
   // Those are the bytes sent: a browser that takes gzip gets the files compressed.
-  const compressed = await fetch(`${base}/console/app.js`, { headers: { "accept-encoding": "gzip" }, decompress: false });
+  const compressed = await fetch(`${base}/console/app.js`, {
+    headers: { "accept-encoding": "gzip" },
+    decompress: false,
+  });
   expect(compressed.headers.get("content-encoding")).toBe("gzip");
   expect((await compressed.arrayBuffer()).byteLength).toBe(assets.scriptGzipBytes);
-  expect(Bun.gunzipSync(assets.files.get("hls-light.js")!.gzip)).toEqual(new TextEncoder().encode(assets.files.get("hls-light.js")!.body));
+  expect(Bun.gunzipSync(assets.files.get("hls-light.js")!.gzip)).toEqual(
+    new TextEncoder().encode(assets.files.get("hls-light.js")!.body),
+  );
   expect(script).toContain("/console/hls-light.js");
   const player = await fetch(`${base}/console/hls-light.js`);
   expect(player.headers.get("content-type")).toContain("javascript");

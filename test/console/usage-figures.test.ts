@@ -60,7 +60,9 @@ test("Usage header, chart, table, CSV and API give the same participant minutes,
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
     const shown = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
-      const rows = [...document.querySelectorAll(`[aria-label="Usage per day and room"] tbody tr`)].map((row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? ""));
+      const rows = [...document.querySelectorAll(`[aria-label="Usage per day and room"] tbody tr`)].map((row) =>
+        [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? ""),
+      );
       return {
         header: document.querySelector(".usage .totals")!.textContent!,
         definition: document.querySelector(".usage .definition")!.textContent!,
@@ -75,17 +77,23 @@ test("Usage header, chart, table, CSV and API give the same participant minutes,
     expect(shown.definition).toContain("1 stay still open is counted up to");
     // The table: one row per room of today, Ann and Bob in plan, Cy and Di in open.
     const tableMinutes = shown.rows.map((cells) => Number(cells[2]));
-    expect(tableMinutes.sort((a, b) => a - b)).toEqual([minutes(600 + 900), minutes(openRoomSeconds(shown.asOf))].sort((a, b) => a - b));
+    expect(tableMinutes.sort((a, b) => a - b)).toEqual(
+      [minutes(600 + 900), minutes(openRoomSeconds(shown.asOf))].sort((a, b) => a - b),
+    );
     // The chart: today's bar is the sum of today's rows, and the bars add up to the header.
     const bars = shown.bars.filter((value) => value > 0);
     expect(bars).toHaveLength(1);
     expect(Math.abs(bars[0]! - total)).toBeLessThanOrEqual(0.01);
 
     // The CSV download: each stay's minutes, the open one up to the CSV's own as_of.
-    const csv = await page.evaluate(async () => (await fetch(document.querySelector<HTMLAnchorElement>("a[download]")!.href)).text());
+    const csv = await page.evaluate(async () =>
+      (await fetch(document.querySelector<HTMLAnchorElement>("a[download]")!.href)).text(),
+    );
     const [head, ...lines] = csv.trimEnd().split("\r\n");
     const columns = head!.split(",");
-    const records = lines.map((line) => Object.fromEntries(line.split(",").map((value, index) => [columns[index], value])));
+    const records = lines.map((line) =>
+      Object.fromEntries(line.split(",").map((value, index) => [columns[index], value])),
+    );
     expect(records.map((record) => [record.user_id, record.left_at === ""]).sort()).toEqual([
       ["ann", false],
       ["bob", false],
@@ -97,7 +105,9 @@ test("Usage header, chart, table, CSV and API give the same participant minutes,
     expect(Math.abs(csvSum - expectedAt(csvAsOf))).toBeLessThanOrEqual(0.005 * records.length);
 
     // The public report: totals, rooms and days alike.
-    const report = (await call("POST", "/api/v1/pricing/cdr", { body: {}, headers: { authorization: `Bearer ${account.apiKey}` } })).body;
+    const report = (
+      await call("POST", "/api/v1/pricing/cdr", { body: {}, headers: { authorization: `Bearer ${account.apiKey}` } })
+    ).body;
     const apiTotal = expectedAt(report.as_of);
     expect(report.totals).toMatchObject({ rooms: 2, participant_minutes: apiTotal, open_stays: 1 });
     const roomSum = report.rooms.reduce((sum: number, room: any) => sum + room.media_usage.participant_minutes, 0);

@@ -61,9 +61,23 @@ beforeAll(async () => {
   const actor = { accountId: account.accountId, userId: "ann", name: "Ann", moderator: false };
   await createRoom(actor, { channelId: "general" });
   message = await postMessage(actor, "general", { content: "hello from Ann" });
-  await createReservation(account.accountId, { name: "board meeting", mail_owner: "ann@example.com", start_time: "2030-01-15T10:00", duration: 60, timezone: "Europe/Berlin" });
-  await createEndpoint(account.accountId, { url: "http://127.0.0.1:9/parley-hook-with-a-rather-long-path-to-wrap", description: "ops", event_types: null, ordered: false });
-  const started = await call("POST", "/terraform/v1/hooks/srs/startRecording", { body: { room_name: "crash-review" }, headers: { authorization: `Bearer ${account.apiKey}` } });
+  await createReservation(account.accountId, {
+    name: "board meeting",
+    mail_owner: "ann@example.com",
+    start_time: "2030-01-15T10:00",
+    duration: 60,
+    timezone: "Europe/Berlin",
+  });
+  await createEndpoint(account.accountId, {
+    url: "http://127.0.0.1:9/parley-hook-with-a-rather-long-path-to-wrap",
+    description: "ops",
+    event_types: null,
+    ordered: false,
+  });
+  const started = await call("POST", "/terraform/v1/hooks/srs/startRecording", {
+    body: { room_name: "crash-review" },
+    headers: { authorization: `Bearer ${account.apiKey}` },
+  });
   failedStream = started.body.stream_name;
 });
 
@@ -91,7 +105,12 @@ async function visit(page: Page, name: string): Promise<void> {
 /** The instant as the viewer of VIEWER reads it, formatted by the browser itself. */
 const asViewerReads = (page: Page, iso: string) =>
   page.evaluate(
-    ([at, viewer]) => new Intl.DateTimeFormat(viewer.locale, { dateStyle: "medium", timeStyle: "medium", timeZone: viewer.timezoneId }).format(new Date(at)),
+    ([at, viewer]) =>
+      new Intl.DateTimeFormat(viewer.locale, {
+        dateStyle: "medium",
+        timeStyle: "medium",
+        timeZone: viewer.timezoneId,
+      }).format(new Date(at)),
     [iso, VIEWER] as const,
   );
 
@@ -152,7 +171,9 @@ describe("every page", () => {
           await page.getByRole("cell", { name: "weekly sync ☕", exact: true }).waitFor();
           // One tick per day, at the UTC midnights the bars stand on, labelled as days.
           const axis = await page.evaluate(() => {
-            const plot = window.parleyCharts["usage-minutes"]! as unknown as { axes: Array<{ _splits: number[]; _values: string[] }> };
+            const plot = window.parleyCharts["usage-minutes"]! as unknown as {
+              axes: Array<{ _splits: number[]; _values: string[] }>;
+            };
             return { splits: plot.axes[0]!._splits, values: plot.axes[0]!._values };
           });
           expect(axis.splits.length).toBeGreaterThan(0);
@@ -160,8 +181,14 @@ describe("every page", () => {
           for (const value of axis.values) expect(value).not.toMatch(/:/);
           // The legend tells the last day's figures, the hovered day's while one is hovered, then the last day's again.
           const legend = page.locator("[data-chart=usage-minutes] .u-legend");
-          const days = await page.evaluate(() => Array.from(window.parleyCharts["usage-minutes"]!.data[0] as ArrayLike<number>));
-          const dayText = (at: number) => page.evaluate((ms) => new Intl.DateTimeFormat("de-DE", { dateStyle: "medium", timeZone: "UTC" }).format(ms), at * 1000);
+          const days = await page.evaluate(() =>
+            Array.from(window.parleyCharts["usage-minutes"]!.data[0] as ArrayLike<number>),
+          );
+          const dayText = (at: number) =>
+            page.evaluate(
+              (ms) => new Intl.DateTimeFormat("de-DE", { dateStyle: "medium", timeZone: "UTC" }).format(ms),
+              at * 1000,
+            );
           expect(await legend.textContent()).toContain(await dayText(days.at(-1)!));
           expect(await legend.textContent()).toMatch(/Participant:?\s*\d/);
           await page.locator("[data-chart=usage-minutes] .u-over").hover({ position: { x: 3, y: 20 } });

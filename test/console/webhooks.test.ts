@@ -62,7 +62,9 @@ async function deliveryRow(page: Page, room: string) {
 
 async function deliveryOf(room: string) {
   const listed = await call("GET", "/api/v1/events", { headers: { authorization: `Bearer ${account.apiKey}` } });
-  const event = (listed.body.events as Array<{ id: string; data: { room: string } }>).find((candidate) => candidate.data.room === room);
+  const event = (listed.body.events as Array<{ id: string; data: { room: string } }>).find(
+    (candidate) => candidate.data.room === room,
+  );
   if (!event) throw new Error(`no event about ${room}`);
   return { id: event.id };
 }
@@ -78,14 +80,24 @@ describe("webhooks page", () => {
     secret = (await page.locator("[data-new-secret]").textContent())!;
     expect(secret).toMatch(/^whsec_/);
     const listed = await call("GET", "/api/v1/webhooks", { headers: { authorization: `Bearer ${account.apiKey}` } });
-    expect(listed.body.endpoints).toEqual([expect.objectContaining({ url: receiver.url, event_types: ["reservation.created"], description: "the test receiver", enabled: true })]);
+    expect(listed.body.endpoints).toEqual([
+      expect.objectContaining({
+        url: receiver.url,
+        event_types: ["reservation.created"],
+        description: "the test receiver",
+        enabled: true,
+      }),
+    ]);
     const endpointId = listed.body.endpoints[0].id as string;
     await page.getByRole("button", { name: `Deliveries of ${receiver.url}` }).click();
     await page.getByText(`Deliveries to ${receiver.url}: no deliveries yet.`).waitFor();
 
     // An event caused through the public API appears in the open log by itself, with the receiver's 200.
     expect((await reserve("hooked")).status).toBe(200);
-    const [got] = await until(() => receiver.received, (list) => list.length >= 1);
+    const [got] = await until(
+      () => receiver.received,
+      (list) => list.length >= 1,
+    );
     expect(got!.verified).toBe(true);
     const row = await deliveryRow(page, "hooked");
     await row.getByText("succeeded").waitFor();
@@ -99,7 +111,10 @@ describe("webhooks page", () => {
       receiver.setMode("error");
       expect((await reserve("broken")).status).toBe(200);
       const failing = await deliveryRow(page, "broken");
-      await page.waitForFunction((id) => document.querySelector(`[data-delivery-code="${id}"]`)?.textContent === "500", await deliveryIdOf(failing));
+      await page.waitForFunction(
+        (id) => document.querySelector(`[data-delivery-code="${id}"]`)?.textContent === "500",
+        await deliveryIdOf(failing),
+      );
       expect(await failing.textContent()).toContain("receiver broken");
       expect(await failing.textContent()).toContain("pending");
       // Its next retry is ten minutes away, shown in the log.
@@ -110,7 +125,9 @@ describe("webhooks page", () => {
       await failing.getByRole("button", { name: /^Retry delivery/ }).click();
       await failing.getByText("succeeded").waitFor();
       expect(await failing.locator("[data-delivery-code]").textContent()).toBe("200");
-      expect(receiver.received.slice(sentBefore).map((entry) => [entry.event.data.room, entry.verified])).toEqual([["broken", true]]);
+      expect(receiver.received.slice(sentBefore).map((entry) => [entry.event.data.room, entry.verified])).toEqual([
+        ["broken", true],
+      ]);
     } finally {
       restoreConfig();
       receiver.setMode("ok");
@@ -124,14 +141,20 @@ describe("webhooks page", () => {
     expect(rotated).not.toBe(secret);
     secret = rotated;
     expect((await reserve("rotated")).status).toBe(200);
-    const afterRotation = await until(() => receiver.received.find((entry) => entry.event.data.room === "rotated"), Boolean);
+    const afterRotation = await until(
+      () => receiver.received.find((entry) => entry.event.data.room === "rotated"),
+      Boolean,
+    );
     expect(afterRotation!.verified).toBe(true);
 
     // Replay after sequence 0 sends both reservations again (same webhook-ids).
     await page.getByLabel("Replay after sequence").fill("0");
     await page.getByRole("button", { name: "Replay", exact: true }).click();
     await page.getByText(/Replaying to .*: 3 deliveries queued\./).waitFor();
-    await until(() => receiver.received.filter((entry) => entry.event.data.room === "hooked").length, (n) => n >= 2);
+    await until(
+      () => receiver.received.filter((entry) => entry.event.data.room === "hooked").length,
+      (n) => n >= 2,
+    );
 
     // Disable, and the page shows it; enable again.
     await page.getByRole("button", { name: `Disable ${receiver.url}` }).click();
@@ -145,7 +168,10 @@ describe("webhooks page", () => {
   test("an account owner cannot reach another account's endpoints through the console API", async () => {
     const mine = await newAccount();
     const theirs = await newAccount();
-    const made = await call("POST", "/api/v1/webhooks", { headers: { authorization: `Bearer ${theirs.apiKey}` }, body: { url: receiver.url } });
+    const made = await call("POST", "/api/v1/webhooks", {
+      headers: { authorization: `Bearer ${theirs.apiKey}` },
+      body: { url: receiver.url },
+    });
     expect(made.status).toBe(201);
     const theirEndpoint = made.body.endpoint.id as string;
     const context = await ui.chromium.context();
@@ -170,20 +196,38 @@ describe("webhooks page", () => {
           ["POST", `/console/api/webhooks/${endpoint}/replay`, { account: mine, after: 0 }],
           ["DELETE", `/console/api/webhooks/${endpoint}?account=${mine}`],
         ] as Array<[string, string, unknown?]>) {
-          const response = await fetch(path, { method, headers: { "x-csrf-token": csrf, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-          results.push({ path: `${method} ${path}`, status: response.status, code: (await response.json()).error?.code });
+          const response = await fetch(path, {
+            method,
+            headers: { "x-csrf-token": csrf, "content-type": "application/json" },
+            body: body === undefined ? undefined : JSON.stringify(body),
+          });
+          results.push({
+            path: `${method} ${path}`,
+            status: response.status,
+            code: (await response.json()).error?.code,
+          });
         }
         // Without the CSRF token nothing changes.
-        const noCsrf = await fetch(`/console/api/webhooks`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ account: mine, url: "http://127.0.0.1:9/x" }) });
+        const noCsrf = await fetch(`/console/api/webhooks`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ account: mine, url: "http://127.0.0.1:9/x" }),
+        });
         return { results, noCsrf: noCsrf.status };
       },
       { mine: mine.accountId, other: theirs.accountId, endpoint: theirEndpoint },
     );
-    expect(crafted.results.slice(0, 4).map((result) => [result.path, result.status, result.code])).toEqual(crafted.results.slice(0, 4).map((result) => [result.path, 403, "forbidden"]));
-    expect(crafted.results.slice(4).map((result) => [result.path, result.status, result.code])).toEqual(crafted.results.slice(4).map((result) => [result.path, 404, "not_found"]));
+    expect(crafted.results.slice(0, 4).map((result) => [result.path, result.status, result.code])).toEqual(
+      crafted.results.slice(0, 4).map((result) => [result.path, 403, "forbidden"]),
+    );
+    expect(crafted.results.slice(4).map((result) => [result.path, result.status, result.code])).toEqual(
+      crafted.results.slice(4).map((result) => [result.path, 404, "not_found"]),
+    );
     expect(crafted.noCsrf).toBe(403);
     // The other account's endpoint is untouched, and the owner's page lists nothing of it.
-    const still = await call("GET", `/api/v1/webhooks/${theirEndpoint}`, { headers: { authorization: `Bearer ${theirs.apiKey}` } });
+    const still = await call("GET", `/api/v1/webhooks/${theirEndpoint}`, {
+      headers: { authorization: `Bearer ${theirs.apiKey}` },
+    });
     expect(still.body).toMatchObject({ id: theirEndpoint, enabled: true });
     await page.getByRole("link", { name: "Webhooks" }).click();
     await page.getByText("Endpoints: no endpoints yet.").waitFor();

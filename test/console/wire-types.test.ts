@@ -12,15 +12,69 @@ const ROOT = resolve(import.meta.dir, "../..");
 
 /** In `file`, `from` (found exactly once) becomes `to`; the page must then fail on `field`. */
 const RENAMES = [
-  { file: "src/modules/messaging/model.ts", from: "inserted_at: t.String(", to: "posted_at: t.String(", page: "pages/chat.ts", field: "inserted_at" },
-  { file: "src/modules/usage/model.ts", from: 'room_name: t.String({ description: "Room name" })', to: 'room: t.String({ description: "Room name" })', page: "pages/usage.ts", field: "room_name" },
-  { file: "src/modules/scheduler/model.ts", from: 'timezone: t.String({ description: "As given;', to: 'zone: t.String({ description: "As given;', page: "pages/scheduler.ts", field: "timezone" },
-  { file: "src/modules/webhooks/model.ts", from: "disabled_reason: t.Union(", to: "disabled_why: t.Union(", page: "pages/webhooks.ts", field: "disabled_reason" },
-  { file: "src/modules/mapper/service.ts", from: "  formattedNumber: string;", to: "  formatted: string;", page: "pages/phone.ts", field: "formattedNumber" },
-  { file: "src/modules/accounts/service.ts", from: "    apiKeys: keys", to: "    keys: keys", page: "pages/accounts.ts", field: "apiKeys" },
-  { file: "src/modules/console/service.ts", from: "  stream_name: string;", to: "  name: string;", page: "pages/streams.ts", field: "stream_name" },
-  { file: "src/modules/console/service.ts", from: "    rooms_open: number;", to: "    open_rooms: number;", page: "pages/overview.ts", field: "rooms_open" },
-  { file: "src/modules/console/index.ts", from: 'csrf_token: t.String({ description: "Send as', to: 'csrf: t.String({ description: "Send as', page: "api.ts", field: "csrf_token" },
+  {
+    file: "src/modules/messaging/model.ts",
+    from: "inserted_at: t.String(",
+    to: "posted_at: t.String(",
+    page: "pages/chat.ts",
+    field: "inserted_at",
+  },
+  {
+    file: "src/modules/usage/model.ts",
+    from: 'room_name: t.String({ description: "Room name" })',
+    to: 'room: t.String({ description: "Room name" })',
+    page: "pages/usage.ts",
+    field: "room_name",
+  },
+  {
+    file: "src/modules/scheduler/model.ts",
+    from: 'timezone: t.String({ description: "As given;',
+    to: 'zone: t.String({ description: "As given;',
+    page: "pages/scheduler.ts",
+    field: "timezone",
+  },
+  {
+    file: "src/modules/webhooks/model.ts",
+    from: "disabled_reason: t.Union(",
+    to: "disabled_why: t.Union(",
+    page: "pages/webhooks.ts",
+    field: "disabled_reason",
+  },
+  {
+    file: "src/modules/mapper/service.ts",
+    from: "  formattedNumber: string;",
+    to: "  formatted: string;",
+    page: "pages/phone.ts",
+    field: "formattedNumber",
+  },
+  {
+    file: "src/modules/accounts/service.ts",
+    from: "    apiKeys: keys",
+    to: "    keys: keys",
+    page: "pages/accounts.ts",
+    field: "apiKeys",
+  },
+  {
+    file: "src/modules/console/service.ts",
+    from: "  stream_name: string;",
+    to: "  name: string;",
+    page: "pages/streams.ts",
+    field: "stream_name",
+  },
+  {
+    file: "src/modules/console/service.ts",
+    from: "    rooms_open: number;",
+    to: "    open_rooms: number;",
+    page: "pages/overview.ts",
+    field: "rooms_open",
+  },
+  {
+    file: "src/modules/console/index.ts",
+    from: 'csrf_token: t.String({ description: "Send as',
+    to: 'csrf: t.String({ description: "Send as',
+    page: "api.ts",
+    field: "csrf_token",
+  },
 ];
 
 test("a field renamed in the API's models or answers fails tsc on every console page that reads it", () => {
@@ -36,11 +90,18 @@ test("a field renamed in the API's models or answers fails tsc on every console 
       expect(source.split(rename.from).length - 1, `${rename.file} holds "${rename.from}" once`).toBe(1);
       writeFileSync(path, source.replace(rename.from, rename.to));
     }
-    const tsc = Bun.spawnSync([join(ROOT, "node_modules/.bin/tsc"), "--noEmit", "-p", copy], { cwd: copy, timeout: 120_000 });
+    const tsc = Bun.spawnSync([join(ROOT, "node_modules/.bin/tsc"), "--noEmit", "-p", copy], {
+      cwd: copy,
+      timeout: 120_000,
+    });
     const output = tsc.stdout.toString() + tsc.stderr.toString();
     expect(tsc.exitCode).not.toBe(0);
     for (const rename of RENAMES) {
-      const failures = output.split("\n").filter((line) => line.startsWith(`src/modules/console/ui/${rename.page}(`) && line.includes(`'${rename.field}'`));
+      const failures = output
+        .split("\n")
+        .filter(
+          (line) => line.startsWith(`src/modules/console/ui/${rename.page}(`) && line.includes(`'${rename.field}'`),
+        );
       expect(failures.length, `${rename.page} fails on ${rename.field}:\n${output}`).toBeGreaterThan(0);
     }
   } finally {

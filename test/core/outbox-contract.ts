@@ -42,7 +42,8 @@ const deadBus: PubSub = {
 const cluster = new LocalPubSub();
 
 /** An outbox of a process of its own, as another process's would be. */
-export const processOutbox = (bus: PubSub = cluster): Outbox => createOutbox({ afterCommit, pubsub: () => bus, publishWithinMs: PROMPT_REDIS_MS });
+export const processOutbox = (bus: PubSub = cluster): Outbox =>
+  createOutbox({ afterCommit, pubsub: () => bus, publishWithinMs: PROMPT_REDIS_MS });
 
 const lost = (recorded: Map<string, string[]>, handled: Map<string, string[]>) =>
   [...recorded].flatMap(([key, facts]) => facts.filter((fact) => !(handled.get(key) ?? []).includes(fact)));

@@ -22,14 +22,22 @@ beforeEach(async () => {
 
 async function drainKeys(tx: Database, keys: string[], crash: boolean): Promise<number> {
   // Keys in a fixed order, so two drains never wait on each other crosswise.
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(k, 7)) from unnest(${`{${[...keys].sort().join(",")}}`}::text[]) as k order by k`);
+  await tx.execute(
+    sql`select pg_advisory_xact_lock(hashtextextended(k, 7)) from unnest(${`{${[...keys].sort().join(",")}}`}::text[]) as k order by k`,
+  );
   const claimed = rowsOf<{ id: string; key: string }>(
-    await tx.execute(sql`select id, key from outbox_test_facts where not done and key = any(${`{${keys.join(",")}}`}::text[]) order by id for update skip locked`),
+    await tx.execute(
+      sql`select id, key from outbox_test_facts where not done and key = any(${`{${keys.join(",")}}`}::text[]) order by id for update skip locked`,
+    ),
   );
   if (claimed.length === 0) return 0;
-  await tx.execute(sql`insert into outbox_test_handled (fact_id, key) select (f->>'id')::bigint, f->>'key' from jsonb_array_elements(${JSON.stringify(claimed)}::jsonb) f`);
+  await tx.execute(
+    sql`insert into outbox_test_handled (fact_id, key) select (f->>'id')::bigint, f->>'key' from jsonb_array_elements(${JSON.stringify(claimed)}::jsonb) f`,
+  );
   if (crash) throw new Error("died mid-drain");
-  await tx.execute(sql`update outbox_test_facts set done = true where id = any(${`{${claimed.map((row) => row.id).join(",")}}`}::bigint[])`);
+  await tx.execute(
+    sql`update outbox_test_facts set done = true where id = any(${`{${claimed.map((row) => row.id).join(",")}}`}::bigint[])`,
+  );
   return claimed.length;
 }
 
@@ -55,7 +63,9 @@ outboxContract("in-test consumer", () => ({
       async drain(due) {
         const keys =
           due === "sweep"
-            ? rowsOf<{ key: string }>(await db.execute(sql`select distinct key from outbox_test_facts where not done`)).map((row) => row.key)
+            ? rowsOf<{ key: string }>(
+                await db.execute(sql`select distinct key from outbox_test_facts where not done`),
+              ).map((row) => row.key)
             : [...due];
         if (keys.length === 0) return 0;
         const crash = crashNext;
@@ -65,10 +75,18 @@ outboxContract("in-test consumer", () => ({
     });
   },
   async recorded() {
-    return byKey(rowsOf<{ id: string; key: string }>(await db.execute(sql`select id::text, key from outbox_test_facts order by id`)));
+    return byKey(
+      rowsOf<{ id: string; key: string }>(
+        await db.execute(sql`select id::text, key from outbox_test_facts order by id`),
+      ),
+    );
   },
   async handled() {
-    return byKey(rowsOf<{ id: string; key: string }>(await db.execute(sql`select fact_id::text as id, key from outbox_test_handled order by seq`)));
+    return byKey(
+      rowsOf<{ id: string; key: string }>(
+        await db.execute(sql`select fact_id::text as id, key from outbox_test_handled order by seq`),
+      ),
+    );
   },
   crashNextDrain() {
     crashNext = true;
@@ -105,6 +123,11 @@ test("a ring crosses processes over Redis with its keys, once the ringing transa
     })
     .catch(() => {});
   here.ring(db, "outbox-redis-test", ["c"]);
-  expect(await until(() => heard.flat(), (keys) => keys.includes("c"))).toEqual(["a", "b", "c"]);
+  expect(
+    await until(
+      () => heard.flat(),
+      (keys) => keys.includes("c"),
+    ),
+  ).toEqual(["a", "b", "c"]);
   await consumer.stop();
 });

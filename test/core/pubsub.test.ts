@@ -11,7 +11,9 @@ describe.each([
   test("a message reaches every subscription of its channel, named as published, and no other", async () => {
     const heard: string[] = [];
     const other: string[] = [];
-    const first = bus.subscribe("test-first", ["t:a", "t:b"], (channel, message) => heard.push(`${channel} ${message}`));
+    const first = bus.subscribe("test-first", ["t:a", "t:b"], (channel, message) =>
+      heard.push(`${channel} ${message}`),
+    );
     const second = bus.subscribe("test-second", ["t:c"], (channel, message) => other.push(`${channel} ${message}`));
     await Promise.all([first.ready, second.ready]);
     await bus.publish("t:a", "one");

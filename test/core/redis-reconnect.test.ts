@@ -18,15 +18,25 @@ test("an outage is one line when it starts and one when it ends; the connection 
   const warn = spyOn(log, "warn");
   const info = spyOn(log, "info");
   const client = createRedis(purpose);
-  const lines = (spy: typeof warn, message: string) => spy.mock.calls.filter(([fields, text]) => (fields as { redis?: string }).redis === purpose && text === message);
+  const lines = (spy: typeof warn, message: string) =>
+    spy.mock.calls.filter(([fields, text]) => (fields as { redis?: string }).redis === purpose && text === message);
   try {
     expect(await client.ping()).toBe("PONG");
     await redis.kill();
     // Long enough for many attempts: 50 ms, 100 ms, … apart, at most 500 ms.
-    await until(() => client.status, (status) => status === "reconnecting");
+    await until(
+      () => client.status,
+      (status) => status === "reconnecting",
+    );
     await Bun.sleep(2_000);
     await redis.start();
-    expect(await until(() => client.status, (status) => status === "ready", 5_000)).toBe("ready");
+    expect(
+      await until(
+        () => client.status,
+        (status) => status === "ready",
+        5_000,
+      ),
+    ).toBe("ready");
     expect(await client.ping()).toBe("PONG");
 
     expect(lines(warn, "Redis connection error")).toHaveLength(1);

@@ -14,10 +14,16 @@ describe("one room, however it is spelled", () => {
   test("conference events are filed under the key", async () => {
     const account = await newAccount();
     for (const [index, room] of SPELLINGS.entries()) {
-      const answer = await deliver(account.apiKey, occupantJoined(room, { occupant_jid: `u${index}@meet.example.com/x` }, at("10:00:00"), index + 1));
+      const answer = await deliver(
+        account.apiKey,
+        occupantJoined(room, { occupant_jid: `u${index}@meet.example.com/x` }, at("10:00:00"), index + 1),
+      );
       expect(answer.status).toBe(200);
     }
-    const rows = await db.select({ room: conferenceEvents.room }).from(conferenceEvents).where(eq(conferenceEvents.accountId, account.accountId));
+    const rows = await db
+      .select({ room: conferenceEvents.room })
+      .from(conferenceEvents)
+      .where(eq(conferenceEvents.accountId, account.accountId));
     expect(rows.map((row) => row.room)).toEqual(SPELLINGS.map(() => "design%20review"));
   });
 
@@ -29,12 +35,23 @@ describe("one room, however it is spelled", () => {
   test("the SIP room header is read as the key, its host kept", async () => {
     const directory = { conferenceForMapperId: async () => null };
     for (const room of SPELLINGS) {
-      const resolution = await resolveRoom({ roomHeader: `${room}@Conference.Example.com` }, { accountId: "acct" }, directory);
+      const resolution = await resolveRoom(
+        { roomHeader: `${room}@Conference.Example.com` },
+        { accountId: "acct" },
+        directory,
+      );
       expect(resolution).toMatchObject({
         kind: "room",
-        resolved: { room: "design%20review", conference: "design%20review@conference.example.com", resolvedBy: "header" },
+        resolved: {
+          room: "design%20review",
+          conference: "design%20review@conference.example.com",
+          resolvedBy: "header",
+        },
       });
     }
-    expect(await resolveRoom({ roomHeader: "Café" }, { accountId: "acct" }, directory)).toMatchObject({ kind: "room", resolved: { room: "caf%c3%a9" } });
+    expect(await resolveRoom({ roomHeader: "Café" }, { accountId: "acct" }, directory)).toMatchObject({
+      kind: "room",
+      resolved: { room: "caf%c3%a9" },
+    });
   });
 });

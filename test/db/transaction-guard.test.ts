@@ -20,9 +20,13 @@ test("on PostgreSQL, the global handle refuses work inside a transaction, direct
   const shared = db;
   await expect(db.transaction(async () => shared.select().from(accounts))).rejects.toThrow(GUARD);
   await expect(db.transaction(async () => eventsByIds([1]))).rejects.toThrow(GUARD);
-  await expect(db.transaction(async () => shared.transaction(async (inner) => inner.execute(sql`select 1`)))).rejects.toThrow(GUARD);
+  await expect(
+    db.transaction(async () => shared.transaction(async (inner) => inner.execute(sql`select 1`))),
+  ).rejects.toThrow(GUARD);
   // The transaction's own handle works, and the refusal rolled nothing else back.
-  const [row] = await db.transaction(async (tx) => tx.execute(sql`select 1 as one`).then((result) => [...(result as unknown as Array<{ one: number }>)]));
+  const [row] = await db.transaction(async (tx) =>
+    tx.execute(sql`select 1 as one`).then((result) => [...(result as unknown as Array<{ one: number }>)]),
+  );
   expect(row).toEqual({ one: 1 });
 });
 
@@ -49,9 +53,19 @@ test("on PGlite, the misuse fails at once instead of deadlocking", async () => {
   const client = await PGlite.create();
   try {
     const embedded = guardTransactions(drizzle(client) as unknown as Database);
-    await expect(within(embedded.transaction(async () => embedded.execute(sql`select 1`)), 5_000)).rejects.toThrow(GUARD);
+    await expect(
+      within(
+        embedded.transaction(async () => embedded.execute(sql`select 1`)),
+        5_000,
+      ),
+    ).rejects.toThrow(GUARD);
     // The mutex was released: the database still answers, inside and outside a transaction.
-    expect(await within(embedded.transaction(async (tx) => tx.execute(sql`select 1 as one`)), 5_000)).toMatchObject({ rows: [{ one: 1 }] });
+    expect(
+      await within(
+        embedded.transaction(async (tx) => tx.execute(sql`select 1 as one`)),
+        5_000,
+      ),
+    ).toMatchObject({ rows: [{ one: 1 }] });
     expect(await within(embedded.execute(sql`select 2 as two`), 5_000)).toMatchObject({ rows: [{ two: 2 }] });
   } finally {
     await client.close();
@@ -66,9 +80,15 @@ function lint(source: string): string {
   const dir = mkdtempSync(join(tmpdir(), "parley-lint-"));
   try {
     cpSync(resolve(".ci/lint"), join(dir, "lint"), { recursive: true });
-    writeFileSync(join(dir, "biome.json"), JSON.stringify({ root: true, extends: [resolve(".ci/biome.json")], files: { includes: ["**"] } }));
+    writeFileSync(
+      join(dir, "biome.json"),
+      JSON.stringify({ root: true, extends: [resolve(".ci/biome.json")], files: { includes: ["**"] } }),
+    );
     writeFileSync(join(dir, "service.ts"), source);
-    const result = spawnSync([resolve("node_modules/.bin/biome"), "lint", "--config-path", dir, join(dir, "service.ts")], { stdout: "pipe", stderr: "pipe", timeout: 20_000 });
+    const result = spawnSync(
+      [resolve("node_modules/.bin/biome"), "lint", "--config-path", dir, join(dir, "service.ts")],
+      { stdout: "pipe", stderr: "pipe", timeout: 20_000 },
+    );
     return `${result.stdout.toString()}${result.stderr.toString()}`;
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -76,7 +96,8 @@ function lint(source: string): string {
 }
 
 test("the linter flags the global handle inside a transaction callback and helpers that default to it", () => {
-  const header = `import { type Database, db } from "../../db/client";\n` + `import { accounts } from "../accounts/schema";\n`;
+  const header =
+    `import { type Database, db } from "../../db/client";\n` + `import { accounts } from "../accounts/schema";\n`;
   const inside = lint(`${header}export async function f(read: (e: Database) => Promise<unknown>) {
   return db.transaction(async (tx) => {
     await tx.select().from(accounts);

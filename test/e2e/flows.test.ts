@@ -27,7 +27,8 @@ const bob: Person = { name: "Bob", id: "bob", occupant_jid: "b1@meet.example.com
 /** yyyy-MM-ddTHH:mm of an instant, in UTC: a reservation's start_time with timezone UTC. */
 const utcMinute = (ms: number) => new Date(ms).toISOString().slice(0, 16);
 // As docs/usage.md defines them: whole seconds, then minutes with two decimals.
-const minutesBetween = (from: string, to: string) => Math.round((Math.round((Date.parse(to) - Date.parse(from)) / 1000) / 60) * 100) / 100;
+const minutesBetween = (from: string, to: string) =>
+  Math.round((Math.round((Date.parse(to) - Date.parse(from)) / 1000) / 60) * 100) / 100;
 
 const MODES = [
   { name: "the embedded database (PGlite, no DATABASE_URL)", embedded: true },
@@ -80,7 +81,9 @@ for (const mode of MODES) {
       if (mode.embedded) {
         // PGlite holds its folder for one process: the CLI says so instead of writing a copy the server never sees.
         expect(listed.code).toBe(1);
-        expect(listed.stderr).toContain(`embedded database in ${parley.dataDir} is open in process ${parley.process.pid}`);
+        expect(listed.stderr).toContain(
+          `embedded database in ${parley.dataDir} is open in process ${parley.process.pid}`,
+        );
         expect(listed.stderr).toContain("DATABASE_URL");
       } else {
         expect(listed.code, listed.stderr).toBe(0);
@@ -90,7 +93,9 @@ for (const mode of MODES) {
     }, 40_000);
 
     test("a token is issued and verifies against the JWKS", async () => {
-      const issued = await http(parley, "POST", "/api/v1/misc/generate-token", { body: { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" } });
+      const issued = await http(parley, "POST", "/api/v1/misc/generate-token", {
+        body: { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" },
+      });
       expect(issued.status, JSON.stringify(issued.body)).toBe(200);
       const jwks = createRemoteJWKSet(new URL(`${parley.base}/.well-known/jwks.json`), { timeoutDuration: 10_000 });
       const { payload } = await jwtVerify(issued.body.token, jwks, { issuer: "parley", audience: "messaging" });
@@ -102,21 +107,45 @@ for (const mode of MODES) {
     test("a reservation, then Prosody's conference check lets its owner in and no one else", async () => {
       const reserved = await http(parley, "POST", "/api/v1/scheduler/reservation", {
         auth: apiKey,
-        body: { name: "e2eplan", mail_owner: "owner@example.com", start_time: utcMinute(Date.now() - 5 * 60_000), duration: 60, timezone: "UTC" },
+        body: {
+          name: "e2eplan",
+          mail_owner: "owner@example.com",
+          start_time: utcMinute(Date.now() - 5 * 60_000),
+          duration: 60,
+          timezone: "UTC",
+        },
       });
       expect(reserved.status, JSON.stringify(reserved.body)).toBe(200);
       const now = new Date().toISOString();
-      const stranger = await http(parley, "POST", "/api/v1/scheduler/conference", { auth: apiKey, form: { name: "e2eplan", start_time: now, mail_owner: "someone@example.com" } });
+      const stranger = await http(parley, "POST", "/api/v1/scheduler/conference", {
+        auth: apiKey,
+        form: { name: "e2eplan", start_time: now, mail_owner: "someone@example.com" },
+      });
       expect(stranger.status).toBe(403);
-      const owner = await http(parley, "POST", "/api/v1/scheduler/conference", { auth: apiKey, form: { name: "e2eplan", start_time: now, mail_owner: "owner@example.com" } });
+      const owner = await http(parley, "POST", "/api/v1/scheduler/conference", {
+        auth: apiKey,
+        form: { name: "e2eplan", start_time: now, mail_owner: "owner@example.com" },
+      });
       expect(owner.status, JSON.stringify(owner.body)).toBe(200);
-      expect(owner.body).toMatchObject({ reservation_id: reserved.body.id, name: "e2eplan", mail_owner: "owner@example.com" });
+      expect(owner.body).toMatchObject({
+        reservation_id: reserved.body.id,
+        name: "e2eplan",
+        mail_owner: "owner@example.com",
+      });
     });
 
     test("chat over the phoenix client: join, send, receive, history", async () => {
-      const token = async (id: string) => (await http(parley, "POST", "/api/v1/misc/generate-token", { body: { apiKey, user: { id, name: id }, scope: "messaging" } })).body.token as string;
+      const token = async (id: string) =>
+        (
+          await http(parley, "POST", "/api/v1/misc/generate-token", {
+            body: { apiKey, user: { id, name: id }, scope: "messaging" },
+          })
+        ).body.token as string;
       const [aliceToken, bobToken] = await Promise.all([token("alice"), token("bob")]);
-      const created = await http(parley, "POST", "/api/v1/messaging/rooms/create", { auth: `Bearer ${aliceToken}`, body: { channel_id: "e2echat" } });
+      const created = await http(parley, "POST", "/api/v1/messaging/rooms/create", {
+        auth: `Bearer ${aliceToken}`,
+        body: { channel_id: "e2echat" },
+      });
       expect(created.status, JSON.stringify(created.body)).toBe(201);
 
       const aliceSocket = connect(parley.ws, aliceToken);
@@ -129,9 +158,16 @@ for (const mode of MODES) {
         await join(bobChannel);
         const sent = await push(aliceChannel, "new_message", { content: "hello Bob" });
         expect(sent.status, JSON.stringify(sent.response)).toBe("ok");
-        expect(await bobSees.next("new_message", (message) => message.content === "hello Bob")).toMatchObject({ id: sent.response.message.id, created_by: "alice" });
+        expect(await bobSees.next("new_message", (message) => message.content === "hello Bob")).toMatchObject({
+          id: sent.response.message.id,
+          created_by: "alice",
+        });
         // A poll is stored in one transaction (message and options), then voted on.
-        const poll = await push(aliceChannel, "new_message", { content: "Lunch?", content_type: "poll", options: ["Pizza", "Soup"] });
+        const poll = await push(aliceChannel, "new_message", {
+          content: "Lunch?",
+          content_type: "poll",
+          options: ["Pizza", "Soup"],
+        });
         expect(poll.status, JSON.stringify(poll.response)).toBe("ok");
         const soup = poll.response.message.options.find((option: any) => option.text === "Soup");
         const voted = await push(bobChannel, "new_vote", { message_id: poll.response.message.id, answer: soup.id });
@@ -142,11 +178,15 @@ for (const mode of MODES) {
           const channel = later.channel("chat:e2echat");
           const history = recorder(channel, ["archived_message"]);
           await join(channel);
-          expect(await history.next("archived_message", (message) => message.id === sent.response.message.id)).toMatchObject({ content: "hello Bob" });
+          expect(
+            await history.next("archived_message", (message) => message.id === sent.response.message.id),
+          ).toMatchObject({ content: "hello Bob" });
         } finally {
           await disconnect(later);
         }
-        const listed = await http(parley, "GET", "/api/v1/messaging/rooms/e2echat/messages", { auth: `Bearer ${bobToken}` });
+        const listed = await http(parley, "GET", "/api/v1/messaging/rooms/e2echat/messages", {
+          auth: `Bearer ${bobToken}`,
+        });
         expect(listed.status).toBe(200);
         expect(JSON.stringify(listed.body)).toContain("hello Bob");
       } finally {
@@ -156,14 +196,37 @@ for (const mode of MODES) {
 
     test("event_sync: the meeting opens and two people come and go", async () => {
       await deliver("/room/created", { event_name: "muc-room-created", ...roomFields(ROOM), created_at: opened });
-      await deliver("/occupant/joined", { event_name: "muc-occupant-joined", ...roomFields(ROOM), active_occupants_count: 1, occupant: { ...alice, joined_at: opened + 60 } });
-      await deliver("/occupant/joined", { event_name: "muc-occupant-joined", ...roomFields(ROOM), active_occupants_count: 2, occupant: { ...bob, joined_at: opened + 120 } });
+      await deliver("/occupant/joined", {
+        event_name: "muc-occupant-joined",
+        ...roomFields(ROOM),
+        active_occupants_count: 1,
+        occupant: { ...alice, joined_at: opened + 60 },
+      });
+      await deliver("/occupant/joined", {
+        event_name: "muc-occupant-joined",
+        ...roomFields(ROOM),
+        active_occupants_count: 2,
+        occupant: { ...bob, joined_at: opened + 120 },
+      });
       // Bob: 10 minutes; Alice: 20 minutes.
-      await deliver("/occupant/left", { event_name: "muc-occupant-left", ...roomFields(ROOM), active_occupants_count: 1, occupant: { ...bob, joined_at: opened + 120, left_at: opened + 720 } });
-      await deliver("/occupant/left", { event_name: "muc-occupant-left", ...roomFields(ROOM), active_occupants_count: 0, occupant: { ...alice, joined_at: opened + 60, left_at: opened + 1260 } });
+      await deliver("/occupant/left", {
+        event_name: "muc-occupant-left",
+        ...roomFields(ROOM),
+        active_occupants_count: 1,
+        occupant: { ...bob, joined_at: opened + 120, left_at: opened + 720 },
+      });
+      await deliver("/occupant/left", {
+        event_name: "muc-occupant-left",
+        ...roomFields(ROOM),
+        active_occupants_count: 0,
+        occupant: { ...alice, joined_at: opened + 60, left_at: opened + 1260 },
+      });
       // Read at once, the cdr role folding at the same time: the report counts every acknowledged event.
       const acknowledged = Date.now();
-      const answer = await http(parley, "POST", "/api/v1/pricing/cdr", { auth: `Bearer ${apiKey}`, body: { room_name: [ROOM], start_date: new Date((opened - 60) * 1000).toISOString() } });
+      const answer = await http(parley, "POST", "/api/v1/pricing/cdr", {
+        auth: `Bearer ${apiKey}`,
+        body: { room_name: [ROOM], start_date: new Date((opened - 60) * 1000).toISOString() },
+      });
       expect(answer.status, JSON.stringify(answer.body)).toBe(200);
       expect(Date.parse(answer.body.as_of)).toBeGreaterThanOrEqual(acknowledged);
       const meeting = answer.body.rooms.find((entry: any) => entry.room_type === "conference");
@@ -176,23 +239,40 @@ for (const mode of MODES) {
     });
 
     test("a stream starts on the recorder and stops", async () => {
-      const started = await http(parley, "POST", "/terraform/v1/hooks/srs/startRecording", { auth: `Bearer ${apiKey}`, body: { room_name: CONFERENCE } });
+      const started = await http(parley, "POST", "/terraform/v1/hooks/srs/startRecording", {
+        auth: `Bearer ${apiKey}`,
+        body: { room_name: CONFERENCE },
+      });
       expect(started.status, JSON.stringify(started.body)).toBe(200);
       expect(started.body.started).toBe(true);
       streamName = started.body.stream_name;
       const viewers = await http(parley, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${streamName}`);
       expect(viewers.status).toBe(200);
       await Bun.sleep(1_500);
-      const stopped = await http(parley, "POST", "/terraform/v1/hooks/srs/stopRecording", { auth: `Bearer ${apiKey}`, body: { room_name: ROOM } });
+      const stopped = await http(parley, "POST", "/terraform/v1/hooks/srs/stopRecording", {
+        auth: `Bearer ${apiKey}`,
+        body: { room_name: ROOM },
+      });
       expect(stopped.status, JSON.stringify(stopped.body)).toBe(200);
       expect(stopped.body).toMatchObject({ started: false, stream_name: streamName });
     }, 40_000);
 
     test("a SIP call from sipp joins the room through its dial-in id", async () => {
-      const mapped = await http(parley, "GET", `/api/v1/conference-mapper/conferenceMapper?conference=${CONFERENCE}`, { auth: apiKey });
+      const mapped = await http(parley, "GET", `/api/v1/conference-mapper/conferenceMapper?conference=${CONFERENCE}`, {
+        auth: apiKey,
+      });
       expect(mapped.status, JSON.stringify(mapped.body)).toBe(200);
-      const run = await runSipp({ scenario: "call.xml", port: parley.sipPort, service: "gateway", keys: { extra_header: `Parley-Conference-Room: ${mapped.body.id}` }, holdMs: 1_500 });
-      if (run.code !== 0) throw new Error(`sipp exited ${run.code}\n${run.errors || run.output.slice(-2000)}\n--- Parley said:\n${parley.tail()}`);
+      const run = await runSipp({
+        scenario: "call.xml",
+        port: parley.sipPort,
+        service: "gateway",
+        keys: { extra_header: `Parley-Conference-Room: ${mapped.body.id}` },
+        holdMs: 1_500,
+      });
+      if (run.code !== 0)
+        throw new Error(
+          `sipp exited ${run.code}\n${run.errors || run.output.slice(-2000)}\n--- Parley said:\n${parley.tail()}`,
+        );
       callId = run.callId;
     }, 40_000);
 
@@ -210,14 +290,24 @@ for (const mode of MODES) {
           { ...bob, joined_at: opened + 120, left_at: opened + 720 },
         ],
       });
-      const range = { room_name: [ROOM], start_date: new Date((opened - 60) * 1000).toISOString(), end_date: new Date((closed + 60) * 1000).toISOString() };
+      const range = {
+        room_name: [ROOM],
+        start_date: new Date((opened - 60) * 1000).toISOString(),
+        end_date: new Date((closed + 60) * 1000).toISOString(),
+      };
       // The cdr role folds behind the acknowledgements: wait (bounded) for all of it to show.
       const room = await within(parley, "the report to show the meeting, the stream and the call", 30_000, async () => {
         const answer = await http(parley, "POST", "/api/v1/pricing/cdr", { auth: `Bearer ${apiKey}`, body: range });
         if (answer.status !== 200) throw new Error(`report answered ${answer.status}: ${JSON.stringify(answer.body)}`);
-        const found = answer.body.rooms.find((entry: any) => entry.room_id === ROOM && entry.room_type === "conference");
+        const found = answer.body.rooms.find(
+          (entry: any) => entry.room_id === ROOM && entry.room_type === "conference",
+        );
         const usage = found?.media_usage;
-        const complete = found?.status === "inactive" && found.users.length === 2 && usage?.streams?.length > 0 && usage?.calls?.some((c: any) => c.ended_at);
+        const complete =
+          found?.status === "inactive" &&
+          found.users.length === 2 &&
+          usage?.streams?.length > 0 &&
+          usage?.calls?.some((c: any) => c.ended_at);
         return complete ? found : undefined;
       });
       expect(room.inferred).toBe(false);
@@ -242,7 +332,9 @@ for (const mode of MODES) {
       expect(usage.phone_minutes).toBe(phoneCall.minutes);
 
       // room.ended is written by the fold of the destroy, with the report's figures for the meeting.
-      const events = await http(parley, "GET", "/api/v1/events?after=0&types=room.ended&limit=1000", { auth: `Bearer ${apiKey}` });
+      const events = await http(parley, "GET", "/api/v1/events?after=0&types=room.ended&limit=1000", {
+        auth: `Bearer ${apiKey}`,
+      });
       const ended = events.body.events.find((event: any) => event.data.meeting_id === room.room_details.MeetingId);
       expect(ended?.data.usage, JSON.stringify(events.body)).toMatchObject({
         participant_minutes: usage.participant_minutes,
@@ -252,16 +344,27 @@ for (const mode of MODES) {
     }, 45_000);
 
     test("SIGTERM mid-stream: the client told to reconnect, the stream stopped, exit well before grace", async () => {
-      const token = (await http(parley, "POST", "/api/v1/misc/generate-token", { body: { apiKey, user: { id: "carol" }, scope: "messaging" } })).body.token;
+      const token = (
+        await http(parley, "POST", "/api/v1/misc/generate-token", {
+          body: { apiKey, user: { id: "carol" }, scope: "messaging" },
+        })
+      ).body.token;
       const closes: number[] = [];
-      const socket = new Socket(`${parley.ws}/api/v1/messaging`, { params: { token }, reconnectAfterMs: () => 60_000, timeout: 5_000 });
+      const socket = new Socket(`${parley.ws}/api/v1/messaging`, {
+        params: { token },
+        reconnectAfterMs: () => 60_000,
+        timeout: 5_000,
+      });
       socket.onClose((event: CloseEvent) => {
         closes.push(event.code);
       });
       socket.connect();
       try {
         await join(socket.channel("chat:e2echat"));
-        const stream = await http(parley, "POST", "/terraform/v1/hooks/srs/startRecording", { auth: `Bearer ${apiKey}`, body: { room_name: "e2eend" } });
+        const stream = await http(parley, "POST", "/terraform/v1/hooks/srs/startRecording", {
+          auth: `Bearer ${apiKey}`,
+          body: { room_name: "e2eend" },
+        });
         expect(stream.status, JSON.stringify(stream.body)).toBe(200);
         expect(recordersOf(stream.body.stream_name)).toHaveLength(1);
         const signalled = Date.now();

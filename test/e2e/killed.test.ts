@@ -13,7 +13,11 @@ import { connect, join, push } from "../support/phoenix";
 import { isAlive } from "../support/wait";
 
 const dataDir = mkdtempSync(joinPath(tmpdir(), "parley-killed-"));
-const env = { BOOTSTRAP_ACCOUNT: "true", STREAMING_RECORDER_DRIVER: "command", STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120" };
+const env = {
+  BOOTSTRAP_ACCOUNT: "true",
+  STREAMING_RECORDER_DRIVER: "command",
+  STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
+};
 const started: Parley[] = [];
 
 afterAll(() => {
@@ -28,8 +32,19 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
     const file = Bun.file(`${dataDir}/first-api-key`);
     return (await file.exists()) ? (await file.text()).trim() : undefined;
   });
-  const token = (await http(first, "POST", "/api/v1/misc/generate-token", { body: { apiKey, user: { id: "alice" }, scope: "messaging" } })).body.token;
-  expect((await http(first, "POST", "/api/v1/messaging/rooms/create", { auth: `Bearer ${token}`, body: { channel_id: "kept" } })).status).toBe(201);
+  const token = (
+    await http(first, "POST", "/api/v1/misc/generate-token", {
+      body: { apiKey, user: { id: "alice" }, scope: "messaging" },
+    })
+  ).body.token;
+  expect(
+    (
+      await http(first, "POST", "/api/v1/messaging/rooms/create", {
+        auth: `Bearer ${token}`,
+        body: { channel_id: "kept" },
+      })
+    ).status,
+  ).toBe(201);
 
   const socket = connect(first.ws, token);
   const acknowledged: number[] = [];
@@ -48,12 +63,25 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
   const occupant = { id: "bob", occupant_jid: "b@meet.example.com/B" };
   for (const [path, body] of [
     ["/room/created", { event_name: "muc-room-created", ...roomFields("kept"), created_at: opened }],
-    ["/occupant/joined", { event_name: "muc-occupant-joined", ...roomFields("kept"), occupant: { ...occupant, joined_at: opened } }],
-    ["/occupant/left", { event_name: "muc-occupant-left", ...roomFields("kept"), occupant: { ...occupant, joined_at: opened, left_at: opened + 300 } }],
+    [
+      "/occupant/joined",
+      { event_name: "muc-occupant-joined", ...roomFields("kept"), occupant: { ...occupant, joined_at: opened } },
+    ],
+    [
+      "/occupant/left",
+      {
+        event_name: "muc-occupant-left",
+        ...roomFields("kept"),
+        occupant: { ...occupant, joined_at: opened, left_at: opened + 300 },
+      },
+    ],
   ] as const) {
     expect((await http(first, "POST", `/api/v1/events${path}`, { auth: `Bearer ${apiKey}`, body })).status).toBe(200);
   }
-  const stream = await http(first, "POST", "/terraform/v1/hooks/srs/startRecording", { auth: `Bearer ${apiKey}`, body: { room_name: "kept@conference.meet.example.com" } });
+  const stream = await http(first, "POST", "/terraform/v1/hooks/srs/startRecording", {
+    auth: `Bearer ${apiKey}`,
+    body: { room_name: "kept@conference.meet.example.com" },
+  });
   expect(stream.status, JSON.stringify(stream.body)).toBe(200);
   const streamName: string = stream.body.stream_name;
   expect(recordersOf(streamName)).toHaveLength(1);
@@ -66,17 +94,22 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
   // The pid file names a process that is gone: the next start takes the folder over.
   const second = await startParley({ embedded: true, env, dataDir });
   started.push(second);
-  const history = await http(second, "GET", "/api/v1/messaging/rooms/kept/messages?size=100", { auth: `Bearer ${token}` });
+  const history = await http(second, "GET", "/api/v1/messaging/rooms/kept/messages?size=100", {
+    auth: `Bearer ${token}`,
+  });
   expect(history.status).toBe(200);
   const kept = new Set([...JSON.stringify(history.body).matchAll(/"id":(\d+)/g)].map((match) => Number(match[1])));
   expect(acknowledged.filter((id) => !kept.has(id))).toEqual([]);
 
   const range = { room_name: ["kept"], start_date: new Date((opened - 60) * 1000).toISOString() };
-  const report = async () => (await http(second, "POST", "/api/v1/pricing/cdr", { auth: `Bearer ${apiKey}`, body: range })).body;
+  const report = async () =>
+    (await http(second, "POST", "/api/v1/pricing/cdr", { auth: `Bearer ${apiKey}`, body: range })).body;
   // Another recorder's heartbeat lapses within seconds; the reconciler then finishes its streams.
   const room = await within(second, "the lost stream to be finished in the report", 40_000, async () => {
     const found = (await report()).rooms?.find((entry: any) => entry.room_id === "kept");
-    return found?.media_usage.streams.some((entry: any) => entry.stream_name === streamName && entry.ended_at) ? found : undefined;
+    return found?.media_usage.streams.some((entry: any) => entry.stream_name === streamName && entry.ended_at)
+      ? found
+      : undefined;
   });
   expect(room.users.map((user: any) => [user.user_id, user.minutes])).toEqual([["bob", 5]]);
   expect(orphans.filter(isAlive)).toEqual([]);

@@ -33,7 +33,12 @@ const streamNames: string[] = [];
 
 beforeAll(async () => {
   const shared = mixedLoadEnv("nodekill");
-  nodes.push(...(await Promise.all([startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })])));
+  nodes.push(
+    ...(await Promise.all([
+      startParley({ embedded: false, env: shared }),
+      startParley({ embedded: false, env: shared }),
+    ])),
+  );
   lb = await startNginxLb(nodes.map((node) => node.port));
   ({ apiKey, accountId } = await newAccount());
 }, 90_000);
@@ -95,10 +100,18 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
     // Streams through the load balancer until each node's recorder runs at least one.
     const recorderPod = (node: Parley) => `${hostname()}-recorder-${childPids(node.process.pid, "recorder")[0]}`;
     const pods = nodes.map(recorderPod);
-    const podOf = async (name: string) => (await db.select({ pod: streams.podName }).from(streams).where(eq(streams.streamName, name)))[0]?.pod;
+    const podOf = async (name: string) =>
+      (await db.select({ pod: streams.podName }).from(streams).where(eq(streams.streamName, name)))[0]?.pod;
     const placed = new Map<string, string>();
     for (let n = 0; n < 10 && !pods.every((pod) => [...placed.values()].includes(pod)); n++) {
-      const started = await request(lb, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `kill-${n}` }, apiKey, 15_000);
+      const started = await request(
+        lb,
+        "POST",
+        "/terraform/v1/hooks/srs/startRecording",
+        { room_name: `kill-${n}` },
+        apiKey,
+        15_000,
+      );
       expect(started.status).toBe(200);
       streamNames.push(started.body.stream_name);
       placed.set(started.body.stream_name, (await podOf(started.body.stream_name))!);
@@ -110,7 +123,14 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
     // A call on each node's gateway, held long enough to outlive the kill.
     const mapperId = await mapperIdFor(accountId, "kill@conference.example.com");
     const calls = nodes.map((node) =>
-      runSipp({ scenario: "call.xml", port: node.sipPort, service: "gateway", keys: { extra_header: `Parley-Conference-Room: ${mapperId}` }, holdMs: 20_000, timeoutSeconds: 25 }),
+      runSipp({
+        scenario: "call.xml",
+        port: node.sipPort,
+        service: "gateway",
+        keys: { extra_header: `Parley-Conference-Room: ${mapperId}` },
+        holdMs: 20_000,
+        timeoutSeconds: 25,
+      }),
     );
     const gatewayName = (node: Parley) => `${hostname()}-sip-${childPids(node.process.pid, "sip")[0]}`;
     const gateways = nodes.map(gatewayName);
@@ -134,7 +154,12 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       eventNodes: [lb],
       chatPauseMs: 100,
     });
-    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= 30, 15_000, 100);
+    await until(
+      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+      (n) => n >= 30,
+      15_000,
+      100,
+    );
 
     // The node dies as its machine would: every process at once, its recorders' too.
     const doomedPids = [doomed.process.pid, ...childPids(doomed.process.pid)];
@@ -143,7 +168,12 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
     const killedAt = Date.now();
 
     // The sockets that were on the dead node (node 0's sender, room 1's listener) rejoin through nginx.
-    const socketsBack = await until(() => load.rejoins.length + listeners[1]!.rejoinedAt.length, (n) => n >= 2, 15_000, 50);
+    const socketsBack = await until(
+      () => load.rejoins.length + listeners[1]!.rejoinedAt.length,
+      (n) => n >= 2,
+      15_000,
+      50,
+    );
     expect(socketsBack).toBeGreaterThanOrEqual(2);
     const socketsBackMs = Math.max(...[...load.rejoins, ...listeners[1]!.rejoinedAt]) - killedAt;
 
@@ -154,21 +184,46 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       const callRows = () => db.select().from(sipCalls).where(eq(sipCalls.accountId, accountId));
       // Both watched at once, each timed from the kill.
       const [[ended, streamsEndedMs], [lostCall, callEndedMs]] = await Promise.all([
-        until(states, (rows) => doomedStreams.every((name) => rows.some((row) => row.stream_name === name && row.state === "failed")), 40_000, 250).then((rows) => [rows, Date.now() - killedAt] as const),
-        until(callRows, (rows) => rows.some((row) => row.gateway === gateways[0] && row.endedAt !== null), 40_000, 250).then((rows) => [rows, Date.now() - killedAt] as const),
+        until(
+          states,
+          (rows) =>
+            doomedStreams.every((name) => rows.some((row) => row.stream_name === name && row.state === "failed")),
+          40_000,
+          250,
+        ).then((rows) => [rows, Date.now() - killedAt] as const),
+        until(
+          callRows,
+          (rows) => rows.some((row) => row.gateway === gateways[0] && row.endedAt !== null),
+          40_000,
+          250,
+        ).then((rows) => [rows, Date.now() - killedAt] as const),
       ]);
-      for (const name of doomedStreams) expect(ended.find((row) => row.stream_name === name)).toMatchObject({ state: "failed", reason: "recorder_lost" });
+      for (const name of doomedStreams)
+        expect(ended.find((row) => row.stream_name === name)).toMatchObject({
+          state: "failed",
+          reason: "recorder_lost",
+        });
       for (const name of survivingStreams) expect(ended.find((row) => row.stream_name === name)?.state).toBe("running");
       expect(lostCall.find((row) => row.gateway === gateways[0])).toMatchObject({ reason: "gateway_lost" });
 
       const moreAfter = load.chatAcknowledged.length + load.eventsAcknowledged.length + 20;
-      await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= moreAfter, 15_000, 100);
+      await until(
+        () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+        (n) => n >= moreAfter,
+        15_000,
+        100,
+      );
       await load.stop();
 
       // The surviving call was untouched: sipp hung up when it planned to, and the record says so.
       const kept = await calls[1]!;
       expect(kept.code).toBe(0);
-      const keptRow = await until(callRows, (rows) => rows.some((row) => row.gateway === gateways[1] && row.endedAt !== null), 15_000, 250);
+      const keptRow = await until(
+        callRows,
+        (rows) => rows.some((row) => row.gateway === gateways[1] && row.endedAt !== null),
+        15_000,
+        250,
+      );
       expect(keptRow.find((row) => row.gateway === gateways[1])!.reason).not.toBe("gateway_lost");
       await calls[0];
 
@@ -180,11 +235,23 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
 
       // Each stream's failure and each call's end told once, verified.
       const told = (type: string) => receiver.unique().filter((entry) => entry.verified && entry.event.type === type);
-      const failures = await until(() => told("stream.failed"), (list) => list.length >= doomedStreams.length, 15_000, 250);
+      const failures = await until(
+        () => told("stream.failed"),
+        (list) => list.length >= doomedStreams.length,
+        15_000,
+        250,
+      );
       expect(failures.map((entry) => entry.event.data.stream_name).sort()).toEqual([...doomedStreams].sort());
       expect(failures.every((entry) => entry.event.data.reason === "recorder_lost")).toBe(true);
-      const callEnds = await until(() => told("call.ended"), (list) => list.length >= 2, 15_000, 250);
-      expect(callEnds.map((entry) => entry.event.data.reason).filter((reason) => reason === "gateway_lost")).toHaveLength(1);
+      const callEnds = await until(
+        () => told("call.ended"),
+        (list) => list.length >= 2,
+        15_000,
+        250,
+      );
+      expect(
+        callEnds.map((entry) => entry.event.data.reason).filter((reason) => reason === "gateway_lost"),
+      ).toHaveLength(1);
       expect(callEnds).toHaveLength(2);
 
       const tally = await load.tally(sql, accountId, receiver);

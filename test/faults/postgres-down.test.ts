@@ -73,8 +73,18 @@ describe("PostgreSQL down", () => {
     supervisor = await startSupervisor(port, "parley");
     apiKey = await until(
       async () => {
-        const ready = await fresh(`${base}/readyz`).then((r) => r.ok, () => false);
-        return ready ? await Bun.file(join(dir, "first-api-key")).text().then((text) => text.trim(), () => "") : "";
+        const ready = await fresh(`${base}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        );
+        return ready
+          ? await Bun.file(join(dir, "first-api-key"))
+              .text()
+              .then(
+                (text) => text.trim(),
+                () => "",
+              )
+          : "";
       },
       Boolean,
       // Every role in a process of its own: seconds on an idle machine, many more on one running two suites.
@@ -82,7 +92,12 @@ describe("PostgreSQL down", () => {
       200,
     );
     expect(apiKey).toStartWith("prl_");
-    const created = await json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" }, "");
+    const created = await json(
+      "POST",
+      "/api/v1/misc/generate-token",
+      { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" },
+      "",
+    );
     token = ((await created.json()) as { token: string }).token;
     accountId = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()).sub;
     const room = await json("POST", "/api/v1/messaging/rooms/create", { channel_id: "faults" }, `Bearer ${token}`);
@@ -98,7 +113,11 @@ describe("PostgreSQL down", () => {
   });
 
   test("routes answer 503 with Retry-After, no process dies, and service resumes", async () => {
-    const before = await until(() => childPids(supervisor.pid), (pids) => pids.length === Object.keys(ROLES).length + 1, 15_000);
+    const before = await until(
+      () => childPids(supervisor.pid),
+      (pids) => pids.length === Object.keys(ROLES).length + 1,
+      15_000,
+    );
     expect(before).toHaveLength(Object.keys(ROLES).length + 1);
 
     const healthy = await sweep();
@@ -118,23 +137,41 @@ describe("PostgreSQL down", () => {
     await Bun.sleep(300);
     postgres.kill();
 
-    const down = await until(sweep, (answers) => answers.every((a) => a.status === 503 || (a.route === "generate-token" && a.status === 200)), 15_000, 200);
+    const down = await until(
+      sweep,
+      (answers) => answers.every((a) => a.status === 503 || (a.route === "generate-token" && a.status === 200)),
+      15_000,
+      200,
+    );
     for (const answer of down.filter((a) => a.route !== "generate-token")) {
-      expect(answer).toEqual({ route: answer.route, status: 503, code: "dependency_down", retryAfter: "5", ms: answer.ms });
+      expect(answer).toEqual({
+        route: answer.route,
+        status: 503,
+        code: "dependency_down",
+        retryAfter: "5",
+        ms: answer.ms,
+      });
     }
     const ready = await fresh(`${base}/readyz`);
     expect(ready.status).toBe(503);
     expect(await ready.json()).toMatchObject({ database: "down", redis: "ok" });
 
     const reply = await push(channel, "new_message", { content: "during" });
-    expect(reply).toEqual({ status: "error", response: expect.objectContaining({ reason: "dependency_down", retry_after: 5 }) });
+    expect(reply).toEqual({
+      status: "error",
+      response: expect.objectContaining({ reason: "dependency_down", retry_after: 5 }),
+    });
 
     // Long enough for the workers' retries, reconciliations and pool reconnects to hit the outage.
     await Bun.sleep(12_000);
     loading = false;
     await load;
     expect(seen.filter((answer) => answer.status === 0 || (answer.status >= 500 && answer.status !== 503))).toEqual([]);
-    expect(seen.filter((answer) => answer.status === 503 && (answer.code !== "dependency_down" || answer.retryAfter === null))).toEqual([]);
+    expect(
+      seen.filter(
+        (answer) => answer.status === 503 && (answer.code !== "dependency_down" || answer.retryAfter === null),
+      ),
+    ).toEqual([]);
 
     postgres.start();
     const back = await until(sweep, (answers) => answers.every((a) => a.status < 300), 20_000, 250);
@@ -159,7 +196,11 @@ describe("PostgreSQL down", () => {
       expect(late.exitCode).toBeNull();
       postgres.start();
       // Its next attempt comes within a second; then migrations and every role's start, slow on a loaded machine.
-      const readyz = () => fresh(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
+      const readyz = () =>
+        fresh(`http://127.0.0.1:${port}/readyz`).then(
+          (r) => r.status,
+          () => 0,
+        );
       const ready = await until(readyz, (status) => status === 200, 45_000, 200);
       expect(ready).toBe(200);
       const token = await fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {

@@ -9,7 +9,15 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
-import { expectNothingLost, type LoadNode, mixedLoadEnv, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
+import {
+  expectNothingLost,
+  type LoadNode,
+  mixedLoadEnv,
+  prepareLoad,
+  request,
+  startCalls,
+  startLoad,
+} from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
 import { childPids, until } from "../support/wait";
@@ -49,7 +57,14 @@ test("PostgreSQL primary killed, standby promoted: 503 and Retry-After, writes b
   await primary.end();
   try {
     for (const [n, node] of nodes.entries()) {
-      const started = await request(node, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `failover-${n}` }, apiKey, 15_000);
+      const started = await request(
+        node,
+        "POST",
+        "/terraform/v1/hooks/srs/startRecording",
+        { room_name: `failover-${n}` },
+        apiKey,
+        15_000,
+      );
       expect(started.status).toBe(200);
       streamNames.push(started.body.stream_name);
     }
@@ -60,35 +75,65 @@ test("PostgreSQL primary killed, standby promoted: 503 and Retry-After, writes b
     await watch.end();
     const before = nodes.map((node) => childPids(node.process.pid));
     const load = startLoad(nodes as LoadNode[], apiKey, token);
-    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= 20, 15_000, 100);
+    await until(
+      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+      (n) => n >= 20,
+      15_000,
+      100,
+    );
 
     await pair.killPrimary();
     const killedAt = Date.now();
     // No primary: a write (a room created) on each node is refused at once, 503 with Retry-After.
     let probe = 0;
-    const write = (node: Parley) => request(node, "POST", "/api/v1/messaging/rooms/create", { channel_id: `probe-${probe++}` }, `Bearer ${token}`);
+    const write = (node: Parley) =>
+      request(node, "POST", "/api/v1/messaging/rooms/create", { channel_id: `probe-${probe++}` }, `Bearer ${token}`);
     const meanwhile = await Promise.all(nodes.map(write));
     for (const answer of meanwhile) {
-      expect({ status: answer.status, code: answer.body?.error?.code, retryAfter: answer.retryAfter }).toEqual({ status: 503, code: "dependency_down", retryAfter: "5" });
+      expect({ status: answer.status, code: answer.body?.error?.code, retryAfter: answer.retryAfter }).toEqual({
+        status: 503,
+        code: "dependency_down",
+        retryAfter: "5",
+      });
     }
     await Bun.sleep(Math.max(0, killedAt + NO_PRIMARY_MS - Date.now()));
     pair.promoteStandby();
     const promotedAt = Date.now();
-    const back = await until(() => Promise.all(nodes.map((node) => write(node).then((answer) => answer.status))), (statuses) => statuses.every((status) => status === 201), 20_000, 100);
+    const back = await until(
+      () => Promise.all(nodes.map((node) => write(node).then((answer) => answer.status))),
+      (statuses) => statuses.every((status) => status === 201),
+      20_000,
+      100,
+    );
     const writesBackMs = Date.now() - killedAt;
     const afterPromotionMs = Date.now() - promotedAt;
     expect(back).toEqual(nodes.map(() => 201));
     const acknowledgedAtBack = load.chatAcknowledged.length + load.eventsAcknowledged.length;
-    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= acknowledgedAtBack + 20, 15_000, 100);
+    await until(
+      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+      (n) => n >= acknowledgedAtBack + 20,
+      15_000,
+      100,
+    );
     await load.stop();
-    // Every answer the load got while there was no primary was an answer: 503 with Retry-After, never a 5xx of another kind.
-    const outage = load.seen.filter((answer) => answer.what === "event" && answer.at > killedAt && answer.at < promotedAt);
+    // Every answer the load got while there was no primary was an
+    // answer: 503 with Retry-After, never a 5xx of another kind.
+    const outage = load.seen.filter(
+      (answer) => answer.what === "event" && answer.at > killedAt && answer.at < promotedAt,
+    );
     expect(outage.filter((answer) => answer.status !== 503 && answer.status !== 200)).toEqual([]);
     expect(outage.filter((answer) => answer.status === 503).every((answer) => answer.retryAfter === "5")).toBe(true);
 
     // The streams that ran through the failover stop when asked, on the promoted standby.
     for (const [n, node] of nodes.entries()) {
-      const stopped = await request(node, "POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: `failover-${n}` }, apiKey, 15_000);
+      const stopped = await request(
+        node,
+        "POST",
+        "/terraform/v1/hooks/srs/stopRecording",
+        { room_name: `failover-${n}` },
+        apiKey,
+        15_000,
+      );
       expect(stopped.status).toBe(200);
     }
     const sql = postgres(pair.urlOf(pair.standbyPort), { max: 1, onnotice: () => {} });

@@ -49,9 +49,22 @@ describe("Redis down", () => {
   /** One request to each route family that needs no Redis: each must answer 2xx whatever Redis does. */
   const plain = {
     ...routes,
-    "messaging list": () => fresh(`${base}/api/v1/messaging/rooms/faults/messages`, { headers: { authorization: `Bearer ${token}` } }),
-    "messaging edit": () => json("PUT", `/api/v1/messaging/rooms/faults/messages/${editable}`, { content: `edit ${nextSerial()}` }, `Bearer ${token}`),
-    "uploads": () => json("POST", "/api/v1/misc/get-presigned", { fileName: `f${nextSerial()}.png`, fileType: "image/png" }, `Bearer ${token}`),
+    "messaging list": () =>
+      fresh(`${base}/api/v1/messaging/rooms/faults/messages`, { headers: { authorization: `Bearer ${token}` } }),
+    "messaging edit": () =>
+      json(
+        "PUT",
+        `/api/v1/messaging/rooms/faults/messages/${editable}`,
+        { content: `edit ${nextSerial()}` },
+        `Bearer ${token}`,
+      ),
+    uploads: () =>
+      json(
+        "POST",
+        "/api/v1/misc/get-presigned",
+        { fileName: `f${nextSerial()}.png`, fileType: "image/png" },
+        `Bearer ${token}`,
+      ),
     "media on_publish": () =>
       fresh(`${base}/terraform/v1/hooks/srs/on_publish`, {
         method: "POST",
@@ -64,16 +77,17 @@ describe("Redis down", () => {
         headers: { "content-type": "application/x-www-form-urlencoded" },
         body: `call=play&app=live&name=${liveStream}&clientid=v${nextSerial()}`,
       }),
-    "healthz": () => fresh(`${base}/healthz`),
-    "readyz": () => fresh(`${base}/readyz`),
-    "metrics": () => fresh(metrics),
-    "jwks": () => fresh(`${base}/.well-known/jwks.json`),
+    healthz: () => fresh(`${base}/healthz`),
+    readyz: () => fresh(`${base}/readyz`),
+    metrics: () => fresh(metrics),
+    jwks: () => fresh(`${base}/.well-known/jwks.json`),
   };
   /** Routes that need Redis: 503 dependency_down with Retry-After while it is down. */
   const needRedis = {
     "viewer count": () => fresh(`${base}/terraform/v1/hooks/srs/live/viewers/count/${liveStream}`),
-    "startRecording": () => json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `down-${nextSerial()}` }, apiKey),
-    "stopRecording": () => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey),
+    startRecording: () =>
+      json("POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `down-${nextSerial()}` }, apiKey),
+    stopRecording: () => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey),
   };
 
   async function startSupervisor(port: number, metricsPort: number) {
@@ -110,11 +124,20 @@ describe("Redis down", () => {
     metrics = `http://127.0.0.1:${metricsPort}/metrics`;
     supervisor = await startSupervisor(port, metricsPort);
     // Every role in a process of its own: seconds on an idle machine, many more on one running two suites.
-    const readyz = () => fresh(`${base}/readyz`).then((r) => r.status, () => 0);
+    const readyz = () =>
+      fresh(`${base}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      );
     if ((await until(readyz, (status) => status === 200, 60_000, 200)) !== 200) {
       throw new Error(`Parley was not ready within 60 s:\n${readFileSync(join(dir, "parley.err"), "utf8")}`);
     }
-    const created = await json("POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" }, "");
+    const created = await json(
+      "POST",
+      "/api/v1/misc/generate-token",
+      { apiKey, user: { id: "alice", name: "Alice" }, scope: "messaging" },
+      "",
+    );
     token = ((await created.json()) as { token: string }).token;
     for (const channel of ["faults", "late"]) {
       const room = await json("POST", "/api/v1/messaging/rooms/create", { channel_id: channel }, `Bearer ${token}`);
@@ -140,7 +163,11 @@ describe("Redis down", () => {
   });
 
   test("every route answers in a bound, 503 only where Redis is needed; the socket answers; all resumes", async () => {
-    const before = await until(() => childPids(supervisor.pid), (pids) => pids.length === Object.keys(ROLES).length + 1, 15_000);
+    const before = await until(
+      () => childPids(supervisor.pid),
+      (pids) => pids.length === Object.keys(ROLES).length + 1,
+      15_000,
+    );
     expect(before).toHaveLength(Object.keys(ROLES).length + 1);
     const healthy = await ask(plain);
     expect(healthy.filter((answer) => answer.status === 0 || answer.status >= 300)).toEqual([]);
@@ -186,7 +213,9 @@ describe("Redis down", () => {
     await Bun.sleep(300);
     const down = await ask({ ...plain, ...needRedis });
     // A route that did not answer within ANSWER_WITHIN_MS shows as status 0.
-    expect(down.filter((answer) => !(answer.route in needRedis) && (answer.status === 0 || answer.status >= 300))).toEqual([]);
+    expect(
+      down.filter((answer) => !(answer.route in needRedis) && (answer.status === 0 || answer.status >= 300)),
+    ).toEqual([]);
     for (const answer of down.filter((a) => a.route in needRedis)) {
       expect(answer).toEqual({ ...answer, status: 503, code: "dependency_down", retryAfter: "5" });
     }
@@ -227,20 +256,42 @@ describe("Redis down", () => {
 
     await redis.start();
     const restartedAt = Date.now();
-    const back = await until(() => ask({ ...plain, "viewer count": needRedis["viewer count"]! }), (answers) => answers.every((a) => a.status > 0 && a.status < 300), 20_000, 250);
+    const back = await until(
+      () => ask({ ...plain, "viewer count": needRedis["viewer count"]! }),
+      (answers) => answers.every((a) => a.status > 0 && a.status < 300),
+      20_000,
+      250,
+    );
     expect(back.filter((answer) => answer.status === 0 || answer.status >= 300)).toEqual([]);
     const backMs = Date.now() - restartedAt;
     // readyz pings Redis on the process's shared connection, which may reconnect a moment after the routes' own.
-    const readyAgain = await until(() => fresh(`${base}/readyz`).then((response) => response.json() as Promise<Record<string, string>>), (body) => body.status === "ok", 10_000, 250);
+    const readyAgain = await until(
+      () => fresh(`${base}/readyz`).then((response) => response.json() as Promise<Record<string, string>>),
+      (body) => body.status === "ok",
+      10_000,
+      250,
+    );
     expect(readyAgain).toEqual({ status: "ok", database: "ok", redis: "ok" });
     sending = false;
     await chatter;
 
     // A start job that reaches Redis late, for a stream already failed, starts no recorder.
-    const queue = new Queue("recorder", { connection: { host: "127.0.0.1", port: redis.port }, prefix: `${prefix}:bull` });
+    const queue = new Queue("recorder", {
+      connection: { host: "127.0.0.1", port: redis.port },
+      prefix: `${prefix}:bull`,
+    });
     const stale = failed[0]!;
-    await queue.add("start", { streamId: stale.id, destinations: [] }, { jobId: `late-${stale.id}`, removeOnComplete: true, removeOnFail: true });
-    await until(() => queue.getJobCounts("waiting", "active"), (counts) => counts.waiting + counts.active === 0, 10_000, 100);
+    await queue.add(
+      "start",
+      { streamId: stale.id, destinations: [] },
+      { jobId: `late-${stale.id}`, removeOnComplete: true, removeOnFail: true },
+    );
+    await until(
+      () => queue.getJobCounts("waiting", "active"),
+      (counts) => counts.waiting + counts.active === 0,
+      10_000,
+      100,
+    );
     await queue.close();
     expect(recordersOf(stale.streamName)).toEqual([]);
     expect((await db.select().from(streams).where(eq(streams.id, stale.id)))[0]?.state).toBe("failed");
@@ -248,10 +299,13 @@ describe("Redis down", () => {
     // Streams start and stop again. The requests above reached one API process, and each
     // connection of each process comes back on its own, within half a second of the others: a
     // client that meets one still away gets 503 with Retry-After and asks again, as these do (sooner).
-    const retried = (request: () => Promise<Response>) => until(request, (response) => response.status !== 503, 5_000, 250);
+    const retried = (request: () => Promise<Response>) =>
+      until(request, (response) => response.status !== 503, 5_000, 250);
     // A stop answered 503 just as Redis came back may still have queued its job (the queue says
     // so, src/queue/queues.ts): then "live" is already stopped and this one finds no live stream.
-    const stopped = await retried(() => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey));
+    const stopped = await retried(() =>
+      json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "live" }, apiKey),
+    );
     if (stopped.status === 404) {
       const [row] = await db.select().from(streams).where(eq(streams.streamName, liveStream));
       expect(row?.state).toBe("stopped");
@@ -269,7 +323,9 @@ describe("Redis down", () => {
     expect(again.status).toBe(200);
     liveStream = ((await again.json()) as { stream_name: string }).stream_name;
     // And a stream started after the outage stops as any does.
-    const stoppedAgain = await retried(() => json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "again" }, apiKey));
+    const stoppedAgain = await retried(() =>
+      json("POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: "again" }, apiKey),
+    );
     expect(stoppedAgain.status).toBe(200);
 
     // Every acknowledged message stored once, and nothing stored twice; no push went unanswered.
@@ -278,7 +334,12 @@ describe("Redis down", () => {
     const stored = await db
       .select({ content: chatMessages.content })
       .from(chatMessages)
-      .where(inArray(chatMessages.roomId, rooms.map((room) => room.id)));
+      .where(
+        inArray(
+          chatMessages.roomId,
+          rooms.map((room) => room.id),
+        ),
+      );
     const contents = stored.map((row) => row.content).filter((content) => content.startsWith("m"));
     expect(contents.length).toBe(new Set(contents).size);
     expect([...contents].sort()).toEqual([...acknowledged].sort());

@@ -1,14 +1,22 @@
 /**
  * The Redis master killed under Sentinel, with two Parley nodes (each a full `npm start`)
  * under mixed load: chat over a socket on each, event_sync deliveries to both, a webhook
- * receiver that verifies, a stream on each node's recorder, a SIP call on each node's gateway. The sentinels promote the replica;
- * every Redis connection of both nodes finds it by itself: Redis work answers again within
- * 10 s, no process restarts, and nothing acknowledged is lost.
+ * receiver that verifies, a stream on each node's recorder, a SIP call on each node's gateway.
+ * The sentinels promote the replica; every Redis connection of both nodes finds it by itself:
+ * Redis work answers again within 10 s, no process restarts, and nothing acknowledged is lost.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import { newAccount } from "../helpers";
-import { expectNothingLost, type LoadNode, mixedLoadEnv, prepareLoad, request, startCalls, startLoad } from "../support/mixed-load";
+import {
+  expectNothingLost,
+  type LoadNode,
+  mixedLoadEnv,
+  prepareLoad,
+  request,
+  startCalls,
+  startLoad,
+} from "../support/mixed-load";
 import { type Parley, recordersOf, startParley } from "../support/parley";
 import { freePort } from "../support/ports";
 import { SENTINEL_NAME, type SentinelGroup, startSentinelGroup } from "../support/redis-sentinel";
@@ -29,7 +37,12 @@ beforeAll(async () => {
     REDIS_SENTINEL_NAME: SENTINEL_NAME,
     ...mixedLoadEnv("sentinel"),
   };
-  nodes.push(...(await Promise.all([startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })])));
+  nodes.push(
+    ...(await Promise.all([
+      startParley({ embedded: false, env: shared }),
+      startParley({ embedded: false, env: shared }),
+    ])),
+  );
   ({ apiKey, accountId } = await newAccount());
 }, 90_000);
 
@@ -44,7 +57,13 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
   const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   try {
     for (const [n, node] of nodes.entries()) {
-      const started = await request(node, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `sentinel-${n}` }, apiKey);
+      const started = await request(
+        node,
+        "POST",
+        "/terraform/v1/hooks/srs/startRecording",
+        { room_name: `sentinel-${n}` },
+        apiKey,
+      );
       expect(started.status).toBe(200);
       streamNames.push(started.body.stream_name);
     }
@@ -55,20 +74,30 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
     await watch.end();
     const before = nodes.map((node) => childPids(node.process.pid));
     const load = startLoad(nodes as LoadNode[], apiKey, token);
-    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= 20, 15_000, 100);
+    await until(
+      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+      (n) => n >= 20,
+      15_000,
+      100,
+    );
 
     await group.killMaster();
     const killedAt = Date.now();
     // Back once Redis work answers 200 on every node (the viewer count reads a Redis counter) and
     // every kind of connection of both nodes is on the promoted replica (an API process holds one
     // of each; subscriptions and queues have more).
-    const viewers = (node: Parley, name: string) => request(node, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${name}`, undefined, "");
+    const viewers = (node: Parley, name: string) =>
+      request(node, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${name}`, undefined, "");
     const purposes = ["commands", "prompt", "queue", "realtime", "limits", "outbox-cdr", "outbox-webhooks"];
     const back = await until(
       async () => {
-        const statuses = await Promise.all(nodes.map((node, n) => viewers(node, streamNames[n]!).then((answer) => answer.status)));
+        const statuses = await Promise.all(
+          nodes.map((node, n) => viewers(node, streamNames[n]!).then((answer) => answer.status)),
+        );
         const names = group.clientNames(group.replicaPort);
-        const missing = purposes.filter((purpose) => names.filter((name) => name.startsWith(`parley:${purpose}`)).length < nodes.length);
+        const missing = purposes.filter(
+          (purpose) => names.filter((name) => name.startsWith(`parley:${purpose}`)).length < nodes.length,
+        );
         return { statuses, missing };
       },
       ({ statuses, missing }) => statuses.every((status) => status === 200) && missing.length === 0,
@@ -81,7 +110,15 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
     // Queues work again from both nodes: a new stream starts on a recorder (each start waits for it).
     for (const [n, node] of nodes.entries()) {
       const again = await until(
-        () => request(node, "POST", "/terraform/v1/hooks/srs/startRecording", { room_name: `sentinel-after-${n}` }, apiKey, 15_000),
+        () =>
+          request(
+            node,
+            "POST",
+            "/terraform/v1/hooks/srs/startRecording",
+            { room_name: `sentinel-after-${n}` },
+            apiKey,
+            15_000,
+          ),
         (answer) => answer.status !== 503,
         10_000,
         250,
@@ -91,12 +128,23 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
     }
     const streamsStartMs = Date.now() - killedAt;
     const acknowledgedAtKill = load.chatAcknowledged.length + load.eventsAcknowledged.length;
-    await until(() => load.chatAcknowledged.length + load.eventsAcknowledged.length, (n) => n >= acknowledgedAtKill + 20, 15_000, 100);
+    await until(
+      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+      (n) => n >= acknowledgedAtKill + 20,
+      15_000,
+      100,
+    );
     await load.stop();
 
     // The streams that ran through the failover still run, and stop when asked.
     for (const [n, node] of nodes.entries()) {
-      const stopped = await request(node, "POST", "/terraform/v1/hooks/srs/stopRecording", { room_name: `sentinel-${n}` }, apiKey);
+      const stopped = await request(
+        node,
+        "POST",
+        "/terraform/v1/hooks/srs/stopRecording",
+        { room_name: `sentinel-${n}` },
+        apiKey,
+      );
       expect(stopped.status).toBe(200);
     }
     const sql = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
@@ -109,7 +157,11 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
         ["sentinel-after-0", "running"],
         ["sentinel-after-1", "running"],
       ]);
-      await expectNothingLost({ load, calls, nodes }, sql, accountId, receiver, { fault: "redis master killed under Sentinel", recoveredMs, streamsStartMs });
+      await expectNothingLost({ load, calls, nodes }, sql, accountId, receiver, {
+        fault: "redis master killed under Sentinel",
+        recoveredMs,
+        streamsStartMs,
+      });
     } finally {
       await sql.end();
     }

@@ -19,13 +19,18 @@ function guardedRoutes(): GuardedRoute[] {
   return app.routes
     .filter((route) => {
       const security = (route.hooks as { detail?: { security?: object[] } }).detail?.security;
-      return Array.isArray(security) && security.length > 0 && security.every((alternative) => Object.keys(alternative).length > 0);
+      return (
+        Array.isArray(security) &&
+        security.length > 0 &&
+        security.every((alternative) => Object.keys(alternative).length > 0)
+      );
     })
     .map((route) => ({ method: route.method, path: route.path }));
 }
 
 /** Path parameters that fit no schema: integer ids get words, names get a NUL and 10,000 characters. */
-const invalidPath = (path: string) => path.replace(/:[a-z_A-Z]+/g, () => encodeURIComponent(`not-valid\u0000${"x".repeat(10_000)}`));
+const invalidPath = (path: string) =>
+  path.replace(/:[a-z_A-Z]+/g, () => encodeURIComponent(`not-valid\u0000${"x".repeat(10_000)}`));
 
 /** A query string no route accepts: wrong types, out-of-range numbers, an empty required term. */
 const INVALID_QUERY = "?size=-1&offset=abc&search_term=&group_by_day=maybe&conference=%00";
@@ -43,7 +48,15 @@ const CREDENTIALS: Record<string, Record<string, string>> = {
 const BODIES: Record<string, { raw: string; contentType: string }> = {
   "wrong shape": { raw: JSON.stringify([1, "two", { three: null }]), contentType: "application/json" },
   "wrong types": {
-    raw: JSON.stringify({ room_name: 7, channel_id: [], content: {}, fileName: false, mail_owner: 1, event_name: "nope", reply_message_ids: "x" }),
+    raw: JSON.stringify({
+      room_name: 7,
+      channel_id: [],
+      content: {},
+      fileName: false,
+      mail_owner: 1,
+      event_name: "nope",
+      reply_message_ids: "x",
+    }),
     contentType: "application/json",
   },
   "not JSON": { raw: "{not json", contentType: "application/json" },
@@ -82,9 +95,13 @@ describe("authentication before validation", () => {
             headers: { ...headers, ...(body && { "content-type": body.contentType }) },
             raw: body?.raw,
           });
-          const shaped = typeof answer.body?.error?.code === "string" && typeof answer.body?.error?.message === "string";
+          const shaped =
+            typeof answer.body?.error?.code === "string" && typeof answer.body?.error?.message === "string";
           if (answer.status !== 401 || !shaped) {
-            wrong.push(`${route.method} ${route.path} [${credential}, ${bodyName}]: ` + `${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`);
+            wrong.push(
+              `${route.method} ${route.path} [${credential}, ${bodyName}]: ` +
+                `${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`,
+            );
           }
         }
       }
@@ -94,10 +111,17 @@ describe("authentication before validation", () => {
 
   test("the chat socket refuses a missing or garbage token before looking at the rest of the query", async () => {
     const server = createApp().listen({ hostname: "127.0.0.1", port: 0 });
-    const upgrade = { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" };
+    const upgrade = {
+      connection: "Upgrade",
+      upgrade: "websocket",
+      "sec-websocket-version": "13",
+      "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+    };
     try {
       for (const query of ["?vsn=9.9", `?token=${"g".repeat(9_000)}&vsn=9.9`, "?token=garbage&vsn=2.0.0"]) {
-        const response = await fetch(`http://127.0.0.1:${server.server!.port}/api/v1/messaging/websocket${query}`, { headers: upgrade });
+        const response = await fetch(`http://127.0.0.1:${server.server!.port}/api/v1/messaging/websocket${query}`, {
+          headers: upgrade,
+        });
         expect(response.status).toBe(401);
         expect((await response.json()).error.code).toBeString();
       }

@@ -43,13 +43,17 @@ describe("body size limit", () => {
     const response = await post(JSON.stringify({ apiKey, user: { name: "x".repeat(LIMIT) } }));
     expect(response.status).toBe(413);
     expect(response.headers.get("content-type")).toContain("application/json");
-    expect(await response.json()).toEqual({ error: { code: "payload_too_large", message: `the body may be at most ${LIMIT} bytes` } });
+    expect(await response.json()).toEqual({
+      error: { code: "payload_too_large", message: `the body may be at most ${LIMIT} bytes` },
+    });
   });
 
   test("a chunked body that grows past the limit is 413 in the error shape", async () => {
     const response = await post(chunked(JSON.stringify({ apiKey, user: { name: "x".repeat(LIMIT * 3) } })));
     expect(response.status).toBe(413);
-    expect(await response.json()).toEqual({ error: { code: "payload_too_large", message: `the body may be at most ${LIMIT} bytes` } });
+    expect(await response.json()).toEqual({
+      error: { code: "payload_too_large", message: `the body may be at most ${LIMIT} bytes` },
+    });
   });
 
   test("a chunked body under the limit is read and validated as usual", async () => {

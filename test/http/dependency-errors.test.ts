@@ -22,7 +22,11 @@ describe("dependency failures", () => {
   test("postgres.js refused a connection, seen through drizzle", async () => {
     const { default: postgres } = await import("postgres");
     const { drizzle } = await import("drizzle-orm/postgres-js");
-    const client = postgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, { max: 1, connect_timeout: 2, onnotice: () => {} });
+    const client = postgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, {
+      max: 1,
+      connect_timeout: 2,
+      onnotice: () => {},
+    });
     const error = await failureOf(() => drizzle(client).execute(sql`select 1`));
     expect(isDependencyDown(error)).toBe(true);
     expect(dependencyFailure(error)).toContain("ECONNREFUSED");
@@ -45,7 +49,13 @@ describe("dependency failures", () => {
   });
 
   test("ioredis with no server behind it", async () => {
-    const client = new Redis({ port: await freePort(), host: "127.0.0.1", maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
+    const client = new Redis({
+      port: await freePort(),
+      host: "127.0.0.1",
+      maxRetriesPerRequest: 0,
+      lazyConnect: true,
+      retryStrategy: () => null,
+    });
     client.on("error", () => {});
     const error = await failureOf(() => client.connect().then(() => client.ping()));
     expect(isDependencyDown(error)).toBe(true);

@@ -27,13 +27,17 @@ type Schema = {
  * path as unions with a string of a coercing format ("numeric", "boolean"): those are not text.
  */
 const isText = (schema: Schema) =>
-  schema.type === "string" && !schema.enum && schema.const === undefined && [undefined, "text", "email", "uri", "date-time"].includes(schema.format);
+  schema.type === "string" &&
+  !schema.enum &&
+  schema.const === undefined &&
+  [undefined, "text", "email", "uri", "date-time"].includes(schema.format);
 
 /** A value the schema accepts, with every optional member present so their strings are reached. */
 function sample(schema: Schema): unknown {
   if (schema.const !== undefined) return schema.const;
   if (schema.enum) return schema.enum[0];
-  if (schema.anyOf) return sample(schema.anyOf.find((member) => member.type !== "string" || isText(member)) ?? schema.anyOf[0]!);
+  if (schema.anyOf)
+    return sample(schema.anyOf.find((member) => member.type !== "string" || isText(member)) ?? schema.anyOf[0]!);
   switch (schema.type) {
     case "object":
       return Object.fromEntries(Object.entries(schema.properties ?? {}).map(([key, member]) => [key, sample(member)]));
@@ -60,7 +64,8 @@ function stringPaths(schema: Schema, path: string[] = []): string[][] {
   if (schema.const !== undefined || schema.enum) return [];
   if (schema.anyOf) return schema.anyOf.some(isText) ? [path] : stringPaths(schema.anyOf[0]!, path);
   if (schema.type === "string") return isText(schema) ? [path] : [];
-  if (schema.type === "object") return Object.entries(schema.properties ?? {}).flatMap(([key, member]) => stringPaths(member, [...path, key]));
+  if (schema.type === "object")
+    return Object.entries(schema.properties ?? {}).flatMap(([key, member]) => stringPaths(member, [...path, key]));
   if (schema.type === "array" && schema.items) return stringPaths(schema.items, [...path, "0"]);
   return [];
 }
@@ -133,9 +138,12 @@ describe("hostile strings", () => {
           const hostileQuery = target.where === "query" ? `${search ? "&" : ""}${field}=${hostile.url}` : "";
           const answer = await call(route.method, `${url}?${search}${hostileQuery}`, {
             headers: credentialFor(route),
-            ...(body !== undefined && { body: target.where === "body" ? withValue(body, target.path, hostile.json) : body }),
+            ...(body !== undefined && {
+              body: target.where === "body" ? withValue(body, target.path, hostile.json) : body,
+            }),
           });
-          const shaped = typeof answer.body?.error?.code === "string" && typeof answer.body?.error?.message === "string";
+          const shaped =
+            typeof answer.body?.error?.code === "string" && typeof answer.body?.error?.message === "string";
           const guardRefused = answer.status === 401 || answer.status === 403;
           // A union's report may stop at the union (all_occupants, an array or an object).
           const message = String(answer.body?.error?.message ?? "");
@@ -144,7 +152,10 @@ describe("hostile strings", () => {
           // undecodable query escape verbatim, which is plain storable text.
           if (target.where === "query" && name.startsWith("lone") && answer.status < 500) continue;
           if (answer.status < 400 || answer.status >= 500 || !shaped || !named) {
-            wrong.push(`${route.method} ${route.path} ${target.where}.${field} [${name}]: ` + `${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`);
+            wrong.push(
+              `${route.method} ${route.path} ${target.where}.${field} [${name}]: ` +
+                `${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`,
+            );
           }
         }
       }
@@ -154,7 +165,10 @@ describe("hostile strings", () => {
   });
 
   test("the public dial-in route refuses a NUL in the conference with no credential at all", async () => {
-    const answer = await call("GET", `/api/v1/conference-mapper/${accountId}/conferenceMapper?conference=a%00b@conference.meet.example.com`);
+    const answer = await call(
+      "GET",
+      `/api/v1/conference-mapper/${accountId}/conferenceMapper?conference=a%00b@conference.meet.example.com`,
+    );
     expect(answer.status).toBe(400);
     expect(answer.body.error).toEqual({ code: "bad_request", message: expect.stringContaining("query.conference") });
   });
@@ -174,7 +188,10 @@ describe("hostile strings", () => {
     beforeAll(async () => {
       const account = await newAccount();
       const token = await tokenFor(account.apiKey, { id: "alice", name: "Alice" }, "messaging");
-      const created = await call("POST", "/api/v1/messaging/rooms/create", { headers: { authorization: `Bearer ${token}` }, body: { channel_id: "hostile" } });
+      const created = await call("POST", "/api/v1/messaging/rooms/create", {
+        headers: { authorization: `Bearer ${token}` },
+        body: { channel_id: "hostile" },
+      });
       expect(created.status).toBe(201);
       socket = connect(`ws://127.0.0.1:${server.server!.port}`, token);
     });
@@ -189,9 +206,14 @@ describe("hostile strings", () => {
       await join(channel);
       for (const content of ["a\u0000b", "a\uD800b", "a\uDC00b"]) {
         const reply = await push(channel, "new_message", { content });
-        expect(reply).toEqual({ status: "error", response: { reason: "bad_request", message: expect.stringContaining("payload.content") } });
+        expect(reply).toEqual({
+          status: "error",
+          response: { reason: "bad_request", message: expect.stringContaining("payload.content") },
+        });
       }
-      const refused = await join(socket.channel("chat:a\u0000b", {})).catch((error: { response?: unknown }) => error.response);
+      const refused = await join(socket.channel("chat:a\u0000b", {})).catch(
+        (error: { response?: unknown }) => error.response,
+      );
       expect(refused).toEqual({ reason: "bad_request", message: expect.stringContaining("topic") });
       expect((await push(channel, "new_message", { content: "still here" })).status).toBe("ok");
     });

@@ -30,33 +30,57 @@ describe("request pipeline", () => {
 
   test("JSON sent as a form, as text or without a content type is told the content type expected", async () => {
     const { apiKey } = await newAccount();
-    const reservation = JSON.stringify({ name: "typed", mail_owner: "owner@example.com", start_time: "2030-01-01T10:00:00Z", duration: 60 });
+    const reservation = JSON.stringify({
+      name: "typed",
+      mail_owner: "owner@example.com",
+      start_time: "2030-01-01T10:00:00Z",
+      duration: 60,
+    });
     for (const contentType of ["application/x-www-form-urlencoded", "text/plain;charset=UTF-8"]) {
-      const answer = await call("POST", "/api/v1/scheduler/reservation", { raw: reservation, headers: { authorization: apiKey, "content-type": contentType } });
+      const answer = await call("POST", "/api/v1/scheduler/reservation", {
+        raw: reservation,
+        headers: { authorization: apiKey, "content-type": contentType },
+      });
       expect(answer.status).toBe(415);
       expect(answer.body.error).toEqual({
         code: "unsupported_media_type",
-        message: `the body is JSON but came with content-type: ${contentType}; ` + "send it with content-type: application/json",
+        message:
+          `the body is JSON but came with content-type: ${contentType}; ` +
+          "send it with content-type: application/json",
       });
     }
     // A byte body carries no content type of its own.
     const bare = await app.handle(
-      new Request("http://parley.test/api/v1/scheduler/reservation", { method: "POST", headers: { authorization: apiKey }, body: new TextEncoder().encode(reservation) }),
+      new Request("http://parley.test/api/v1/scheduler/reservation", {
+        method: "POST",
+        headers: { authorization: apiKey },
+        body: new TextEncoder().encode(reservation),
+      }),
     );
     expect(bare.status).toBe(415);
-    expect((await bare.json()).error.message).toBe("the body is JSON but came without a content-type; send it with content-type: application/json");
+    expect((await bare.json()).error.message).toBe(
+      "the body is JSON but came without a content-type; send it with content-type: application/json",
+    );
     // A form that is a form is judged by the schema as before.
-    const form = await call("POST", "/api/v1/scheduler/reservation", { raw: "name=typed", headers: { authorization: apiKey, "content-type": "application/x-www-form-urlencoded" } });
+    const form = await call("POST", "/api/v1/scheduler/reservation", {
+      raw: "name=typed",
+      headers: { authorization: apiKey, "content-type": "application/x-www-form-urlencoded" },
+    });
     expect(form.status).toBe(400);
     expect(form.body.error.message).toContain("mail_owner");
   });
 
   test("a value outside a list is answered with the allowed values, also inside a union", async () => {
     const { apiKey } = await newAccount();
-    const answer = await call("POST", "/api/v1/webhooks", { body: { url: "https://example.com/hook", event_types: ["room.started", "room.bogus"] }, headers: { authorization: apiKey } });
+    const answer = await call("POST", "/api/v1/webhooks", {
+      body: { url: "https://example.com/hook", event_types: ["room.started", "room.bogus"] },
+      headers: { authorization: apiKey },
+    });
     expect(answer.status).toBe(400);
     expect(answer.body.error.message).toBe(`event_types.1: "room.bogus" is not one of: ${EVENT_TYPES.join(", ")}`);
-    const listed = await call("GET", "/api/v1/webhooks/wh_none/deliveries?status=lost", { headers: { authorization: apiKey } });
+    const listed = await call("GET", "/api/v1/webhooks/wh_none/deliveries?status=lost", {
+      headers: { authorization: apiKey },
+    });
     expect(listed.status).toBe(400);
     expect(listed.body.error.message).toBe('query.status: "lost" is not one of: pending, succeeded, failed');
   });
@@ -68,9 +92,15 @@ describe("request pipeline", () => {
     // The response hook runs after the answer is sent; give it a moment.
     await Bun.sleep(20);
     const text = await renderMetrics();
-    expect(text).toMatch(/parley_http_requests_total\{method="POST",route="\/api\/v1\/misc\/generate-token",status="200"\} [1-9]/);
-    expect(text).toMatch(/parley_http_requests_total\{method="POST",route="\/api\/v1\/misc\/generate-token",status="401"\} [1-9]/);
-    expect(text).toContain('parley_http_request_duration_seconds_bucket{method="POST",route="/api/v1/misc/generate-token",le="+Inf"}');
+    expect(text).toMatch(
+      /parley_http_requests_total\{method="POST",route="\/api\/v1\/misc\/generate-token",status="200"\} [1-9]/,
+    );
+    expect(text).toMatch(
+      /parley_http_requests_total\{method="POST",route="\/api\/v1\/misc\/generate-token",status="401"\} [1-9]/,
+    );
+    expect(text).toContain(
+      'parley_http_request_duration_seconds_bucket{method="POST",route="/api/v1/misc/generate-token",le="+Inf"}',
+    );
     expect(text).toMatch(/parley_queue_jobs\{queue="recorder",state="waiting"\} \d+/);
     // Not on the public API: on a listener of its own (test/metrics-listener.test.ts).
     expect((await call("GET", "/metrics")).status).toBe(404);

@@ -10,7 +10,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app";
 import { addPhoneNumber, setDefaultPhoneNumber } from "../../src/modules/mapper/service";
 import { newAccount } from "../helpers";
-import { type JitsiMeetDialIn, type JitsiMeetRoomNames, jitsiMeetDialIn, jitsiMeetRoomNames } from "../support/jitsi-meet";
+import {
+  type JitsiMeetDialIn,
+  type JitsiMeetRoomNames,
+  jitsiMeetDialIn,
+  jitsiMeetRoomNames,
+} from "../support/jitsi-meet";
 
 const MUC = "conference.meet.test";
 
@@ -50,14 +55,20 @@ describe("jitsi-meet's own dial-in code reading Parley", () => {
     expect(room).toBe("design%20review");
     const answer = await jitsi.getDialInConferenceID(dialInConfCodeUrl, room, MUC, page);
     expect(answer.conference).toBe(`design%20review@${MUC}`);
-    const typed = await fetch(`${dialInConfCodeUrl}?conference=${encodeURIComponent(`Design Review@${MUC}`)}`).then((r) => r.json());
+    const typed = await fetch(`${dialInConfCodeUrl}?conference=${encodeURIComponent(`Design Review@${MUC}`)}`).then(
+      (r) => r.json(),
+    );
     expect(typed.id).toBe(answer.id);
   });
 
   test("the numbers: jitsi-meet shows the operator's default, not the first country", async () => {
     const { accountId } = await newAccount();
     await addPhoneNumber(accountId, { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true });
-    const us = await addPhoneNumber(accountId, { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false });
+    const us = await addPhoneNumber(accountId, {
+      countryCode: "US",
+      formattedNumber: "+1 512 555 0100",
+      tollFree: false,
+    });
     await addPhoneNumber(accountId, { countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false });
     const dialInNumbersUrl = `${base}/${accountId}/phoneNumberList`;
     const dialInConfCodeUrl = `${base}/${accountId}/conferenceMapper`;
@@ -71,7 +82,12 @@ describe("jitsi-meet's own dial-in code reading Parley", () => {
     expect(Array.isArray(numbers)).toBe(true);
     expect(jitsi._getDefaultPhoneNumber(numbers)).toBe("+1 512 555 0100");
     expect(jitsi.hasMultipleNumbers(numbers)).toBe(true);
-    const { id } = await jitsi.getDialInConferenceID(dialInConfCodeUrl, "standup", MUC, new URL("https://meet.test/standup"));
+    const { id } = await jitsi.getDialInConferenceID(
+      dialInConfCodeUrl,
+      "standup",
+      MUC,
+      new URL("https://meet.test/standup"),
+    );
     expect(jitsi.shouldDisplayDialIn({ conferenceID: id, numbers, numbersEnabled: true })).toBe(true);
   });
 

@@ -12,13 +12,21 @@ import { overrideConfig } from "../../src/config";
 import { roomKey } from "../../src/core/room-key";
 import { app, call, newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
-import { type JitsiClient, type Prosody, type ReservationsVariant, skipWithout, startProsody } from "../support/prosody";
+import {
+  type JitsiClient,
+  type Prosody,
+  type ReservationsVariant,
+  skipWithout,
+  startProsody,
+} from "../support/prosody";
 import { until } from "../support/wait";
 
 const SCHEDULER = "/api/v1/scheduler";
 const VARIANTS: ReservationsVariant[] = ["utiljson", "cjson"];
 /** The variants whose plugins are here; each other one is skipped with a line saying what to set. */
-const AVAILABLE = VARIANTS.filter((variant) => !skipWithout(`mod_reservations (${variant}) and event_sync`, { reservations: variant, eventSync: true }));
+const AVAILABLE = VARIANTS.filter(
+  (variant) => !skipWithout(`mod_reservations (${variant}) and event_sync`, { reservations: variant, eventSync: true }),
+);
 /** mod_reservations looks for expired reservations every 60 s from its start (its own constant). */
 const EXPIRY_CHECK_MS = 60_000;
 /** Opened at once in each Prosody, reserved until before the module's first expiry check. */
@@ -29,7 +37,10 @@ type Account = Awaited<ReturnType<typeof newAccount>>;
 let server: ReturnType<typeof Bun.serve>;
 /** Every Prosody that came up, for afterAll, even when the rest of its set-up failed. */
 const prosodys: Prosody[] = [];
-const running = new Map<ReservationsVariant, { prosody: Prosody; account: Account; startedAt: number; alice: JitsiClient; bob: JitsiClient }>();
+const running = new Map<
+  ReservationsVariant,
+  { prosody: Prosody; account: Account; startedAt: number; alice: JitsiClient; bob: JitsiClient }
+>();
 
 /** `YYYY-MM-DDTHH:MM:SS` in UTC, as a reservation's start_time in timezone UTC. */
 const utc = (ms: number) => new Date(ms).toISOString().slice(0, 19);
@@ -45,9 +56,15 @@ async function reserve(account: Account, name: string, startMs: number, minutes:
 
 async function conferences(account: Account, room: string) {
   const answer = await call("GET", `${SCHEDULER}/conference`, { headers: { authorization: account.apiKey } });
-  return (answer.body as Array<{ id: number; name: string; ended_at: string | null; reservation_id: number | null; duration: number }>).filter(
-    (conference) => conference.name === room,
-  );
+  return (
+    answer.body as Array<{
+      id: number;
+      name: string;
+      ended_at: string | null;
+      reservation_id: number | null;
+      duration: number;
+    }>
+  ).filter((conference) => conference.name === room);
 }
 
 /** Waits (bounded) until every conference of the room has ended: Prosody's DELETE arrived. */
@@ -58,7 +75,10 @@ async function allEnded(account: Account, room: string) {
     10_000,
   );
   expect(list.length, `conferences of ${room}`).toBeGreaterThan(0);
-  expect(list.filter((conference) => conference.ended_at === null), `conferences of ${room} still open`).toEqual([]);
+  expect(
+    list.filter((conference) => conference.ended_at === null),
+    `conferences of ${room} still open`,
+  ).toEqual([]);
   return list;
 }
 
@@ -70,14 +90,20 @@ beforeAll(async () => {
     AVAILABLE.map(async (variant) => {
       const account = await newAccount();
       const startedAt = Date.now();
-      const prosody = await startProsody({ parleyUrl: `http://127.0.0.1:${server.port}`, apiKey: account.apiKey, reservations: variant, eventSync: true });
+      const prosody = await startProsody({
+        parleyUrl: `http://127.0.0.1:${server.port}`,
+        apiKey: account.apiKey,
+        reservations: variant,
+        eventSync: true,
+      });
       prosodys.push(prosody);
       const [alice, bob] = [await prosody.participant(), await prosody.participant()];
       running.set(variant, { prosody, account, startedAt, alice, bob });
       const minutes = (startedAt + EXPIRY_CHECK_MS - 20_000 - (Date.now() - 2_000)) / 60_000;
       await reserve(account, "Sunset", Date.now() - 2_000, minutes);
       const opened = await alice.open(SUNSET);
-      if (!opened.ok) throw new Error(`${variant}: ${SUNSET} did not open: ${JSON.stringify(opened)}\n${prosody.log().slice(-4000)}`);
+      if (!opened.ok)
+        throw new Error(`${variant}: ${SUNSET} did not open: ${JSON.stringify(opened)}\n${prosody.log().slice(-4000)}`);
     }),
   );
   for (const result of started) if (result.status === "rejected") throw result.reason;
@@ -113,7 +139,9 @@ for (const variant of VARIANTS) {
     test("a room with no reservation opens, for the default 24 hours", () =>
       withLog(async () => {
         expect(await alice.open("adhoc")).toEqual({ ok: true });
-        expect(await conferences(account, "adhoc")).toMatchObject([{ duration: 86_400, reservation_id: null, ended_at: null }]);
+        expect(await conferences(account, "adhoc")).toMatchObject([
+          { duration: 86_400, reservation_id: null, ended_at: null },
+        ]);
         await alice.leave("adhoc");
         await allEnded(account, "adhoc");
       }));
@@ -122,16 +150,28 @@ for (const variant of VARIANTS) {
       withLog(async () => {
         const reservation = await reserve(account, "Planning", Date.now() - 60_000, 30);
         expect(await bob.open("planning")).toEqual({ ok: true });
-        expect(await conferences(account, "planning")).toMatchObject([{ reservation_id: reservation.id, ended_at: null }]);
+        expect(await conferences(account, "planning")).toMatchObject([
+          { reservation_id: reservation.id, ended_at: null },
+        ]);
         await bob.leave("planning");
       }));
 
     test("before its reservation a room is refused with 403, after it with 419", () =>
       withLog(async () => {
         await reserve(account, "Tomorrow", Date.now() + 86_400_000, 30);
-        expect(await alice.open("tomorrow")).toMatchObject({ ok: false, stage: "focus", code: 403, text: expect.stringContaining("not started") });
+        expect(await alice.open("tomorrow")).toMatchObject({
+          ok: false,
+          stage: "focus",
+          code: 403,
+          text: expect.stringContaining("not started"),
+        });
         await reserve(account, "Yesterday", Date.now() - 86_400_000, 30);
-        expect(await alice.open("yesterday")).toMatchObject({ ok: false, stage: "focus", code: 419, text: expect.stringContaining("ended") });
+        expect(await alice.open("yesterday")).toMatchObject({
+          ok: false,
+          stage: "focus",
+          code: 419,
+          text: expect.stringContaining("ended"),
+        });
         expect(await conferences(account, "tomorrow")).toEqual([]);
         expect(await conferences(account, "yesterday")).toEqual([]);
       }));
@@ -141,7 +181,12 @@ for (const variant of VARIANTS) {
         await reserve(account, "Owned", Date.now() - 60_000, 30, "boss@example.com");
         const restore = overrideConfig({ scheduler: { checkOwner: true } });
         try {
-          expect(await alice.open("owned")).toMatchObject({ ok: false, stage: "focus", code: 403, text: expect.stringContaining("owner") });
+          expect(await alice.open("owned")).toMatchObject({
+            ok: false,
+            stage: "focus",
+            code: 403,
+            text: expect.stringContaining("owner"),
+          });
         } finally {
           restore();
         }
@@ -171,7 +216,11 @@ for (const variant of VARIANTS) {
 
     test("a room Parley still counts as running (another shard opened it) opens through the 409 path", () =>
       withLog(async () => {
-        const form = new URLSearchParams({ name: "shared", start_time: `${new Date().toISOString().slice(0, 19)}.000Z`, mail_owner: "x@meet.example.com" });
+        const form = new URLSearchParams({
+          name: "shared",
+          start_time: `${new Date().toISOString().slice(0, 19)}.000Z`,
+          mail_owner: "x@meet.example.com",
+        });
         const elsewhere = await call("POST", `${SCHEDULER}/conference`, {
           headers: { authorization: account.apiKey, "content-type": "application/x-www-form-urlencoded" },
           raw: form.toString(),
@@ -217,10 +266,16 @@ for (const variant of VARIANTS) {
         const report = await until(
           async () => {
             await foldQueued();
-            const answer = await call("POST", "/api/v1/pricing/cdr", { headers: { authorization: basic }, body: { room_name: ["Standup"] } });
+            const answer = await call("POST", "/api/v1/pricing/cdr", {
+              headers: { authorization: basic },
+              body: { room_name: ["Standup"] },
+            });
             return answer.body;
           },
-          (body) => body.rooms?.[0]?.status === "inactive" && body.rooms[0].users.length === 2 && body.rooms[0].users.every((user: any) => user.left_at),
+          (body) =>
+            body.rooms?.[0]?.status === "inactive" &&
+            body.rooms[0].users.length === 2 &&
+            body.rooms[0].users.every((user: any) => user.left_at),
           15_000,
           200,
         );
@@ -244,18 +299,22 @@ for (const variant of VARIANTS) {
         expect(meeting.media_usage).toMatchObject({ peak_participants: 2, distinct_participants: 2 });
       }));
 
-    test("the reservation's end terminates the room, and its conference ends", () =>
-      withLog(async () => {
-        const deadline = startedAt + EXPIRY_CHECK_MS + 15_000 - Date.now();
-        const destroyed = await until(
-          () => alice.destroyed.includes(`${SUNSET}@conference.meet.example.com`),
-          Boolean,
-          Math.max(deadline, 1_000),
-          200,
-        );
-        expect(destroyed).toBe(true);
-        const [conference] = await allEnded(account, SUNSET);
-        expect(conference!.ended_at).not.toBeNull();
-      }), EXPIRY_CHECK_MS + 30_000);
+    test(
+      "the reservation's end terminates the room, and its conference ends",
+      () =>
+        withLog(async () => {
+          const deadline = startedAt + EXPIRY_CHECK_MS + 15_000 - Date.now();
+          const destroyed = await until(
+            () => alice.destroyed.includes(`${SUNSET}@conference.meet.example.com`),
+            Boolean,
+            Math.max(deadline, 1_000),
+            200,
+          );
+          expect(destroyed).toBe(true);
+          const [conference] = await allEnded(account, SUNSET);
+          expect(conference!.ended_at).not.toBeNull();
+        }),
+      EXPIRY_CHECK_MS + 30_000,
+    );
   });
 }

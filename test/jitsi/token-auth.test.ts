@@ -27,7 +27,13 @@ async function mediaToken(apiKey: string, room?: string, exp?: string) {
   const answer = await fetch(`${parleyUrl}/api/v1/misc/generate-token`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ apiKey, scope: "media", user: { id: "u1", name: "Ada" }, ...(room && { room }), ...(exp && { exp }) }),
+    body: JSON.stringify({
+      apiKey,
+      scope: "media",
+      user: { id: "u1", name: "Ada" },
+      ...(room && { room }),
+      ...(exp && { exp }),
+    }),
   });
   const body = (await answer.json()) as { token: string };
   if (answer.status !== 200) throw new Error(`token request failed: ${answer.status} ${JSON.stringify(body)}`);

@@ -60,14 +60,22 @@ async function reserve(account: Account, name: string, startMs: number, minutes:
 }
 
 async function send(exchange: RecordedExchange, account: Account, path: string, body = exchange.request.body) {
-  const headers = Object.fromEntries(Object.entries(exchange.request.headers).map(([name, value]) => [name, value.replaceAll("PARLEY_API_KEY", account.apiKey)]));
+  const headers = Object.fromEntries(
+    Object.entries(exchange.request.headers).map(([name, value]) => [
+      name,
+      value.replaceAll("PARLEY_API_KEY", account.apiKey),
+    ]),
+  );
   return call(exchange.request.method, path, { headers, raw: exchange.request.method === "GET" ? undefined : body });
 }
 
 /** What mod_reservations checks in a conference answer for `room`. */
 function expectConference(body: any, room: string) {
   expect(body).toBeObject();
-  expect(typeof body.name === "string" && body.name.toLowerCase() === room.toLowerCase(), `name ${body.name} for ${room}`).toBe(true);
+  expect(
+    typeof body.name === "string" && body.name.toLowerCase() === room.toLowerCase(),
+    `name ${body.name} for ${room}`,
+  ).toBe(true);
   expect(body.id).toBeNumber();
   expect(body.mail_owner).toBeString();
   expect(Number.isFinite(Number(body.duration)) && typeof body.duration !== "boolean").toBe(true);
@@ -112,7 +120,13 @@ async function replayScheduler(recording: Recording) {
       if (response.status === 200 && recorded.reservation_id !== null) {
         if (!reservations.has(recorded.reservation_id)) {
           reservations.add(recorded.reservation_id);
-          await reserve(account, room, Date.parse(moved(recorded.start_time)), recorded.duration / 60, request.form!.mail_owner);
+          await reserve(
+            account,
+            room,
+            Date.parse(moved(recorded.start_time)),
+            recorded.duration / 60,
+            request.form!.mail_owner,
+          );
         }
       } else if (response.status === 403 && /owner/.test(recorded.message)) {
         await reserve(account, room, Date.now() - 60_000, 30, "boss@example.com");
@@ -120,7 +134,11 @@ async function replayScheduler(recording: Recording) {
       } else if (response.status === 403) await reserve(account, room, Date.now() + 3_600_000, 30);
       else if (response.status === 419) await reserve(account, room, Date.now() - 86_400_000, 30);
       else if (response.status === 409) {
-        const form = new URLSearchParams({ name: room, start_time: `${utc(Date.now())}.000Z`, mail_owner: "x@meet.example.com" });
+        const form = new URLSearchParams({
+          name: room,
+          start_time: `${utc(Date.now())}.000Z`,
+          mail_owner: "x@meet.example.com",
+        });
         const elsewhere = await call("POST", `${SCHEDULER}/conference`, {
           headers: { authorization: account.apiKey, "content-type": "application/x-www-form-urlencoded" },
           raw: form.toString(),
@@ -172,7 +190,11 @@ const tokens = recordings.filter((recording) => recording.plugins === "token-aut
 
 describe("Jitsi's Prosody plugins' recorded requests, replayed against Parley", () => {
   test("the recordings are here: both mod_reservations builds with event_sync, and token auth", () => {
-    expect(recordings.map((recording) => recording.plugins)).toEqual(["reservations-cjson+event_sync", "reservations-utiljson+event_sync", "token-auth"]);
+    expect(recordings.map((recording) => recording.plugins)).toEqual([
+      "reservations-cjson+event_sync",
+      "reservations-utiljson+event_sync",
+      "token-auth",
+    ]);
   });
 
   for (const recording of scheduler) {
@@ -191,7 +213,9 @@ describe("Jitsi's Prosody plugins' recorded requests, replayed against Parley", 
   }
 
   test("room names arrive as jitsi-meet encodes them, and are answered so", () => {
-    const names = scheduler.flatMap((recording) => recording.exchanges.map((exchange) => exchange.request.form?.name).filter(Boolean));
+    const names = scheduler.flatMap((recording) =>
+      recording.exchanges.map((exchange) => exchange.request.form?.name).filter(Boolean),
+    );
     expect(names).toContain("design%20review");
     expect(names).toContain("caf%c3%a9");
   });

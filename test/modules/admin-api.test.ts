@@ -12,7 +12,10 @@ import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { app, call, newAccount, tokenFor } from "../helpers";
 
-const bootstrap = { operator: { kind: "local" as const, name: "local:test", scope: "full" as const }, address: "unix:test" };
+const bootstrap = {
+  operator: { kind: "local" as const, name: "local:test", scope: "full" as const },
+  address: "unix:test",
+};
 
 let full: string;
 let read: string;
@@ -29,7 +32,9 @@ beforeAll(async () => {
 async function auditWith(action: string, target: string | null) {
   const answer = await call("GET", `${ADMIN_PREFIX}/audit?limit=500`, { headers: as(full) });
   expect(answer.status).toBe(200);
-  return (answer.body.entries as Array<Record<string, any>>).find((entry) => entry.action === action && entry.target === target);
+  return (answer.body.entries as Array<Record<string, any>>).find(
+    (entry) => entry.action === action && entry.target === target,
+  );
 }
 
 describe("operator tokens", () => {
@@ -57,7 +62,10 @@ describe("operator tokens", () => {
   });
 
   test("a key made and revoked through the API stops working", async () => {
-    const key = await call("POST", `${ADMIN_PREFIX}/accounts/${account.accountId}/keys`, { body: { label: "ci" }, headers: as(full) });
+    const key = await call("POST", `${ADMIN_PREFIX}/accounts/${account.accountId}/keys`, {
+      body: { label: "ci" },
+      headers: as(full),
+    });
     expect(key.status).toBe(201);
     expect((await call("GET", "/api/v1/webhooks", { headers: { authorization: key.body.api_key } })).status).toBe(200);
     const revoked = await call("DELETE", `${ADMIN_PREFIX}/keys/${key.body.key_id}`, { headers: as(full) });
@@ -78,7 +86,10 @@ describe("operator tokens", () => {
   });
 
   test("a revoked token is refused with 401 at once; the revocation is audited", async () => {
-    const made = await call("POST", `${ADMIN_PREFIX}/operator-tokens`, { body: { name: "short-lived", scope: "full" }, headers: as(full) });
+    const made = await call("POST", `${ADMIN_PREFIX}/operator-tokens`, {
+      body: { name: "short-lived", scope: "full" },
+      headers: as(full),
+    });
     expect(made.status).toBe(201);
     expect(made.body.token).toStartWith("pop_");
     expect((await call("GET", `${ADMIN_PREFIX}/accounts`, { headers: as(made.body.token) })).status).toBe(200);
@@ -87,11 +98,15 @@ describe("operator tokens", () => {
     expect(summary.last_used_at).not.toBeNull();
     expect(JSON.stringify(listed.body)).not.toContain(made.body.token);
 
-    expect((await call("DELETE", `${ADMIN_PREFIX}/operator-tokens/${made.body.id}`, { headers: as(full) })).status).toBe(200);
+    expect(
+      (await call("DELETE", `${ADMIN_PREFIX}/operator-tokens/${made.body.id}`, { headers: as(full) })).status,
+    ).toBe(200);
     const refused = await call("GET", `${ADMIN_PREFIX}/accounts`, { headers: as(made.body.token) });
     expect(refused.status).toBe(401);
     expect(refused.body.error.code).toBe("invalid_operator_token");
-    expect((await call("DELETE", `${ADMIN_PREFIX}/operator-tokens/${made.body.id}`, { headers: as(full) })).status).toBe(404);
+    expect(
+      (await call("DELETE", `${ADMIN_PREFIX}/operator-tokens/${made.body.id}`, { headers: as(full) })).status,
+    ).toBe(404);
 
     const created = await auditWith("create-operator-token", `token:${made.body.id}`);
     expect(created!.detail).toEqual({ name: "short-lived", scope: "full", prefix: made.body.token.slice(0, 10) });
@@ -100,15 +115,23 @@ describe("operator tokens", () => {
 
   test("the audit log pages newest first", async () => {
     for (let i = 0; i < 3; i++) {
-      const set = await call("PUT", `${ADMIN_PREFIX}/accounts/${account.accountId}/limits/requests.usage`, { body: { value: 10 + i }, headers: as(full) });
+      const set = await call("PUT", `${ADMIN_PREFIX}/accounts/${account.accountId}/limits/requests.usage`, {
+        body: { value: 10 + i },
+        headers: as(full),
+      });
       expect(set.status).toBe(200);
-      expect(set.body.limits.find((limit: { name: string }) => limit.name === "requests.usage")).toMatchObject({ value: 10 + i, overridden: true });
+      expect(set.body.limits.find((limit: { name: string }) => limit.name === "requests.usage")).toMatchObject({
+        value: 10 + i,
+        overridden: true,
+      });
     }
     const first = await call("GET", `${ADMIN_PREFIX}/audit?limit=2`, { headers: as(read) });
     expect(first.body.entries).toHaveLength(2);
     expect(first.body.entries[0].detail.value).toBe(12);
     expect(first.body.entries[1].detail.value).toBe(11);
-    const second = await call("GET", `${ADMIN_PREFIX}/audit?limit=2&before=${first.body.next_before}`, { headers: as(read) });
+    const second = await call("GET", `${ADMIN_PREFIX}/audit?limit=2&before=${first.body.next_before}`, {
+      headers: as(read),
+    });
     expect(second.body.entries[0].detail.value).toBe(10);
     expect(second.body.entries[0].id).toBeLessThan(first.body.entries[1].id);
   });
@@ -123,14 +146,31 @@ describe("every command", () => {
       return answer.body;
     };
 
-    expect(await send("PUT", `${base}/jitsi-domain`, { domain: "Meet.Example.com" })).toEqual({ account_id: account.accountId, jitsi_domain: "meet.example.com" });
+    expect(await send("PUT", `${base}/jitsi-domain`, { domain: "Meet.Example.com" })).toEqual({
+      account_id: account.accountId,
+      jitsi_domain: "meet.example.com",
+    });
 
     const first = await send("POST", `${base}/numbers`, { country: "us", number: "+1 555 0100", toll_free: true });
     const second = await send("POST", `${base}/numbers`, { country: "DE", number: "+49 30 1234567", default: true });
-    expect(first).toMatchObject({ country_code: "US", formatted_number: "+1 555 0100", toll_free: true, is_default: false });
-    expect((await send("GET", `${base}/numbers`)).numbers.map((number: { id: number }) => number.id)).toEqual([second.id, first.id]);
-    expect(await send("POST", `${ADMIN_PREFIX}/numbers/${first.id}/default`)).toMatchObject({ id: first.id, is_default: true });
-    expect(await send("DELETE", `${ADMIN_PREFIX}/numbers/${second.id}`)).toMatchObject({ removed: true, id: second.id });
+    expect(first).toMatchObject({
+      country_code: "US",
+      formatted_number: "+1 555 0100",
+      toll_free: true,
+      is_default: false,
+    });
+    expect((await send("GET", `${base}/numbers`)).numbers.map((number: { id: number }) => number.id)).toEqual([
+      second.id,
+      first.id,
+    ]);
+    expect(await send("POST", `${ADMIN_PREFIX}/numbers/${first.id}/default`)).toMatchObject({
+      id: first.id,
+      is_default: true,
+    });
+    expect(await send("DELETE", `${ADMIN_PREFIX}/numbers/${second.id}`)).toMatchObject({
+      removed: true,
+      id: second.id,
+    });
     expect((await call("DELETE", `${ADMIN_PREFIX}/numbers/${second.id}`, { headers: as(full) })).status).toBe(404);
 
     const rotated = await send("POST", `${base}/signing-keys`, { alg: "RS256" });
@@ -140,17 +180,36 @@ describe("every command", () => {
 
     const operatorName = `op-${crypto.randomUUID().slice(0, 6)}`;
     const operator = await send("POST", `${ADMIN_PREFIX}/operators`, { name: operatorName, password: "correct horse" });
-    expect((await send("GET", `${ADMIN_PREFIX}/operators`)).operators.map((row: { name: string }) => row.name)).toContain(operatorName);
-    expect((await call("POST", `${ADMIN_PREFIX}/operators`, { headers: as(full), body: { name: operatorName, password: "correct horse" } })).status).toBe(409);
+    expect(
+      (await send("GET", `${ADMIN_PREFIX}/operators`)).operators.map((row: { name: string }) => row.name),
+    ).toContain(operatorName);
+    expect(
+      (
+        await call("POST", `${ADMIN_PREFIX}/operators`, {
+          headers: as(full),
+          body: { name: operatorName, password: "correct horse" },
+        })
+      ).status,
+    ).toBe(409);
 
-    const hook = await send("POST", `${base}/webhooks`, { url: "http://127.0.0.1:9/parley?token=s3cret", event_types: ["room.started"] });
+    const hook = await send("POST", `${base}/webhooks`, {
+      url: "http://127.0.0.1:9/parley?token=s3cret",
+      event_types: ["room.started"],
+    });
     expect(hook.secret).toStartWith("whsec_");
-    expect((await send("GET", `${base}/webhooks`)).webhooks.map((endpoint: { id: string }) => endpoint.id)).toEqual([hook.endpoint.id]);
-    expect(await send("PATCH", `${base}/webhooks/${hook.endpoint.id}`, { description: "ops", enabled: false })).toMatchObject({ description: "ops", enabled: false });
+    expect((await send("GET", `${base}/webhooks`)).webhooks.map((endpoint: { id: string }) => endpoint.id)).toEqual([
+      hook.endpoint.id,
+    ]);
+    expect(
+      await send("PATCH", `${base}/webhooks/${hook.endpoint.id}`, { description: "ops", enabled: false }),
+    ).toMatchObject({ description: "ops", enabled: false });
     const newSecret = await send("POST", `${base}/webhooks/${hook.endpoint.id}/rotate-secret`);
     expect(newSecret.secret).not.toBe(hook.secret);
     expect(await send("POST", `${base}/webhooks/${hook.endpoint.id}/replay`, { after: 0 })).toEqual({ queued: 0 });
-    expect(await send("DELETE", `${base}/webhooks/${hook.endpoint.id}`)).toEqual({ removed: true, webhook_id: hook.endpoint.id });
+    expect(await send("DELETE", `${base}/webhooks/${hook.endpoint.id}`)).toEqual({
+      removed: true,
+      webhook_id: hook.endpoint.id,
+    });
 
     const refolded = await send("POST", `${ADMIN_PREFIX}/refold-usage`, { account_id: account.accountId });
     expect(refolded.events).toBe(0);
@@ -185,13 +244,21 @@ describe("credentials that are not an operator's", () => {
   const adminRoutes = () =>
     app.routes
       .filter((route) => route.path.startsWith(`${ADMIN_PREFIX}/`))
-      .map((route) => ({ method: route.method, path: route.path.replace(/:[A-Za-z]+/g, (name) => (name === ":id" ? "1" : "x")) }));
+      .map((route) => ({
+        method: route.method,
+        path: route.path.replace(/:[A-Za-z]+/g, (name) => (name === ":id" ? "1" : "x")),
+      }));
 
   test("the sweep covers every command", () => {
     const routes = adminRoutes().map((route) => `${route.method} ${route.path}`);
     // One route per command of the command line, the token routes, and the audit log.
     expect(routes.length).toBe(26);
-    for (const expected of ["POST /api/v1/admin/accounts", "PUT /api/v1/admin/accounts/1/limits/x", "POST /api/v1/admin/refold-usage", "GET /api/v1/admin/audit"]) {
+    for (const expected of [
+      "POST /api/v1/admin/accounts",
+      "PUT /api/v1/admin/accounts/1/limits/x",
+      "POST /api/v1/admin/refold-usage",
+      "GET /api/v1/admin/audit",
+    ]) {
       expect(routes).toContain(expected);
     }
   });
@@ -199,32 +266,52 @@ describe("credentials that are not an operator's", () => {
   test("the OpenAPI description lists every admin route under its tag, secured by the operator token", async () => {
     const description = (await call("GET", "/swagger/json")).body;
     expect(description.components.securitySchemes.operatorToken).toMatchObject({ type: "http", scheme: "bearer" });
-    const operations = Object.entries(description.paths as Record<string, Record<string, { tags?: string[]; security?: unknown }>>)
+    const operations = Object.entries(
+      description.paths as Record<string, Record<string, { tags?: string[]; security?: unknown }>>,
+    )
       .filter(([path]) => path.startsWith(`${ADMIN_PREFIX}/`))
-      .flatMap(([path, methods]) => Object.entries(methods).map(([method, operation]) => ({ route: `${method.toUpperCase()} ${path}`, tags: operation.tags, security: operation.security })));
+      .flatMap(([path, methods]) =>
+        Object.entries(methods).map(([method, operation]) => ({
+          route: `${method.toUpperCase()} ${path}`,
+          tags: operation.tags,
+          security: operation.security,
+        })),
+      );
     expect(operations).toHaveLength(adminRoutes().length);
-    for (const operation of operations) expect(operation).toEqual({ route: operation.route, tags: ["admin"], security: [{ operatorToken: [] }] });
+    for (const operation of operations)
+      expect(operation).toEqual({ route: operation.route, tags: ["admin"], security: [{ operatorToken: [] }] });
   });
 
   test("an account's API key, its token, a forged header, a bad token or none: 401 on every admin route", async () => {
     const userToken = await tokenFor(account.apiKey);
     const credentials: Record<string, Record<string, string>> = {
-      "none": {},
+      none: {},
       "API key raw": { authorization: account.apiKey },
       "API key as Bearer": { authorization: `Bearer ${account.apiKey}` },
-      "API key as Basic": { authorization: `Basic ${Buffer.from(`${account.accountId}:${account.apiKey}`).toString("base64")}` },
+      "API key as Basic": {
+        authorization: `Basic ${Buffer.from(`${account.accountId}:${account.apiKey}`).toString("base64")}`,
+      },
       "end-user token": { authorization: `Bearer ${userToken}` },
       "unknown operator token": { authorization: "Bearer pop_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" },
       "operator token without Bearer": { authorization: full },
-      "local headers forged": { "x-forwarded-for": "127.0.0.1", "x-parley-local": "1", "x-real-ip": "127.0.0.1", forwarded: "for=unix" },
+      "local headers forged": {
+        "x-forwarded-for": "127.0.0.1",
+        "x-parley-local": "1",
+        "x-real-ip": "127.0.0.1",
+        forwarded: "for=unix",
+      },
     };
     const wrong: string[] = [];
     for (const route of adminRoutes()) {
       for (const [what, headers] of Object.entries(credentials)) {
         // A body no schema accepts: the credential must be refused before validation looks at it.
-        const answer = await call(route.method, route.path, { headers, ...(route.method === "GET" ? {} : { body: { unexpected: true } }) });
+        const answer = await call(route.method, route.path, {
+          headers,
+          ...(route.method === "GET" ? {} : { body: { unexpected: true } }),
+        });
         const expected = what === "unknown operator token" ? "invalid_operator_token" : "operator_credential_required";
-        if (answer.status !== 401 || answer.body?.error?.code !== expected) wrong.push(`${route.method} ${route.path} with ${what}: ${answer.status} ${JSON.stringify(answer.body)}`);
+        if (answer.status !== 401 || answer.body?.error?.code !== expected)
+          wrong.push(`${route.method} ${route.path} with ${what}: ${answer.status} ${JSON.stringify(answer.body)}`);
       }
     }
     expect(wrong).toEqual([]);

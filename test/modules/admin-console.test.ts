@@ -25,7 +25,11 @@ afterAll(async () => {
 
 test("an operator reads the changes a token made, newest first, and pages to older ones", async () => {
   const tokenName = `script-${crypto.randomUUID().slice(0, 6)}`;
-  const { token } = await createOperatorToken({ operator: { kind: "local", name: "local:test", scope: "full" }, address: "unix:test" }, tokenName, "full");
+  const { token } = await createOperatorToken(
+    { operator: { kind: "local", name: "local:test", scope: "full" }, address: "unix:test" },
+    tokenName,
+    "full",
+  );
   const account = await newAccount();
   // More changes than one page holds, so the older ones are a click away.
   for (let value = 1; value <= 55; value++) {

@@ -55,12 +55,23 @@ async function exercise(parley: Parley) {
   const created = await local(parley, "POST", `${ADMIN}/accounts`, { name: "made-locally" });
   expect(created.status).toBe(201);
   const audit = await local(parley, "GET", `${ADMIN}/audit`);
-  const entry = audit.body.entries.find((candidate: { target: string }) => candidate.target === created.body.account.id);
-  expect(entry).toMatchObject({ action: "create-account", actor: `local:${process.getuid!()}`, actor_kind: "local", address: `unix:${path}` });
+  const entry = audit.body.entries.find(
+    (candidate: { target: string }) => candidate.target === created.body.account.id,
+  );
+  expect(entry).toMatchObject({
+    action: "create-account",
+    actor: `local:${process.getuid!()}`,
+    actor_kind: "local",
+    address: `unix:${path}`,
+  });
 
   // Over TCP the same request, however it is dressed, is refused.
   for (const headers of [{}, FORGED]) {
-    const response = await fetch(`${parley.base}${ADMIN}/accounts`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ name: "forged" }) });
+    const response = await fetch(`${parley.base}${ADMIN}/accounts`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ name: "forged" }),
+    });
     expect(response.status).toBe(401);
     expect(((await response.json()) as any).error.code).toBe("operator_credential_required");
   }
@@ -74,12 +85,23 @@ async function exercise(parley: Parley) {
   });
   expect(viaToken.status).toBe(201);
   const tokenEntry = (await local(parley, "GET", `${ADMIN}/audit?limit=1`)).body.entries[0];
-  expect(tokenEntry).toMatchObject({ action: "add-number", actor: "deploy-script", actor_kind: "token", address: "127.0.0.1", target: created.body.account.id });
+  expect(tokenEntry).toMatchObject({
+    action: "add-number",
+    actor: "deploy-script",
+    actor_kind: "token",
+    address: "127.0.0.1",
+    target: created.body.account.id,
+  });
   // The refold answers over TCP too, with the idle timeout lifted for it.
-  const refolded = await http(parley, "POST", `${ADMIN}/refold-usage`, { body: {}, auth: `Bearer ${token.body.token}` });
+  const refolded = await http(parley, "POST", `${ADMIN}/refold-usage`, {
+    body: {},
+    auth: `Bearer ${token.body.token}`,
+  });
   expect(refolded.status).toBe(200);
   expect(refolded.body.events).toBeNumber();
-  const createdToken = (await local(parley, "GET", `${ADMIN}/operator-tokens`)).body.tokens.find((row: { id: number }) => row.id === token.body.id);
+  const createdToken = (await local(parley, "GET", `${ADMIN}/operator-tokens`)).body.tokens.find(
+    (row: { id: number }) => row.id === token.body.id,
+  );
   expect(createdToken.created_by).toBe(`local:${process.getuid!()}`);
 }
 
@@ -108,7 +130,9 @@ describe("the local socket beside a running Parley", () => {
     const other = Bun.serve({ unix: path, fetch: () => new Response("the other one") });
     try {
       const parley = await start({ embedded: true, dataDir });
-      await within(parley, "the warning about the other socket", 10_000, async () => (parley.tail(200).includes("another Parley answers on the local socket") ? true : undefined));
+      await within(parley, "the warning about the other socket", 10_000, async () =>
+        parley.tail(200).includes("another Parley answers on the local socket") ? true : undefined,
+      );
       const response = await fetch("http://localhost/", { unix: path });
       expect(await response.text()).toBe("the other one");
     } finally {
@@ -123,12 +147,16 @@ describe("the local socket beside a running Parley", () => {
     expect(parley.tail(500).split("local operator socket listening").length - 1).toBe(1);
 
     // Killed, the process serving it is restarted by the supervisor, socket and all.
-    const serving = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"]).stdout.toString().trim();
+    const serving = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"])
+      .stdout.toString()
+      .trim();
     expect(serving).toMatch(/^\d+$/);
     process.kill(Number(serving), "SIGKILL");
     const back = await within(parley, "the socket served again by a new process", 30_000, async () => {
       const answer = await local(parley, "GET", `${ADMIN}/accounts`);
-      const now = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"]).stdout.toString().trim();
+      const now = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"])
+        .stdout.toString()
+        .trim();
       return answer.status === 200 && now !== serving ? now : undefined;
     });
     expect(back).toMatch(/^\d+$/);

@@ -13,7 +13,11 @@ import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed }
 const alice = { name: "Alice", email: "alice@example.com", id: "alice", occupant_jid: "9f1c@meet.example.com/AbC1" };
 
 async function storedEvents(accountId: string) {
-  return db.select().from(conferenceEvents).where(eq(conferenceEvents.accountId, accountId)).orderBy(conferenceEvents.id);
+  return db
+    .select()
+    .from(conferenceEvents)
+    .where(eq(conferenceEvents.accountId, accountId))
+    .orderBy(conferenceEvents.id);
 }
 
 describe("event_sync ingestion", () => {
@@ -28,7 +32,12 @@ describe("event_sync ingestion", () => {
       await deliver(account.apiKey, roomCreated("catchup", created)),
       await deliver(account.apiKey, occupantJoined("catchup", alice, at("09:00:05"), 1)),
       await deliver(account.apiKey, occupantLeft("catchup", alice, at("09:00:05"), at("09:10:00"), 0)),
-      await deliver(account.apiKey, roomDestroyed("catchup", created, at("09:10:01"), [{ ...alice, joined_at: at("09:00:05"), left_at: at("09:10:00") }])),
+      await deliver(
+        account.apiKey,
+        roomDestroyed("catchup", created, at("09:10:01"), [
+          { ...alice, joined_at: at("09:00:05"), left_at: at("09:10:00") },
+        ]),
+      ),
     ];
     expect(answers.map((answer) => [answer.status, answer.body.stored])).toEqual([
       [200, true],
@@ -51,7 +60,9 @@ describe("event_sync ingestion", () => {
     expect((await deliver(account.apiKey, delivery)).body).toEqual({ stored: true });
     expect((await deliver(account.apiKey, delivery)).body).toEqual({ stored: false });
     // The module does not resend byte for byte when the room's count changed meanwhile; the fact is the same.
-    expect((await deliver(account.apiKey, { ...delivery, body: { ...delivery.body, active_occupants_count: 2 } })).body).toEqual({ stored: false });
+    expect(
+      (await deliver(account.apiKey, { ...delivery, body: { ...delivery.body, active_occupants_count: 2 } })).body,
+    ).toEqual({ stored: false });
     const rows = (await storedEvents(account.accountId)).filter((row) => row.room === "retry-room");
     expect(rows).toHaveLength(1);
   });
@@ -91,16 +102,26 @@ describe("event_sync ingestion", () => {
     const rings = await foldRings();
     try {
       expect(await appendEvent(event)).toBe(true);
-      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([ringKey(event)]);
+      expect(
+        await until(
+          () => [...rings.heard],
+          (keys) => keys.length > 0,
+        ),
+      ).toEqual([ringKey(event)]);
       rings.heard.clear();
       expect(await appendEvent(event)).toBe(false);
-      expect(await until(() => [...rings.heard], (keys) => keys.length > 0)).toEqual([ringKey(event)]);
+      expect(
+        await until(
+          () => [...rings.heard],
+          (keys) => keys.length > 0,
+        ),
+      ).toEqual([ringKey(event)]);
     } finally {
       await rings.stop();
     }
   });
 
-  test("a batch is stored in one transaction, each delivery once, ringing each room's fold once it commits", async () => {
+  test("a batch is stored in one transaction, each delivery once; each room's fold is rung after commit", async () => {
     const event = (room: string, key: string): ConferenceEvent => ({
       accountId: account.accountId,
       kind: "call_ended",
@@ -122,7 +143,13 @@ describe("event_sync ingestion", () => {
     };
     const rings = await foldRings();
     try {
-      const batch = [event("batch-a", "a1"), event("batch-a", "a2"), event("batch-b", "b1"), event("batch-a", "a1"), event("batch-c", "earlier")];
+      const batch = [
+        event("batch-a", "a1"),
+        event("batch-a", "a2"),
+        event("batch-b", "b1"),
+        event("batch-a", "a1"),
+        event("batch-c", "earlier"),
+      ];
       const stored = await db.transaction(async (tx) => {
         const inside = await storeEvents(tx, batch);
         // Not before the commit (a ring sent at once would have been heard during the store's queries).
@@ -133,7 +160,14 @@ describe("event_sync ingestion", () => {
       const [a1, a2, b1] = [await idOf("a1"), await idOf("a2"), await idOf("b1")];
       expect(stored.added.map((added) => added.id)).toEqual([a1, a2, b1]);
       const rooms = ["batch-a", "batch-b", "batch-c"].map((room) => ringKey({ accountId: account.accountId, room }));
-      expect((await until(() => [...rings.heard], (keys) => keys.length >= 3)).sort()).toEqual(rooms.sort());
+      expect(
+        (
+          await until(
+            () => [...rings.heard],
+            (keys) => keys.length >= 3,
+          )
+        ).sort(),
+      ).toEqual(rooms.sort());
     } finally {
       await rings.stop();
     }
@@ -162,7 +196,13 @@ describe("event_sync ingestion", () => {
     const where = { accountId: account.accountId, room: "occupied" };
     let n = 0;
     const store = (kind: "occupant_joined" | "occupant_left" | "room_destroyed", subject?: string) =>
-      appendEvent({ ...where, kind, occurredAt: new Date(), ...(subject && { subject }), dedupeKey: `occupancy|${++n}` });
+      appendEvent({
+        ...where,
+        kind,
+        occurredAt: new Date(),
+        ...(subject && { subject }),
+        dedupeKey: `occupancy|${++n}`,
+      });
     expect(await roomOccupancy(where)).toEqual({ known: false, occupants: 0 });
     await store("occupant_joined", "ann");
     await store("occupant_joined", "bo");
@@ -188,9 +228,26 @@ describe("event_sync ingestion", () => {
     await consumer.ready;
     try {
       const base = { accountId: account.accountId, occurredAt: new Date() };
-      await appendEvent({ ...base, kind: "stream_started", room: "quiet-stream", subject: "s1", dedupeKey: "occupancy-ring|stream" });
-      await appendEvent({ ...base, kind: "occupant_left", room: "moving", subject: "cy", dedupeKey: "occupancy-ring|left" });
-      expect(await until(() => [...heard], (keys) => keys.length > 0)).toEqual([ringKey({ accountId: account.accountId, room: "moving" })]);
+      await appendEvent({
+        ...base,
+        kind: "stream_started",
+        room: "quiet-stream",
+        subject: "s1",
+        dedupeKey: "occupancy-ring|stream",
+      });
+      await appendEvent({
+        ...base,
+        kind: "occupant_left",
+        room: "moving",
+        subject: "cy",
+        dedupeKey: "occupancy-ring|left",
+      });
+      expect(
+        await until(
+          () => [...heard],
+          (keys) => keys.length > 0,
+        ),
+      ).toEqual([ringKey({ accountId: account.accountId, room: "moving" })]);
     } finally {
       await consumer.stop();
     }
@@ -214,32 +271,105 @@ describe("event_sync ingestion refuses", () => {
   test("a missing, unknown or revoked API key", async () => {
     const delivery = roomCreated("auth-room", at("09:00:00"));
     expect((await call("POST", delivery.path, { body: delivery.body })).status).toBe(401);
-    const wrong = await call("POST", delivery.path, { body: delivery.body, headers: { authorization: "Bearer prl_nope" } });
+    const wrong = await call("POST", delivery.path, {
+      body: delivery.body,
+      headers: { authorization: "Bearer prl_nope" },
+    });
     expect(wrong.status).toBe(401);
     expect(wrong.body.error.code).toBe("invalid_api_key");
     // The key without Bearer works too, whichever way api_headers is written.
-    expect((await call("POST", delivery.path, { body: delivery.body, headers: { authorization: account.apiKey } })).status).toBe(200);
+    expect(
+      (await call("POST", delivery.path, { body: delivery.body, headers: { authorization: account.apiKey } })).status,
+    ).toBe(200);
   });
 
   const cases: Array<[string, () => { path: string; body: Record<string, unknown> }, number, string]> = [
-    ["no room_name", () => ({ ...roomCreated("x", 1), body: { event_name: "muc-room-created", created_at: 1 } }), 400, "room_name"],
-    ["an empty room_name", () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, room_name: "" } }), 400, "room_name"],
-    ["the wrong event_name for the route", () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, event_name: "muc-room-destroyed" } }), 400, "event_name"],
+    [
+      "no room_name",
+      () => ({ ...roomCreated("x", 1), body: { event_name: "muc-room-created", created_at: 1 } }),
+      400,
+      "room_name",
+    ],
+    [
+      "an empty room_name",
+      () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, room_name: "" } }),
+      400,
+      "room_name",
+    ],
+    [
+      "the wrong event_name for the route",
+      () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, event_name: "muc-room-destroyed" } }),
+      400,
+      "event_name",
+    ],
     ["a created_at in milliseconds", () => roomCreated("x", at("09:00:00") * 1000), 422, "created_at"],
     ["a negative created_at", () => roomCreated("x", -5), 400, "created_at"],
-    ["a destroyed_at before created_at", () => roomDestroyed("x", at("09:00:00"), at("08:00:00"), []), 422, "destroyed_at"],
-    ["a breakout without breakout_room_id", () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, is_breakout: true } }), 422, "breakout_room_id"],
-    ["a join without occupant", () => ({ ...occupantJoined("x", alice, 1, 1), body: { ...occupantJoined("x", alice, 1, 1).body, occupant: undefined } }), 400, "occupant"],
-    ["an occupant without occupant_jid", () => occupantJoined("x", { occupant_jid: "" }, 1, 1), 400, "occupant.occupant_jid"],
-    ["a leave without left_at", () => ({ ...occupantJoined("x", alice, 1, 1), path: "/api/v1/events/occupant/left", body: { ...occupantJoined("x", alice, 1, 1).body, event_name: "muc-occupant-left" } }), 400, "occupant.left_at"],
-    ["a left_at before joined_at", () => occupantLeft("x", alice, at("10:00:00"), at("09:00:00"), 0), 422, "occupant.left_at"],
-    ["an all_occupants entry with a bad joined_at", () => roomDestroyed("x", 1, 2, [{ ...alice, joined_at: "soon" as never }]), 400, "all_occupants"],
-    ["a text active_occupants_count", () => ({ ...occupantJoined("x", alice, 1, 1), body: { ...occupantJoined("x", alice, 1, 1).body, active_occupants_count: "two" } }), 400, "active_occupants_count"],
+    [
+      "a destroyed_at before created_at",
+      () => roomDestroyed("x", at("09:00:00"), at("08:00:00"), []),
+      422,
+      "destroyed_at",
+    ],
+    [
+      "a breakout without breakout_room_id",
+      () => ({ ...roomCreated("x", 1), body: { ...roomCreated("x", 1).body, is_breakout: true } }),
+      422,
+      "breakout_room_id",
+    ],
+    [
+      "a join without occupant",
+      () => ({
+        ...occupantJoined("x", alice, 1, 1),
+        body: { ...occupantJoined("x", alice, 1, 1).body, occupant: undefined },
+      }),
+      400,
+      "occupant",
+    ],
+    [
+      "an occupant without occupant_jid",
+      () => occupantJoined("x", { occupant_jid: "" }, 1, 1),
+      400,
+      "occupant.occupant_jid",
+    ],
+    [
+      "a leave without left_at",
+      () => ({
+        ...occupantJoined("x", alice, 1, 1),
+        path: "/api/v1/events/occupant/left",
+        body: { ...occupantJoined("x", alice, 1, 1).body, event_name: "muc-occupant-left" },
+      }),
+      400,
+      "occupant.left_at",
+    ],
+    [
+      "a left_at before joined_at",
+      () => occupantLeft("x", alice, at("10:00:00"), at("09:00:00"), 0),
+      422,
+      "occupant.left_at",
+    ],
+    [
+      "an all_occupants entry with a bad joined_at",
+      () => roomDestroyed("x", 1, 2, [{ ...alice, joined_at: "soon" as never }]),
+      400,
+      "all_occupants",
+    ],
+    [
+      "a text active_occupants_count",
+      () => ({
+        ...occupantJoined("x", alice, 1, 1),
+        body: { ...occupantJoined("x", alice, 1, 1).body, active_occupants_count: "two" },
+      }),
+      400,
+      "active_occupants_count",
+    ],
   ];
   for (const [what, make, status, field] of cases) {
     test(`${what}: ${status} naming ${field}`, async () => {
       const delivery = make();
-      const answer = await call("POST", delivery.path, { body: delivery.body, headers: { authorization: `Bearer ${account.apiKey}` } });
+      const answer = await call("POST", delivery.path, {
+        body: delivery.body,
+        headers: { authorization: `Bearer ${account.apiKey}` },
+      });
       expect(answer.status).toBe(status);
       expect(answer.body.error.message).toContain(field);
     });

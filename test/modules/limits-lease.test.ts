@@ -17,7 +17,13 @@ afterAll(() => {
 });
 
 async function connectionTo(port: number): Promise<Redis> {
-  const connection = new Redis({ host: "127.0.0.1", port, enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
+  const connection = new Redis({
+    host: "127.0.0.1",
+    port,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: 250,
+  });
   connections.push(connection);
   // Each test kills its Redis; the reconnect attempts after that are expected.
   connection.on("error", () => {});
@@ -30,14 +36,24 @@ async function connectionTo(port: number): Promise<Redis> {
   return connection;
 }
 
-const check = (points: number, windowSeconds: number): RateCheck => ({ name: "test.lease", key: randomUUID(), points, windowSeconds, per: "test" });
+const check = (points: number, windowSeconds: number): RateCheck => ({
+  name: "test.lease",
+  key: randomUUID(),
+  points,
+  windowSeconds,
+  per: "test",
+});
 
 /** Takes one unit per request, `concurrent` requests at a time; counts those answered without waiting for Redis. */
 async function burst(leases: RateLeases, rate: RateCheck, concurrent: number) {
   const taken = Array.from({ length: concurrent }, () => leases.take(rate, Date.now()));
   const local = taken.filter((result) => !(result instanceof Promise)).length;
   const results = (await Promise.all(taken)) as Array<Counted | undefined>;
-  return { allowed: results.filter((result) => result?.allowed).length, refused: results.filter((result) => result && !result.allowed).length, local };
+  return {
+    allowed: results.filter((result) => result?.allowed).length,
+    refused: results.filter((result) => result && !result.allowed).length,
+    local,
+  };
 }
 
 test("two processes sharing a budget admit exactly the limit; the first refusal is within a lease of it", async () => {

@@ -106,14 +106,20 @@ describe("rates across two API processes", () => {
 
   test("set-limit reaches running processes at once, and default gives the value back", async () => {
     const account = await newAccount();
-    const list = (base: string) => fetch(`${base}/api/v1/scheduler/conference`, { headers: { authorization: account.apiKey } });
+    const list = (base: string) =>
+      fetch(`${base}/api/v1/scheduler/conference`, { headers: { authorization: account.apiKey } });
     // Both processes have the account's limits cached before the change.
     expect((await list(apis[0]!.http)).status).toBe(200);
     expect((await list(apis[1]!.http)).status).toBe(200);
     expect(adminCli("set-limit", account.accountId, "requests.scheduler", "0").code).toBe(0);
     for (const api of apis) {
       // The broadcast reaches the processes within milliseconds of the command's exit.
-      const answer = await until(() => list(api.http), (response) => response.status === 429, 1_000, 20);
+      const answer = await until(
+        () => list(api.http),
+        (response) => response.status === 429,
+        1_000,
+        20,
+      );
       expect(answer.status).toBe(429);
       expect(answer.headers.get("ratelimit-policy")).toContain('"requests.scheduler";q=0;w=1');
       expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("rate_limited");
@@ -124,7 +130,17 @@ describe("rates across two API processes", () => {
     expect(scheduler).toMatchObject({ value: 0, overridden: true, default: 500 });
 
     expect(adminCli("set-limit", account.accountId, "requests.scheduler", "default").code).toBe(0);
-    for (const api of apis) expect((await until(() => list(api.http), (response) => response.status === 200, 1_000, 20)).status).toBe(200);
+    for (const api of apis)
+      expect(
+        (
+          await until(
+            () => list(api.http),
+            (response) => response.status === 200,
+            1_000,
+            20,
+          )
+        ).status,
+      ).toBe(200);
 
     const misuse = adminCli("set-limit", account.accountId, "requests.everything", "5");
     expect(misuse.code).toBe(1);
@@ -202,14 +218,28 @@ describe("routes without a credential", () => {
 describe("when Redis is down", () => {
   test("rates fall back to each process's memory: 429 past the limit, never a 5xx, no wait for Redis", async () => {
     const port = await freePort();
-    const redis = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+    const redis = Bun.spawn(
+      ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+      { stdout: "ignore", stderr: "ignore" },
+    );
     processes.push(redis);
     let api: Awaited<ReturnType<typeof startApi>> | undefined;
     try {
-      for (let i = 0; i < 50 && Bun.spawnSync(["redis-cli", "-p", String(port), "ping"]).stdout.toString().trim() !== "PONG"; i++) await Bun.sleep(100);
+      for (
+        let i = 0;
+        i < 50 &&
+        Bun.spawnSync(["redis-cli", "-p", String(port), "ping"])
+          .stdout.toString()
+          .trim() !== "PONG";
+        i++
+      )
+        await Bun.sleep(100);
       const account = await newAccount();
       expect(adminCli("set-limit", account.accountId, "tokens.per_key", "3").code).toBe(0);
-      api = await startApi({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: `parley-limits-down-${process.pid}` });
+      api = await startApi({
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        REDIS_PREFIX: `parley-limits-down-${process.pid}`,
+      });
       expect((await mint(api!.http, account.apiKey)).status).toBe(200);
       redis.kill("SIGKILL");
       await redis.exited;
@@ -239,7 +269,10 @@ describe("route families in one process", () => {
     expect(adminCli("set-limit", account.accountId, "requests.scheduler", "3").code).toBe(0);
     await freshWindow(1);
     const statuses = [];
-    for (let i = 0; i < 5; i++) statuses.push((await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: account.apiKey } })).status);
+    for (let i = 0; i < 5; i++)
+      statuses.push(
+        (await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: account.apiKey } })).status,
+      );
     expect(statuses).toEqual([200, 200, 200, 429, 429]);
     const refused = await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: account.apiKey } });
     expect(refused.body.error.code).toBe("rate_limited");
@@ -247,8 +280,13 @@ describe("route families in one process", () => {
     expect(refused.headers.get("ratelimit-policy")).toContain('"requests.per_key";q=5000;w=1');
     expect(refused.headers.get("retry-after")).toBe("1");
     // Another family of the same account, and the same family of another account.
-    expect((await call("GET", "/api/v1/conference-mapper/phoneNumberList", { headers: { authorization: account.apiKey } })).status).not.toBe(429);
-    expect((await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: other.apiKey } })).status).toBe(200);
+    expect(
+      (await call("GET", "/api/v1/conference-mapper/phoneNumberList", { headers: { authorization: account.apiKey } }))
+        .status,
+    ).not.toBe(429);
+    expect(
+      (await call("GET", "/api/v1/scheduler/conference", { headers: { authorization: other.apiKey } })).status,
+    ).toBe(200);
   });
 
   test("per API key: every route of a key counts together, the account's other key has its own count", async () => {
@@ -273,21 +311,43 @@ describe("route families in one process", () => {
     const token = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
     const key = { authorization: account.apiKey };
     const bearer = { authorization: `Bearer ${token}` };
-    const basic = { authorization: `Basic ${Buffer.from(`${account.accountId}:${account.apiKey}`).toString("base64")}` };
+    const basic = {
+      authorization: `Basic ${Buffer.from(`${account.accountId}:${account.apiKey}`).toString("base64")}`,
+    };
     const answers: Record<string, Awaited<ReturnType<typeof call>>> = {
-      token: await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: account.apiKey, user: { id: "bob" } } }),
+      token: await call("POST", "/api/v1/misc/generate-token", {
+        body: { apiKey: account.apiKey, user: { id: "bob" } },
+      }),
       scheduler: await call("GET", "/api/v1/scheduler/reservation", { headers: key }),
       mapper: await call("GET", "/api/v1/conference-mapper/phoneNumberList", { headers: key }),
-      streaming: await call("POST", "/terraform/v1/hooks/srs/stopRecording", { headers: key, body: { room_name: "idle" } }),
-      events: await call("POST", "/api/v1/events/room/created", { headers: key, body: { event_name: "muc-room-created", room_name: "r", created_at: 1 } }),
+      streaming: await call("POST", "/terraform/v1/hooks/srs/stopRecording", {
+        headers: key,
+        body: { room_name: "idle" },
+      }),
+      events: await call("POST", "/api/v1/events/room/created", {
+        headers: key,
+        body: { event_name: "muc-room-created", room_name: "r", created_at: 1 },
+      }),
       messaging: await call("GET", "/api/v1/messaging/rooms", { headers: bearer }),
-      uploads: await call("POST", "/api/v1/misc/get-presigned", { headers: bearer, body: { fileName: "a.png", fileType: "png" } }),
-      usage: await call("POST", "/api/v1/pricing/cdr", { headers: basic, body: { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" } }),
+      uploads: await call("POST", "/api/v1/misc/get-presigned", {
+        headers: bearer,
+        body: { fileName: "a.png", fileType: "png" },
+      }),
+      usage: await call("POST", "/api/v1/pricing/cdr", {
+        headers: basic,
+        body: { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" },
+      }),
     };
     for (const [family, answer] of Object.entries(answers)) {
       expect([family, answer.status < 500]).toEqual([family, true]);
-      expect([family, answer.headers.get("ratelimit-policy")]).toEqual([family, expect.stringContaining(`"requests.${family}";q=`)]);
-      expect([family, answer.headers.get("ratelimit")]).toEqual([family, expect.stringMatching(new RegExp(`"requests\\.${family}";r=\\d+;t=1`))]);
+      expect([family, answer.headers.get("ratelimit-policy")]).toEqual([
+        family,
+        expect.stringContaining(`"requests.${family}";q=`),
+      ]);
+      expect([family, answer.headers.get("ratelimit")]).toEqual([
+        family,
+        expect.stringMatching(new RegExp(`"requests\\.${family}";r=\\d+;t=1`)),
+      ]);
     }
     // The key's own counters come with the routes that take the API key, and only with them.
     expect(answers.scheduler!.headers.get("ratelimit-policy")).toContain('"requests.per_key";q=5000;w=1');
@@ -303,7 +363,9 @@ describe("route families in one process", () => {
     await freshWindow(2);
     // Sent at once, they reach their check in the same turn of the event loop and share one script call.
     const answers = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => call("POST", "/api/v1/misc/generate-token", { body: { apiKey: account.apiKey, user: { id: `u${i}` } } })),
+      Array.from({ length: 8 }, (_, i) =>
+        call("POST", "/api/v1/misc/generate-token", { body: { apiKey: account.apiKey, user: { id: `u${i}` } } }),
+      ),
     );
     expect(answers.filter((answer) => answer.status === 200).length).toBe(5);
     expect(answers.filter((answer) => answer.status === 429).length).toBe(3);
@@ -344,7 +406,10 @@ describe("quotas counted in PostgreSQL", () => {
     expect(adminCli("set-limit", account.accountId, "recordings.concurrent", "1").code).toBe(0);
     await liveStream(account.accountId, "one", true);
     const start = (apiKey: string, room: string, isRecording = false) =>
-      call("POST", "/terraform/v1/hooks/srs/startRecording", { headers: { authorization: apiKey }, body: { room_name: room, is_recording: isRecording } });
+      call("POST", "/terraform/v1/hooks/srs/startRecording", {
+        headers: { authorization: apiKey },
+        body: { room_name: room, is_recording: isRecording },
+      });
 
     const recording = await start(account.apiKey, "two", true);
     expect(recording.status).toBe(429);
@@ -412,18 +477,31 @@ describe("quotas counted in PostgreSQL", () => {
     expect(socket.isConnected()).toBe(true);
 
     // An edit that grows the text is refused over REST with the headers.
-    const edit = await call("PUT", `/api/v1/messaging/rooms/quota/messages/${fits.response.message.id}`, { headers: auth, body: { content: "x".repeat(41) } });
+    const edit = await call("PUT", `/api/v1/messaging/rooms/quota/messages/${fits.response.message.id}`, {
+      headers: auth,
+      body: { content: "x".repeat(41) },
+    });
     expect(edit.status).toBe(429);
     expect(edit.body.error.code).toBe("quota_exceeded");
     expect(edit.headers.get("retry-after")).toBe("3600");
     expect(edit.headers.get("ratelimit-policy")).toBe('"chat.stored_bytes";q=100;qu="content-bytes"');
     expect(edit.headers.get("ratelimit")).toBe('"chat.stored_bytes";r=0;t=3600');
     // One that shrinks it frees bytes.
-    expect((await call("PUT", `/api/v1/messaging/rooms/quota/messages/${fits.response.message.id}`, { headers: auth, body: { content: "x".repeat(30) } })).status).toBe(200);
+    expect(
+      (
+        await call("PUT", `/api/v1/messaging/rooms/quota/messages/${fits.response.message.id}`, {
+          headers: auth,
+          body: { content: "x".repeat(30) },
+        })
+      ).status,
+    ).toBe(200);
     expect(await storedChatBytes(account.accountId)).toBe(90);
 
     // Deleting frees the bytes (the trigger counts deletes), and posting works again.
-    const deleted = await call("DELETE", "/api/v1/messaging/rooms/quota/messages", { headers: auth, body: { message_ids: [first.response.message.id] } });
+    const deleted = await call("DELETE", "/api/v1/messaging/rooms/quota/messages", {
+      headers: auth,
+      body: { message_ids: [first.response.message.id] },
+    });
     expect(deleted.status).toBe(200);
     expect(await storedChatBytes(account.accountId)).toBe(30);
     expect((await push(channel, "new_message", { content: "one more" })).status).toBe("ok");

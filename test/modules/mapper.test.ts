@@ -13,20 +13,25 @@ import { adminCli } from "../support/admin-cli";
 const MAPPER = "/api/v1/conference-mapper/conferenceMapper";
 const NUMBERS = "/api/v1/conference-mapper/phoneNumberList";
 
-
 /** The id with its last digit typed wrong: one substituted digit, which the check digit always catches. */
 function mistype(id: number): number {
   const digits = String(id);
   return Number(`${digits.slice(0, -1)}${(Number(digits.at(-1)) + 1) % 10}`);
 }
 
-/** What jitsi-meet's dial-in page does with the two answers: it needs `conference` and `id`, and an array is the new number format. */
+/**
+ * What jitsi-meet's dial-in page does with the two answers: it needs
+ * `conference` and `id`, and an array is the new number format.
+ */
 function readAsJitsiMeet(mapping: any, numbers: any) {
   if (!mapping.conference || !mapping.id) throw new Error("jitsi-meet would show: no conference id");
   if (!Array.isArray(numbers)) throw new Error("jitsi-meet would read the legacy { numbers: {...} } format");
   return {
     pin: String(mapping.id),
-    byCountry: Object.groupBy(numbers as Array<{ countryCode: string; formattedNumber: string; tollFree: boolean; default: boolean }>, (n) => n.countryCode),
+    byCountry: Object.groupBy(
+      numbers as Array<{ countryCode: string; formattedNumber: string; tollFree: boolean; default: boolean }>,
+      (n) => n.countryCode,
+    ),
   };
 }
 
@@ -40,7 +45,9 @@ describe("mapper ids", () => {
 
   test("ids have the configured length, a leading non-zero digit and a valid check digit", async () => {
     const { accountId } = await newAccount();
-    const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => mapperIdFor(accountId, `room-${i}@conference.example.com`)));
+    const ids = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => mapperIdFor(accountId, `room-${i}@conference.example.com`)),
+    );
     for (const id of ids) {
       expect(String(id)).toHaveLength(config.mapper.idDigits);
       expect(hasValidCheckDigit(id)).toBe(true);
@@ -72,7 +79,9 @@ describe("mapper ids", () => {
 
   test("concurrent first requests for one conference agree on one id", async () => {
     const { accountId } = await newAccount();
-    const ids = await Promise.all(Array.from({ length: 12 }, () => mapperIdFor(accountId, "race@conference.example.com")));
+    const ids = await Promise.all(
+      Array.from({ length: 12 }, () => mapperIdFor(accountId, "race@conference.example.com")),
+    );
     expect(new Set(ids).size).toBe(1);
   });
 
@@ -95,12 +104,18 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
     [a, b] = await Promise.all([newAccount(), newAccount()]);
   });
 
-  const as = (account: { apiKey: string }, bearer = false) => ({ headers: { authorization: bearer ? `Bearer ${account.apiKey}` : account.apiKey } });
+  const as = (account: { apiKey: string }, bearer = false) => ({
+    headers: { authorization: bearer ? `Bearer ${account.apiKey}` : account.apiKey },
+  });
 
   test("conference= creates a mapping once and returns the same id after, case-insensitively", async () => {
     const first = await call("GET", `${MAPPER}?conference=daily@conference.meet.example.com`, as(a));
     expect(first.status).toBe(200);
-    expect(first.body).toEqual({ message: expect.any(String), id: expect.any(Number), conference: "daily@conference.meet.example.com" });
+    expect(first.body).toEqual({
+      message: expect.any(String),
+      id: expect.any(Number),
+      conference: "daily@conference.meet.example.com",
+    });
     expect(hasValidCheckDigit(first.body.id)).toBe(true);
     const again = await call("GET", `${MAPPER}?conference=Daily@Conference.Meet.Example.com`, as(a, true));
     expect(again.body.id).toBe(first.body.id);
@@ -112,13 +127,21 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
     for (const param of ["id", "cid"]) {
       const found = await call("GET", `${MAPPER}?${param}=${body.id}`, as(a));
       expect(found.status).toBe(200);
-      expect(found.body).toEqual({ message: expect.any(String), id: body.id, conference: "lookup@conference.meet.example.com" });
+      expect(found.body).toEqual({
+        message: expect.any(String),
+        id: body.id,
+        conference: "lookup@conference.meet.example.com",
+      });
     }
   });
 
   test("conference= takes precedence over id=", async () => {
     const other = await call("GET", `${MAPPER}?conference=other@conference.meet.example.com`, as(a));
-    const answer = await call("GET", `${MAPPER}?id=${other.body.id}&conference=winner@conference.meet.example.com`, as(a));
+    const answer = await call(
+      "GET",
+      `${MAPPER}?id=${other.body.id}&conference=winner@conference.meet.example.com`,
+      as(a),
+    );
     expect(answer.body.conference).toBe("winner@conference.meet.example.com");
     expect(answer.body.id).not.toBe(other.body.id);
   });
@@ -137,7 +160,17 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
   });
 
   test("missing or malformed input is 405 with a message", async () => {
-    for (const query of ["", "?id=", "?id=12ab", "?id=-5", "?id=12345678901", "?conference=no-at-sign", "?conference=room@", "?conference=a@b@conference.example.com", "?other=1"]) {
+    for (const query of [
+      "",
+      "?id=",
+      "?id=12ab",
+      "?id=-5",
+      "?id=12345678901",
+      "?conference=no-at-sign",
+      "?conference=room@",
+      "?conference=a@b@conference.example.com",
+      "?other=1",
+    ]) {
       const answer = await call("GET", `${MAPPER}${query}`, as(a));
       expect(answer.status, query).toBe(405);
       expect(answer.body.error.code).toBe("invalid_mapper_input");
@@ -146,13 +179,26 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
   });
 
   test("a room typed with spaces or accents is the room jitsi-meet names (its getBackendSafeRoomName)", async () => {
-    const spellings = ["Design Review@conference.meet.example.com", "design review@conference.meet.example.com", "design%20review@Conference.Meet.Example.com"];
-    const answers = await Promise.all(spellings.map((conference) => call("GET", `${MAPPER}?conference=${encodeURIComponent(conference)}`, as(a))));
+    const spellings = [
+      "Design Review@conference.meet.example.com",
+      "design review@conference.meet.example.com",
+      "design%20review@Conference.Meet.Example.com",
+    ];
+    const answers = await Promise.all(
+      spellings.map((conference) => call("GET", `${MAPPER}?conference=${encodeURIComponent(conference)}`, as(a))),
+    );
     for (const answer of answers) {
       expect(answer.status).toBe(200);
-      expect(answer.body).toMatchObject({ id: answers[0]!.body.id, conference: "design%20review@conference.meet.example.com" });
+      expect(answer.body).toMatchObject({
+        id: answers[0]!.body.id,
+        conference: "design%20review@conference.meet.example.com",
+      });
     }
-    const cafe = await call("GET", `${MAPPER}?conference=${encodeURIComponent("Café@conference.meet.example.com")}`, as(a));
+    const cafe = await call(
+      "GET",
+      `${MAPPER}?conference=${encodeURIComponent("Café@conference.meet.example.com")}`,
+      as(a),
+    );
     expect(cafe.body.conference).toBe("caf%c3%a9@conference.meet.example.com");
     const byId = await call("GET", `${MAPPER}?id=${cafe.body.id}`, as(a));
     expect(byId.body.conference).toBe("caf%c3%a9@conference.meet.example.com");
@@ -160,7 +206,10 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
 
   test("without a valid API key it is 401", async () => {
     expect((await call("GET", `${MAPPER}?conference=x@conference.example.com`)).status).toBe(401);
-    expect((await call("GET", `${MAPPER}?conference=x@conference.example.com`, { headers: { authorization: "prl_nope" } })).status).toBe(401);
+    expect(
+      (await call("GET", `${MAPPER}?conference=x@conference.example.com`, { headers: { authorization: "prl_nope" } }))
+        .status,
+    ).toBe(401);
   });
 
   test("the public per-account form answers a browser with no credential, with CORS open", async () => {
@@ -176,12 +225,18 @@ describe("GET /api/v1/conference-mapper/conferenceMapper", () => {
     const byId = await call("GET", `/api/v1/conference-mapper/${a.accountId}/conferenceMapper?id=${viaKey.body.id}`);
     expect(byId.body.conference).toBe("public@conference.meet.example.com");
     // Another account's path does not see a's mapping.
-    const elsewhere = await call("GET", `/api/v1/conference-mapper/${b.accountId}/conferenceMapper?id=${viaKey.body.id}`);
+    const elsewhere = await call(
+      "GET",
+      `/api/v1/conference-mapper/${b.accountId}/conferenceMapper?id=${viaKey.body.id}`,
+    );
     expect(elsewhere.body.conference).toBe(false);
     const bad = await call("GET", `/api/v1/conference-mapper/${a.accountId}/conferenceMapper`);
     expect(bad.status).toBe(405);
     expect(bad.headers.get("access-control-allow-origin")).toBe("*");
-    expect((await call("GET", "/api/v1/conference-mapper/acc_unknown/conferenceMapper?conference=x@conference.example.com")).status).toBe(404);
+    expect(
+      (await call("GET", "/api/v1/conference-mapper/acc_unknown/conferenceMapper?conference=x@conference.example.com"))
+        .status,
+    ).toBe(404);
   });
 });
 
@@ -200,18 +255,30 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     expect(duplicate.code).toBe(1);
     expect(duplicate.err).toContain("already lists");
     expect(adminCli("add-number", a.accountId).code).toBe(2);
-    for (const [countryCode, formattedNumber] of [["USA", "+1 512 555 0101"], ["U1", "+1 512 555 0101"], ["US", "call me"], ["US", "12"]]) {
-      await expect(addPhoneNumber(a.accountId, { countryCode: countryCode!, formattedNumber: formattedNumber!, tollFree: false })).rejects.toThrow();
+    for (const [countryCode, formattedNumber] of [
+      ["USA", "+1 512 555 0101"],
+      ["U1", "+1 512 555 0101"],
+      ["US", "call me"],
+      ["US", "12"],
+    ]) {
+      await expect(
+        addPhoneNumber(a.accountId, { countryCode: countryCode!, formattedNumber: formattedNumber!, tollFree: false }),
+      ).rejects.toThrow();
     }
 
     const expected = [
       { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true, default: false },
       { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false, default: false },
     ];
-    const viaKey = await call("GET", `${NUMBERS}?conference=room@conference.meet.example.com`, { headers: { authorization: a.apiKey } });
+    const viaKey = await call("GET", `${NUMBERS}?conference=room@conference.meet.example.com`, {
+      headers: { authorization: a.apiKey },
+    });
     expect(viaKey.status).toBe(200);
     expect(viaKey.body).toEqual(expected);
-    const viaPath = await call("GET", `/api/v1/conference-mapper/${a.accountId}/phoneNumberList?conference=room@conference.meet.example.com`);
+    const viaPath = await call(
+      "GET",
+      `/api/v1/conference-mapper/${a.accountId}/phoneNumberList?conference=room@conference.meet.example.com`,
+    );
     expect(viaPath.body).toEqual(expected);
     expect(viaPath.headers.get("access-control-allow-origin")).toBe("*");
     expect((await call("GET", NUMBERS, { headers: { authorization: b.apiKey } })).body).toEqual([]);
@@ -236,12 +303,15 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     ]);
     const page = readAsJitsiMeet(mapping.body, numbers.body);
     expect(page.pin).toMatch(/^[1-9][0-9]{5,9}$/);
-    expect(page.byCountry.GB).toEqual([{ countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false }]);
+    expect(page.byCountry.GB).toEqual([
+      { countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false },
+    ]);
   }, 30_000);
 
   test("the operator marks the default number: it is flagged and listed first, and only one is", async () => {
     const account = await newAccount();
-    const numbersOf = async () => (await call("GET", `/api/v1/conference-mapper/${account.accountId}/phoneNumberList`)).body;
+    const numbersOf = async () =>
+      (await call("GET", `/api/v1/conference-mapper/${account.accountId}/phoneNumberList`)).body;
     expect(adminCli("add-number", account.accountId, "DE", "0800 123 4567", "--toll-free").code).toBe(0);
     expect(adminCli("add-number", account.accountId, "US", "+1 512 555 0100", "--default").code).toBe(0);
     expect(adminCli("add-number", account.accountId, "GB", "+44 20 7946 0000").code).toBe(0);
@@ -251,7 +321,10 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
       { countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false },
     ]);
 
-    const rows = JSON.parse(adminCli("list-numbers", account.accountId, "--json").out) as Array<{ id: number; countryCode: string }>;
+    const rows = JSON.parse(adminCli("list-numbers", account.accountId, "--json").out) as Array<{
+      id: number;
+      countryCode: string;
+    }>;
     const gb = rows.find((row) => row.countryCode === "GB")!;
     const moved = adminCli("set-default-number", String(gb.id));
     expect(moved.code).toBe(0);

@@ -11,7 +11,8 @@ const tokens: Record<string, string> = {};
 
 const as = (user: string) => ({ authorization: `Bearer ${tokens[user]}` });
 const get = (user: string, path: string) => call("GET", path, { headers: as(user) });
-const send = (user: string, method: string, path: string, body?: unknown) => call(method, path, { headers: as(user), body });
+const send = (user: string, method: string, path: string, body?: unknown) =>
+  call(method, path, { headers: as(user), body });
 
 async function post(user: string, channelId: string, message: Record<string, unknown>) {
   return postMessage(actorFrom(await verifyAccessToken(tokens[user]!, "messaging")), channelId, message as never);
@@ -50,16 +51,23 @@ describe("rooms", () => {
   });
 
   test("a restricted room is invisible and closed to others; the owner adds and removes users", async () => {
-    const created = await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "secret", allowed_user_ids: ["alice"] });
+    const created = await send("alice", "POST", "/api/v1/messaging/rooms/create", {
+      channel_id: "secret",
+      allowed_user_ids: ["alice"],
+    });
     expect(created.status).toBe(201);
     expect((await get("bob", "/api/v1/messaging/rooms/secret")).status).toBe(403);
-    expect((await get("bob", "/api/v1/messaging/rooms")).body.rooms.map((r: any) => r.session_id)).not.toContain("secret");
+    expect((await get("bob", "/api/v1/messaging/rooms")).body.rooms.map((r: any) => r.session_id)).not.toContain(
+      "secret",
+    );
     expect((await send("bob", "POST", "/api/v1/messaging/rooms/secret/users/bob")).status).toBe(403);
 
     const added = await send("alice", "POST", "/api/v1/messaging/rooms/secret/users/bob");
     expect(added.status).toBe(200);
     expect(added.body.room.allowed_user_ids).toEqual(["alice", "bob"]);
-    expect((await send("alice", "POST", "/api/v1/messaging/rooms/secret/users/bob")).body.room.allowed_user_ids).toEqual(["alice", "bob"]);
+    expect(
+      (await send("alice", "POST", "/api/v1/messaging/rooms/secret/users/bob")).body.room.allowed_user_ids,
+    ).toEqual(["alice", "bob"]);
     expect((await get("bob", "/api/v1/messaging/rooms/secret")).status).toBe(200);
     expect((await get("bob", "/api/v1/rooms/secret/users")).body).toEqual({
       users: [
@@ -67,7 +75,9 @@ describe("rooms", () => {
         { id: "bob", name: "Bob Dylan" },
       ],
     });
-    expect((await get("bob", "/api/v1/messaging/rooms/secret/users/alice")).body).toEqual({ user: { id: "alice", name: "Alice Liddell" } });
+    expect((await get("bob", "/api/v1/messaging/rooms/secret/users/alice")).body).toEqual({
+      user: { id: "alice", name: "Alice Liddell" },
+    });
     expect((await get("bob", "/api/v1/messaging/rooms/secret/users/carol")).status).toBe(404);
 
     const removed = await send("alice", "DELETE", "/api/v1/messaging/rooms/secret/users/bob");
@@ -81,19 +91,27 @@ describe("rooms", () => {
   test("another account's room is 404, never 403", async () => {
     const other = await newAccount();
     const stranger = await tokenFor(other.apiKey, { id: "alice" }, "messaging");
-    const answer = await call("GET", "/api/v1/messaging/rooms/general", { headers: { authorization: `Bearer ${stranger}` } });
+    const answer = await call("GET", "/api/v1/messaging/rooms/general", {
+      headers: { authorization: `Bearer ${stranger}` },
+    });
     expect(answer.status).toBe(404);
     expect(answer.body.error.code).toBe("not_found");
-    const messages = await call("GET", "/api/v1/messaging/rooms/general/messages", { headers: { authorization: `Bearer ${stranger}` } });
+    const messages = await call("GET", "/api/v1/messaging/rooms/general/messages", {
+      headers: { authorization: `Bearer ${stranger}` },
+    });
     expect(messages.status).toBe(404);
   });
 
   test("credentials: none is 401, an API key is 401, a media-only token is 403", async () => {
     expect((await call("GET", "/api/v1/messaging/rooms")).status).toBe(401);
-    expect((await call("GET", "/api/v1/messaging/rooms", { headers: { authorization: `Bearer ${account.apiKey}` } })).status).toBe(401);
+    expect(
+      (await call("GET", "/api/v1/messaging/rooms", { headers: { authorization: `Bearer ${account.apiKey}` } })).status,
+    ).toBe(401);
     // Media tokens are signed RS256 only (what Jitsi verifies), so they come from an RS256 account.
     const media = await tokenFor((await newAccount("RS256")).apiKey, { id: "alice" }, "media");
-    expect((await call("GET", "/api/v1/messaging/rooms", { headers: { authorization: `Bearer ${media}` } })).status).toBe(403);
+    expect(
+      (await call("GET", "/api/v1/messaging/rooms", { headers: { authorization: `Bearer ${media}` } })).status,
+    ).toBe(403);
   });
 
   test("bad input is a 4xx with the error shape", async () => {
@@ -102,7 +120,9 @@ describe("rooms", () => {
       expect(answer.status).toBe(400);
       expect(answer.body.error.code).toBe("bad_request");
     }
-    expect((await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "a\u0001b" })).status).toBe(422);
+    expect((await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "a\u0001b" })).status).toBe(
+      422,
+    );
     expect((await get("alice", "/api/v1/messaging/rooms/general/messages/abc")).status).toBe(400);
     expect((await get("alice", "/api/v1/messaging/rooms/general/messages/1.5")).status).toBe(400);
     expect((await get("alice", "/api/v1/messaging/rooms/general/messages/99999999999")).status).toBe(400);
@@ -119,7 +139,8 @@ describe("messages", () => {
   beforeAll(async () => {
     await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "history" });
     ids = [];
-    for (let i = 1; i <= 25; i++) ids.push((await post(i % 2 ? "alice" : "bob", "history", { content: `message ${i}` })).id);
+    for (let i = 1; i <= 25; i++)
+      ids.push((await post(i % 2 ? "alice" : "bob", "history", { content: `message ${i}` })).id);
     // Two older days, to see grouping.
     await db.execute(sql`update chat_messages set inserted_at = '2026-01-02T10:00:00Z' where id = ${ids[0]}`);
     await db.execute(sql`update chat_messages set inserted_at = '2026-01-03T23:59:59Z' where id = ${ids[1]}`);
@@ -129,17 +150,34 @@ describe("messages", () => {
     const first = await get("bob", "/api/v1/messaging/rooms/history/messages");
     expect(first.status).toBe(200);
     expect(first.body.messages).toHaveLength(20);
-    expect(first.body.messages[0]).toMatchObject({ id: ids[24], content: "message 25", created_by: "alice", created_by_name: "Alice Liddell" });
+    expect(first.body.messages[0]).toMatchObject({
+      id: ids[24],
+      content: "message 25",
+      created_by: "alice",
+      created_by_name: "Alice Liddell",
+    });
     const page = await get("bob", "/api/v1/messaging/rooms/history/messages?size=5&offset=20");
-    expect(page.body.messages.map((m: any) => m.content)).toEqual(["message 5", "message 4", "message 3", "message 2", "message 1"]);
+    expect(page.body.messages.map((m: any) => m.content)).toEqual([
+      "message 5",
+      "message 4",
+      "message 3",
+      "message 2",
+      "message 1",
+    ]);
     const full = await get("bob", "/api/v1/messaging/rooms/history/messages?size=100");
     expect(full.body.messages).toHaveLength(25);
   });
 
   test("message_ids picks messages; group_by_day groups them under their UTC day", async () => {
-    const picked = await get("bob", `/api/v1/messaging/rooms/history/messages?message_ids=${ids[0]},${ids[1]},${ids[2]}`);
+    const picked = await get(
+      "bob",
+      `/api/v1/messaging/rooms/history/messages?message_ids=${ids[0]},${ids[1]},${ids[2]}`,
+    );
     expect(picked.body.messages.map((m: any) => m.id)).toEqual([ids[2], ids[1], ids[0]]);
-    const grouped = await get("bob", `/api/v1/messaging/rooms/history/messages?message_ids=${ids[0]},${ids[1]},${ids[2]}&group_by_day=true`);
+    const grouped = await get(
+      "bob",
+      `/api/v1/messaging/rooms/history/messages?message_ids=${ids[0]},${ids[1]},${ids[2]}&group_by_day=true`,
+    );
     const today = new Date().toISOString().slice(0, 10);
     expect(grouped.body.days.map((d: any) => [d.day, d.messages.map((m: any) => m.id)])).toEqual([
       [today, [ids[2]]],
@@ -152,8 +190,12 @@ describe("messages", () => {
   test("one message; edits by the author only, keeping updated_at", async () => {
     const one = await get("bob", `/api/v1/messaging/rooms/history/messages/${ids[2]}`);
     expect(one.body).toMatchObject({ id: ids[2], content: "message 3", reply_count: 0, parent_id: null });
-    expect((await send("bob", "PUT", `/api/v1/messaging/rooms/history/messages/${ids[2]}`, { content: "hijack" })).status).toBe(403);
-    const edited = await send("alice", "PUT", `/api/v1/messaging/rooms/history/messages/${ids[2]}`, { content: "message three" });
+    expect(
+      (await send("bob", "PUT", `/api/v1/messaging/rooms/history/messages/${ids[2]}`, { content: "hijack" })).status,
+    ).toBe(403);
+    const edited = await send("alice", "PUT", `/api/v1/messaging/rooms/history/messages/${ids[2]}`, {
+      content: "message three",
+    });
     expect(edited.status).toBe(200);
     expect(edited.body.content).toBe("message three");
     expect(Date.parse(edited.body.updated_at)).toBeGreaterThan(Date.parse(one.body.updated_at));
@@ -164,23 +206,44 @@ describe("messages", () => {
     const parent = await post("alice", "history", { content: "question" });
     const r1 = await post("bob", "history", { content: "answer 1", parent_id: parent.id });
     const r2 = await post("carol", "history", { content: "answer 2", parent_id: parent.id });
-    await expect(post("bob", "history", { content: "nested", parent_id: r1.id })).rejects.toMatchObject({ code: "validation_failed" });
+    await expect(post("bob", "history", { content: "nested", parent_id: r1.id })).rejects.toMatchObject({
+      code: "validation_failed",
+    });
     const replies = await get("alice", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`);
     expect(replies.body.messages.map((m: any) => m.id)).toEqual([r2.id, r1.id]);
     expect(replies.body.messages[0].parent_id).toBe(parent.id);
-    const grouped = await get("alice", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies?group_by_day=true`);
+    const grouped = await get(
+      "alice",
+      `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies?group_by_day=true`,
+    );
     expect(grouped.body.days[0].messages).toHaveLength(2);
     expect((await get("alice", `/api/v1/messaging/rooms/history/messages/${parent.id}`)).body.reply_count).toBe(2);
     const top = await get("alice", "/api/v1/messaging/rooms/history/messages?size=3");
     expect(top.body.messages.map((m: any) => m.id)).not.toContain(r1.id);
 
     // Bob may delete his own reply but not Carol's.
-    expect((await send("bob", "DELETE", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`, { reply_message_ids: [r2.id] })).status).toBe(403);
-    const own = await send("bob", "DELETE", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`, { reply_message_ids: [r1.id] });
+    expect(
+      (
+        await send("bob", "DELETE", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`, {
+          reply_message_ids: [r2.id],
+        })
+      ).status,
+    ).toBe(403);
+    const own = await send("bob", "DELETE", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`, {
+      reply_message_ids: [r1.id],
+    });
     expect(own.body).toEqual({ message: "1 reply deleted" });
-    expect((await send("bob", "DELETE", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`, { reply_message_ids: [r1.id] })).status).toBe(404);
+    expect(
+      (
+        await send("bob", "DELETE", `/api/v1/messaging/rooms/history/messages/${parent.id}/messages_replies`, {
+          reply_message_ids: [r1.id],
+        })
+      ).status,
+    ).toBe(404);
 
-    const gone = await send("alice", "DELETE", "/api/v1/messaging/rooms/history/messages", { message_ids: [parent.id] });
+    const gone = await send("alice", "DELETE", "/api/v1/messaging/rooms/history/messages", {
+      message_ids: [parent.id],
+    });
     expect(gone.body).toEqual({ message: "2 messages deleted" });
     expect((await get("alice", `/api/v1/messaging/rooms/history/messages/${r2.id}`)).status).toBe(404);
   });
@@ -190,10 +253,18 @@ describe("messages", () => {
     const a = await post("alice", "bobs", { content: "from alice" });
     const c = await post("carol", "bobs", { content: "from carol" });
     await post("carol", "bobs", { content: "another" });
-    expect((await send("carol", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { message_ids: [a.id] })).status).toBe(403);
-    expect((await send("carol", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { message_ids: [c.id] })).status).toBe(200);
-    expect((await send("bob", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { message_ids: [a.id] })).status).toBe(200);
-    expect((await send("carol", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { is_empty: true })).status).toBe(403);
+    expect(
+      (await send("carol", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { message_ids: [a.id] })).status,
+    ).toBe(403);
+    expect(
+      (await send("carol", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { message_ids: [c.id] })).status,
+    ).toBe(200);
+    expect((await send("bob", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { message_ids: [a.id] })).status).toBe(
+      200,
+    );
+    expect((await send("carol", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { is_empty: true })).status).toBe(
+      403,
+    );
     expect((await send("bob", "DELETE", "/api/v1/messaging/rooms/bobs/messages", {})).status).toBe(422);
     const emptied = await send("bob", "DELETE", "/api/v1/messaging/rooms/bobs/messages", { is_empty: true });
     expect(emptied.body.message).toContain("1 message deleted");
@@ -210,15 +281,23 @@ describe("messages", () => {
 describe("search", () => {
   beforeAll(async () => {
     await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "search" });
-    for (const content of ["Quarterly REPORT due", "the report is late", "100% done", "100 percent", "snake_case name", "snakeXcase", "back\\slash"]) {
+    for (const content of [
+      "Quarterly REPORT due",
+      "the report is late",
+      "100% done",
+      "100 percent",
+      "snake_case name",
+      "snakeXcase",
+      "back\\slash",
+    ]) {
       await post("alice", "search", { content });
     }
   });
 
   const search = async (term: string) =>
-    (await get("bob", `/api/v1/messaging/rooms/search/messages/search?search_term=${encodeURIComponent(term)}`)).body.messages.map(
-      (m: any) => m.content,
-    );
+    (
+      await get("bob", `/api/v1/messaging/rooms/search/messages/search?search_term=${encodeURIComponent(term)}`)
+    ).body.messages.map((m: any) => m.content);
 
   test("is case-insensitive and finds substrings, newest first", async () => {
     expect(await search("report")).toEqual(["the report is late", "Quarterly REPORT due"]);
@@ -235,7 +314,9 @@ describe("search", () => {
     expect((await get("bob", "/api/v1/messaging/rooms/search/messages/search?search_term=")).status).toBe(400);
     expect((await get("bob", "/api/v1/messaging/rooms/search/messages/search")).status).toBe(400);
     expect((await get("bob", "/api/v1/messaging/rooms/search/messages/search?search_term=%00")).status).toBe(400);
-    await expect(post("bob", "search", { content: "nul\u0000byte" })).rejects.toMatchObject({ code: "validation_failed" });
+    await expect(post("bob", "search", { content: "nul\u0000byte" })).rejects.toMatchObject({
+      code: "validation_failed",
+    });
     expect(await search("message 1")).toEqual([]);
   });
 
@@ -271,7 +352,9 @@ describe("polls over REST", () => {
     const [mon, fri] = poll.options!;
     const base = `/api/v1/messaging/rooms/vote/messages/${poll.id}/poll`;
     expect((await get("bob", `${base}/is_voted`)).body).toEqual({ is_voted: false });
-    expect((await send("bob", "POST", `${base}/${mon!.id}`)).body).toEqual({ poll_answer: { answer: mon!.id, user_id: "bob" } });
+    expect((await send("bob", "POST", `${base}/${mon!.id}`)).body).toEqual({
+      poll_answer: { answer: mon!.id, user_id: "bob" },
+    });
     expect((await get("bob", `${base}/is_voted`)).body).toEqual({ is_voted: true });
     expect((await get("alice", `${base}/is_voted`)).body).toEqual({ is_voted: false });
     await send("bob", "POST", `${base}/${fri!.id}`);
@@ -290,9 +373,15 @@ describe("polls over REST", () => {
     const foreign = await send("bob", "POST", `${base}/${other.options![0]!.id}`);
     expect(foreign.status).toBe(422);
     const plain = await post("alice", "vote", { content: "not a poll" });
-    expect((await send("bob", "POST", `/api/v1/messaging/rooms/vote/messages/${plain.id}/poll/${mon!.id}`)).status).toBe(422);
+    expect(
+      (await send("bob", "POST", `/api/v1/messaging/rooms/vote/messages/${plain.id}/poll/${mon!.id}`)).status,
+    ).toBe(422);
     expect((await get("bob", `/api/v1/messaging/rooms/vote/messages/${plain.id}/poll/votes`)).status).toBe(422);
-    await expect(post("alice", "vote", { content: "q", content_type: "poll", options: ["same", "same"] })).rejects.toMatchObject({ code: "validation_failed" });
-    await expect(post("alice", "vote", { content: "q", options: ["a", "b"] })).rejects.toMatchObject({ code: "validation_failed" });
+    await expect(
+      post("alice", "vote", { content: "q", content_type: "poll", options: ["same", "same"] }),
+    ).rejects.toMatchObject({ code: "validation_failed" });
+    await expect(post("alice", "vote", { content: "q", options: ["a", "b"] })).rejects.toMatchObject({
+      code: "validation_failed",
+    });
   });
 });

@@ -61,7 +61,9 @@ function exchange(request: string): Promise<RawAnswer> {
       const end = received.indexOf("\r\n\r\n");
       if (end < 0) return;
       const [statusLine, ...lines] = received.subarray(0, end).toString("latin1").split("\r\n");
-      const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+      const headers = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]),
+      );
       const status = Number(statusLine!.split(" ")[1]);
       const rest = received.subarray(end + 4);
       if (headers["content-length"] !== undefined) {
@@ -94,8 +96,18 @@ const USER_AGENT = "Prosody (0.12.4; posix)";
  * and the form content type.
  */
 function prosodyRequest(account: Account, method: string, path: string, form?: Record<string, string>) {
-  const body = form ? Object.entries(form).map(([key, value]) => `${prosodyUrlencode(key)}=${prosodyUrlencode(value)}`).join("&") : "";
-  const lines = [`${method} ${PREFIX}${path} HTTP/1.1`, `Host: 127.0.0.1:${server.port}`, `User-Agent: ${USER_AGENT}`, "Connection: close", `Authorization: ${account.apiKey}`];
+  const body = form
+    ? Object.entries(form)
+        .map(([key, value]) => `${prosodyUrlencode(key)}=${prosodyUrlencode(value)}`)
+        .join("&")
+    : "";
+  const lines = [
+    `${method} ${PREFIX}${path} HTTP/1.1`,
+    `Host: 127.0.0.1:${server.port}`,
+    `User-Agent: ${USER_AGENT}`,
+    "Connection: close",
+    `Authorization: ${account.apiKey}`,
+  ];
   if (form) lines.push(`Content-Length: ${Buffer.byteLength(body)}`, "Content-Type: application/x-www-form-urlencoded");
   return exchange(`${lines.join("\r\n")}\r\n\r\n${body}`);
 }
@@ -111,7 +123,8 @@ function prosodyParseDate(text: unknown): number | undefined {
   const match = /^(\d\d\d\d)-?(\d\d)-?(\d\d)T(\d\d):(\d\d):(\d\d)\.?\d*([Z+-]?)(\d?\d?):?(\d?\d?)$/.exec(text);
   if (!match) return undefined;
   const [, year, month, day, hour, minute, second, sign, offsetHours, offsetMinutes] = match;
-  let seconds = Date.UTC(Number(year), Number(month) - 1, Number(day), Number(hour), Number(minute), Number(second)) / 1000;
+  let seconds =
+    Date.UTC(Number(year), Number(month) - 1, Number(day), Number(hour), Number(minute), Number(second)) / 1000;
   if (sign === "+" || sign === "-") {
     const offset = (Number(offsetHours || 0) * 60 + Number(offsetMinutes || 0)) * 60;
     seconds += sign === "+" ? -offset : offset;
@@ -152,7 +165,13 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     // 10:00 in New York in January is 15:00 UTC.
     const reserved = await call("POST", `${PREFIX}/reservation`, {
       headers: { authorization: account.apiKey },
-      body: { mail_owner: "alice@meet.example.com", name: "Design Review", duration: 60, start_time: "2030-01-15T10:00", timezone: "America/New_York" },
+      body: {
+        mail_owner: "alice@meet.example.com",
+        name: "Design Review",
+        duration: 60,
+        start_time: "2030-01-15T10:00",
+        timezone: "America/New_York",
+      },
     });
     expect(reserved.status).toBe(200);
     reservationId = reserved.body.id;
@@ -175,12 +194,22 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
       for (const name of ["escaped-owner", "escaped-other"]) {
         const reserved = await call("POST", `${PREFIX}/reservation`, {
           headers: { authorization: other.apiKey },
-          body: { mail_owner: "Alice@example.com", name, duration: 60, start_time: "2030-01-15T15:00", timezone: "UTC" },
+          body: {
+            mail_owner: "Alice@example.com",
+            name,
+            duration: 60,
+            start_time: "2030-01-15T15:00",
+            timezone: "UTC",
+          },
         });
         expect(reserved.status).toBe(200);
       }
-      expect((await createConference(other, "escaped-owner", T0, "alice\\40example.com@meet.example.com")).status).toBe(200);
-      expect((await createConference(other, "escaped-other", T0, "mallory\\40example.com@meet.example.com")).status).toBe(403);
+      expect((await createConference(other, "escaped-owner", T0, "alice\\40example.com@meet.example.com")).status).toBe(
+        200,
+      );
+      expect(
+        (await createConference(other, "escaped-other", T0, "mallory\\40example.com@meet.example.com")).status,
+      ).toBe(403);
     } finally {
       restore();
     }
@@ -215,7 +244,9 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     // These conferences are what GET /conference lists.
     const listed = await call("GET", `${PREFIX}/conference`, { headers: { authorization: account.apiKey } });
     expect(listed.body).toEqual([data]);
-    const byRoom = await call("GET", `${PREFIX}/conference/room/Design%20Review`, { headers: { authorization: account.apiKey } });
+    const byRoom = await call("GET", `${PREFIX}/conference/room/Design%20Review`, {
+      headers: { authorization: account.apiKey },
+    });
     expect(byRoom.body).toEqual(data);
 
     // The room is destroyed: Prosody sends DELETE /conference/{conflict_id} (the id it kept).
@@ -249,7 +280,13 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     const opened = await createConference(account, "Ad-Hoc", T0, "f3b1c2d4-guest@guest.meet.example.com");
     expect(opened.status).toBe(200);
     const { data, expiresAt } = prosodyAccepts(opened, "Ad-Hoc");
-    expect(data).toMatchObject({ name: "ad-hoc", mail_owner: "f3b1c2d4-guest@guest.meet.example.com", start_time: javaDate(T0), duration: 86_400, reservation_id: null });
+    expect(data).toMatchObject({
+      name: "ad-hoc",
+      mail_owner: "f3b1c2d4-guest@guest.meet.example.com",
+      start_time: javaDate(T0),
+      duration: 86_400,
+      reservation_id: null,
+    });
     expect(expiresAt).toBe(T0 + 86_400);
   });
 
@@ -257,7 +294,9 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     const startTime = prosodyUrlencode("2030-01-15T15:00:00.000+0000");
     const body = `name=jicofo-room&start_time=${startTime}&mail_owner=${prosodyUrlencode("x@meet.example.com")}`;
     const answer = await exchange(
-      `POST ${PREFIX}/conference HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: ${USER_AGENT}\r\n` + `Authorization: Bearer ${account.apiKey}\r\nContent-Length: ${body.length}\r\n` + `Content-Type: application/x-www-form-urlencoded\r\n\r\n${body}`,
+      `POST ${PREFIX}/conference HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: ${USER_AGENT}\r\n` +
+        `Authorization: Bearer ${account.apiKey}\r\nContent-Length: ${body.length}\r\n` +
+        `Content-Type: application/x-www-form-urlencoded\r\n\r\n${body}`,
     );
     expect(answer.status).toBe(200);
     expect(prosodyAccepts(answer, "jicofo-room").expiresAt).toBe(T0 + 86_400);
@@ -282,7 +321,8 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
   test("without the API key header it is 401; another account's conference ids are 404", async () => {
     const body = `name=x&start_time=${prosodyUrlencode(javaDate(T0))}&mail_owner=a%40b.c`;
     const anonymous = await exchange(
-      `POST ${PREFIX}/conference HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: ${USER_AGENT}\r\n` + `Content-Length: ${body.length}\r\nContent-Type: application/x-www-form-urlencoded\r\n\r\n${body}`,
+      `POST ${PREFIX}/conference HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: ${USER_AGENT}\r\n` +
+        `Content-Length: ${body.length}\r\nContent-Type: application/x-www-form-urlencoded\r\n\r\n${body}`,
     );
     expect(anonymous.status).toBe(401);
 
@@ -290,7 +330,9 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     const mine = prosodyAccepts(await createConference(account, "tenancy", T0, "a@meet.example.com"), "tenancy").data;
     expect((await prosodyRequest(other, "GET", `/conference/${mine.id}`)).status).toBe(404);
     expect((await prosodyRequest(other, "DELETE", `/conference/${mine.id}`)).status).toBe(404);
-    expect((await call("GET", `${PREFIX}/conference/room/tenancy`, { headers: { authorization: other.apiKey } })).status).toBe(404);
+    expect(
+      (await call("GET", `${PREFIX}/conference/room/tenancy`, { headers: { authorization: other.apiKey } })).status,
+    ).toBe(404);
     expect((await call("GET", `${PREFIX}/conference`, { headers: { authorization: other.apiKey } })).body).toEqual([]);
     // The same room name in the other account is its own room.
     expect((await createConference(other, "tenancy", T0, "b@meet.example.com")).status).toBe(200);
@@ -301,7 +343,13 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
     const owner = await newAccount();
     const reserved = await call("POST", `${PREFIX}/reservation`, {
       headers: { authorization: owner.apiKey },
-      body: { mail_owner: "alice@meet.example.com", name: "gone", duration: 30, start_time: "2030-01-15T15:00", timezone: "UTC" },
+      body: {
+        mail_owner: "alice@meet.example.com",
+        name: "gone",
+        duration: 30,
+        start_time: "2030-01-15T15:00",
+        timezone: "UTC",
+      },
     });
     expect((await createConference(owner, "gone", T0 + 40 * MINUTE, "bob@meet.example.com")).status).toBe(419);
     await call("DELETE", `${PREFIX}/reservation/${reserved.body.id}`, { headers: { authorization: owner.apiKey } });
@@ -326,11 +374,14 @@ describe("Prosody mod_reservations against /api/v1/scheduler", () => {
       expect(deleted.status).toBe(200);
       expect(JSON.parse(deleted.body).ended_at).toBeString();
     }
-    for (const id of ["1.5", "1e0", "0x1", "-1", "1.0.0"]) expect((await prosodyRequest(account, "GET", `/conference/${id}`)).status, id).toBe(404);
+    for (const id of ["1.5", "1e0", "0x1", "-1", "1.0.0"])
+      expect((await prosodyRequest(account, "GET", `/conference/${id}`)).status, id).toBe(404);
   });
 
   test("concurrent first joins on several shards open the room once", async () => {
-    const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => createConference(account, "busy", T0, `user${i}@meet.example.com`)));
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => createConference(account, "busy", T0, `user${i}@meet.example.com`)),
+    );
     expect(answers.filter((answer) => answer.status === 200)).toHaveLength(1);
     const winner = JSON.parse(answers.find((answer) => answer.status === 200)!.body).id;
     for (const answer of answers.filter((candidate) => candidate.status !== 200)) {

@@ -23,7 +23,10 @@ const booking = (overrides: Record<string, unknown> = {}) => ({
 /** Opens a room as Prosody would (form-encoded), answering the UTC instant the reservation became. */
 async function openedAt(account: Account, name: string, startTime: string, owner = "owner@example.com") {
   const body = new URLSearchParams({ name, start_time: startTime, mail_owner: owner }).toString();
-  return call("POST", `${API}/conference`, { headers: { ...as(account), "content-type": "application/x-www-form-urlencoded" }, raw: body });
+  return call("POST", `${API}/conference`, {
+    headers: { ...as(account), "content-type": "application/x-www-form-urlencoded" },
+    raw: body,
+  });
 }
 
 describe("reservations", () => {
@@ -35,7 +38,10 @@ describe("reservations", () => {
   });
 
   test("POST creates a reservation and gives the times back as they came in", async () => {
-    const answer = await reserve(a, booking({ start_time: "2030-01-15T10:00", timezone: "America/New York", duration: "45", pin: "1234ab" }));
+    const answer = await reserve(
+      a,
+      booking({ start_time: "2030-01-15T10:00", timezone: "America/New York", duration: "45", pin: "1234ab" }),
+    );
     expect(answer.status).toBe(200);
     expect(answer.body).toEqual({
       id: expect.any(Number),
@@ -47,17 +53,39 @@ describe("reservations", () => {
       timezone: "America/New York",
       pin: "1234ab",
     });
-    const defaults = await reserve(a, booking({ name: "Defaults", timezone: undefined, start_time: "2030-01-15T10:00:30" }));
+    const defaults = await reserve(
+      a,
+      booking({ name: "Defaults", timezone: undefined, start_time: "2030-01-15T10:00:30" }),
+    );
     expect(defaults.status).toBe(200);
-    expect(defaults.body).toMatchObject({ timezone: "America/New_York", start_time: "2030-01-15T10:00:30", duration: 60 });
+    expect(defaults.body).toMatchObject({
+      timezone: "America/New_York",
+      start_time: "2030-01-15T10:00:30",
+      duration: 60,
+    });
     expect(defaults.body.pin).toBeUndefined();
   });
 
   test("a form-encoded reservation is read like JSON", async () => {
-    const form = new URLSearchParams({ mail_owner: "owner@example.com", name: "Form Room", duration: "30", start_time: "2030-04-01T08:00", timezone: "Europe/Berlin" });
-    const answer = await call("POST", `${API}/reservation`, { headers: { ...as(a), "content-type": "application/x-www-form-urlencoded" }, raw: form.toString() });
+    const form = new URLSearchParams({
+      mail_owner: "owner@example.com",
+      name: "Form Room",
+      duration: "30",
+      start_time: "2030-04-01T08:00",
+      timezone: "Europe/Berlin",
+    });
+    const answer = await call("POST", `${API}/reservation`, {
+      headers: { ...as(a), "content-type": "application/x-www-form-urlencoded" },
+      raw: form.toString(),
+    });
     expect(answer.status).toBe(200);
-    expect(answer.body).toMatchObject({ name: "Form Room", room_key: "form%20room", duration: 30, start_time: "2030-04-01T08:00", timezone: "Europe/Berlin" });
+    expect(answer.body).toMatchObject({
+      name: "Form Room",
+      room_key: "form%20room",
+      duration: 30,
+      start_time: "2030-04-01T08:00",
+      timezone: "Europe/Berlin",
+    });
   });
 
   test("a name is kept as typed (any printable Unicode) beside the room key jitsi-meet gives the room", async () => {
@@ -121,25 +149,37 @@ describe("reservations", () => {
 
   test("an overlapping reservation of the same room is 409 with conflict_id", async () => {
     const account = await newAccount();
-    const first = (await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T10:00", duration: 60 }))).body;
+    const first = (await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T10:00", duration: 60 })))
+      .body;
     const clash = await reserve(account, booking({ name: "overlap", start_time: "2030-06-01T10:59", duration: 30 }));
     expect(clash.status).toBe(409);
     expect(clash.body.conflict_id).toBe(first.id);
     expect(clash.body.error.code).toBe("conflict");
     // The same instant written in another zone (10:30 EDT is 14:30 UTC) still clashes.
-    const elsewhere = await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T14:30", timezone: "UTC", duration: 5 }));
+    const elsewhere = await reserve(
+      account,
+      booking({ name: "Overlap", start_time: "2030-06-01T14:30", timezone: "UTC", duration: 5 }),
+    );
     expect(elsewhere.status).toBe(409);
     expect(elsewhere.body.conflict_id).toBe(first.id);
     // Back to back is no overlap; nor is another room, nor the same room in another account.
-    expect((await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T11:00", duration: 30 }))).status).toBe(200);
-    expect((await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T09:30", duration: 30 }))).status).toBe(200);
+    expect(
+      (await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T11:00", duration: 30 }))).status,
+    ).toBe(200);
+    expect(
+      (await reserve(account, booking({ name: "Overlap", start_time: "2030-06-01T09:30", duration: 30 }))).status,
+    ).toBe(200);
     expect((await reserve(account, booking({ name: "Other Room", start_time: "2030-06-01T10:00" }))).status).toBe(200);
     expect((await reserve(b, booking({ name: "Overlap", start_time: "2030-06-01T10:00" }))).status).toBe(200);
   });
 
   test("concurrent overlapping reservations: exactly one wins", async () => {
     const account = await newAccount();
-    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => reserve(account, booking({ name: "Race", start_time: `2030-09-09T10:0${i}` }))));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        reserve(account, booking({ name: "Race", start_time: `2030-09-09T10:0${i}` })),
+      ),
+    );
     expect(answers.filter((answer) => answer.status === 200)).toHaveLength(1);
     expect(answers.filter((answer) => answer.status === 409)).toHaveLength(5);
   });
@@ -186,10 +226,15 @@ describe("reservations", () => {
   }
 
   test("a body that is not JSON is 400; no API key is 401", async () => {
-    const broken = await call("POST", `${API}/reservation`, { headers: { ...as(a), "content-type": "application/json" }, raw: "{" });
+    const broken = await call("POST", `${API}/reservation`, {
+      headers: { ...as(a), "content-type": "application/json" },
+      raw: "{",
+    });
     expect(broken.status).toBe(400);
     expect((await call("GET", `${API}/reservation`)).status).toBe(401);
-    expect((await call("GET", `${API}/reservation`, { headers: { authorization: "Bearer prl_nope" } })).status).toBe(401);
+    expect((await call("GET", `${API}/reservation`, { headers: { authorization: "Bearer prl_nope" } })).status).toBe(
+      401,
+    );
   });
 
   test("another account's reservations are 404 and never listed", async () => {
@@ -198,7 +243,9 @@ describe("reservations", () => {
     expect((await call("GET", `${API}/reservation/${mine.id}`, theirs)).status).toBe(404);
     expect((await call("DELETE", `${API}/reservation/${mine.id}`, theirs)).status).toBe(404);
     expect((await call("GET", `${API}/reservation/room/private`, theirs)).status).toBe(404);
-    expect(((await call("GET", `${API}/reservation`, theirs)).body as Array<{ id: number }>).map((r) => r.id)).not.toContain(mine.id);
+    expect(
+      ((await call("GET", `${API}/reservation`, theirs)).body as Array<{ id: number }>).map((r) => r.id),
+    ).not.toContain(mine.id);
     expect((await call("GET", `${API}/reservation/${mine.id}`, { headers: as(a) })).status).toBe(200);
   });
 
@@ -252,12 +299,17 @@ describe("reservations", () => {
       const created = await reserve(account, noZone);
       expect(created.status).toBe(200);
       expect(created.body.timezone).toBe(timezone);
-      expect((await call("GET", `${API}/reservation/${created.body.id}`, { headers: as(account) })).body.timezone).toBe(timezone);
+      expect((await call("GET", `${API}/reservation/${created.body.id}`, { headers: as(account) })).body.timezone).toBe(
+        timezone,
+      );
       expect((await openedAt(account, room, new Date(Date.parse(utc) - 1).toISOString())).status).toBe(403);
       expect((await openedAt(account, room, utc)).status).toBe(200);
     }
     // A zone given beside an offset is answered as given, as before.
-    const both = await reserve(account, booking({ name: "offset-both", start_time: "2030-07-15T10:00Z", timezone: "Europe/Berlin" }));
+    const both = await reserve(
+      account,
+      booking({ name: "offset-both", start_time: "2030-07-15T10:00Z", timezone: "Europe/Berlin" }),
+    );
     expect(both.body.timezone).toBe("Europe/Berlin");
   });
 });

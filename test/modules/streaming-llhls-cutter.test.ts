@@ -6,17 +6,39 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { Cutter } from "../../src/modules/streaming/llhls/cutter";
 import { BoxSplitter, parseMoof, parseMoov } from "../../src/modules/streaming/llhls/fmp4";
-import { blockingAnswer, codecsOf, mediaPlaylist, parseDirectives, type RenditionWindow } from "../../src/modules/streaming/llhls/window";
+import {
+  blockingAnswer,
+  codecsOf,
+  mediaPlaylist,
+  parseDirectives,
+  type RenditionWindow,
+} from "../../src/modules/streaming/llhls/window";
 import { checkPlaylist, deltaMatches, parsePlaylist, ReloadHistory } from "../support/llhls-validator";
 
 let media: Buffer;
 let audioOnly: Buffer;
 
 async function ffmpeg(args: string[]): Promise<Buffer> {
-  const run = Bun.spawn(["ffmpeg", "-hide_banner", "-loglevel", "error", ...args, "-f", "mp4", "-movflags", "+frag_keyframe+empty_moov+default_base_moof", "-frag_duration", "40000", "pipe:1"], {
-    stdout: "pipe",
-    stderr: "inherit",
-  });
+  const run = Bun.spawn(
+    [
+      "ffmpeg",
+      "-hide_banner",
+      "-loglevel",
+      "error",
+      ...args,
+      "-f",
+      "mp4",
+      "-movflags",
+      "+frag_keyframe+empty_moov+default_base_moof",
+      "-frag_duration",
+      "40000",
+      "pipe:1",
+    ],
+    {
+      stdout: "pipe",
+      stderr: "inherit",
+    },
+  );
   const bytes = Buffer.from(await new Response(run.stdout).arrayBuffer());
   expect(await run.exited).toBe(0);
   return bytes;
@@ -25,11 +47,47 @@ async function ffmpeg(args: string[]): Promise<Buffer> {
 beforeAll(async () => {
   // 21 s of 25 fps video with a keyframe every 2 s, and AAC: what the recorder publishes, faster than real time.
   media = await ffmpeg([
-    "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "21",
-    "-map", "0:v", "-map", "1:a", "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-force_key_frames", "expr:gte(t,n_forced*2)", "-sc_threshold", "0",
-    "-c:a", "aac", "-b:a", "64k",
+    "-f",
+    "lavfi",
+    "-i",
+    "testsrc2=size=320x180:rate=25",
+    "-f",
+    "lavfi",
+    "-i",
+    "sine=frequency=440:sample_rate=48000",
+    "-t",
+    "21",
+    "-map",
+    "0:v",
+    "-map",
+    "1:a",
+    "-c:v",
+    "libx264",
+    "-preset",
+    "ultrafast",
+    "-tune",
+    "zerolatency",
+    "-force_key_frames",
+    "expr:gte(t,n_forced*2)",
+    "-sc_threshold",
+    "0",
+    "-c:a",
+    "aac",
+    "-b:a",
+    "64k",
   ]);
-  audioOnly = await ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "7", "-c:a", "aac", "-b:a", "64k"]);
+  audioOnly = await ffmpeg([
+    "-f",
+    "lavfi",
+    "-i",
+    "sine=frequency=440:sample_rate=48000",
+    "-t",
+    "7",
+    "-c:a",
+    "aac",
+    "-b:a",
+    "64k",
+  ]);
 }, 60_000);
 
 interface Cut {
@@ -52,7 +110,8 @@ function cut(bytes: Buffer, chunkSize: number, partTargetS = 0.33334): Cut {
       part: (window) => result.windows.push(window),
     },
   );
-  for (let offset = 0; offset < bytes.length; offset += chunkSize) result.cutter.push(bytes.subarray(offset, offset + chunkSize));
+  for (let offset = 0; offset < bytes.length; offset += chunkSize)
+    result.cutter.push(bytes.subarray(offset, offset + chunkSize));
   result.cutter.finish();
   return result;
 }
@@ -98,7 +157,9 @@ describe("the cutter", () => {
     // Each part's chunks are whole moof+mdat pairs whose video starts where the playlist says.
     const tracks = parseMoov(small.init!.subarray(small.init!.indexOf("moov", 0, "latin1") - 4));
     const first = Buffer.concat(small.parts.get("1.0")!);
-    const video = parseMoof(first.subarray(0, first.readUInt32BE(0)), tracks).find((r) => tracks.find((t) => t.id === r.trackId)!.handler === "vide");
+    const video = parseMoof(first.subarray(0, first.readUInt32BE(0)), tracks).find(
+      (r) => tracks.find((t) => t.id === r.trackId)!.handler === "vide",
+    );
     expect(video?.startsWithSync).toBe(true);
   });
 
@@ -136,23 +197,29 @@ describe("the cutter", () => {
     return windows;
   }
 
-  test("the first window announced holds a whole segment, dated by the frame that arrived soonest after it was made", () => {
+  test("the first window announced holds a whole segment, dated by the frame that came soonest", () => {
     // A frame every 40 ms from 1000 s on, each 40 ms after its end: media time zero is at 1000 s (+ 40 ms).
     const windows = announced((n) => 1_000_000 + 40 * n + 40);
     const first = windows[0]!;
     expect(first.next).toEqual({ msn: 1, part: 0 });
     expect(first.segments.map((s) => s.complete)).toEqual([true]);
     expect(Math.abs(first.segments[0]!.programDateTime - 1_000_000)).toBeLessThanOrEqual(40);
-    expect(windows.at(-1)!.segments[1]!.programDateTime - first.segments[0]!.programDateTime).toBeCloseTo(first.segments[0]!.duration * 1000, -1);
+    expect(windows.at(-1)!.segments[1]!.programDateTime - first.segments[0]!.programDateTime).toBeCloseTo(
+      first.segments[0]!.duration * 1000,
+      -1,
+    );
   });
 
-  test("a first segment that came in a burst is not enough to date the stream: the next one, at the media's pace, is waited for", () => {
+  test("a first segment that came in a burst does not date the stream: the next one, at the media's pace, does", () => {
     // The first twenty frames at once (a backlog at start-up), then one every 40 ms, 40 ms after the frame's end.
     const windows = announced((n) => 1_000_000 + 40 * Math.max(n, 20) + 40);
     const first = windows[0]!;
     expect(first.next).toEqual({ msn: 2, part: 0 });
     expect(Math.abs(first.segments[0]!.programDateTime - 1_000_000)).toBeLessThanOrEqual(40);
-    expect(first.segments[1]!.programDateTime - first.segments[0]!.programDateTime).toBeCloseTo(first.segments[0]!.duration * 1000, -1);
+    expect(first.segments[1]!.programDateTime - first.segments[0]!.programDateTime).toBeCloseTo(
+      first.segments[0]!.duration * 1000,
+      -1,
+    );
     // A source that never keeps the media's pace (here: all at once) is announced after three segments all the same.
     expect(announced(() => 1_000_000)[0]!.next).toEqual({ msn: 3, part: 0 });
   });
@@ -206,7 +273,9 @@ describe("playlists", () => {
     const { windows } = cut(media, 3000);
     const text = mediaPlaylist(windows[40]!, { skip: false, reports: [] });
     expect(checkPlaylist(parsePlaylist(text))).toEqual([]);
-    expect(checkPlaylist(parsePlaylist(text.replace(/INDEPENDENT=YES/g, "")))).toContainEqual(expect.stringContaining("INDEPENDENT"));
+    expect(checkPlaylist(parsePlaylist(text.replace(/INDEPENDENT=YES/g, "")))).toContainEqual(
+      expect.stringContaining("INDEPENDENT"),
+    );
     const lastInf = text.lastIndexOf("#EXTINF:");
     const stretched = `${text.slice(0, lastInf)}#EXTINF:2.5,${text.slice(text.indexOf("\n", lastInf))}`;
     expect(checkPlaylist(parsePlaylist(stretched))).toContainEqual(expect.stringContaining("add up"));
@@ -230,6 +299,10 @@ describe("playlists", () => {
     expect(blockingAnswer(window, next.msn, next.part + 4)).toBe("too_far");
     expect(parseDirectives({ _HLS_part: "1" })).toBe("_HLS_part needs _HLS_msn");
     expect(parseDirectives({ _HLS_msn: "x" })).toBe("_HLS_msn must be a whole number");
-    expect(parseDirectives({ _HLS_msn: "4", _HLS_part: "2", _HLS_skip: "YES" })).toEqual({ msn: 4, part: 2, skip: true });
+    expect(parseDirectives({ _HLS_msn: "4", _HLS_part: "2", _HLS_skip: "YES" })).toEqual({
+      msn: 4,
+      part: 2,
+      skip: true,
+    });
   });
 });

@@ -36,10 +36,12 @@ let account: Awaited<ReturnType<typeof newAccount>>;
 let restoreConfig: () => void;
 
 const auth = () => ({ authorization: `Bearer ${account.apiKey}` });
-const start = (body: unknown, headers = auth()) => call("POST", "/terraform/v1/hooks/srs/startRecording", { body, headers });
-const stop = (room_name: string) => call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name }, headers: auth() });
-const row = async (streamName: string) => (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
-
+const start = (body: unknown, headers = auth()) =>
+  call("POST", "/terraform/v1/hooks/srs/startRecording", { body, headers });
+const stop = (room_name: string) =>
+  call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name }, headers: auth() });
+const row = async (streamName: string) =>
+  (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
 
 beforeAll(async () => {
   restoreConfig = overrideConfig({
@@ -78,7 +80,8 @@ describe("start and stop", () => {
     const body = started.body;
     expect(body).toMatchObject({ started: true, pod_name: worker.podName });
     expect(body.stream_name).toMatch(/^weekly-[0-9a-f]{32}$/);
-    for (const field of ["hls_url", "low_latency_hls_url", "vod_url", "rtmp_url", "flv_url"]) expect(body[field]).toContain(body.stream_name);
+    for (const field of ["hls_url", "low_latency_hls_url", "vod_url", "rtmp_url", "flv_url"])
+      expect(body[field]).toContain(body.stream_name);
     expect(body.hls_url).toBe(`${config.streaming.hlsBaseUrl}/${body.stream_name}.m3u8`);
     expect(body.rtmp_url).toBe(`${config.streaming.rtmpBaseUrl}/${body.stream_name}`);
     expect(JSON.stringify(body)).not.toContain("secret-key");
@@ -112,10 +115,20 @@ describe("start and stop", () => {
     expect(alive(running.pid!)).toBe(false);
 
     const kinds = await db
-      .select({ kind: conferenceEvents.kind, room: conferenceEvents.room, subject: conferenceEvents.subject, payload: conferenceEvents.payload })
+      .select({
+        kind: conferenceEvents.kind,
+        room: conferenceEvents.room,
+        subject: conferenceEvents.subject,
+        payload: conferenceEvents.payload,
+      })
       .from(conferenceEvents)
       .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.subject, body.stream_name)));
-    expect(kinds.map((k) => k.kind).sort()).toEqual(["recording_started", "recording_stopped", "stream_started", "stream_stopped"]);
+    expect(kinds.map((k) => k.kind).sort()).toEqual([
+      "recording_started",
+      "recording_stopped",
+      "stream_started",
+      "stream_stopped",
+    ]);
     expect(kinds.every((k) => k.room === "weekly")).toBe(true);
     expect(kinds.find((k) => k.kind === "stream_started")!.payload).toEqual({ recording: true });
   });
@@ -123,7 +136,9 @@ describe("start and stop", () => {
   test("a room typed with a space is the room jitsi-meet names: its room key", async () => {
     const started = await start({ room_name: "Design Review@conference.example.com" });
     expect(started.status).toBe(200);
-    expect(await start({ room_name: "design%20review" })).toMatchObject({ body: { stream_name: started.body.stream_name } });
+    expect(await start({ room_name: "design%20review" })).toMatchObject({
+      body: { stream_name: started.body.stream_name },
+    });
     expect((await row(started.body.stream_name)).room).toBe("design%20review");
     expect((await stop("design review")).status).toBe(200);
   });
@@ -135,7 +150,14 @@ describe("start and stop", () => {
     expect(second.body.stream_name).toBe(first.body.stream_name);
     const third = await start({ room_name: "TWICE" });
     expect(third.body.stream_name).toBe(first.body.stream_name);
-    expect((await db.select().from(streams).where(and(eq(streams.accountId, account.accountId), eq(streams.room, "twice")))).length).toBe(1);
+    expect(
+      (
+        await db
+          .select()
+          .from(streams)
+          .where(and(eq(streams.accountId, account.accountId), eq(streams.room, "twice")))
+      ).length,
+    ).toBe(1);
     expect((await stop("twice")).status).toBe(200);
     // Once stopped, the room can stream again, as a new stream.
     const again = await start({ room_name: "twice" });
@@ -151,7 +173,10 @@ describe("start and stop", () => {
       expect(answer.status).toBe(504);
       expect(answer.body.started).toBe(false);
       expect(answer.body.error.code).toBe("timeout");
-      const [failed] = await db.select().from(streams).where(and(eq(streams.accountId, account.accountId), eq(streams.room, "slow-room")));
+      const [failed] = await db
+        .select()
+        .from(streams)
+        .where(and(eq(streams.accountId, account.accountId), eq(streams.room, "slow-room")));
       expect(failed).toMatchObject({ state: "failed", reason: "timeout" });
       await until(
         async () => worker.active(),
@@ -178,7 +203,14 @@ describe("start and stop", () => {
     const answer = await start({ room_name: "emptying", reconnect_window: 30 });
     expect(answer.status).toBe(200);
     const event = (kind: "occupant_joined" | "occupant_left", subject: string) =>
-      appendEvent({ accountId: account.accountId, kind, room: "emptying", occurredAt: new Date(), subject, dedupeKey: `${kind}:${subject}:${Date.now()}` });
+      appendEvent({
+        accountId: account.accountId,
+        kind,
+        room: "emptying",
+        occurredAt: new Date(),
+        subject,
+        dedupeKey: `${kind}:${subject}:${Date.now()}`,
+      });
     await event("occupant_joined", "alice");
     await event("occupant_joined", "bob");
     await event("occupant_left", "alice");
@@ -292,7 +324,9 @@ describe("bad requests are 4xx with the error shape", () => {
       headers: { ...auth(), "content-type": "application/json" },
     });
     expect(broken.status).toBe(400);
-    expect((await call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: {}, headers: auth() })).status).toBe(400);
+    expect((await call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: {}, headers: auth() })).status).toBe(
+      400,
+    );
     expect((await stop("nowhere")).status).toBe(404);
   });
 });
@@ -303,17 +337,22 @@ describe("media-server callbacks and viewer counts", () => {
       raw: form ? new URLSearchParams(body as Record<string, string>).toString() : JSON.stringify(body),
       headers: { "content-type": form ? "application/x-www-form-urlencoded" : "application/json" },
     });
-  const count = (name: string, prefix = "/terraform") => call("GET", `${prefix}/v1/hooks/srs/live/viewers/count/${name}`);
+  const count = (name: string, prefix = "/terraform") =>
+    call("GET", `${prefix}/v1/hooks/srs/live/viewers/count/${name}`);
 
   test("SRS JSON and nginx-rtmp form callbacks move the count, and the secret is required", async () => {
     const answer = await start({ room_name: "watched" });
     const name = answer.body.stream_name as string;
-    expect((await hook("on_play", { action: "on_play", app: "live", stream: name, client_id: "a1" }, "wrong")).status).toBe(403);
+    expect(
+      (await hook("on_play", { action: "on_play", app: "live", stream: name, client_id: "a1" }, "wrong")).status,
+    ).toBe(403);
 
     const srsPlay = await hook("on_play", { action: "on_play", app: "live", stream: name, client_id: "a1" });
     expect(srsPlay.status).toBe(200);
     expect(srsPlay.body).toEqual({ code: 0 });
-    expect((await hook("on_play", { call: "play", app: "live", name, clientid: "7" }, undefined, true)).status).toBe(200);
+    expect((await hook("on_play", { call: "play", app: "live", name, clientid: "7" }, undefined, true)).status).toBe(
+      200,
+    );
     expect((await count(name)).body).toMatchObject({ [name]: { current_viewers: 2 } });
     expect((await count(name, "/llhls")).body[name].current_viewers).toBe(2);
 
@@ -343,11 +382,15 @@ describe("media-server callbacks and viewer counts", () => {
   });
 
   test("publishing is allowed only under a live stream's names", async () => {
-    expect((await hook("on_publish", { call: "publish", app: "live", name: "made-up" }, undefined, true)).status).toBe(403);
+    expect((await hook("on_publish", { call: "publish", app: "live", name: "made-up" }, undefined, true)).status).toBe(
+      403,
+    );
     const answer = await start({ room_name: "publishing" });
     const name = answer.body.stream_name as string;
     expect((await hook("on_publish", { call: "publish", app: "live", name }, undefined, true)).status).toBe(200);
-    expect((await hook("on_publish", { call: "publish", app: "live", name: `${name}_480p1128` }, undefined, true)).status).toBe(200);
+    expect(
+      (await hook("on_publish", { call: "publish", app: "live", name: `${name}_480p1128` }, undefined, true)).status,
+    ).toBe(200);
     await stop("publishing");
     expect((await hook("on_publish", { call: "publish", app: "live", name }, undefined, true)).status).toBe(403);
   });
@@ -361,7 +404,10 @@ describe("media-server callbacks and viewer counts", () => {
     expect((await call("GET", "/vod/v1/%00.mp4")).status).toBe(400);
     expect((await count("bad%00name")).status).toBe(400);
     expect((await hook("on_play", { action: "on_play", stream: "bad\u0000name", client_id: "1" })).status).toBe(400);
-    expect((await call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name: "a\u0000" }, headers: auth() })).status).toBe(400);
+    expect(
+      (await call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name: "a\u0000" }, headers: auth() }))
+        .status,
+    ).toBe(400);
   });
 
   test("without a secret, callbacks are held to the address allow-list", async () => {

@@ -54,7 +54,13 @@ describe("POST /api/v1/misc/generate-token", () => {
   ] as const) {
     test(`a ${name} token verifies against the JWKS with an independent library`, async () => {
       const account = pick();
-      const user = { id: "u-1", name: "Ada", email: "ada@example.com", avatar: "https://example.com/a.png", moderator: true };
+      const user = {
+        id: "u-1",
+        name: "Ada",
+        email: "ada@example.com",
+        avatar: "https://example.com/a.png",
+        moderator: true,
+      };
       const answer = await call("POST", ROUTE, { body: { apiKey: account.apiKey, user, scope: "messaging" } });
       expect(answer.status).toBe(200);
       const claims = await verifyIndependently(answer.body.token, { allowedAud: "messaging", allowedIss: "parley" });
@@ -67,7 +73,10 @@ describe("POST /api/v1/misc/generate-token", () => {
   }
 
   test("accepts the API key as a Bearer header instead of in the body", async () => {
-    const answer = await call("POST", ROUTE, { body: { user: { id: "bob" } }, headers: { authorization: `Bearer ${ed.apiKey}` } });
+    const answer = await call("POST", ROUTE, {
+      body: { user: { id: "bob" } },
+      headers: { authorization: `Bearer ${ed.apiKey}` },
+    });
     expect(answer.status).toBe(200);
     expect(decode(answer.body.token).payload.context.user.id).toBe("bob");
   });
@@ -98,7 +107,9 @@ describe("POST /api/v1/misc/generate-token", () => {
   });
 
   test("nbf delays validity; an empty nbf means none", async () => {
-    const delayed = decode((await call("POST", ROUTE, { body: { apiKey: ed.apiKey, nbf: "1 hour" } })).body.token).payload;
+    const delayed = decode(
+      (await call("POST", ROUTE, { body: { apiKey: ed.apiKey, nbf: "1 hour" } })).body.token,
+    ).payload;
     expect(delayed.nbf - delayed.iat).toBe(3600);
     const immediate = decode((await call("POST", ROUTE, { body: { apiKey: ed.apiKey, nbf: "" } })).body.token).payload;
     expect(immediate.nbf).toBeUndefined();
@@ -142,7 +153,10 @@ describe("POST /api/v1/misc/generate-token", () => {
   test("unknown, missing and revoked API keys fail with 401", async () => {
     const unknown = await call("POST", ROUTE, { body: { apiKey: "prl_nope" } });
     expect(unknown.status).toBe(401);
-    expect(unknown.body.error).toEqual({ code: "invalid_api_key", message: "failed to generate token: unknown or revoked API key" });
+    expect(unknown.body.error).toEqual({
+      code: "invalid_api_key",
+      message: "failed to generate token: unknown or revoked API key",
+    });
 
     const missing = await call("POST", ROUTE, { body: {} });
     expect(missing.status).toBe(401);
@@ -171,23 +185,40 @@ describe("POST /api/v1/misc/generate-token", () => {
 });
 
 describe("media tokens, for Jitsi's Prosody token auth", () => {
-  const { revokeSigningKey, setJitsiDomain } = require("../../src/modules/accounts/service") as typeof import("../../src/modules/accounts/service");
-  const { verifyAccessToken } = require("../../src/modules/auth/access-token") as typeof import("../../src/modules/auth/access-token");
+  const { revokeSigningKey, setJitsiDomain } =
+    require("../../src/modules/accounts/service") as typeof import("../../src/modules/accounts/service");
+  const { verifyAccessToken } =
+    require("../../src/modules/auth/access-token") as typeof import("../../src/modules/auth/access-token");
   const sha256hex = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest("hex");
   const asapKey = (kid: string) => call("GET", `/api/v1/jitsi/asap-keys/${sha256hex(kid)}.pem`);
 
   test("sub is the account's Jitsi domain (* until set), the account in context.group, room * by default", async () => {
     const account = await newAccount("RS256");
-    const first = decode((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } })).body.token).payload;
-    expect(first).toMatchObject({ iss: "parley", aud: "media", sub: "*", room: "*", context: { group: account.accountId } });
+    const first = decode(
+      (await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } })).body.token,
+    ).payload;
+    expect(first).toMatchObject({
+      iss: "parley",
+      aud: "media",
+      sub: "*",
+      room: "*",
+      context: { group: account.accountId },
+    });
     await setJitsiDomain(account.accountId, "Meet.Example.com");
-    const answer = await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media", room: "Design Review" } });
+    const answer = await call("POST", ROUTE, {
+      body: { apiKey: account.apiKey, scope: "media", room: "Design Review" },
+    });
     expect(answer.status).toBe(200);
     expect(decode(answer.body.token).payload).toMatchObject({ sub: "meet.example.com", room: "design%20review" });
     // Parley itself still takes it as the account's media token.
-    expect(await verifyAccessToken(answer.body.token, "media")).toMatchObject({ accountId: account.accountId, audiences: ["media"] });
+    expect(await verifyAccessToken(answer.body.token, "media")).toMatchObject({
+      accountId: account.accountId,
+      audiences: ["media"],
+    });
     // Other scopes keep the account id as sub.
-    const messaging = decode((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).body.token).payload;
+    const messaging = decode(
+      (await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).body.token,
+    ).payload;
     expect(messaging.sub).toBe(account.accountId);
     await expect(asAnswered(setJitsiDomain(account.accountId, "not a domain!"))).rejects.toMatchObject({ status: 422 });
   });
@@ -201,31 +232,44 @@ describe("media tokens, for Jitsi's Prosody token auth", () => {
     }
   });
 
-  test.each(["ES256", "EdDSA"] as const)("a %s account gets a 422 naming RS256 for a media token, and its other tokens still", async (alg) => {
-    const account = await newAccount(alg);
-    const refused = await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } });
-    expect(refused.status).toBe(422);
-    expect(refused.body.error.code).toBe("validation_failed");
-    expect(refused.body.error.message).toContain("RS256");
-    expect((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).status).toBe(200);
-  });
+  test.each(["ES256", "EdDSA"] as const)(
+    "a %s account gets a 422 naming RS256 for a media token, and its other tokens still",
+    async (alg) => {
+      const account = await newAccount(alg);
+      const refused = await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "media" } });
+      expect(refused.status).toBe(422);
+      expect(refused.body.error.code).toBe("validation_failed");
+      expect(refused.body.error.message).toContain("RS256");
+      expect((await call("POST", ROUTE, { body: { apiKey: account.apiKey, scope: "messaging" } })).status).toBe(200);
+    },
+  );
 
   test("the ASAP key route serves current and rotated keys as PEM at sha256(kid).pem, no credential", async () => {
     const account = await newAccount("RS256");
     const served = await asapKey(account.kid);
     expect(served.status).toBe(200);
     expect(served.headers.get("content-type")).toContain("application/x-pem-file");
-    const jwk = (await call("GET", "/.well-known/jwks.json")).body.keys.find((key: { kid: string }) => key.kid === account.kid);
+    const jwk = (await call("GET", "/.well-known/jwks.json")).body.keys.find(
+      (key: { kid: string }) => key.kid === account.kid,
+    );
     expect(served.body).toBe(createPublicKey({ key: jwk, format: "jwk" }).export({ type: "spki", format: "pem" }));
     // A token it signed verifies with the served PEM (independently of Parley's verifier).
     const token = await tokenFor(account.apiKey, { id: "pem" }, "media");
-    const claims = createVerifier({ key: served.body as string, algorithms: ["RS256"] })(token) as Record<string, unknown>;
+    const claims = createVerifier({ key: served.body as string, algorithms: ["RS256"] })(token) as Record<
+      string,
+      unknown
+    >;
     expect(claims.aud).toBe("media");
 
     const newKid = await rotateSigningKey(account.accountId);
     expect((await asapKey(account.kid)).status).toBe(200);
     expect((await asapKey(newKid)).status).toBe(200);
-    for (const path of [sha256hex("no-such-kid"), `${sha256hex(account.kid)}.pub`, "..%2f..%2fetc%2fpasswd", account.kid]) {
+    for (const path of [
+      sha256hex("no-such-kid"),
+      `${sha256hex(account.kid)}.pub`,
+      "..%2f..%2fetc%2fpasswd",
+      account.kid,
+    ]) {
       const missing = await call("GET", `/api/v1/jitsi/asap-keys/${path}`);
       expect(missing.status).toBe(404);
       expect(missing.body.error.code).toBe("not_found");
@@ -250,7 +294,8 @@ describe("media tokens, for Jitsi's Prosody token auth", () => {
 });
 
 describe("bearer token verification", () => {
-  const { verifyAccessToken } = require("../../src/modules/auth/access-token") as typeof import("../../src/modules/auth/access-token");
+  const { verifyAccessToken } =
+    require("../../src/modules/auth/access-token") as typeof import("../../src/modules/auth/access-token");
 
   test("a valid token yields its account and user", async () => {
     const account = await newAccount();
@@ -261,7 +306,10 @@ describe("bearer token verification", () => {
   test("expired tokens are token_expired, wrong scope forbidden", async () => {
     const account = await newAccount("RS256");
     const media = await tokenFor(account.apiKey, { id: "dave" }, "media");
-    await expect(asAnswered(verifyAccessToken(media, "messaging"))).rejects.toMatchObject({ code: "forbidden", status: 403 });
+    await expect(asAnswered(verifyAccessToken(media, "messaging"))).rejects.toMatchObject({
+      code: "forbidden",
+      status: 403,
+    });
 
     const { currentSigningKey } = await import("../../src/modules/accounts/service");
     const key = await currentSigningKey(account.accountId);
@@ -273,7 +321,10 @@ describe("bearer token verification", () => {
       .setIssuedAt(Math.floor(Date.now() / 1000) - 7200)
       .setExpirationTime(Math.floor(Date.now() / 1000) - 3600)
       .sign(key.privateKey);
-    await expect(asAnswered(verifyAccessToken(expired, "messaging"))).rejects.toMatchObject({ code: "token_expired", status: 401 });
+    await expect(asAnswered(verifyAccessToken(expired, "messaging"))).rejects.toMatchObject({
+      code: "token_expired",
+      status: 401,
+    });
   });
 
   test("tampered, alg none and HS256-with-the-public-key tokens are invalid", async () => {
@@ -281,13 +332,19 @@ describe("bearer token verification", () => {
     const token = await tokenFor(account.apiKey, { id: "eve" }, "messaging");
     const [header, payload, signature] = token.split(".");
     const claims = JSON.parse(new TextDecoder().decode(base64url.decode(payload!)));
-    const forged = base64url.encode(JSON.stringify({ ...claims, context: { ...claims.context, user: { id: "admin" } } }));
-    await expect(verifyAccessToken(`${header}.${forged}.${signature}`)).rejects.toMatchObject({ code: "invalid_token" });
+    const forged = base64url.encode(
+      JSON.stringify({ ...claims, context: { ...claims.context, user: { id: "admin" } } }),
+    );
+    await expect(verifyAccessToken(`${header}.${forged}.${signature}`)).rejects.toMatchObject({
+      code: "invalid_token",
+    });
 
     const none = base64url.encode(JSON.stringify({ alg: "none", kid: account.kid }));
     await expect(verifyAccessToken(`${none}.${payload}.`)).rejects.toMatchObject({ code: "invalid_token" });
 
-    const jwk = (await call("GET", "/.well-known/jwks.json")).body.keys.find((key: { kid: string }) => key.kid === account.kid);
+    const jwk = (await call("GET", "/.well-known/jwks.json")).body.keys.find(
+      (key: { kid: string }) => key.kid === account.kid,
+    );
     const publicPem = createPublicKey({ key: jwk, format: "jwk" }).export({ type: "spki", format: "pem" }) as string;
     const hs = await new SignJWT(claims)
       .setProtectedHeader({ alg: "HS256", kid: account.kid })

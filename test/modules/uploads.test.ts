@@ -10,19 +10,28 @@ beforeAll(async () => {
   token = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
 });
 
-const presign = (body: unknown, bearer = token) => call("POST", ROUTE, { body, headers: { authorization: `Bearer ${bearer}` } });
+const presign = (body: unknown, bearer = token) =>
+  call("POST", ROUTE, { body, headers: { authorization: `Bearer ${bearer}` } });
 
 describe("POST /api/v1/misc/get-presigned", () => {
   test("the URL takes a PUT into the account's folder, and the same bytes read back", async () => {
     const answer = await presign({ fileName: "chat/photo.png", fileType: "png" });
     expect(answer.status).toBe(200);
-    expect(answer.body).toMatchObject({ key: `${account.accountId}/chat/photo.png`, content_type: "image/png", expires_in: 900 });
+    expect(answer.body).toMatchObject({
+      key: `${account.accountId}/chat/photo.png`,
+      content_type: "image/png",
+      expires_in: 900,
+    });
     const url = new URL(answer.body.presigned_url);
     expect(url.pathname).toBe(`/${process.env.S3_BUCKET}/${account.accountId}/chat/photo.png`);
     expect(url.searchParams.get("X-Amz-Expires")).toBe("900");
 
     const bytes = crypto.getRandomValues(new Uint8Array(4096));
-    const put = await fetch(answer.body.presigned_url, { method: "PUT", body: bytes, headers: { "content-type": "image/png" } });
+    const put = await fetch(answer.body.presigned_url, {
+      method: "PUT",
+      body: bytes,
+      headers: { "content-type": "image/png" },
+    });
     expect(put.status).toBe(200);
     const back = await fetch(`${process.env.S3_ENDPOINT}/${process.env.S3_BUCKET}/${answer.body.key}`);
     expect(back.headers.get("content-type")).toBe("image/png");

@@ -11,7 +11,16 @@ import { accounts } from "../../src/modules/accounts/schema";
 import { type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
 import { startCdrWorker } from "../../workers/cdr";
 import { call, newAccount } from "../helpers";
-import { at, type Delivery, deliver, occupantJoined, occupantLeft, type Person, roomCreated, roomDestroyed } from "../support/event-sync";
+import {
+  at,
+  type Delivery,
+  deliver,
+  occupantJoined,
+  occupantLeft,
+  type Person,
+  roomCreated,
+  roomDestroyed,
+} from "../support/event-sync";
 import { unfoldedCount } from "../support/stored-events";
 import { until } from "../support/wait";
 
@@ -37,24 +46,65 @@ function meeting(room: string): Array<[Delivery, Expected]> {
   return [
     [roomCreated(room, created), { status: "active", stays: [] }],
     [occupantJoined(room, ann, annIn, 1), { status: "active", stays: [{ who: ann, joined: annIn }] }],
-    [occupantJoined(room, ben, benIn, 2), { status: "active", stays: [{ who: ann, joined: annIn }, { who: ben, joined: benIn }] }],
-    [occupantLeft(room, ann, annIn, annOut, 1), { status: "active", stays: [{ who: ann, joined: annIn, left: annOut }, { who: ben, joined: benIn }] }],
-    [occupantLeft(room, ben, benIn, benOut, 0), { status: "active", stays: [{ who: ann, joined: annIn, left: annOut }, { who: ben, joined: benIn, left: benOut }] }],
+    [
+      occupantJoined(room, ben, benIn, 2),
+      {
+        status: "active",
+        stays: [
+          { who: ann, joined: annIn },
+          { who: ben, joined: benIn },
+        ],
+      },
+    ],
+    [
+      occupantLeft(room, ann, annIn, annOut, 1),
+      {
+        status: "active",
+        stays: [
+          { who: ann, joined: annIn, left: annOut },
+          { who: ben, joined: benIn },
+        ],
+      },
+    ],
+    [
+      occupantLeft(room, ben, benIn, benOut, 0),
+      {
+        status: "active",
+        stays: [
+          { who: ann, joined: annIn, left: annOut },
+          { who: ben, joined: benIn, left: benOut },
+        ],
+      },
+    ],
     // The destroy lists nobody: both had left.
-    [roomDestroyed(room, created, at("10:31:00"), []), { status: "inactive", stays: [{ who: ann, joined: annIn, left: annOut }, { who: ben, joined: benIn, left: benOut }] }],
+    [
+      roomDestroyed(room, created, at("10:31:00"), []),
+      {
+        status: "inactive",
+        stays: [
+          { who: ann, joined: annIn, left: annOut },
+          { who: ben, joined: benIn, left: benOut },
+        ],
+      },
+    ],
   ];
 }
 
 /** Asks for the report of `room` and checks it against what was acknowledged, to the second of its as_of. */
 async function expectCurrent(apiKey: string, room: string, expected: Expected) {
   const asked = Date.now();
-  const answer = await call("POST", ROUTE, { body: { ...WINDOW, room_name: [room] }, headers: { authorization: `Bearer ${apiKey}` } });
+  const answer = await call("POST", ROUTE, {
+    body: { ...WINDOW, room_name: [room] },
+    headers: { authorization: `Bearer ${apiKey}` },
+  });
   expect(answer.status).toBe(200);
   const report = answer.body;
   const asOf = Date.parse(report.as_of);
   expect(asOf).toBeGreaterThanOrEqual(asked);
   // An open stay counts up to as_of, in whole seconds.
-  const seconds = expected.stays.map((stay) => (stay.left === undefined ? Math.round((asOf - stay.joined * 1000) / 1000) : stay.left - stay.joined));
+  const seconds = expected.stays.map((stay) =>
+    stay.left === undefined ? Math.round((asOf - stay.joined * 1000) / 1000) : stay.left - stay.joined,
+  );
   expect(report.rooms.map((entry: any) => entry.status)).toEqual([expected.status]);
   expect(report.rooms[0].users.map((user: any) => [user.user_id, user.joined_at, user.left_at, user.minutes])).toEqual(
     expected.stays.map((stay, index) => [
@@ -65,11 +115,17 @@ async function expectCurrent(apiKey: string, room: string, expected: Expected) {
     ]),
   );
   const total = minutes(seconds.reduce((sum, value) => sum + value, 0));
-  expect(report.totals).toMatchObject({ participant_minutes: total, open_stays: expected.stays.filter((stay) => stay.left === undefined).length });
-  // The days hold the same stays (an open one split at each midnight up to as_of): they add up to the total, each rounded on its own.
+  expect(report.totals).toMatchObject({
+    participant_minutes: total,
+    open_stays: expected.stays.filter((stay) => stay.left === undefined).length,
+  });
+  // The days hold the same stays (an open one split at each midnight
+  // up to as_of): they add up to the total, each rounded on its own.
   const days = report.days.map((day: any) => day.participant_minutes as number);
   expect(days.length === 0).toBe(expected.stays.length === 0);
-  expect(Math.abs(days.reduce((sum: number, value: number) => sum + value, 0) - total)).toBeLessThanOrEqual(0.005 * days.length + 1e-9);
+  expect(Math.abs(days.reduce((sum: number, value: number) => sum + value, 0) - total)).toBeLessThanOrEqual(
+    0.005 * days.length + 1e-9,
+  );
 }
 
 async function replayReadingEachStep(apiKey: string, room: string) {
@@ -92,7 +148,11 @@ describe("the usage report after acknowledged events", () => {
       await worker.ready;
       // Rooms replayed at once (an account each: a report is rate-limited per account), so the
       // reports meet the worker's folds of other rooms and of their own.
-      await Promise.all(["race-1", "race-2", "race-3", "race-4"].map(async (room) => replayReadingEachStep((await newAccount()).apiKey, room)));
+      await Promise.all(
+        ["race-1", "race-2", "race-3", "race-4"].map(async (room) =>
+          replayReadingEachStep((await newAccount()).apiKey, room),
+        ),
+      );
     } finally {
       await worker.stop();
     }
@@ -112,14 +172,20 @@ describe("the usage report after acknowledged events", () => {
       await worker.ready;
       expect((await deliver(account.apiKey, steps[3]![0])).status).toBe(200);
       const folding = await until(
-        async () => (await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`)[0]!.n,
+        async () =>
+          (
+            await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`
+          )[0]!.n,
         (n) => n > 0,
       );
       expect(folding).toBeGreaterThan(0);
       const report = expectCurrent(account.apiKey, "held", steps[3]![1]);
       // The report waits on the leave's row, which the fold in flight holds.
       const waiting = await until(
-        async () => (await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%for update of "conference_events_unfolded"%'`)[0]!.n,
+        async () =>
+          (
+            await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%for update of "conference_events_unfolded"%'`
+          )[0]!.n,
         (n) => n > 0,
       );
       expect(waiting).toBeGreaterThan(0);
@@ -143,7 +209,11 @@ describe("the usage report after acknowledged events", () => {
       room: `crowd-${index % 40}`,
       occurredAt: new Date(joined(index) * 1000),
       subject: `p${index}@meet.example.com/1`,
-      payload: { event_name: "muc-occupant-joined", room_name: `crowd-${index % 40}`, occupant: { occupant_jid: `p${index}@meet.example.com/1`, joined_at: joined(index) } },
+      payload: {
+        event_name: "muc-occupant-joined",
+        room_name: `crowd-${index % 40}`,
+        occupant: { occupant_jid: `p${index}@meet.example.com/1`, joined_at: joined(index) },
+      },
       dedupeKey: `join|${index}`,
     }));
     const stored = await db.transaction(async (tx) => {

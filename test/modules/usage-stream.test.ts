@@ -13,7 +13,8 @@ let account: Awaited<ReturnType<typeof newAccount>>;
 
 beforeAll(async () => {
   account = await newAccount();
-  // 200 meetings of 12 people (one never leaves: closed at the room's end), written as event_sync sends them (with the facts the log reads from them), then folded.
+  // 200 meetings of 12 people (one never leaves: closed at the room's end), written
+  // as event_sync sends them (with the facts the log reads from them), then folded.
   const admin = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(
@@ -73,7 +74,9 @@ test("the JSON report is streamed: the head, then the meetings in chunks; it is 
   const { status, type, chunks } = await chunksOf("application/json");
   expect(status).toBe(200);
   expect(type).toStartWith("application/json");
-  expect(chunks[0]).toMatch(/^\{"start_date":"2026-10-01T00:00:00\.000Z","end_date":"2026-10-08T00:00:00\.000Z","as_of":"[^"]+","rooms":\[$/);
+  expect(chunks[0]).toMatch(
+    /^\{"start_date":"2026-10-01T00:00:00\.000Z","end_date":"2026-10-08T00:00:00\.000Z","as_of":"[^"]+","rooms":\[$/,
+  );
   expect(chunks.length).toBeGreaterThan(3);
   const streamed = JSON.parse(chunks.join(""));
   const whole = await usageReport(account.accountId, { startDate: WINDOW.start_date, endDate: WINDOW.end_date }, now);
@@ -81,7 +84,11 @@ test("the JSON report is streamed: the head, then the meetings in chunks; it is 
   // Each is complete to the instant it was asked for.
   expect(Date.parse(streamed.as_of)).toBeGreaterThanOrEqual(now.getTime());
   expect(streamed).toEqual({ ...JSON.parse(JSON.stringify(whole)), as_of: streamed.as_of });
-  expect(streamed.rooms[0].users.at(0)).toMatchObject({ user_id: "user-0", left_estimated: true, left_at: streamed.rooms[0].EndedAt });
+  expect(streamed.rooms[0].users.at(0)).toMatchObject({
+    user_id: "user-0",
+    left_estimated: true,
+    left_at: streamed.rooms[0].EndedAt,
+  });
 });
 
 test("the CSV report is streamed, header line first, and is the CSV of the report built whole", async () => {

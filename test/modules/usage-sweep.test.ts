@@ -20,9 +20,16 @@ test("the sweep leaves young events to their job, folds older ones; a later job 
     body: { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" },
     headers: { authorization: `Bearer ${account.apiKey}` },
   });
-  expect(answer.body.days.map((day: any) => [day.room_name, day.participant_minutes, day.distinct_participants])).toEqual([["swept", 35, 2]]);
+  expect(
+    answer.body.days.map((day: any) => [day.room_name, day.participant_minutes, day.distinct_participants]),
+  ).toEqual([["swept", 35, 2]]);
 
-  const ids = (await db.select({ id: conferenceEvents.id }).from(conferenceEvents).where(eq(conferenceEvents.accountId, account.accountId))).map((row) => row.id);
+  const ids = (
+    await db
+      .select({ id: conferenceEvents.id })
+      .from(conferenceEvents)
+      .where(eq(conferenceEvents.accountId, account.accountId))
+  ).map((row) => row.id);
   expect(await foldEventIds(ids)).toBe(0);
 });
 
@@ -41,7 +48,9 @@ test("sweeps running at once share the backlog: each event is claimed by exactly
   });
   const expected = new Map<string, number>();
   for (let i = 0; i < 120; i++) expected.set(`room-${i % 7}`, (expected.get(`room-${i % 7}`) ?? 0) + 1 + (i % 30));
-  expect(Object.fromEntries(answer.body.days.map((day: any) => [day.room_name, day.participant_minutes]))).toEqual(Object.fromEntries(expected));
+  expect(Object.fromEntries(answer.body.days.map((day: any) => [day.room_name, day.participant_minutes]))).toEqual(
+    Object.fromEntries(expected),
+  );
 });
 
 test("a sweep's page is whole rooms by their oldest event, so a stay's join and leave fold together", async () => {
@@ -80,7 +89,9 @@ test("a page that cannot be folded is folded event by event: the bad event stays
       occurredAt: new Date(),
       subject: "bo@x/1",
       payload: { room_name: "bad-page", occupant: { occupant_jid: "bo@x/1", joined_at: 1e300 } },
-      occupants: [{ jid: "bo@x/1", userId: null, name: null, email: null, joinedAt: "300000-01-01T00:00:00Z", leftAt: null }],
+      occupants: [
+        { jid: "bo@x/1", userId: null, name: null, email: null, joinedAt: "300000-01-01T00:00:00Z", leftAt: null },
+      ],
       dedupeKey: "joined|bad-page|bo@x/1",
     })
     .returning({ id: conferenceEvents.id });

@@ -18,7 +18,9 @@ import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed }
 const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
 async function eventsOf(apiKey: string, types?: string) {
-  const answer = await call("GET", `/api/v1/events?limit=1000${types ? `&types=${types}` : ""}`, { headers: auth(apiKey) });
+  const answer = await call("GET", `/api/v1/events?limit=1000${types ? `&types=${types}` : ""}`, {
+    headers: auth(apiKey),
+  });
   expect(answer.status).toBe(200);
   return answer.body.events as any[];
 }
@@ -31,10 +33,22 @@ describe("event_sync", () => {
     const deliveries = [
       ["/api/v1/events/room/created", { event_name: "muc-room-created", room_name: "Standup", created_at: t0 }],
       ["/api/v1/events/occupant/joined", { event_name: "muc-occupant-joined", room_name: "Standup", occupant }],
-      ["/api/v1/events/occupant/left", { event_name: "muc-occupant-left", room_name: "Standup", occupant: { ...occupant, left_at: t0 + 130 } }],
+      [
+        "/api/v1/events/occupant/left",
+        { event_name: "muc-occupant-left", room_name: "Standup", occupant: { ...occupant, left_at: t0 + 130 } },
+      ],
       [
         "/api/v1/events/room/destroyed",
-        { event_name: "muc-room-destroyed", room_name: "Standup", created_at: t0, destroyed_at: t0 + 301, all_occupants: [{ ...occupant, left_at: t0 + 130 }, { occupant_jid: "room@conference.example/bob", joined_at: t0 + 20 }] },
+        {
+          event_name: "muc-room-destroyed",
+          room_name: "Standup",
+          created_at: t0,
+          destroyed_at: t0 + 301,
+          all_occupants: [
+            { ...occupant, left_at: t0 + 130 },
+            { occupant_jid: "room@conference.example/bob", joined_at: t0 + 20 },
+          ],
+        },
       ],
     ] as const;
     for (const [path, body] of deliveries) {
@@ -43,7 +57,11 @@ describe("event_sync", () => {
       expect((await call("POST", path, { headers: auth(a.apiKey), body })).body).toEqual({ stored: false });
     }
     // room.ended carries the report's figures, so it is written by the fold of the destroy.
-    expect((await eventsOf(a.apiKey)).map((event) => event.type)).toEqual(["room.started", "participant.joined", "participant.left"]);
+    expect((await eventsOf(a.apiKey)).map((event) => event.type)).toEqual([
+      "room.started",
+      "participant.joined",
+      "participant.left",
+    ]);
     await sweepUnfolded(0);
     // Folding the same events again ends no room again.
     const { refoldLog } = await import("../../src/modules/usage/fold");
@@ -56,10 +74,21 @@ describe("event_sync", () => {
       [4, "room.ended"],
     ]);
     expect(got[0].data).toEqual({ room: "standup", breakout_id: "", started_at: new Date(t0 * 1000).toISOString() });
-    expect(got[1].data.participant).toEqual({ occupant_jid: occupant.occupant_jid, id: "u1", name: "Alice", email: null });
+    expect(got[1].data.participant).toEqual({
+      occupant_jid: occupant.occupant_jid,
+      id: "u1",
+      name: "Alice",
+      email: null,
+    });
     expect(got[2].data).toMatchObject({ left_at: new Date((t0 + 130) * 1000).toISOString(), minutes: 2 });
     // 301 s → 6 minutes; Alice 120 s + Bob (no leave: until the end) 281 s = 401 s → 7 minutes.
-    expect(got[3].data).toMatchObject({ duration_seconds: 301, minutes: 6, participant_minutes: 7, participants: 2, meeting_id: `standup@${t0}` });
+    expect(got[3].data).toMatchObject({
+      duration_seconds: 301,
+      minutes: 6,
+      participant_minutes: 7,
+      participants: 2,
+      meeting_id: `standup@${t0}`,
+    });
     expect(got[3].data.usage).toEqual({
       participant_minutes: 6.68,
       phone_minutes: 0,
@@ -88,7 +117,12 @@ describe("event_sync", () => {
       expect((await deliver(a.apiKey, delivery)).status).toBe(200);
     }
     // The report folds what is pending first: no worker has run, and it already counts every stay.
-    const report = (await call("POST", "/api/v1/pricing/cdr", { headers: auth(a.apiKey), body: { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" } })).body;
+    const report = (
+      await call("POST", "/api/v1/pricing/cdr", {
+        headers: auth(a.apiKey),
+        body: { start_date: "2026-11-20T00:00:00Z", end_date: "2026-11-21T00:00:00Z" },
+      })
+    ).body;
     expect(report.rooms).toHaveLength(1);
     const usage = report.rooms[0].media_usage;
     // Ann 295 s, Ben 300 s: 9.92 minutes.
@@ -122,27 +156,62 @@ describe("scheduler", () => {
     const a = await newAccount();
     const created = await call("POST", "/api/v1/scheduler/reservation", {
       headers: auth(a.apiKey),
-      body: { name: "Board Room", mail_owner: "owner@example.com", start_time: "2031-01-15T10:00:00", duration: 60, timezone: "UTC" },
+      body: {
+        name: "Board Room",
+        mail_owner: "owner@example.com",
+        start_time: "2031-01-15T10:00:00",
+        duration: 60,
+        timezone: "UTC",
+      },
     });
     expect(created.status).toBe(200);
     // A refused reservation (overlap) writes nothing.
     const clash = await call("POST", "/api/v1/scheduler/reservation", {
       headers: auth(a.apiKey),
-      body: { name: "Board Room", mail_owner: "owner@example.com", start_time: "2031-01-15T10:30:00", duration: 60, timezone: "UTC" },
+      body: {
+        name: "Board Room",
+        mail_owner: "owner@example.com",
+        start_time: "2031-01-15T10:30:00",
+        duration: 60,
+        timezone: "UTC",
+      },
     });
     expect(clash.status).toBe(409);
-    expect((await call("DELETE", `/api/v1/scheduler/reservation/${created.body.id}`, { headers: auth(a.apiKey) })).status).toBe(200);
-    const conference = await openConference(a.accountId, { name: "huddle", start_time: "2031-02-01T09:00:00.000Z", mail_owner: "bob@example.com" });
+    expect(
+      (await call("DELETE", `/api/v1/scheduler/reservation/${created.body.id}`, { headers: auth(a.apiKey) })).status,
+    ).toBe(200);
+    const conference = await openConference(a.accountId, {
+      name: "huddle",
+      start_time: "2031-02-01T09:00:00.000Z",
+      mail_owner: "bob@example.com",
+    });
     await endConference(a.accountId, String(conference.id), new Date("2031-02-01T09:30:00.000Z"));
     // Ending it again changes nothing and says nothing.
     await endConference(a.accountId, String(conference.id), new Date("2031-02-01T09:40:00.000Z"));
 
     const got = await eventsOf(a.apiKey);
-    expect(got.map((event) => event.type)).toEqual(["reservation.created", "reservation.deleted", "conference.started", "conference.ended"]);
+    expect(got.map((event) => event.type)).toEqual([
+      "reservation.created",
+      "reservation.deleted",
+      "conference.started",
+      "conference.ended",
+    ]);
     // Events name a room by its room key, as jitsi-meet names "Board Room".
-    expect(got[0].data).toEqual({ reservation_id: created.body.id, room: "board%20room", mail_owner: "owner@example.com", start_time: "2031-01-15T10:00:00", duration: 60, timezone: "UTC" });
+    expect(got[0].data).toEqual({
+      reservation_id: created.body.id,
+      room: "board%20room",
+      mail_owner: "owner@example.com",
+      start_time: "2031-01-15T10:00:00",
+      duration: 60,
+      timezone: "UTC",
+    });
     expect(got[1].data).toEqual({ reservation_id: created.body.id, room: "board%20room" });
-    expect(got[2].data).toMatchObject({ conference_id: conference.id, room: "huddle", mail_owner: "bob@example.com", reservation_id: null });
+    expect(got[2].data).toMatchObject({
+      conference_id: conference.id,
+      room: "huddle",
+      mail_owner: "bob@example.com",
+      reservation_id: null,
+    });
     expect(got[3].data).toEqual({ conference_id: conference.id, room: "huddle", ended_at: "2031-02-01T09:30:00.000Z" });
   });
 });
@@ -151,7 +220,14 @@ describe("streaming", () => {
   async function newStream(accountId: string, room: string, options: Record<string, unknown> = {}) {
     const [row] = await db
       .insert(streams)
-      .values({ id: randomUUID(), accountId, room, streamName: `${room}-abcd`, state: "starting", options: optionsOf({ room_name: room, ...options }) })
+      .values({
+        id: randomUUID(),
+        accountId,
+        room,
+        streamName: `${room}-abcd`,
+        state: "starting",
+        options: optionsOf({ room_name: room, ...options }),
+      })
       .returning();
     return row!;
   }
@@ -168,8 +244,18 @@ describe("streaming", () => {
     await finishStream(vod.id, ["running"], "stopped", "requested", "accounts/x/recordings/talk-abcd.mp4");
 
     const got = await eventsOf(a.apiKey);
-    expect(got.map((event) => event.type)).toEqual(["stream.failed", "stream.started", "stream.stopped", "recording.ready"]);
-    expect(got[0].data).toEqual({ stream_id: failing.id, stream_name: "broken-abcd", room: "broken", reason: "recorder_failed" });
+    expect(got.map((event) => event.type)).toEqual([
+      "stream.failed",
+      "stream.started",
+      "stream.stopped",
+      "recording.ready",
+    ]);
+    expect(got[0].data).toEqual({
+      stream_id: failing.id,
+      stream_name: "broken-abcd",
+      room: "broken",
+      reason: "recorder_failed",
+    });
     expect(got[1].data).toEqual({ stream_id: vod.id, stream_name: "talk-abcd", room: "talk", recording: true });
     expect(got[2].data).toMatchObject({ reason: "requested" });
     expect(got[3].data).toMatchObject({ object_key: "accounts/x/recordings/talk-abcd.mp4" });
@@ -180,7 +266,13 @@ describe("streaming", () => {
 describe("SIP calls and usage", () => {
   test("call.started at the answer, call.ended with its duration, then usage.day_settled from the fold", async () => {
     const a = await newAccount();
-    const log = new CallLog({ callId: `call-${randomUUID()}@example`, caller: "sip:+15550100@example", callee: "sip:123@parley", transport: "udp", source: "127.0.0.1" });
+    const log = new CallLog({
+      callId: `call-${randomUUID()}@example`,
+      caller: "sip:+15550100@example",
+      callee: "sip:123@parley",
+      transport: "udp",
+      source: "127.0.0.1",
+    });
     await log.resolved({ accountId: a.accountId, room: "phones", resolvedBy: "header" } as never);
     await log.answered();
     await Bun.sleep(1100);

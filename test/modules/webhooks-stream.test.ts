@@ -21,7 +21,9 @@ afterAll(async () => {
 });
 
 async function emit(accountId: string, room: string) {
-  await db.transaction((tx) => recordEvent(tx, accountId, "room.started", { room, breakout_id: "", started_at: new Date().toISOString() }));
+  await db.transaction((tx) =>
+    recordEvent(tx, accountId, "room.started", { room, breakout_id: "", started_at: new Date().toISOString() }),
+  );
 }
 
 interface SseEvent {
@@ -82,7 +84,10 @@ test("a consumer that disconnects and resumes with Last-Event-ID receives exactl
   expect(first.response.status).toBe(200);
   expect(first.response.headers.get("content-type")).toBe("text/event-stream");
   for (let i = 1; i <= 3; i++) await emit(a.accountId, `live-${i}`);
-  await until(() => first.received.length, (n) => n >= 3);
+  await until(
+    () => first.received.length,
+    (n) => n >= 3,
+  );
   await first.close();
   // Without a cursor the stream starts from now: the earlier event is the log's, not the stream's.
   expect(first.received.map((event) => [event.id, event.event, event.data.data.room])).toEqual([
@@ -94,10 +99,19 @@ test("a consumer that disconnects and resumes with Last-Event-ID receives exactl
   for (let i = 1; i <= 4; i++) await emit(a.accountId, `missed-${i}`);
   const resumed = await consume(a.apiKey, first.received.at(-1)!.id);
   await emit(a.accountId, "after-resume");
-  await until(() => resumed.received.length, (n) => n >= 5);
+  await until(
+    () => resumed.received.length,
+    (n) => n >= 5,
+  );
   await Bun.sleep(700);
   await resumed.close();
-  expect(resumed.received.map((event) => event.data.data.room)).toEqual(["missed-1", "missed-2", "missed-3", "missed-4", "after-resume"]);
+  expect(resumed.received.map((event) => event.data.data.room)).toEqual([
+    "missed-1",
+    "missed-2",
+    "missed-3",
+    "missed-4",
+    "after-resume",
+  ]);
   expect(resumed.received.map((event) => Number(event.id))).toEqual([5, 6, 7, 8, 9]);
 });
 
@@ -122,7 +136,10 @@ test("a stream carries only its own account's events, written by any process", a
     { cwd: `${import.meta.dir}/../..`, env: process.env },
   );
   expect(other.exitCode).toBe(0);
-  await until(() => streamB.received.length, (n) => n >= 2);
+  await until(
+    () => streamB.received.length,
+    (n) => n >= 2,
+  );
   await Bun.sleep(300);
   await streamA.close();
   await streamB.close();
@@ -136,7 +153,9 @@ test("a stream needs the API key and a numeric Last-Event-ID", async () => {
   const anonymous = await fetch(`${base}/api/v1/events/stream`);
   expect(anonymous.status).toBe(401);
   expect((await anonymous.json()).error.code).toBe("unauthorized");
-  const bad = await fetch(`${base}/api/v1/events/stream`, { headers: { authorization: `Bearer ${a.apiKey}`, "last-event-id": "evt_1" } });
+  const bad = await fetch(`${base}/api/v1/events/stream`, {
+    headers: { authorization: `Bearer ${a.apiKey}`, "last-event-id": "evt_1" },
+  });
   expect(bad.status).toBe(422);
   expect((await bad.json()).error.code).toBe("validation_failed");
 });

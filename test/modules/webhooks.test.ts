@@ -16,7 +16,9 @@ import { adminCli } from "../support/admin-cli";
 const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
 async function emit(accountId: string, room: string) {
-  await db.transaction((tx) => recordEvent(tx, accountId, "room.started", { room, breakout_id: "", started_at: new Date().toISOString() }));
+  await db.transaction((tx) =>
+    recordEvent(tx, accountId, "room.started", { room, breakout_id: "", started_at: new Date().toISOString() }),
+  );
 }
 
 describe("outbox", () => {
@@ -25,7 +27,11 @@ describe("outbox", () => {
     const b = await newAccount();
     await Promise.all(Array.from({ length: 40 }, (_, i) => emit(i % 2 ? a.accountId : b.accountId, `room-${i}`)));
     for (const account of [a, b]) {
-      const rows = await db.select({ sequence: events.sequence }).from(events).where(eq(events.accountId, account.accountId)).orderBy(events.sequence);
+      const rows = await db
+        .select({ sequence: events.sequence })
+        .from(events)
+        .where(eq(events.accountId, account.accountId))
+        .orderBy(events.sequence);
       expect(rows.map((row) => row.sequence)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     }
   });
@@ -35,7 +41,11 @@ describe("outbox", () => {
     await emit(a.accountId, "kept-1");
     await expect(
       db.transaction(async (tx) => {
-        await recordEvent(tx, a.accountId, "room.started", { room: "rolled-back", breakout_id: "", started_at: new Date().toISOString() });
+        await recordEvent(tx, a.accountId, "room.started", {
+          room: "rolled-back",
+          breakout_id: "",
+          started_at: new Date().toISOString(),
+        });
         throw new Error("the change failed");
       }),
     ).rejects.toThrow("the change failed");
@@ -54,15 +64,23 @@ describe("GET /api/v1/events", () => {
     const a = await newAccount();
     const b = await newAccount();
     for (let i = 1; i <= 5; i++) await emit(a.accountId, `a-${i}`);
-    await db.transaction((tx) => recordEvent(tx, a.accountId, "reservation.deleted", { reservation_id: 7, room: "a-r" }));
+    await db.transaction((tx) =>
+      recordEvent(tx, a.accountId, "reservation.deleted", { reservation_id: 7, room: "a-r" }),
+    );
     await emit(b.accountId, "b-1");
 
     const first = await call("GET", "/api/v1/events?limit=2", { headers: auth(a.apiKey) });
     expect(first.status).toBe(200);
     expect(first.body.events.map((event: any) => event.sequence)).toEqual([1, 2]);
-    expect(first.body.events[0]).toMatchObject({ type: "room.started", account_id: a.accountId, data: { room: "a-1" } });
+    expect(first.body.events[0]).toMatchObject({
+      type: "room.started",
+      account_id: a.accountId,
+      data: { room: "a-1" },
+    });
     expect(first.body.events[0].id).toMatch(/^evt_/);
-    const second = await call("GET", `/api/v1/events?after=${first.body.next_after}&limit=10`, { headers: auth(a.apiKey) });
+    const second = await call("GET", `/api/v1/events?after=${first.body.next_after}&limit=10`, {
+      headers: auth(a.apiKey),
+    });
     expect(second.body.events.map((event: any) => event.sequence)).toEqual([3, 4, 5, 6]);
     const empty = await call("GET", `/api/v1/events?after=${second.body.next_after}`, { headers: auth(a.apiKey) });
     expect(empty.body).toEqual({ events: [], next_after: 6 });
@@ -83,7 +101,10 @@ describe("GET /api/v1/events", () => {
     const a = await newAccount();
     await emit(a.accountId, "old");
     await emit(a.accountId, "new");
-    await db.update(events).set({ createdAt: sql`now() - interval '31 days'` }).where(sql`${events.accountId} = ${a.accountId} and ${events.sequence} = 1`);
+    await db
+      .update(events)
+      .set({ createdAt: sql`now() - interval '31 days'` })
+      .where(sql`${events.accountId} = ${a.accountId} and ${events.sequence} = 1`);
     expect(await purgeOldEvents()).toBeGreaterThanOrEqual(1);
     const page = await call("GET", "/api/v1/events", { headers: auth(a.apiKey) });
     expect(page.body.events.map((event: any) => event.data.room)).toEqual(["new"]);
@@ -101,7 +122,12 @@ describe("webhook endpoints", () => {
     expect(created.status).toBe(201);
     expect(created.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     const id = created.body.endpoint.id;
-    expect(created.body.endpoint).toMatchObject({ url: "http://127.0.0.1:9/hook", event_types: ["room.started", "room.ended"], enabled: true, ordered: false });
+    expect(created.body.endpoint).toMatchObject({
+      url: "http://127.0.0.1:9/hook",
+      event_types: ["room.started", "room.ended"],
+      enabled: true,
+      ordered: false,
+    });
 
     // The secret is stored sealed and never shown again.
     const [row] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id));
@@ -110,7 +136,10 @@ describe("webhook endpoints", () => {
     expect(listed.body.endpoints.map((endpoint: any) => endpoint.id)).toEqual([id]);
     expect(JSON.stringify(listed.body)).not.toContain("whsec_");
 
-    const patched = await call("PATCH", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey), body: { event_types: null, enabled: false, ordered: true } });
+    const patched = await call("PATCH", `/api/v1/webhooks/${id}`, {
+      headers: auth(a.apiKey),
+      body: { event_types: null, enabled: false, ordered: true },
+    });
     expect(patched.body).toMatchObject({ event_types: null, enabled: false, ordered: true });
     const rotated = await call("POST", `/api/v1/webhooks/${id}/rotate-secret`, { headers: auth(a.apiKey) });
     expect(rotated.status).toBe(200);
@@ -142,7 +171,10 @@ describe("webhook endpoints", () => {
 
   test("bad input gets a 4xx in the error shape", async () => {
     const a = await newAccount();
-    const unknownType = await call("POST", "/api/v1/webhooks", { headers: auth(a.apiKey), body: { url: "http://127.0.0.1:9/", event_types: ["room.exploded"] } });
+    const unknownType = await call("POST", "/api/v1/webhooks", {
+      headers: auth(a.apiKey),
+      body: { url: "http://127.0.0.1:9/", event_types: ["room.exploded"] },
+    });
     expect(unknownType.status).toBe(400);
     expect(unknownType.body.error.code).toBe("bad_request");
     const noUrl = await call("POST", "/api/v1/webhooks", { headers: auth(a.apiKey), body: {} });
@@ -168,14 +200,27 @@ describe("SSRF", () => {
   ];
   test("link-local and metadata addresses are refused even with private networks allowed; only http(s)", async () => {
     const a = await newAccount();
-    for (const url of [...refusedAlways, "ftp://127.0.0.1/", "file:///etc/passwd", "http://user:pw@127.0.0.1/", "not a url", "http://does-not-resolve.invalid/"]) {
+    for (const url of [
+      ...refusedAlways,
+      "ftp://127.0.0.1/",
+      "file:///etc/passwd",
+      "http://user:pw@127.0.0.1/",
+      "not a url",
+      "http://does-not-resolve.invalid/",
+    ]) {
       const answer = await call("POST", "/api/v1/webhooks", { headers: auth(a.apiKey), body: { url } });
       expect([url, answer.status]).toEqual([url, 422]);
       expect(answer.body.error.message).toStartWith("url:");
     }
-    const created = await call("POST", "/api/v1/webhooks", { headers: auth(a.apiKey), body: { url: "http://localhost:9/" } });
+    const created = await call("POST", "/api/v1/webhooks", {
+      headers: auth(a.apiKey),
+      body: { url: "http://localhost:9/" },
+    });
     expect(created.status).toBe(201);
-    const moved = await call("PATCH", `/api/v1/webhooks/${created.body.endpoint.id}`, { headers: auth(a.apiKey), body: { url: refusedAlways[0] } });
+    const moved = await call("PATCH", `/api/v1/webhooks/${created.body.endpoint.id}`, {
+      headers: auth(a.apiKey),
+      body: { url: refusedAlways[0] },
+    });
     expect(moved.status).toBe(422);
   });
 
@@ -192,31 +237,64 @@ describe("SSRF", () => {
       }
       console.log(JSON.stringify(results));`;
     const run = (allow: string) =>
-      Bun.spawnSync([process.execPath, "-e", script], { cwd: `${import.meta.dir}/../..`, env: { ...process.env, WEBHOOK_ALLOW_PRIVATE_NETWORKS: allow } });
+      Bun.spawnSync([process.execPath, "-e", script], {
+        cwd: `${import.meta.dir}/../..`,
+        env: { ...process.env, WEBHOOK_ALLOW_PRIVATE_NETWORKS: allow },
+      });
     const refusing = run("false");
-    expect(JSON.parse(refusing.stdout.toString())).toEqual(["validation_failed", "validation_failed", "validation_failed", "validation_failed", "validation_failed", "validation_failed", "allowed"]);
+    expect(JSON.parse(refusing.stdout.toString())).toEqual([
+      "validation_failed",
+      "validation_failed",
+      "validation_failed",
+      "validation_failed",
+      "validation_failed",
+      "validation_failed",
+      "allowed",
+    ]);
     const allowing = run("true");
-    expect(JSON.parse(allowing.stdout.toString())).toEqual(["allowed", "allowed", "allowed", "allowed", "allowed", "allowed", "allowed"]);
+    expect(JSON.parse(allowing.stdout.toString())).toEqual([
+      "allowed",
+      "allowed",
+      "allowed",
+      "allowed",
+      "allowed",
+      "allowed",
+      "allowed",
+    ]);
   });
 });
 
 describe("admin command line", () => {
-  
   test("add, list, update, rotate, replay and remove webhooks as the API does", async () => {
     const a = await newAccount();
     const b = await newAccount();
-    const added = adminCli("add-webhook", a.accountId, "http://127.0.0.1:9/cli", "--types", "room.started,call.ended", "--ordered");
+    const added = adminCli(
+      "add-webhook",
+      a.accountId,
+      "http://127.0.0.1:9/cli",
+      "--types",
+      "room.started,call.ended",
+      "--ordered",
+    );
     expect(added.code).toBe(0);
     const id = /webhook\s+(wh_\w+)/.exec(added.out)![1]!;
     expect(added.out).toMatch(/secret\s+whsec_/);
     const seen = await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) });
-    expect(seen.body).toMatchObject({ url: "http://127.0.0.1:9/cli", event_types: ["room.started", "call.ended"], ordered: true, enabled: true });
+    expect(seen.body).toMatchObject({
+      url: "http://127.0.0.1:9/cli",
+      event_types: ["room.started", "call.ended"],
+      ordered: true,
+      enabled: true,
+    });
 
     const listed = adminCli("list-webhooks", a.accountId, "--json");
     expect(JSON.parse(listed.out).map((endpoint: any) => endpoint.id)).toEqual([id]);
     expect(listed.out).not.toContain("whsec_");
     expect(adminCli("update-webhook", a.accountId, id, "--disable", "--types", "all").code).toBe(0);
-    expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) })).body).toMatchObject({ enabled: false, event_types: null });
+    expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) })).body).toMatchObject({
+      enabled: false,
+      event_types: null,
+    });
     expect(adminCli("rotate-webhook-secret", a.accountId, id).out).toMatch(/secret\s+whsec_/);
     await emit(a.accountId, "cli-replayed");
     expect(adminCli("replay-webhook", a.accountId, id, "--after", "0").out).toContain("1 deliveries queued");

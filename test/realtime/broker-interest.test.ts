@@ -33,7 +33,11 @@ describe("RedisBroker interest", () => {
     await here.broadcast(topic, "shared again");
 
     expect(await eventually(() => published.includes(`${here.node} shared again`))).toBe(true);
-    expect(published).toEqual([...Array.from({ length: 50 }, (_, i) => `${here.node} frame ${i}`), `${here.node} last shared`, `${here.node} shared again`]);
+    expect(published).toEqual([
+      ...Array.from({ length: 50 }, (_, i) => `${here.node} frame ${i}`),
+      `${here.node} last shared`,
+      `${here.node} shared again`,
+    ]);
     await here.close();
     await elsewhere.close();
     expect(await redis().smembers(redisKey("rt-interest", topic))).toEqual([]);
@@ -44,18 +48,27 @@ describe("RedisBroker interest", () => {
     await redis().sadd(redisKey("rt-interest", topic), "a-process-that-died");
     const here = new RedisBroker();
     await here.subscribe(topic);
-    expect(await eventually(async () => (await redis().smembers(redisKey("rt-interest", topic))).join() === here.node)).toBe(true);
+    expect(
+      await eventually(async () => (await redis().smembers(redisKey("rt-interest", topic))).join() === here.node),
+    ).toBe(true);
     await here.close();
   });
 });
 
 describe("REALTIME_BROKER=auto", () => {
   const kindWith = async (env: Record<string, string>) => {
-    const child = Bun.spawn([process.execPath, "-e", 'const { brokerKind } = await import("./src/realtime/process-broker.ts"); console.log(brokerKind());'], {
-      env: { ...process.env, REALTIME_BROKER: "auto", ...env },
-      stdout: "pipe",
-      stderr: "inherit",
-    });
+    const child = Bun.spawn(
+      [
+        process.execPath,
+        "-e",
+        'const { brokerKind } = await import("./src/realtime/process-broker.ts"); console.log(brokerKind());',
+      ],
+      {
+        env: { ...process.env, REALTIME_BROKER: "auto", ...env },
+        stdout: "pipe",
+        stderr: "inherit",
+      },
+    );
     const output = await new Response(child.stdout).text();
     await child.exited;
     return output.trim();

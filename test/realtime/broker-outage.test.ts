@@ -13,7 +13,10 @@ import { eventually, until } from "../support/wait";
 const PREFIX = "outage-test";
 const TOPIC = "acc/outage:frames";
 
-/** Two brokers standing for two processes with sockets on TOPIC; commands arrive on stdin, answers are lines starting with "@". */
+/**
+ * Two brokers standing for two processes with sockets on TOPIC;
+ * commands arrive on stdin, answers are lines starting with "@".
+ */
 const CHILD = `
 const { RedisBroker } = await import("./src/realtime/redis-broker.ts");
 const here = new RedisBroker();
@@ -91,7 +94,12 @@ test("Redis away: a broadcast does not wait, fan-out failure logged once; intere
     listener.on("message", (_channel: string, text: string) => received.push(text));
     await listener.subscribe(`${PREFIX}:rt:${TOPIC}`);
     // The restarted Redis is empty: the interest set comes back from the child, well before its 10 s heartbeat.
-    const members = await until(() => fresh.smembers(`${PREFIX}:rt-interest:${TOPIC}`), (nodes) => nodes.length === 2, 5_000, 50);
+    const members = await until(
+      () => fresh.smembers(`${PREFIX}:rt-interest:${TOPIC}`),
+      (nodes) => nodes.length === 2,
+      5_000,
+      50,
+    );
     expect(members.sort()).toEqual([here, elsewhere].sort());
     let n = 0;
     expect(
@@ -110,5 +118,7 @@ test("Redis away: a broadcast does not wait, fan-out failure logged once; intere
   }
   const failures = lines.filter((line) => line.includes("fan-out to other processes failed"));
   expect(failures.length).toBe(1);
-  expect(await eventually(() => lines.some((line) => line.includes("fan-out to other processes works again")))).toBe(true);
+  expect(await eventually(() => lines.some((line) => line.includes("fan-out to other processes works again")))).toBe(
+    true,
+  );
 }, 30_000);

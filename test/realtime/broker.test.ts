@@ -11,7 +11,9 @@ const server = Bun.serve<string>({
   hostname: "127.0.0.1",
   port: 0,
   fetch(request, srv) {
-    return srv.upgrade(request, { data: new URL(request.url).searchParams.get("topic") ?? "" }) ? undefined : new Response("no", { status: 400 });
+    return srv.upgrade(request, { data: new URL(request.url).searchParams.get("topic") ?? "" })
+      ? undefined
+      : new Response("no", { status: 400 });
   },
   websocket: {
     open(ws) {
@@ -37,7 +39,6 @@ async function client(topic: string) {
   if (!(await eventually(() => sockets.length > before))) throw new Error("the server never saw the socket open");
   return { ws, received, server: sockets.at(-1)! };
 }
-
 
 for (const [name, make] of [
   ["LocalBroker", () => new LocalBroker()],

@@ -46,7 +46,10 @@ test("a message pushed while Redis is down is stored, reaches the room on this p
   const reply = await push(channelA, "new_message", { content: "while Redis is down" });
   expect(reply.status).toBe("ok");
   expect((await seen.next("new_message")).id).toBe(reply.response.message.id);
-  const rows = await db.select({ content: chatMessages.content }).from(chatMessages).where(eq(chatMessages.id, reply.response.message.id));
+  const rows = await db
+    .select({ content: chatMessages.content })
+    .from(chatMessages)
+    .where(eq(chatMessages.id, reply.response.message.id));
   expect(rows).toEqual([{ content: "while Redis is down" }]);
   await Promise.all([disconnect(alice), disconnect(bob)]);
 });

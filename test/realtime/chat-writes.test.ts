@@ -41,7 +41,9 @@ test("a burst from two sockets: each ok names a stored row, broadcasts in sender
   const replies = await Promise.all(pushes);
 
   const refused = replies.filter((reply) => reply.status !== "ok");
-  expect(refused).toEqual([{ status: "error", response: { reason: "validation_failed", message: expect.any(String) } }]);
+  expect(refused).toEqual([
+    { status: "error", response: { reason: "validation_failed", message: expect.any(String) } },
+  ]);
   const ids = replies.filter((reply) => reply.status === "ok").map((reply) => reply.response.message.id as number);
   expect(new Set(ids).size).toBe(79);
   const stored = await db
@@ -83,7 +85,10 @@ test("a message waiting on the database does not hold up the socket's next frame
     lock.release();
     const reply = await held;
     expect(reply.status).toBe("ok");
-    const rows = await db.select({ content: chatMessages.content }).from(chatMessages).where(eq(chatMessages.id, reply.response.message.id));
+    const rows = await db
+      .select({ content: chatMessages.content })
+      .from(chatMessages)
+      .where(eq(chatMessages.id, reply.response.message.id));
     expect(rows).toEqual([{ content: "held" }]);
   } finally {
     await lock.end();

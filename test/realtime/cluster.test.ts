@@ -52,10 +52,14 @@ describe("two API processes", () => {
     const received = await eventsB.next("new_message", (m) => m.content === "across processes");
     expect(received.id).toBe(sent.response.message.id);
 
-    const poll = (await push(channelB, "new_message", { content: "Which?", content_type: "poll", options: ["a", "b"] })).response.message;
+    const poll = (await push(channelB, "new_message", { content: "Which?", content_type: "poll", options: ["a", "b"] }))
+      .response.message;
     await eventsA.next("new_message", (m) => m.id === poll.id);
     await push(channelA, "new_vote", { message_id: poll.id, answer: poll.options[1].id });
-    expect(await eventsB.next("new_vote", (v) => v.message_id === poll.id)).toMatchObject({ user_id: "alice", answer: poll.options[1].id });
+    expect(await eventsB.next("new_vote", (v) => v.message_id === poll.id)).toMatchObject({
+      user_id: "alice",
+      answer: poll.options[1].id,
+    });
 
     // A REST edit served by this test process reaches sockets on both others.
     const edited = await call("PUT", `/api/v1/messaging/rooms/cluster/messages/${received.id}`, {

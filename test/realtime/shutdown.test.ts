@@ -42,7 +42,11 @@ beforeAll(async () => {
     stderr: "inherit",
   });
   const ready = await until(
-    () => fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false),
+    () =>
+      fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) }).then(
+        (r) => r.ok,
+        () => false,
+      ),
     Boolean,
     45_000,
     100,
@@ -101,7 +105,10 @@ test("SIGTERM: the push in flight is answered, later ones refused, clients recon
     lock.release();
     const acknowledged = await inFlight;
     expect(acknowledged.status).toBe("ok");
-    expect(await queued).toEqual({ status: "error", response: { reason: "shutting_down", message: expect.any(String) } });
+    expect(await queued).toEqual({
+      status: "error",
+      response: { reason: "shutting_down", message: expect.any(String) },
+    });
 
     const exited = await Promise.race([supervisor.exited, Bun.sleep(GRACE_MS / 2).then(() => "still running")]);
     expect(exited).toBe(0);
@@ -109,10 +116,19 @@ test("SIGTERM: the push in flight is answered, later ones refused, clients recon
     expect(Date.now() - signalled).toBeLessThan(GRACE_MS / 4);
     expect(closes[0]).toBe(CLOSE_SERVICE_RESTART);
     // The client did not take the close as final: it tried to connect again.
-    expect(await until(() => opened, (count) => count >= 2, 5_000)).toBeGreaterThanOrEqual(2);
+    expect(
+      await until(
+        () => opened,
+        (count) => count >= 2,
+        5_000,
+      ),
+    ).toBeGreaterThanOrEqual(2);
 
     // What was acknowledged is stored; what was refused is not.
-    const stored = await db.select({ id: chatMessages.id, content: chatMessages.content }).from(chatMessages).where(eq(chatMessages.id, acknowledged.response.message.id));
+    const stored = await db
+      .select({ id: chatMessages.id, content: chatMessages.content })
+      .from(chatMessages)
+      .where(eq(chatMessages.id, acknowledged.response.message.id));
     expect(stored).toEqual([{ id: acknowledged.response.message.id, content: "in flight" }]);
     const all = (await db.select({ content: chatMessages.content }).from(chatMessages)).map((row) => row.content);
     expect(all).not.toContain("queued behind it");

@@ -37,11 +37,22 @@ describe("chat topic", () => {
 
     const socketA = connect(base, aliceToken);
     const channelA = socketA.channel("chat:lobby");
-    const eventsA = recorder(channelA, ["presence_state", "presence_diff", "archived_message_count", "archived_message", "user_joined", "new_message"]);
+    const eventsA = recorder(channelA, [
+      "presence_state",
+      "presence_diff",
+      "archived_message_count",
+      "archived_message",
+      "user_joined",
+      "new_message",
+    ]);
     await join(channelA);
     expect(await eventsA.next("archived_message_count")).toEqual({ count: 3 });
     await eventsA.next("archived_message", (m) => m.content === "old 3");
-    expect(eventsA.seen.filter((e) => e.event === "archived_message").map((e) => e.payload.content)).toEqual(["old 1", "old 2", "old 3"]);
+    expect(eventsA.seen.filter((e) => e.event === "archived_message").map((e) => e.payload.content)).toEqual([
+      "old 1",
+      "old 2",
+      "old 3",
+    ]);
     const state = await eventsA.next("presence_state");
     expect(Object.keys(state)).toEqual(["alice"]);
     expect(state.alice.metas[0]).toMatchObject({ name: "Alice" });
@@ -63,14 +74,21 @@ describe("chat topic", () => {
 
     const reply = await push(channelA, "new_message", { content: "hello Bob" });
     expect(reply.status).toBe("ok");
-    expect(reply.response.message).toMatchObject({ content: "hello Bob", created_by: "alice", created_by_name: "Alice", content_type: "text" });
+    expect(reply.response.message).toMatchObject({
+      content: "hello Bob",
+      created_by: "alice",
+      created_by_name: "Alice",
+      content_type: "text",
+    });
     const received = await eventsB.next("new_message", (m) => m.content === "hello Bob");
     expect(received.id).toBe(reply.response.message.id);
     expect(received.inserted_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(await eventsA.next("new_message", (m) => m.content === "hello Bob")).toEqual(received);
 
     // Stored: REST sees it too.
-    const listed = await call("GET", "/api/v1/messaging/rooms/lobby/messages?size=1", { headers: { authorization: `Bearer ${bobToken}` } });
+    const listed = await call("GET", "/api/v1/messaging/rooms/lobby/messages?size=1", {
+      headers: { authorization: `Bearer ${bobToken}` },
+    });
     expect(listed.body.messages[0].id).toBe(received.id);
 
     // Bob leaves: Alice's presence loses him.
@@ -143,7 +161,11 @@ describe("chat topic", () => {
     await join(channelA);
     await join(channelB);
 
-    const created = await push(channelB, "new_message", { content: "Lunch?", content_type: "poll", options: ["Pizza", "Soup"] });
+    const created = await push(channelB, "new_message", {
+      content: "Lunch?",
+      content_type: "poll",
+      options: ["Pizza", "Soup"],
+    });
     expect(created.status).toBe("ok");
     const poll = await eventsA.next("new_message", (m) => m.content_type === "poll");
     expect(poll.options.map((o: any) => o.text)).toEqual(["Pizza", "Soup"]);
@@ -164,9 +186,13 @@ describe("chat topic", () => {
     expect(foreign.status).toBe("error");
     expect(foreign.response.reason).toBe("validation_failed");
     const notPoll = (await push(channelA, "new_message", { content: "plain" })).response.message;
-    expect((await push(channelB, "new_vote", { message_id: notPoll.id, answer: pizza.id })).response.reason).toBe("validation_failed");
+    expect((await push(channelB, "new_vote", { message_id: notPoll.id, answer: pizza.id })).response.reason).toBe(
+      "validation_failed",
+    );
 
-    const votes = await call("GET", `/api/v1/messaging/rooms/polls/messages/${poll.id}/poll/votes`, { headers: { authorization: `Bearer ${aliceToken}` } });
+    const votes = await call("GET", `/api/v1/messaging/rooms/polls/messages/${poll.id}/poll/votes`, {
+      headers: { authorization: `Bearer ${aliceToken}` },
+    });
     expect(votes.body).toEqual({ votes: [{ answer: soup.id, user_id: "bob" }] });
     await disconnect(socketA);
     await disconnect(socketB);
@@ -183,11 +209,17 @@ describe("chat topic", () => {
     const reply = await postMessage(alice, "edits", { content: "a reply", parent_id: message.id });
     const auth = { authorization: `Bearer ${aliceToken}` };
 
-    const edited = await call("PUT", `/api/v1/messaging/rooms/edits/messages/${message.id}`, { body: { content: "fixed" }, headers: auth });
+    const edited = await call("PUT", `/api/v1/messaging/rooms/edits/messages/${message.id}`, {
+      body: { content: "fixed" },
+      headers: auth,
+    });
     expect(edited.status).toBe(200);
     expect(await events.next("message_updated")).toEqual(edited.body);
 
-    const deleted = await call("DELETE", "/api/v1/messaging/rooms/edits/messages", { body: { message_ids: [message.id] }, headers: auth });
+    const deleted = await call("DELETE", "/api/v1/messaging/rooms/edits/messages", {
+      body: { message_ids: [message.id] },
+      headers: auth,
+    });
     expect(deleted.status).toBe(200);
     expect(await events.next("message_deleted")).toEqual({ channel_id: "edits", message_ids: [message.id, reply.id] });
     await disconnect(socket);
@@ -258,10 +290,14 @@ describe("raw frames", () => {
   function nextMessage(ws: WebSocket): Promise<any> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error("no frame")), 5_000);
-      ws.addEventListener("message", (event) => {
-        clearTimeout(timer);
-        resolve(JSON.parse(String(event.data)));
-      }, { once: true });
+      ws.addEventListener(
+        "message",
+        (event) => {
+          clearTimeout(timer);
+          resolve(JSON.parse(String(event.data)));
+        },
+        { once: true },
+      );
     });
   }
   function closed(ws: WebSocket): Promise<number> {
@@ -321,13 +357,26 @@ describe("raw frames", () => {
     });
     ws.send(JSON.stringify(["1", "2", "chat:lobby", "new_message", { content: "" }]));
     ws.send(JSON.stringify(["1", "3", "chat:lobby", "new_message", { content: 42 }]));
-    ws.send(JSON.stringify(["1", "4", "chat:lobby", "new_message", { content: "poll?", content_type: "poll", options: ["one"] }]));
+    ws.send(
+      JSON.stringify([
+        "1",
+        "4",
+        "chat:lobby",
+        "new_message",
+        { content: "poll?", content_type: "poll", options: ["one"] },
+      ]),
+    );
     ws.send(JSON.stringify(["1", "5", "chat:lobby", "dance", {}]));
     ws.send(JSON.stringify(["1", "6", "chat:lobby", "new_vote", { message_id: "x", answer: 1 }]));
     ws.send(JSON.stringify(["1", "7", "chat:lobby", "new_message", "just a string"]));
     ws.send(JSON.stringify(["1", "8", "chat:lobby", "new_message", { content: "x".repeat(10_001) }]));
     ws.send(JSON.stringify(["9", "9", "chat:elsewhere", "new_message", { content: "not joined" }]));
-    await until(() => replies.length, (count) => count >= 8, 10_000, 20);
+    await until(
+      () => replies.length,
+      (count) => count >= 8,
+      10_000,
+      20,
+    );
     expect(replies.map((frame) => [frame[1], frame[4].status, frame[4].response.reason])).toEqual([
       ["2", "error", "validation_failed"],
       ["3", "error", "validation_failed"],
@@ -345,7 +394,8 @@ describe("raw frames", () => {
     const ws = await open(aliceToken);
     const frames: any[] = [];
     ws.addEventListener("message", (event) => frames.push(JSON.parse(String(event.data))));
-    const replyTo = (ref: string) => until<any>(() => frames.find((f) => f[1] === ref && f[3] === "phx_reply"), Boolean, 10_000, 20);
+    const replyTo = (ref: string) =>
+      until<any>(() => frames.find((f) => f[1] === ref && f[3] === "phx_reply"), Boolean, 10_000, 20);
     ws.send(JSON.stringify(["1", "1", "rtc:rejoin", "phx_join", {}]));
     expect((await replyTo("1"))[4].status).toBe("ok");
     ws.send(JSON.stringify(["2", "2", "rtc:rejoin", "phx_join", {}]));
@@ -362,7 +412,12 @@ describe("raw frames", () => {
 
   test("the upgrade needs a valid messaging token", async () => {
     const url = `http://127.0.0.1:${server.server!.port}/api/v1/messaging/websocket`;
-    const upgrade = { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" };
+    const upgrade = {
+      connection: "Upgrade",
+      upgrade: "websocket",
+      "sec-websocket-version": "13",
+      "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+    };
     const none = await fetch(url, { headers: upgrade });
     expect(none.status).toBe(401);
     expect((await none.json()).error.code).toBe("unauthorized");

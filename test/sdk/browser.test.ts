@@ -38,9 +38,20 @@ test("in Chromium the SDK runs chat routes, presigns an upload as a user, types 
   const { apiKey } = await newAccount();
   const token = await tokenFor(apiKey, { id: "bob", name: "Bob" }, "messaging");
   const secret = `whsec_${Buffer.from("c".repeat(32)).toString("base64")}`;
-  const body = JSON.stringify({ id: "evt_9", type: "room.started", account_id: "acc_1", created_at: new Date().toISOString(), sequence: 9, data: { room: "r" } });
+  const body = JSON.stringify({
+    id: "evt_9",
+    type: "room.started",
+    account_id: "acc_1",
+    created_at: new Date().toISOString(),
+    sequence: 9,
+    data: { room: "r" },
+  });
   const at = new Date();
-  const headers = { "webhook-id": "evt_9", "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": new Webhook(secret).sign("evt_9", at, body) };
+  const headers = {
+    "webhook-id": "evt_9",
+    "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+    "webhook-signature": new Webhook(secret).sign("evt_9", at, body),
+  };
 
   const context = await chromium.context();
   const page = await context.newPage();
@@ -78,7 +89,11 @@ test("in Chromium the SDK runs chat routes, presigns an upload as a user, types 
 
 test("from a page of another origin the public mapper routes answer the SDK (CORS open), no credential", async () => {
   const { accountId } = await newAccount();
-  const elsewhere = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("<!doctype html><title>app</title>", { headers: { "content-type": "text/html" } }) });
+  const elsewhere = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: () => new Response("<!doctype html><title>app</title>", { headers: { "content-type": "text/html" } }),
+  });
   const context = await chromium.context();
   try {
     const page = await context.newPage();
@@ -88,14 +103,28 @@ test("from a page of another origin the public mapper routes answer the SDK (COR
       async ({ parleyOrigin, accountId }) => {
         const { Parley } = (globalThis as any).ParleySdk;
         const anonymous = new Parley({ baseUrl: parleyOrigin });
-        const mapped = await anonymous.mapper.publicConference(accountId, { conference: "standup@conference.meet.example.com" });
+        const mapped = await anonymous.mapper.publicConference(accountId, {
+          conference: "standup@conference.meet.example.com",
+        });
         const again = await anonymous.mapper.publicConference(accountId, { id: mapped.id });
-        const numbers = await anonymous.mapper.publicPhoneNumbers(accountId, { conference: "standup@conference.meet.example.com" });
-        return { origin: location.origin, id: typeof mapped.id, conference: again.conference, numbers: Array.isArray(numbers) };
+        const numbers = await anonymous.mapper.publicPhoneNumbers(accountId, {
+          conference: "standup@conference.meet.example.com",
+        });
+        return {
+          origin: location.origin,
+          id: typeof mapped.id,
+          conference: again.conference,
+          numbers: Array.isArray(numbers),
+        };
       },
       { parleyOrigin: `http://127.0.0.1:${server.port}`, accountId },
     );
-    expect(answers).toEqual({ origin: `http://127.0.0.1:${elsewhere.port}`, id: "number", conference: "standup@conference.meet.example.com", numbers: true });
+    expect(answers).toEqual({
+      origin: `http://127.0.0.1:${elsewhere.port}`,
+      id: "number",
+      conference: "standup@conference.meet.example.com",
+      numbers: true,
+    });
   } finally {
     await context.close();
     elsewhere.stop(true);

@@ -21,7 +21,10 @@ let scratch: string;
 beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), "parley-cli-"));
   // Each kept as it comes, so that afterAll stops a Parley that started beside a failed install.
-  const [started, installed] = await Promise.allSettled([startParley({ embedded: true, env: { SIP_ENABLED: "false", LOG_LEVEL: "warn" } }), installedSdk()]);
+  const [started, installed] = await Promise.allSettled([
+    startParley({ embedded: true, env: { SIP_ENABLED: "false", LOG_LEVEL: "warn" } }),
+    installedSdk(),
+  ]);
   if (started.status === "fulfilled") parley = started.value;
   if (installed.status === "fulfilled") app = installed.value;
   for (const outcome of [started, installed]) if (outcome.status === "rejected") throw outcome.reason;
@@ -80,7 +83,12 @@ function installedParley(args: string[], env: Record<string, string>, input?: st
 
 /** A socket file whose process has gone, as a killed Parley leaves it: a server that exits without closing. */
 function leaveStaleSocket(path: string): number | null {
-  return Bun.spawnSync(["node", "-e", "require('node:net').createServer().listen(process.argv[1], () => process.exit(0))", path]).exitCode;
+  return Bun.spawnSync([
+    "node",
+    "-e",
+    "require('node:net').createServer().listen(process.argv[1], () => process.exit(0))",
+    path,
+  ]).exitCode;
 }
 
 const json = (run: Run) => {
@@ -97,38 +105,60 @@ describe("beside a running embedded Parley, through its socket", () => {
     expect(made.out).toMatch(/api key\s+\S{20,}/);
     expect(accountId).toBeDefined();
 
-    const number = json(await npmParley(["add-number", accountId!, "US", "+1 512 555 0100", "--default", "--json"], local));
-    expect(number).toMatchObject({ account_id: accountId, country_code: "US", formatted_number: "+1 512 555 0100", is_default: true });
+    const number = json(
+      await npmParley(["add-number", accountId!, "US", "+1 512 555 0100", "--default", "--json"], local),
+    );
+    expect(number).toMatchObject({
+      account_id: accountId,
+      country_code: "US",
+      formatted_number: "+1 512 555 0100",
+      is_default: true,
+    });
     const limits = json(await npmParley(["set-limit", accountId!, "requests.scheduler", "7", "--json"], local));
-    expect(limits.limits.find((limit: { name: string }) => limit.name === "requests.scheduler")).toMatchObject({ value: 7, overridden: true });
+    expect(limits.limits.find((limit: { name: string }) => limit.name === "requests.scheduler")).toMatchObject({
+      value: 7,
+      overridden: true,
+    });
     const operator = json(await npmParley(["create-operator", "ops-npm", "--json"], local, "correct horse battery\n"));
     expect(operator.name).toBe("ops-npm");
 
     // Each went through the running Parley: its audit log holds them as the local operator's.
     const audit = json(await npmParley(["audit", "--json"], local));
-    const actions = audit.entries.filter((entry: { actor_kind: string }) => entry.actor_kind === "local").map((entry: { action: string }) => entry.action);
+    const actions = audit.entries
+      .filter((entry: { actor_kind: string }) => entry.actor_kind === "local")
+      .map((entry: { action: string }) => entry.action);
     expect(actions).toEqual(expect.arrayContaining(["create-account", "add-number", "set-limit", "create-operator"]));
   }, 120_000);
 
   test("the installed bin on Node does the same given DATA_DIR, and on PARLEY_URL with an operator token", async () => {
-    const made = json(await installedParley(["create-account", "made-by-bin", "--json"], { DATA_DIR: parley!.dataDir }));
+    const made = json(
+      await installedParley(["create-account", "made-by-bin", "--json"], { DATA_DIR: parley!.dataDir }),
+    );
     expect(made.api_key).toEqual(expect.any(String));
-    const token = json(await installedParley(["create-operator-token", "deploy-script", "--json"], { DATA_DIR: parley!.dataDir }));
+    const token = json(
+      await installedParley(["create-operator-token", "deploy-script", "--json"], { DATA_DIR: parley!.dataDir }),
+    );
     expect(token).toMatchObject({ name: "deploy-script", scope: "full" });
     expect(token.token).toStartWith("pop_");
 
     const remote = { PARLEY_URL: parley!.base, PARLEY_TOKEN: token.token };
     const account = json(await installedParley(["create-account", "made-remotely", "--json"], remote));
-    const number = json(await installedParley(["add-number", account.account.id, "DE", "+49 30 555 0100", "--json"], remote));
+    const number = json(
+      await installedParley(["add-number", account.account.id, "DE", "+49 30 555 0100", "--json"], remote),
+    );
     expect(number.country_code).toBe("DE");
-    const limits = json(await installedParley(["set-limit", account.account.id, "requests.usage", "default", "--json"], remote));
+    const limits = json(
+      await installedParley(["set-limit", account.account.id, "requests.usage", "default", "--json"], remote),
+    );
     expect(limits.limits.find((limit: { name: string }) => limit.name === "requests.usage").overridden).toBe(false);
     const shown = await installedParley(["show-limits", account.account.id], remote);
     expect(shown.code).toBe(0);
     expect(shown.out).toMatch(/^requests\.usage\s+\d+\s+\S.*\sdefault$/m);
     expect(shown.out).not.toContain("null");
     const listed = json(await installedParley(["list-accounts", "--json"], remote));
-    expect(listed.map((entry: { name: string }) => entry.name)).toEqual(expect.arrayContaining(["made-by-npm", "made-by-bin", "made-remotely"]));
+    expect(listed.map((entry: { name: string }) => entry.name)).toEqual(
+      expect.arrayContaining(["made-by-npm", "made-by-bin", "made-remotely"]),
+    );
     const audit = json(await installedParley(["audit", "--limit", "5", "--json"], remote));
     expect(audit.entries[0]).toMatchObject({ actor: "deploy-script", actor_kind: "token", action: "set-limit" });
 
@@ -138,7 +168,9 @@ describe("beside a running embedded Parley, through its socket", () => {
     expect(text.out).toContain("+49 30 555 0100");
 
     // A read-only token lists but may not change.
-    const reader = json(await installedParley(["create-operator-token", "dashboards", "--read-only", "--json"], remote));
+    const reader = json(
+      await installedParley(["create-operator-token", "dashboards", "--read-only", "--json"], remote),
+    );
     const readOnly = { PARLEY_URL: parley!.base, PARLEY_TOKEN: reader.token };
     expect((await installedParley(["list-operator-tokens"], readOnly)).code).toBe(0);
     const refused = await installedParley(["create-account", "nope"], readOnly);
@@ -149,7 +181,10 @@ describe("beside a running embedded Parley, through its socket", () => {
 
 describe("errors", () => {
   test("a bad or revoked operator token: exit 3, saying so", async () => {
-    const bad = await installedParley(["list-accounts"], { PARLEY_URL: parley!.base, PARLEY_TOKEN: "pop_not-a-real-token" });
+    const bad = await installedParley(["list-accounts"], {
+      PARLEY_URL: parley!.base,
+      PARLEY_TOKEN: "pop_not-a-real-token",
+    });
     expect(bad.code).toBe(3);
     expect(bad.err).toContain("PARLEY_TOKEN is unknown or revoked");
 
@@ -157,14 +192,19 @@ describe("errors", () => {
     const made = json(await installedParley(["create-operator-token", "short-lived", "--json"], local));
     const remote = { PARLEY_URL: parley!.base, PARLEY_TOKEN: made.token };
     expect((await installedParley(["list-operator-tokens"], remote)).code).toBe(0);
-    expect(json(await installedParley(["revoke-operator-token", String(made.id), "--json"], local))).toEqual({ revoked: true, id: made.id });
+    expect(json(await installedParley(["revoke-operator-token", String(made.id), "--json"], local))).toEqual({
+      revoked: true,
+      id: made.id,
+    });
     const revoked = await installedParley(["list-operator-tokens"], remote);
     expect(revoked.code).toBe(3);
     expect(revoked.err).toContain("PARLEY_TOKEN is unknown or revoked");
   });
 
   test("an account's API key as PARLEY_TOKEN: exit 3, never accepted", async () => {
-    const account = json(await installedParley(["create-account", "key-holder", "--json"], { DATA_DIR: parley!.dataDir }));
+    const account = json(
+      await installedParley(["create-account", "key-holder", "--json"], { DATA_DIR: parley!.dataDir }),
+    );
     const run = await installedParley(["list-accounts"], { PARLEY_URL: parley!.base, PARLEY_TOKEN: account.api_key });
     expect(run.code).toBe(3);
     expect(run.err).toContain("PARLEY_TOKEN is not an operator token");
@@ -180,7 +220,8 @@ describe("errors", () => {
     expect(run.code).toBe(4);
     expect(run.err).toContain(`${socket} exists but nothing listens on it`);
 
-    // In the repository the same situation is a stopped Parley: the command runs on the database (the test's PostgreSQL here).
+    // In the repository the same situation is a stopped Parley: the
+    // command runs on the database (the test's PostgreSQL here).
     const direct = await npmParley(["create-account", "made-directly"], { DATA_DIR: dataDir });
     expect(direct.code).toBe(0);
     expect(direct.err).toContain("working on the database directly");
@@ -188,7 +229,10 @@ describe("errors", () => {
     // The same admin API served for the one command: its change is in the audit log, as the local operator's.
     const accountId = /account\s+(acc_\S+)/.exec(direct.out)?.[1];
     const audit = json(await npmParley(["audit", "--json"], { DATA_DIR: dataDir }));
-    expect(audit.entries.find((entry: { target: string }) => entry.target === accountId)).toMatchObject({ action: "create-account", actor_kind: "local" });
+    expect(audit.entries.find((entry: { target: string }) => entry.target === accountId)).toMatchObject({
+      action: "create-account",
+      actor_kind: "local",
+    });
   }, 60_000);
 
   test("a socket of another mode is not trusted; no socket and no PARLEY_URL names both", async () => {
@@ -208,7 +252,13 @@ describe("errors", () => {
 
   test("misuse: exit 2 with the usage; --help: exit 0 with it", async () => {
     const env = { DATA_DIR: parley!.dataDir };
-    for (const args of [[], ["no-such-command"], ["set-limit", "acc_x"], ["list-accounts", "--no-such-flag"], ["set-limit", "acc_x", "requests.usage", "lots"]]) {
+    for (const args of [
+      [],
+      ["no-such-command"],
+      ["set-limit", "acc_x"],
+      ["list-accounts", "--no-such-flag"],
+      ["set-limit", "acc_x", "requests.usage", "lots"],
+    ]) {
       const run = await installedParley(args, env);
       expect({ args, code: run.code }).toEqual({ args, code: 2 });
       expect(run.err).toContain("usage: parley <command>");

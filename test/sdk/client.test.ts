@@ -20,7 +20,12 @@ beforeAll(() => {
 
 afterAll(() => server.stop(true));
 
-const reservation = (name: string) => ({ name, mail_owner: "alice@example.com", start_time: new Date(Date.now() + 3_600_000).toISOString(), duration: 30 });
+const reservation = (name: string) => ({
+  name,
+  mail_owner: "alice@example.com",
+  start_time: new Date(Date.now() + 3_600_000).toISOString(),
+  duration: 30,
+});
 
 describe("retries", () => {
   test("a 429 is sent again after its Retry-After; without retries or past maxDelayMs, a ParleyError", async () => {
@@ -40,7 +45,9 @@ describe("retries", () => {
       await setLimit(fresh.accountId, "requests.scheduler", 1);
       const impatient = new Parley({ baseUrl, apiKey: fresh.apiKey, retry });
       const outcomes = await Promise.allSettled([1, 2, 3].map(() => impatient.scheduler.listReservations()));
-      const refused = outcomes.filter((outcome) => outcome.status === "rejected").map((outcome) => (outcome as PromiseRejectedResult).reason);
+      const refused = outcomes
+        .filter((outcome) => outcome.status === "rejected")
+        .map((outcome) => (outcome as PromiseRejectedResult).reason);
       expect(refused.length).toBeGreaterThan(0);
       for (const error of refused) {
         expect(error).toBeInstanceOf(ParleyError);
@@ -76,7 +83,11 @@ describe("the event stream", () => {
       const controller = new AbortController();
       const seen: ParleyEvent[] = [];
       const reading = (async () => {
-        for await (const event of viaProxy.events.stream({ after: 0, types: ["reservation.created"], signal: controller.signal })) {
+        for await (const event of viaProxy.events.stream({
+          after: 0,
+          types: ["reservation.created"],
+          signal: controller.signal,
+        })) {
           seen.push(event);
           if (seen.length === 4) return;
         }
@@ -90,7 +101,12 @@ describe("the event stream", () => {
       for (const name of ["cut-1", "cut-2", "cut-3"]) await parley.scheduler.createReservation(reservation(name));
       await Promise.race([reading, Bun.sleep(15_000)]);
       controller.abort();
-      expect(seen.map((event) => (event.data as { room: string }).room)).toEqual(["before-0", "cut-1", "cut-2", "cut-3"]);
+      expect(seen.map((event) => (event.data as { room: string }).room)).toEqual([
+        "before-0",
+        "cut-1",
+        "cut-2",
+        "cut-3",
+      ]);
       const sequences = seen.map((event) => event.sequence);
       expect(new Set(sequences).size).toBe(4);
       const reconnect = requests.find((request, index) => index > 0 && request.startsWith("GET /api/v1/events/stream"));
@@ -103,11 +119,22 @@ describe("the event stream", () => {
 });
 
 describe("verifyWebhook", () => {
-  const event = { id: "evt_1", type: "room.ended", account_id: "acc_1", created_at: new Date().toISOString(), sequence: 1, data: { room: "r" } };
+  const event = {
+    id: "evt_1",
+    type: "room.ended",
+    account_id: "acc_1",
+    created_at: new Date().toISOString(),
+    sequence: 1,
+    data: { room: "r" },
+  };
   const body = JSON.stringify(event);
   const signed = (secret: string, at = new Date()) => {
     const signature = new Webhook(secret).sign("evt_1", at, body);
-    return { "webhook-id": "evt_1", "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": signature };
+    return {
+      "webhook-id": "evt_1",
+      "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+      "webhook-signature": signature,
+    };
   };
   const secret = `whsec_${Buffer.from("a".repeat(32)).toString("base64")}`;
   const older = `whsec_${Buffer.from("b".repeat(32)).toString("base64")}`;

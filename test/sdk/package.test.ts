@@ -37,7 +37,19 @@ afterAll(async () => {
   if (app) rmSync(app, { recursive: true, force: true });
 });
 
-const FAMILIES = ["tokens", "scheduler", "webhooks", "events", "mapper", "streaming", "chat", "uploads", "usage", "admin", "errors"];
+const FAMILIES = [
+  "tokens",
+  "scheduler",
+  "webhooks",
+  "events",
+  "mapper",
+  "streaming",
+  "chat",
+  "uploads",
+  "usage",
+  "admin",
+  "errors",
+];
 
 /** An operator token made on the local socket, as an operator beside the server would. */
 async function operatorToken(name: string): Promise<string> {
@@ -61,7 +73,11 @@ async function drive(command: string[], env: Record<string, string>): Promise<st
     stderr: "pipe",
   });
   const killer = setTimeout(() => child.kill("SIGKILL"), 90_000);
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   clearTimeout(killer);
   if (code !== 0) console.error(`${stdout}\n${stderr}\n--- Parley said:\n${parley!.tail()}`);
   expect(code).toBe(0);
@@ -69,7 +85,10 @@ async function drive(command: string[], env: Record<string, string>): Promise<st
 }
 
 test("the installed package drives every route family on Node without Bun", async () => {
-  const passed = await drive(["node"], { PATH: NODE_ONLY_PATH, PARLEY_OPERATOR_TOKEN: await operatorToken("sdk-node") });
+  const passed = await drive(["node"], {
+    PATH: NODE_ONLY_PATH,
+    PARLEY_OPERATOR_TOKEN: await operatorToken("sdk-node"),
+  });
   expect(passed).toEqual(FAMILIES.map((family) => `ok ${family}`));
 }, 120_000);
 

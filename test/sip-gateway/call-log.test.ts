@@ -7,7 +7,13 @@ import { events } from "../../src/modules/webhooks/schema";
 import { CallLog, callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 
-const start = (callId: string) => ({ callId, caller: "+15551230001@127.0.0.1", callee: "gateway@127.0.0.1", transport: "UDP", source: "127.0.0.1:5060" });
+const start = (callId: string) => ({
+  callId,
+  caller: "+15551230001@127.0.0.1",
+  callee: "gateway@127.0.0.1",
+  transport: "UDP",
+  source: "127.0.0.1:5060",
+});
 
 describe("call records", () => {
   test("calls changing together are each stored whole, with their usage and catalogue events, each once", async () => {
@@ -19,7 +25,13 @@ describe("call records", () => {
     await Promise.all(logs.map((log) => log.ended("caller_bye")));
     for (const callId of [ids[0]!, ids[149]!]) {
       const [record] = await callsById(callId);
-      expect(record).toMatchObject({ accountId, room: "phones", resolvedBy: "header", finalStatus: 200, reason: "caller_bye" });
+      expect(record).toMatchObject({
+        accountId,
+        room: "phones",
+        resolvedBy: "header",
+        finalStatus: 200,
+        reason: "caller_bye",
+      });
       expect(record!.endedAt!.getTime()).toBeGreaterThanOrEqual(record!.answeredAt!.getTime());
       const usage = await db.select().from(conferenceEvents).where(eq(conferenceEvents.subject, callId));
       expect(usage.map((event) => event.kind).sort()).toEqual(["call_ended", "call_started"]);
@@ -31,7 +43,10 @@ describe("call records", () => {
       expect(catalogue.map((event) => event.type)).toEqual(["call.started", "call.ended"]);
     }
     const [counts] = await db
-      .select({ usage: sql<number>`count(*)::int`, calls: sql<number>`count(distinct ${conferenceEvents.subject})::int` })
+      .select({
+        usage: sql<number>`count(*)::int`,
+        calls: sql<number>`count(distinct ${conferenceEvents.subject})::int`,
+      })
       .from(conferenceEvents)
       .where(eq(conferenceEvents.accountId, accountId));
     expect(counts).toEqual({ usage: 300, calls: 150 });

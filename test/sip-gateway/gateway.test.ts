@@ -17,7 +17,11 @@ import { runSipp, SCENARIOS } from "../support/sipp";
 type Gateway = Awaited<ReturnType<typeof startTestGateway>>;
 
 async function usageEvents(callId: string) {
-  return db.select().from(conferenceEvents).where(eq(conferenceEvents.subject, callId)).orderBy(conferenceEvents.occurredAt);
+  return db
+    .select()
+    .from(conferenceEvents)
+    .where(eq(conferenceEvents.subject, callId))
+    .orderBy(conferenceEvents.occurredAt);
 }
 
 describe("sip gateway", () => {
@@ -31,7 +35,12 @@ describe("sip gateway", () => {
   beforeAll(async () => {
     [owner, other] = await Promise.all([newAccount(), newAccount()]);
     bridge = startBridge();
-    gateway = await startTestGateway({ accountId: owner.accountId, joinUrl: bridge.url, dtmfAttempts: 2, dtmfTimeoutMs: 10_000 });
+    gateway = await startTestGateway({
+      accountId: owner.accountId,
+      joinUrl: bridge.url,
+      dtmfAttempts: 2,
+      dtmfTimeoutMs: 10_000,
+    });
     standupId = await mapperIdFor(owner.accountId, "standup@conference.example.com");
     otherRoomId = await mapperIdFor(other.accountId, "Design-Review@conference.other.example");
   });
@@ -64,7 +73,11 @@ describe("sip gateway", () => {
 
     const joins = bridge.received.filter((entry) => entry.callId === run.callId);
     expect(joins.map((entry) => entry.event)).toEqual(["join", "leave"]);
-    expect(joins[0]).toMatchObject({ accountId: owner.accountId, room: "lobby", conference: "lobby@conference.example.com" });
+    expect(joins[0]).toMatchObject({
+      accountId: owner.accountId,
+      room: "lobby",
+      conference: "lobby@conference.example.com",
+    });
     expect(joins[0]!.media).toMatchObject({ codec: "PCMA", payloadType: 8 });
     expect(joins[1]!.reason).toBe("caller_bye");
 
@@ -73,20 +86,34 @@ describe("sip gateway", () => {
       ["call_started", "lobby", owner.accountId],
       ["call_ended", "lobby", owner.accountId],
     ]);
-    expect(events[1]!.payload).toEqual({ caller: "+15551230001@127.0.0.1", callee: "gateway@127.0.0.1", answered: true, reason: "caller_bye" });
+    expect(events[1]!.payload).toEqual({
+      caller: "+15551230001@127.0.0.1",
+      callee: "gateway@127.0.0.1",
+      answered: true,
+      reason: "caller_bye",
+    });
     expect(events[0]!.dedupeKey).toBe(`call:${run.callId}:started`);
   });
 
   test("a bare room name in the header joins the gateway account's room, lower-cased", async () => {
     const run = await call({ extra_header: "Parley-Conference-Room: Standup" });
     expectSuccess(run);
-    expect(await endedCall(run.callId)).toMatchObject({ accountId: owner.accountId, room: "standup", resolvedBy: "header" });
+    expect(await endedCall(run.callId)).toMatchObject({
+      accountId: owner.accountId,
+      room: "standup",
+      resolvedBy: "header",
+    });
   });
 
   test("a numeric id in the header joins the mapped room of the account that owns the mapping", async () => {
     const run = await call({ extra_header: `Parley-Conference-Room: ${otherRoomId}` });
     expectSuccess(run);
-    expect(await endedCall(run.callId)).toMatchObject({ accountId: other.accountId, room: "design-review", resolvedBy: "header", mapperId: otherRoomId });
+    expect(await endedCall(run.callId)).toMatchObject({
+      accountId: other.accountId,
+      room: "design-review",
+      resolvedBy: "header",
+      mapperId: otherRoomId,
+    });
     const events = await usageEvents(run.callId);
     expect(events.every((event) => event.accountId === other.accountId && event.room === "design-review")).toBe(true);
   });
@@ -100,14 +127,30 @@ describe("sip gateway", () => {
   test("a numeric Request-URI user is resolved through the conference mapper", async () => {
     const run = await call({}, { service: String(standupId) });
     expectSuccess(run);
-    expect(await endedCall(run.callId)).toMatchObject({ accountId: owner.accountId, room: "standup", resolvedBy: "uri", mapperId: standupId });
+    expect(await endedCall(run.callId)).toMatchObject({
+      accountId: owner.accountId,
+      room: "standup",
+      resolvedBy: "uri",
+      mapperId: standupId,
+    });
   });
 
   test("an unknown numeric id in the Request-URI or the header is answered 404 and recorded unanswered", async () => {
     const byUri = await runSipp({ scenario: "not_found.xml", port: gateway.port, service: "123456789" });
     expectSuccess(byUri);
-    expect(await endedCall(byUri.callId)).toMatchObject({ room: null, accountId: null, finalStatus: 404, reason: "not_found", answeredAt: null });
-    const byHeader = await runSipp({ scenario: "not_found.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: 987654321" } });
+    expect(await endedCall(byUri.callId)).toMatchObject({
+      room: null,
+      accountId: null,
+      finalStatus: 404,
+      reason: "not_found",
+      answeredAt: null,
+    });
+    const byHeader = await runSipp({
+      scenario: "not_found.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: 987654321" },
+    });
     expectSuccess(byHeader);
     expect(await endedCall(byHeader.callId)).toMatchObject({ finalStatus: 404, reason: "not_found" });
     expect(await usageEvents(byUri.callId)).toEqual([]);
@@ -122,11 +165,19 @@ describe("sip gateway", () => {
     try {
       const run = await runSipp({ scenario: "call.xml", port: withDefault.port, service: "gateway" });
       expectSuccess(run);
-      expect(await endedCall(run.callId)).toMatchObject({ accountId: owner.accountId, room: "reception", resolvedBy: "default" });
+      expect(await endedCall(run.callId)).toMatchObject({
+        accountId: owner.accountId,
+        room: "reception",
+        resolvedBy: "default",
+      });
       // The trunk's own number in the Request-URI is not a conference id.
       const toOwnNumber = await runSipp({ scenario: "call.xml", port: withDefault.port, service: "4815162342" });
       expectSuccess(toOwnNumber);
-      expect(await endedCall(toOwnNumber.callId)).toMatchObject({ room: "reception", resolvedBy: "default", callee: "4815162342@127.0.0.1" });
+      expect(await endedCall(toOwnNumber.callId)).toMatchObject({
+        room: "reception",
+        resolvedBy: "default",
+        callee: "4815162342@127.0.0.1",
+      });
     } finally {
       await withDefault.stop();
     }
@@ -134,10 +185,22 @@ describe("sip gateway", () => {
 
   test("with no room at all the caller keys the conference id in by SIP INFO, ended by #", async () => {
     const digits = Object.fromEntries([...String(standupId)].map((digit, i) => [`d${i + 1}`, digit]));
-    const run = await runSipp({ scenario: "dtmf_info.xml", port: gateway.port, service: "gateway", keys: digits, holdMs: 300 });
+    const run = await runSipp({
+      scenario: "dtmf_info.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: digits,
+      holdMs: 300,
+    });
     expectSuccess(run);
     const record = await endedCall(run.callId);
-    expect(record).toMatchObject({ accountId: owner.accountId, room: "standup", resolvedBy: "dtmf", mapperId: standupId, reason: "caller_bye" });
+    expect(record).toMatchObject({
+      accountId: owner.accountId,
+      room: "standup",
+      resolvedBy: "dtmf",
+      mapperId: standupId,
+      reason: "caller_bye",
+    });
     expect(record.joinedAt).toBeInstanceOf(Date);
     expect((await usageEvents(run.callId)).map((event) => event.kind)).toEqual(["call_started", "call_ended"]);
   });
@@ -151,11 +214,19 @@ describe("sip gateway", () => {
         return `  <nop><action><exec play_pcap_audio="${pcap}"/></action></nop>\n  <pause milliseconds="250"/>`;
       })
       .join("\n");
-    writeFileSync(scenario, readFileSync(join(SCENARIOS, "dtmf_rtp.xml"), "utf8").replace("<!-- KEYPRESSES -->", keypresses));
+    writeFileSync(
+      scenario,
+      readFileSync(join(SCENARIOS, "dtmf_rtp.xml"), "utf8").replace("<!-- KEYPRESSES -->", keypresses),
+    );
     try {
       const run = await runSipp({ scenario, port: gateway.port, service: "gateway", holdMs: 300 });
       expectSuccess(run);
-      expect(await endedCall(run.callId)).toMatchObject({ room: "standup", resolvedBy: "dtmf", mapperId: standupId, reason: "caller_bye" });
+      expect(await endedCall(run.callId)).toMatchObject({
+        room: "standup",
+        resolvedBy: "dtmf",
+        mapperId: standupId,
+        reason: "caller_bye",
+      });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -174,7 +245,12 @@ describe("sip gateway", () => {
     try {
       const run = await runSipp({ scenario: "cancel.xml", port: ringing.port, service: String(standupId) });
       expectSuccess(run);
-      expect(await endedCall(run.callId)).toMatchObject({ room: "standup", reason: "cancelled", finalStatus: 487, answeredAt: null });
+      expect(await endedCall(run.callId)).toMatchObject({
+        room: "standup",
+        reason: "cancelled",
+        finalStatus: 487,
+        answeredAt: null,
+      });
       const events = await usageEvents(run.callId);
       expect(events.map((event) => [event.kind, event.payload.answered])).toEqual([["call_ended", false]]);
     } finally {
@@ -185,14 +261,25 @@ describe("sip gateway", () => {
   test("the gateway hangs up with a BYE when the call reaches its longest duration", async () => {
     const short = await startTestGateway({ accountId: owner.accountId, maxCallSeconds: 1 });
     try {
-      const run = await runSipp({ scenario: "gateway_bye.xml", port: short.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+      const run = await runSipp({
+        scenario: "gateway_bye.xml",
+        port: short.port,
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: lobby" },
+      });
       expectSuccess(run);
       const record = await endedCall(run.callId);
       expect(record).toMatchObject({ room: "lobby", reason: "max_duration" });
       const events = await usageEvents(run.callId);
       expect(events.at(-1)!.payload).toMatchObject({ answered: true, reason: "max_duration" });
       // Over TCP the BYE goes back on the caller's own connection.
-      const overTcp = await runSipp({ scenario: "gateway_bye.xml", port: short.port, transport: "tcp", service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+      const overTcp = await runSipp({
+        scenario: "gateway_bye.xml",
+        port: short.port,
+        transport: "tcp",
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: lobby" },
+      });
       expectSuccess(overTcp);
       expect(await endedCall(overTcp.callId)).toMatchObject({ transport: "TCP", reason: "max_duration" });
     } finally {
@@ -201,13 +288,23 @@ describe("sip gateway", () => {
   }, 15_000);
 
   test("an answered call that never gets its ACK is ended", async () => {
-    const run = await runSipp({ scenario: "no_ack.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "no_ack.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "no_ack" });
   });
 
   test("a caller who hangs up before its ACK arrives is not ended again when the ACK wait runs out", async () => {
-    const run = await runSipp({ scenario: "bye_without_ack.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "bye_without_ack.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
     await Bun.sleep(1_500);
@@ -215,13 +312,23 @@ describe("sip gateway", () => {
   });
 
   test("a re-INVITE is answered with a new description for the new offer", async () => {
-    const run = await runSipp({ scenario: "reinvite.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "reinvite.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
   });
 
   test("an INVITE without SDP gets the gateway's offer in the 200 and the caller's answer in the ACK", async () => {
-    const run = await runSipp({ scenario: "late_offer.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "late_offer.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
   });
@@ -229,7 +336,12 @@ describe("sip gateway", () => {
   test("a stopping gateway hangs up its calls with a BYE and records why", async () => {
     const stopping = await startTestGateway({ accountId: owner.accountId });
     const cid = crypto.randomUUID();
-    const pending = runSipp({ scenario: "gateway_bye.xml", port: stopping.port, service: "gateway", keys: { cid, extra_header: "Parley-Conference-Room: lobby" } });
+    const pending = runSipp({
+      scenario: "gateway_bye.xml",
+      port: stopping.port,
+      service: "gateway",
+      keys: { cid, extra_header: "Parley-Conference-Room: lobby" },
+    });
     // Stop only once the call is answered, so the gateway's BYE is what ends it.
     for (let i = 0; i < 200 && !(await callsById(`${cid}-1`))[0]?.answeredAt; i++) await Bun.sleep(25);
     await stopping.stop();
@@ -239,7 +351,12 @@ describe("sip gateway", () => {
   });
 
   test("an offer without G.711 is refused with 488", async () => {
-    const run = await runSipp({ scenario: "unacceptable_media.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "unacceptable_media.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ finalStatus: 488, reason: "unacceptable_media", room: null });
   });
@@ -250,7 +367,10 @@ describe("sip gateway", () => {
   });
 
   test("a call over TCP works the same, BYE included", async () => {
-    const run = await call({ extra_header: "Parley-Conference-Room: lobby@conference.example.com" }, { transport: "tcp" });
+    const run = await call(
+      { extra_header: "Parley-Conference-Room: lobby@conference.example.com" },
+      { transport: "tcp" },
+    );
     expectSuccess(run);
     expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", transport: "TCP", reason: "caller_bye" });
   });
@@ -259,7 +379,12 @@ describe("sip gateway", () => {
     const failing = startBridge(502);
     const refusing = await startTestGateway({ accountId: owner.accountId, joinUrl: failing.url });
     try {
-      const run = await runSipp({ scenario: "gateway_bye.xml", port: refusing.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+      const run = await runSipp({
+        scenario: "gateway_bye.xml",
+        port: refusing.port,
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: lobby" },
+      });
       expectSuccess(run);
       expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "join_failed", joinedAt: null });
       expect(failing.received.map((entry) => entry.event)).toEqual(["join"]);
@@ -272,10 +397,20 @@ describe("sip gateway", () => {
   test("INVITEs from a source outside the allow-list are refused with 403", async () => {
     const guarded = await startTestGateway({ accountId: owner.accountId, allowedSources: ["127.0.0.1/32"] });
     try {
-      const refused = await runSipp({ scenario: "refused.xml", port: guarded.port, service: "gateway", localIp: "127.0.0.2" });
+      const refused = await runSipp({
+        scenario: "refused.xml",
+        port: guarded.port,
+        service: "gateway",
+        localIp: "127.0.0.2",
+      });
       expectSuccess(refused);
       expect(await callsById(refused.callId)).toEqual([]);
-      const allowed = await runSipp({ scenario: "call.xml", port: guarded.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+      const allowed = await runSipp({
+        scenario: "call.xml",
+        port: guarded.port,
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: lobby" },
+      });
       expectSuccess(allowed);
     } finally {
       await guarded.stop();
@@ -332,9 +467,12 @@ describe("sip gateway robustness", () => {
       Buffer.from([0, 1, 2, 3, 255, 254, 13, 10, 13, 10]),
       "hello world\r\n\r\n",
       "INVITE sip:x@y SIP/2.0\r\nVia: nonsense\r\n\r\n",
-      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` + "Call-ID: g1\r\nCSeq: 1 INVITE\r\nContent-Length: 500\r\n\r\nv=0\r\n",
-      `OPTIONS sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` + `Call-ID: g2\r\nCSeq: 1 OPTIONS\r\nX-Padding: ${"a".repeat(5_000)}\r\nContent-Length: 0\r\n\r\n`,
-      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` + "Call-ID: g3\r\nCSeq: one INVITE\r\n\r\n",
+      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` +
+        "Call-ID: g1\r\nCSeq: 1 INVITE\r\nContent-Length: 500\r\n\r\nv=0\r\n",
+      `OPTIONS sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` +
+        `Call-ID: g2\r\nCSeq: 1 OPTIONS\r\nX-Padding: ${"a".repeat(5_000)}\r\nContent-Length: 0\r\n\r\n`,
+      `INVITE sip:x@127.0.0.1 SIP/2.0\r\n${via}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\n` +
+        "Call-ID: g3\r\nCSeq: one INVITE\r\n\r\n",
     ];
     for (const message of messages) socket.send(message, gateway.port, "127.0.0.1");
     for (let i = 0; i < 40 && answers.length < 2; i++) await Bun.sleep(25);
@@ -348,7 +486,12 @@ describe("sip gateway robustness", () => {
     await Bun.sleep(100);
     tcp.end();
 
-    const run = await runSipp({ scenario: "call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "call.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     expectSuccess(run);
     const tcpRun = await runSipp({ scenario: "options.xml", port: gateway.port, transport: "tcp" });
     expectSuccess(tcpRun);
@@ -358,20 +501,31 @@ describe("sip gateway robustness", () => {
     const flooder = await Bun.udpSocket({ hostname: "127.0.0.2", socket: { data() {} } });
     const before = gateway.gateway.stats.UDP!.refused;
     const flood = (n: number) =>
-      `OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.2:${flooder.port};branch=z9hG4bK-flood${n}\r\n` + `From: <sip:f@127.0.0.2>;tag=${n}\r\nTo: <sip:127.0.0.1>\r\nCall-ID: flood-${n}\r\n` + "CSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
+      `OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.2:${flooder.port};branch=z9hG4bK-flood${n}\r\n` +
+      `From: <sip:f@127.0.0.2>;tag=${n}\r\nTo: <sip:127.0.0.1>\r\nCall-ID: flood-${n}\r\n` +
+      "CSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
     const flooding = (async () => {
       for (let batch = 0; batch < 40; batch++) {
         for (let i = 0; i < 50; i++) flooder.send(flood(batch * 50 + i), gateway.port, "127.0.0.1");
         await Bun.sleep(10);
       }
     })();
-    const run = await runSipp({ scenario: "call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: lobby" } });
+    const run = await runSipp({
+      scenario: "call.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: lobby" },
+    });
     await flooding;
     flooder.close();
     expectSuccess(run);
     // 50 requests a second are let through (some 25 in this half second); the kernel may drop
     // part of the 2,000 before they are read, so only a clear majority is asserted.
     expect(gateway.gateway.stats.UDP!.refused - before).toBeGreaterThan(500);
-    expect(await endedCall(run.callId)).toMatchObject({ accountId: owner.accountId, room: "lobby", reason: "caller_bye" });
+    expect(await endedCall(run.callId)).toMatchObject({
+      accountId: owner.accountId,
+      room: "lobby",
+      reason: "caller_bye",
+    });
   });
 });

@@ -26,13 +26,24 @@ const gateways: Array<ReturnType<typeof Bun.spawn>> = [];
 async function startGateway() {
   const port = await freePort();
   const child = Bun.spawn([process.execPath, entry, "--role=sip"], {
-    env: { ...process.env, LOG_LEVEL: "silent", SIP_BIND_ADDRESS: "127.0.0.1", SIP_UDP_PORT: String(port), SIP_TCP_PORT: String(port) },
+    env: {
+      ...process.env,
+      LOG_LEVEL: "silent",
+      SIP_BIND_ADDRESS: "127.0.0.1",
+      SIP_UDP_PORT: String(port),
+      SIP_TCP_PORT: String(port),
+    },
     stdout: "ignore",
     stderr: "inherit",
   });
   gateways.push(child);
   const name = `${hostname()}-sip-${child.pid}`;
-  const beating = await until(() => redis().hexists(redisKey("sip", "gateways"), name), (found) => found === 1, 15_000, 100);
+  const beating = await until(
+    () => redis().hexists(redisKey("sip", "gateways"), name),
+    (found) => found === 1,
+    15_000,
+    100,
+  );
   if (beating !== 1) throw new Error(`gateway ${name} never beat`);
   return { child, port, name };
 }
@@ -46,7 +57,14 @@ test("a call whose gateway is killed mid-call is ended at the gateway's last bea
   const mapperId = await mapperIdFor(account.accountId, "cut@conference.example.com");
   const doomed = await startGateway();
 
-  const sipp = runSipp({ scenario: "call.xml", port: doomed.port, service: "gateway", keys: { extra_header: `Parley-Conference-Room: ${mapperId}` }, holdMs: 3_000, timeoutSeconds: 6 });
+  const sipp = runSipp({
+    scenario: "call.xml",
+    port: doomed.port,
+    service: "gateway",
+    keys: { extra_header: `Parley-Conference-Room: ${mapperId}` },
+    holdMs: 3_000,
+    timeoutSeconds: 6,
+  });
   // The Call-ID is known only when sipp is done; find the call by its account instead.
   const answered = await until(
     () => db.select().from(sipCalls).where(eq(sipCalls.accountId, account.accountId)),
@@ -63,7 +81,12 @@ test("a call whose gateway is killed mid-call is ended at the gateway's last bea
   await sipp;
 
   await startGateway();
-  const [ended] = await until(() => callsById(callId), (rows) => rows[0]?.endedAt != null, 25_000, 200);
+  const [ended] = await until(
+    () => callsById(callId),
+    (rows) => rows[0]?.endedAt != null,
+    25_000,
+    200,
+  );
   expect(ended).toMatchObject({ reason: "gateway_lost", gateway: doomed.name });
   // At its last beat: before the kill, by at most one beat interval (and a little scheduling slack).
   expect(ended!.endedAt!.getTime()).toBeLessThanOrEqual(killedAt);
@@ -74,14 +97,29 @@ test("a call whose gateway is killed mid-call is ended at the gateway's last bea
     .from(conferenceEvents)
     .where(and(eq(conferenceEvents.accountId, account.accountId), eq(conferenceEvents.subject, callId)));
   expect(events.map((event) => event.kind).sort()).toEqual(["call_ended", "call_started"]);
-  expect(events.find((event) => event.kind === "call_ended")!.payload).toMatchObject({ answered: true, reason: "gateway_lost" });
+  expect(events.find((event) => event.kind === "call_ended")!.payload).toMatchObject({
+    answered: true,
+    reason: "gateway_lost",
+  });
 
   // Told as any end is: one call.ended in the event log (and so to webhooks), reason gateway_lost.
-  const told = await call("GET", "/api/v1/events?after=0&types=call.ended", { headers: { authorization: `Bearer ${account.apiKey}` } });
-  expect(told.body.events.map((event: any) => event.data)).toEqual([expect.objectContaining({ call_id: callId, reason: "gateway_lost", answered: true, ended_at: ended!.endedAt!.toISOString() })]);
+  const told = await call("GET", "/api/v1/events?after=0&types=call.ended", {
+    headers: { authorization: `Bearer ${account.apiKey}` },
+  });
+  expect(told.body.events.map((event: any) => event.data)).toEqual([
+    expect.objectContaining({
+      call_id: callId,
+      reason: "gateway_lost",
+      answered: true,
+      ended_at: ended!.endedAt!.toISOString(),
+    }),
+  ]);
 
   await foldQueued();
-  const report = await call("POST", "/api/v1/pricing/cdr", { body: { room_name: ["cut"] }, headers: { authorization: `Bearer ${account.apiKey}` } });
+  const report = await call("POST", "/api/v1/pricing/cdr", {
+    body: { room_name: ["cut"] },
+    headers: { authorization: `Bearer ${account.apiKey}` },
+  });
   const billed = report.body.rooms[0].media_usage.calls.find((entry: any) => entry.call_id === callId);
   expect(billed.ended_at).toBe(ended!.endedAt!.toISOString());
   expect(billed.minutes).toBeLessThan(0.2);

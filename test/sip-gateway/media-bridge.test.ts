@@ -32,7 +32,16 @@ describe("sip gateway as a back-to-back user agent", () => {
   const gatewayFor = async (uris: string[], media: Partial<SipConfig["media"]> = {}) => {
     const gateway = await startTestGateway({
       accountId: owner.accountId,
-      media: { uris, selection: "failover", roomHeader: "Jitsi-Conference-Room", conferenceDomain: "conference.example.com", relay: true, responseTimeoutMs: 1_000, answerTimeoutMs: 1_500, ...media },
+      media: {
+        uris,
+        selection: "failover",
+        roomHeader: "Jitsi-Conference-Room",
+        conferenceDomain: "conference.example.com",
+        relay: true,
+        responseTimeoutMs: 1_000,
+        answerTimeoutMs: 1_500,
+        ...media,
+      },
     });
     gateways.push(gateway);
     return gateway;
@@ -62,7 +71,13 @@ describe("sip gateway as a back-to-back user agent", () => {
     expectSuccess(uas, "endpoint");
     expect(uas.messages).toContain("Jitsi-Conference-Room: standup@conference.example.com");
     const record = await endedCall(caller.callId);
-    expect(record).toMatchObject({ room: "standup", finalStatus: 200, reason: "caller_bye", mediaEndpoint: endpoint.uri, mediaStatus: 200 });
+    expect(record).toMatchObject({
+      room: "standup",
+      finalStatus: 200,
+      reason: "caller_bye",
+      mediaEndpoint: endpoint.uri,
+      mediaStatus: 200,
+    });
     expect(record.mediaCallId).toBeString();
     expect(record.mediaCallId).not.toBe(caller.callId);
     // 1.5 s of 20 ms packets: about 75 each way.
@@ -75,13 +90,28 @@ describe("sip gateway as a back-to-back user agent", () => {
     test(`an endpoint refusing with ${refusal} gives the caller a failure and leaves nothing open`, async () => {
       const endpoint = await mediaEndpoint(`media_endpoint_${refusal}.xml`);
       const gateway = await gatewayFor([endpoint.uri]);
-      const caller = await runSipp({ scenario: "failed_call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+      const caller = await runSipp({
+        scenario: "failed_call.xml",
+        port: gateway.port,
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: standup" },
+      });
       expectSuccess(caller, "caller");
       expectSuccess(await endpoint.done, "endpoint");
       const record = await endedCall(caller.callId);
-      expect(record).toMatchObject({ finalStatus: Number(refusal), mediaEndpoint: endpoint.uri, mediaStatus: Number(refusal) });
+      expect(record).toMatchObject({
+        finalStatus: Number(refusal),
+        mediaEndpoint: endpoint.uri,
+        mediaStatus: Number(refusal),
+      });
       // The gateway forgets a call once it has finished, which its record may precede by a turn.
-      expect(await until(() => gateway.gateway.calls.size, (open) => open === 0, 5_000)).toBe(0);
+      expect(
+        await until(
+          () => gateway.gateway.calls.size,
+          (open) => open === 0,
+          5_000,
+        ),
+      ).toBe(0);
       await noRtpSocketsLeft();
     }, 30_000);
   }
@@ -89,7 +119,12 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("the endpoint hanging up ends the caller's leg", async () => {
     const endpoint = await mediaEndpoint("media_endpoint_bye.xml", 800);
     const gateway = await gatewayFor([endpoint.uri]);
-    const caller = await runSipp({ scenario: "gateway_bye.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = await runSipp({
+      scenario: "gateway_bye.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     expectSuccess(await endpoint.done, "endpoint");
     expectSuccess(caller, "caller");
     const record = await endedCall(caller.callId);
@@ -100,7 +135,12 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("a stopping gateway ends both legs of a bridged call", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await gatewayFor([endpoint.uri]);
-    const caller = runSipp({ scenario: "gateway_bye.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = runSipp({
+      scenario: "gateway_bye.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     for (let i = 0; i < 100 && !(await endpointAnswered(gateway)); i++) await Bun.sleep(50);
     await gateway.stop();
     // Both sipp scenarios wait for the gateway's BYE.
@@ -113,7 +153,12 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("an endpoint that never answers is cancelled, and the caller gets 408", async () => {
     const endpoint = await mediaEndpoint("media_endpoint_silent.xml");
     const gateway = await gatewayFor([endpoint.uri]);
-    const caller = await runSipp({ scenario: "failed_call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = await runSipp({
+      scenario: "failed_call.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     expectSuccess(caller, "caller");
     expectSuccess(await endpoint.done, "endpoint");
     const record = await endedCall(caller.callId);
@@ -122,9 +167,17 @@ describe("sip gateway as a back-to-back user agent", () => {
   }, 30_000);
 
   test("with every endpoint down the caller gets 503 after the response timeouts, not a hung call", async () => {
-    const gateway = await gatewayFor([`sip:jigasi@127.0.0.1:${await freePort()}`, `sip:jigasi@127.0.0.1:${await freePort()}`]);
+    const gateway = await gatewayFor([
+      `sip:jigasi@127.0.0.1:${await freePort()}`,
+      `sip:jigasi@127.0.0.1:${await freePort()}`,
+    ]);
     const started = Date.now();
-    const caller = await runSipp({ scenario: "failed_call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = await runSipp({
+      scenario: "failed_call.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     expectSuccess(caller, "caller");
     expect(Date.now() - started).toBeLessThan(5_000);
     const record = await endedCall(caller.callId);
@@ -135,7 +188,12 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("a second endpoint takes the call when the first is down (fail-over)", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await gatewayFor([`sip:jigasi@127.0.0.1:${await freePort()}`, endpoint.uri]);
-    const caller = await runSipp({ scenario: "call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = await runSipp({
+      scenario: "call.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     expectSuccess(caller, "caller");
     expectSuccess(await endpoint.done, "endpoint");
     expect((await endedCall(caller.callId)).mediaEndpoint).toBe(endpoint.uri);
@@ -144,7 +202,12 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("the caller's CANCEL while the endpoint rings cancels the endpoint leg", async () => {
     const endpoint = await mediaEndpoint("media_endpoint_silent.xml");
     const gateway = await gatewayFor([endpoint.uri], { answerTimeoutMs: 10_000 });
-    const caller = await runSipp({ scenario: "cancel.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = await runSipp({
+      scenario: "cancel.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     expectSuccess(caller, "caller");
     // The endpoint saw the CANCEL (its scenario waits for it) long before its answer timeout.
     expectSuccess(await endpoint.done, "endpoint");
@@ -155,7 +218,13 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("hold and resume by re-INVITE keep the bridge and its audio", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await gatewayFor([endpoint.uri]);
-    const caller = await runSipp({ scenario: "hold.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" }, holdMs: 1_000 });
+    const caller = await runSipp({
+      scenario: "hold.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+      holdMs: 1_000,
+    });
     expectSuccess(caller, "caller");
     expectSuccess(await endpoint.done, "endpoint");
     const record = await endedCall(caller.callId);
@@ -167,7 +236,13 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("a re-INVITE dropping the bridged codec is refused 488 and the call goes on", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await gatewayFor([endpoint.uri]);
-    const caller = await runSipp({ scenario: "reinvite_codec_change.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" }, holdMs: 300 });
+    const caller = await runSipp({
+      scenario: "reinvite_codec_change.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+      holdMs: 300,
+    });
     expectSuccess(caller, "caller");
     expectSuccess(await endpoint.done, "endpoint");
     expect(await endedCall(caller.callId)).toMatchObject({ reason: "caller_bye", mediaStatus: 200 });
@@ -176,7 +251,14 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("with SIP_MEDIA_RELAY=false the SDP passes end to end and the gateway opens no RTP socket", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml", 1_000);
     const gateway = await gatewayFor([endpoint.uri], { relay: false });
-    const running = runSipp({ scenario: "media_call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" }, holdMs: 1_000, extra: ["-trace_msg"] });
+    const running = runSipp({
+      scenario: "media_call.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+      holdMs: 1_000,
+      extra: ["-trace_msg"],
+    });
     await Bun.sleep(500);
     expect(openRtpSockets()).toBe(0);
     const caller = await running;
@@ -194,7 +276,13 @@ describe("sip gateway as a back-to-back user agent", () => {
     test(`early media reaches the caller as a 183 before the answer (${relay ? "relayed" : "SDP as is"})`, async () => {
       const endpoint = await mediaEndpoint("media_endpoint_early.xml", 500);
       const gateway = await gatewayFor([endpoint.uri], { relay });
-      const caller = await runSipp({ scenario: "early_call.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" }, extra: ["-trace_msg"] });
+      const caller = await runSipp({
+        scenario: "early_call.xml",
+        port: gateway.port,
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: standup" },
+        extra: ["-trace_msg"],
+      });
       expectSuccess(caller, "caller");
       expectSuccess(await endpoint.done, "endpoint");
       // The 183's session description is the gateway's relay, or the endpoint's own.
@@ -208,7 +296,12 @@ describe("sip gateway as a back-to-back user agent", () => {
   test("a caller without SDP is offered the codec its bridge carries", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
     const gateway = await gatewayFor([endpoint.uri]);
-    const caller = await runSipp({ scenario: "late_offer_bridged.xml", port: gateway.port, service: "gateway", keys: { extra_header: "Parley-Conference-Room: standup" } });
+    const caller = await runSipp({
+      scenario: "late_offer_bridged.xml",
+      port: gateway.port,
+      service: "gateway",
+      keys: { extra_header: "Parley-Conference-Room: standup" },
+    });
     expectSuccess(caller, "caller");
     const uas = await endpoint.done;
     expectSuccess(uas, "endpoint");

@@ -23,7 +23,12 @@ describe("many bridged calls", () => {
     gateway = await startTestGateway({
       accountId: owner.accountId,
       requestsPerSecond: 0,
-      media: { ...config.sip.media, uris: [`sip:jigasi@127.0.0.1:${endpointPort}`], conferenceDomain: "conference.example.com", responseTimeoutMs: 5_000 },
+      media: {
+        ...config.sip.media,
+        uris: [`sip:jigasi@127.0.0.1:${endpointPort}`],
+        conferenceDomain: "conference.example.com",
+        responseTimeoutMs: 5_000,
+      },
     });
   });
 
@@ -32,7 +37,14 @@ describe("many bridged calls", () => {
   });
 
   test(`${CALLS} calls at once each relay their audio both ways`, async () => {
-    const endpoint = runSipp({ scenario: "media_endpoint.xml", port: 9, listenPort: endpointPort, calls: CALLS, timeoutSeconds: 40, extra: ["-rtp_echo"] });
+    const endpoint = runSipp({
+      scenario: "media_endpoint.xml",
+      port: 9,
+      listenPort: endpointPort,
+      calls: CALLS,
+      timeoutSeconds: 40,
+      extra: ["-rtp_echo"],
+    });
     await Bun.sleep(300);
     const caller = await runSipp({
       scenario: "media_call.xml",
@@ -47,19 +59,30 @@ describe("many bridged calls", () => {
       extra: ["-l", String(CALLS)],
     });
     const uas = await endpoint;
-    if (uas.code !== 0) throw new Error(`endpoint sipp exited ${uas.code}\n${uas.errors.slice(0, 3000) || uas.output.slice(-3000)}`);
-    if (caller.code !== 0) throw new Error(`caller sipp exited ${caller.code}\n${caller.errors.slice(0, 3000) || caller.output.slice(-3000)}`);
+    if (uas.code !== 0)
+      throw new Error(`endpoint sipp exited ${uas.code}\n${uas.errors.slice(0, 3000) || uas.output.slice(-3000)}`);
+    if (caller.code !== 0)
+      throw new Error(
+        `caller sipp exited ${caller.code}\n${caller.errors.slice(0, 3000) || caller.output.slice(-3000)}`,
+      );
     let records: (typeof sipCalls.$inferSelect)[] = [];
     for (let i = 0; i < 100; i++) {
-      records = await db.select().from(sipCalls).where(like(sipCalls.callId, `${caller.cid}-%`));
+      records = await db
+        .select()
+        .from(sipCalls)
+        .where(like(sipCalls.callId, `${caller.cid}-%`));
       if (records.length === CALLS && records.every((record) => record.endedAt)) break;
       await Bun.sleep(100);
     }
     expect(records).toHaveLength(CALLS);
     // g711a.pcap is 167 packets (3.3 s), sent by every caller and echoed: each call carries
     // nearly all of them each way (a few may be lost on a loaded machine, not a stalled call's worth).
-    const starved = records.filter((record) => (record.packetsFromCaller ?? 0) < 140 || (record.packetsToCaller ?? 0) < 140);
-    expect(starved.map((record) => `${record.callId}: ${record.packetsFromCaller}/${record.packetsToCaller}`)).toEqual([]);
+    const starved = records.filter(
+      (record) => (record.packetsFromCaller ?? 0) < 140 || (record.packetsToCaller ?? 0) < 140,
+    );
+    expect(starved.map((record) => `${record.callId}: ${record.packetsFromCaller}/${record.packetsToCaller}`)).toEqual(
+      [],
+    );
     expect(records.every((record) => record.reason === "caller_bye" && record.mediaStatus === 200)).toBe(true);
     for (let i = 0; i < 40 && openRtpSockets() > 0; i++) await Bun.sleep(50);
     expect(openRtpSockets()).toBe(0);

@@ -36,7 +36,9 @@ describe("SIP message handling in the transports", () => {
   });
 
   test("messages missing what a response needs are malformed", () => {
-    expect(() => parseHead("INVITE sip:a@b SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\n\r\n")).toThrow(MalformedMessage);
+    expect(() => parseHead("INVITE sip:a@b SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\n\r\n")).toThrow(
+      MalformedMessage,
+    );
     expect(() => parseHead(INVITE.replace("CSeq: 1 INVITE", "CSeq: 1 BYE"))).toThrow(MalformedMessage);
     expect(() => parseHead("\u0000\u0001garbage")).toThrow(MalformedMessage);
   });
@@ -44,7 +46,9 @@ describe("SIP message handling in the transports", () => {
   test("a received request gets received and rport stamped on its top Via, and responses go there", () => {
     const stamped = stampReceived(INVITE, "203.0.113.9", 40000);
     const head = parseHead(stamped);
-    expect(head.headers.get("via")![0]).toBe("SIP/2.0/UDP 10.0.0.5:5062;branch=z9hG4bK-1;rport=40000;received=203.0.113.9");
+    expect(head.headers.get("via")![0]).toBe(
+      "SIP/2.0/UDP 10.0.0.5:5062;branch=z9hG4bK-1;rport=40000;received=203.0.113.9",
+    );
     expect(head.headers.get("via")![1]).toBe("SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK-0");
     const response = stamped.replace(/^INVITE [^\r]*/, "SIP/2.0 200 OK");
     expect(responseDestination(parseHead(response))).toEqual({ host: "203.0.113.9", port: 40000 });
@@ -98,11 +102,19 @@ describe("SIP message handling in the transports", () => {
 });
 
 describe("SDP negotiation", () => {
-  const offer = (media: string) => `v=0\r\no=- 1 1 IN IP4 198.51.100.7\r\ns=-\r\nc=IN IP4 198.51.100.7\r\nt=0 0\r\n${media}`;
+  const offer = (media: string) =>
+    `v=0\r\no=- 1 1 IN IP4 198.51.100.7\r\ns=-\r\nc=IN IP4 198.51.100.7\r\nt=0 0\r\n${media}`;
 
   test("the caller's first G.711 codec is chosen, with its telephone-event payload type", () => {
-    const chosen = negotiate(offer("m=audio 4000 RTP/AVP 18 8 0 96\r\na=rtpmap:96 telephone-event/8000\r\na=sendonly\r\n"));
-    expect(chosen).toMatchObject({ codec: { payloadType: 8, name: "PCMA" }, telephoneEvent: 96, remote: { address: "198.51.100.7", port: 4000 }, direction: "sendonly" });
+    const chosen = negotiate(
+      offer("m=audio 4000 RTP/AVP 18 8 0 96\r\na=rtpmap:96 telephone-event/8000\r\na=sendonly\r\n"),
+    );
+    expect(chosen).toMatchObject({
+      codec: { payloadType: 8, name: "PCMA" },
+      telephoneEvent: 96,
+      remote: { address: "198.51.100.7", port: 4000 },
+      direction: "sendonly",
+    });
   });
 
   test("video is left aside and audio answered", () => {

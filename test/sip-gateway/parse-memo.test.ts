@@ -27,7 +27,9 @@ const corpus = readFileSync(resolve(import.meta.dir, "corpus/messages.jsonl"), "
 // The gateway installs the memo when it loads; the grammar under it is sip.js's own.
 const installed = Grammar.parse as unknown as Parse & { unmemoized?: Parse };
 const grammar: Parse = installed.unmemoized ?? installed;
-const quiet = { error() {}, warn() {}, log() {}, debug() {} } as unknown as Parameters<typeof Core.Parser.parseMessage>[1];
+const quiet = { error() {}, warn() {}, log() {}, debug() {} } as unknown as Parameters<
+  typeof Core.Parser.parseMessage
+>[1];
 
 /** sip.js's parse of a whole message with the given Grammar.parse. */
 function parseWith(parse: Parse, message: string) {
@@ -127,7 +129,20 @@ describe("memoized SIP grammar", () => {
 
   test("quickVia reads a Via of the usual shape as the grammar does, fields in order; the rest is left to it", () => {
     const transports = ["UDP", "TCP", "TLS", "udp", "SCTP", "WSS"];
-    const hosts = ["127.0.0.1", "10.0.0.255", "192.168.1.10", "0.0.0.0", "255.255.255.255", "256.1.1.1", "1.2.3.260", "01.2.3.4", "1.2.3.4.5", "1.2.3", "example.com", "[::1]"];
+    const hosts = [
+      "127.0.0.1",
+      "10.0.0.255",
+      "192.168.1.10",
+      "0.0.0.0",
+      "255.255.255.255",
+      "256.1.1.1",
+      "1.2.3.260",
+      "01.2.3.4",
+      "1.2.3.4.5",
+      "1.2.3",
+      "example.com",
+      "[::1]",
+    ];
     const ports = ["", ":5060", ":1", ":0", ":65535", ":99999", ":123456", ":05060", ":"];
     const params = [
       "",
@@ -154,20 +169,46 @@ describe("memoized SIP grammar", () => {
       ";branch = x",
       ";branch=x, SIP/2.0/UDP 10.0.0.1;branch=y",
     ];
-    const pairs = [";branch=a;branch=b", ";rport;rport=5", ";rport=5;rport", ";rport;rport", ";received=1.2.3.4;received=5.6.7.8", ";rport=5;rport=6", ";branch=x;rport;received=1.2.3.4", ";received=127.0.0.1;branch=x;rport=45365", ";branch=x;rport=46597;received=127.0.0.1"];
+    const pairs = [
+      ";branch=a;branch=b",
+      ";rport;rport=5",
+      ";rport=5;rport",
+      ";rport;rport",
+      ";received=1.2.3.4;received=5.6.7.8",
+      ";rport=5;rport=6",
+      ";branch=x;rport;received=1.2.3.4",
+      ";received=127.0.0.1;branch=x;rport=45365",
+      ";branch=x;rport=46597;received=127.0.0.1",
+    ];
     const vias: string[] = [];
-    for (const transport of transports) for (const host of hosts) for (const port of ports) for (const tail of [...params, ...pairs]) vias.push(`SIP/2.0/${transport} ${host}${port}${tail}`);
-    vias.push("SIP / 2.0 / UDP 127.0.0.1:5060;branch=x", "SIP/2.0/UDP  127.0.0.1;branch=x", "SIP/2.0/UDP 127.0.0.1;branch=x ", "SIP/3.0/UDP 127.0.0.1;branch=x");
+    for (const transport of transports)
+      for (const host of hosts)
+        for (const port of ports)
+          for (const tail of [...params, ...pairs]) vias.push(`SIP/2.0/${transport} ${host}${port}${tail}`);
+    vias.push(
+      "SIP / 2.0 / UDP 127.0.0.1:5060;branch=x",
+      "SIP/2.0/UDP  127.0.0.1;branch=x",
+      "SIP/2.0/UDP 127.0.0.1;branch=x ",
+      "SIP/3.0/UDP 127.0.0.1;branch=x",
+    );
     let read = 0;
     for (const via of vias) {
       const quick = quickVia(via);
       if (quick === undefined) continue;
       read++;
-      expect({ via, parsed: JSON.stringify(shape(quick)) }).toEqual({ via, parsed: JSON.stringify(shape(grammar(via, "Via"))) });
+      expect({ via, parsed: JSON.stringify(shape(quick)) }).toEqual({
+        via,
+        parsed: JSON.stringify(shape(grammar(via, "Via"))),
+      });
     }
     expect(read).toBeGreaterThan(500);
     // The peers' own Vias are all of the usual shape.
-    const peerVias = corpus.flatMap(({ message }) => message.split("\r\n").filter((line) => line.startsWith("Via: ")).map((line) => line.slice(5)));
+    const peerVias = corpus.flatMap(({ message }) =>
+      message
+        .split("\r\n")
+        .filter((line) => line.startsWith("Via: "))
+        .map((line) => line.slice(5)),
+    );
     expect(peerVias.length).toBeGreaterThan(50);
     for (const via of peerVias) {
       expect({ via, read: quickVia(via) !== undefined }).toEqual({ via, read: true });
@@ -176,12 +217,57 @@ describe("memoized SIP grammar", () => {
   });
 
   test("quickNameAddr and quickCallId read the usual From, To, Call-ID as the grammar does, or defer to it", () => {
-    const names = ["", '"Caller" ', '"Caller"', '"A B" ', '"" ', '" A" ', '"A\\"B" ', '"Ünï" ', "Caller ", '"a.b-c_d+1" '];
+    const names = [
+      "",
+      '"Caller" ',
+      '"Caller"',
+      '"A B" ',
+      '"" ',
+      '" A" ',
+      '"A\\"B" ',
+      '"Ünï" ',
+      "Caller ",
+      '"a.b-c_d+1" ',
+    ];
     const users = ["+15551230001", "caller", "a.b_c-d!~*'", "caller-0x55d56b8ae4f0", "a%20b", "a;b", ""];
-    const hosts = ["127.0.0.1", "10.0.0.255", "example.com", "gw-1.example.com", "localhost", "1abc.com", "a_b.com", "abc.1com", "gw-1.example.com.", "999.1.1.1", "1.2.3.4.5", "01.2.3.4", "a-.com", "[::1]"];
+    const hosts = [
+      "127.0.0.1",
+      "10.0.0.255",
+      "example.com",
+      "gw-1.example.com",
+      "localhost",
+      "1abc.com",
+      "a_b.com",
+      "abc.1com",
+      "gw-1.example.com.",
+      "999.1.1.1",
+      "1.2.3.4.5",
+      "01.2.3.4",
+      "a-.com",
+      "[::1]",
+    ];
     const ports = ["", ":5060", ":0", ":99999", ":123456"];
-    const uriParams = ["", ";transport=udp", ";transport=tls", ";transport=TLS", ";transport=sctp", ";lr", ";transport=udp;lr", ";user=phone"];
-    const tails = ["", ";tag=9324SIPpTag001", ";tag=eb6a92cde93e40c54c6675f101acb5e7.e0a29ec0", ";tag=", ";TAG=x", ";tag=x;foo=bar", ";foo", ";tag=a;tag=b", " ;tag=x"];
+    const uriParams = [
+      "",
+      ";transport=udp",
+      ";transport=tls",
+      ";transport=TLS",
+      ";transport=sctp",
+      ";lr",
+      ";transport=udp;lr",
+      ";user=phone",
+    ];
+    const tails = [
+      "",
+      ";tag=9324SIPpTag001",
+      ";tag=eb6a92cde93e40c54c6675f101acb5e7.e0a29ec0",
+      ";tag=",
+      ";TAG=x",
+      ";tag=x;foo=bar",
+      ";foo",
+      ";tag=a;tag=b",
+      " ;tag=x",
+    ];
     let read = 0;
     for (const rule of ["From", "To"]) {
       for (const name of names)
@@ -194,28 +280,55 @@ describe("memoized SIP grammar", () => {
                   const quick = quickNameAddr(value);
                   if (quick === undefined) continue;
                   read++;
-                  expect({ value, parsed: JSON.stringify(shape(quick)) }).toEqual({ value, parsed: JSON.stringify(shape(grammar(value, rule))) });
+                  expect({ value, parsed: JSON.stringify(shape(quick)) }).toEqual({
+                    value,
+                    parsed: JSON.stringify(shape(grammar(value, rule))),
+                  });
                 }
     }
-    for (const value of ["sip:a@1.2.3.4;tag=x", "<sips:a@1.2.3.4>", "<SIP:a@1.2.3.4>", "<sip:a@1.2.3.4;transport=udp>", "<sip:a@1.2.3.4?x=y>", "<tel:+1555>"]) {
+    for (const value of [
+      "sip:a@1.2.3.4;tag=x",
+      "<sips:a@1.2.3.4>",
+      "<SIP:a@1.2.3.4>",
+      "<sip:a@1.2.3.4;transport=udp>",
+      "<sip:a@1.2.3.4?x=y>",
+      "<tel:+1555>",
+    ]) {
       const quick = quickNameAddr(value);
       if (quick !== undefined) expect(JSON.stringify(shape(quick))).toBe(JSON.stringify(shape(grammar(value, "From"))));
     }
     expect(read).toBeGreaterThan(1_000);
-    for (const value of ["b0de98cd-5ae2-4026-b161-983f4a02d430-1", "abc@1.2.3.4", "cdab561db68c0a64", "a%b!c", "a b", "a@b@c", "", "a@", "<a>", "a:b", '"a"']) {
+    for (const value of [
+      "b0de98cd-5ae2-4026-b161-983f4a02d430-1",
+      "abc@1.2.3.4",
+      "cdab561db68c0a64",
+      "a%b!c",
+      "a b",
+      "a@b@c",
+      "",
+      "a@",
+      "<a>",
+      "a:b",
+      '"a"',
+    ]) {
       const quick = quickCallId(value);
       if (quick !== undefined) expect({ value, quick }).toEqual({ value, quick: grammar(value, "Call_ID") as string });
     }
     // The peers' own From, To and Call-ID are all of the usual shape.
     const lines = corpus.flatMap(({ message }) => message.split("\r\n"));
-    const values = (prefix: string) => lines.filter((line) => line.startsWith(prefix)).map((line) => line.slice(prefix.length));
+    const values = (prefix: string) =>
+      lines.filter((line) => line.startsWith(prefix)).map((line) => line.slice(prefix.length));
     expect(values("From: ").length).toBeGreaterThan(50);
-    for (const [prefix, rule] of [["From: ", "From"], ["To: ", "To"]] as const) {
+    for (const [prefix, rule] of [
+      ["From: ", "From"],
+      ["To: ", "To"],
+    ] as const) {
       for (const value of values(prefix)) {
         expect({ value, read: quickNameAddr(value) !== undefined }).toEqual({ value, read: true });
         expect(JSON.stringify(shape(quickNameAddr(value)))).toBe(JSON.stringify(shape(grammar(value, rule))));
       }
     }
-    for (const value of values("Call-ID: ")) expect({ value, quick: quickCallId(value) }).toEqual({ value, quick: grammar(value, "Call_ID") as string });
+    for (const value of values("Call-ID: "))
+      expect({ value, quick: quickCallId(value) }).toEqual({ value, quick: grammar(value, "Call_ID") as string });
   });
 });

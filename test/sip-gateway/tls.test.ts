@@ -21,7 +21,22 @@ describe("SIP over TLS", () => {
     cert = join(dir, "cert.pem");
     key = join(dir, "key.pem");
     const made = Bun.spawnSync(
-      ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"],
+      [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+      ],
       { stderr: "pipe" },
     );
     if (made.exitCode !== 0) throw new Error(`openssl failed: ${made.stderr.toString()}`);
@@ -34,14 +49,24 @@ describe("SIP over TLS", () => {
   test("a call over TLS is answered, bridged and recorded as TLS", async () => {
     const owner = await newAccount();
     const endpointPort = await freePort();
-    const endpoint = runSipp({ scenario: "media_endpoint.xml", port: 9, listenPort: endpointPort, timeoutSeconds: 15, extra: ["-rtp_echo", "-trace_msg"] });
+    const endpoint = runSipp({
+      scenario: "media_endpoint.xml",
+      port: 9,
+      listenPort: endpointPort,
+      timeoutSeconds: 15,
+      extra: ["-rtp_echo", "-trace_msg"],
+    });
     await Bun.sleep(300);
     const tlsPort = await freePort();
     const gateway = await startTestGateway({
       accountId: owner.accountId,
       defaultRoom: "standup",
       tls: { port: tlsPort, certPath: cert, keyPath: key },
-      media: { ...config.sip.media, uris: [`sip:jigasi@127.0.0.1:${endpointPort}`], conferenceDomain: "conference.example.com" },
+      media: {
+        ...config.sip.media,
+        uris: [`sip:jigasi@127.0.0.1:${endpointPort}`],
+        conferenceDomain: "conference.example.com",
+      },
     });
     try {
       expect(gateway.gateway.tlsPort).toBe(tlsPort);

@@ -48,7 +48,13 @@ describe("a phone call through the operator's proxy reaches the conference's med
       accountId: owner.accountId,
       defaultRoom: "townhall",
       trunk,
-      media: { ...config.sip.media, uris: [mediaUri], conferenceDomain: "conference.example.com", responseTimeoutMs: 1_000, answerTimeoutMs: 3_000 },
+      media: {
+        ...config.sip.media,
+        uris: [mediaUri],
+        conferenceDomain: "conference.example.com",
+        responseTimeoutMs: 1_000,
+        answerTimeoutMs: 3_000,
+      },
     });
     cleanups.push(() => gateway.stop());
     for (let i = 0; i < 60 && gateway.gateway.registrationState !== "Registered"; i++) await Bun.sleep(50);
@@ -80,7 +86,13 @@ describe("a phone call through the operator's proxy reaches the conference's med
 
     const record = await endedCall(call!.callId);
     // The INVITE came from Kamailio, not from the phone.
-    expect(record).toMatchObject({ room: "townhall", resolvedBy: "default", source: `127.0.0.1:${kamailio.port}`, reason: "caller_bye", mediaStatus: 200 });
+    expect(record).toMatchObject({
+      room: "townhall",
+      resolvedBy: "default",
+      source: `127.0.0.1:${kamailio.port}`,
+      reason: "caller_bye",
+      mediaStatus: 200,
+    });
     expect(record.packetsFromCaller).toBeGreaterThan(50);
     expect(record.packetsToCaller).toBeGreaterThan(50);
     expect(kamailio.output()).toContain("relaying INVITE to sip:parley@127.0.0.1");

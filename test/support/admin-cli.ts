@@ -1,4 +1,7 @@
-/** The operator's commands on the database directly (`npm run admin`), run as an operator runs it, against the test database. */
+/**
+ * The operator's commands on the database directly (`npm run
+ * admin`), run as an operator runs it, against the test database.
+ */
 const entry = new URL("../../src/admin.ts", import.meta.url).pathname;
 
 /** Runs one admin command to its end, with `input` on its stdin: its exit code and what it printed. */

@@ -1,4 +1,7 @@
-/** One API process of Parley (`--role=api`) on a free loopback port, for tests that need several processes sharing PostgreSQL and Redis. */
+/**
+ * One API process of Parley (`--role=api`) on a free loopback port,
+ * for tests that need several processes sharing PostgreSQL and Redis.
+ */
 import type { Subprocess } from "bun";
 import { freePort } from "./ports";
 
@@ -27,5 +30,7 @@ export async function startApiProcess(extraEnv: Record<string, string> = {}): Pr
     await Bun.sleep(100);
   }
   child.kill("SIGKILL");
-  throw new Error(child.exitCode === null ? "API process did not answer within 60 s" : `API process exited with ${child.exitCode}`);
+  throw new Error(
+    child.exitCode === null ? "API process did not answer within 60 s" : `API process exited with ${child.exitCode}`,
+  );
 }

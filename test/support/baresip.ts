@@ -41,7 +41,23 @@ async function startOnce(options: Options): Promise<Baresip> {
   mkdirSync(recordings);
   const tone = join(dir, "tone.wav");
   // A steady tone to send: what comes back must be as loud, not silence.
-  const sox = Bun.spawnSync(["sox", "-n", "-r", "8000", "-c", "1", "-b", "16", tone, "synth", String(options.toneSeconds ?? 20), "sine", "440", "vol", "0.5"]);
+  const sox = Bun.spawnSync([
+    "sox",
+    "-n",
+    "-r",
+    "8000",
+    "-c",
+    "1",
+    "-b",
+    "16",
+    tone,
+    "synth",
+    String(options.toneSeconds ?? 20),
+    "sine",
+    "440",
+    "vol",
+    "0.5",
+  ]);
   if (sox.exitCode !== 0) throw new Error(`sox failed: ${sox.stderr.toString()}`);
   const sipPort = await freePort();
   const consolePort = await freePort();
@@ -71,7 +87,11 @@ async function startOnce(options: Options): Promise<Baresip> {
   );
   writeFileSync(join(dir, "accounts"), "<sip:caller@127.0.0.1>;regint=0\n");
   writeFileSync(join(dir, "contacts"), "");
-  const child = Bun.spawn(["baresip", "-f", dir, "-t", String(options.lifetimeSeconds ?? 30)], { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const child = Bun.spawn(["baresip", "-f", dir, "-t", String(options.lifetimeSeconds ?? 30)], {
+    stdout: "pipe",
+    stderr: "pipe",
+    stdin: "ignore",
+  });
   let printed = "";
   const collect = async (stream: ReadableStream<Uint8Array>) => {
     const decoder = new TextDecoder();

@@ -20,7 +20,9 @@ export function benchDatabase(needed: string): string {
 export async function wipeDatabase(databaseUrl: string): Promise<void> {
   const { default: postgres } = await import("postgres");
   const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe("drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;");
+  await admin.unsafe(
+    "drop schema if exists public cascade; drop schema if exists drizzle cascade; create schema public;",
+  );
   await admin.end();
 }
 

@@ -1,5 +1,6 @@
 /**
- * A real Chromium (Debian's, with a fresh temporary profile that playwright removes on close) driven by playwright-core, with every request to an address
+ * A real Chromium (Debian's, with a fresh temporary profile that playwright
+ * removes on close) driven by playwright-core, with every request to an address
  * other than loopback aborted, so nothing a page does can depend on the internet.
  */
 import { mkdirSync, readFileSync } from "node:fs";
@@ -11,8 +12,14 @@ const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir)
 
 export interface Chromium {
   browser: Browser;
-  /** A fresh context (its own cookies) whose outside requests are aborted and listed in `blocked`; a locale and time zone of the viewer's may be given. */
-  context(viewport?: { width: number; height: number }, viewer?: { locale?: string; timezoneId?: string }): Promise<BrowserContext & { blocked: string[] }>;
+  /**
+   * A fresh context (its own cookies) whose outside requests are aborted and
+   * listed in `blocked`; a locale and time zone of the viewer's may be given.
+   */
+  context(
+    viewport?: { width: number; height: number },
+    viewer?: { locale?: string; timezoneId?: string },
+  ): Promise<BrowserContext & { blocked: string[] }>;
   close(): Promise<void>;
 }
 
@@ -60,9 +67,15 @@ export async function seriousViolations(page: Page): Promise<Array<{ id: string;
   await page.evaluate(AXE);
   const violations = await page.evaluate(async () => {
     const result = await (window as any).axe.run(document, { resultTypes: ["violations"] });
-    return result.violations.map((v: any) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n: any) => n.target.join(" ")) }));
+    return result.violations.map((v: any) => ({
+      id: v.id,
+      impact: v.impact,
+      nodes: v.nodes.map((n: any) => n.target.join(" ")),
+    }));
   });
-  return violations.filter((violation: { impact: string }) => violation.impact === "serious" || violation.impact === "critical");
+  return violations.filter(
+    (violation: { impact: string }) => violation.impact === "serious" || violation.impact === "critical",
+  );
 }
 
 export async function screenshot(page: Page, name: string): Promise<string> {
@@ -84,10 +97,12 @@ export function watchProblems(page: Page): string[] {
   });
   page.on("pageerror", (error) => problems.push(`exception: ${error.message}`));
   page.on("response", (response) => {
-    if (response.status() >= 400) problems.push(`${response.status()} ${response.request().method()} ${response.url()}`);
+    if (response.status() >= 400)
+      problems.push(`${response.status()} ${response.request().method()} ${response.url()}`);
   });
   page.on("requestfailed", (request) => {
-    if (request.failure()?.errorText !== "net::ERR_ABORTED") problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`);
+    if (request.failure()?.errorText !== "net::ERR_ABORTED")
+      problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`);
   });
   return problems;
 }
@@ -99,10 +114,18 @@ export function watchProblems(page: Page): string[] {
 export async function cutOff(page: Page): Promise<string[]> {
   return page.evaluate(() => {
     const width = document.documentElement.clientWidth;
-    return [...document.querySelectorAll("header *, nav a, main :is(h1, h2, td, th, p, button, a, input, select, label, figure, dt, dd)")]
+    return [
+      ...document.querySelectorAll(
+        "header *, nav a, main :is(h1, h2, td, th, p, button, a, input, select, label, figure, dt, dd)",
+      ),
+    ]
       .filter((element) => !element.closest(".skip, thead"))
       .map((element) => ({ element, box: element.getBoundingClientRect() }))
       .filter(({ box }) => box.width > 0 && box.height > 0 && (box.left < -0.5 || box.right > width + 0.5))
-      .map(({ element, box }) => `${element.tagName.toLowerCase()} "${(element.textContent ?? "").trim().slice(0, 40)}" ` + `(${Math.round(box.left)}–${Math.round(box.right)} of ${width})`);
+      .map(
+        ({ element, box }) =>
+          `${element.tagName.toLowerCase()} "${(element.textContent ?? "").trim().slice(0, 40)}" ` +
+          `(${Math.round(box.left)}–${Math.round(box.right)} of ${width})`,
+      );
   });
 }

@@ -18,7 +18,10 @@ export interface ConsoleUnderTest {
   /** Fills in the sign-in form and submits it; what follows is the caller's to check. */
   signIn(page: Page, password?: string, name?: string): Promise<void>;
   /** A fresh browser context whose page is signed in as the operator, on the overview. */
-  operatorPage(viewport?: { width: number; height: number }): Promise<{ context: Awaited<ReturnType<Chromium["context"]>>; page: Page }>;
+  operatorPage(viewport?: {
+    width: number;
+    height: number;
+  }): Promise<{ context: Awaited<ReturnType<Chromium["context"]>>; page: Page }>;
   stop(): Promise<void>;
 }
 

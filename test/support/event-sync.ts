@@ -55,10 +55,22 @@ export const roomDestroyed = (
 
 export const occupantJoined = (room: string, person: Person, joinedAt: number, count: number, breakout?: string) => ({
   path: "/api/v1/events/occupant/joined",
-  body: { event_name: "muc-occupant-joined", ...roomFields(room, breakout), active_occupants_count: count, occupant: { ...person, joined_at: joinedAt } },
+  body: {
+    event_name: "muc-occupant-joined",
+    ...roomFields(room, breakout),
+    active_occupants_count: count,
+    occupant: { ...person, joined_at: joinedAt },
+  },
 });
 
-export const occupantLeft = (room: string, person: Person, joinedAt: number, leftAt: number, count: number, breakout?: string) => ({
+export const occupantLeft = (
+  room: string,
+  person: Person,
+  joinedAt: number,
+  leftAt: number,
+  count: number,
+  breakout?: string,
+) => ({
   path: "/api/v1/events/occupant/left",
   body: {
     event_name: "muc-occupant-left",

@@ -31,7 +31,8 @@ const FEATURES = join(CACHE, VERSION, "react", "features");
 
 function run(command: string[], cwd: string): string {
   const result = Bun.spawnSync(command, { cwd, stdout: "pipe", stderr: "pipe", timeout: 120_000 });
-  if (result.exitCode !== 0) throw new Error(`${command.join(" ")} failed (${result.exitCode}): ${result.stderr.toString()}`);
+  if (result.exitCode !== 0)
+    throw new Error(`${command.join(" ")} failed (${result.exitCode}): ${result.stderr.toString()}`);
   return result.stdout.toString();
 }
 
@@ -44,7 +45,9 @@ export function jitsiMeetFeatures(): string {
     run(["npm", "pack", `${PACKAGE}@${VERSION}`, "--pack-destination", work, "--silent"], work);
     const tarball = readdirSync(work).find((name) => name.endsWith(".tgz"));
     if (!tarball) throw new Error(`npm pack ${PACKAGE}@${VERSION} left no tarball in ${work}`);
-    const integrity = `sha512-${createHash("sha512").update(readFileSync(join(work, tarball))).digest("base64")}`;
+    const integrity = `sha512-${createHash("sha512")
+      .update(readFileSync(join(work, tarball)))
+      .digest("base64")}`;
     if (integrity !== INTEGRITY) throw new Error(`${tarball}: integrity ${integrity}, the registry's is ${INTEGRITY}`);
     run(["tar", "-xzf", tarball, "package/react/features", "package/package.json"], work);
     const version = JSON.parse(readFileSync(join(work, "package", "package.json"), "utf8")).version;
@@ -109,7 +112,12 @@ export async function jitsiMeetRoomNames(): Promise<JitsiMeetRoomNames> {
 }
 
 export interface JitsiMeetDialIn {
-  getDialInConferenceID(baseUrl: string, roomName: string, mucURL: string, url: URL): Promise<{ conference: string | false; id: number; message: string }>;
+  getDialInConferenceID(
+    baseUrl: string,
+    roomName: string,
+    mucURL: string,
+    url: URL,
+  ): Promise<{ conference: string | false; id: number; message: string }>;
   getDialInNumbers(url: string, roomName: string, mucURL: string): Promise<unknown>;
   _formatConferenceIDPin(conferenceID: unknown): string;
   _getDefaultPhoneNumber(numbers: unknown): string | null;

@@ -39,7 +39,9 @@ export interface TrafficRecorder {
 }
 
 function prosodyVersion(): string {
-  const version = Bun.spawnSync(["dpkg-query", "--showformat=$" + "{Version}", "--show", "prosody"], { stdout: "pipe" });
+  const version = Bun.spawnSync(["dpkg-query", "--showformat=$" + "{Version}", "--show", "prosody"], {
+    stdout: "pipe",
+  });
   return version.exitCode === 0 ? `Debian prosody ${version.stdout.toString()}` : "unknown";
 }
 
@@ -67,7 +69,9 @@ export async function recordTraffic(parleyUrl: string, plugins: string): Promise
       const at = Date.now() - first;
       const url = new URL(request.url);
       const body = await request.text();
-      const headers = Object.fromEntries([...request.headers].filter(([name]) => name !== "host" && name !== "content-length"));
+      const headers = Object.fromEntries(
+        [...request.headers].filter(([name]) => name !== "host" && name !== "content-length"),
+      );
       const answer = await fetch(`${parleyUrl}${url.pathname}${url.search}`, {
         method: request.method,
         headers,
@@ -75,14 +79,24 @@ export async function recordTraffic(parleyUrl: string, plugins: string): Promise
       });
       const text = await answer.text();
       const contentType = answer.headers.get("content-type");
-      const response = contentType?.includes("json") ? { status: answer.status, contentType, ...read(contentType, text) } : { status: answer.status, contentType, text };
+      const response = contentType?.includes("json")
+        ? { status: answer.status, contentType, ...read(contentType, text) }
+        : { status: answer.status, contentType, text };
       exchanges.push({
         at,
-        request: { method: request.method, path: `${url.pathname}${url.search}`, headers, body, ...read(request.headers.get("content-type"), body) },
+        request: {
+          method: request.method,
+          path: `${url.pathname}${url.search}`,
+          headers,
+          body,
+          ...read(request.headers.get("content-type"), body),
+        },
         response,
       });
       // The body is passed on decoded, so no encoding or length of the original applies.
-      const passed = [...answer.headers].filter(([name]) => !["content-encoding", "content-length", "transfer-encoding"].includes(name));
+      const passed = [...answer.headers].filter(
+        ([name]) => !["content-encoding", "content-length", "transfer-encoding"].includes(name),
+      );
       return new Response(text, { status: answer.status, headers: passed });
     },
   });
@@ -91,10 +105,18 @@ export async function recordTraffic(parleyUrl: string, plugins: string): Promise
     async stop(apiKey) {
       server.stop(true);
       if (exchanges.length === 0) return;
-      const recording: Recording = { plugins, prosody: prosodyVersion(), startedAt: new Date(first!).toISOString(), exchanges };
+      const recording: Recording = {
+        plugins,
+        prosody: prosodyVersion(),
+        startedAt: new Date(first!).toISOString(),
+        exchanges,
+      };
       const dir = process.env.JITSI_RECORD_TRAFFIC!;
       mkdirSync(dir, { recursive: true });
-      writeFileSync(join(dir, `${plugins}.json`), `${JSON.stringify(recording, null, 2).replaceAll(apiKey, "PARLEY_API_KEY")}\n`);
+      writeFileSync(
+        join(dir, `${plugins}.json`),
+        `${JSON.stringify(recording, null, 2).replaceAll(apiKey, "PARLEY_API_KEY")}\n`,
+      );
     },
   };
 }

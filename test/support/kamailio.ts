@@ -72,7 +72,23 @@ request_route {
   const file = join(dir, "kamailio.cfg");
   writeFileSync(file, config);
   const child = Bun.spawn(
-    ["kamailio", "-f", file, "-DD", "-E", "-m", "32", "-M", "4", "-Y", dir, "-P", join(dir, "kamailio.pid"), "-a", "no"],
+    [
+      "kamailio",
+      "-f",
+      file,
+      "-DD",
+      "-E",
+      "-m",
+      "32",
+      "-M",
+      "4",
+      "-Y",
+      dir,
+      "-P",
+      join(dir, "kamailio.pid"),
+      "-a",
+      "no",
+    ],
     { stdout: "pipe", stderr: "pipe", stdin: "ignore" },
   );
   let printed = "";
@@ -104,7 +120,15 @@ request_route {
 
 async function answersSip(port: number): Promise<boolean> {
   let answered = false;
-  const socket = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0, socket: { data: () => { answered = true; } } });
+  const socket = await Bun.udpSocket({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      data: () => {
+        answered = true;
+      },
+    },
+  });
   const request = [
     `OPTIONS sip:127.0.0.1:${port} SIP/2.0`,
     `Via: SIP/2.0/UDP 127.0.0.1:${socket.port};branch=z9hG4bK${crypto.randomUUID()};rport`,

@@ -17,14 +17,17 @@ const PAGE = `<!doctype html><html><head><title>LL-HLS player</title></head><bod
 <script>
   const stats = { parts: 0, fragments: 0, errors: [], stalls: [], canBlockReload: false, partTarget: 0 };
   window.stats = stats;
-  // Allowed to play up to 1.5x to reach its target latency when it starts behind or falls behind (hls.js plays at 1x only by default).
+  // Allowed to play up to 1.5x to reach its target latency when it
+  // starts behind or falls behind (hls.js plays at 1x only by default).
   const hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5 });
   window.hls = hls;
   hls.on(Hls.Events.FRAG_LOADED, (_, data) => { if (data.part) stats.parts++; else stats.fragments++; });
   hls.on(Hls.Events.ERROR, (_, data) => {
     stats.errors.push(data.details + (data.fatal ? " (fatal)" : ""));
     // Where a stall happened: seconds since the page opened, the video clock, what was buffered ahead.
-    if (data.details === "bufferStalledError") stats.stalls.push({ after: performance.now() / 1000, at: video.currentTime, buffered: data.buffer });
+    if (data.details === "bufferStalledError") {
+      stats.stalls.push({ after: performance.now() / 1000, at: video.currentTime, buffered: data.buffer });
+    }
   });
   hls.on(Hls.Events.LEVEL_UPDATED, (_, data) => {
     stats.canBlockReload = data.details.canBlockReload;

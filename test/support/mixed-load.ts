@@ -39,7 +39,14 @@ export interface LoadNode {
 }
 
 /** One request, bounded in time; a refused or silent node shows as status 0. */
-export async function request(node: LoadNode, method: string, path: string, body: unknown, auth: string, timeoutMs = 5_000): Promise<{ status: number; body: any; retryAfter: string | null }> {
+export async function request(
+  node: LoadNode,
+  method: string,
+  path: string,
+  body: unknown,
+  auth: string,
+  timeoutMs = 5_000,
+): Promise<{ status: number; body: any; retryAfter: string | null }> {
   try {
     const response = await fetch(`${node.base}${path}`, {
       method,
@@ -81,16 +88,34 @@ export interface Seen {
  */
 export async function prepareLoad(nodes: LoadNode[], apiKey: string, eventTypes: string[] = [], rooms = nodes.length) {
   const first = nodes[0]!;
-  const created = await request(first, "POST", "/api/v1/misc/generate-token", { apiKey, user: { id: "loader", name: "Loader" }, scope: "messaging" }, "");
+  const created = await request(
+    first,
+    "POST",
+    "/api/v1/misc/generate-token",
+    { apiKey, user: { id: "loader", name: "Loader" }, scope: "messaging" },
+    "",
+  );
   if (created.status !== 200) throw new Error(`token: ${created.status} ${JSON.stringify(created.body)}`);
   const token = created.body.token as string;
   for (let n = 0; n < rooms; n++) {
-    const room = await request(first, "POST", "/api/v1/messaging/rooms/create", { channel_id: `load-${n}` }, `Bearer ${token}`);
+    const room = await request(
+      first,
+      "POST",
+      "/api/v1/messaging/rooms/create",
+      { channel_id: `load-${n}` },
+      `Bearer ${token}`,
+    );
     if (room.status !== 201) throw new Error(`room: ${room.status} ${JSON.stringify(room.body)}`);
   }
   let secret = "";
   const receiver = await startReceiver(() => secret);
-  const endpoint = await request(first, "POST", "/api/v1/webhooks", { url: receiver.url, event_types: ["participant.joined", ...eventTypes] }, `Bearer ${apiKey}`);
+  const endpoint = await request(
+    first,
+    "POST",
+    "/api/v1/webhooks",
+    { url: receiver.url, event_types: ["participant.joined", ...eventTypes] },
+    `Bearer ${apiKey}`,
+  );
   if (endpoint.status !== 201) throw new Error(`webhook endpoint: ${endpoint.status} ${JSON.stringify(endpoint.body)}`);
   secret = endpoint.body.secret;
   return { token, receiver };
@@ -152,7 +177,10 @@ export function startLoad(
     for (let i = 0; running && link; i++) {
       const content = `n${n}-m${i}`;
       while (running && link) {
-        const reply = await Promise.race([push(link.channel, "new_message", { content }).catch(() => undefined), link.closed]);
+        const reply = await Promise.race([
+          push(link.channel, "new_message", { content }).catch(() => undefined),
+          link.closed,
+        ]);
         seen.push({ at: Date.now(), what: `chat ${n}`, status: reply?.status ?? "no reply" });
         if (reply?.status === "ok") {
           chatAcknowledged.push(content);
@@ -178,7 +206,12 @@ export function startLoad(
   const events = (async () => {
     for (let i = 0; running; i++) {
       const jid = `p${i}@meet.example.com/load`;
-      const delivery = occupantJoined(`load-room-${i % 5}`, { id: `p${i}`, name: `P ${i}`, occupant_jid: jid }, t0 + i, 1);
+      const delivery = occupantJoined(
+        `load-room-${i % 5}`,
+        { id: `p${i}`, name: `P ${i}`, occupant_jid: jid },
+        t0 + i,
+        1,
+      );
       for (let attempt = 0; running; attempt++) {
         const node = eventNodes[(i + attempt) % eventNodes.length]!;
         const answer = await request(node, "POST", delivery.path, delivery.body, `Bearer ${apiKey}`);
@@ -208,7 +241,12 @@ export function startLoad(
      * Compares with the database (`sql` on Parley's database) and the receiver: every
      * acknowledged message stored, every acknowledged event stored, folded and delivered once.
      */
-    async tally(sql: postgres.Sql, accountId: string, receiver: Awaited<ReturnType<typeof startReceiver>>, withinMs = 30_000): Promise<Tally> {
+    async tally(
+      sql: postgres.Sql,
+      accountId: string,
+      receiver: Awaited<ReturnType<typeof startReceiver>>,
+      withinMs = 30_000,
+    ): Promise<Tally> {
       const lostItems: string[] = [];
       const stored = await sql<{ content: string }[]>`
         select m.content from chat_messages m join chat_rooms r on r.id = m.room_id
@@ -223,14 +261,22 @@ export function startLoad(
       const eventsLost = eventsAcknowledged.filter((id) => !eventCounts.has(id));
       lostItems.push(...eventsLost.map((id) => `event ${id}`));
       const unfolded = await until(
-        async () => Number((await sql<{ n: string }[]>`select count(*) as n from conference_events_unfolded where account_id = ${accountId}`)[0]!.n),
+        async () =>
+          Number(
+            (
+              await sql<
+                { n: string }[]
+              >`select count(*) as n from conference_events_unfolded where account_id = ${accountId}`
+            )[0]!.n,
+          ),
         (n) => n === 0,
         withinMs,
         250,
       );
       if (unfolded > 0) lostItems.push(`${unfolded} events never folded`);
 
-      const joins = (entries: Received[]) => entries.filter((entry) => entry.verified && entry.event.type === "participant.joined");
+      const joins = (entries: Received[]) =>
+        entries.filter((entry) => entry.verified && entry.event.type === "participant.joined");
       const deliveredIds = () => joins(receiver.received).map((entry) => entry.event.data.participant.id as string);
       await until(deliveredIds, (ids) => eventsAcknowledged.every((id) => ids.includes(id)), withinMs, 250);
       // A receiver keeps each webhook-id once (a repeat of one is how at-least-once shows): the
@@ -243,8 +289,17 @@ export function startLoad(
 
       const duplicates = (counts: Map<string, number>) => [...counts.values()].reduce((sum, n) => sum + n - 1, 0);
       const detail = {
-        chat: { acknowledged: chatAcknowledged.length, lost: chatLost.length, duplicated: duplicates(chatCounts), unknownOutcome: chatUnknown.length },
-        events: { acknowledged: eventsAcknowledged.length, lost: eventsLost.length + unfolded, duplicated: duplicates(eventCounts) },
+        chat: {
+          acknowledged: chatAcknowledged.length,
+          lost: chatLost.length,
+          duplicated: duplicates(chatCounts),
+          unknownOutcome: chatUnknown.length,
+        },
+        events: {
+          acknowledged: eventsAcknowledged.length,
+          lost: eventsLost.length + unfolded,
+          duplicated: duplicates(eventCounts),
+        },
         webhooks: {
           acknowledged: eventsAcknowledged.length,
           lost: webhooksLost.length + unverified,
@@ -252,7 +307,8 @@ export function startLoad(
           redelivered: receiver.received.length - receiver.unique().length,
         },
       };
-      const sum = (key: "acknowledged" | "lost" | "duplicated") => Object.values(detail).reduce((total, kind) => total + kind[key], 0);
+      const sum = (key: "acknowledged" | "lost" | "duplicated") =>
+        Object.values(detail).reduce((total, kind) => total + kind[key], 0);
       return { acknowledged: sum("acknowledged"), lost: sum("lost"), duplicated: sum("duplicated"), detail, lostItems };
     },
   };
@@ -264,7 +320,13 @@ export function startLoad(
  * as planned), was recorded ended and not lost, and its call.ended webhook arrived once.
  */
 export async function startCalls(nodes: Array<LoadNode & { sipPort: number }>, apiKey: string, holdMs: number) {
-  const mapping = await request(nodes[0]!, "GET", "/api/v1/conference-mapper/conferenceMapper?conference=load-call@conference.meet.example.com", undefined, apiKey);
+  const mapping = await request(
+    nodes[0]!,
+    "GET",
+    "/api/v1/conference-mapper/conferenceMapper?conference=load-call@conference.meet.example.com",
+    undefined,
+    apiKey,
+  );
   if (mapping.status !== 200) throw new Error(`conference mapper: ${mapping.status} ${JSON.stringify(mapping.body)}`);
   const runs = nodes.map((node) =>
     runSipp({
@@ -279,12 +341,21 @@ export async function startCalls(nodes: Array<LoadNode & { sipPort: number }>, a
   return {
     /** Until both calls are answered and recorded so (bounded); the count answered. */
     async answered(sql: postgres.Sql, accountId: string): Promise<number> {
-      const count = async () => Number((await sql<{ n: string }[]>`select count(*) as n from sip_calls where account_id = ${accountId} and answered_at is not null`)[0]!.n);
+      const count = async () =>
+        Number(
+          (
+            await sql<
+              { n: string }[]
+            >`select count(*) as n from sip_calls where account_id = ${accountId} and answered_at is not null`
+          )[0]!.n,
+        );
       return until(count, (n) => n >= nodes.length, 15_000, 100);
     },
     async check(sql: postgres.Sql, accountId: string, receiver: Awaited<ReturnType<typeof startReceiver>>) {
       const done: SippRun[] = await Promise.all(runs);
-      const failed = done.filter((run) => run.code !== 0).map((run) => `sipp exited ${run.code}: ${run.errors || run.output.slice(-500)}`);
+      const failed = done
+        .filter((run) => run.code !== 0)
+        .map((run) => `sipp exited ${run.code}: ${run.errors || run.output.slice(-500)}`);
       const callIds = done.map((run) => run.callId);
       const records = await until(
         () => sql<{ call_id: string; reason: string | null; answered: boolean; ended: boolean }[]>`
@@ -295,12 +366,23 @@ export async function startCalls(nodes: Array<LoadNode & { sipPort: number }>, a
         250,
       );
       const told = await until(
-        () => receiver.unique().filter((entry) => entry.verified && entry.event.type === "call.ended" && callIds.includes(entry.event.data.call_id)),
+        () =>
+          receiver
+            .unique()
+            .filter(
+              (entry) =>
+                entry.verified && entry.event.type === "call.ended" && callIds.includes(entry.event.data.call_id),
+            ),
         (list) => list.length >= callIds.length,
         15_000,
         250,
       );
-      return { failed, records: records.map(({ call_id, ...rest }) => rest), told: told.length, redelivered: receiver.received.filter((entry) => entry.event.type === "call.ended").length - told.length };
+      return {
+        failed,
+        records: records.map(({ call_id, ...rest }) => rest),
+        told: told.length,
+        redelivered: receiver.received.filter((entry) => entry.event.type === "call.ended").length - told.length,
+      };
     },
   };
 }

@@ -38,7 +38,8 @@ export async function startNginxLb(nodePorts: number[]): Promise<NginxLb> {
     .replace(/^\s*server \S+:3000 .*;\n/gm, "")
     .replace(/^(\s*upstream parley \{\n(?:\s*#.*\n)*)/m, `$1${ours}\n`)
     .replace(/listen 80;/, `listen 127.0.0.1:${port};`);
-  if (!config.includes(`127.0.0.1:${nodePorts[0]}`) || !config.includes(`listen 127.0.0.1:${port}`)) throw new Error(`could not fit the nginx block to the test:\n${config}`);
+  if (!config.includes(`127.0.0.1:${nodePorts[0]}`) || !config.includes(`listen 127.0.0.1:${port}`))
+    throw new Error(`could not fit the nginx block to the test:\n${config}`);
   writeFileSync(
     join(dir, "nginx.conf"),
     `daemon off;
@@ -58,9 +59,21 @@ ${config}
 }
 `,
   );
-  const child: Subprocess = Bun.spawn(["nginx", "-p", dir, "-c", join(dir, "nginx.conf")], { stdout: "ignore", stderr: "pipe" });
+  const child: Subprocess = Bun.spawn(["nginx", "-p", dir, "-c", join(dir, "nginx.conf")], {
+    stdout: "ignore",
+    stderr: "pipe",
+  });
   const base = `http://127.0.0.1:${port}`;
-  const up = await until(() => fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1_000) }).then((response) => response.ok, () => false), Boolean, 10_000, 100);
+  const up = await until(
+    () =>
+      fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(
+        (response) => response.ok,
+        () => false,
+      ),
+    Boolean,
+    10_000,
+    100,
+  );
   if (!up) {
     child.kill("SIGKILL");
     const said = child.stderr instanceof ReadableStream ? await new Response(child.stderr).text() : "";

@@ -68,7 +68,12 @@ export function recordersOf(streamName: string): number[] {
 }
 
 /** Waits (bounded) for a probe to give a value; on time-out fails naming what and showing Parley's output. */
-export async function within<T>(parley: Parley | undefined, what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+export async function within<T>(
+  parley: Parley | undefined,
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined>,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -81,7 +86,9 @@ export async function within<T>(parley: Parley | undefined, what: string, timeou
     await Bun.sleep(100);
   }
   const why = last instanceof Error ? ` (last error: ${last.message})` : "";
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}${parley ? `\n--- Parley said:\n${parley.tail()}` : ""}`);
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}${why}${parley ? `\n--- Parley said:\n${parley.tail()}` : ""}`,
+  );
 }
 
 export interface Answer {
@@ -90,7 +97,12 @@ export interface Answer {
 }
 
 /** One HTTP request to a running Parley, bounded in time; a failure to connect shows what Parley said. */
-export async function http(parley: Parley, method: string, path: string, options: { body?: unknown; form?: Record<string, string>; auth?: string } = {}): Promise<Answer> {
+export async function http(
+  parley: Parley,
+  method: string,
+  path: string,
+  options: { body?: unknown; form?: Record<string, string>; auth?: string } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = {};
   let body: string | undefined;
   if (options.auth) headers.authorization = options.auth;
@@ -182,7 +194,13 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
   };
   if (options.embedded) delete env.DATABASE_URL;
   const output: string[] = [];
-  const child = Bun.spawn([process.execPath, ENTRY], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const child = Bun.spawn([process.execPath, ENTRY], {
+    cwd: ROOT,
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+    stdin: "ignore",
+  });
   collect(child.stdout, output);
   collect(child.stderr, output);
 
@@ -197,9 +215,19 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
     process: child,
     tail: (lines = 40) => output.join("").split("\n").slice(-lines).join("\n"),
     async admin(...args) {
-      const cli = Bun.spawn([process.execPath, join(ROOT, "src/admin.ts"), ...args], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+      const cli = Bun.spawn([process.execPath, join(ROOT, "src/admin.ts"), ...args], {
+        cwd: ROOT,
+        env,
+        stdout: "pipe",
+        stderr: "pipe",
+        stdin: "ignore",
+      });
       const killer = setTimeout(() => cli.kill("SIGKILL"), 30_000);
-      const [stdout, stderr, code] = await Promise.all([new Response(cli.stdout).text(), new Response(cli.stderr).text(), cli.exited]);
+      const [stdout, stderr, code] = await Promise.all([
+        new Response(cli.stdout).text(),
+        new Response(cli.stderr).text(),
+        cli.exited,
+      ]);
       clearTimeout(killer);
       return { code, stdout, stderr };
     },
@@ -228,7 +256,10 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
   // PGlite's first start (initdb and migrations) takes several seconds on a busy machine.
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const ready = await fetch(`${parley.base}/readyz`, { signal: AbortSignal.timeout(2_000) }).then((response) => response.ok, () => false);
+    const ready = await fetch(`${parley.base}/readyz`, { signal: AbortSignal.timeout(2_000) }).then(
+      (response) => response.ok,
+      () => false,
+    );
     if (ready) break;
     if (child.exitCode !== null || Date.now() > deadline) {
       const why = child.exitCode !== null ? `Parley exited with ${child.exitCode}` : "Parley was not ready within 60 s";

@@ -7,7 +7,11 @@ const EVENT_WAIT_MS = 15_000;
 
 export function connect(baseUrl: string, token: string): Socket {
   // No reconnects: a test that loses its socket should fail, not retry.
-  const socket = new Socket(`${baseUrl}/api/v1/messaging`, { params: { token }, reconnectAfterMs: () => 3_600_000, timeout: WAIT_MS });
+  const socket = new Socket(`${baseUrl}/api/v1/messaging`, {
+    params: { token },
+    reconnectAfterMs: () => 3_600_000,
+    timeout: WAIT_MS,
+  });
   socket.connect();
   return socket;
 }
@@ -17,7 +21,9 @@ export function join(channel: Channel): Promise<any> {
     channel
       .join(WAIT_MS)
       .receive("ok", resolve)
-      .receive("error", (response: unknown) => reject(Object.assign(new Error(`join refused: ${JSON.stringify(response)}`), { response })))
+      .receive("error", (response: unknown) =>
+        reject(Object.assign(new Error(`join refused: ${JSON.stringify(response)}`), { response })),
+      )
       .receive("timeout", () => reject(new Error("join timed out")));
   });
 }
@@ -52,7 +58,8 @@ export function recorder(channel: Channel, events: string[]) {
         const found = seen.find((entry) => entry.event === event && match(entry.payload));
         if (found) return found.payload;
         const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`no ${event} within ${ms} ms; saw ${JSON.stringify(seen.map((entry) => entry.event))}`);
+        if (left <= 0)
+          throw new Error(`no ${event} within ${ms} ms; saw ${JSON.stringify(seen.map((entry) => entry.event))}`);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, left);
           waiters.push(() => {

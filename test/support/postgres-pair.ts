@@ -15,13 +15,21 @@ import { childPids, isAlive, until } from "./wait";
 const BIN = "/usr/lib/postgresql/15/bin";
 
 function run(args: string[], timeoutMs = 30_000): string {
-  const result = Bun.spawnSync(["runuser", "-u", "postgres", "--", ...args], { timeout: timeoutMs, stdout: "pipe", stderr: "pipe" });
-  if (result.exitCode !== 0) throw new Error(`${args.join(" ")} failed (${result.exitCode}): ${result.stderr.toString()}`);
+  const result = Bun.spawnSync(["runuser", "-u", "postgres", "--", ...args], {
+    timeout: timeoutMs,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  if (result.exitCode !== 0)
+    throw new Error(`${args.join(" ")} failed (${result.exitCode}): ${result.stderr.toString()}`);
   return result.stdout.toString();
 }
 
 function psql(port: number, dir: string, query: string): string {
-  return run([`${BIN}/psql`, "-h", dir, "-p", String(port), "-U", "postgres", "-d", "postgres", "-Atc", query], 10_000).trim();
+  return run(
+    [`${BIN}/psql`, "-h", dir, "-p", String(port), "-U", "postgres", "-d", "postgres", "-Atc", query],
+    10_000,
+  ).trim();
 }
 
 export interface PostgresPair {
@@ -50,14 +58,50 @@ export async function startPostgresPair(): Promise<PostgresPair> {
   const common = `-k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100`;
   run([`${BIN}/initdb`, "-D", primary, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"], 60_000);
   run([
-    `${BIN}/pg_ctl`, "-D", primary, "-l", join(dir, "primary.log"), "-w", "-t", "30", "start",
-    "-o", `-p ${primaryPort} ${common} -c wal_level=replica -c max_wal_senders=4 ` + `-c synchronous_commit=on -c "synchronous_standby_names=*"`,
+    `${BIN}/pg_ctl`,
+    "-D",
+    primary,
+    "-l",
+    join(dir, "primary.log"),
+    "-w",
+    "-t",
+    "30",
+    "start",
+    "-o",
+    `-p ${primaryPort} ${common} -c wal_level=replica -c max_wal_senders=4 ` +
+      `-c synchronous_commit=on -c "synchronous_standby_names=*"`,
   ]);
-  run([`${BIN}/pg_basebackup`, "-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standby, "-R", "-X", "stream", "--no-sync"], 60_000);
+  run(
+    [
+      `${BIN}/pg_basebackup`,
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(primaryPort),
+      "-U",
+      "postgres",
+      "-D",
+      standby,
+      "-R",
+      "-X",
+      "stream",
+      "--no-sync",
+    ],
+    60_000,
+  );
   // Promoted, the standby has no standby of its own: it must not wait for one before acknowledging.
   run([
-    `${BIN}/pg_ctl`, "-D", standby, "-l", join(dir, "standby.log"), "-w", "-t", "30", "start",
-    "-o", `-p ${standbyPort} ${common} -c hot_standby=on -c "synchronous_standby_names="`,
+    `${BIN}/pg_ctl`,
+    "-D",
+    standby,
+    "-l",
+    join(dir, "standby.log"),
+    "-w",
+    "-t",
+    "30",
+    "start",
+    "-o",
+    `-p ${standbyPort} ${common} -c hot_standby=on -c "synchronous_standby_names="`,
   ]);
   const pair: PostgresPair = {
     url: `postgres://postgres@127.0.0.1:${primaryPort},127.0.0.1:${standbyPort}/postgres`,
@@ -73,14 +117,21 @@ export async function startPostgresPair(): Promise<PostgresPair> {
           process.kill(pid, "SIGKILL");
         } catch {}
       }
-      await until(() => [postmaster, ...backends].some(isAlive), (alive) => !alive, 10_000, 20);
+      await until(
+        () => [postmaster, ...backends].some(isAlive),
+        (alive) => !alive,
+        10_000,
+        20,
+      );
     },
     promoteStandby() {
       run([`${BIN}/pg_ctl`, "-D", standby, "-w", "-t", "30", "promote"]);
     },
     destroy() {
       for (const data of [primary, standby]) {
-        Bun.spawnSync(["runuser", "-u", "postgres", "--", `${BIN}/pg_ctl`, "-D", data, "-m", "immediate", "stop"], { timeout: 30_000 });
+        Bun.spawnSync(["runuser", "-u", "postgres", "--", `${BIN}/pg_ctl`, "-D", data, "-m", "immediate", "stop"], {
+          timeout: 30_000,
+        });
       }
       rmSync(dir, { recursive: true, force: true });
     },

@@ -16,8 +16,13 @@ function postgresUser(): { uid: number; gid: number } {
 }
 
 function run(args: string[], timeoutMs = 30_000): void {
-  const result = Bun.spawnSync(["runuser", "-u", "postgres", "--", ...args], { timeout: timeoutMs, stdout: "pipe", stderr: "pipe" });
-  if (result.exitCode !== 0) throw new Error(`${args.join(" ")} failed (${result.exitCode}): ${result.stderr.toString()}`);
+  const result = Bun.spawnSync(["runuser", "-u", "postgres", "--", ...args], {
+    timeout: timeoutMs,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  if (result.exitCode !== 0)
+    throw new Error(`${args.join(" ")} failed (${result.exitCode}): ${result.stderr.toString()}`);
 }
 
 export interface PrivatePostgres {
@@ -43,7 +48,9 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     start: () => run([`${BIN}/pg_ctl`, "-D", data, "-l", join(dir, "log"), "-o", options, "-w", "-t", "30", "start"]),
     kill: () => run([`${BIN}/pg_ctl`, "-D", data, "-m", "immediate", "-w", "-t", "30", "stop"]),
     destroy: () => {
-      Bun.spawnSync(["runuser", "-u", "postgres", "--", `${BIN}/pg_ctl`, "-D", data, "-m", "immediate", "stop"], { timeout: 30_000 });
+      Bun.spawnSync(["runuser", "-u", "postgres", "--", `${BIN}/pg_ctl`, "-D", data, "-m", "immediate", "stop"], {
+        timeout: 30_000,
+      });
       rmSync(dir, { recursive: true, force: true });
     },
   };

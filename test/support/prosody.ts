@@ -136,11 +136,13 @@ export function missingPlugins(needed: Needed): string | undefined {
     "util.lib.lua",
   ];
   const plugin = absent(where.plugins, pluginFiles);
-  if (plugin) lacking.set("JITSI_PROSODY_PLUGINS", `jitsi-meet's Prosody plugin folder (${where.plugins} has no ${plugin})`);
+  if (plugin)
+    lacking.set("JITSI_PROSODY_PLUGINS", `jitsi-meet's Prosody plugin folder (${where.plugins} has no ${plugin})`);
   if (needed.reservations === "cjson") {
     const dir = where.reservations.cjson;
     if (!dir) lacking.set("JITSI_RESERVATIONS_CJSON", "a folder with a cjson.safe mod_reservations.lua");
-    else if (absent(dir, ["mod_reservations.lua"])) lacking.set("JITSI_RESERVATIONS_CJSON", `a folder with a cjson.safe mod_reservations.lua (${dir} has none)`);
+    else if (absent(dir, ["mod_reservations.lua"]))
+      lacking.set("JITSI_RESERVATIONS_CJSON", `a folder with a cjson.safe mod_reservations.lua (${dir} has none)`);
   }
   if (needed.eventSync && absent(where.eventSync, ["mod_event_sync_component.lua"]))
     lacking.set("JITSI_EVENT_SYNC", `the folder of mod_event_sync_component.lua (${where.eventSync} has none)`);
@@ -154,7 +156,10 @@ export function skipWithout(what: string, needed: Needed): boolean {
   return missing !== undefined;
 }
 
-/** A module in its own mod_<name>/ folder with the util.lib.lua it was shipped with, if any: Prosody's module:require looks there first. */
+/**
+ * A module in its own mod_<name>/ folder with the util.lib.lua it was
+ * shipped with, if any: Prosody's module:require looks there first.
+ */
 function moduleFolder(plugins: string, name: string, from: string) {
   const folder = join(plugins, `mod_${name}`);
   mkdirSync(folder);
@@ -187,19 +192,37 @@ function listening(port: number): Promise<boolean> {
 /** Lua 5.4 module paths: Debian ships lua-basexx only for 5.1/5.2, so its own 5.2 file is added. */
 function luaPath(): string {
   const basexx = ["/usr/share/lua/5.2", "/usr/share/lua/5.1"].find((dir) => existsSync(join(dir, "basexx.lua")));
-  return [...(basexx ? [`${basexx}/?.lua`] : []), "/usr/share/lua/5.4/?.lua", "/usr/share/lua/5.4/?/init.lua", ";"].join(";");
+  return [
+    ...(basexx ? [`${basexx}/?.lua`] : []),
+    "/usr/share/lua/5.4/?.lua",
+    "/usr/share/lua/5.4/?/init.lua",
+    ";",
+  ].join(";");
 }
 
 export async function startProsody(options: ProsodyOptions): Promise<Prosody> {
   const dir = mkdtempSync(join(tmpdir(), "parley-prosody-"));
   mkdirSync(join(dir, "data"));
-  const [c2sPort, httpPort, componentPort, s2sPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const [c2sPort, httpPort, componentPort, s2sPort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
   const focusSecret = crypto.randomUUID();
   const focusPassword = crypto.randomUUID();
   const plugins = pluginPaths(dir, options);
   // Each Prosody its own recording, named after what it loads.
-  const label = [options.reservations && `reservations-${options.reservations}`, options.eventSync && "event_sync", options.tokenAuth && "token-auth"].filter(Boolean).join("+");
-  const recorder: TrafficRecorder | undefined = process.env.JITSI_RECORD_TRAFFIC ? await recordTraffic(options.parleyUrl, label) : undefined;
+  const label = [
+    options.reservations && `reservations-${options.reservations}`,
+    options.eventSync && "event_sync",
+    options.tokenAuth && "token-auth",
+  ]
+    .filter(Boolean)
+    .join("+");
+  const recorder: TrafficRecorder | undefined = process.env.JITSI_RECORD_TRAFFIC
+    ? await recordTraffic(options.parleyUrl, label)
+    : undefined;
   const parleyUrl = recorder?.url ?? options.parleyUrl;
   const hostModules = [
     ...(options.reservations ? ['"reservations"'] : []),
@@ -264,14 +287,18 @@ ${options.eventSync ? documentedLines("event_sync", parleyUrl, options.apiKey) :
   const configPath = join(dir, "prosody.cfg.lua");
   writeFileSync(configPath, config);
   const env = { ...process.env, LUA_PATH_5_4: luaPath() };
-  const log = () => (existsSync(join(dir, "prosody.log")) ? readFileSync(join(dir, "prosody.log"), "utf8") : "(no log)");
+  const log = () =>
+    existsSync(join(dir, "prosody.log")) ? readFileSync(join(dir, "prosody.log"), "utf8") : "(no log)";
 
-  const register = Bun.spawnSync(["prosodyctl", "--config", configPath, "register", "focus", AUTH_DOMAIN, focusPassword], {
-    env,
-    stdout: "pipe",
-    stderr: "pipe",
-    timeout: WAIT_MS,
-  });
+  const register = Bun.spawnSync(
+    ["prosodyctl", "--config", configPath, "register", "focus", AUTH_DOMAIN, focusPassword],
+    {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: WAIT_MS,
+    },
+  );
   if (register.exitCode !== 0) {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`prosodyctl register failed: ${register.stdout.toString()} ${register.stderr.toString()}`);
@@ -335,7 +362,12 @@ ${options.eventSync ? documentedLines("event_sync", parleyUrl, options.apiKey) :
 }
 
 /** Resolves with the first stanza `match` accepts, or rejects after `ms`. */
-function waitFor<T>(subscribe: (handler: (stanza: Element) => void) => () => void, match: (stanza: Element) => T | undefined, ms: number, what: string): Promise<T> {
+function waitFor<T>(
+  subscribe: (handler: (stanza: Element) => void) => () => void,
+  match: (stanza: Element) => T | undefined,
+  ms: number,
+  what: string,
+): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       unsubscribe();
@@ -368,13 +400,18 @@ const isSelfPresence = (stanza: Element) =>
     .some((status: Element) => status.attrs.code === "110") ?? false;
 
 /** Joins room@muc as nick and waits for the self-presence (or the error). */
-async function joinMuc(entity: Entity, roomJid: string, nick: string): Promise<{ ok: true } | { ok: false; condition: string }> {
+async function joinMuc(
+  entity: Entity,
+  roomJid: string,
+  nick: string,
+): Promise<{ ok: true } | { ok: false; condition: string }> {
   const to = `${roomJid}/${nick}`;
   const answer = waitFor(
     subscriber(entity),
     (stanza) => {
       if (stanza.name !== "presence" || stanza.attrs.from !== to) return undefined;
-      if (stanza.attrs.type === "error") return { ok: false as const, condition: stanza.getChild("error")?.children[0]?.toString() ?? "error" };
+      if (stanza.attrs.type === "error")
+        return { ok: false as const, condition: stanza.getChild("error")?.children[0]?.toString() ?? "error" };
       return isSelfPresence(stanza) ? { ok: true as const } : undefined;
     },
     WAIT_MS,
@@ -388,7 +425,8 @@ async function leaveMuc(entity: Entity, roomJid: string, nick: string) {
   const to = `${roomJid}/${nick}`;
   const left = waitFor(
     subscriber(entity),
-    (stanza) => (stanza.name === "presence" && stanza.attrs.from === to && stanza.attrs.type === "unavailable" ? true : undefined),
+    (stanza) =>
+      stanza.name === "presence" && stanza.attrs.from === to && stanza.attrs.type === "unavailable" ? true : undefined,
     WAIT_MS,
     `leave of ${to}`,
   );
@@ -430,8 +468,19 @@ export class Focus {
     private readonly user: Entity,
   ) {}
 
-  static async start(options: { componentPort: number; secret: string; websocketUrl: string; password: string }): Promise<Focus> {
-    const user = await connectClient({ service: options.websocketUrl, domain: AUTH_DOMAIN, username: "focus", password: options.password, resource: "focus" });
+  static async start(options: {
+    componentPort: number;
+    secret: string;
+    websocketUrl: string;
+    password: string;
+  }): Promise<Focus> {
+    const user = await connectClient({
+      service: options.websocketUrl,
+      domain: AUTH_DOMAIN,
+      username: "focus",
+      password: options.password,
+      resource: "focus",
+    });
     await user.send(xml("presence"));
     const component = connect({ port: options.componentPort, host: "127.0.0.1" });
     const parser = new Parser();
@@ -452,7 +501,8 @@ export class Focus {
       parser.on("error", reject);
       component.on("error", reject);
       component.write(
-        "<?xml version='1.0'?><stream:stream xmlns='jabber:component:accept' " + `xmlns:stream='http://etherx.jabber.org/streams' to='${FOCUS_DOMAIN}'>`,
+        "<?xml version='1.0'?><stream:stream xmlns='jabber:component:accept' " +
+          `xmlns:stream='http://etherx.jabber.org/streams' to='${FOCUS_DOMAIN}'>`,
       );
     });
     user.on("stanza", (stanza: Element) => focus.track(stanza));
@@ -463,7 +513,9 @@ export class Focus {
   private async answer(iq: Element) {
     const conference = iq.getChild("conference", FOCUS_NS);
     const reply = (attrs: Record<string, string>, child?: Element) =>
-      this.component.write(xml("iq", { ...attrs, from: iq.attrs.to, to: iq.attrs.from, id: iq.attrs.id }, child).toString());
+      this.component.write(
+        xml("iq", { ...attrs, from: iq.attrs.to, to: iq.attrs.from, id: iq.attrs.id }, child).toString(),
+      );
     if (iq.attrs.type !== "set" || !conference) {
       if (iq.attrs.type === "get" || iq.attrs.type === "set")
         reply({ type: "error" }, xml("error", { type: "cancel" }, xml("service-unavailable", { xmlns: STANZAS_NS })));
@@ -472,14 +524,20 @@ export class Focus {
     const room = conference.attrs.room as string;
     this.requests.push({ room, from: iq.attrs.from });
     if (!this.occupants.has(room)) {
-      const joined = await joinMuc(this.user, room, "focus").catch((error) => ({ ok: false as const, condition: String(error) }));
+      const joined = await joinMuc(this.user, room, "focus").catch((error) => ({
+        ok: false as const,
+        condition: String(error),
+      }));
       if (!joined.ok) {
         reply({ type: "error" }, xml("error", { type: "cancel" }, xml("internal-server-error", { xmlns: STANZAS_NS })));
         return;
       }
       this.occupants.set(room, new Set());
     }
-    reply({ type: "result" }, xml("conference", { xmlns: FOCUS_NS, room, ready: "true", focusjid: `focus@${AUTH_DOMAIN}` }));
+    reply(
+      { type: "result" },
+      xml("conference", { xmlns: FOCUS_NS, room, ready: "true", focusjid: `focus@${AUTH_DOMAIN}` }),
+    );
   }
 
   /** Leaves a room once its last participant has gone, so Prosody destroys it as under Jicofo. */
@@ -574,7 +632,12 @@ export class JitsiClient {
     if (iq.attrs.type === "error") {
       const error = iq.getChild("error");
       const code = error?.getChild("reservation-error", FOCUS_NS)?.attrs["error-code"];
-      return { ok: false, stage: "focus", code: code === undefined ? undefined : Number(code), text: error?.getChildText("text", STANZAS_NS) ?? "" };
+      return {
+        ok: false,
+        stage: "focus",
+        code: code === undefined ? undefined : Number(code),
+        text: error?.getChildText("text", STANZAS_NS) ?? "",
+      };
     }
     const joined = await joinMuc(this.entity, roomJid, nick);
     if (!joined.ok) return { ok: false, stage: "muc", condition: joined.condition };

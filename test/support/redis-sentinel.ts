@@ -16,7 +16,11 @@ export const SENTINEL_NAME = "parley-test";
 const DOWN_AFTER_MS = 1_000;
 
 function cli(port: number, ...args: string[]): string {
-  const run = spawnSync(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], { stdout: "pipe", stderr: "ignore", timeout: 2_000 });
+  const run = spawnSync(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], {
+    stdout: "pipe",
+    stderr: "ignore",
+    timeout: 2_000,
+  });
   return run.stdout.toString().trim();
 }
 
@@ -41,7 +45,23 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
   const sentinelPorts = [await freePort(), await freePort(), await freePort()];
   const children: Subprocess[] = [];
   const server = (port: number, ...extra: string[]) =>
-    spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", ...extra], { stdout: "ignore", stderr: "ignore" });
+    spawn(
+      [
+        "redis-server",
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        ...extra,
+      ],
+      { stdout: "ignore", stderr: "ignore" },
+    );
   const master = server(masterPort);
   children.push(master, server(replicaPort, "--replicaof", "127.0.0.1", String(masterPort)));
   for (const port of sentinelPorts) {

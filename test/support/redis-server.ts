@@ -3,7 +3,11 @@ import { type Subprocess, spawn, spawnSync } from "bun";
 import { freePort } from "./ports";
 
 function answers(port: number): boolean {
-  const probe = spawnSync(["redis-cli", "-h", "127.0.0.1", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore", timeout: 2_000 });
+  const probe = spawnSync(["redis-cli", "-h", "127.0.0.1", "-p", String(port), "ping"], {
+    stdout: "pipe",
+    stderr: "ignore",
+    timeout: 2_000,
+  });
   return probe.stdout.toString().trim() === "PONG";
 }
 
@@ -23,7 +27,10 @@ export async function privateRedis(): Promise<PrivateRedis> {
     port,
     url: `redis://127.0.0.1:${port}`,
     async start() {
-      server = spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+      server = spawn(
+        ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        { stdout: "ignore", stderr: "ignore" },
+      );
       const deadline = Date.now() + 10_000;
       while (!answers(port)) {
         if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer within 10 s`);

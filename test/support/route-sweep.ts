@@ -27,7 +27,8 @@ export const DOMAIN = "conference.meet.example.com";
 
 /** fetch on a new connection that gives up after `withinMs`: an outage must be reported, not waited out. */
 export function freshFetch(withinMs: number) {
-  return (url: string, init: RequestInit = {}) => fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(withinMs) });
+  return (url: string, init: RequestInit = {}) =>
+    fetch(url, { ...init, keepalive: false, signal: AbortSignal.timeout(withinMs) });
 }
 
 let serial = 0;
@@ -40,17 +41,33 @@ export const nextSerial = () => ++serial;
  */
 export function routeSweep(fresh: ReturnType<typeof freshFetch>, target: () => SweepTarget) {
   const json = (method: string, path: string, body: unknown, authorization: string) =>
-    fresh(`${target().base}${path}`, { method, headers: { "content-type": "application/json", authorization }, body: JSON.stringify(body) });
+    fresh(`${target().base}${path}`, {
+      method,
+      headers: { "content-type": "application/json", authorization },
+      body: JSON.stringify(body),
+    });
   const routes: Routes = {
-    "generate-token": () => json("POST", "/api/v1/misc/generate-token", { apiKey: target().apiKey, user: { id: "bob" } }, ""),
-    "scheduler list": () => fresh(`${target().base}/api/v1/scheduler/reservation`, { headers: { authorization: target().apiKey } }),
+    "generate-token": () =>
+      json("POST", "/api/v1/misc/generate-token", { apiKey: target().apiKey, user: { id: "bob" } }, ""),
+    "scheduler list": () =>
+      fresh(`${target().base}/api/v1/scheduler/reservation`, { headers: { authorization: target().apiKey } }),
     "scheduler create": () =>
-      json("POST", "/api/v1/scheduler/reservation", { mail_owner: "o@example.com", name: `r${nextSerial()}`, duration: 30, start_time: "2031-01-01T10:00" }, target().apiKey),
+      json(
+        "POST",
+        "/api/v1/scheduler/reservation",
+        { mail_owner: "o@example.com", name: `r${nextSerial()}`, duration: 30, start_time: "2031-01-01T10:00" },
+        target().apiKey,
+      ),
     "public mapper": () =>
-      fresh(`${target().base}/api/v1/conference-mapper/${target().accountId}` + `/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`),
-    "mapper": () =>
-      fresh(`${target().base}/api/v1/conference-mapper/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`, { headers: { authorization: target().apiKey } }),
-    "event_sync": () =>
+      fresh(
+        `${target().base}/api/v1/conference-mapper/${target().accountId}` +
+          `/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`,
+      ),
+    mapper: () =>
+      fresh(`${target().base}/api/v1/conference-mapper/conferenceMapper?conference=room${nextSerial()}@${DOMAIN}`, {
+        headers: { authorization: target().apiKey },
+      }),
+    event_sync: () =>
       json(
         "POST",
         "/api/v1/events/occupant/joined",
@@ -64,8 +81,9 @@ export function routeSweep(fresh: ReturnType<typeof freshFetch>, target: () => S
         },
         `Bearer ${target().apiKey}`,
       ),
-    "usage": () => json("POST", "/api/v1/pricing/cdr", {}, `Bearer ${target().apiKey}`),
-    "messaging rooms": () => fresh(`${target().base}/api/v1/messaging/rooms`, { headers: { authorization: `Bearer ${target().token}` } }),
+    usage: () => json("POST", "/api/v1/pricing/cdr", {}, `Bearer ${target().apiKey}`),
+    "messaging rooms": () =>
+      fresh(`${target().base}/api/v1/messaging/rooms`, { headers: { authorization: `Bearer ${target().token}` } }),
   };
   return { json, routes };
 }
@@ -78,8 +96,17 @@ export async function ask(routes: Routes): Promise<Answer[]> {
       const response = await send().catch((error: Error) => error);
       const ms = Date.now() - started;
       if (response instanceof Error) return { route, status: 0, code: response.name, retryAfter: null, ms };
-      const body = (await response.text().then((text) => JSON.parse(text)).catch(() => ({}))) as { error?: { code?: string } };
-      return { route, status: response.status, code: body.error?.code, retryAfter: response.headers.get("retry-after"), ms };
+      const body = (await response
+        .text()
+        .then((text) => JSON.parse(text))
+        .catch(() => ({}))) as { error?: { code?: string } };
+      return {
+        route,
+        status: response.status,
+        code: body.error?.code,
+        retryAfter: response.headers.get("retry-after"),
+        ms,
+      };
     }),
   );
 }

@@ -14,7 +14,19 @@ export async function startS3rver() {
   const port = await freePort();
   const directory = mkdtempSync(join(tmpdir(), "parley-s3-"));
   const child = Bun.spawn(
-    ["node", "node_modules/.bin/s3rver", "-d", directory, "-a", "127.0.0.1", "-p", String(port), "-s", "--configure-bucket", S3_BUCKET],
+    [
+      "node",
+      "node_modules/.bin/s3rver",
+      "-d",
+      directory,
+      "-a",
+      "127.0.0.1",
+      "-p",
+      String(port),
+      "-s",
+      "--configure-bucket",
+      S3_BUCKET,
+    ],
     { stdout: "ignore", stderr: "inherit" },
   );
   const endpoint = `http://127.0.0.1:${port}`;

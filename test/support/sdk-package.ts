@@ -12,8 +12,14 @@ import { isAlive } from "./wait";
 const ROOT = resolve(import.meta.dir, "../..");
 
 function run(command: string[], cwd: string, what: string): string {
-  const done = Bun.spawnSync(command, { cwd, stdout: "pipe", stderr: "pipe", env: { ...process.env, LOG_LEVEL: "silent" } });
-  if (done.exitCode !== 0) throw new Error(`${what} failed (${done.exitCode}):\n${done.stdout.toString()}\n${done.stderr.toString()}`);
+  const done = Bun.spawnSync(command, {
+    cwd,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, LOG_LEVEL: "silent" },
+  });
+  if (done.exitCode !== 0)
+    throw new Error(`${what} failed (${done.exitCode}):\n${done.stdout.toString()}\n${done.stderr.toString()}`);
   return done.stdout.toString();
 }
 
@@ -49,7 +55,11 @@ export function sdkBuild(): Promise<SdkBuild> {
     const into = mkdtempSync(join(dist, `test-${process.pid}-`));
     buildFolder = into;
     const folder = join(into, "sdk");
-    run([process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder], ROOT, "npm run build:sdk -- --keep-types");
+    run(
+      [process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder],
+      ROOT,
+      "npm run build:sdk -- --keep-types",
+    );
     run(["npm", "pack", folder, "--pack-destination", into, "--loglevel=error"], ROOT, "npm pack");
     const tarball = readdirSync(into).find((name) => name.endsWith(".tgz"));
     if (!tarball) throw new Error("npm pack made no tarball");
@@ -63,7 +73,11 @@ export async function installedSdk(): Promise<string> {
   const { tarball } = await sdkBuild();
   const folder = mkdtempSync(join(tmpdir(), "parley-sdk-app-"));
   writeFileSync(join(folder, "package.json"), JSON.stringify({ name: "sdk-app", private: true, type: "module" }));
-  run(["npm", "install", tarball, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], folder, "npm install <tarball>");
+  run(
+    ["npm", "install", tarball, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
+    folder,
+    "npm install <tarball>",
+  );
   return folder;
 }
 

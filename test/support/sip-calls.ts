@@ -19,7 +19,8 @@ export async function endedCall(callId: string): Promise<CallRecord> {
 
 /** Fails with what sipp said unless it exited 0; `who` names the sipp in a test that runs several. */
 export function expectSuccess(run: SippRun, who?: string): void {
-  if (run.code !== 0) throw new Error(`${who ? `${who} ` : ""}sipp exited ${run.code}\n${run.errors || run.output.slice(-3000)}`);
+  if (run.code !== 0)
+    throw new Error(`${who ? `${who} ` : ""}sipp exited ${run.code}\n${run.errors || run.output.slice(-3000)}`);
 }
 
 const endpoints: Promise<unknown>[] = [];
@@ -27,8 +28,16 @@ const endpoints: Promise<unknown>[] = [];
 /** A sipp media endpoint (UAS) on a fresh port, echoing RTP; `done` resolves when its one call is over. */
 export async function mediaEndpoint(scenario: string, holdMs = 200) {
   const port = await freePort();
-  const done = runSipp({ scenario, port: 9, listenPort: port, holdMs, timeoutSeconds: 20, extra: ["-rtp_echo", "-trace_msg"] });
-  // A failed test may leave its endpoint waiting: its file waits for it (sipp's own timeout bounds it) and its temp dir.
+  const done = runSipp({
+    scenario,
+    port: 9,
+    listenPort: port,
+    holdMs,
+    timeoutSeconds: 20,
+    extra: ["-rtp_echo", "-trace_msg"],
+  });
+  // A failed test may leave its endpoint waiting: its file waits
+  // for it (sipp's own timeout bounds it) and its temp dir.
   endpoints.push(done);
   // sipp binds within a few ms; give it a moment before the gateway dials it.
   await Bun.sleep(300);

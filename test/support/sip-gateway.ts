@@ -1,4 +1,6 @@
-/** Starts a real gateway on a free loopback port (UDP and TCP), wired as in production: the mapper and the HTTP adapter. */
+/**
+ * Starts a real gateway on a free loopback port (UDP and TCP), wired as in production: the mapper and the HTTP adapter.
+ */
 import { config, type SipConfig } from "../../src/config";
 import { defaultParts, startSipGateway } from "../../sip-gateway/role";
 import { freePort } from "./ports";

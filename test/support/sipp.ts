@@ -44,7 +44,12 @@ export interface SippOptions {
 export async function runSipp(options: SippOptions): Promise<SippRun> {
   for (let attempt = 1; ; attempt++) {
     const run = await runSippOnce(options);
-    if (attempt === 3 || run.code === 0 || !/Unable to bind|Address already in use/.test(`${run.errors}\n${run.output}`)) return run;
+    if (
+      attempt === 3 ||
+      run.code === 0 ||
+      !/Unable to bind|Address already in use/.test(`${run.errors}\n${run.output}`)
+    )
+      return run;
   }
 }
 
@@ -80,17 +85,33 @@ async function runSippOnce(options: SippOptions): Promise<SippRun> {
     "-cid_str",
     `${cid}-%u`,
     ...(options.service ? ["-s", options.service] : []),
-    ...Object.entries({ extra_header: "Subject: parley test", ...options.keys }).flatMap(([key, value]) => ["-key", key, value]),
+    ...Object.entries({ extra_header: "Subject: parley test", ...options.keys }).flatMap(([key, value]) => [
+      "-key",
+      key,
+      value,
+    ]),
     ...(options.extra ?? []),
   ];
   const child = Bun.spawn(args, { cwd: dir, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   const read = (suffix: string) =>
     readdirSync(dir)
       .filter((name) => name.endsWith(suffix))
       .map((name) => readFileSync(join(dir, name), "utf8"))
       .join("\n");
-  const run = { cid, callId: `${cid}-1`, code, output: `${stdout}\n${stderr}`, errors: read("_errors.log"), rtt: read("_rtt.csv"), messages: read("_messages.log") };
+  const run = {
+    cid,
+    callId: `${cid}-1`,
+    code,
+    output: `${stdout}\n${stderr}`,
+    errors: read("_errors.log"),
+    rtt: read("_rtt.csv"),
+    messages: read("_messages.log"),
+  };
   rmSync(dir, { recursive: true, force: true });
   return run;
 }

@@ -16,13 +16,18 @@ function storeOccupantEvent(accountId: string, room: string, who: string, minute
     room,
     occurredAt: new Date((left ?? joined) * 1000),
     subject: who,
-    payload: { event_name: `muc-occupant-${step}`, room_name: room, occupant: { occupant_jid: who, id: who, joined_at: joined, ...(left === undefined ? {} : { left_at: left }) } },
+    payload: {
+      event_name: `muc-occupant-${step}`,
+      room_name: room,
+      occupant: { occupant_jid: who, id: who, joined_at: joined, ...(left === undefined ? {} : { left_at: left }) },
+    },
     dedupeKey: `${step}|${room}|${who}`,
   });
 }
 
 /** A finished stay of `minutes` from 10:00 in `room`, as event_sync reports its leave. */
-export const storeStay = (accountId: string, room: string, who: string, minutes: number) => storeOccupantEvent(accountId, room, who, minutes);
+export const storeStay = (accountId: string, room: string, who: string, minutes: number) =>
+  storeOccupantEvent(accountId, room, who, minutes);
 
 /** The join of a stay from 10:00 in `room`, as event_sync reports it (its leave is `storeStay`). */
 export const storeJoin = (accountId: string, room: string, who: string) => storeOccupantEvent(accountId, room, who);

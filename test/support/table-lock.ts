@@ -1,4 +1,6 @@
-/** A table locked from a connection of its own, so a test can hold Parley's writes to it in flight as long as it likes. */
+/**
+ * A table locked from a connection of its own, so a test can hold Parley's writes to it in flight as long as it likes.
+ */
 import postgres from "postgres";
 
 export interface TableLock {

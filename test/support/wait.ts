@@ -5,7 +5,12 @@ import { readFileSync } from "node:fs";
  * Probes until `accept` holds or the time is up, and returns the last value either way,
  * so the assertion that follows shows what was actually seen.
  */
-export async function until<T>(probe: () => T | Promise<T>, accept: (value: T) => boolean, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+export async function until<T>(
+  probe: () => T | Promise<T>,
+  accept: (value: T) => boolean,
+  timeoutMs = 15_000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let value = await probe();
   while (!accept(value) && Date.now() < deadline) {
@@ -19,7 +24,8 @@ export async function until<T>(probe: () => T | Promise<T>, accept: (value: T) =
  * Until a boolean check holds; false when it never did. The default ceiling is generous: it costs
  * nothing when the check holds, and a machine running two suites at once may need it.
  */
-export const eventually = (check: () => boolean | Promise<boolean>, timeoutMs = 15_000) => until(check, Boolean, timeoutMs, 20);
+export const eventually = (check: () => boolean | Promise<boolean>, timeoutMs = 15_000) =>
+  until(check, Boolean, timeoutMs, 20);
 
 /** Running, not merely a zombie nobody has reaped yet. */
 export function isAlive(pid: number): boolean {
@@ -33,5 +39,9 @@ export function isAlive(pid: number): boolean {
 /** The pids of a process's children (those running `--role=<role>` when given), ascending. */
 export function childPids(pid: number, role?: string): number[] {
   const found = Bun.spawnSync(["pgrep", "-P", String(pid), ...(role ? ["-f", `role=${role}$`] : [])]).stdout.toString();
-  return found.split("\n").filter(Boolean).map(Number).sort((a, b) => a - b);
+  return found
+    .split("\n")
+    .filter(Boolean)
+    .map(Number)
+    .sort((a, b) => a - b);
 }

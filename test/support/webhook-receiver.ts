@@ -38,7 +38,14 @@ export async function startReceiver(secret: () => string) {
         } catch {
           verified = false;
         }
-        const entry = { id: headers["webhook-id"] ?? "", timestamp: Number(headers["webhook-timestamp"]), body, event: JSON.parse(body), verified, at: Date.now() };
+        const entry = {
+          id: headers["webhook-id"] ?? "",
+          timestamp: Number(headers["webhook-timestamp"]),
+          body,
+          event: JSON.parse(body),
+          verified,
+          at: Date.now(),
+        };
         if (mode === "error") return new Response("receiver broken", { status: 500 });
         if (mode === "error-once") {
           mode = "ok";

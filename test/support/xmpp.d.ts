@@ -14,7 +14,11 @@ declare module "@xmpp/xml" {
     on(event: "start" | "element" | "end", handler: (element: Element) => void): void;
     on(event: "error", handler: (error: Error) => void): void;
   }
-  export function xml(name: string, attrs?: Record<string, string | undefined>, ...children: Array<Element | string | undefined>): Element;
+  export function xml(
+    name: string,
+    attrs?: Record<string, string | undefined>,
+    ...children: Array<Element | string | undefined>
+  ): Element;
 }
 
 declare module "@xmpp/client" {
@@ -30,5 +34,11 @@ declare module "@xmpp/client" {
     once(event: string, handler: (...args: unknown[]) => void): void;
     off(event: string, handler: (...args: never[]) => void): void;
   }
-  export function client(options: { service: string; domain?: string; username?: string; password?: string; resource?: string }): XmppClient;
+  export function client(options: {
+    service: string;
+    domain?: string;
+    username?: string;
+    password?: string;
+    resource?: string;
+  }): XmppClient;
 }

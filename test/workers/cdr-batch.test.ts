@@ -32,10 +32,12 @@ test("a burst of rooms' events is folded by their rings, with no sweep", async (
   }
   const days = await db.select().from(roomUsageDaily).where(eq(roomUsageDaily.accountId, account.accountId));
   const expected = Array.from({ length: 150 }, (_, i) => 60 * (1 + (i % 10))).reduce((sum, n) => sum + n, 0);
-  expect(Object.fromEntries(days.map((day) => [day.room, [day.participantSeconds, day.distinctParticipants]]))).toEqual({
-    burst: [expected, 150],
-    quiet: [30 * 120, 30],
-  });
+  expect(Object.fromEntries(days.map((day) => [day.room, [day.participantSeconds, day.distinctParticipants]]))).toEqual(
+    {
+      burst: [expected, 150],
+      quiet: [30 * 120, 30],
+    },
+  );
 });
 
 test("an event stored while its room's fold runs is folded by the next pass, not left to the sweep", async () => {
@@ -48,7 +50,8 @@ test("an event stored while its room's fold runs is folded by the next pass, not
     await worker.ready;
     await storeStay(account.accountId, "busy", "first@x/1", 5);
     await until("the room's fold to wait for its lock", async () => {
-      const [row] = await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
+      const [row] =
+        await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
       return row!.n > 0;
     });
     await storeStay(account.accountId, "busy", "second@x/1", 7);

@@ -15,26 +15,47 @@ import { until } from "../support/wait";
 
 /** Folds waiting on a room's lock, as pg_stat_activity shows them. */
 async function foldsWaiting(blocker: postgres.Sql): Promise<number> {
-  const [row] = await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
+  const [row] =
+    await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
   return row!.n;
 }
 
-test("a fold whose worker is killed mid-run is rolled back, and another worker's sweep folds it: nothing is lost", async () => {
+test("a fold whose worker is killed mid-run rolls back; another worker sweeps it up: nothing lost", async () => {
   const account = await newAccount();
   // Hold the room's fold lock from outside, so the first worker is caught inside its transaction.
   const blocker = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
   await blocker`select pg_advisory_lock(hashtextextended(${`${account.accountId}|crash-room`}, 0))`;
-  const child = spawn([process.execPath, "test/support/cdr-worker-process.ts"], { stdout: "pipe", stderr: "inherit", env: process.env });
+  const child = spawn([process.execPath, "test/support/cdr-worker-process.ts"], {
+    stdout: "pipe",
+    stderr: "inherit",
+    env: process.env,
+  });
   let taker: ReturnType<typeof startCdrWorker> | undefined;
   try {
     const { value } = await child.stdout.getReader().read();
     expect(new TextDecoder().decode(value)).toContain("ready");
-    await deliver(account.apiKey, occupantLeft("crash-room", { id: "kim", occupant_jid: "k@meet.example.com/K" }, at("10:00:00"), at("10:30:00"), 0));
-    expect(await until(() => foldsWaiting(blocker), (n) => n > 0)).toBeGreaterThan(0);
+    await deliver(
+      account.apiKey,
+      occupantLeft(
+        "crash-room",
+        { id: "kim", occupant_jid: "k@meet.example.com/K" },
+        at("10:00:00"),
+        at("10:30:00"),
+        0,
+      ),
+    );
+    expect(
+      await until(
+        () => foldsWaiting(blocker),
+        (n) => n > 0,
+      ),
+    ).toBeGreaterThan(0);
     child.kill("SIGKILL");
     await child.exited;
     await blocker`select pg_advisory_unlock_all()`;
-    expect(await db.select().from(participantSessions).where(eq(participantSessions.accountId, account.accountId))).toEqual([]);
+    expect(
+      await db.select().from(participantSessions).where(eq(participantSessions.accountId, account.accountId)),
+    ).toEqual([]);
 
     // The ring died with the worker: only the sweep of the next one finds the event.
     taker = startCdrWorker({ concurrency: 1, sweepIntervalMs: 200, sweepMinAgeMs: 0 });
@@ -88,7 +109,14 @@ outboxContract("cdr", () => {
       .where(
         and(
           eq(conferenceEvents.accountId, account),
-          folded ? notExists(db.select().from(conferenceEventsUnfolded).where(eq(conferenceEventsUnfolded.eventId, conferenceEvents.id))) : undefined,
+          folded
+            ? notExists(
+                db
+                  .select()
+                  .from(conferenceEventsUnfolded)
+                  .where(eq(conferenceEventsUnfolded.eventId, conferenceEvents.id)),
+              )
+            : undefined,
         ),
       )
       .orderBy(asc(conferenceEvents.id));

@@ -13,11 +13,13 @@ import { type LlhlsStack, startLlhlsStack } from "../support/llhls-stack";
 import { parsePlaylist, ReloadHistory } from "../support/llhls-validator";
 import { until } from "../support/wait";
 
-// A stand-in for an operator's recorder: publishes a test pattern with a keyframe every 2 s, says ready, ends on SIGTERM.
+// A stand-in for an operator's recorder: publishes a test pattern
+// with a keyframe every 2 s, says ready, ends on SIGTERM.
 const RECORDER = [
   "ffmpeg -hide_banner -nostdin -loglevel error -re -f lavfi -i testsrc2=size=640x360:rate=25",
   "-re -f lavfi -i sine=frequency=440:sample_rate=48000",
-  "-map 0:v -map 1:a -c:v libx264 -preset ultrafast -tune zerolatency " + "-force_key_frames 'expr:gte(t,n_forced*2)' -sc_threshold 0",
+  "-map 0:v -map 1:a -c:v libx264 -preset ultrafast -tune zerolatency " +
+    "-force_key_frames 'expr:gte(t,n_forced*2)' -sc_threshold 0",
   '-c:a aac -b:a 64k -f flv "$PARLEY_RTMP_URL" & trap "kill $!" TERM; sleep 0.5; echo ready; wait',
 ].join(" ");
 
@@ -39,11 +41,21 @@ test("a command recorder's RTMP is pulled back and served as LL-HLS, by another 
   const started = await stack.start({ room_name: "llhls-command", is_low_latency: true });
   expect(started.status).toBe(200);
   const url = started.body.low_latency_hls_url.replace(stack.base, other.http);
-  const master = await until(() => fetch(url).then((r) => (r.ok ? r.text() : "")), (text) => text.includes("index.m3u8"), 20_000);
+  const master = await until(
+    () => fetch(url).then((r) => (r.ok ? r.text() : "")),
+    (text) => text.includes("index.m3u8"),
+    20_000,
+  );
   const variant = new URL(master.split("\n").find((l) => l.includes("index.m3u8"))!, url);
   variant.search = "";
   const history = new ReloadHistory();
-  let playlist = parsePlaylist(await until(() => fetch(variant).then((r) => r.text()), (text) => text.includes("#EXT-X-PART:"), 20_000));
+  let playlist = parsePlaylist(
+    await until(
+      () => fetch(variant).then((r) => r.text()),
+      (text) => text.includes("#EXT-X-PART:"),
+      20_000,
+    ),
+  );
   const end = Date.now() + 10_000;
   while (Date.now() < end) {
     const [msn, part] = playlist.preloadHint!.replace(/\.m4s$/, "").split(".");
@@ -59,6 +71,10 @@ test("a command recorder's RTMP is pulled back and served as LL-HLS, by another 
   const bytes = await fetch(new URL(whole.uri!, variant)).then((r) => r.arrayBuffer());
   expect(bytes.byteLength).toBeGreaterThan(1000);
   expect((await stack.stop("llhls-command")).status).toBe(200);
-  const ended = await until(() => fetch(variant).then((r) => r.text()), (text) => text.includes("#EXT-X-ENDLIST"), 10_000);
+  const ended = await until(
+    () => fetch(variant).then((r) => r.text()),
+    (text) => text.includes("#EXT-X-ENDLIST"),
+    10_000,
+  );
   expect(ended).toContain("#EXT-X-ENDLIST");
 }, 90_000);

@@ -26,12 +26,19 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const partOf = (uri: string) => uri.replace(/\.m4s$/, "").split(".").map(Number) as [number, number];
+const partOf = (uri: string) =>
+  uri
+    .replace(/\.m4s$/, "")
+    .split(".")
+    .map(Number) as [number, number];
 
 async function probe(bytes: Uint8Array, name: string) {
   const path = join(tmpdir(), `parley-llhls-${process.pid}-${name}`);
   writeFileSync(path, bytes);
-  const child = Bun.spawn(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "json", path], { stdout: "pipe" });
+  const child = Bun.spawn(
+    ["ffprobe", "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "json", path],
+    { stdout: "pipe" },
+  );
   return JSON.parse(await new Response(child.stdout).text()).streams as { codec_name: string; width?: number }[];
 }
 
@@ -45,10 +52,16 @@ describe("Parley's LL-HLS origin on a live stream", () => {
       expect(url).toBe(`${stack.base}/llhls/v1/live/${name}.m3u8`);
 
       // The multivariant playlist gives this player its own viewer id.
-      const master = await until(() => fetch(url), (r) => r.status === 200, 20_000);
+      const master = await until(
+        () => fetch(url),
+        (r) => r.status === 200,
+        20_000,
+      );
       expect(master.headers.get("cache-control")).toBe("private, no-store");
       const masterText = await master.text();
-      expect(masterText).toMatch(/#EXT-X-STREAM-INF:BANDWIDTH=2628000,RESOLUTION=1280x720,CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2"/);
+      expect(masterText).toMatch(
+        /#EXT-X-STREAM-INF:BANDWIDTH=2628000,RESOLUTION=1280x720,CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2"/,
+      );
       const variant = new URL(masterText.split("\n").find((l) => l.includes("index.m3u8"))!, url);
       expect(variant.searchParams.get("viewer")).toMatch(/^[A-Za-z0-9_-]{16}$/);
 
@@ -89,7 +102,10 @@ describe("Parley's LL-HLS origin on a live stream", () => {
             // Full and delta for the same directive, asked together: equal unless a part closed between them.
             const delta = new URL(blocking);
             delta.searchParams.set("_HLS_skip", "YES");
-            const [fullText, deltaText] = await Promise.all([fetch(blocking).then((r) => r.text()), fetch(delta).then((r) => r.text())]);
+            const [fullText, deltaText] = await Promise.all([
+              fetch(blocking).then((r) => r.text()),
+              fetch(delta).then((r) => r.text()),
+            ]);
             const [full, skipped] = [parsePlaylist(fullText), parsePlaylist(deltaText)];
             if (full.preloadHint === skipped.preloadHint && skipped.skipped > 0) {
               expect(deltaMatches(full, skipped)).toEqual([]);
@@ -102,11 +118,15 @@ describe("Parley's LL-HLS origin on a live stream", () => {
       }
       expect(history.problems).toEqual([]);
       expect(history.completeSegments()).toBeGreaterThanOrEqual(FOLLOW_MS / 2000 - 4);
-      // Delta updates skip something once the window is longer than CAN-SKIP-UNTIL (12 s); one is tried every ten reloads.
+      // Delta updates skip something once the window is longer than
+      // CAN-SKIP-UNTIL (12 s); one is tried every ten reloads.
       expect(deltas).toBeGreaterThan(Math.floor((FOLLOW_MS - 20_000) / 10_000));
       delays.sort((a, b) => a - b);
       const at = (q: number) => delays[Math.min(delays.length - 1, Math.floor(delays.length * q))]!;
-      console.log(`blocking reloads: ${delays.length}, after the part: p50 ${at(0.5).toFixed(1)} ms, ` + `p95 ${at(0.95).toFixed(1)} ms, max ${at(1).toFixed(1)} ms`);
+      console.log(
+        `blocking reloads: ${delays.length}, after the part: p50 ${at(0.5).toFixed(1)} ms, ` +
+          `p95 ${at(0.95).toFixed(1)} ms, max ${at(1).toFixed(1)} ms`,
+      );
       expect(delays.length).toBeGreaterThan(FOLLOW_MS / 1000);
       expect(at(0.95)).toBeLessThan(100);
       expect(originTimes.length).toBeGreaterThan(delays.length / 2);
@@ -149,12 +169,17 @@ describe("Parley's LL-HLS origin on a live stream", () => {
         const again = Buffer.from(await (await fetch(new URL(`${msn}.${part}.m4s`, variant))).arrayBuffer());
         expect(again.equals(streamed)).toBe(true);
       }
-      expect(hintedParts.filter((h) => h.chunks > 1 && h.spread > 100), JSON.stringify(hintedParts)).toHaveLength(1);
+      expect(
+        hintedParts.filter((h) => h.chunks > 1 && h.spread > 100),
+        JSON.stringify(hintedParts),
+      ).toHaveLength(1);
 
       // A whole segment is its parts, and with the init segment it is H.264 and AAC.
       const whole = playlist.segments.filter((s) => s.uri).at(-1)!;
       const segment = Buffer.from(await (await fetch(new URL(whole.uri!, variant))).arrayBuffer());
-      const parts = await Promise.all(whole.parts.map(async (p) => Buffer.from(await (await fetch(new URL(p.uri, variant))).arrayBuffer())));
+      const parts = await Promise.all(
+        whole.parts.map(async (p) => Buffer.from(await (await fetch(new URL(p.uri, variant))).arrayBuffer())),
+      );
       expect(parts.length).toBeGreaterThan(0);
       expect(Buffer.concat(parts).equals(segment)).toBe(true);
       const init = Buffer.from(await (await fetch(new URL("init.mp4", variant))).arrayBuffer());
@@ -169,7 +194,11 @@ describe("Parley's LL-HLS origin on a live stream", () => {
 
       // Stopped: the playlist ends, and the recording is the video on demand.
       expect((await stack.stop("llhls-live")).status).toBe(200);
-      const ended = await until(() => fetch(variant).then((r) => r.text()), (text) => text.includes("#EXT-X-ENDLIST"), 10_000);
+      const ended = await until(
+        () => fetch(variant).then((r) => r.text()),
+        (text) => text.includes("#EXT-X-ENDLIST"),
+        10_000,
+      );
       expect(ended).toContain("#EXT-X-ENDLIST");
       expect(ended).not.toContain("#EXT-X-PRELOAD-HINT");
       const vod = await fetch(vod_url, { redirect: "manual" });
@@ -186,7 +215,8 @@ describe("Parley's LL-HLS origin on a live stream", () => {
     const started = await stack.start({ room_name: "llhls-viewers", is_low_latency: true });
     expect(started.status).toBe(200);
     const { low_latency_hls_url: url, stream_name: name } = started.body;
-    const count = async () => (await call("GET", `/llhls/v1/hooks/srs/live/viewers/count/${name}`)).body[name].current_viewers as number;
+    const count = async () =>
+      (await call("GET", `/llhls/v1/hooks/srs/live/viewers/count/${name}`)).body[name].current_viewers as number;
     expect(await count()).toBe(0);
 
     // Two players, each with its own variant address, reloading on every part for a few seconds.

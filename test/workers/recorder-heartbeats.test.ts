@@ -59,7 +59,8 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
   const silent = await running("silent-pod");
 
   // live-pod's worker beats every 3 s, as workers do; silent-pod's never does.
-  const beatFor = (client: Redis) => () => client.set(`${prefix}:recorder:pod:live-pod`, "another-host", "PX", 10_000).catch(() => "");
+  const beatFor = (client: Redis) => () =>
+    client.set(`${prefix}:recorder:pod:live-pod`, "another-host", "PX", 10_000).catch(() => "");
   beats = new Redis(redis.url);
   await beatFor(beats)();
   beating = setInterval(beatFor(beats), 3_000);
@@ -78,7 +79,12 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
     stderr: "inherit",
   });
   // A worker that starts judges at once: the silent worker's stream is finished.
-  const finished = await until(() => state(silent), (row) => row.state !== "running", 15_000, 250);
+  const finished = await until(
+    () => state(silent),
+    (row) => row.state !== "running",
+    15_000,
+    250,
+  );
   expect(finished).toMatchObject({ state: "failed", reason: "recorder_lost" });
 
   // Redis dies and comes back empty after 11 s, so the judging worker reconciles (every 10 s)

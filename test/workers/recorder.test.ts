@@ -32,9 +32,10 @@ let account: Awaited<ReturnType<typeof newAccount>>;
 
 const auth = () => ({ authorization: account.apiKey });
 const start = (body: unknown) => call("POST", "/terraform/v1/hooks/srs/startRecording", { body, headers: auth() });
-const stop = (room_name: string) => call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name }, headers: auth() });
-const row = async (streamName: string) => (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
-
+const stop = (room_name: string) =>
+  call("POST", "/terraform/v1/hooks/srs/stopRecording", { body: { room_name }, headers: auth() });
+const row = async (streamName: string) =>
+  (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
 
 /** Processes whose command line mentions `text`. */
 function processesMentioning(text: string): number[] {
@@ -48,7 +49,6 @@ function processesMentioning(text: string): number[] {
   return found;
 }
 
-
 const text = (url: string) => fetch(url).then((response) => (response.ok ? response.text() : ""));
 const segmentsOf = (playlist: string) => playlist.split("\n").filter((line) => line.endsWith(".ts"));
 
@@ -57,18 +57,37 @@ async function probe(bytes: ArrayBuffer, name: string) {
   const path = join(work, name);
   writeFileSync(path, Buffer.from(bytes));
   const child = Bun.spawn(
-    ["ffprobe", "-v", "error", "-count_packets", "-show_entries", "stream=codec_type,codec_name,width,height,nb_read_packets:format=duration", "-of", "json", path],
+    [
+      "ffprobe",
+      "-v",
+      "error",
+      "-count_packets",
+      "-show_entries",
+      "stream=codec_type,codec_name,width,height,nb_read_packets:format=duration",
+      "-of",
+      "json",
+      path,
+    ],
     { stdout: "pipe" },
   );
   const output = JSON.parse(await new Response(child.stdout).text());
   return {
-    streams: output.streams as { codec_type: string; codec_name: string; width?: number; height?: number; nb_read_packets?: string }[],
+    streams: output.streams as {
+      codec_type: string;
+      codec_name: string;
+      width?: number;
+      height?: number;
+      nb_read_packets?: string;
+    }[],
     duration: Number(output.format?.duration),
   };
 }
 
 async function firstSegment(playlistUrl: string, name: string) {
-  const playlist = await until(() => text(playlistUrl), (body) => segmentsOf(body).length > 0);
+  const playlist = await until(
+    () => text(playlistUrl),
+    (body) => segmentsOf(body).length > 0,
+  );
   const segment = segmentsOf(playlist)[0]!;
   const bytes = await fetch(new URL(segment, playlistUrl)).then((response) => response.arrayBuffer());
   return { playlist, probed: await probe(bytes, name) };
@@ -122,22 +141,38 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     expect(hls.probed.streams.find((s) => s.codec_type === "video")).toMatchObject({ width: 1280, height: 720 });
 
     // Low-latency HLS comes from Parley's own origin (test/workers/llhls.test.ts follows it at length).
-    const master = await until(() => text(stream.low_latency_hls_url), (body) => body.includes("index.m3u8"));
-    const variant = new URL(master.split("\n").find((line) => line.includes("index.m3u8"))!, stream.low_latency_hls_url);
+    const master = await until(
+      () => text(stream.low_latency_hls_url),
+      (body) => body.includes("index.m3u8"),
+    );
+    const variant = new URL(
+      master.split("\n").find((line) => line.includes("index.m3u8"))!,
+      stream.low_latency_hls_url,
+    );
     // Read without the viewer id the playlist hands players, so this look is not counted as a viewer below.
     variant.search = "";
-    const lowLatency = await until(() => text(variant.href), (body) => body.includes("#EXT-X-PART:"));
+    const lowLatency = await until(
+      () => text(variant.href),
+      (body) => body.includes("#EXT-X-PART:"),
+    );
     expect(lowLatency).toContain("#EXT-X-PART-INF:PART-TARGET=0.333");
 
-    const pushed = Bun.spawn(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", destination], { stdout: "pipe" });
+    const pushed = Bun.spawn(
+      ["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", destination],
+      { stdout: "pipe" },
+    );
     expect((await new Response(pushed.stdout).text()).split("\n").filter(Boolean).sort()).toEqual(["aac", "h264"]);
 
-    const count = async () => (await call("GET", `/terraform/v1/hooks/srs/live/viewers/count/${stream.stream_name}`)).body[stream.stream_name];
+    const count = async () =>
+      (await call("GET", `/terraform/v1/hooks/srs/live/viewers/count/${stream.stream_name}`)).body[stream.stream_name];
     expect((await count()).current_viewers).toBe(0);
-    const puller = Bun.spawn(["ffmpeg", "-nostdin", "-loglevel", "quiet", "-i", stream.rtmp_url, "-t", "20", "-f", "null", "-"], {
-      stdout: "ignore",
-      stderr: "ignore",
-    });
+    const puller = Bun.spawn(
+      ["ffmpeg", "-nostdin", "-loglevel", "quiet", "-i", stream.rtmp_url, "-t", "20", "-f", "null", "-"],
+      {
+        stdout: "ignore",
+        stderr: "ignore",
+      },
+    );
     expect((await until(count, (now) => now.current_viewers === 1)).current_viewers).toBe(1);
     puller.kill("SIGKILL");
     expect((await until(count, (now) => now.current_viewers === 0)).current_viewers).toBe(0);
@@ -166,11 +201,13 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
       () => text(started.body.hls_url),
       (body) => (body.match(/#EXT-X-STREAM-INF/g) ?? []).length === 5,
     );
-    const entries = [...master.matchAll(/#EXT-X-STREAM-INF:[^\n]*BANDWIDTH=(\d+),RESOLUTION=(\d+x\d+)\n(\S+)/g)].map((m) => ({
-      bandwidth: Number(m[1]),
-      resolution: m[2],
-      uri: m[3]!,
-    }));
+    const entries = [...master.matchAll(/#EXT-X-STREAM-INF:[^\n]*BANDWIDTH=(\d+),RESOLUTION=(\d+x\d+)\n(\S+)/g)].map(
+      (m) => ({
+        bandwidth: Number(m[1]),
+        resolution: m[2],
+        uri: m[3]!,
+      }),
+    );
     expect(entries.map((e) => [e.bandwidth, e.resolution])).toEqual([
       [2628000, "1280x720"],
       [1128000, "854x480"],
@@ -179,19 +216,34 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
       [264000, "426x240"],
     ]);
     for (const entry of entries) {
-      const { probed } = await firstSegment(new URL(entry.uri, started.body.hls_url).toString(), `variant-${entry.bandwidth}.ts`);
+      const { probed } = await firstSegment(
+        new URL(entry.uri, started.body.hls_url).toString(),
+        `variant-${entry.bandwidth}.ts`,
+      );
       const video = probed.streams.find((s) => s.codec_type === "video")!;
       expect(`${video.width}x${video.height}`).toBe(entry.resolution);
     }
 
     // The LL-HLS multivariant playlist lists the same ladder; each quality's playlist reports the four others.
-    const llMaster = await until(() => text(started.body.low_latency_hls_url), (body) => body.includes("index.m3u8"));
-    const variants = [...llMaster.matchAll(/#EXT-X-STREAM-INF:BANDWIDTH=(\d+),RESOLUTION=(\d+x\d+),CODECS="[^"]+"\n(\S+)/g)];
+    const llMaster = await until(
+      () => text(started.body.low_latency_hls_url),
+      (body) => body.includes("index.m3u8"),
+    );
+    const variants = [
+      ...llMaster.matchAll(/#EXT-X-STREAM-INF:BANDWIDTH=(\d+),RESOLUTION=(\d+x\d+),CODECS="[^"]+"\n(\S+)/g),
+    ];
     expect(variants.map((m) => [Number(m[1]), m[2]])).toEqual(entries.map((e) => [e.bandwidth, e.resolution]));
     const lowest = new URL(variants[4]![3]!, started.body.low_latency_hls_url);
     lowest.search = "";
-    const reported = await until(() => text(lowest.href), (body) => (body.match(/#EXT-X-RENDITION-REPORT/g) ?? []).length === 4);
-    expect([...reported.matchAll(/#EXT-X-RENDITION-REPORT:URI="\.\.\/(v\d)\/index\.m3u8",LAST-MSN=\d+,LAST-PART=\d+/g)].map((m) => m[1])).toEqual(["v0", "v1", "v2", "v3"]);
+    const reported = await until(
+      () => text(lowest.href),
+      (body) => (body.match(/#EXT-X-RENDITION-REPORT/g) ?? []).length === 4,
+    );
+    expect(
+      [...reported.matchAll(/#EXT-X-RENDITION-REPORT:URI="\.\.\/(v\d)\/index\.m3u8",LAST-MSN=\d+,LAST-PART=\d+/g)].map(
+        (m) => m[1],
+      ),
+    ).toEqual(["v0", "v1", "v2", "v3"]);
     expect((await stop("e2e-ladder")).status).toBe(200);
   }, 60_000);
 
@@ -200,7 +252,8 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     expect(audio.status).toBe(200);
     const { probed } = await firstSegment(audio.body.hls_url, "audio.ts");
     // nginx-rtmp's MPEG-TS always declares a video stream; an audio-only one carries no video packets.
-    const packets = (type: string) => probed.streams.filter((s) => s.codec_type === type).reduce((sum, s) => sum + Number(s.nb_read_packets ?? 0), 0);
+    const packets = (type: string) =>
+      probed.streams.filter((s) => s.codec_type === type).reduce((sum, s) => sum + Number(s.nb_read_packets ?? 0), 0);
     expect(probed.streams.find((s) => s.codec_type === "audio")?.codec_name).toBe("aac");
     expect(packets("audio")).toBeGreaterThan(0);
     expect(packets("video")).toBe(0);
@@ -249,7 +302,13 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
       );
       expect(leftovers).toEqual([]);
       // The recorder's own process ends with them, though on a busy machine a moment later.
-      expect(await until(async () => alive(running.pid!), (living) => !living, 5_000)).toBe(false);
+      expect(
+        await until(
+          async () => alive(running.pid!),
+          (living) => !living,
+          5_000,
+        ),
+      ).toBe(false);
 
       // The dead worker's heartbeat would lapse within seconds; drop it now instead of waiting.
       await redis().del(redisKey("recorder", "pod", pod));

@@ -56,7 +56,11 @@ function traffic() {
 }
 
 function startRole(role: string, env: Record<string, string>): Subprocess {
-  const child = spawn([process.execPath, entry, `--role=${role}`], { env: { ...process.env, LOG_LEVEL: "silent", ...env }, stdout: "ignore", stderr: "inherit" });
+  const child = spawn([process.execPath, entry, `--role=${role}`], {
+    env: { ...process.env, LOG_LEVEL: "silent", ...env },
+    stdout: "ignore",
+    stderr: "inherit",
+  });
   children.push(child);
   return child;
 }
@@ -65,10 +69,24 @@ test("a Redis crash loses no acknowledged event: the sweep folds what the lost r
   redis = await privateRedis();
   const account = await newAccount();
   const port = await freePort();
-  const shared = { REDIS_URL: redis.url, REDIS_PREFIX: `parley-crash-${process.pid}`, USAGE_SWEEP_INTERVAL_MS: "500", USAGE_SWEEP_MIN_AGE_MS: "1000" };
+  const shared = {
+    REDIS_URL: redis.url,
+    REDIS_PREFIX: `parley-crash-${process.pid}`,
+    USAGE_SWEEP_INTERVAL_MS: "500",
+    USAGE_SWEEP_MIN_AGE_MS: "1000",
+  };
   const api = startRole("api", { ...shared, PORT: String(port), HOST: "127.0.0.1" });
   const base = `http://127.0.0.1:${port}`;
-  const up = await until(() => fetch(`${base}/healthz`).then((response) => response.ok, () => false), Boolean, 20_000, 100);
+  const up = await until(
+    () =>
+      fetch(`${base}/healthz`).then(
+        (response) => response.ok,
+        () => false,
+      ),
+    Boolean,
+    20_000,
+    100,
+  );
   expect(up).toBe(true);
 
   const { deliveries, expected } = traffic();
@@ -121,10 +139,20 @@ test("a Redis crash loses no acknowledged event: the sweep folds what the lost r
     return new Map<string, number>(answer.body.days.map((day: any) => [day.room_name, day.participant_minutes]));
   };
   // The cdr worker folds everything (a report would fold what is pending itself: none is asked for until then).
-  const unfolded = await until(() => unfoldedCount(account.accountId), (n) => n === 0, 30_000, 250);
-  console.log(`every event folded ${Date.now() - restartedAt} ms after Redis came back; slowest delivery ${slowest} ms`);
+  const unfolded = await until(
+    () => unfoldedCount(account.accountId),
+    (n) => n === 0,
+    30_000,
+    250,
+  );
+  console.log(
+    `every event folded ${Date.now() - restartedAt} ms after Redis came back; slowest delivery ${slowest} ms`,
+  );
   // Acknowledged but lost: answered 2xx, yet not stored or never folded.
-  const [stored] = await db.select({ n: count() }).from(conferenceEvents).where(eq(conferenceEvents.accountId, account.accountId));
+  const [stored] = await db
+    .select({ n: count() })
+    .from(conferenceEvents)
+    .where(eq(conferenceEvents.accountId, account.accountId));
   expect({ stored: stored!.n, unfolded }).toEqual({ stored: deliveries.length, unfolded: 0 });
   expect(Object.fromEntries(await report())).toEqual(Object.fromEntries(expected));
   // Neither process died of the outage.

@@ -29,7 +29,11 @@ afterAll(async () => {
 const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
   fetch(`${base}${path}`, {
     method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
 
@@ -37,7 +41,10 @@ test("on PGlite: webhooks verified and delivered once each across an outage, the
   let secret = "";
   const receiver = await startReceiver(() => secret);
   try {
-    const created = await api("POST", "/api/v1/webhooks", { url: receiver.url, event_types: ["room.started", "room.ended"] });
+    const created = await api("POST", "/api/v1/webhooks", {
+      url: receiver.url,
+      event_types: ["room.started", "room.ended"],
+    });
     expect(created.status).toBe(201);
     const endpoint = (await created.json()) as { endpoint: { id: string }; secret: string };
     secret = endpoint.secret;
@@ -45,31 +52,65 @@ test("on PGlite: webhooks verified and delivered once each across an outage, the
     const t0 = 1_900_000_000;
     const room = (i: number) => ({ event_name: "muc-room-created", room_name: `embedded-${i}`, created_at: t0 + i });
     for (let i = 0; i < 3; i++) expect((await api("POST", "/api/v1/events/room/created", room(i))).status).toBe(200);
-    await until(() => receiver.received.length, (n) => n >= 3);
+    await until(
+      () => receiver.received.length,
+      (n) => n >= 3,
+    );
     receiver.setMode("down");
     for (let i = 3; i < 6; i++) expect((await api("POST", "/api/v1/events/room/created", room(i))).status).toBe(200);
     await Bun.sleep(1_200);
     receiver.setMode("error");
     await Bun.sleep(1_200);
     receiver.setMode("ok");
-    const destroyed = { event_name: "muc-room-destroyed", room_name: "embedded-0", created_at: t0, destroyed_at: t0 + 600, all_occupants: [] };
+    const destroyed = {
+      event_name: "muc-room-destroyed",
+      room_name: "embedded-0",
+      created_at: t0,
+      destroyed_at: t0 + 600,
+      all_occupants: [],
+    };
     expect((await api("POST", "/api/v1/events/room/destroyed", destroyed)).status).toBe(200);
     // Not a type the endpoint takes: in the log, never delivered.
-    const joined = { event_name: "muc-occupant-joined", room_name: "embedded-0", occupant: { occupant_jid: "a@b/c", joined_at: t0 + 1 } };
+    const joined = {
+      event_name: "muc-occupant-joined",
+      room_name: "embedded-0",
+      occupant: { occupant_jid: "a@b/c", joined_at: t0 + 1 },
+    };
     expect((await api("POST", "/api/v1/events/occupant/joined", joined)).status).toBe(200);
 
-    const unique = await until(() => receiver.unique(), (list) => list.length >= 7, 20_000);
+    const unique = await until(
+      () => receiver.unique(),
+      (list) => list.length >= 7,
+      20_000,
+    );
     expect(unique.every((entry) => entry.verified)).toBe(true);
-    expect(unique.map((entry) => entry.event.type).sort()).toEqual([...Array(6).fill("room.started"), "room.ended"].sort());
-    expect(unique.find((entry) => entry.event.type === "room.ended")!.event.data).toMatchObject({ room: "embedded-0", minutes: 10 });
+    expect(unique.map((entry) => entry.event.type).sort()).toEqual(
+      [...Array(6).fill("room.started"), "room.ended"].sort(),
+    );
+    expect(unique.find((entry) => entry.event.type === "room.ended")!.event.data).toMatchObject({
+      room: "embedded-0",
+      minutes: 10,
+    });
 
-    const log = (await (await api("GET", "/api/v1/events?after=0&types=room.started,room.ended,participant.joined")).json()) as { events: Array<{ sequence: number; type: string }> };
+    const log = (await (
+      await api("GET", "/api/v1/events?after=0&types=room.started,room.ended,participant.joined")
+    ).json()) as { events: Array<{ sequence: number; type: string }> };
     expect(log.events.map((event) => event.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // room.ended is written by the fold of the destroy, so it may come before or after the join stored right after it.
-    expect(log.events.slice(-2).map((event) => event.type).sort()).toEqual(["participant.joined", "room.ended"]);
+    expect(
+      log.events
+        .slice(-2)
+        .map((event) => event.type)
+        .sort(),
+    ).toEqual(["participant.joined", "room.ended"]);
 
     // The stream resumes after sequence 6 with exactly 7 and 8 (the fold's usage.day_settled is filtered out).
-    const stream = await api("GET", "/api/v1/events/stream?types=room.started,room.ended,participant.joined", undefined, { "last-event-id": "6" });
+    const stream = await api(
+      "GET",
+      "/api/v1/events/stream?types=room.started,room.ended,participant.joined",
+      undefined,
+      { "last-event-id": "6" },
+    );
     expect(stream.status).toBe(200);
     const reader = stream.body!.getReader();
     let text = "";
@@ -82,7 +123,9 @@ test("on PGlite: webhooks verified and delivered once each across an outage, the
     await reader.cancel();
     expect([...text.matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]))).toEqual([7, 8]);
 
-    const deliveries = (await (await api("GET", `/api/v1/webhooks/${endpoint.endpoint.id}/deliveries`)).json()) as { deliveries: Array<{ status: string }> };
+    const deliveries = (await (await api("GET", `/api/v1/webhooks/${endpoint.endpoint.id}/deliveries`)).json()) as {
+      deliveries: Array<{ status: string }>;
+    };
     expect(deliveries.deliveries.length).toBe(7);
     expect(deliveries.deliveries.every((delivery) => delivery.status === "succeeded")).toBe(true);
   } finally {

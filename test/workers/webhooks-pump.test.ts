@@ -16,12 +16,16 @@ import { startReceiver } from "../support/webhook-receiver";
 
 async function emitMany(accountId: string, count: number) {
   await db.transaction(async (tx) => {
-    for (let i = 0; i < count; i++) await recordEvent(tx, accountId, "reservation.deleted", { reservation_id: i, room: `pump-${i}` });
+    for (let i = 0; i < count; i++)
+      await recordEvent(tx, accountId, "reservation.deleted", { reservation_id: i, room: `pump-${i}` });
   });
 }
 
 async function endpointFor(apiKey: string, url: string) {
-  const created = await call("POST", "/api/v1/webhooks", { headers: { authorization: `Bearer ${apiKey}` }, body: { url } });
+  const created = await call("POST", "/api/v1/webhooks", {
+    headers: { authorization: `Bearer ${apiKey}` },
+    body: { url },
+  });
   expect(created.status).toBe(201);
   return created.body.secret as string;
 }
@@ -30,13 +34,23 @@ test("two workers on one backlog send each delivery once", async () => {
   const a = await newAccount();
   let secret = "";
   const receiver = await startReceiver(() => secret);
-  const workers = [startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 }), startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 })];
+  const workers = [
+    startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 }),
+    startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 }),
+  ];
   try {
     secret = await endpointFor(a.apiKey, receiver.url);
     await emitMany(a.accountId, 300);
-    await until(() => receiver.received.length, (n) => n >= 300, 20_000);
     await until(
-      async () => (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId))).filter((row) => row.status === "succeeded").length,
+      () => receiver.received.length,
+      (n) => n >= 300,
+      20_000,
+    );
+    await until(
+      async () =>
+        (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId))).filter(
+          (row) => row.status === "succeeded",
+        ).length,
       (n) => n === 300,
     );
     await Bun.sleep(300);
@@ -62,7 +76,12 @@ test("a stopping worker gives back the deliveries it claimed and had not sent", 
     // Two attempts hang at the receiver; the other eight wait, claimed, beside them. The leases alone
     // are not enough to wait for: they are committed before the worker has taken the claim's rows.
     expect(await until(receiver.hanging, (n) => n === 2)).toBe(2);
-    expect(await until(async () => (await rows()).filter((row) => row.leasedUntil !== null).length, (n) => n === 10)).toBe(10);
+    expect(
+      await until(
+        async () => (await rows()).filter((row) => row.leasedUntil !== null).length,
+        (n) => n === 10,
+      ),
+    ).toBe(10);
     await worker.stop();
     const after = await rows();
     const attempted = after.filter((row) => row.attempts > 0);

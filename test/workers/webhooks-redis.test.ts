@@ -20,21 +20,36 @@ test("with the worker's Redis gone, its sweep sends every recorded delivery", as
   const redis = await privateRedis();
   let secret = "";
   const receiver = await startReceiver(() => secret);
-  const child = spawn([process.execPath, "test/support/webhooks-worker-process.ts"], { stdout: "pipe", stderr: "ignore", env: { ...process.env, REDIS_URL: redis.url } });
+  const child = spawn([process.execPath, "test/support/webhooks-worker-process.ts"], {
+    stdout: "pipe",
+    stderr: "ignore",
+    env: { ...process.env, REDIS_URL: redis.url },
+  });
   try {
     const { value } = await child.stdout.getReader().read();
     expect(new TextDecoder().decode(value)).toContain("ready");
     await redis.kill();
     const a = await newAccount();
-    const created = await call("POST", "/api/v1/webhooks", { headers: { authorization: `Bearer ${a.apiKey}` }, body: { url: receiver.url } });
+    const created = await call("POST", "/api/v1/webhooks", {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+      body: { url: receiver.url },
+    });
     secret = created.body.secret;
     for (let i = 0; i < 10; i++) {
-      await db.transaction((tx) => recordEvent(tx, a.accountId, "reservation.deleted", { reservation_id: i, room: `no-redis-${i}` }));
+      await db.transaction((tx) =>
+        recordEvent(tx, a.accountId, "reservation.deleted", { reservation_id: i, room: `no-redis-${i}` }),
+      );
     }
-    const unique = await until(() => receiver.unique(), (list) => list.length >= 10, 20_000);
+    const unique = await until(
+      () => receiver.unique(),
+      (list) => list.length >= 10,
+      20_000,
+    );
     expect(unique.length).toBe(10);
     expect(unique.every((entry) => entry.verified)).toBe(true);
-    expect(unique.map((entry) => entry.event.data.reservation_id).sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(unique.map((entry) => entry.event.data.reservation_id).sort((x, y) => x - y)).toEqual([
+      0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+    ]);
   } finally {
     child.kill("SIGKILL");
     await child.exited;
@@ -50,7 +65,10 @@ beforeAll(async () => {
   const receiver = await startReceiver(() => secret);
   const a = await newAccount();
   // Ordered: the endpoint takes the account's events one at a time, in sequence.
-  const created = await call("POST", "/api/v1/webhooks", { headers: { authorization: `Bearer ${a.apiKey}` }, body: { url: receiver.url, ordered: true } });
+  const created = await call("POST", "/api/v1/webhooks", {
+    headers: { authorization: `Bearer ${a.apiKey}` },
+    body: { url: receiver.url, ordered: true },
+  });
   secret = created.body.secret;
   contract = { accountId: a.accountId, receiver };
 });
@@ -79,12 +97,18 @@ outboxContract("webhooks", () => ({
   start: (outbox, sweepEveryMs) => startWebhooksWorker({ outbox, concurrency: 4, sweepIntervalMs: sweepEveryMs }),
   async recorded() {
     const rows = rowsOf<{ id: string; key: string }>(
-      await db.execute(sql`select id, data->>'room' as key from events where account_id = ${contract.accountId} order by sequence`),
+      await db.execute(
+        sql`select id, data->>'room' as key from events where account_id = ${contract.accountId} order by sequence`,
+      ),
     );
     return byKey(rows);
   },
   async handled() {
-    return byKey(contract.receiver.received.filter((entry) => entry.verified).map((entry) => ({ id: entry.event.id, key: entry.event.data.room })));
+    return byKey(
+      contract.receiver.received
+        .filter((entry) => entry.verified)
+        .map((entry) => ({ id: entry.event.id, key: entry.event.data.room })),
+    );
   },
   // A delivery whose attempt fails midway (the receiver answers 500) is sent again.
   crashNextDrain: () => contract.receiver.setMode("error-once"),

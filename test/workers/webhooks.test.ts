@@ -21,7 +21,9 @@ import { until } from "../support/wait";
 const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
 async function emit(accountId: string, room: string) {
-  await db.transaction((tx) => recordEvent(tx, accountId, "room.started", { room, breakout_id: "", started_at: new Date().toISOString() }));
+  await db.transaction((tx) =>
+    recordEvent(tx, accountId, "room.started", { room, breakout_id: "", started_at: new Date().toISOString() }),
+  );
 }
 
 async function endpointFor(apiKey: string, url: string, extra: Record<string, unknown> = {}) {
@@ -52,10 +54,19 @@ describe("with the worker in this process", () => {
     try {
       ({ secret } = await endpointFor(a.apiKey, receiver.url));
       await emit(a.accountId, "signed");
-      const [got] = await until(() => receiver.received, (list) => list.length >= 1);
+      const [got] = await until(
+        () => receiver.received,
+        (list) => list.length >= 1,
+      );
       expect(got!.verified).toBe(true);
       expect(got!.id).toMatch(/^evt_/);
-      expect(got!.event).toMatchObject({ id: got!.id, type: "room.started", account_id: a.accountId, sequence: 1, data: { room: "signed" } });
+      expect(got!.event).toMatchObject({
+        id: got!.id,
+        type: "room.started",
+        account_id: a.accountId,
+        sequence: 1,
+        data: { room: "signed" },
+      });
 
       const headers = { "webhook-id": got!.id, "webhook-timestamp": String(got!.timestamp), "webhook-signature": "" };
       const webhook = new Webhook(secret);
@@ -64,7 +75,11 @@ describe("with the worker in this process", () => {
       expect(() => webhook.verify(got!.body, headers)).not.toThrow();
       expect(() => webhook.verify(got!.body.replace("signed", "sIgned"), headers)).toThrow();
       const old = Math.floor(Date.now() / 1000) - 3600;
-      const oldHeaders = { ...headers, "webhook-timestamp": String(old), "webhook-signature": webhook.sign(got!.id, new Date(old * 1000), got!.body) };
+      const oldHeaders = {
+        ...headers,
+        "webhook-timestamp": String(old),
+        "webhook-signature": webhook.sign(got!.id, new Date(old * 1000), got!.body),
+      };
       expect(() => webhook.verify(got!.body, oldHeaders)).toThrow();
       // Another endpoint's secret does not verify it.
       expect(() => new Webhook(`whsec_${Buffer.alloc(32, 7).toString("base64")}`).verify(got!.body, headers)).toThrow();
@@ -82,10 +97,16 @@ describe("with the worker in this process", () => {
       const rotated = await call("POST", `/api/v1/webhooks/${endpoint.id}/rotate-secret`, { headers: auth(a.apiKey) });
       secret = endpoint.secret;
       await emit(a.accountId, "old-secret");
-      await until(() => receiver.received.length, (n) => n >= 1);
+      await until(
+        () => receiver.received.length,
+        (n) => n >= 1,
+      );
       secret = rotated.body.secret;
       await emit(a.accountId, "new-secret");
-      await until(() => receiver.received.length, (n) => n >= 2);
+      await until(
+        () => receiver.received.length,
+        (n) => n >= 2,
+      );
       expect(receiver.received.map((entry) => [entry.event.data.room, entry.verified])).toEqual([
         ["old-secret", true],
         ["new-secret", true],
@@ -107,15 +128,26 @@ describe("with the worker in this process", () => {
       receiver.setMode("error");
       for (let i = 0; i < 10; i++) await emit(a.accountId, `error-${i}`);
       await Bun.sleep(1_500);
-      const failing = await deliveries(a.apiKey, (await call("GET", "/api/v1/webhooks", { headers: auth(a.apiKey) })).body.endpoints[0].id);
+      const failing = await deliveries(
+        a.apiKey,
+        (await call("GET", "/api/v1/webhooks", { headers: auth(a.apiKey) })).body.endpoints[0].id,
+      );
       expect(failing.every((delivery) => delivery.status === "pending" && delivery.attempts >= 1)).toBe(true);
-      expect(failing.some((delivery) => delivery.status_code === 500 && delivery.response === "receiver broken")).toBe(true);
+      expect(failing.some((delivery) => delivery.status_code === 500 && delivery.response === "receiver broken")).toBe(
+        true,
+      );
       receiver.setMode("ok");
       for (let i = 0; i < 10; i++) await emit(a.accountId, `up-${i}`);
-      const unique = await until(() => receiver.unique(), (list) => list.length >= 30, 20_000);
+      const unique = await until(
+        () => receiver.unique(),
+        (list) => list.length >= 30,
+        20_000,
+      );
       expect(unique.length).toBe(30);
       expect(unique.every((entry) => entry.verified)).toBe(true);
-      expect(unique.map((entry) => entry.event.sequence).sort((x, y) => x - y)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+      expect(unique.map((entry) => entry.event.sequence).sort((x, y) => x - y)).toEqual(
+        Array.from({ length: 30 }, (_, i) => i + 1),
+      );
       await Bun.sleep(1_000);
       expect(receiver.unique().length).toBe(30);
     } finally {
@@ -133,7 +165,11 @@ describe("with the worker in this process", () => {
       for (let i = 0; i < 8; i++) await emit(a.accountId, `ordered-${i}`);
       await Bun.sleep(1_200);
       receiver.setMode("ok");
-      const got = await until(() => receiver.received, (list) => list.length >= 8, 20_000);
+      const got = await until(
+        () => receiver.received,
+        (list) => list.length >= 8,
+        20_000,
+      );
       expect(got.map((entry) => entry.event.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     } finally {
       receiver.stop();
@@ -158,14 +194,26 @@ describe("with the worker in this process", () => {
       await emit(a.accountId, "while-disabled");
       await Bun.sleep(600);
       expect(receiver.received).toEqual([]);
-      const enabled = await call("PATCH", `/api/v1/webhooks/${endpoint.id}`, { headers: auth(a.apiKey), body: { enabled: true } });
+      const enabled = await call("PATCH", `/api/v1/webhooks/${endpoint.id}`, {
+        headers: auth(a.apiKey),
+        body: { enabled: true },
+      });
       expect(enabled.body).toMatchObject({ enabled: true, disabled_reason: null });
       // What was pending when it was disabled resumes; what happened while disabled is there to replay.
-      const first = await until(() => receiver.received, (list) => list.length >= 1);
+      const first = await until(
+        () => receiver.received,
+        (list) => list.length >= 1,
+      );
       expect(first.map((entry) => entry.event.data.room)).toEqual(["gone-1"]);
-      const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, { headers: auth(a.apiKey), body: { after: 1 } });
+      const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, {
+        headers: auth(a.apiKey),
+        body: { after: 1 },
+      });
       expect(replayed).toMatchObject({ status: 202, body: { queued: 1 } });
-      await until(() => receiver.received, (list) => list.length >= 2);
+      await until(
+        () => receiver.received,
+        (list) => list.length >= 2,
+      );
       expect(receiver.received.map((entry) => entry.event.data.room)).toEqual(["gone-1", "while-disabled"]);
     } finally {
       receiver.stop();
@@ -178,7 +226,10 @@ describe("with the worker in this process", () => {
     try {
       const endpoint = await endpointFor(a.apiKey, receiver.url);
       receiver.setMode("error");
-      await db.update(webhookEndpoints).set({ failingSince: sql`now() - interval '25 hours'` }).where(eq(webhookEndpoints.id, endpoint.id));
+      await db
+        .update(webhookEndpoints)
+        .set({ failingSince: sql`now() - interval '25 hours'` })
+        .where(eq(webhookEndpoints.id, endpoint.id));
       await emit(a.accountId, "last-straw");
       const disabled = await until(
         async () => (await call("GET", `/api/v1/webhooks/${endpoint.id}`, { headers: auth(a.apiKey) })).body,
@@ -199,23 +250,52 @@ describe("with the worker in this process", () => {
       secret = endpoint.secret;
       const before = new Date();
       await emit(a.accountId, "logged");
-      await db.transaction((tx) => recordEvent(tx, a.accountId, "reservation.deleted", { reservation_id: 1, room: "not-wanted" }));
-      await until(() => receiver.received.length, (n) => n >= 1);
-      const [logged] = await until(() => deliveries(a.apiKey, endpoint.id), (list) => list[0]?.status === "succeeded");
-      expect(logged).toMatchObject({ event_type: "room.started", sequence: 1, status: "succeeded", attempts: 1, status_code: 200, response: "thanks", next_attempt_at: null });
+      await db.transaction((tx) =>
+        recordEvent(tx, a.accountId, "reservation.deleted", { reservation_id: 1, room: "not-wanted" }),
+      );
+      await until(
+        () => receiver.received.length,
+        (n) => n >= 1,
+      );
+      const [logged] = await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.status === "succeeded",
+      );
+      expect(logged).toMatchObject({
+        event_type: "room.started",
+        sequence: 1,
+        status: "succeeded",
+        attempts: 1,
+        status_code: 200,
+        response: "thanks",
+        next_attempt_at: null,
+      });
       expect(logged.latency_ms).toBeGreaterThanOrEqual(0);
       expect((await deliveries(a.apiKey, endpoint.id)).length).toBe(1);
 
-      const retried = await call("POST", `/api/v1/webhooks/${endpoint.id}/deliveries/${logged.id}/retry`, { headers: auth(a.apiKey) });
+      const retried = await call("POST", `/api/v1/webhooks/${endpoint.id}/deliveries/${logged.id}/retry`, {
+        headers: auth(a.apiKey),
+      });
       expect(retried.status).toBe(202);
-      await until(() => receiver.received.length, (n) => n >= 2);
-      const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, { headers: auth(a.apiKey), body: { since: before.toISOString() } });
+      await until(
+        () => receiver.received.length,
+        (n) => n >= 2,
+      );
+      const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, {
+        headers: auth(a.apiKey),
+        body: { since: before.toISOString() },
+      });
       expect(replayed.body).toEqual({ queued: 1 });
-      await until(() => receiver.received.length, (n) => n >= 3);
+      await until(
+        () => receiver.received.length,
+        (n) => n >= 3,
+      );
       // The same message each time: a receiver that de-duplicates by webhook-id keeps one.
       expect(new Set(receiver.received.map((entry) => entry.id)).size).toBe(1);
       expect(receiver.received.every((entry) => entry.verified)).toBe(true);
-      const missing = await call("POST", `/api/v1/webhooks/${endpoint.id}/deliveries/999999999/retry`, { headers: auth(a.apiKey) });
+      const missing = await call("POST", `/api/v1/webhooks/${endpoint.id}/deliveries/999999999/retry`, {
+        headers: auth(a.apiKey),
+      });
       expect(missing.status).toBe(404);
     } finally {
       receiver.stop();
@@ -233,19 +313,42 @@ describe("with the worker in this process", () => {
       secret = endpoint.secret;
       receiver.setMode("error");
       await emit(a.accountId, "backed-off");
-      const [waiting] = await until(() => deliveries(a.apiKey, endpoint.id), (list) => list[0]?.status_code === 500);
+      const [waiting] = await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.status_code === 500,
+      );
       expect(waiting).toMatchObject({ status: "pending", attempts: 1 });
       receiver.setMode("ok");
-      expect((await call("POST", `/api/v1/webhooks/${endpoint.id}/deliveries/${waiting.id}/retry`, { headers: auth(a.apiKey) })).status).toBe(202);
-      await until(() => deliveries(a.apiKey, endpoint.id), (list) => list[0]?.status === "succeeded", 5_000);
+      expect(
+        (
+          await call("POST", `/api/v1/webhooks/${endpoint.id}/deliveries/${waiting.id}/retry`, {
+            headers: auth(a.apiKey),
+          })
+        ).status,
+      ).toBe(202);
+      await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.status === "succeeded",
+        5_000,
+      );
 
       receiver.setMode("error");
       await emit(a.accountId, "backed-off-again");
-      await until(() => deliveries(a.apiKey, endpoint.id), (list) => list[0]?.status_code === 500 && list[0]?.sequence === 2);
+      await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.status_code === 500 && list[0]?.sequence === 2,
+      );
       receiver.setMode("ok");
-      const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, { headers: auth(a.apiKey), body: { after: 1 } });
+      const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, {
+        headers: auth(a.apiKey),
+        body: { after: 1 },
+      });
       expect(replayed.body).toEqual({ queued: 1 });
-      await until(() => deliveries(a.apiKey, endpoint.id), (list) => list[0]?.status === "succeeded", 5_000);
+      await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.status === "succeeded",
+        5_000,
+      );
       expect(receiver.received.map((entry) => [entry.event.data.room, entry.verified])).toEqual([
         ["backed-off", true],
         ["backed-off-again", true],
@@ -263,7 +366,11 @@ test("a worker killed -9 mid-delivery and restarted loses nothing", async () => 
   const receiver = await startReceiver(() => secret);
   const env = { ...process.env, WEBHOOK_TIMEOUT_MS: "1500" };
   const startChild = async () => {
-    const child = spawn([process.execPath, "test/support/webhooks-worker-process.ts"], { stdout: "pipe", stderr: "inherit", env });
+    const child = spawn([process.execPath, "test/support/webhooks-worker-process.ts"], {
+      stdout: "pipe",
+      stderr: "inherit",
+      env,
+    });
     const reader = child.stdout.getReader();
     const { value } = await reader.read();
     expect(new TextDecoder().decode(value)).toContain("ready");
@@ -277,7 +384,10 @@ test("a worker killed -9 mid-delivery and restarted loses nothing", async () => 
     for (let i = 0; i < 10; i++) await emit(a.accountId, `killed-${i}`);
     // Wait until attempts are in flight (leased), then kill the worker outright.
     await until(
-      async () => (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId))).filter((row) => row.leasedUntil !== null).length,
+      async () =>
+        (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId))).filter(
+          (row) => row.leasedUntil !== null,
+        ).length,
       (n) => n >= 1,
     );
     child.kill("SIGKILL");
@@ -285,10 +395,16 @@ test("a worker killed -9 mid-delivery and restarted loses nothing", async () => 
     receiver.setMode("ok");
     for (let i = 0; i < 5; i++) await emit(a.accountId, `after-${i}`);
     child = await startChild();
-    const unique = await until(() => receiver.unique(), (list) => list.length >= 15, 30_000);
+    const unique = await until(
+      () => receiver.unique(),
+      (list) => list.length >= 15,
+      30_000,
+    );
     expect(unique.length).toBe(15);
     expect(unique.every((entry) => entry.verified)).toBe(true);
-    expect(unique.map((entry) => entry.event.sequence).sort((x, y) => x - y)).toEqual(Array.from({ length: 15 }, (_, i) => i + 1));
+    expect(unique.map((entry) => entry.event.sequence).sort((x, y) => x - y)).toEqual(
+      Array.from({ length: 15 }, (_, i) => i + 1),
+    );
   } finally {
     child.kill("SIGKILL");
     await child.exited;

@@ -35,7 +35,9 @@ export interface RecorderProcess {
   /** Resolves once the recorder publishes; rejects when it exits before that. */
   ready: Promise<void>;
   exited: Promise<RecorderExit>;
-  /** With is_low_latency, when the driver writes it: each rendition's fragmented MP4, best first, for the LL-HLS origin. */
+  /**
+   * With is_low_latency, when the driver writes it: each rendition's fragmented MP4, best first, for the LL-HLS origin.
+   */
   media?: Readable[];
   /** Asks the recorder to finish its files, and kills its whole process group after `graceMs`. */
   stop(graceMs: number): Promise<RecorderExit>;

@@ -16,7 +16,8 @@ const FPS = 25;
 export const MP4_FLAGS = "+frag_keyframe+empty_moov+default_base_moof";
 
 /** A fragment per frame, so the LL-HLS origin can pass a part on while it is written. */
-const llhlsOutput = (fd: number) => `[f=mp4:movflags=${MP4_FLAGS}:frag_duration=${Math.round(1_000_000 / FPS)}]pipe:${fd}`;
+const llhlsOutput = (fd: number) =>
+  `[f=mp4:movflags=${MP4_FLAGS}:frag_duration=${Math.round(1_000_000 / FPS)}]pipe:${fd}`;
 
 export interface Rendition {
   label: string;
@@ -42,7 +43,15 @@ export function renditions(spec: Pick<RecorderSpec, "options" | "ingestUrl">): R
     }));
   }
   const hd = spec.options.profile === "HD";
-  return [{ label: "v0", ...(hd ? size(1920, 1080) : size(1280, 720)), videoKbps: hd ? 6000 : 2500, audioKbps: 128, url: spec.ingestUrl }];
+  return [
+    {
+      label: "v0",
+      ...(hd ? size(1920, 1080) : size(1280, 720)),
+      videoKbps: hd ? 6000 : 2500,
+      audioKbps: 128,
+      url: spec.ingestUrl,
+    },
+  ];
 }
 
 /** The tee muxer's slave list for the top rendition: local ingest first, its failure ends the stream. */
@@ -62,12 +71,24 @@ function sourceUrl(spec: RecorderSpec, template: string): string {
     profile: spec.options.profile,
     username: String(spec.options.username),
   };
-  return template.replace(/\{(room|layout|profile|username)\}/g, (_, name: string) => encodeURIComponent(values[name]!));
+  return template.replace(/\{(room|layout|profile|username)\}/g, (_, name: string) =>
+    encodeURIComponent(values[name]!),
+  );
 }
 
 export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming.x264Preset): string[] {
   const options = spec.options;
-  const args = ["-hide_banner", "-nostdin", "-loglevel", "error", "-nostats", "-progress", "pipe:1", "-stats_period", "0.5"];
+  const args = [
+    "-hide_banner",
+    "-nostdin",
+    "-loglevel",
+    "error",
+    "-nostats",
+    "-progress",
+    "pipe:1",
+    "-stats_period",
+    "0.5",
+  ];
   const videoIn = "0:v";
   let audioIn = "0:a?";
   if (spec.mediaSource) {
@@ -84,7 +105,16 @@ export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming
   const audio = (kbps: number) => ["-c:a", "aac", `-b:a`, `${kbps}k`, "-ar", "48000", "-ac", "2"];
 
   if (options.audioOnly) {
-    args.push("-map", audioIn, ...audio(128), "-flags:a", "+global_header", "-f", "tee", teeTargets(spec, spec.ingestUrl, recording));
+    args.push(
+      "-map",
+      audioIn,
+      ...audio(128),
+      "-flags:a",
+      "+global_header",
+      "-f",
+      "tee",
+      teeTargets(spec, spec.ingestUrl, recording),
+    );
     return args;
   }
 
@@ -100,7 +130,8 @@ export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming
     ...all.map((r) => `[c${r.label}]scale=${r.width}:${r.height}[${r.label}]`),
   ];
   args.push("-filter_complex", graph.join(";"));
-  // Keyframes on a fixed clock: the media server cuts HLS segments on them, and the LL-HLS origin starts a segment on each.
+  // Keyframes on a fixed clock: the media server cuts HLS segments
+  // on them, and the LL-HLS origin starts a segment on each.
   const keyframes = `expr:gte(t,n_forced*${options.isLowLatency ? config.streaming.llhlsSegmentMs / 1000 : 2})`;
   all.forEach((r, index) => {
     args.push("-map", `[${r.label}]`, "-map", audioIn);
@@ -120,7 +151,20 @@ export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming
     }
   });
   if (separateRecording) {
-    args.push("-map", "[rec]", "-map", audioIn, "-c:v", "libx265", "-preset", "ultrafast", "-crf", "26", "-tag:v", "hvc1");
+    args.push(
+      "-map",
+      "[rec]",
+      "-map",
+      audioIn,
+      "-c:v",
+      "libx265",
+      "-preset",
+      "ultrafast",
+      "-crf",
+      "26",
+      "-tag:v",
+      "hvc1",
+    );
     args.push(...audio(128), "-f", "mp4", "-movflags", MP4_FLAGS, spec.recordingPath!);
   }
   return args;

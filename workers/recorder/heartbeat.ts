@@ -11,7 +11,10 @@ const HEARTBEAT_TTL_MS = 10_000;
 
 const podKey = (pod: string) => redisKey("recorder", "pod", pod);
 
-/** Fails while Redis is away rather than waiting for it: an answer from a Redis that came back empty would say every worker is dead. */
+/**
+ * Fails while Redis is away rather than waiting for it: an answer
+ * from a Redis that came back empty would say every worker is dead.
+ */
 export async function podAlive(pod: string): Promise<boolean> {
   return (await withinRedis(redis(), "reading a recorder heartbeat", () => redis().exists(podKey(pod)))) === 1;
 }
@@ -37,7 +40,11 @@ export async function startHeartbeat(pod: string, host: string): Promise<Heartbe
       await withinRedis(redis(), "recorder heartbeat", () => redis().set(podKey(pod), host, "PX", HEARTBEAT_TTL_MS));
       judgeFrom ??= Date.now() + HEARTBEAT_TTL_MS;
     } catch (error) {
-      if (judgeFrom !== undefined) log.warn({ err: (error as Error).message }, "recorder heartbeat failed; no other worker is judged lost until it is back");
+      if (judgeFrom !== undefined)
+        log.warn(
+          { err: (error as Error).message },
+          "recorder heartbeat failed; no other worker is judged lost until it is back",
+        );
       judgeFrom = undefined;
     }
   };

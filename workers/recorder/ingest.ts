@@ -43,7 +43,10 @@ export async function unreachableIngest(ingests: Ingest[]): Promise<string | und
     const port = Number(url.port) || DEFAULT_PORTS[url.protocol] || 1935;
     const failure = await answers(host, port);
     if (failure) {
-      return `media_server_unreachable: no media server answers at ${host}:${port} (${failure}); ` + `start it, or set ${ingest.setting} (now ${shown(url)}) to its RTMP application`;
+      return (
+        `media_server_unreachable: no media server answers at ${host}:${port} (${failure}); ` +
+        `start it, or set ${ingest.setting} (now ${shown(url)}) to its RTMP application`
+      );
     }
   }
   return undefined;

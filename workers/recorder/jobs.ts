@@ -22,7 +22,11 @@ import { recordingPathOf } from "./recordings";
 /** The channel a worker takes stops relayed to its own streams on. */
 export const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
 
-export async function startJob(worker: RecorderHost, job: Job<RecorderStartJob>, token: string | undefined): Promise<void> {
+export async function startJob(
+  worker: RecorderHost,
+  job: Job<RecorderStartJob>,
+  token: string | undefined,
+): Promise<void> {
   const stream = await getStream(job.data.streamId);
   if (stream?.state !== "starting" || worker.local.has(stream.id)) return;
   if (worker.local.size + worker.reserved >= config.streaming.capacity) {

@@ -63,7 +63,10 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess)
         cutter.push(data);
       } catch (error) {
         // The recorder must never block on a full pipe: what cannot be cut is read and dropped.
-        log.error({ stream: spec.streamName, rendition: name, err: (error as Error).message }, "LL-HLS packaging stopped: unreadable media");
+        log.error(
+          { stream: spec.streamName, rendition: name, err: (error as Error).message },
+          "LL-HLS packaging stopped: unreadable media",
+        );
         media.off("data", onData);
         media.resume();
       }
@@ -83,7 +86,25 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess)
     const copy = spawnGroup({
       stream: spec.streamName,
       command: s.ffmpegPath,
-      args: ["-hide_banner", "-nostdin", "-loglevel", "error", "-i", url, "-map", "0", "-c", "copy", "-f", "mp4", "-movflags", MP4_FLAGS, "-frag_duration", "40000", "pipe:3"],
+      args: [
+        "-hide_banner",
+        "-nostdin",
+        "-loglevel",
+        "error",
+        "-i",
+        url,
+        "-map",
+        "0",
+        "-c",
+        "copy",
+        "-f",
+        "mp4",
+        "-movflags",
+        MP4_FLAGS,
+        "-frag_duration",
+        "40000",
+        "pipe:3",
+      ],
       mediaPipes: 1,
       onLine() {},
     });
@@ -96,7 +117,11 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess)
       pulls.delete(copy);
       if (finishing) return;
       if (!received && Date.now() < deadline) setTimeout(() => !finishing && pull(cutter, name, url, deadline), 500);
-      else log.warn({ stream: spec.streamName, rendition: name, exit: exit.detail }, "LL-HLS pull from the media server ended");
+      else
+        log.warn(
+          { stream: spec.streamName, rendition: name, exit: exit.detail },
+          "LL-HLS pull from the media server ended",
+        );
     });
   };
 

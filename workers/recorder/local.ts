@@ -34,7 +34,12 @@ export interface RecorderHost {
 }
 
 /** Stops a recorder of this worker, keeps its recording, and finishes its stream. */
-export function stopLocal(worker: RecorderHost, entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
+export function stopLocal(
+  worker: RecorderHost,
+  entry: LocalRecorder,
+  state: "stopped" | "failed",
+  reason: string,
+): Promise<void> {
   entry.stopping ??= (async () => {
     clearTimeout(entry.emptyTimer);
     await entry.recorder.stop(config.streaming.stopGraceMs);
@@ -63,20 +68,27 @@ export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
       const unreachable = published ? undefined : await unreachableIngest(entry.ingests);
       const reason = unreachable ?? `recorder_exited: ${exit.detail}`;
       await keepAndFinish(entry, "failed", reason);
-    })().catch((error: Error) => log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"));
+    })().catch((error: Error) =>
+      log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"),
+    );
   });
 }
 
 async function keepAndFinish(entry: LocalRecorder, state: "stopped" | "failed", reason: string): Promise<void> {
-  await entry.llhls?.finish().catch((error: Error) => log.warn({ stream: entry.stream.streamName, err: error.message }, "LL-HLS end not published"));
+  await entry.llhls
+    ?.finish()
+    .catch((error: Error) =>
+      log.warn({ stream: entry.stream.streamName, err: error.message }, "LL-HLS end not published"),
+    );
   const current = await getStream(entry.stream.id);
   let key: string | undefined;
   if (entry.recordingPath) {
     // A stream given up before it ran (start timeout) has nothing worth keeping.
-    if (current?.startedAt) key = await uploadRecording(entry.stream, entry.recordingPath).catch((error: Error) => {
-      log.error({ stream: entry.stream.streamName, err: error.message }, "recording upload failed; kept on disk");
-      return undefined;
-    });
+    if (current?.startedAt)
+      key = await uploadRecording(entry.stream, entry.recordingPath).catch((error: Error) => {
+        log.error({ stream: entry.stream.streamName, err: error.message }, "recording upload failed; kept on disk");
+        return undefined;
+      });
     else if (existsSync(entry.recordingPath)) unlinkSync(entry.recordingPath);
   }
   await finishStream(entry.stream.id, LIVE_STATES, state, reason, key);
@@ -87,14 +99,22 @@ async function keepAndFinish(entry: LocalRecorder, state: "stopped" | "failed", 
 function runsStream(pid: number, stream: Stream): boolean {
   try {
     const commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-    return commandLine.includes(stream.streamName) || readFileSync(`/proc/${pid}/environ`, "utf8").includes(stream.streamName);
+    return (
+      commandLine.includes(stream.streamName) ||
+      readFileSync(`/proc/${pid}/environ`, "utf8").includes(stream.streamName)
+    );
   } catch {
     return false;
   }
 }
 
 /** Finishes a stream whose recorder is gone, keeping whatever it recorded on this machine. */
-export async function finishOrphan(worker: RecorderHost, stream: Stream, state: "stopped" | "failed", reason: string): Promise<void> {
+export async function finishOrphan(
+  worker: RecorderHost,
+  stream: Stream,
+  state: "stopped" | "failed",
+  reason: string,
+): Promise<void> {
   if (stream.host === worker.host && stream.pid && stream.pid > 0 && runsStream(stream.pid, stream)) {
     try {
       process.kill(-stream.pid, "SIGKILL");
@@ -103,7 +123,13 @@ export async function finishOrphan(worker: RecorderHost, stream: Stream, state: 
     }
   }
   const path = recordingPathOf(stream);
-  const key = stream.startedAt && stream.host === worker.host ? await uploadRecording(stream, path).catch(() => undefined) : undefined;
+  const key =
+    stream.startedAt && stream.host === worker.host
+      ? await uploadRecording(stream, path).catch(() => undefined)
+      : undefined;
   await finishStream(stream.id, LIVE_STATES, state, reason, key);
-  log.warn({ stream: stream.streamName, previousPod: stream.podName, state, reason }, "stream finished for a lost recorder");
+  log.warn(
+    { stream: stream.streamName, previousPod: stream.podName, state, reason },
+    "stream finished for a lost recorder",
+  );
 }

@@ -32,7 +32,9 @@ export async function checkOccupancy(worker: RecorderHost, entry: LocalRecorder)
     void (async () => {
       if ((await roomOccupancy(entry.stream)).occupants > 0 || entry.stopping) return;
       await stopLocal(worker, entry, "stopped", "room_empty");
-    })().catch((error: Error) => log.error({ stream: entry.stream.streamName, err: error.message }, "reconnect window stop failed"));
+    })().catch((error: Error) =>
+      log.error({ stream: entry.stream.streamName, err: error.message }, "reconnect window stop failed"),
+    );
   }, windowMs);
 }
 

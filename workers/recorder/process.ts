@@ -47,7 +47,9 @@ export interface GroupOptions {
   mediaPipes?: number;
 }
 
-export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly child: ChildProcess; markReady(): void } {
+export function spawnGroup(
+  options: GroupOptions,
+): RecorderProcess & { readonly child: ChildProcess; markReady(): void } {
   const child = spawn(options.command, options.args, {
     detached: true,
     stdio: ["ignore", "pipe", "pipe", ...Array.from({ length: options.mediaPipes ?? 0 }, () => "pipe" as const)],
@@ -61,7 +63,8 @@ export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly 
           "sh",
           [
             "-c",
-            'while kill -0 "$2" 2>/dev/null && kill -0 "$1" 2>/dev/null; ' + 'do sleep 0.5; done; kill -KILL "-$1" 2>/dev/null',
+            'while kill -0 "$2" 2>/dev/null && kill -0 "$1" 2>/dev/null; ' +
+              'do sleep 0.5; done; kill -KILL "-$1" 2>/dev/null',
             "parley-recorder-watchdog",
             String(pid),
             String(process.pid),
@@ -94,7 +97,11 @@ export function spawnGroup(options: GroupOptions): RecorderProcess & { readonly 
       // The recorder is gone: make sure nothing it started lingers, then retire the watchdog.
       if (pid > 0) killGroup(pid, "SIGKILL");
       watchdog?.kill("SIGKILL");
-      const how = spawnError ? `could not start: ${spawnError.message}` : signal ? `killed by ${signal}` : `exited with code ${code}`;
+      const how = spawnError
+        ? `could not start: ${spawnError.message}`
+        : signal
+          ? `killed by ${signal}`
+          : `exited with code ${code}`;
       const detail = [how, ...lastErrors.slice(-1)].join(": ");
       failReady(new Error(detail));
       resolve({ code, signal, detail });

@@ -10,7 +10,10 @@ export function recordingPathOf(stream: Stream): string {
   return join(config.streaming.recordingDir, `${stream.id}.mp4`);
 }
 
-/** Uploads the stream's MP4 and deletes the local copy; answers the object key, or undefined when there is nothing to keep. */
+/**
+ * Uploads the stream's MP4 and deletes the local copy; answers
+ * the object key, or undefined when there is nothing to keep.
+ */
 export async function uploadRecording(stream: Stream, path: string): Promise<string | undefined> {
   if (!existsSync(path)) return undefined;
   const size = statSync(path).size;

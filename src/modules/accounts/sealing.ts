@@ -33,7 +33,12 @@ export function sealPrivateKey(jwk: PrivateJwk): StoredPrivateKey {
   const iv = randomBytes(12);
   const cipher = createCipheriv("aes-256-gcm", sealingKey(secret), iv);
   const data = Buffer.concat([cipher.update(JSON.stringify(jwk), "utf8"), cipher.final()]);
-  return { sealed: "A256GCM", iv: iv.toString("base64url"), tag: cipher.getAuthTag().toString("base64url"), data: data.toString("base64url") };
+  return {
+    sealed: "A256GCM",
+    iv: iv.toString("base64url"),
+    tag: cipher.getAuthTag().toString("base64url"),
+    data: data.toString("base64url"),
+  };
 }
 
 export function openPrivateKey(stored: StoredPrivateKey): PrivateJwk {

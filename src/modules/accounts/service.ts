@@ -4,7 +4,14 @@
  * signing key, kid → public key) are cached per process and dropped on a Redis broadcast
  * whenever a key is revoked or rotated, from any process or the admin command line.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPair as generateNodeKeyPair, type KeyObject, randomBytes } from "node:crypto";
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPair as generateNodeKeyPair,
+  type KeyObject,
+  randomBytes,
+} from "node:crypto";
 import { promisify } from "node:util";
 import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { type CryptoKey, importJWK, type JWK } from "jose";
@@ -78,7 +85,12 @@ export async function broadcastInvalidation(): Promise<void> {
   // Without Redis the others learn it when their cached look-ups expire (CACHE_TTL_MS).
   await pubsub()
     .publish(INVALIDATION_CHANNEL, String(process.pid), { withinMs: 2_000 })
-    .catch((error: Error) => log.warn({ err: error.message }, "key change not announced; other processes drop their cached keys within a minute"));
+    .catch((error: Error) =>
+      log.warn(
+        { err: error.message },
+        "key change not announced; other processes drop their cached keys within a minute",
+      ),
+    );
 }
 
 let invalidations: Subscription | undefined;
@@ -159,7 +171,12 @@ export async function createAccount(
 }
 
 function toAccount(row: { id: string; name: string; signingAlgorithm: string; jitsiDomain: string }): Account {
-  return { id: row.id, name: row.name, signingAlgorithm: row.signingAlgorithm as SigningAlgorithm, jitsiDomain: row.jitsiDomain };
+  return {
+    id: row.id,
+    name: row.name,
+    signingAlgorithm: row.signingAlgorithm as SigningAlgorithm,
+    jitsiDomain: row.jitsiDomain,
+  };
 }
 
 export async function getAccount(accountId: string): Promise<Account> {
@@ -179,7 +196,10 @@ const JITSI_DOMAIN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0
 export async function setJitsiDomain(accountId: string, domain: string): Promise<Account> {
   const value = domain.trim().toLowerCase();
   if (value !== "*" && (value.length > 253 || !JITSI_DOMAIN.test(value))) {
-    throw new AppError("validation_failed", `the Jitsi domain must be a host name such as meet.example.com, a tenant name, or *, got "${domain}"`);
+    throw new AppError(
+      "validation_failed",
+      `the Jitsi domain must be a host name such as meet.example.com, a tenant name, or *, got "${domain}"`,
+    );
   }
   const [row] = await db.update(accounts).set({ jitsiDomain: value }).where(eq(accounts.id, accountId)).returning();
   if (!row) throw new AppError("not_found", `no account ${accountId}`);
@@ -202,7 +222,13 @@ export async function listAccounts() {
       .map(({ id, prefix, label, createdAt, revokedAt }) => ({ id, prefix, label, createdAt, revokedAt })),
     signingKeys: signing
       .filter((key) => key.accountId === account.id)
-      .map(({ kid, algorithm, createdAt, retiredAt, verifyUntil }) => ({ kid, algorithm, createdAt, retiredAt, verifyUntil })),
+      .map(({ kid, algorithm, createdAt, retiredAt, verifyUntil }) => ({
+        kid,
+        algorithm,
+        createdAt,
+        retiredAt,
+        verifyUntil,
+      })),
   }));
 }
 
@@ -250,10 +276,15 @@ export async function rotateSigningKey(accountId: string, algorithm?: SigningAlg
 export async function revokeSigningKey(kid: string): Promise<{ accountId: string; newKid?: string }> {
   const [key] = await db.select().from(signingKeys).where(eq(signingKeys.kid, kid));
   if (!key) throw new AppError("not_found", `no signing key ${kid}`);
-  const replacement = key.retiredAt ? undefined : await makeSigningKey(key.accountId, key.algorithm as SigningAlgorithm);
+  const replacement = key.retiredAt
+    ? undefined
+    : await makeSigningKey(key.accountId, key.algorithm as SigningAlgorithm);
   const now = new Date();
   await db.transaction(async (tx) => {
-    await tx.update(signingKeys).set({ retiredAt: key.retiredAt ?? now, verifyUntil: now }).where(eq(signingKeys.kid, kid));
+    await tx
+      .update(signingKeys)
+      .set({ retiredAt: key.retiredAt ?? now, verifyUntil: now })
+      .where(eq(signingKeys.kid, kid));
     if (replacement) await tx.insert(signingKeys).values(replacement);
   });
   await broadcastInvalidation();
@@ -270,7 +301,12 @@ export async function accountForApiKeyHash(hash: string): Promise<Account> {
   let entry = accountByKeyHash.get(hash);
   if (!fresh(entry)) {
     const [row] = await db
-      .select({ id: accounts.id, name: accounts.name, signingAlgorithm: accounts.signingAlgorithm, jitsiDomain: accounts.jitsiDomain })
+      .select({
+        id: accounts.id,
+        name: accounts.name,
+        signingAlgorithm: accounts.signingAlgorithm,
+        jitsiDomain: accounts.jitsiDomain,
+      })
       .from(apiKeys)
       .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
       .where(and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)));
@@ -336,7 +372,10 @@ export async function publicKeyPemByKidHash(kidHash: string): Promise<string | n
       ),
     );
   if (!row) return null;
-  return createPublicKey({ key: row.publicJwk as never, format: "jwk" }).export({ type: "spki", format: "pem" }) as string;
+  return createPublicKey({ key: row.publicJwk as never, format: "jwk" }).export({
+    type: "spki",
+    format: "pem",
+  }) as string;
 }
 
 /** Every public key that still verifies, as a JWK Set. */

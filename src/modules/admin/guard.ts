@@ -19,11 +19,13 @@ async function operatorOf(request: Request): Promise<Operator> {
   if (!bearer?.startsWith(OPERATOR_TOKEN_PREFIX)) {
     throw new AppError(
       "operator_credential_required",
-      "the admin API takes an operator token (Authorization: Bearer pop_…) or the " + "local socket; an account's API key or token is not an operator credential",
+      "the admin API takes an operator token (Authorization: Bearer pop_…) or the " +
+        "local socket; an account's API key or token is not an operator credential",
     );
   }
   const operator = await operatorForToken(bearer);
-  if (operator.scope === "read" && !READ_METHODS.has(request.method)) throw new AppError("forbidden", "this operator token may only read (scope read)");
+  if (operator.scope === "read" && !READ_METHODS.has(request.method))
+    throw new AppError("forbidden", "this operator token may only read (scope read)");
   return operator;
 }
 
@@ -53,6 +55,9 @@ function addressOf(request: Request, server: Server): string {
 export const operatorGuard = new Elysia({ name: "parley.admin.guard" })
   .onParse({ as: "scoped" }, early)
   .onTransform({ as: "scoped" }, early)
-  .resolve({ as: "scoped" }, async ({ request, server }): Promise<{ caller: Caller }> => ({
-    caller: { operator: await checkOnce(request), address: addressOf(request, server as Server) },
-  }));
+  .resolve(
+    { as: "scoped" },
+    async ({ request, server }): Promise<{ caller: Caller }> => ({
+      caller: { operator: await checkOnce(request), address: addressOf(request, server as Server) },
+    }),
+  );

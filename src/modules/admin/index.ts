@@ -97,12 +97,16 @@ export const adminController = new Elysia({
     response: { 200: AdminModel.revokedSigningKey, ...errorResponses(400, 401, 403, 404) },
     detail: { summary: "Withdraw a signing key at once; a current key is replaced (revoke-signing-key)" },
   })
-  .put("/accounts/:id/jitsi-domain", async ({ caller, params, body }) => adminSetJitsiDomain(caller, params.id, body.domain), {
-    params: AdminModel.accountParams,
-    body: AdminModel.jitsiDomain,
-    response: { 200: AdminModel.jitsiDomainSet, ...errorResponses(400, 401, 403, 404, 422) },
-    detail: { summary: "The sub of the account's media tokens: the Jitsi domain or tenant, or * (set-jitsi-domain)" },
-  })
+  .put(
+    "/accounts/:id/jitsi-domain",
+    async ({ caller, params, body }) => adminSetJitsiDomain(caller, params.id, body.domain),
+    {
+      params: AdminModel.accountParams,
+      body: AdminModel.jitsiDomain,
+      response: { 200: AdminModel.jitsiDomainSet, ...errorResponses(400, 401, 403, 404, 422) },
+      detail: { summary: "The sub of the account's media tokens: the Jitsi domain or tenant, or * (set-jitsi-domain)" },
+    },
+  )
   .get("/accounts/:id/numbers", async ({ params }) => ({ numbers: await adminListNumbers(params.id) }), {
     params: AdminModel.accountParams,
     response: { 200: AdminModel.numbers, ...errorResponses(401, 404) },
@@ -136,15 +140,29 @@ export const adminController = new Elysia({
     response: { 200: AdminModel.limits, ...errorResponses(401, 404) },
     detail: { summary: "The account's limits with their defaults and overrides; docs/limits.md (show-limits)" },
   })
-  .put("/accounts/:id/limits/:name", async ({ caller, params, body }) => adminSetLimit(caller, params.id, params.name, body.value), {
-    params: AdminModel.limitParams,
-    body: AdminModel.setLimit,
-    response: { 200: AdminModel.limits, ...errorResponses(400, 401, 403, 404) },
-    detail: { summary: "Change one limit of the account, or set it back to its " + "default; every process applies it at once (set-limit)" },
-  })
+  .put(
+    "/accounts/:id/limits/:name",
+    async ({ caller, params, body }) => adminSetLimit(caller, params.id, params.name, body.value),
+    {
+      params: AdminModel.limitParams,
+      body: AdminModel.setLimit,
+      response: { 200: AdminModel.limits, ...errorResponses(400, 401, 403, 404) },
+      detail: {
+        summary:
+          "Change one limit of the account, or set it back to its " +
+          "default; every process applies it at once (set-limit)",
+      },
+    },
+  )
   .get(
     "/operators",
-    async () => ({ operators: (await listOperators()).map((operator) => ({ id: operator.id, name: operator.name, created_at: operator.createdAt.toISOString() })) }),
+    async () => ({
+      operators: (await listOperators()).map((operator) => ({
+        id: operator.id,
+        name: operator.name,
+        created_at: operator.createdAt.toISOString(),
+      })),
+    }),
     { response: { 200: AdminModel.operators, ...errorResponses(401) }, detail: { summary: "The console's operators" } },
   )
   .post(
@@ -205,28 +223,46 @@ export const adminController = new Elysia({
       detail: { summary: "Add a webhook endpoint; its secret is shown only in this answer (add-webhook)" },
     },
   )
-  .patch("/accounts/:id/webhooks/:wid", async ({ caller, params, body }) => adminUpdateWebhook(caller, params.id, params.wid, body), {
-    params: AdminModel.webhookParams,
-    body: WebhooksModel.endpointUpdate,
-    response: { 200: WebhooksModel.endpoint, ...errorResponses(400, 401, 403, 404, 422) },
-    detail: { summary: "Change a webhook endpoint (update-webhook)" },
-  })
-  .post("/accounts/:id/webhooks/:wid/rotate-secret", async ({ caller, params }) => adminRotateWebhookSecret(caller, params.id, params.wid), {
-    params: AdminModel.webhookParams,
-    response: { 200: WebhooksModel.endpointWithSecret, ...errorResponses(401, 403, 404) },
-    detail: { summary: "A new signing secret, shown once; the old one signs beside it for 24 hours (rotate-webhook-secret)" },
-  })
-  .post("/accounts/:id/webhooks/:wid/replay", async ({ caller, params, body }) => adminReplayWebhook(caller, params.id, params.wid, body), {
-    params: AdminModel.webhookParams,
-    body: WebhooksModel.replay,
-    response: { 200: WebhooksModel.replayed, ...errorResponses(400, 401, 403, 404, 422) },
-    detail: { summary: "Send the kept events since a time or after a sequence number again (replay-webhook)" },
-  })
-  .delete("/accounts/:id/webhooks/:wid", async ({ caller, params }) => adminRemoveWebhook(caller, params.id, params.wid), {
-    params: AdminModel.webhookParams,
-    response: { 200: AdminModel.removedWebhook, ...errorResponses(401, 403, 404) },
-    detail: { summary: "Delete a webhook endpoint and its delivery log (remove-webhook)" },
-  })
+  .patch(
+    "/accounts/:id/webhooks/:wid",
+    async ({ caller, params, body }) => adminUpdateWebhook(caller, params.id, params.wid, body),
+    {
+      params: AdminModel.webhookParams,
+      body: WebhooksModel.endpointUpdate,
+      response: { 200: WebhooksModel.endpoint, ...errorResponses(400, 401, 403, 404, 422) },
+      detail: { summary: "Change a webhook endpoint (update-webhook)" },
+    },
+  )
+  .post(
+    "/accounts/:id/webhooks/:wid/rotate-secret",
+    async ({ caller, params }) => adminRotateWebhookSecret(caller, params.id, params.wid),
+    {
+      params: AdminModel.webhookParams,
+      response: { 200: WebhooksModel.endpointWithSecret, ...errorResponses(401, 403, 404) },
+      detail: {
+        summary: "A new signing secret, shown once; the old one signs beside it for 24 hours (rotate-webhook-secret)",
+      },
+    },
+  )
+  .post(
+    "/accounts/:id/webhooks/:wid/replay",
+    async ({ caller, params, body }) => adminReplayWebhook(caller, params.id, params.wid, body),
+    {
+      params: AdminModel.webhookParams,
+      body: WebhooksModel.replay,
+      response: { 200: WebhooksModel.replayed, ...errorResponses(400, 401, 403, 404, 422) },
+      detail: { summary: "Send the kept events since a time or after a sequence number again (replay-webhook)" },
+    },
+  )
+  .delete(
+    "/accounts/:id/webhooks/:wid",
+    async ({ caller, params }) => adminRemoveWebhook(caller, params.id, params.wid),
+    {
+      params: AdminModel.webhookParams,
+      response: { 200: AdminModel.removedWebhook, ...errorResponses(401, 403, 404) },
+      detail: { summary: "Delete a webhook endpoint and its delivery log (remove-webhook)" },
+    },
+  )
   .post(
     "/refold-usage",
     async ({ caller, body, request, server }) => {
@@ -238,7 +274,10 @@ export const adminController = new Elysia({
     {
       body: AdminModel.refold,
       response: { 200: AdminModel.refolded, ...errorResponses(400, 401, 403, 404) },
-      detail: { summary: "Fold the event log again into the usage tables, for every account or one; answers when done (refold-usage)" },
+      detail: {
+        summary:
+          "Fold the event log again into the usage tables, for every account or one; answers when done (refold-usage)",
+      },
     },
   )
   .get("/audit", async ({ query }) => listAudit(query), {

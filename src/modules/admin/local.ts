@@ -53,7 +53,9 @@ export interface LocalSocket {
  * alone, and this process serves none (undefined). Nor does it when the socket cannot be
  * made (its folder cannot be made, say): the API runs on without it.
  */
-export async function serveLocalSocket(handle: (request: Request) => Response | Promise<Response>): Promise<LocalSocket | undefined> {
+export async function serveLocalSocket(
+  handle: (request: Request) => Response | Promise<Response>,
+): Promise<LocalSocket | undefined> {
   const path = socketPath();
   if (existsSync(path)) {
     if (!lstatSync(path).isSocket()) {
@@ -67,7 +69,10 @@ export async function serveLocalSocket(handle: (request: Request) => Response | 
     unlinkSync(path);
   }
   const failed = (error: unknown) => {
-    log.error({ path, err: (error as Error).message }, "the local socket could not be made; the admin API takes operator tokens only");
+    log.error(
+      { path, err: (error as Error).message },
+      "the local socket could not be made; the admin API takes operator tokens only",
+    );
     return undefined;
   };
   try {

@@ -7,13 +7,19 @@ const Time = (description: string) => t.String({ format: "date-time", descriptio
 const NullableTime = (description: string) => t.Union([Time(description), t.Null()]);
 const AccountId = t.String({ minLength: 1, maxLength: 64, description: "The account's id (acc_…)" });
 const WebhookId = t.String({ minLength: 1, maxLength: 64 });
-const Algorithm = t.Optional(t.UnionEnum(SIGNING_ALGORITHMS, { description: "Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)" }));
+const Algorithm = t.Optional(
+  t.UnionEnum(SIGNING_ALGORITHMS, {
+    description: "Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)",
+  }),
+);
 const Scope = t.UnionEnum(["read", "full"], { description: "read: GET routes only; full: every route" });
 
 const ApiKey = t.Object({
   id: t.Integer(),
   label: t.String(),
-  prefix: t.String({ description: "The key's first characters, to tell keys apart; the key itself is never shown again" }),
+  prefix: t.String({
+    description: "The key's first characters, to tell keys apart; the key itself is never shown again",
+  }),
   created_at: Time("When it was made"),
   revoked_at: NullableTime("When it was revoked; null while it works"),
 });
@@ -42,9 +48,10 @@ const Limit = t.Object({
   overridden: t.Boolean(),
   per: t.String(),
   description: t.String(),
-  used: t.Union([t.Number(), t.Null()], { description: "What the account uses now, for quotas counted in the database; null for the others" }),
+  used: t.Union([t.Number(), t.Null()], {
+    description: "What the account uses now, for quotas counted in the database; null for the others",
+  }),
 });
-
 
 export const AdminModel = {
   accountParams: t.Object({ id: AccountId }),
@@ -76,17 +83,28 @@ export const AdminModel = {
   }),
   // Bodies whose members are all optional may be left out.
   createKey: t.Optional(t.Object({ label: t.Optional(t.String({ maxLength: 128 })) })),
-  createdKey: t.Object({ key_id: t.Integer(), api_key: t.String({ description: "Shown only in this answer" }), prefix: t.String() }),
+  createdKey: t.Object({
+    key_id: t.Integer(),
+    api_key: t.String({ description: "Shown only in this answer" }),
+    prefix: t.String(),
+  }),
   revokedKey: t.Object({ revoked: t.Literal(true), key_id: t.Integer() }),
   rotateSigningKey: t.Optional(t.Object({ alg: Algorithm })),
-  rotatedSigningKey: t.Object({ account_id: t.String(), kid: t.String({ description: "The new current key; earlier keys verify until their tokens expire" }) }),
+  rotatedSigningKey: t.Object({
+    account_id: t.String(),
+    kid: t.String({ description: "The new current key; earlier keys verify until their tokens expire" }),
+  }),
   revokedSigningKey: t.Object({
     revoked: t.Literal(true),
     account_id: t.String(),
     kid: t.String(),
-    new_kid: t.Union([t.String(), t.Null()], { description: "The key made current in its place, when the revoked one was current" }),
+    new_kid: t.Union([t.String(), t.Null()], {
+      description: "The key made current in its place, when the revoked one was current",
+    }),
   }),
-  jitsiDomain: t.Object({ domain: t.String({ minLength: 1, maxLength: 253, description: "meet.example.com, a tenant name, or *" }) }),
+  jitsiDomain: t.Object({
+    domain: t.String({ minLength: 1, maxLength: 253, description: "meet.example.com, a tenant name, or *" }),
+  }),
   jitsiDomainSet: t.Object({ account_id: t.String(), jitsi_domain: t.String() }),
 
   numbers: t.Object({ numbers: t.Array(PhoneNumber) }),
@@ -101,13 +119,21 @@ export const AdminModel = {
 
   limits: t.Object({ account_id: t.String(), limits: t.Array(Limit) }),
   setLimit: t.Object({
-    value: t.Union([t.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), t.Literal("default")], { description: "A whole number, or \"default\" to drop the account's own value" }),
+    value: t.Union([t.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), t.Literal("default")], {
+      description: 'A whole number, or "default" to drop the account\'s own value',
+    }),
   }),
 
-  operators: t.Object({ operators: t.Array(t.Object({ id: t.Integer(), name: t.String(), created_at: Time("When it was made") })) }),
+  operators: t.Object({
+    operators: t.Array(t.Object({ id: t.Integer(), name: t.String(), created_at: Time("When it was made") })),
+  }),
   createOperator: t.Object({
     name: t.String({ minLength: 1, maxLength: 64 }),
-    password: t.String({ minLength: 8, maxLength: 1024, description: "At least 8 characters; stored as an argon2id hash" }),
+    password: t.String({
+      minLength: 8,
+      maxLength: 1024,
+      description: "At least 8 characters; stored as an argon2id hash",
+    }),
   }),
   createdOperator: t.Object({ id: t.Integer(), name: t.String() }),
 
@@ -138,6 +164,8 @@ export const AdminModel = {
   webhooks: t.Object({ webhooks: t.Array(WebhooksModel.endpoint) }),
   removedWebhook: t.Object({ removed: t.Literal(true), webhook_id: t.String() }),
   refold: t.Optional(t.Object({ account_id: t.Optional(AccountId) })),
-  refolded: t.Object({ events: t.Integer({ description: "Events folded again" }), ms: t.Integer({ description: "How long it took" }) }),
-
+  refolded: t.Object({
+    events: t.Integer({ description: "Events folded again" }),
+    ms: t.Integer({ description: "How long it took" }),
+  }),
 };

@@ -4,13 +4,35 @@
  * written right after the change (audit.ts says what happens should that write fail).
  */
 import type { SigningAlgorithm } from "../../config";
-import { createAccount, createApiKey, getAccount, listAccounts, revokeApiKey, revokeSigningKey, rotateSigningKey, setJitsiDomain } from "../accounts/service";
+import {
+  createAccount,
+  createApiKey,
+  getAccount,
+  listAccounts,
+  revokeApiKey,
+  revokeSigningKey,
+  rotateSigningKey,
+  setJitsiDomain,
+} from "../accounts/service";
 import { createOperator } from "../operators/service";
 import { parseLimitName, reportLimits, setLimit } from "../limits/service";
-import { addPhoneNumber, listPhoneNumbers, type PhoneNumber, removePhoneNumber, setDefaultPhoneNumber } from "../mapper/service";
+import {
+  addPhoneNumber,
+  listPhoneNumbers,
+  type PhoneNumber,
+  removePhoneNumber,
+  setDefaultPhoneNumber,
+} from "../mapper/service";
 import { refoldLog } from "../usage/fold";
 import type { EndpointCreate, EndpointUpdate } from "../webhooks/model";
-import { createEndpoint, deleteEndpoint, listEndpoints, replay, rotateSecret, updateEndpoint } from "../webhooks/service";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  listEndpoints,
+  replay,
+  rotateSecret,
+  updateEndpoint,
+} from "../webhooks/service";
 import { type Caller, recordAfter } from "../audit/service";
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
@@ -23,7 +45,13 @@ export async function accountsReport() {
     created_at: account.createdAt.toISOString(),
     signing_algorithm: account.signingAlgorithm,
     jitsi_domain: account.jitsiDomain,
-    keys: account.apiKeys.map((key) => ({ id: key.id, label: key.label, prefix: key.prefix, created_at: key.createdAt.toISOString(), revoked_at: iso(key.revokedAt) })),
+    keys: account.apiKeys.map((key) => ({
+      id: key.id,
+      label: key.label,
+      prefix: key.prefix,
+      created_at: key.createdAt.toISOString(),
+      revoked_at: iso(key.revokedAt),
+    })),
     signing_keys: account.signingKeys.map((key) => ({
       kid: key.kid,
       algorithm: key.algorithm,
@@ -41,12 +69,21 @@ export async function adminCreateAccount(caller: Caller, name: string, algorithm
     target: account.id,
     detail: { name, signing_algorithm: account.signingAlgorithm, kid, key_id: apiKey.id, key_prefix: apiKey.prefix },
   });
-  return { account: { id: account.id, name: account.name, signing_algorithm: account.signingAlgorithm }, api_key: apiKey.apiKey, key_id: apiKey.id, kid };
+  return {
+    account: { id: account.id, name: account.name, signing_algorithm: account.signingAlgorithm },
+    api_key: apiKey.apiKey,
+    key_id: apiKey.id,
+    kid,
+  };
 }
 
 export async function adminCreateKey(caller: Caller, accountId: string, label: string) {
   const key = await createApiKey(accountId, label);
-  await recordAfter(caller, { action: "create-key", target: accountId, detail: { key_id: key.id, key_prefix: key.prefix, label } });
+  await recordAfter(caller, {
+    action: "create-key",
+    target: accountId,
+    detail: { key_id: key.id, key_prefix: key.prefix, label },
+  });
   return { key_id: key.id, api_key: key.apiKey, prefix: key.prefix };
 }
 
@@ -56,21 +93,37 @@ export async function adminRevokeKey(caller: Caller, keyId: number) {
   return { revoked: true as const, key_id: keyId };
 }
 
-export async function adminRotateSigningKey(caller: Caller, accountId: string, algorithm: SigningAlgorithm | undefined) {
+export async function adminRotateSigningKey(
+  caller: Caller,
+  accountId: string,
+  algorithm: SigningAlgorithm | undefined,
+) {
   const kid = await rotateSigningKey(accountId, algorithm);
-  await recordAfter(caller, { action: "rotate-key", target: accountId, detail: { kid, ...(algorithm && { algorithm }) } });
+  await recordAfter(caller, {
+    action: "rotate-key",
+    target: accountId,
+    detail: { kid, ...(algorithm && { algorithm }) },
+  });
   return { account_id: accountId, kid };
 }
 
 export async function adminRevokeSigningKey(caller: Caller, kid: string) {
   const { accountId, newKid } = await revokeSigningKey(kid);
-  await recordAfter(caller, { action: "revoke-signing-key", target: accountId, detail: { kid, ...(newKid && { new_kid: newKid }) } });
+  await recordAfter(caller, {
+    action: "revoke-signing-key",
+    target: accountId,
+    detail: { kid, ...(newKid && { new_kid: newKid }) },
+  });
   return { revoked: true as const, account_id: accountId, kid, new_kid: newKid ?? null };
 }
 
 export async function adminSetJitsiDomain(caller: Caller, accountId: string, domain: string) {
   const account = await setJitsiDomain(accountId, domain);
-  await recordAfter(caller, { action: "set-jitsi-domain", target: accountId, detail: { jitsi_domain: account.jitsiDomain } });
+  await recordAfter(caller, {
+    action: "set-jitsi-domain",
+    target: accountId,
+    detail: { jitsi_domain: account.jitsiDomain },
+  });
   return { account_id: account.id, jitsi_domain: account.jitsiDomain };
 }
 
@@ -90,7 +143,11 @@ export async function adminListNumbers(accountId: string) {
   return (await listPhoneNumbers(account.id)).map((number) => numberView(number, account.id));
 }
 
-export async function adminAddNumber(caller: Caller, accountId: string, input: { country: string; number: string; toll_free?: boolean; default?: boolean }) {
+export async function adminAddNumber(
+  caller: Caller,
+  accountId: string,
+  input: { country: string; number: string; toll_free?: boolean; default?: boolean },
+) {
   const account = await getAccount(accountId);
   const number = await addPhoneNumber(account.id, {
     countryCode: input.country,
@@ -99,19 +156,37 @@ export async function adminAddNumber(caller: Caller, accountId: string, input: {
     isDefault: input.default === true,
   });
   const view = numberView(number, account.id);
-  await recordAfter(caller, { action: "add-number", target: account.id, detail: { number_id: view.id, country_code: view.country_code, formatted_number: view.formatted_number, toll_free: view.toll_free, is_default: view.is_default } });
+  await recordAfter(caller, {
+    action: "add-number",
+    target: account.id,
+    detail: {
+      number_id: view.id,
+      country_code: view.country_code,
+      formatted_number: view.formatted_number,
+      toll_free: view.toll_free,
+      is_default: view.is_default,
+    },
+  });
   return view;
 }
 
 export async function adminSetDefaultNumber(caller: Caller, numberId: number) {
   const number = await setDefaultPhoneNumber(numberId);
-  await recordAfter(caller, { action: "set-default-number", target: number.accountId, detail: { number_id: number.id } });
+  await recordAfter(caller, {
+    action: "set-default-number",
+    target: number.accountId,
+    detail: { number_id: number.id },
+  });
   return numberView(number, number.accountId);
 }
 
 export async function adminRemoveNumber(caller: Caller, numberId: number) {
   const number = await removePhoneNumber(numberId);
-  await recordAfter(caller, { action: "remove-number", target: number.accountId, detail: { number_id: number.id, formatted_number: number.formattedNumber } });
+  await recordAfter(caller, {
+    action: "remove-number",
+    target: number.accountId,
+    detail: { number_id: number.id, formatted_number: number.formattedNumber },
+  });
   return { removed: true as const, ...numberView(number, number.accountId) };
 }
 
@@ -130,7 +205,11 @@ export async function adminSetLimit(caller: Caller, accountId: string, name: str
 
 export async function adminCreateOperator(caller: Caller, name: string, password: string) {
   const operator = await createOperator(name, password);
-  await recordAfter(caller, { action: "create-operator", target: `operator:${operator.id}`, detail: { name: operator.name } });
+  await recordAfter(caller, {
+    action: "create-operator",
+    target: `operator:${operator.id}`,
+    detail: { name: operator.name },
+  });
   return operator;
 }
 
@@ -151,14 +230,23 @@ export async function adminAddWebhook(caller: Caller, accountId: string, input: 
   await recordAfter(caller, {
     action: "add-webhook",
     target: account.id,
-    detail: { webhook_id: created.endpoint.id, url: urlForLog(created.endpoint.url), event_types: created.endpoint.event_types, ordered: created.endpoint.ordered },
+    detail: {
+      webhook_id: created.endpoint.id,
+      url: urlForLog(created.endpoint.url),
+      event_types: created.endpoint.event_types,
+      ordered: created.endpoint.ordered,
+    },
   });
   return created;
 }
 
 export async function adminUpdateWebhook(caller: Caller, accountId: string, webhookId: string, input: EndpointUpdate) {
   const endpoint = await updateEndpoint(accountId, webhookId, input);
-  await recordAfter(caller, { action: "update-webhook", target: accountId, detail: { webhook_id: webhookId, ...input, ...(input.url !== undefined && { url: urlForLog(input.url) }) } });
+  await recordAfter(caller, {
+    action: "update-webhook",
+    target: accountId,
+    detail: { webhook_id: webhookId, ...input, ...(input.url !== undefined && { url: urlForLog(input.url) }) },
+  });
   return endpoint;
 }
 
@@ -168,9 +256,18 @@ export async function adminRotateWebhookSecret(caller: Caller, accountId: string
   return rotated;
 }
 
-export async function adminReplayWebhook(caller: Caller, accountId: string, webhookId: string, from: { since?: string; after?: number }) {
+export async function adminReplayWebhook(
+  caller: Caller,
+  accountId: string,
+  webhookId: string,
+  from: { since?: string; after?: number },
+) {
   const queued = await replay(accountId, webhookId, from);
-  await recordAfter(caller, { action: "replay-webhook", target: accountId, detail: { webhook_id: webhookId, ...from, queued } });
+  await recordAfter(caller, {
+    action: "replay-webhook",
+    target: accountId,
+    detail: { webhook_id: webhookId, ...from, queued },
+  });
   return { queued };
 }
 

@@ -27,7 +27,11 @@ export interface OperatorTokenSummary {
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 
-export async function createOperatorToken(caller: Caller, name: string, scope: Scope): Promise<{ id: number; name: string; scope: Scope; prefix: string; token: string }> {
+export async function createOperatorToken(
+  caller: Caller,
+  name: string,
+  scope: Scope,
+): Promise<{ id: number; name: string; scope: Scope; prefix: string; token: string }> {
   const token = `${OPERATOR_TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
   const prefix = token.slice(0, OPERATOR_TOKEN_PREFIX.length + 6);
   return db.transaction(async (tx) => {
@@ -35,7 +39,11 @@ export async function createOperatorToken(caller: Caller, name: string, scope: S
       .insert(operatorTokens)
       .values({ name, scope, prefix, hash: hashApiKey(token), createdBy: caller.operator.name })
       .returning({ id: operatorTokens.id });
-    await recordChange(tx, caller, { action: "create-operator-token", target: `token:${row!.id}`, detail: { name, scope, prefix } });
+    await recordChange(tx, caller, {
+      action: "create-operator-token",
+      target: `token:${row!.id}`,
+      detail: { name, scope, prefix },
+    });
     return { id: row!.id, name, scope, prefix, token };
   });
 }
@@ -63,14 +71,23 @@ export async function revokeOperatorToken(caller: Caller, id: number): Promise<v
       .where(and(eq(operatorTokens.id, id), isNull(operatorTokens.revokedAt)))
       .returning({ name: operatorTokens.name });
     if (!row) throw new AppError("not_found", `no active operator token with id ${id}`);
-    await recordChange(tx, caller, { action: "revoke-operator-token", target: `token:${id}`, detail: { name: row.name } });
+    await recordChange(tx, caller, {
+      action: "revoke-operator-token",
+      target: `token:${id}`,
+      detail: { name: row.name },
+    });
   });
 }
 
 /** The operator a token stands for, or 401 when it is unknown or revoked. */
 export async function operatorForToken(token: string): Promise<Operator> {
   const [row] = await db
-    .select({ id: operatorTokens.id, name: operatorTokens.name, scope: operatorTokens.scope, lastUsedAt: operatorTokens.lastUsedAt })
+    .select({
+      id: operatorTokens.id,
+      name: operatorTokens.name,
+      scope: operatorTokens.scope,
+      lastUsedAt: operatorTokens.lastUsedAt,
+    })
     .from(operatorTokens)
     .where(and(eq(operatorTokens.hash, hashApiKey(token)), isNull(operatorTokens.revokedAt)));
   if (!row) throw new AppError("invalid_operator_token", "unknown or revoked operator token");
@@ -81,7 +98,9 @@ export async function operatorForToken(token: string): Promise<Operator> {
     await db
       .update(operatorTokens)
       .set({ lastUsedAt: now })
-      .where(and(eq(operatorTokens.id, row.id), or(isNull(operatorTokens.lastUsedAt), lt(operatorTokens.lastUsedAt, stale))));
+      .where(
+        and(eq(operatorTokens.id, row.id), or(isNull(operatorTokens.lastUsedAt), lt(operatorTokens.lastUsedAt, stale))),
+      );
   }
   return { kind: "token", name: row.name, scope: row.scope as Scope, tokenId: row.id };
 }

@@ -57,7 +57,13 @@ export async function recordAfter(caller: Caller, change: Change): Promise<void>
   try {
     await recordChange(db, caller, change);
   } catch (error) {
-    log.error({ audit: { ...change, actor: caller.operator.name, actorKind: caller.operator.kind, address: caller.address }, err: (error as Error).message }, "audit entry not stored");
+    log.error(
+      {
+        audit: { ...change, actor: caller.operator.name, actorKind: caller.operator.kind, address: caller.address },
+        err: (error as Error).message,
+      },
+      "audit entry not stored",
+    );
   }
 }
 
@@ -73,7 +79,10 @@ export interface AuditEntry {
 }
 
 /** Newest first; `before` is the id the previous page's `next_before` gave. */
-export async function listAudit(query: { limit?: number; before?: number }): Promise<{ entries: AuditEntry[]; next_before: number | null }> {
+export async function listAudit(query: {
+  limit?: number;
+  before?: number;
+}): Promise<{ entries: AuditEntry[]; next_before: number | null }> {
   const limit = query.limit ?? 50;
   const rows = await db
     .select()

@@ -39,7 +39,11 @@ export async function verifyAccessToken(token: string, audience?: Scope): Promis
     throw new AppError("invalid_token", "the token is not a JWT");
   }
   // The key id is looked up in the database: a forged header may hold anything, NUL included.
-  if (typeof header.kid !== "string" || !isStorable(header.kid) || !(SIGNING_ALGORITHMS as readonly string[]).includes(header.alg ?? "")) {
+  if (
+    typeof header.kid !== "string" ||
+    !isStorable(header.kid) ||
+    !(SIGNING_ALGORITHMS as readonly string[]).includes(header.alg ?? "")
+  ) {
     throw new AppError("invalid_token", "the token's header names no known key or algorithm");
   }
   const key = await verificationKey(header.kid);
@@ -48,7 +52,10 @@ export async function verifyAccessToken(token: string, audience?: Scope): Promis
   }
   let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
   try {
-    ({ payload } = await jwtVerify(token, key.publicKey, { algorithms: [key.algorithm], issuer: config.tokens.issuer }));
+    ({ payload } = await jwtVerify(token, key.publicKey, {
+      algorithms: [key.algorithm],
+      issuer: config.tokens.issuer,
+    }));
   } catch (error) {
     if (error instanceof joseErrors.JWTExpired) throw new AppError("token_expired", "the token has expired");
     throw new AppError("invalid_token", "the token could not be verified");

@@ -87,13 +87,15 @@ export async function platformAccountFromHeader(authorization: string | undefine
   if (basic) {
     const decoded = Buffer.from(basic, "base64").toString("utf8");
     const colon = decoded.indexOf(":");
-    if (colon < 0) throw new AppError("unauthorized", "HTTP Basic credentials must be user:password, with the API key as password");
+    if (colon < 0)
+      throw new AppError("unauthorized", "HTTP Basic credentials must be user:password, with the API key as password");
     const apiKey = decoded.slice(colon + 1) || decoded.slice(0, colon);
     if (apiKey === "") throw new AppError("unauthorized", "HTTP Basic credentials hold no API key");
     return (await accountForApiKey(apiKey)).id;
   }
   const bearer = /^Bearer\s+(\S+)$/i.exec(authorization ?? "")?.[1];
-  if (!bearer) throw new AppError("unauthorized", "the Authorization header must be Bearer <token> or Basic <account id:API key>");
+  if (!bearer)
+    throw new AppError("unauthorized", "the Authorization header must be Bearer <token> or Basic <account id:API key>");
   // A JWT has three dot-separated parts; an API key has none.
   if (bearer.split(".").length === 3) return (await verifyAccessToken(bearer, "parley")).accountId;
   return (await accountForApiKey(bearer)).id;

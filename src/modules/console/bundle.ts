@@ -6,7 +6,9 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
 export interface ConsoleAssets {
-  /** app.js, app.css, and hls-light.js, which app.js loads when a page plays a stream; each also gzipped, as it is sent. */
+  /**
+   * app.js, app.css, and hls-light.js, which app.js loads when a page plays a stream; each also gzipped, as it is sent.
+   */
   files: Map<string, { body: string; gzip: Uint8Array<ArrayBuffer>; type: string }>;
   /** Gzipped size, as sent, of app.js, which every page loads, and of every script together. */
   scriptGzipBytes: number;
@@ -23,14 +25,20 @@ async function build(): Promise<ConsoleAssets> {
     minify: true,
     naming: { entry: "app.[ext]" },
   });
-  if (!result.success) throw new Error(`console bundle failed: ${result.logs.map((entry) => entry.message).join("; ")}`);
+  if (!result.success)
+    throw new Error(`console bundle failed: ${result.logs.map((entry) => entry.message).join("; ")}`);
   // Compressed once, at the highest level, since it is built once and sent many times.
   const files = new Map<string, { body: string; gzip: Uint8Array<ArrayBuffer>; type: string }>();
-  const add = (name: string, body: string, type: string) => files.set(name, { body, gzip: Bun.gzipSync(body, { level: 9 }), type });
-  for (const output of result.outputs) add(output.path.replace(/^.*\//, ""), await output.text(), "text/javascript; charset=utf-8");
+  const add = (name: string, body: string, type: string) =>
+    files.set(name, { body, gzip: Bun.gzipSync(body, { level: 9 }), type });
+  for (const output of result.outputs)
+    add(output.path.replace(/^.*\//, ""), await output.text(), "text/javascript; charset=utf-8");
   // The player's hls.js: the package's own minified light build gzips smaller than the bundler's
   // minifying of its unminified one. Its source map is not served, so its reference goes.
-  const hls = readFileSync(Bun.resolveSync("hls.js/dist/hls.light.min.mjs", import.meta.dir), "utf8").replace(/\n\/\/# sourceMappingURL=.*\s*$/, "\n");
+  const hls = readFileSync(Bun.resolveSync("hls.js/dist/hls.light.min.mjs", import.meta.dir), "utf8").replace(
+    /\n\/\/# sourceMappingURL=.*\s*$/,
+    "\n",
+  );
   add("hls-light.js", hls, "text/javascript; charset=utf-8");
   const style = [
     readFileSync(Bun.resolveSync("uplot/dist/uPlot.min.css", import.meta.dir), "utf8"),

@@ -23,11 +23,20 @@ function cookieOf(header: string | undefined): string | undefined {
 
 export function sessionCookie(request: Request, value: string, maxAgeSeconds: number): string {
   const secure = config.http.publicUrl.startsWith("https:") || new URL(request.url).protocol === "https:";
-  return `${COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; ` + `Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
+  return (
+    `${COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; ` +
+    `Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`
+  );
 }
 
 export function sessionBody(viewer: Viewer) {
-  return { signed_in: true as const, kind: viewer.kind, name: viewer.name, account_id: viewer.kind === "account" ? viewer.accountId : null, csrf_token: csrfToken(viewer.sessionId) };
+  return {
+    signed_in: true as const,
+    kind: viewer.kind,
+    name: viewer.name,
+    account_id: viewer.kind === "account" ? viewer.accountId : null,
+    csrf_token: csrfToken(viewer.sessionId),
+  };
 }
 
 /** The session probe's answer: the page asks it on every load, so being signed out is an answer, not a failure. */
@@ -62,7 +71,11 @@ export const consoleAuth = new Elysia({ name: "parley.console.auth" })
     }
     // Renewed once half its life is gone, so a console in use never signs out by itself.
     if (typeof claims.iat === "number" && Date.now() / 1000 - claims.iat > config.console.tokenTtlSeconds / 2) {
-      set.headers["set-cookie"] = sessionCookie(request, await consoleJwt.sign({ sid: viewer.sessionId }), config.console.tokenTtlSeconds);
+      set.headers["set-cookie"] = sessionCookie(
+        request,
+        await consoleJwt.sign({ sid: viewer.sessionId }),
+        config.console.tokenTtlSeconds,
+      );
     }
     viewerOf.set(request, viewer);
   })

@@ -19,12 +19,30 @@ import { createReservation, deleteReservation, listReservations } from "../sched
 import { stopStream } from "../streaming/control";
 import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
-import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints, replay, retryDelivery, rotateSecret, updateEndpoint } from "../webhooks/service";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  listDeliveries,
+  listEndpoints,
+  replay,
+  retryDelivery,
+  rotateSecret,
+  updateEndpoint,
+} from "../webhooks/service";
 import { CONSOLE_PAGE, consoleAssets } from "./bundle";
 import { API, consoleAuth, sessionBody, sessionCookie, sessionProbe } from "./guard";
 import { liveFeed } from "./live";
 import { overview, streamsView } from "./service";
-import { accountInView, accountLogin, loginBlockedFor, operatorLogin, requireAccount, requireOperator, revokeSession, type Viewer } from "./sessions";
+import {
+  accountInView,
+  accountLogin,
+  loginBlockedFor,
+  operatorLogin,
+  requireAccount,
+  requireOperator,
+  revokeSession,
+  type Viewer,
+} from "./sessions";
 
 export const ConsoleModel = {
   login: t.Object({
@@ -37,7 +55,9 @@ export const ConsoleModel = {
       signed_in: t.Literal(true),
       kind: t.Union([t.Literal("operator"), t.Literal("account")]),
       name: t.String(),
-      account_id: t.Union([t.String(), t.Null()], { description: "The one account an owner's session sees; null for an operator" }),
+      account_id: t.Union([t.String(), t.Null()], {
+        description: "The one account an owner's session sees; null for an operator",
+      }),
       csrf_token: t.String({ description: "Send as X-CSRF-Token on every call that changes something" }),
     }),
     t.Object({ signed_in: t.Literal(false) }, { description: "No session, or one that expired or was revoked" }),
@@ -74,7 +94,12 @@ const PAGE_POLICY = "script-src 'self'; object-src 'none'; base-uri 'none'; fram
 
 const page = () =>
   new Response(CONSOLE_PAGE, {
-    headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "content-security-policy": PAGE_POLICY, "x-frame-options": "DENY" },
+    headers: {
+      "content-type": "text/html; charset=utf-8",
+      "cache-control": "no-store",
+      "content-security-policy": PAGE_POLICY,
+      "x-frame-options": "DENY",
+    },
   });
 
 export const consoleController = new Elysia({ name: "parley.console", detail: { tags: ["console"], hide: true } })
@@ -83,8 +108,11 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
   .get("/console/:file", async ({ params, request }) => {
     const file = (await consoleAssets()).files.get(params.file);
     if (!file) throw new AppError("not_found", "no such console file");
-    if (!/\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) return new Response(file.body, { headers: { "content-type": file.type, vary: "accept-encoding" } });
-    return new Response(file.gzip, { headers: { "content-type": file.type, "content-encoding": "gzip", vary: "accept-encoding" } });
+    if (!/\bgzip\b/.test(request.headers.get("accept-encoding") ?? ""))
+      return new Response(file.body, { headers: { "content-type": file.type, vary: "accept-encoding" } });
+    return new Response(file.gzip, {
+      headers: { "content-type": file.type, "content-encoding": "gzip", vary: "accept-encoding" },
+    });
   })
   .use(consoleAuth)
   .post(
@@ -100,9 +128,14 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       }
       let viewer: Viewer;
       if (body.api_key) viewer = await accountLogin(body.api_key, attempt);
-      else if (body.name && body.password !== undefined) viewer = await operatorLogin(body.name, body.password, attempt);
+      else if (body.name && body.password !== undefined)
+        viewer = await operatorLogin(body.name, body.password, attempt);
       else throw new AppError("validation_failed", "give name and password (operator) or api_key (account owner)");
-      set.headers["set-cookie"] = sessionCookie(request, await consoleJwt.sign({ sid: viewer.sessionId }), config.console.tokenTtlSeconds);
+      set.headers["set-cookie"] = sessionCookie(
+        request,
+        await consoleJwt.sign({ sid: viewer.sessionId }),
+        config.console.tokenTtlSeconds,
+      );
       return sessionBody(viewer);
     },
     { body: ConsoleModel.login },
@@ -158,30 +191,58 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     },
     { params: t.Object({ account: t.String(), key: t.Integer() }) },
   )
-  .post(`${API}/accounts/:account/signing-keys`, async ({ viewer, params }) => ({ kid: await rotateSigningKey(requireAccount(viewer, params.account)) }))
-  .get(`${API}/overview`, ({ viewer, query }) => overview(accountInView(viewer, query.account)), { query: ConsoleModel.accountQuery })
-  .get(`${API}/live`, ({ viewer, query, request }) => liveFeed(request, viewer, accountInView(viewer, query.account), query.view), {
-    query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), view: t.Union([t.Literal("overview"), t.Literal("streams")]) }),
+  .post(`${API}/accounts/:account/signing-keys`, async ({ viewer, params }) => ({
+    kid: await rotateSigningKey(requireAccount(viewer, params.account)),
+  }))
+  .get(`${API}/overview`, ({ viewer, query }) => overview(accountInView(viewer, query.account)), {
+    query: ConsoleModel.accountQuery,
   })
+  .get(
+    `${API}/live`,
+    ({ viewer, query, request }) => liveFeed(request, viewer, accountInView(viewer, query.account), query.view),
+    {
+      query: t.Object({
+        account: t.Optional(t.String({ maxLength: 64 })),
+        view: t.Union([t.Literal("overview"), t.Literal("streams")]),
+      }),
+    },
+  )
   .get(
     `${API}/usage`,
     async ({ viewer, query }) => {
-      const report = await usageReport(requireAccount(viewer, query.account), { startDate: query.start, endDate: query.end });
-      return { start_date: report.start_date, end_date: report.end_date, as_of: report.as_of, days: report.days, totals: report.totals };
+      const report = await usageReport(requireAccount(viewer, query.account), {
+        startDate: query.start,
+        endDate: query.end,
+      });
+      return {
+        start_date: report.start_date,
+        end_date: report.end_date,
+        as_of: report.as_of,
+        days: report.days,
+        totals: report.totals,
+      };
     },
     { query: ConsoleModel.window },
   )
   .get(
     `${API}/usage.csv`,
     async ({ viewer, query }) => {
-      const report = await usageReport(requireAccount(viewer, query.account), { startDate: query.start, endDate: query.end });
+      const report = await usageReport(requireAccount(viewer, query.account), {
+        startDate: query.start,
+        endDate: query.end,
+      });
       return new Response(reportCsv(report), {
-        headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="usage-${report.start_date.slice(0, 10)}.csv"` },
+        headers: {
+          "content-type": "text/csv; charset=utf-8",
+          "content-disposition": `attachment; filename="usage-${report.start_date.slice(0, 10)}.csv"`,
+        },
       });
     },
     { query: ConsoleModel.window },
   )
-  .get(`${API}/streams`, ({ viewer, query }) => streamsView(accountInView(viewer, query.account)), { query: ConsoleModel.accountQuery })
+  .get(`${API}/streams`, ({ viewer, query }) => streamsView(accountInView(viewer, query.account)), {
+    query: ConsoleModel.accountQuery,
+  })
   .post(
     `${API}/streams/stop`,
     async ({ viewer, body }) => stopStream(requireAccount(viewer, body.account), body.room),
@@ -223,8 +284,13 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     async ({ viewer, query }) => {
       const accountId = requireAccount(viewer, query.account);
       const report = await usageReport(accountId, { startDate: query.start, endDate: query.end });
-      const calls = report.rooms.flatMap((room) => room.media_usage.calls.map((call) => ({ room: room.room_id, ...call })));
-      return { numbers: await listPhoneNumbers(accountId), calls: calls.sort((a, b) => b.started_at.localeCompare(a.started_at)) };
+      const calls = report.rooms.flatMap((room) =>
+        room.media_usage.calls.map((call) => ({ room: room.room_id, ...call })),
+      );
+      return {
+        numbers: await listPhoneNumbers(accountId),
+        calls: calls.sort((a, b) => b.started_at.localeCompare(a.started_at)),
+      };
     },
     { query: ConsoleModel.window },
   )
@@ -233,10 +299,14 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     async ({ viewer, query }) => resolveMapping(requireAccount(viewer, query.account), { conference: query.room }),
     { query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), room: t.String({ maxLength: 1024 }) }) },
   )
-  .get(`${API}/chat/rooms`, async ({ viewer, query }) => {
-    const accountId = requireAccount(viewer, query.account);
-    return listRooms(chatActor(viewer, accountId));
-  }, { query: ConsoleModel.accountQuery })
+  .get(
+    `${API}/chat/rooms`,
+    async ({ viewer, query }) => {
+      const accountId = requireAccount(viewer, query.account);
+      return listRooms(chatActor(viewer, accountId));
+    },
+    { query: ConsoleModel.accountQuery },
+  )
   .get(
     `${API}/chat/messages`,
     async ({ viewer, query }) => {
@@ -249,7 +319,9 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     `${API}/chat/delete`,
     async ({ viewer, body }) => {
       const accountId = requireAccount(viewer, body.account);
-      return { message: await deleteMessages(chatActor(viewer, accountId), body.channel, { messageIds: body.message_ids }) };
+      return {
+        message: await deleteMessages(chatActor(viewer, accountId), body.channel, { messageIds: body.message_ids }),
+      };
     },
     {
       body: t.Object({
@@ -258,11 +330,14 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
         message_ids: t.Array(t.Integer({ minimum: 1 }), { minItems: 1, maxItems: 100 }),
       }),
     },
-)
+  )
   // Webhooks: the routes of /api/v1/webhooks for the account in view, through the same service.
   .get(
     `${API}/webhooks`,
-    async ({ viewer, query }) => ({ endpoints: await listEndpoints(requireAccount(viewer, query.account)), event_types: EVENT_TYPES }),
+    async ({ viewer, query }) => ({
+      endpoints: await listEndpoints(requireAccount(viewer, query.account)),
+      event_types: EVENT_TYPES,
+    }),
     { query: ConsoleModel.accountQuery },
   )
   .post(
@@ -279,7 +354,10 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       const { account, ...input } = body;
       return updateEndpoint(requireAccount(viewer, account), params.id, input);
     },
-    { params: ConsoleModel.endpointParams, body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.endpointUpdate.properties }) },
+    {
+      params: ConsoleModel.endpointParams,
+      body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.endpointUpdate.properties }),
+    },
   )
   .delete(
     `${API}/webhooks/:id`,
@@ -289,17 +367,24 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
     },
     { params: ConsoleModel.endpointParams, query: ConsoleModel.accountQuery },
   )
-  .post(`${API}/webhooks/:id/rotate-secret`, async ({ viewer, params, body }) => rotateSecret(requireAccount(viewer, body.account), params.id), {
-    params: ConsoleModel.endpointParams,
-    body: ConsoleModel.accountBody,
-  })
+  .post(
+    `${API}/webhooks/:id/rotate-secret`,
+    async ({ viewer, params, body }) => rotateSecret(requireAccount(viewer, body.account), params.id),
+    {
+      params: ConsoleModel.endpointParams,
+      body: ConsoleModel.accountBody,
+    },
+  )
   .get(
     `${API}/webhooks/:id/deliveries`,
     async ({ viewer, params, query }) => {
       const { account, ...filter } = query;
       return { deliveries: await listDeliveries(requireAccount(viewer, account), params.id, { limit: 50, ...filter }) };
     },
-    { params: ConsoleModel.endpointParams, query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), ...WebhooksModel.deliveryQuery.properties }) },
+    {
+      params: ConsoleModel.endpointParams,
+      query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), ...WebhooksModel.deliveryQuery.properties }),
+    },
   )
   .post(
     `${API}/webhooks/:id/deliveries/:delivery/retry`,
@@ -307,7 +392,13 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       await retryDelivery(requireAccount(viewer, body.account), params.id, params.delivery);
       return { queued: 1 };
     },
-    { params: t.Object({ id: t.String({ maxLength: 64 }), delivery: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) }), body: ConsoleModel.accountBody },
+    {
+      params: t.Object({
+        id: t.String({ maxLength: 64 }),
+        delivery: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+      }),
+      body: ConsoleModel.accountBody,
+    },
   )
   .post(
     `${API}/webhooks/:id/replay`,
@@ -315,5 +406,8 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       const { account, ...from } = body;
       return { queued: await replay(requireAccount(viewer, account), params.id, from) };
     },
-    { params: ConsoleModel.endpointParams, body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.replay.properties }) },
+    {
+      params: ConsoleModel.endpointParams,
+      body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.replay.properties }),
+    },
   );

@@ -16,7 +16,12 @@ const LIVE_VIEWS = {
 /** What each view's feed sends, as the pages read it. */
 export type LiveSnapshot = { [View in keyof typeof LIVE_VIEWS]: Awaited<ReturnType<(typeof LIVE_VIEWS)[View]>> };
 
-export function liveFeed(request: Request, viewer: Viewer, accountId: string | undefined, view: keyof typeof LIVE_VIEWS): Response {
+export function liveFeed(
+  request: Request,
+  viewer: Viewer,
+  accountId: string | undefined,
+  view: keyof typeof LIVE_VIEWS,
+): Response {
   const encoder = new TextEncoder();
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
@@ -40,7 +45,8 @@ export function liveFeed(request: Request, viewer: Viewer, accountId: string | u
         } catch (error) {
           // The session ended, the viewer went away, or a dependency failed: the feed ends, and
           // the browser reconnects (or, refused, returns to the sign-in).
-          if (!(error instanceof AppError) && !closed) log.warn({ err: (error as Error).message }, "console live feed ended");
+          if (!(error instanceof AppError) && !closed)
+            log.warn({ err: (error as Error).message }, "console live feed ended");
           if (!closed) {
             closed = true;
             controller.close();

@@ -88,16 +88,24 @@ export async function streamsView(accountId: string | undefined): Promise<Stream
   );
 }
 
-const during = (start: string, end: string | null, at: number) => Date.parse(start) <= at && (end === null || Date.parse(end) > at);
+const during = (start: string, end: string | null, at: number) =>
+  Date.parse(start) <= at && (end === null || Date.parse(end) > at);
 
 export async function overview(accountId: string | undefined, now = new Date()): Promise<Overview> {
   const accounts = await accountsInView(accountId);
-  const window = { startDate: new Date(now.getTime() - OPEN_ROOM_LOOKBACK_MS).toISOString(), endDate: now.toISOString() };
+  const window = {
+    startDate: new Date(now.getTime() - OPEN_ROOM_LOOKBACK_MS).toISOString(),
+    endDate: now.toISOString(),
+  };
   const reports: UsageReport[] = await Promise.all(accounts.map((id) => usageReport(id, window, now)));
   const rooms = reports.flatMap((report) => report.rooms);
   const stays = rooms.flatMap((room) => room.users);
-  const calls = rooms.flatMap((room) => room.media_usage.calls.map((call) => ({ ...call, room: room.room_id, account: room.room_details.OwnerId })));
-  const mediaStreams = rooms.flatMap((room) => room.media_usage.streams.filter((stream) => stream.kind === "streaming"));
+  const calls = rooms.flatMap((room) =>
+    room.media_usage.calls.map((call) => ({ ...call, room: room.room_id, account: room.room_details.OwnerId })),
+  );
+  const mediaStreams = rooms.flatMap((room) =>
+    room.media_usage.streams.filter((stream) => stream.kind === "streaming"),
+  );
   const streams = await streamsView(accountId);
 
   const first = Math.floor((now.getTime() - SERIES_SPAN_MS) / SERIES_STEP_MS) * SERIES_STEP_MS + SERIES_STEP_MS;
@@ -123,7 +131,14 @@ export async function overview(accountId: string | undefined, now = new Date()):
       })),
     ...calls
       .filter((call) => !call.answered && Date.parse(call.started_at) >= since)
-      .map((call) => ({ at: call.started_at, account_id: call.account, kind: "call" as const, room: call.room, subject: call.call_id, reason: call.reason ?? "not answered" })),
+      .map((call) => ({
+        at: call.started_at,
+        account_id: call.account,
+        kind: "call" as const,
+        room: call.room,
+        subject: call.call_id,
+        reason: call.reason ?? "not answered",
+      })),
   ].sort((a, b) => b.at.localeCompare(a.at));
 
   const live = streams.filter((stream) => LIVE_STATES.includes(stream.state));

@@ -65,7 +65,12 @@ const ADDRESS_FACTOR = 4;
 let limiters: { perName: RateLimiterRedis; perAddress: RateLimiterRedis } | undefined;
 function loginLimiters() {
   const limiter = (scope: string, points: number) =>
-    new RateLimiterRedis({ storeClient: redis(), keyPrefix: redisKey("console", "login", scope), points, duration: LOGIN_WINDOW_SECONDS });
+    new RateLimiterRedis({
+      storeClient: redis(),
+      keyPrefix: redisKey("console", "login", scope),
+      points,
+      duration: LOGIN_WINDOW_SECONDS,
+    });
   limiters ??= {
     perName: limiter("name", config.console.loginAttempts),
     perAddress: limiter("address", config.console.loginAttempts * ADDRESS_FACTOR),
@@ -106,7 +111,9 @@ async function openSession(values: { operatorId?: number; accountId?: string; ap
   // Sessions past their end are of no use, even for the record: each sign-in sweeps them away.
   await db.delete(consoleSessions).where(lt(consoleSessions.expiresAt, new Date()));
   const id = randomBytes(18).toString("base64url");
-  await db.insert(consoleSessions).values({ id, ...values, expiresAt: new Date(Date.now() + config.console.sessionMaxSeconds * 1000) });
+  await db
+    .insert(consoleSessions)
+    .values({ id, ...values, expiresAt: new Date(Date.now() + config.console.sessionMaxSeconds * 1000) });
   return id;
 }
 
@@ -140,7 +147,13 @@ export async function sessionViewer(sessionId: string): Promise<Viewer> {
     .select({ id: consoleSessions.id, apiKeyHash: consoleSessions.apiKeyHash, operatorName: operators.name })
     .from(consoleSessions)
     .leftJoin(operators, eq(operators.id, consoleSessions.operatorId))
-    .where(and(eq(consoleSessions.id, sessionId), isNull(consoleSessions.revokedAt), gt(consoleSessions.expiresAt, new Date())));
+    .where(
+      and(
+        eq(consoleSessions.id, sessionId),
+        isNull(consoleSessions.revokedAt),
+        gt(consoleSessions.expiresAt, new Date()),
+      ),
+    );
   if (!row) throw new AppError("unauthorized", "the console session has ended; sign in again");
   if (row.operatorName) return { kind: "operator", sessionId, name: row.operatorName };
   // The key the owner signed in with must still be good: revoking it ends the session at once.

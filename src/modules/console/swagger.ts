@@ -38,9 +38,14 @@ const ASSETS: Record<string, string> = {
 };
 
 export const swaggerAssets = new Elysia({ name: "parley.swagger-assets", detail: { hide: true } })
-  .get("/swagger/assets/viewer.js", () => new Response(BOOT, { headers: { "content-type": "text/javascript; charset=utf-8" } }))
+  .get(
+    "/swagger/assets/viewer.js",
+    () => new Response(BOOT, { headers: { "content-type": "text/javascript; charset=utf-8" } }),
+  )
   .get("/swagger/assets/:file", ({ params }) => {
     const type = ASSETS[params.file];
     if (!type) throw new AppError("not_found", "no such asset");
-    return new Response(Bun.file(resolve(distDir, params.file)), { headers: { "content-type": type, "cache-control": "public, max-age=86400" } });
+    return new Response(Bun.file(resolve(distDir, params.file)), {
+      headers: { "content-type": type, "cache-control": "public, max-age=86400" },
+    });
   });

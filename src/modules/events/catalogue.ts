@@ -17,8 +17,17 @@ function participant(occupant: Occupant) {
   return { occupant_jid: occupant.jid, id: occupant.userId, name: occupant.name, email: occupant.email };
 }
 
-/** The catalogue events of a new delivery, from its facts (a checked delivery names its room's start, or its one occupant). */
-export async function publishEventSync(tx: Database, accountId: string, kind: EventSyncKind, room: string, facts: ConferenceFacts): Promise<void> {
+/**
+ * The catalogue events of a new delivery, from its facts (a
+ * checked delivery names its room's start, or its one occupant).
+ */
+export async function publishEventSync(
+  tx: Database,
+  accountId: string,
+  kind: EventSyncKind,
+  room: string,
+  facts: ConferenceFacts,
+): Promise<void> {
   const where = { room, breakout_id: facts.breakoutId };
   switch (kind) {
     case "room_created":
@@ -29,7 +38,11 @@ export async function publishEventSync(tx: Database, accountId: string, kind: Ev
       return;
     case "occupant_joined": {
       const occupant = facts.occupants[0]!;
-      await recordEvent(tx, accountId, "participant.joined", { ...where, participant: participant(occupant), joined_at: occupant.joinedAt });
+      await recordEvent(tx, accountId, "participant.joined", {
+        ...where,
+        participant: participant(occupant),
+        joined_at: occupant.joinedAt,
+      });
       return;
     }
     case "occupant_left": {

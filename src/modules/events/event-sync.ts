@@ -63,7 +63,8 @@ function unixAt(value: unknown): Date | null {
   return Number.isNaN(at.getTime()) ? null : at;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object" && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
 
 function occupant(value: unknown, leftRequired: boolean): Occupant | null {
   if (!isObject(value) || typeof value.occupant_jid !== "string") return null;
@@ -91,7 +92,8 @@ export function eventSyncFacts(kind: EventSyncKind, payload: Record<string, unkn
   const startedAt = room ? unixAt(payload.created_at) : null;
   const endedAt = kind === "room_destroyed" ? unixAt(payload.destroyed_at) : null;
   let occupants: Array<Occupant | null> = [];
-  if (kind === "room_destroyed" && startedAt && endedAt) occupants = occupantsOf(payload as EventSyncBody).map((one) => occupant(one, false));
+  if (kind === "room_destroyed" && startedAt && endedAt)
+    occupants = occupantsOf(payload as EventSyncBody).map((one) => occupant(one, false));
   if (!room) occupants = [occupant(payload.occupant, kind === "occupant_left")];
   return {
     breakoutId: payload.is_breakout === true ? (textOrNull(payload.breakout_room_id) ?? "") : "",

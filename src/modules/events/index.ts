@@ -12,34 +12,54 @@ import { recordEventSync } from "./ingest";
 
 const accepted = { 200: EventsModel.accepted, ...errorResponses(400, 401, 422) };
 
-export const eventsController = new Elysia({ name: "parley.events", prefix: "/api/v1/events", detail: { tags: ["events"] } })
+export const eventsController = new Elysia({
+  name: "parley.events",
+  prefix: "/api/v1/events",
+  detail: { tags: ["events"] },
+})
   .use(auth)
   .use(limits)
-  .post("/room/created", async ({ account, body }) => ({ stored: await recordEventSync(account.id, "room_created", body) }), {
-    apiKey: true,
-    limit: "events",
-    body: EventsModel.roomCreated,
-    response: accepted,
-    detail: { summary: "event_sync muc-room-created: a conference room was created" },
-  })
-  .post("/room/destroyed", async ({ account, body }) => ({ stored: await recordEventSync(account.id, "room_destroyed", body) }), {
-    apiKey: true,
-    limit: "events",
-    body: EventsModel.roomDestroyed,
-    response: accepted,
-    detail: { summary: "event_sync muc-room-destroyed: a room ended, listing every occupant it had" },
-  })
-  .post("/occupant/joined", async ({ account, body }) => ({ stored: await recordEventSync(account.id, "occupant_joined", body) }), {
-    apiKey: true,
-    limit: "events",
-    body: EventsModel.occupantJoined,
-    response: accepted,
-    detail: { summary: "event_sync muc-occupant-joined: someone joined a room" },
-  })
-  .post("/occupant/left", async ({ account, body }) => ({ stored: await recordEventSync(account.id, "occupant_left", body) }), {
-    apiKey: true,
-    limit: "events",
-    body: EventsModel.occupantLeft,
-    response: accepted,
-    detail: { summary: "event_sync muc-occupant-left: someone left a room" },
-  });
+  .post(
+    "/room/created",
+    async ({ account, body }) => ({ stored: await recordEventSync(account.id, "room_created", body) }),
+    {
+      apiKey: true,
+      limit: "events",
+      body: EventsModel.roomCreated,
+      response: accepted,
+      detail: { summary: "event_sync muc-room-created: a conference room was created" },
+    },
+  )
+  .post(
+    "/room/destroyed",
+    async ({ account, body }) => ({ stored: await recordEventSync(account.id, "room_destroyed", body) }),
+    {
+      apiKey: true,
+      limit: "events",
+      body: EventsModel.roomDestroyed,
+      response: accepted,
+      detail: { summary: "event_sync muc-room-destroyed: a room ended, listing every occupant it had" },
+    },
+  )
+  .post(
+    "/occupant/joined",
+    async ({ account, body }) => ({ stored: await recordEventSync(account.id, "occupant_joined", body) }),
+    {
+      apiKey: true,
+      limit: "events",
+      body: EventsModel.occupantJoined,
+      response: accepted,
+      detail: { summary: "event_sync muc-occupant-joined: someone joined a room" },
+    },
+  )
+  .post(
+    "/occupant/left",
+    async ({ account, body }) => ({ stored: await recordEventSync(account.id, "occupant_left", body) }),
+    {
+      apiKey: true,
+      limit: "events",
+      body: EventsModel.occupantLeft,
+      response: accepted,
+      detail: { summary: "event_sync muc-occupant-left: someone left a room" },
+    },
+  );

@@ -50,8 +50,10 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
     case "room_destroyed": {
       const createdAt = unixSeconds("created_at", body.created_at);
       occurredAt = unixSeconds("destroyed_at", body.destroyed_at);
-      if (occurredAt < createdAt) throw new AppError("validation_failed", "destroyed_at: must not be before created_at");
-      for (const [index, occupant] of occupantsOf(body).entries()) checkOccupant(`all_occupants.${index}`, occupant, false);
+      if (occurredAt < createdAt)
+        throw new AppError("validation_failed", "destroyed_at: must not be before created_at");
+      for (const [index, occupant] of occupantsOf(body).entries())
+        checkOccupant(`all_occupants.${index}`, occupant, false);
       dedupeKey = `room_destroyed|${where}|${createdAt.getTime() / 1000}`;
       break;
     }
@@ -67,7 +69,9 @@ export async function recordEventSync(accountId: string, kind: EventSyncKind, bo
     }
   }
   const facts = eventSyncFacts(kind, body);
-  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey, facts }, (tx) => publishEventSync(tx, accountId, kind, room, facts));
+  return appendEvent({ accountId, kind, room, occurredAt, subject, payload: body, dedupeKey, facts }, (tx) =>
+    publishEventSync(tx, accountId, kind, room, facts),
+  );
 }
 
 function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired: boolean) {
@@ -75,7 +79,9 @@ function checkOccupant(field: string, occupant: EventSyncOccupant, leftRequired:
     throw new AppError("validation_failed", `${field}.occupant_jid: required`);
   }
   const joinedAt = unixSeconds(`${field}.joined_at`, occupant.joined_at);
-  const leftAt = occupant.left_at === undefined && !leftRequired ? undefined : unixSeconds(`${field}.left_at`, occupant.left_at);
-  if (leftAt && leftAt < joinedAt) throw new AppError("validation_failed", `${field}.left_at: must not be before joined_at`);
+  const leftAt =
+    occupant.left_at === undefined && !leftRequired ? undefined : unixSeconds(`${field}.left_at`, occupant.left_at);
+  if (leftAt && leftAt < joinedAt)
+    throw new AppError("validation_failed", `${field}.left_at: must not be before joined_at`);
   return { joinedAt, leftAt };
 }

@@ -5,7 +5,8 @@
 import { type Static, t } from "elysia";
 import { Text } from "../../http/text";
 
-const UnixSeconds = (description: string) => t.Number({ minimum: 0, description: `${description} (unix time, seconds)` });
+const UnixSeconds = (description: string) =>
+  t.Number({ minimum: 0, description: `${description} (unix time, seconds)` });
 
 const Occupant = t.Object(
   {
@@ -14,7 +15,9 @@ const Occupant = t.Object(
     left_at: t.Optional(UnixSeconds("When the occupant left")),
     name: t.Optional(Text({ maxLength: 1024, description: "From the JWT user context, when token auth is used" })),
     email: t.Optional(Text({ maxLength: 1024 })),
-    id: t.Optional(t.Union([Text({ maxLength: 1024 }), t.Number()], { description: "User id from the JWT user context" })),
+    id: t.Optional(
+      t.Union([Text({ maxLength: 1024 }), t.Number()], { description: "User id from the JWT user context" }),
+    ),
     total_dominant_speaker_time: t.Optional(t.Number({ description: "Milliseconds, with include_speaker_stats" })),
   },
   { additionalProperties: true },
@@ -52,7 +55,11 @@ export const EventsModel = {
       created_at: UnixSeconds("When the room was created"),
       destroyed_at: UnixSeconds("When the room was destroyed"),
       // Prosody's JSON encoder writes an empty Lua table as {}, so an empty list may come as an object.
-      all_occupants: t.Optional(t.Union([t.Array(Occupant), t.Record(t.String(), Occupant)], { description: "Every occupant since the room was created" })),
+      all_occupants: t.Optional(
+        t.Union([t.Array(Occupant), t.Record(t.String(), Occupant)], {
+          description: "Every occupant since the room was created",
+        }),
+      ),
     },
     { additionalProperties: true },
   ),
@@ -70,7 +77,9 @@ export const EventsModel = {
       event_name: t.Literal("muc-occupant-left"),
       ...roomFields,
       active_occupants_count: t.Optional(t.Integer({ minimum: 0 })),
-      occupant: t.Composite([Occupant, t.Object({ left_at: UnixSeconds("When the occupant left") })], { additionalProperties: true }),
+      occupant: t.Composite([Occupant, t.Object({ left_at: UnixSeconds("When the occupant left") })], {
+        additionalProperties: true,
+      }),
     },
     { additionalProperties: true },
   ),

@@ -13,7 +13,13 @@ export const MEDIA_EVENT_KINDS = [
   "viewers_changed",
 ] as const;
 
-export const EVENT_KINDS = ["room_created", "room_destroyed", "occupant_joined", "occupant_left", ...MEDIA_EVENT_KINDS] as const;
+export const EVENT_KINDS = [
+  "room_created",
+  "room_destroyed",
+  "occupant_joined",
+  "occupant_left",
+  ...MEDIA_EVENT_KINDS,
+] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
 /** Append-only log of what happened in an account's conferences; the usage report folds it. */
@@ -51,7 +57,10 @@ export const conferenceEvents = pgTable(
 );
 
 /** An event as stored, without the bookkeeping of its delivery. */
-export type StoredEvent = Pick<typeof conferenceEvents.$inferSelect, "id" | "accountId" | "kind" | "room" | "occurredAt" | "subject" | "payload">;
+export type StoredEvent = Pick<
+  typeof conferenceEvents.$inferSelect,
+  "id" | "accountId" | "kind" | "room" | "occurredAt" | "subject" | "payload"
+>;
 
 /**
  * The events not folded yet: a trigger on conference_events (in the migration) lists every

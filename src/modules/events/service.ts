@@ -52,11 +52,19 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
       events.map(({ facts, ...event }) => {
         const payload = event.payload ?? {};
         // A conference event's facts are read from its payload once, by its ingestion or here, whoever appends it.
-        return { ...event, payload, ...(facts ?? (isEventSyncKind(event.kind) ? eventSyncFacts(event.kind, payload) : {})) };
+        return {
+          ...event,
+          payload,
+          ...(facts ?? (isEventSyncKind(event.kind) ? eventSyncFacts(event.kind, payload) : {})),
+        };
       }),
     )
     .onConflictDoNothing({ target: [conferenceEvents.accountId, conferenceEvents.dedupeKey] })
-    .returning({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, dedupeKey: conferenceEvents.dedupeKey });
+    .returning({
+      id: conferenceEvents.id,
+      accountId: conferenceEvents.accountId,
+      dedupeKey: conferenceEvents.dedupeKey,
+    });
   const ids = new Map(inserted.map((row) => [deliveryOf(row), row.id]));
   const repeated: ConferenceEvent[] = [];
   // The facts stay out of what is handed back: the log's readers take them from its columns.
@@ -78,11 +86,20 @@ export async function storeEvents(executor: Database, events: ConferenceEvent[])
 }
 
 /** The stored, still unfolded events that the given deliveries repeat. */
-async function unfoldedRepeats(executor: Database, events: ConferenceEvent[]): Promise<Array<{ id: number; accountId: string; room: string }>> {
+async function unfoldedRepeats(
+  executor: Database,
+  events: ConferenceEvent[],
+): Promise<Array<{ id: number; accountId: string; room: string }>> {
   if (events.length === 0) return [];
-  // Plain lists the (account, dedupe key) index serves; a pair of one event's account and another's key is dropped after.
+  // Plain lists the (account, dedupe key) index serves; a pair
+  // of one event's account and another's key is dropped after.
   const rows = await executor
-    .select({ id: conferenceEvents.id, accountId: conferenceEvents.accountId, room: conferenceEvents.room, dedupeKey: conferenceEvents.dedupeKey })
+    .select({
+      id: conferenceEvents.id,
+      accountId: conferenceEvents.accountId,
+      room: conferenceEvents.room,
+      dedupeKey: conferenceEvents.dedupeKey,
+    })
     .from(conferenceEvents)
     .innerJoin(conferenceEventsUnfolded, eq(conferenceEventsUnfolded.eventId, conferenceEvents.id))
     .where(
@@ -113,4 +130,3 @@ export async function appendEvent(event: ConferenceEvent, publish?: (tx: Databas
     : await storeEvents(db, [event]);
   return batch.isNew[0]!;
 }
-

@@ -4,7 +4,16 @@
  * `npm run parley -- set-limit`; docs/limits.md lists them for readers.
  */
 
-export const ROUTE_FAMILIES = ["token", "scheduler", "mapper", "streaming", "events", "messaging", "uploads", "usage"] as const;
+export const ROUTE_FAMILIES = [
+  "token",
+  "scheduler",
+  "mapper",
+  "streaming",
+  "events",
+  "messaging",
+  "uploads",
+  "usage",
+] as const;
 export type RouteFamily = (typeof ROUTE_FAMILIES)[number];
 
 interface RateDefinition {

@@ -1,9 +1,9 @@
 /**
  * Limits on the HTTP routes. A route opts in with `{ limit: "<family>" }` next to its
  * credential guard: the check runs after authentication (the counters are per account and
- * per API key) and is usually answered from this process's leases of the budgets (rates.ts). `{ publicLimit: true }` counts the
- * routes without a credential per client address. Every limited answer, 429 or not, carries
- * the RateLimit-Policy and RateLimit headers.
+ * per API key) and is usually answered from this process's leases of the budgets (rates.ts).
+ * `{ publicLimit: true }` counts the routes without a credential per client address. Every
+ * limited answer, 429 or not, carries the RateLimit-Policy and RateLimit headers.
  */
 import { Elysia } from "elysia";
 import { credentialFrom } from "../auth";
@@ -15,7 +15,11 @@ import { LimitExceeded } from "./service";
 type Headers = Record<string, string | number>;
 
 /** For handlers that authenticate themselves (generate-token): count the request once its account is known. */
-export async function applyRequestLimit(set: { headers: Headers }, family: RouteFamily, who: RequestIdentity): Promise<void> {
+export async function applyRequestLimit(
+  set: { headers: Headers },
+  family: RouteFamily,
+  who: RequestIdentity,
+): Promise<void> {
   Object.assign(set.headers, rateLimitHeaders(await limitRequest(family, who)));
 }
 
@@ -38,11 +42,14 @@ function identityOf(context: Authenticated): RequestIdentity {
  * Turns a LimitExceeded into its headers. Registered before the error pipeline, which
  * writes the body: this hook returns nothing, so the pipeline still answers.
  */
-export const limitHeaders = new Elysia({ name: "parley.limits.headers" }).onError({ as: "global" }, ({ error, set }) => {
-  if (!(error instanceof LimitExceeded)) return;
-  Object.assign(set.headers, rateLimitHeaders(error.policies));
-  set.headers["retry-after"] = String(error.retryAfterSeconds);
-});
+export const limitHeaders = new Elysia({ name: "parley.limits.headers" }).onError(
+  { as: "global" },
+  ({ error, set }) => {
+    if (!(error instanceof LimitExceeded)) return;
+    Object.assign(set.headers, rateLimitHeaders(error.policies));
+    set.headers["retry-after"] = String(error.retryAfterSeconds);
+  },
+);
 
 export const limits = new Elysia({ name: "parley.limits" }).macro({
   limit: (family: RouteFamily) => ({

@@ -7,7 +7,13 @@ import { definitionOf, type LimitName } from "./definitions";
 import { LimitExceeded, limitsOf, storedChatBytes } from "./service";
 
 /** The 429 for a full quota; `used` is what the account holds now. */
-export function quotaExceeded(name: LimitName, limit: number, used: number, what: string, extra?: Record<string, unknown>): LimitExceeded {
+export function quotaExceeded(
+  name: LimitName,
+  limit: number,
+  used: number,
+  what: string,
+  extra?: Record<string, unknown>,
+): LimitExceeded {
   const definition = definitionOf(name);
   const retry = definition.kind === "quota" ? definition.retryAfterSeconds : 1;
   const unit = definition.kind === "quota" ? definition.unit : undefined;
@@ -29,7 +35,8 @@ export async function assertChatStorage(accountId: string, addedBytes: number): 
   if (addedBytes <= 0) return;
   const limit = (await limitsOf(accountId))["chat.stored_bytes"];
   const used = await storedChatBytes(accountId);
-  if (used + addedBytes > limit) throw quotaExceeded("chat.stored_bytes", limit, used, `storing ${addedBytes} more bytes of chat`);
+  if (used + addedBytes > limit)
+    throw quotaExceeded("chat.stored_bytes", limit, used, `storing ${addedBytes} more bytes of chat`);
 }
 
 /** An account's chat storage quota and what it holds, read once for a batch of posts. */
@@ -50,7 +57,8 @@ export async function readChatStorage(accountId: string): Promise<ChatStorage> {
  */
 export function admitChatBytes({ limit, used }: ChatStorage, addedBytes: number[]): Array<LimitExceeded | undefined> {
   return addedBytes.map((bytes) => {
-    if (bytes > 0 && used + bytes > limit) return quotaExceeded("chat.stored_bytes", limit, used, `storing ${bytes} more bytes of chat`);
+    if (bytes > 0 && used + bytes > limit)
+      return quotaExceeded("chat.stored_bytes", limit, used, `storing ${bytes} more bytes of chat`);
     used += bytes;
     return undefined;
   });

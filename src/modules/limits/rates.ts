@@ -25,7 +25,10 @@ import { type AccountLimits, LimitExceeded, limitsOf } from "./service";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    /** KEYS: the counters; ARGV: each one's window in seconds, then limit, then units wanted. Returns units granted, count and ms left of each, in turn. */
+    /**
+     * KEYS: the counters; ARGV: each one's window in seconds, then limit, then
+     * units wanted. Returns units granted, count and ms left of each, in turn.
+     */
     claimRates(...keysThenArgs: Array<string | number>): Result<number[], Context>;
   }
 }
@@ -149,7 +152,10 @@ export class RateLeases {
 
   constructor(private readonly connection: () => Redis) {}
 
-  /** Spends one unit of `check`: at once from a lease, or after the claim this turn sends; `undefined` when nothing could count it. */
+  /**
+   * Spends one unit of `check`: at once from a lease, or after the
+   * claim this turn sends; `undefined` when nothing could count it.
+   */
   take(check: RateCheck, now: number): Counted | Promise<Counted | undefined> {
     const lease = this.leaseOf(check, now);
     if (lease.units > 0) {
@@ -157,7 +163,11 @@ export class RateLeases {
       lease.spentSince++;
       // Claim the next lease while this one still has half of its units, so requests find units waiting.
       if (lease.ahead > 0 && !lease.spent && !lease.claiming && lease.units * 2 <= lease.ahead) this.claim(lease);
-      return { allowed: true, remaining: Math.max(0, check.points - lease.used + lease.units), msBeforeNext: lease.endsAt - now };
+      return {
+        allowed: true,
+        remaining: Math.max(0, check.points - lease.used + lease.units),
+        msBeforeNext: lease.endsAt - now,
+      };
     }
     if (lease.spent) return { allowed: false, remaining: 0, msBeforeNext: lease.endsAt - now };
     return new Promise((done) => {
@@ -275,7 +285,11 @@ export class RateLeases {
       if (lease.units > 0) {
         lease.units--;
         lease.spentSince++;
-        done({ allowed: true, remaining: Math.max(0, check.points - lease.used + lease.units), msBeforeNext: lease.endsAt - now });
+        done({
+          allowed: true,
+          remaining: Math.max(0, check.points - lease.used + lease.units),
+          msBeforeNext: lease.endsAt - now,
+        });
       } else if (lease.spent) {
         done({ allowed: false, remaining: 0, msBeforeNext: lease.endsAt - now });
       } else {
@@ -298,7 +312,8 @@ export class RateLeases {
       const res = await limiter.consume(check.key);
       return { allowed: true, remaining: res.remainingPoints, msBeforeNext: res.msBeforeNext };
     } catch (error) {
-      if (error instanceof RateLimiterRes) return { allowed: false, remaining: error.remainingPoints, msBeforeNext: error.msBeforeNext };
+      if (error instanceof RateLimiterRes)
+        return { allowed: false, remaining: error.remainingPoints, msBeforeNext: error.msBeforeNext };
       // Neither Redis nor the memory limiter answered: let the request through.
       log.warn({ err: (error as Error).message, limit: check.name }, "limits: rate not counted");
       return undefined;
@@ -326,7 +341,9 @@ function endOfTurn(): Promise<void> {
 
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
-/** Consumes one unit of every check (from this process's leases, or one Redis round trip); throws when any is used up. */
+/**
+ * Consumes one unit of every check (from this process's leases, or one Redis round trip); throws when any is used up.
+ */
 async function consume(checks: RateCheck[]): Promise<PolicyState[]> {
   const now = Date.now();
   const taken = checks.map((check) => rates.take(check, now));
@@ -342,7 +359,13 @@ async function consume(checks: RateCheck[]): Promise<PolicyState[]> {
     const check = checks[i]!;
     const result = results[i];
     if (!result) continue;
-    policies.push({ name: check.name, quota: check.points, windowSeconds: check.windowSeconds, remaining: result.remaining, resetSeconds: seconds(result.msBeforeNext) });
+    policies.push({
+      name: check.name,
+      quota: check.points,
+      windowSeconds: check.windowSeconds,
+      remaining: result.remaining,
+      resetSeconds: seconds(result.msBeforeNext),
+    });
     if (!result.allowed && (!refused || result.msBeforeNext > refused.result.msBeforeNext)) refused = { check, result };
   }
   if (refused) {
@@ -369,7 +392,10 @@ function rate(name: LimitName, key: string, limits: AccountLimits, per: string):
  * A short, stable name for an API key in Redis; the key itself never leaves the process. Only
  * keys that authenticated get here; the bound keeps a process with very many of them in check.
  */
-const apiKeyCounter = memoize((apiKey: string) => createHash("sha256").update(apiKey).digest("base64url").slice(0, 22), 10_000);
+const apiKeyCounter = memoize(
+  (apiKey: string) => createHash("sha256").update(apiKey).digest("base64url").slice(0, 22),
+  10_000,
+);
 
 export interface RequestIdentity {
   accountId: string;
@@ -407,7 +433,8 @@ export function addressCounter(address: string): string {
   const [head = "", tail] = address.toLowerCase().split("%")[0]!.split("::");
   const left = head === "" ? [] : head.split(":");
   const right = tail === undefined || tail === "" ? [] : tail.split(":");
-  const groups = tail === undefined ? left : [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill("0"), ...right];
+  const groups =
+    tail === undefined ? left : [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill("0"), ...right];
   return `${groups
     .slice(0, 4)
     .map((group) => group.replace(/^0+(?=.)/, ""))
@@ -420,4 +447,3 @@ export async function limitPublicRequest(address: string): Promise<PolicyState[]
   if (points === 0) return [];
   return consume([{ name: "public.per_ip", key: addressCounter(address), points, windowSeconds: 1, per: "address" }]);
 }
-

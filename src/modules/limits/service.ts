@@ -36,7 +36,9 @@ const cached = new Map<string, { value: AccountLimits; at: number }>();
 onAccountsInvalidated(() => cached.clear());
 
 function defaults(): AccountLimits {
-  return Object.fromEntries(Object.entries(LIMITS).map(([name, definition]) => [name, definition.default])) as AccountLimits;
+  return Object.fromEntries(
+    Object.entries(LIMITS).map(([name, definition]) => [name, definition.default]),
+  ) as AccountLimits;
 }
 
 /** The account's limits (defaults with its overrides). Read it before a transaction: it may query. */
@@ -45,12 +47,18 @@ export async function limitsOf(accountId: string): Promise<AccountLimits> {
   if (entry && Date.now() - entry.at < CACHE_TTL_MS) return entry.value;
   let rows: Array<{ name: string; value: number }>;
   try {
-    rows = await db.select({ name: accountLimits.name, value: accountLimits.value }).from(accountLimits).where(eq(accountLimits.accountId, accountId));
+    rows = await db
+      .select({ name: accountLimits.name, value: accountLimits.value })
+      .from(accountLimits)
+      .where(eq(accountLimits.accountId, accountId));
   } catch (error) {
     // A socket relay needs no database; its rate check must not start needing one. Keep
     // what was known (or the defaults) and ask again a few seconds later.
     const value = entry?.value ?? defaults();
-    log.warn({ err: (error as Error).message, accountId }, "limits: the account's limits could not be read; using the last known or default values");
+    log.warn(
+      { err: (error as Error).message, accountId },
+      "limits: the account's limits could not be read; using the last known or default values",
+    );
     cached.set(accountId, { value, at: Date.now() - CACHE_TTL_MS + RETRY_AFTER_FAILURE_MS });
     return value;
   }
@@ -61,7 +69,8 @@ export async function limitsOf(accountId: string): Promise<AccountLimits> {
 }
 
 export function parseLimitName(name: string): LimitName {
-  if (!isLimitName(name)) throw new AppError("bad_request", `no limit "${name}"; the limits are ${Object.keys(LIMITS).join(", ")}`);
+  if (!isLimitName(name))
+    throw new AppError("bad_request", `no limit "${name}"; the limits are ${Object.keys(LIMITS).join(", ")}`);
   return name;
 }
 
@@ -71,11 +80,15 @@ export async function setLimit(accountId: string, name: LimitName, value: number
   if (value === null) {
     await db.delete(accountLimits).where(and(eq(accountLimits.accountId, accountId), eq(accountLimits.name, name)));
   } else {
-    if (!Number.isSafeInteger(value) || value < 0) throw new AppError("bad_request", `a limit is a whole number of at least 0, got ${value}`);
+    if (!Number.isSafeInteger(value) || value < 0)
+      throw new AppError("bad_request", `a limit is a whole number of at least 0, got ${value}`);
     await db
       .insert(accountLimits)
       .values({ accountId, name, value })
-      .onConflictDoUpdate({ target: [accountLimits.accountId, accountLimits.name], set: { value, updatedAt: new Date() } });
+      .onConflictDoUpdate({
+        target: [accountLimits.accountId, accountLimits.name],
+        set: { value, updatedAt: new Date() },
+      });
   }
   await broadcastInvalidation();
 }
@@ -102,7 +115,8 @@ export async function reportLimits(accountId: string): Promise<LimitReport[]> {
     const value = overrides.get(name) ?? definition.default;
     const per =
       definition.kind === "rate"
-        ? `per ${definition.windowSeconds === 1 ? "second" : `${definition.windowSeconds} seconds`} ` + `per ${definition.per}`
+        ? `per ${definition.windowSeconds === 1 ? "second" : `${definition.windowSeconds} seconds`} ` +
+          `per ${definition.per}`
         : name === "chat.stored_bytes"
           ? "stored"
           : "at once";
@@ -119,6 +133,9 @@ export async function reportLimits(accountId: string): Promise<LimitReport[]> {
 }
 
 export async function storedChatBytes(accountId: string): Promise<number> {
-  const [row] = await db.select({ chatBytes: quotaUsage.chatBytes }).from(quotaUsage).where(eq(quotaUsage.accountId, accountId));
+  const [row] = await db
+    .select({ chatBytes: quotaUsage.chatBytes })
+    .from(quotaUsage)
+    .where(eq(quotaUsage.accountId, accountId));
   return row?.chatBytes ?? 0;
 }

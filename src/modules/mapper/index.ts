@@ -16,7 +16,9 @@ import { listPhoneNumbers, resolveMapping } from "./service";
 
 const PREFIX = "/api/v1/conference-mapper";
 
-const PhoneNumberList = t.Array(MapperModel.phoneNumber, { description: "The array form jitsi-meet reads as the current number-list format" });
+const PhoneNumberList = t.Array(MapperModel.phoneNumber, {
+  description: "The array form jitsi-meet reads as the current number-list format",
+});
 
 async function numbersOf(accountId: string) {
   return (await listPhoneNumbers(accountId)).map(({ countryCode, formattedNumber, tollFree, isDefault }) => ({
@@ -35,13 +37,17 @@ const mappingResponses = { 200: MapperModel.mapping, 405: MapperError, ...errorR
 export const mapperController = new Elysia({ name: "parley.mapper", detail: { tags: ["conference-mapper"] } })
   .use(auth)
   .use(limits)
-  .get(`${PREFIX}/conferenceMapper`, ({ account, query }) => resolveMapping(account.id, { conference: query.conference, id: query.id ?? query.cid }), {
-    apiKey: true,
-    limit: "mapper",
-    query: MapperModel.query,
-    response: mappingResponses,
-    detail: { summary: "Create or look up the numeric id of a conference (API key in Authorization)" },
-  })
+  .get(
+    `${PREFIX}/conferenceMapper`,
+    ({ account, query }) => resolveMapping(account.id, { conference: query.conference, id: query.id ?? query.cid }),
+    {
+      apiKey: true,
+      limit: "mapper",
+      query: MapperModel.query,
+      response: mappingResponses,
+      detail: { summary: "Create or look up the numeric id of a conference (API key in Authorization)" },
+    },
+  )
   .get(`${PREFIX}/phoneNumberList`, ({ account }) => numbersOf(account.id), {
     apiKey: true,
     limit: "mapper",
@@ -61,7 +67,11 @@ export const mapperController = new Elysia({ name: "parley.mapper", detail: { ta
       params: MapperModel.accountParams,
       query: MapperModel.query,
       response: mappingResponses,
-      detail: { summary: "As conferenceMapper, for a browser: the account in the path, no credential (jitsi-meet's dialInConfCodeUrl)", security: [] },
+      detail: {
+        summary:
+          "As conferenceMapper, for a browser: the account in the path, no credential (jitsi-meet's dialInConfCodeUrl)",
+        security: [],
+      },
     },
   )
   .get(
@@ -76,6 +86,10 @@ export const mapperController = new Elysia({ name: "parley.mapper", detail: { ta
       params: MapperModel.accountParams,
       query: MapperModel.numbersQuery,
       response: { 200: PhoneNumberList, ...errorResponses(404) },
-      detail: { summary: "As phoneNumberList, for a browser: the account in the path, no credential (jitsi-meet's dialInNumbersUrl)", security: [] },
+      detail: {
+        summary:
+          "As phoneNumberList, for a browser: the account in the path, no credential (jitsi-meet's dialInNumbersUrl)",
+        security: [],
+      },
     },
   );

@@ -53,7 +53,9 @@ export function hasValidCheckDigit(id: number): boolean {
 }
 
 function randomMapperId(): number {
-  const body = [randomInt(1, 10), ...Array.from({ length: config.mapper.idDigits - 2 }, () => randomInt(0, 10))].join("");
+  const body = [randomInt(1, 10), ...Array.from({ length: config.mapper.idDigits - 2 }, () => randomInt(0, 10))].join(
+    "",
+  );
   return Number(`${body}${dammCheckDigit(body)}`);
 }
 
@@ -89,7 +91,10 @@ export async function mapperIdFor(accountId: string, conference: string): Promis
     if (existing[0]) return existing[0].id;
     // Nothing is inserted when either the address (a concurrent request won) or the id
     // (another conference holds it) is taken; the next round tells the two apart.
-    await db.insert(conferenceMappings).values({ id: randomMapperId(), accountId, conference: address }).onConflictDoNothing();
+    await db
+      .insert(conferenceMappings)
+      .values({ id: randomMapperId(), accountId, conference: address })
+      .onConflictDoNothing();
   }
   throw new AppError("internal", "could not find a free conference id; raise MAPPER_ID_DIGITS");
 }
@@ -111,7 +116,10 @@ const FOUND = "Successfully retrieved conference mapping";
  * everything else; otherwise `id` looks one up within the account. Missing or malformed
  * input is `invalid_mapper_input` (405).
  */
-export async function resolveMapping(accountId: string, query: { conference?: string; id?: string }): Promise<MappingAnswer> {
+export async function resolveMapping(
+  accountId: string,
+  query: { conference?: string; id?: string },
+): Promise<MappingAnswer> {
   const conference = query.conference?.trim();
   if (conference) {
     const address = normalizeConference(conference);
@@ -121,9 +129,15 @@ export async function resolveMapping(accountId: string, query: { conference?: st
   if (!rawId) throw invalidInput("give conference=room@conference.domain, or id=N to look a mapping up");
   const id = numericId(rawId);
   if (id === undefined) throw invalidInput(`id must be a number of up to 10 digits, got "${query.id}"`);
-  if (!hasValidCheckDigit(id)) return { message: "No conference mapping was found: the id's check digit does not match (a mistyped digit?)", id, conference: false };
+  if (!hasValidCheckDigit(id))
+    return {
+      message: "No conference mapping was found: the id's check digit does not match (a mistyped digit?)",
+      id,
+      conference: false,
+    };
   const found = await conferenceForMapperId(id);
-  if (!found || found.accountId !== accountId) return { message: "No conference mapping was found", id, conference: false };
+  if (!found || found.accountId !== accountId)
+    return { message: "No conference mapping was found", id, conference: false };
   return { message: FOUND, id, conference: found.conference };
 }
 
@@ -155,10 +169,17 @@ export async function addPhoneNumber(
   const countryCode = number.countryCode.trim().toUpperCase();
   const formattedNumber = number.formattedNumber.trim();
   if (!COUNTRY_CODE.test(countryCode)) {
-    throw new AppError("validation_failed", `the country code must be two letters (ISO 3166-1 alpha-2, e.g. US), got "${number.countryCode}"`);
+    throw new AppError(
+      "validation_failed",
+      `the country code must be two letters (ISO 3166-1 alpha-2, e.g. US), got "${number.countryCode}"`,
+    );
   }
   if (!FORMATTED_NUMBER.test(formattedNumber)) {
-    throw new AppError("validation_failed", `"${number.formattedNumber}" is not a phone number (digits, ` + "an optional leading +, spaces, dots, dashes, parentheses)");
+    throw new AppError(
+      "validation_failed",
+      `"${number.formattedNumber}" is not a phone number (digits, ` +
+        "an optional leading +, spaces, dots, dashes, parentheses)",
+    );
   }
   const [row] = await db
     .insert(phoneNumbers)
@@ -172,10 +193,20 @@ export async function addPhoneNumber(
 /** Makes the number its account's default, the one jitsi-meet offers first; the previous default stops being one. */
 export async function setDefaultPhoneNumber(id: number): Promise<PhoneNumber & { accountId: string }> {
   return db.transaction(async (tx) => {
-    const [number] = await tx.select({ accountId: phoneNumbers.accountId }).from(phoneNumbers).where(eq(phoneNumbers.id, id));
+    const [number] = await tx
+      .select({ accountId: phoneNumbers.accountId })
+      .from(phoneNumbers)
+      .where(eq(phoneNumbers.id, id));
     if (!number) throw new AppError("not_found", `no phone number with id ${id}`);
-    await tx.update(phoneNumbers).set({ isDefault: false }).where(and(eq(phoneNumbers.accountId, number.accountId), eq(phoneNumbers.isDefault, true)));
-    const [row] = await tx.update(phoneNumbers).set({ isDefault: true }).where(eq(phoneNumbers.id, id)).returning(numberColumns);
+    await tx
+      .update(phoneNumbers)
+      .set({ isDefault: false })
+      .where(and(eq(phoneNumbers.accountId, number.accountId), eq(phoneNumbers.isDefault, true)));
+    const [row] = await tx
+      .update(phoneNumbers)
+      .set({ isDefault: true })
+      .where(eq(phoneNumbers.id, id))
+      .returning(numberColumns);
     return { ...row!, accountId: number.accountId };
   });
 }

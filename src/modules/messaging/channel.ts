@@ -27,11 +27,21 @@ export const chatChannel: Channel = {
   async push(member, event, payload) {
     switch (event) {
       case "new_message":
-        // Written with whatever else waits to be stored, so the next frame does not wait for it; the reply follows the row.
+        // Written with whatever else waits to be stored, so the next
+        // frame does not wait for it; the reply follows the row.
         return { later: postMessage(member.actor, member.name, payload ?? {}).then((message) => ({ message })) };
       case "new_vote": {
         const { message_id, answer }: { message_id?: unknown; answer?: unknown } = payload ?? {};
-        return { reply: { poll_answer: await vote(member.actor, member.name, positiveInt("message_id", message_id), positiveInt("answer", answer)) } };
+        return {
+          reply: {
+            poll_answer: await vote(
+              member.actor,
+              member.name,
+              positiveInt("message_id", message_id),
+              positiveInt("answer", answer),
+            ),
+          },
+        };
       }
       default:
         throw new AppError("bad_request", `unknown event "${event}" on a chat topic; send new_message or new_vote`);

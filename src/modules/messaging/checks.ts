@@ -25,13 +25,16 @@ export function checkChannelId(channelId: string): void {
 }
 
 export function checkUserId(userId: string): void {
-  if (!USER_ID.test(userId)) throw new AppError("validation_failed", "user_id: 1 to 256 characters, without control characters");
+  if (!USER_ID.test(userId))
+    throw new AppError("validation_failed", "user_id: 1 to 256 characters, without control characters");
 }
 
 export function checkContent(value: unknown): string {
-  if (typeof value !== "string" || value.trim() === "") throw new AppError("validation_failed", "content: must be a non-empty string");
+  if (typeof value !== "string" || value.trim() === "")
+    throw new AppError("validation_failed", "content: must be a non-empty string");
   if (value.includes("\u0000")) throw new AppError("validation_failed", "content: NUL characters are not allowed");
-  if (value.length > CONTENT_MAX_CHARS) throw new AppError("validation_failed", `content: at most ${CONTENT_MAX_CHARS} characters`);
+  if (value.length > CONTENT_MAX_CHARS)
+    throw new AppError("validation_failed", `content: at most ${CONTENT_MAX_CHARS} characters`);
   return value;
 }
 
@@ -43,7 +46,8 @@ export function containsPattern(term: string): string {
 export function checkSearchTerm(term: string): string {
   if (term.trim() === "") throw new AppError("validation_failed", "search_term: must not be empty");
   if (term.includes("\u0000")) throw new AppError("validation_failed", "search_term: NUL characters are not allowed");
-  if (term.length > SEARCH_TERM_MAX_CHARS) throw new AppError("validation_failed", `search_term: at most ${SEARCH_TERM_MAX_CHARS} characters`);
+  if (term.length > SEARCH_TERM_MAX_CHARS)
+    throw new AppError("validation_failed", `search_term: at most ${SEARCH_TERM_MAX_CHARS} characters`);
   return term;
 }
 

@@ -4,13 +4,29 @@ import { errorResponses } from "../../http/errors";
 import { auth } from "../auth";
 import { limits } from "../limits";
 import { actorFrom } from "../auth/actor";
-import { deleteMessages, deleteReplies, editMessage, getMessage, listMessages, listReplies, parseMessageIds, searchMessages } from "./messages";
+import {
+  deleteMessages,
+  deleteReplies,
+  editMessage,
+  getMessage,
+  listMessages,
+  listReplies,
+  parseMessageIds,
+  searchMessages,
+} from "./messages";
 import { ChannelId, Id, MessagingModel, UserId } from "./model";
 import { isVoted, pollVotes, vote } from "./polls";
 import { addRoomUser, createRoom, getRoom, listRooms, removeRoomUser, roomUser, roomUsers } from "./rooms";
 import { searchUsers } from "./users";
 
-const { room: Room, message: Message, messageList: MessageList, user: User, pollVote: PollVote, confirmation: Confirmation } = MessagingModel;
+const {
+  room: Room,
+  message: Message,
+  messageList: MessageList,
+  user: User,
+  pollVote: PollVote,
+  confirmation: Confirmation,
+} = MessagingModel;
 
 const roomParams = t.Object({ channel_id: ChannelId });
 const messageParams = t.Object({ channel_id: ChannelId, message_id: Id });
@@ -43,11 +59,15 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
           detail: { summary: "Create a room owned by the user" },
         },
       )
-      .get("/api/v1/messaging/rooms/:channel_id", async ({ session, params }) => ({ room: await getRoom(actorFrom(session), params.channel_id) }), {
-        params: roomParams,
-        response: { 200: t.Object({ room: Room }), ...ROOM_ERRORS },
-        detail: { summary: "One room" },
-      })
+      .get(
+        "/api/v1/messaging/rooms/:channel_id",
+        async ({ session, params }) => ({ room: await getRoom(actorFrom(session), params.channel_id) }),
+        {
+          params: roomParams,
+          response: { 200: t.Object({ room: Room }), ...ROOM_ERRORS },
+          detail: { summary: "One room" },
+        },
+      )
       .get(
         "/api/v1/messaging/rooms/:channel_id/messages",
         async ({ session, params, query }) =>
@@ -67,7 +87,10 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       .delete(
         "/api/v1/messaging/rooms/:channel_id/messages",
         async ({ session, params, body }) => ({
-          message: await deleteMessages(actorFrom(session), params.channel_id, { isEmpty: body.is_empty, messageIds: body.message_ids }),
+          message: await deleteMessages(actorFrom(session), params.channel_id, {
+            isEmpty: body.is_empty,
+            messageIds: body.message_ids,
+          }),
         }),
         {
           params: roomParams,
@@ -79,7 +102,10 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       .get(
         "/api/v1/messaging/rooms/:channel_id/messages/search",
         async ({ session, params, query }) =>
-          searchMessages(actorFrom(session), params.channel_id, query.search_term, { size: query.size, offset: query.offset }),
+          searchMessages(actorFrom(session), params.channel_id, query.search_term, {
+            size: query.size,
+            offset: query.offset,
+          }),
         {
           params: roomParams,
           query: MessagingModel.searchQuery,
@@ -94,7 +120,8 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       )
       .put(
         "/api/v1/messaging/rooms/:channel_id/messages/:message_id",
-        async ({ session, params, body }) => editMessage(actorFrom(session), params.channel_id, params.message_id, body.content),
+        async ({ session, params, body }) =>
+          editMessage(actorFrom(session), params.channel_id, params.message_id, body.content),
         {
           params: messageParams,
           body: MessagingModel.editMessage,
@@ -120,7 +147,12 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       .delete(
         "/api/v1/messaging/rooms/:channel_id/messages/:message_id/messages_replies",
         async ({ session, params, body }) => ({
-          message: await deleteReplies(actorFrom(session), params.channel_id, params.message_id, body.reply_message_ids),
+          message: await deleteReplies(
+            actorFrom(session),
+            params.channel_id,
+            params.message_id,
+            body.reply_message_ids,
+          ),
         }),
         {
           params: messageParams,
@@ -131,7 +163,9 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       )
       .get(
         "/api/v1/messaging/rooms/:channel_id/messages/:message_id/poll/is_voted",
-        async ({ session, params }) => ({ is_voted: await isVoted(actorFrom(session), params.channel_id, params.message_id) }),
+        async ({ session, params }) => ({
+          is_voted: await isVoted(actorFrom(session), params.channel_id, params.message_id),
+        }),
         {
           params: messageParams,
           response: { 200: t.Object({ is_voted: t.Boolean() }), ...ROOM_ERRORS },
@@ -140,7 +174,9 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       )
       .get(
         "/api/v1/messaging/rooms/:channel_id/messages/:message_id/poll/votes",
-        async ({ session, params }) => ({ votes: await pollVotes(actorFrom(session), params.channel_id, params.message_id) }),
+        async ({ session, params }) => ({
+          votes: await pollVotes(actorFrom(session), params.channel_id, params.message_id),
+        }),
         {
           params: messageParams,
           response: { 200: t.Object({ votes: t.Array(PollVote) }), ...ROOM_ERRORS },
@@ -160,12 +196,20 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       )
       .get(
         "/api/v1/messaging/rooms/:channel_id/users/:user_id",
-        async ({ session, params }) => ({ user: await roomUser(actorFrom(session), params.channel_id, params.user_id) }),
-        { params: userParams, response: { 200: t.Object({ user: User }), ...ROOM_ERRORS }, detail: { summary: "A user of the room" } },
+        async ({ session, params }) => ({
+          user: await roomUser(actorFrom(session), params.channel_id, params.user_id),
+        }),
+        {
+          params: userParams,
+          response: { 200: t.Object({ user: User }), ...ROOM_ERRORS },
+          detail: { summary: "A user of the room" },
+        },
       )
       .post(
         "/api/v1/messaging/rooms/:channel_id/users/:user_id",
-        async ({ session, params }) => ({ room: await addRoomUser(actorFrom(session), params.channel_id, params.user_id) }),
+        async ({ session, params }) => ({
+          room: await addRoomUser(actorFrom(session), params.channel_id, params.user_id),
+        }),
         {
           params: userParams,
           response: { 200: t.Object({ room: Room }), ...ROOM_ERRORS },
@@ -174,7 +218,9 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
       )
       .delete(
         "/api/v1/messaging/rooms/:channel_id/users/:user_id",
-        async ({ session, params }) => ({ room: await removeRoomUser(actorFrom(session), params.channel_id, params.user_id) }),
+        async ({ session, params }) => ({
+          room: await removeRoomUser(actorFrom(session), params.channel_id, params.user_id),
+        }),
         {
           params: userParams,
           response: { 200: t.Object({ room: Room }), ...ROOM_ERRORS },
@@ -192,9 +238,13 @@ export const messagingController = new Elysia({ name: "parley.messaging", detail
           detail: { summary: "Users of the account whose name or id contains the term" },
         },
       )
-      .get("/api/v1/rooms/:channel_id/users", async ({ session, params }) => ({ users: await roomUsers(actorFrom(session), params.channel_id) }), {
-        params: roomParams,
-        response: { 200: t.Object({ users: t.Array(User) }), ...ROOM_ERRORS },
-        detail: { summary: "Everyone in the room" },
-      }),
+      .get(
+        "/api/v1/rooms/:channel_id/users",
+        async ({ session, params }) => ({ users: await roomUsers(actorFrom(session), params.channel_id) }),
+        {
+          params: roomParams,
+          response: { 200: t.Object({ users: t.Array(User) }), ...ROOM_ERRORS },
+          detail: { summary: "Everyone in the room" },
+        },
+      ),
   );

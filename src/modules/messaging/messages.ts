@@ -7,8 +7,23 @@ import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { assertChatStorage } from "../limits/quotas";
 import type { Actor } from "../auth/actor";
-import { checkChannelId, checkContent, checkSearchTerm, containsPattern, type Page, pageOf, positiveInt } from "./checks";
-import { type DayOfMessages, type Message, type MessageList, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type PollOption } from "./model";
+import {
+  checkChannelId,
+  checkContent,
+  checkSearchTerm,
+  containsPattern,
+  type Page,
+  pageOf,
+  positiveInt,
+} from "./checks";
+import {
+  type DayOfMessages,
+  type Message,
+  type MessageList,
+  PAGE_SIZE_DEFAULT,
+  PAGE_SIZE_MAX,
+  type PollOption,
+} from "./model";
 import { announceToRoom, enterRoom, manageRoom, manages, type RoomRow } from "./rooms";
 import { chatMessages, chatPollOptions, chatPollVotes } from "./schema";
 
@@ -104,7 +119,9 @@ export async function findMessage(room: RoomRow, messageId: number): Promise<Mes
   const [row] = await db
     .select()
     .from(chatMessages)
-    .where(and(eq(chatMessages.accountId, room.accountId), eq(chatMessages.roomId, room.id), eq(chatMessages.id, messageId)));
+    .where(
+      and(eq(chatMessages.accountId, room.accountId), eq(chatMessages.roomId, room.id), eq(chatMessages.id, messageId)),
+    );
   if (!row) throw new AppError("not_found", `no message ${messageId} in room "${room.channelId}"`);
   return row;
 }
@@ -137,7 +154,12 @@ export async function recentMessages(actor: Actor, channelId: string): Promise<M
   return "messages" in list ? list.messages.reverse() : [];
 }
 
-export async function searchMessages(actor: Actor, channelId: string, term: string, page: Page = {}): Promise<MessageList> {
+export async function searchMessages(
+  actor: Actor,
+  channelId: string,
+  term: string,
+  page: Page = {},
+): Promise<MessageList> {
   const pattern = containsPattern(checkSearchTerm(term));
   const room = await enterRoom(actor, channelId);
   return { messages: await pageOfMessages(room, ilike(chatMessages.content, pattern), page) };
@@ -150,7 +172,12 @@ export async function getMessage(actor: Actor, channelId: string, messageId: num
 }
 
 /** Only the author edits; the room must be active. Broadcasts `message_updated`. */
-export async function editMessage(actor: Actor, channelId: string, messageId: number, content: string | undefined): Promise<Message> {
+export async function editMessage(
+  actor: Actor,
+  channelId: string,
+  messageId: number,
+  content: string | undefined,
+): Promise<Message> {
   const room = await enterRoom(actor, channelId, "write");
   const row = await findMessage(room, messageId);
   if (row.createdBy !== actor.userId) throw new AppError("forbidden", "only the author may edit a message");
@@ -171,7 +198,9 @@ function plural(count: number, one: string, many: string): string {
   return `${count} ${count === 1 ? one : many}`;
 }
 
-/** Deletes messages with their replies, all or none: each must be the actor's own, unless the actor manages the room. */
+/**
+ * Deletes messages with their replies, all or none: each must be the actor's own, unless the actor manages the room.
+ */
 async function deleteSome(actor: Actor, room: RoomRow, rows: MessageRow[]): Promise<number[]> {
   if (!manages(room, actor) && rows.some((row) => row.createdBy !== actor.userId)) {
     throw new AppError("forbidden", "only the author, the room's owner or a moderator may delete a message");
@@ -212,7 +241,11 @@ async function messagesIn(room: RoomRow, ids: number[], parentId?: number): Prom
 }
 
 /** `is_empty` empties the room (owner or moderator only); otherwise deletes `message_ids` and their replies. */
-export async function deleteMessages(actor: Actor, channelId: string, input: { isEmpty?: boolean; messageIds?: number[] }): Promise<string> {
+export async function deleteMessages(
+  actor: Actor,
+  channelId: string,
+  input: { isEmpty?: boolean; messageIds?: number[] },
+): Promise<string> {
   const room = await enterRoom(actor, channelId);
   if (input.isEmpty) {
     manageRoom(room, actor);
@@ -231,17 +264,32 @@ export async function deleteMessages(actor: Actor, channelId: string, input: { i
   return `${plural(deleted.length, "message", "messages")} deleted`;
 }
 
-export async function listReplies(actor: Actor, channelId: string, messageId: number, query: Page & { groupByDay?: boolean }): Promise<MessageList> {
+export async function listReplies(
+  actor: Actor,
+  channelId: string,
+  messageId: number,
+  query: Page & { groupByDay?: boolean },
+): Promise<MessageList> {
   const room = await enterRoom(actor, channelId);
   await findMessage(room, messageId);
   return listOf(await pageOfMessages(room, eq(chatMessages.parentId, messageId), query), query.groupByDay);
 }
 
-export async function deleteReplies(actor: Actor, channelId: string, messageId: number, replyIds: number[]): Promise<string> {
+export async function deleteReplies(
+  actor: Actor,
+  channelId: string,
+  messageId: number,
+  replyIds: number[],
+): Promise<string> {
   const room = await enterRoom(actor, channelId);
   await findMessage(room, messageId);
-  if (replyIds.length === 0) throw new AppError("validation_failed", "reply_message_ids: give the ids of the replies to delete");
+  if (replyIds.length === 0)
+    throw new AppError("validation_failed", "reply_message_ids: give the ids of the replies to delete");
   const deleted = await deleteSome(actor, room, await messagesIn(room, replyIds, messageId));
-  await announceToRoom(actor.accountId, channelId, "message_deleted", { channel_id: channelId, parent_id: messageId, message_ids: deleted });
+  await announceToRoom(actor.accountId, channelId, "message_deleted", {
+    channel_id: channelId,
+    parent_id: messageId,
+    message_ids: deleted,
+  });
   return `${plural(deleted.length, "reply", "replies")} deleted`;
 }

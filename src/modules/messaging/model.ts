@@ -55,9 +55,18 @@ const MessageList = t.Union([
 const User = t.Object({ id: t.String(), name: t.String() });
 const PollVote = t.Object({ answer: t.Integer({ description: "Poll option id" }), user_id: t.String() });
 
-const Size = t.Integer({ minimum: 1, maximum: PAGE_SIZE_MAX, default: PAGE_SIZE_DEFAULT, description: `Default ${PAGE_SIZE_DEFAULT}, at most ${PAGE_SIZE_MAX}` });
+const Size = t.Integer({
+  minimum: 1,
+  maximum: PAGE_SIZE_MAX,
+  default: PAGE_SIZE_DEFAULT,
+  description: `Default ${PAGE_SIZE_DEFAULT}, at most ${PAGE_SIZE_MAX}`,
+});
 const Offset = t.Integer({ minimum: 0, maximum: 1_000_000_000, default: 0 });
-const SearchTerm = Text({ minLength: 1, maxLength: SEARCH_TERM_MAX_CHARS, description: "Case-insensitive; % and _ match themselves" });
+const SearchTerm = Text({
+  minLength: 1,
+  maxLength: SEARCH_TERM_MAX_CHARS,
+  description: "Case-insensitive; % and _ match themselves",
+});
 
 export const MessagingModel = {
   room: Room,

@@ -20,7 +20,13 @@ export async function isVoted(actor: Actor, channelId: string, messageId: number
   const [vote] = await db
     .select({ optionId: chatPollVotes.optionId })
     .from(chatPollVotes)
-    .where(and(eq(chatPollVotes.accountId, actor.accountId), eq(chatPollVotes.messageId, messageId), eq(chatPollVotes.userId, actor.userId)));
+    .where(
+      and(
+        eq(chatPollVotes.accountId, actor.accountId),
+        eq(chatPollVotes.messageId, messageId),
+        eq(chatPollVotes.userId, actor.userId),
+      ),
+    );
   return vote !== undefined;
 }
 
@@ -41,14 +47,27 @@ export async function vote(actor: Actor, channelId: string, messageId: number, o
   const [option] = await db
     .select({ id: chatPollOptions.id })
     .from(chatPollOptions)
-    .where(and(eq(chatPollOptions.accountId, actor.accountId), eq(chatPollOptions.messageId, messageId), eq(chatPollOptions.id, optionId)));
+    .where(
+      and(
+        eq(chatPollOptions.accountId, actor.accountId),
+        eq(chatPollOptions.messageId, messageId),
+        eq(chatPollOptions.id, optionId),
+      ),
+    );
   if (!option) throw new AppError("validation_failed", `option ${optionId} is not an option of poll ${messageId}`);
   await db
     .insert(chatPollVotes)
     .values({ accountId: actor.accountId, messageId, userId: actor.userId, optionId })
-    .onConflictDoUpdate({ target: [chatPollVotes.messageId, chatPollVotes.userId], set: { optionId, votedAt: sql`now()` } });
+    .onConflictDoUpdate({
+      target: [chatPollVotes.messageId, chatPollVotes.userId],
+      set: { optionId, votedAt: sql`now()` },
+    });
   const answer = { answer: optionId, user_id: actor.userId };
   const [poll] = await present(room, [await findMessage(room, messageId)]);
-  await announceToRoom(actor.accountId, channelId, "new_vote", { message_id: messageId, ...answer, options: poll!.options });
+  await announceToRoom(actor.accountId, channelId, "new_vote", {
+    message_id: messageId,
+    ...answer,
+    options: poll!.options,
+  });
   return answer;
 }

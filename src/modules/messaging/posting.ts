@@ -32,8 +32,16 @@ function checkPollOptions(options: unknown): string[] {
     throw new AppError("validation_failed", `options: a poll has ${POLL_OPTIONS_MIN} to ${POLL_OPTIONS_MAX} options`);
   }
   const texts = options.map((option) => {
-    if (typeof option !== "string" || option.trim() === "" || option.length > POLL_OPTION_MAX_CHARS || option.includes("\u0000")) {
-      throw new AppError("validation_failed", `options: each option is a non-empty string of at most ${POLL_OPTION_MAX_CHARS} characters`);
+    if (
+      typeof option !== "string" ||
+      option.trim() === "" ||
+      option.length > POLL_OPTION_MAX_CHARS ||
+      option.includes("\u0000")
+    ) {
+      throw new AppError(
+        "validation_failed",
+        `options: each option is a non-empty string of at most ${POLL_OPTION_MAX_CHARS} characters`,
+      );
     }
     return option.trim();
   });
@@ -49,16 +57,22 @@ interface Draft {
 }
 
 function checkDraft(payload: unknown): Draft {
-  if (typeof payload !== "object" || payload === null) throw new AppError("validation_failed", "the payload must be an object");
+  if (typeof payload !== "object" || payload === null)
+    throw new AppError("validation_failed", "the payload must be an object");
   const input: NewMessage = payload;
   const content = checkContent(input.content);
   const contentType = input.content_type ?? "text";
   if (typeof contentType !== "string" || !CONTENT_TYPE.test(contentType)) {
-    throw new AppError("validation_failed", "content_type: lower-case letters, digits and _ . + / -, at most 64 characters");
+    throw new AppError(
+      "validation_failed",
+      "content_type: lower-case letters, digits and _ . + / -, at most 64 characters",
+    );
   }
   const options = contentType === "poll" ? checkPollOptions(input.options) : undefined;
-  if (contentType !== "poll" && input.options !== undefined) throw new AppError("validation_failed", "options: only a poll has options");
-  const parentId = input.parent_id === undefined || input.parent_id === null ? null : positiveInt("parent_id", input.parent_id);
+  if (contentType !== "poll" && input.options !== undefined)
+    throw new AppError("validation_failed", "options: only a poll has options");
+  const parentId =
+    input.parent_id === undefined || input.parent_id === null ? null : positiveInt("parent_id", input.parent_id);
   return { content, contentType, options, parentId };
 }
 
@@ -131,7 +145,8 @@ async function writeBatch(batch: Post[]): Promise<void> {
   };
   // Read beside the rooms: the quota does not depend on them.
   const storage = new Map<string, Promise<ChatStorage>>();
-  for (const { actor } of batch) if (!storage.has(actor.accountId)) storage.set(actor.accountId, readChatStorage(actor.accountId));
+  for (const { actor } of batch)
+    if (!storage.has(actor.accountId)) storage.set(actor.accountId, readChatStorage(actor.accountId));
   for (const read of storage.values()) read.catch(() => {}); // awaited below, unless no post gets that far
   const checked = await Promise.all(
     batch.map(async (post) => {
@@ -140,7 +155,8 @@ async function writeBatch(batch: Post[]): Promise<void> {
         await rememberUser(post.actor);
         if (post.draft.parentId !== null) {
           const parent = await findMessage(room, post.draft.parentId);
-          if (parent.parentId !== null) throw new AppError("validation_failed", "parent_id: a reply cannot have replies; answer its parent");
+          if (parent.parentId !== null)
+            throw new AppError("validation_failed", "parent_id: a reply cannot have replies; answer its parent");
         }
         return { post, room };
       } catch (error) {
@@ -149,11 +165,15 @@ async function writeBatch(batch: Post[]): Promise<void> {
       }
     }),
   );
-  const admittedPosts = await withinQuota(checked.filter((entry) => entry !== undefined), storage);
+  const admittedPosts = await withinQuota(
+    checked.filter((entry) => entry !== undefined),
+    storage,
+  );
   // Runs of plain messages share an INSERT; a poll is written alone, in its place.
   for (let start = 0; start < admittedPosts.length; ) {
     let end = start + 1;
-    if (!admittedPosts[start]!.post.draft.options) while (end < admittedPosts.length && !admittedPosts[end]!.post.draft.options) end++;
+    if (!admittedPosts[start]!.post.draft.options)
+      while (end < admittedPosts.length && !admittedPosts[end]!.post.draft.options) end++;
     const run = admittedPosts.slice(start, end);
     start = end;
     let messages: Array<Message | Error>;
@@ -249,7 +269,14 @@ async function storePoll(entry: Admitted): Promise<Message> {
     const [row] = await tx.insert(chatMessages).values(rowOf(entry)).returning();
     const stored = await tx
       .insert(chatPollOptions)
-      .values(options.map((text, position) => ({ accountId: entry.post.actor.accountId, messageId: row!.id, position, text })))
+      .values(
+        options.map((text, position) => ({
+          accountId: entry.post.actor.accountId,
+          messageId: row!.id,
+          position,
+          text,
+        })),
+      )
       .returning({ id: chatPollOptions.id, text: chatPollOptions.text, position: chatPollOptions.position });
     const ordered = stored.sort((a, b) => a.position - b.position).map(({ id, text }) => ({ id, text, vote_count: 0 }));
     return viewOf(entry.room, row!, 0, ordered);

@@ -64,15 +64,23 @@ export async function enterRoom(actor: Actor, channelId: string, purpose: "read"
 }
 
 /** The room found for `channelId` if the actor may use it so; the 404 or 403 otherwise. */
-export function admitted(room: RoomRow | undefined, actor: Actor, channelId: string, purpose: "read" | "write"): RoomRow {
+export function admitted(
+  room: RoomRow | undefined,
+  actor: Actor,
+  channelId: string,
+  purpose: "read" | "write",
+): RoomRow {
   if (!room) throw new AppError("not_found", `no room "${channelId}"`);
-  if (!mayEnter(room, actor)) throw new AppError("forbidden", `user "${actor.userId}" may not enter room "${channelId}"`);
-  if (purpose === "write" && room.status !== "active") throw new AppError("forbidden", `room "${channelId}" is ${room.status}: it is read-only`);
+  if (!mayEnter(room, actor))
+    throw new AppError("forbidden", `user "${actor.userId}" may not enter room "${channelId}"`);
+  if (purpose === "write" && room.status !== "active")
+    throw new AppError("forbidden", `room "${channelId}" is ${room.status}: it is read-only`);
   return room;
 }
 
 export function manageRoom(room: RoomRow, actor: Actor): void {
-  if (!manages(room, actor)) throw new AppError("forbidden", `only the room's owner or a moderator may do this in "${room.channelId}"`);
+  if (!manages(room, actor))
+    throw new AppError("forbidden", `only the room's owner or a moderator may do this in "${room.channelId}"`);
 }
 
 export async function listRooms(actor: Actor): Promise<Room[]> {
@@ -85,12 +93,17 @@ export async function listRooms(actor: Actor): Promise<Room[]> {
   const rows = await db
     .select()
     .from(chatRooms)
-    .where(actor.moderator ? eq(chatRooms.accountId, actor.accountId) : and(eq(chatRooms.accountId, actor.accountId), open))
+    .where(
+      actor.moderator ? eq(chatRooms.accountId, actor.accountId) : and(eq(chatRooms.accountId, actor.accountId), open),
+    )
     .orderBy(asc(chatRooms.id));
   return rows.map(roomView);
 }
 
-export async function createRoom(actor: Actor, input: { channelId: string; allowedUserIds?: string[]; status?: RoomStatus }): Promise<Room> {
+export async function createRoom(
+  actor: Actor,
+  input: { channelId: string; allowedUserIds?: string[]; status?: RoomStatus },
+): Promise<Room> {
   checkChannelId(input.channelId);
   for (const userId of input.allowedUserIds ?? []) checkUserId(userId);
   const ownerId = await rememberUser(actor);
@@ -122,7 +135,10 @@ export async function roomAccess(actor: Actor, channelId: string): Promise<"abse
   return mayEnter(room, actor) ? "allowed" : "forbidden";
 }
 
-/** Who is in a room: the owner and the allowed users of a closed room; of an open one, the owner and everyone who has posted. */
+/**
+ * Who is in a room: the owner and the allowed users of a closed
+ * room; of an open one, the owner and everyone who has posted.
+ */
 async function roomUserIds(room: RoomRow): Promise<string[]> {
   if (room.allowedUserIds.length > 0) return [...new Set([room.createdBy, ...room.allowedUserIds])];
   const posters = await db
@@ -139,7 +155,8 @@ export async function roomUsers(actor: Actor, channelId: string): Promise<User[]
 
 export async function roomUser(actor: Actor, channelId: string, userId: string): Promise<User> {
   const room = await enterRoom(actor, channelId);
-  if (!(await roomUserIds(room)).includes(userId)) throw new AppError("not_found", `user "${userId}" is not in room "${channelId}"`);
+  if (!(await roomUserIds(room)).includes(userId))
+    throw new AppError("not_found", `user "${userId}" is not in room "${channelId}"`);
   const [user] = await namesOf(actor.accountId, [userId]);
   return user!;
 }
@@ -164,7 +181,8 @@ export async function removeRoomUser(actor: Actor, channelId: string, userId: st
   checkUserId(userId);
   const room = await enterRoom(actor, channelId);
   manageRoom(room, actor);
-  if (!room.allowedUserIds.includes(userId)) throw new AppError("not_found", `user "${userId}" is not in the allowed users of room "${channelId}"`);
+  if (!room.allowedUserIds.includes(userId))
+    throw new AppError("not_found", `user "${userId}" is not in the allowed users of room "${channelId}"`);
   const [updated] = await db
     .update(chatRooms)
     .set({ allowedUserIds: sql`array_remove(${chatRooms.allowedUserIds}, ${userId}::text)` })

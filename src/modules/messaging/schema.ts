@@ -1,5 +1,15 @@
 import { sql } from "drizzle-orm";
-import { type AnyPgColumn, index, integer, pgTable, primaryKey, serial, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  type AnyPgColumn,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  serial,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 
 /** The account's end users as chat knows them: made on a token's first use, renamed when the token's name changes. */

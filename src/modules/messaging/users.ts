@@ -46,7 +46,12 @@ export async function searchUsers(actor: Actor, term: string, page: Page = {}): 
   return db
     .select({ id: chatUsers.userId, name: chatUsers.name })
     .from(chatUsers)
-    .where(and(eq(chatUsers.accountId, actor.accountId), or(ilike(chatUsers.name, pattern), ilike(chatUsers.userId, pattern))))
+    .where(
+      and(
+        eq(chatUsers.accountId, actor.accountId),
+        or(ilike(chatUsers.name, pattern), ilike(chatUsers.userId, pattern)),
+      ),
+    )
     .orderBy(asc(chatUsers.name), asc(chatUsers.userId))
     .limit(size)
     .offset(offset);

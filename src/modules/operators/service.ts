@@ -10,16 +10,24 @@ import { operators } from "./schema";
 const NAME = /^[\w.@-]{1,64}$/;
 
 export async function createOperator(name: string, password: string): Promise<{ id: number; name: string }> {
-  if (!NAME.test(name)) throw new AppError("validation_failed", "name: 1 to 64 letters, digits, dots, dashes, underscores or @");
+  if (!NAME.test(name))
+    throw new AppError("validation_failed", "name: 1 to 64 letters, digits, dots, dashes, underscores or @");
   if (password.length < 8) throw new AppError("validation_failed", "password: at least 8 characters");
   const passwordHash = await Bun.password.hash(password);
-  const [row] = await db.insert(operators).values({ name, passwordHash }).onConflictDoNothing().returning({ id: operators.id, name: operators.name });
+  const [row] = await db
+    .insert(operators)
+    .values({ name, passwordHash })
+    .onConflictDoNothing()
+    .returning({ id: operators.id, name: operators.name });
   if (!row) throw new AppError("conflict", `an operator named ${name} exists already`);
   return row;
 }
 
 export async function listOperators(): Promise<Array<{ id: number; name: string; createdAt: Date }>> {
-  return db.select({ id: operators.id, name: operators.name, createdAt: operators.createdAt }).from(operators).orderBy(asc(operators.id));
+  return db
+    .select({ id: operators.id, name: operators.name, createdAt: operators.createdAt })
+    .from(operators)
+    .orderBy(asc(operators.id));
 }
 
 /** The operator of that name, hash included; undefined for an unknown name, as for one no operator can have. */

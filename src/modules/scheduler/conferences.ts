@@ -33,7 +33,14 @@ function conferenceRecord(row: ConferenceRow, now = new Date()): Conference {
 }
 
 function conferenceStarted(row: ConferenceRow) {
-  return { conference_id: row.id, room: row.roomKey, mail_owner: row.mailOwner, start_time: row.startTime, duration: row.durationSeconds, reservation_id: row.reservationId };
+  return {
+    conference_id: row.id,
+    room: row.roomKey,
+    mail_owner: row.mailOwner,
+    start_time: row.startTime,
+    duration: row.durationSeconds,
+    reservation_id: row.reservationId,
+  };
 }
 
 /** A refusal Prosody can show: it reads the reason from a top-level `message`. */
@@ -54,7 +61,9 @@ function ownerAddresses(bareJid: string): string[] {
   const jid = bareJid.toLowerCase();
   const at = jid.lastIndexOf("@");
   const node = at > 0 ? jid.slice(0, at) : "";
-  const unescaped = node.replace(/\\(20|22|26|27|2f|3a|3c|3e|40|5c)/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+  const unescaped = node.replace(/\\(20|22|26|27|2f|3a|3c|3e|40|5c)/g, (_, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  );
   return unescaped.includes("@") ? [jid, unescaped] : [jid];
 }
 
@@ -64,12 +73,18 @@ function ownerAddresses(bareJid: string): string[] {
  */
 export async function openConference(accountId: string, request: ConferenceRequest): Promise<Conference> {
   const node = request.name?.trim() ?? "";
-  if (!JID_NODE.test(node)) throw refusal("validation_failed", "name: the room name (the node of the room's JID) is required", { field: "name" });
+  if (!JID_NODE.test(node))
+    throw refusal("validation_failed", "name: the room name (the node of the room's JID) is required", {
+      field: "name",
+    });
   const owner = request.mail_owner?.trim() ?? "";
-  if (owner === "" || owner.length > 3071 || /\s/.test(owner)) throw refusal("validation_failed", "mail_owner: the bare JID of the user is required", { field: "mail_owner" });
+  if (owner === "" || owner.length > 3071 || /\s/.test(owner))
+    throw refusal("validation_failed", "mail_owner: the bare JID of the user is required", { field: "mail_owner" });
   const parsed = request.start_time === undefined ? undefined : parseIsoFields(request.start_time);
   if (!parsed || parsed.offsetMinutes === undefined) {
-    throw refusal("validation_failed", "start_time: a UTC date and time like 2030-01-15T15:00:00.000Z is required", { field: "start_time" });
+    throw refusal("validation_failed", "start_time: a UTC date and time like 2030-01-15T15:00:00.000Z is required", {
+      field: "start_time",
+    });
   }
   const at = new Date(fieldsAtOffset(parsed.fields, parsed.offsetMinutes));
   // The module compares the answer's name, lower-cased, with the node; rooms are matched on the key.
@@ -80,14 +95,29 @@ export async function openConference(accountId: string, request: ConferenceReque
     const expired = await tx
       .update(conferences)
       .set({ endedAt: conferences.endsAt })
-      .where(and(eq(conferences.accountId, accountId), eq(conferences.roomKey, key), isNull(conferences.endedAt), lte(conferences.endsAt, at)))
+      .where(
+        and(
+          eq(conferences.accountId, accountId),
+          eq(conferences.roomKey, key),
+          isNull(conferences.endedAt),
+          lte(conferences.endsAt, at),
+        ),
+      )
       .returning();
-    for (const row of expired) await recordEvent(tx, accountId, "conference.ended", { conference_id: row.id, room: row.roomKey, ended_at: row.endedAt!.toISOString() });
+    for (const row of expired)
+      await recordEvent(tx, accountId, "conference.ended", {
+        conference_id: row.id,
+        room: row.roomKey,
+        ended_at: row.endedAt!.toISOString(),
+      });
     const [running] = await tx
       .select({ id: conferences.id })
       .from(conferences)
       .where(and(eq(conferences.accountId, accountId), eq(conferences.roomKey, key), isNull(conferences.endedAt)));
-    if (running) throw refusal("conflict", `room ${key} is already running as conference ${running.id}`, { conflict_id: running.id });
+    if (running)
+      throw refusal("conflict", `room ${key} is already running as conference ${running.id}`, {
+        conflict_id: running.id,
+      });
 
     const booked = await tx
       .select()
@@ -111,8 +141,15 @@ export async function openConference(accountId: string, request: ConferenceReque
       const open = booked.find((reservation) => reservation.startsAt <= at && at < reservation.endsAt);
       if (!open) {
         const next = booked.find((reservation) => reservation.startsAt > at);
-        if (next) throw refusal("forbidden", `room ${key} is reserved from ${next.startTime} (${next.timezone}); it has not started yet`);
-        throw refusal("reservation_expired", `the reservation of room ${key} ended at ${jicofoDate(booked.at(-1)!.endsAt)}`);
+        if (next)
+          throw refusal(
+            "forbidden",
+            `room ${key} is reserved from ${next.startTime} (${next.timezone}); it has not started yet`,
+          );
+        throw refusal(
+          "reservation_expired",
+          `the reservation of room ${key} ended at ${jicofoDate(booked.at(-1)!.endsAt)}`,
+        );
       }
       if (config.scheduler.checkOwner && !ownerAddresses(owner).includes(open.mailOwner.toLowerCase())) {
         throw refusal("forbidden", `only the owner of the reservation may start room ${key}`);
@@ -154,7 +191,12 @@ export async function endConference(accountId: string, id: string, now = new Dat
       .set({ endedAt: sql`least(${conferences.endsAt}, ${now.toISOString()}::timestamptz)` })
       .where(and(eq(conferences.accountId, accountId), eq(conferences.id, conferenceId), isNull(conferences.endedAt)))
       .returning();
-    if (row) await recordEvent(tx, accountId, "conference.ended", { conference_id: row.id, room: row.roomKey, ended_at: row.endedAt!.toISOString() });
+    if (row)
+      await recordEvent(tx, accountId, "conference.ended", {
+        conference_id: row.id,
+        room: row.roomKey,
+        ended_at: row.endedAt!.toISOString(),
+      });
     return row;
   });
   if (ended) return conferenceRecord(ended, now);
@@ -162,7 +204,11 @@ export async function endConference(accountId: string, id: string, now = new Dat
 }
 
 export async function listConferences(accountId: string): Promise<Conference[]> {
-  const rows = await db.select().from(conferences).where(eq(conferences.accountId, accountId)).orderBy(asc(conferences.startsAt), asc(conferences.id));
+  const rows = await db
+    .select()
+    .from(conferences)
+    .where(eq(conferences.accountId, accountId))
+    .orderBy(asc(conferences.startsAt), asc(conferences.id));
   const now = new Date();
   return rows.map((row) => conferenceRecord(row, now));
 }

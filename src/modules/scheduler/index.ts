@@ -10,12 +10,22 @@ import { limits } from "../limits";
 import { Text } from "../../http/text";
 import { conferenceForRoom, endConference, getConference, listConferences, openConference } from "./conferences";
 import { ConferenceModel, ReservationModel } from "./model";
-import { createReservation, deleteReservation, getReservation, listReservations, reservationForRoom } from "./reservations";
+import {
+  createReservation,
+  deleteReservation,
+  getReservation,
+  listReservations,
+  reservationForRoom,
+} from "./reservations";
 
 const PREFIX = "/api/v1/scheduler";
 
-const idParams = t.Object({ id: Text({ maxLength: 32, description: "The record's id: `1`, or `1.0` as cjson-based Prosody modules send it" }) });
-const nameParams = t.Object({ name: Text({ maxLength: 1023, description: "The room as typed or as Jitsi names it; matched on its room key" }) });
+const idParams = t.Object({
+  id: Text({ maxLength: 32, description: "The record's id: `1`, or `1.0` as cjson-based Prosody modules send it" }),
+});
+const nameParams = t.Object({
+  name: Text({ maxLength: 1023, description: "The room as typed or as Jitsi names it; matched on its room key" }),
+});
 
 export const schedulerController = new Elysia({ name: "parley.scheduler", detail: { tags: ["scheduler"] } })
   .use(auth)

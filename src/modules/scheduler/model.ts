@@ -9,11 +9,17 @@ import { Text } from "../../http/text";
 const reservation = t.Object({
   id: t.Integer(),
   name: t.String({ description: "As given", examples: ["Design Review"] }),
-  room_key: t.String({ description: "The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)", examples: ["design%20review"] }),
+  room_key: t.String({
+    description: "The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)",
+    examples: ["design%20review"],
+  }),
   mail_owner: t.String({ examples: ["owner@example.com"] }),
   start_time: t.String({ description: "As given, local to timezone", examples: ["2030-01-15T10:00"] }),
   duration: t.Number({ description: "Minutes" }),
-  timezone: t.String({ description: "As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York" }),
+  timezone: t.String({
+    description:
+      "As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York",
+  }),
   pin: t.Optional(t.String()),
 });
 
@@ -21,7 +27,10 @@ const conference = t.Object({
   id: t.Integer(),
   name: t.String({ description: "The room (JID node) as Prosody sent it" }),
   mail_owner: t.String({ description: "The bare JID Prosody sent" }),
-  start_time: t.String({ description: "UTC, as Prosody sent it or the reservation's start", examples: ["2030-01-15T15:00:00.000Z"] }),
+  start_time: t.String({
+    description: "UTC, as Prosody sent it or the reservation's start",
+    examples: ["2030-01-15T15:00:00.000Z"],
+  }),
   duration: t.Number({ description: "Seconds (Jicofo's reservation contract)" }),
   timezone: t.Literal("UTC"),
   reservation_id: t.Nullable(t.Integer()),
@@ -31,10 +40,18 @@ const conference = t.Object({
 export const ReservationModel = {
   create: t.Object({
     mail_owner: Text({ maxLength: 320, description: "E-mail address of the owner" }),
-    name: Text({ maxLength: 255, description: "The room as users type it: up to 255 printable characters (\"Design Review\", \"Café\")" }),
+    name: Text({
+      maxLength: 255,
+      description: 'The room as users type it: up to 255 printable characters ("Design Review", "Café")',
+    }),
     duration: t.Union([t.Number(), Text({ maxLength: 32 })], { description: "Minutes; a number or a numeric string" }),
-    start_time: Text({ maxLength: 64, description: "YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)" }),
-    timezone: t.Optional(Text({ maxLength: 64, description: "IANA zone; default America/New_York (\"America/New York\" accepted)" })),
+    start_time: Text({
+      maxLength: 64,
+      description: "YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)",
+    }),
+    timezone: t.Optional(
+      Text({ maxLength: 64, description: 'IANA zone; default America/New_York ("America/New York" accepted)' }),
+    ),
     pin: t.Optional(Text({ maxLength: 32, description: "Letters and digits" })),
   }),
   reservation,

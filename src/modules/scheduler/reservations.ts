@@ -55,19 +55,45 @@ export async function createReservation(accountId: string, input: ReservationInp
       .orderBy(asc(reservations.startsAt))
       .limit(1);
     if (overlap) {
-      throw new AppError("conflict", `room ${key} is already reserved at an overlapping time (reservation ${overlap.id})`, { conflict_id: overlap.id });
+      throw new AppError(
+        "conflict",
+        `room ${key} is already reserved at an overlapping time (reservation ${overlap.id})`,
+        { conflict_id: overlap.id },
+      );
     }
     const [row] = await tx
       .insert(reservations)
-      .values({ accountId, name: input.name, roomKey: key, mailOwner, startTime: input.start_time, timezone, duration, pin, startsAt, endsAt })
+      .values({
+        accountId,
+        name: input.name,
+        roomKey: key,
+        mailOwner,
+        startTime: input.start_time,
+        timezone,
+        duration,
+        pin,
+        startsAt,
+        endsAt,
+      })
       .returning();
-    await recordEvent(tx, accountId, "reservation.created", { reservation_id: row!.id, room: key, mail_owner: mailOwner, start_time: input.start_time, duration, timezone });
+    await recordEvent(tx, accountId, "reservation.created", {
+      reservation_id: row!.id,
+      room: key,
+      mail_owner: mailOwner,
+      start_time: input.start_time,
+      duration,
+      timezone,
+    });
     return reservationRecord(row!);
   });
 }
 
 export async function listReservations(accountId: string): Promise<Reservation[]> {
-  const rows = await db.select().from(reservations).where(eq(reservations.accountId, accountId)).orderBy(asc(reservations.startsAt), asc(reservations.id));
+  const rows = await db
+    .select()
+    .from(reservations)
+    .where(eq(reservations.accountId, accountId))
+    .orderBy(asc(reservations.startsAt), asc(reservations.id));
   return rows.map(reservationRecord);
 }
 
@@ -99,7 +125,8 @@ export async function deleteReservation(accountId: string, id: string): Promise<
       .delete(reservations)
       .where(and(eq(reservations.accountId, accountId), eq(reservations.id, parseRecordId(id, "reservation"))))
       .returning();
-    if (deleted) await recordEvent(tx, accountId, "reservation.deleted", { reservation_id: deleted.id, room: deleted.roomKey });
+    if (deleted)
+      await recordEvent(tx, accountId, "reservation.deleted", { reservation_id: deleted.id, room: deleted.roomKey });
     return deleted;
   });
   if (!row) throw new AppError("not_found", `no reservation ${id}`);

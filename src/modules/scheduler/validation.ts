@@ -27,7 +27,11 @@ export function validRoomName(name: string): string {
     throw invalid("name", "a room name is 1 to 255 printable characters");
   }
   const key = roomKey(trimmed);
-  if (key.length > MAX_KEY_LENGTH) throw invalid("name", `the room name is too long once percent-encoded (${key.length} of ${MAX_KEY_LENGTH} characters)`);
+  if (key.length > MAX_KEY_LENGTH)
+    throw invalid(
+      "name",
+      `the room name is too long once percent-encoded (${key.length} of ${MAX_KEY_LENGTH} characters)`,
+    );
   return key;
 }
 
@@ -40,9 +44,13 @@ export function validEmail(mailOwner: string): string {
 }
 
 export function validDuration(duration: number | string): number {
-  const value = typeof duration === "number" ? duration : /^\s*\d+(\.\d+)?\s*$/.test(duration) ? Number(duration) : Number.NaN;
+  const value =
+    typeof duration === "number" ? duration : /^\s*\d+(\.\d+)?\s*$/.test(duration) ? Number(duration) : Number.NaN;
   if (!Number.isFinite(value) || value <= 0 || value > MAX_DURATION_MINUTES || Math.round(value * 60) < 1) {
-    throw invalid("duration", `a positive number of minutes up to ${MAX_DURATION_MINUTES}, got ${JSON.stringify(duration)}`);
+    throw invalid(
+      "duration",
+      `a positive number of minutes up to ${MAX_DURATION_MINUTES}, got ${JSON.stringify(duration)}`,
+    );
   }
   return value;
 }
@@ -61,6 +69,7 @@ export function validPin(pin: string | undefined): string | undefined {
 export function parseRecordId(id: string, what: string): number {
   const value = numericId(id) ?? Number.NaN;
   // Out of the id column's range is as unknown as any other id.
-  if (!(value >= 1 && value <= 2_147_483_647)) throw new AppError("not_found", `no ${what} ${id}`, { message: `no ${what} ${id}` });
+  if (!(value >= 1 && value <= 2_147_483_647))
+    throw new AppError("not_found", `no ${what} ${id}`, { message: `no ${what} ${id}` });
   return value;
 }

@@ -34,7 +34,14 @@ function zoneFormatter(zone: string): Intl.DateTimeFormat | undefined {
 /** The zone's offset from UTC at an instant, in milliseconds. */
 function zoneOffset(formatter: Intl.DateTimeFormat, instant: number): number {
   const parts = Object.fromEntries(formatter.formatToParts(instant).map((part) => [part.type, part.value]));
-  const wall = Date.UTC(Number(parts.year), Number(parts.month) - 1, Number(parts.day), Number(parts.hour), Number(parts.minute), Number(parts.second));
+  const wall = Date.UTC(
+    Number(parts.year),
+    Number(parts.month) - 1,
+    Number(parts.day),
+    Number(parts.hour),
+    Number(parts.minute),
+    Number(parts.second),
+  );
   return wall - Math.floor(instant / 1000) * 1000;
 }
 
@@ -47,7 +54,15 @@ const DAY_MS = 86_400_000;
  * forward) is read with the earlier offset, which moves it on by the time skipped.
  */
 function zonedInstant(fields: number[], formatter: Intl.DateTimeFormat): number {
-  const [year, month, day, hour, minute, second, millis] = fields as [number, number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second, millis] = fields as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const wall = Date.UTC(year, month - 1, day, hour, minute, second, millis);
   const before = wall - zoneOffset(formatter, wall - DAY_MS);
   const after = wall - zoneOffset(formatter, wall + DAY_MS);
@@ -87,21 +102,40 @@ export function parseIsoFields(text: string): { fields: number[]; offsetMinutes?
 }
 
 export function fieldsAtOffset(fields: number[], offsetMinutes: number): number {
-  const [year, month, day, hour, minute, second, millis] = fields as [number, number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second, millis] = fields as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   return Date.UTC(year, month - 1, day, hour, minute, second, millis) - offsetMinutes * 60_000;
 }
 
 /** The instant a reservation's start_time means in its time zone. */
-export function reservationStart(startTime: string, timezone: string | undefined): { startsAt: Date; timezone: string } {
+export function reservationStart(
+  startTime: string,
+  timezone: string | undefined,
+): { startsAt: Date; timezone: string } {
   const givenZone = timezone?.trim() || DEFAULT_TIMEZONE;
   // The spec spells the default "America/New York"; IANA names use `_` for spaces.
   const formatter = zoneFormatter(givenZone.replace(/ /g, "_"));
   if (!formatter) throw invalid("timezone", `"${timezone}" is not an IANA time zone name such as America/New_York`);
   const parsed = parseIsoFields(startTime);
   if (!parsed) throw invalid("start_time", `a date and time YYYY-MM-DDTHH:MM (seconds allowed), got "${startTime}"`);
-  if (parsed.offsetMinutes === undefined) return { startsAt: new Date(zonedInstant(parsed.fields, formatter)), timezone: timezone?.trim() ? timezone : DEFAULT_TIMEZONE };
-  // An offset in start_time is what the time is read with, so with no zone given that offset is the answer, not the default zone.
-  return { startsAt: new Date(fieldsAtOffset(parsed.fields, parsed.offsetMinutes)), timezone: timezone?.trim() ? timezone : offsetName(parsed.offsetMinutes) };
+  if (parsed.offsetMinutes === undefined)
+    return {
+      startsAt: new Date(zonedInstant(parsed.fields, formatter)),
+      timezone: timezone?.trim() ? timezone : DEFAULT_TIMEZONE,
+    };
+  // An offset in start_time is what the time is read with, so with
+  // no zone given that offset is the answer, not the default zone.
+  return {
+    startsAt: new Date(fieldsAtOffset(parsed.fields, parsed.offsetMinutes)),
+    timezone: timezone?.trim() ? timezone : offsetName(parsed.offsetMinutes),
+  };
 }
 
 /** An offset as a zone name: `UTC`, or `+05:30` / `-03:00`, which Intl reads as a fixed-offset zone. */

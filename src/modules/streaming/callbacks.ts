@@ -6,10 +6,21 @@ import { baseStreamName } from "./ladder";
 import { LIVE_STATES, streamByName } from "./stream";
 import { changeViewers } from "./viewers";
 
-export const MEDIA_CALLBACKS = ["on_publish", "on_unpublish", "on_play", "on_stop", "on_done", "on_publish_done", "on_play_done"] as const;
+export const MEDIA_CALLBACKS = [
+  "on_publish",
+  "on_unpublish",
+  "on_play",
+  "on_stop",
+  "on_done",
+  "on_publish_done",
+  "on_play_done",
+] as const;
 export type MediaCallback = (typeof MEDIA_CALLBACKS)[number];
 
-/** Accepts a callback when it carries the shared secret (if one is set) and comes from an allowed address (if a list is set). */
+/**
+ * Accepts a callback when it carries the shared secret (if one
+ * is set) and comes from an allowed address (if a list is set).
+ */
 export function callbackAllowed(secret: string | undefined, address: string | undefined): boolean {
   const wanted = config.streaming.callbackSecret;
   if (wanted !== undefined) {
@@ -40,7 +51,8 @@ export async function handleMediaCallback(callback: MediaCallback, fields: Recor
   const stream = /^[A-Za-z0-9._-]{1,160}$/.test(published) ? await streamByName(baseStreamName(published)) : undefined;
   switch (call) {
     case "publish":
-      if (!stream || !["starting", "running"].includes(stream.state)) throw new AppError("forbidden", "no live stream is published under that name");
+      if (!stream || !["starting", "running"].includes(stream.state))
+        throw new AppError("forbidden", "no live stream is published under that name");
       return;
     case "play":
       if (!stream) throw new AppError("not_found", "no stream by that name");

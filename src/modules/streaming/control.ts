@@ -10,7 +10,14 @@ import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
 import { db } from "../../db/client";
 import { PROMPT_REDIS_MS, settledWithin } from "../../queue/connection";
-import { enqueue, getQueue, QUEUE_NAMES, RECORDER_JOBS, type RecorderStartJob, type RecorderStopJob } from "../../queue/queues";
+import {
+  enqueue,
+  getQueue,
+  QUEUE_NAMES,
+  RECORDER_JOBS,
+  type RecorderStartJob,
+  type RecorderStopJob,
+} from "../../queue/queues";
 import { quotaExceeded } from "../limits/quotas";
 import { limitsOf } from "../limits/service";
 import type { StreamingModel } from "./model";
@@ -65,8 +72,15 @@ export async function startStream(accountId: string, request: StartRequest): Pro
         // No recorder will start it: the row is finished now, and a job that reaches Redis
         // late finds it failed and does nothing (workers/recorder/jobs.ts starts only `starting` streams).
         await finishStream(created.id, ["starting"], "failed", QUEUE_UNAVAILABLE);
-        log.warn({ streamId: created.id, err: (error as Error).message }, "stream not started: the recorder queue is unavailable");
-        throw new AppError("dependency_down", "the recorder queue is unavailable, so the stream was not started; retry later", { started: false });
+        log.warn(
+          { streamId: created.id, err: (error as Error).message },
+          "stream not started: the recorder queue is unavailable",
+        );
+        throw new AppError(
+          "dependency_down",
+          "the recorder queue is unavailable, so the stream was not started; retry later",
+          { started: false },
+        );
       }
       stream = created;
       break;
@@ -74,9 +88,14 @@ export async function startStream(accountId: string, request: StartRequest): Pro
     // Another request for this room won the race (or a stream is live there already).
     stream = await liveStreamOfRoom(accountId, room);
   }
-  if (!stream) throw new AppError("conflict", "the room's stream changed state while starting; send the request again", { started: false });
+  if (!stream)
+    throw new AppError("conflict", "the room's stream changed state while starting; send the request again", {
+      started: false,
+    });
   if (stream.state === "stopping") {
-    throw new AppError("conflict", "the room's stream is stopping; send the start again once it has stopped", { started: false });
+    throw new AppError("conflict", "the room's stream is stopping; send the start again once it has stopped", {
+      started: false,
+    });
   }
 
   const settled = await waitForStream(stream.id, (row) => row.state !== "starting", timeoutMs);
@@ -85,11 +104,17 @@ export async function startStream(accountId: string, request: StartRequest): Pro
     // Give up on this attempt: the recorder that is still starting sees the row failed and stops itself.
     await finishStream(settled.id, ["starting"], "failed", "timeout");
     await settledWithin(getQueue(QUEUE_NAMES.recorder).remove(`start-${settled.id}`), PROMPT_REDIS_MS);
-    throw new AppError("timeout", `the stream did not start within ${timeoutMs / 1000} seconds; send the request again`, {
-      started: false,
-    });
+    throw new AppError(
+      "timeout",
+      `the stream did not start within ${timeoutMs / 1000} seconds; send the request again`,
+      {
+        started: false,
+      },
+    );
   }
-  throw new AppError("dependency_down", `the stream could not start: ${settled.reason ?? settled.state}`, { started: false });
+  throw new AppError("dependency_down", `the stream could not start: ${settled.reason ?? settled.state}`, {
+    started: false,
+  });
 }
 
 type Transaction = Parameters<Parameters<typeof db.transaction>[0]>[0];
@@ -110,18 +135,36 @@ async function checkStreamQuotas(
   // drizzle has no builder for advisory locks.
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`streams/${accountId}`}, 0))`);
   // StreamOptions is jsonb: its flags are read with ->> (see wantsRecording).
-  const recording = or(sql`(${streams.options} ->> 'isRecording')::boolean`, sql`(${streams.options} ->> 'isVod')::boolean`);
+  const recording = or(
+    sql`(${streams.options} ->> 'isRecording')::boolean`,
+    sql`(${streams.options} ->> 'isVod')::boolean`,
+  );
   const [live] = await tx
-    .select({ streams: sql<number>`count(*)::int`, recordings: sql<number>`(count(*) filter (where ${recording}))::int` })
+    .select({
+      streams: sql<number>`count(*)::int`,
+      recordings: sql<number>`(count(*) filter (where ${recording}))::int`,
+    })
     .from(streams)
     .where(and(eq(streams.accountId, accountId), inArray(streams.state, LIVE_STATES), ne(streams.room, room)));
   const streamLimit = limits["streams.concurrent"];
   if (live!.streams >= streamLimit) {
-    throw quotaExceeded("streams.concurrent", streamLimit, live!.streams, "no more live streams at once; stop one first", { started: false });
+    throw quotaExceeded(
+      "streams.concurrent",
+      streamLimit,
+      live!.streams,
+      "no more live streams at once; stop one first",
+      { started: false },
+    );
   }
   const recordingLimit = limits["recordings.concurrent"];
   if (wantsRecording(options) && live!.recordings >= recordingLimit) {
-    throw quotaExceeded("recordings.concurrent", recordingLimit, live!.recordings, "no more recording streams at once; stop one first", { started: false });
+    throw quotaExceeded(
+      "recordings.concurrent",
+      recordingLimit,
+      live!.recordings,
+      "no more recording streams at once; stop one first",
+      { started: false },
+    );
   }
 }
 
@@ -136,7 +179,11 @@ export async function stopStream(accountId: string, roomName: string): Promise<S
   const settled = await waitForStream(stream.id, (row) => !LIVE_STATES.includes(row.state), timeoutMs);
   const body: StreamStopped = { started: false, stream_name: settled.streamName, pod_name: settled.podName ?? "" };
   if (LIVE_STATES.includes(settled.state)) {
-    throw new AppError("timeout", `the stream did not stop within ${timeoutMs / 1000} seconds; send the request again`, { ...body });
+    throw new AppError(
+      "timeout",
+      `the stream did not stop within ${timeoutMs / 1000} seconds; send the request again`,
+      { ...body },
+    );
   }
   return body;
 }
@@ -158,11 +205,15 @@ async function requestStop(stream: Stream, reason: string): Promise<void> {
     });
   } catch (error) {
     if (!isDependencyDown(error)) throw error;
-    throw new AppError("dependency_down", "the recorder queue is unavailable, so the stream was not stopped; it goes on, retry later", {
-      started: false,
-      stream_name: stream.streamName,
-      pod_name: stream.podName ?? "",
-    });
+    throw new AppError(
+      "dependency_down",
+      "the recorder queue is unavailable, so the stream was not stopped; it goes on, retry later",
+      {
+        started: false,
+        stream_name: stream.streamName,
+        pod_name: stream.podName ?? "",
+      },
+    );
   }
   await markStopping(stream.id);
 }

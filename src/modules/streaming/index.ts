@@ -23,9 +23,12 @@ const StreamFailure = t.Composite([ErrorModel, NotStarted], { additionalProperti
 const PLAYLIST = "application/vnd.apple.mpegurl";
 const IMMUTABLE = "public, max-age=31536000, immutable";
 function media(body: string | Buffer | ReadableStream<Uint8Array>, type: string, cacheControl: string): Response {
-  // A Buffer is a Uint8Array; the DOM types only want it over a plain ArrayBuffer. Not copied: every viewer gets the same bytes.
+  // A Buffer is a Uint8Array; the DOM types only want it over a
+  // plain ArrayBuffer. Not copied: every viewer gets the same bytes.
   const payload = Buffer.isBuffer(body) ? (body as Uint8Array<ArrayBuffer>) : body;
-  return new Response(payload, { headers: { "content-type": type, "cache-control": cacheControl, "access-control-allow-origin": "*" } });
+  return new Response(payload, {
+    headers: { "content-type": type, "cache-control": cacheControl, "access-control-allow-origin": "*" },
+  });
 }
 
 const LlhlsQuery = t.Object({
@@ -34,7 +37,10 @@ const LlhlsQuery = t.Object({
   _HLS_skip: t.Optional(Text({ maxLength: 8 })),
   viewer: t.Optional(Text({ maxLength: 64 })),
 });
-const LlhlsMedia = { 200: t.Any({ description: "playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4)" }), ...errorResponses(400, 404, 503) };
+const LlhlsMedia = {
+  200: t.Any({ description: "playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4)" }),
+  ...errorResponses(400, 404, 503),
+};
 
 const viewerRoute = {
   publicLimit: true,
@@ -50,7 +56,14 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
     apiKey: true,
     limit: "streaming",
     body: StreamingModel.start,
-    response: { 200: StreamingModel.started, ...errorResponses(400, 401), 409: StreamFailure, 422: StreamFailure, 503: StreamFailure, 504: StreamFailure },
+    response: {
+      200: StreamingModel.started,
+      ...errorResponses(400, 401),
+      409: StreamFailure,
+      422: StreamFailure,
+      503: StreamFailure,
+      504: StreamFailure,
+    },
     detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder)" },
   })
   .post("/terraform/v1/hooks/srs/stopRecording", ({ account, body }) => stopStream(account.id, body.room_name), {
@@ -60,8 +73,16 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
     response: { 200: StreamingModel.stopped, ...errorResponses(400, 401, 404), 503: StreamFailure, 504: StreamFailure },
     detail: { summary: "Stop the room's live stream (waits up to 30 s)" },
   })
-  .get("/terraform/v1/hooks/srs/live/viewers/count/:stream_name", ({ params }) => viewerCount(params.stream_name), viewerRoute)
-  .get("/llhls/v1/hooks/srs/live/viewers/count/:stream_name", ({ params }) => viewerCount(params.stream_name), viewerRoute)
+  .get(
+    "/terraform/v1/hooks/srs/live/viewers/count/:stream_name",
+    ({ params }) => viewerCount(params.stream_name),
+    viewerRoute,
+  )
+  .get(
+    "/llhls/v1/hooks/srs/live/viewers/count/:stream_name",
+    ({ params }) => viewerCount(params.stream_name),
+    viewerRoute,
+  )
   .post(
     "/terraform/v1/hooks/srs/:callback",
     async ({ params, body }) => {
@@ -94,7 +115,13 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       return media(await multivariant(stream, `?viewer=${viewer}`), PLAYLIST, "private, no-store");
     },
     {
-      params: t.Object({ stream: Text({ maxLength: 140, pattern: "^[A-Za-z0-9._-]+\\.m3u8$", examples: ["weekly-5f2c9a1b7e4d03c68a91f2b5d0e7c4a1.m3u8"] }) }),
+      params: t.Object({
+        stream: Text({
+          maxLength: 140,
+          pattern: "^[A-Za-z0-9._-]+\\.m3u8$",
+          examples: ["weekly-5f2c9a1b7e4d03c68a91f2b5d0e7c4a1.m3u8"],
+        }),
+      }),
       query: LlhlsQuery,
       response: LlhlsMedia,
       detail: { summary: "A low-latency stream's multivariant playlist (Apple LL-HLS)" },
@@ -110,8 +137,10 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
         if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
         const answer = await mediaPlaylistOf(stream, rendition, directives);
         const response = media(answer.text, PLAYLIST, answer.blocking ? "no-store" : "public, max-age=1");
-        // How long a reload that waited took once the part was there: what the origin adds, for operators and benchmarks.
-        if (answer.afterPartMs !== undefined) response.headers.set("server-timing", `part;dur=${answer.afterPartMs.toFixed(2)}`);
+        // How long a reload that waited took once the part was
+        // there: what the origin adds, for operators and benchmarks.
+        if (answer.afterPartMs !== undefined)
+          response.headers.set("server-timing", `part;dur=${answer.afterPartMs.toFixed(2)}`);
         return response;
       }
       if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE);
@@ -124,20 +153,22 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       params: t.Object({
         stream: StreamName,
         rendition: Text({ maxLength: 8, pattern: "^v[0-9]$", examples: ["v0"] }),
-        file: Text({ maxLength: 40, pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$", examples: ["index.m3u8"] }),
+        file: Text({
+          maxLength: 40,
+          pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$",
+          examples: ["index.m3u8"],
+        }),
       }),
       query: LlhlsQuery,
       response: LlhlsMedia,
-      detail: { summary: "A rendition's media playlist (with blocking reload and delta updates), init segment, segment or part" },
+      detail: {
+        summary: "A rendition's media playlist (with blocking reload and delta updates), init segment, segment or part",
+      },
     },
   )
-  .get(
-    "/vod/v1/:file",
-    async ({ params, redirect }) => redirect(await vodLocation(params.file), 302),
-    {
-      publicLimit: true,
-      params: t.Object({ file: StreamName }),
-      response: { 302: t.Void(), ...errorResponses(404, 503) },
-      detail: { summary: "The finished stream's MP4 (a redirect to object storage)" },
-    },
-  );
+  .get("/vod/v1/:file", async ({ params, redirect }) => redirect(await vodLocation(params.file), 302), {
+    publicLimit: true,
+    params: t.Object({ file: StreamName }),
+    response: { 302: t.Void(), ...errorResponses(404, 503) },
+    detail: { summary: "The finished stream's MP4 (a redirect to object storage)" },
+  });

@@ -10,7 +10,9 @@ const RoomName = Text({
   minLength: 1,
   maxLength: 256,
   pattern: "^[^\\x00-\\x1f\\x7f]+$",
-  description: "Room the recorder joins, in any spelling of its room key (`Design " + "Review`, `design%20review`), optionally @conference.domain",
+  description:
+    "Room the recorder joins, in any spelling of its room key (`Design " +
+    "Review`, `design%20review`), optionally @conference.domain",
 });
 /** Stream names are `<slug>-<hex>`; anything else cannot name one. */
 export const StreamName = Text({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9._-]+$" });
@@ -38,7 +40,9 @@ export const StreamingModel = {
     layout: t.Optional(Text({ maxLength: 32, description: "mobile, or left out for desktop" })),
     profile: t.Optional(Text({ maxLength: 32, description: "HD, or left out for adaptive" })),
     reconnect_window: t.Optional(
-      t.Union([Text({ maxLength: 16 }), t.Integer({ minimum: 0 })], { description: "10 ms units: 6000 is one minute (the default)" }),
+      t.Union([Text({ maxLength: 16 }), t.Integer({ minimum: 0 })], {
+        description: "10 ms units: 6000 is one minute (the default)",
+      }),
     ),
   }),
   started: t.Object({
@@ -53,6 +57,9 @@ export const StreamingModel = {
   }),
   stop: t.Object({ room_name: RoomName }),
   stopped: t.Object({ started: t.Literal(false), stream_name: t.String(), pod_name: t.String() }),
-  viewers: t.Record(t.String(), t.Object({ current_viewers: t.Integer(), uptime: t.Integer({ description: "seconds since the stream started" }) })),
+  viewers: t.Record(
+    t.String(),
+    t.Object({ current_viewers: t.Integer(), uptime: t.Integer({ description: "seconds since the stream started" }) }),
+  ),
   callbackReply: t.Object({ code: t.Integer() }),
 };

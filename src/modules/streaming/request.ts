@@ -29,8 +29,10 @@ export function destinationsOf(request: Pick<StartRequest, "stream_keys" | "stre
   const destinations: string[] = [];
   for (const { key: platform, value } of request.stream_keys ?? []) {
     const ingest = platformIngest(platform);
-    if (!ingest) invalid(`unknown platform "${platform}" in stream_keys; known platforms: ${PLATFORM_NAMES.join(", ")}`);
-    if (!SAFE_URL_TEXT.test(value)) invalid(`the stream key for "${platform}" holds characters a stream key cannot have`);
+    if (!ingest)
+      invalid(`unknown platform "${platform}" in stream_keys; known platforms: ${PLATFORM_NAMES.join(", ")}`);
+    if (!SAFE_URL_TEXT.test(value))
+      invalid(`the stream key for "${platform}" holds characters a stream key cannot have`);
     destinations.push(`${ingest}/${value}`);
   }
   for (const raw of request.stream_urls ?? []) {
@@ -40,7 +42,8 @@ export function destinationsOf(request: Pick<StartRequest, "stream_keys" | "stre
     } catch {
       invalid("every stream_urls entry must be an rtmp:// or rtmps:// URL");
     }
-    if (parsed.protocol !== "rtmp:" && parsed.protocol !== "rtmps:") invalid("every stream_urls entry must be an rtmp:// or rtmps:// URL");
+    if (parsed.protocol !== "rtmp:" && parsed.protocol !== "rtmps:")
+      invalid("every stream_urls entry must be an rtmp:// or rtmps:// URL");
     if (!SAFE_URL_TEXT.test(raw)) invalid("a stream_urls entry holds characters an RTMP URL cannot have");
     if (!hostAllowed(parsed.hostname, config.streaming.destinationHosts)) {
       // Only the host is named: the rest of the URL usually carries a stream key.
@@ -55,10 +58,12 @@ export function optionsOf(request: StartRequest): StreamOptions {
   const codec = (request.codec ?? "H264").toUpperCase();
   if (codec !== "H264" && codec !== "H265") invalid('codec must be "H264" or "H265"');
   const layout = request.layout === undefined || request.layout === "" ? "desktop" : request.layout.toLowerCase();
-  if (layout !== "desktop" && layout !== "mobile") invalid('layout must be "mobile" or left out for the desktop layout');
+  if (layout !== "desktop" && layout !== "mobile")
+    invalid('layout must be "mobile" or left out for the desktop layout');
   const profile = request.profile === undefined || request.profile === "" ? "adaptive" : request.profile.toUpperCase();
   if (profile !== "adaptive" && profile !== "HD") invalid('profile must be "HD" or left out for adaptive bitrate');
-  if (request.audio_only && request.multi_bitrate) invalid("multi_bitrate transcodes video, so it cannot go with audio_only");
+  if (request.audio_only && request.multi_bitrate)
+    invalid("multi_bitrate transcodes video, so it cannot go with audio_only");
   return {
     codec,
     isLowLatency: request.is_low_latency ?? false,

@@ -38,7 +38,11 @@ export async function stopStateSubscriber(): Promise<void> {
 }
 
 /** Waits until the stream satisfies `done` or the time is up; answers the last row seen. */
-export async function waitForStream(streamId: string, done: (stream: Stream) => boolean, timeoutMs: number): Promise<Stream> {
+export async function waitForStream(
+  streamId: string,
+  done: (stream: Stream) => boolean,
+  timeoutMs: number,
+): Promise<Stream> {
   await subscribeToStates();
   const deadline = Date.now() + timeoutMs;
   let wake: () => void = () => {};

@@ -15,12 +15,17 @@ export const LIVE_STATES: StreamState[] = ["starting", "running", "stopping"];
 
 export type StreamStarted = typeof StreamingModel.started.static;
 
-/** The room events and streams are filed under: the key (core/room-key) of the room, without any `@conference.domain`. */
+/**
+ * The room events and streams are filed under: the key (core/room-key) of the room, without any `@conference.domain`.
+ */
 export function bareRoom(roomName: string): string {
   return roomName.trim() === "" ? "" : roomAddress(roomName).room;
 }
 
-/** Random bits in a stream name. The viewer-count and VOD routes answer anyone who knows a name, so it must not be guessable. */
+/**
+ * Random bits in a stream name. The viewer-count and VOD routes
+ * answer anyone who knows a name, so it must not be guessable.
+ */
 export const STREAM_NAME_RANDOM_BYTES = 16;
 
 /** `<room slug>-<32 hex digits>`: 128 random bits after a readable prefix. */

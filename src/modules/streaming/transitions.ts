@@ -42,7 +42,11 @@ export async function markRunning(streamId: string): Promise<boolean> {
       .set({ state: "running", startedAt: new Date() })
       .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
       .returning();
-    if (running) await recordEvent(tx, running.accountId, "stream.started", { ...streamNamed(running), recording: running.options.isRecording });
+    if (running)
+      await recordEvent(tx, running.accountId, "stream.started", {
+        ...streamNamed(running),
+        recording: running.options.isRecording,
+      });
     return running;
   });
   if (!stream) return false;
@@ -97,8 +101,17 @@ export async function finishStream(
       .set({ state, reason, stoppedAt: new Date(), ...(recordingKey ? { recordingKey } : {}) })
       .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
       .returning();
-    if (finished) await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", { ...streamNamed(finished), reason });
-    if (finished && recordingKey) await recordEvent(tx, finished.accountId, "recording.ready", { ...streamNamed(finished), object_key: recordingKey, vod_url: streamUrls(finished).vod_url });
+    if (finished)
+      await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", {
+        ...streamNamed(finished),
+        reason,
+      });
+    if (finished && recordingKey)
+      await recordEvent(tx, finished.accountId, "recording.ready", {
+        ...streamNamed(finished),
+        object_key: recordingKey,
+        vod_url: streamUrls(finished).vod_url,
+      });
     return finished;
   });
   if (!stream) return undefined;

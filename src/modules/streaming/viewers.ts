@@ -64,7 +64,12 @@ export async function takePeakViewers(stream: Stream): Promise<number> {
   const peak = peakKey(stream.streamName);
   // Viewer sets live in Redis only; without it the peak is reported as 0.
   return withinRedis(promptRedis(), "reading the viewer peak", async () => {
-    const [[, value]] = (await promptRedis().multi().get(peak).del(viewersKey(stream.streamName)).expire(peak, 86_400).exec()) as [[Error | null, string | null]];
+    const [[, value]] = (await promptRedis()
+      .multi()
+      .get(peak)
+      .del(viewersKey(stream.streamName))
+      .expire(peak, 86_400)
+      .exec()) as [[Error | null, string | null]];
     return Number(value ?? 0);
   }).catch(() => 0);
 }
@@ -86,7 +91,8 @@ export async function vodLocation(file: string): Promise<string> {
   const streamName = file.endsWith(".mp4") ? file.slice(0, -4) : file;
   const stream = await streamByName(streamName);
   if (!stream?.options.isVod) throw new AppError("not_found", "no video on demand by that name");
-  if (!stream.recordingKey) throw new AppError("not_found", "the video on demand is available once the stream has finished");
+  if (!stream.recordingKey)
+    throw new AppError("not_found", "the video on demand is available once the stream has finished");
   return objects.presignedGetUrl(stream.recordingKey, config.storage.presignExpirySeconds);
 }
 

@@ -15,7 +15,13 @@ const PROBE_TIMEOUT_MS = 2_000;
 
 async function probe(check: () => Promise<void>): Promise<"ok" | "down"> {
   const timeout = new Promise<"down">((resolve) => setTimeout(() => resolve("down"), PROBE_TIMEOUT_MS).unref?.());
-  return Promise.race([check().then(() => "ok" as const, () => "down" as const), timeout]);
+  return Promise.race([
+    check().then(
+      () => "ok" as const,
+      () => "down" as const,
+    ),
+    timeout,
+  ]);
 }
 
 const Readiness = t.Object({
@@ -25,7 +31,10 @@ const Readiness = t.Object({
 });
 
 export const systemController = new Elysia({ name: "parley.system", detail: { tags: ["system"] } })
-  .get("/healthz", () => ({ status: "ok" }), { response: t.Object({ status: t.String() }), detail: { summary: "The process is alive" } })
+  .get("/healthz", () => ({ status: "ok" }), {
+    response: t.Object({ status: t.String() }),
+    detail: { summary: "The process is alive" },
+  })
   .get(
     "/readyz",
     async ({ set }) => {
@@ -37,7 +46,10 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
       const status = database !== "ok" ? "unavailable" : redis !== "ok" ? "degraded" : "ok";
       return { status, database, redis };
     },
-    { response: { 200: Readiness, 503: Readiness }, detail: { summary: "The database answers (503 if not); Redis is reported but not required" } },
+    {
+      response: { 200: Readiness, 503: Readiness },
+      detail: { summary: "The database answers (503 if not); Redis is reported but not required" },
+    },
   )
   .get(
     "/.well-known/jwks.json",
@@ -64,7 +76,9 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
       params: t.Object({ file: t.String({ maxLength: 80, description: "<SHA-256 of the kid, hex>.pem" }) }),
       response: { 200: t.String({ description: "The public key, PEM (SPKI)" }), 404: ErrorModel },
       detail: {
-        summary: "A signing key's public key as PEM, for Jitsi's Prosody token " + "auth (its asap_key_server); no credential, public keys only",
+        summary:
+          "A signing key's public key as PEM, for Jitsi's Prosody token " +
+          "auth (its asap_key_server); no credential, public keys only",
         security: [],
       },
     },

@@ -12,7 +12,8 @@ export const tokenController = new Elysia({ name: "parley.token", detail: { tags
   async ({ body, headers, set }) => {
     // The scheduling clients put the key in the body; messaging clients send it as Bearer too.
     const apiKey = body.apiKey ?? credentialFrom(headers.authorization);
-    if (!apiKey) throw new AppError("unauthorized", "failed to generate token: no apiKey in the body or Authorization header");
+    if (!apiKey)
+      throw new AppError("unauthorized", "failed to generate token: no apiKey in the body or Authorization header");
     const account = await accountForApiKey(apiKey).catch((error: unknown) => {
       throw error instanceof AppError ? new AppError(error.code, `failed to generate token: ${error.message}`) : error;
     });

@@ -23,7 +23,9 @@ export const TokenModel = {
     room: t.Optional(
       Text({
         maxLength: 256,
-        description: "media scope only: the one conference room the token admits " + "to, as users type it or as Jitsi names it; any room when absent",
+        description:
+          "media scope only: the one conference room the token admits " +
+          "to, as users type it or as Jitsi names it; any room when absent",
         examples: ["Design Review"],
       }),
     ),

@@ -43,7 +43,10 @@ export function parseDuration(field: string, value: string): number {
   const unit = match?.[2]?.toLowerCase() ?? "";
   const perUnit = unit === "" ? 3600 : UNIT_SECONDS[unit];
   if (!match || perUnit === undefined) {
-    throw new AppError("validation_failed", `${field}: "${value}" is not a duration such as "24 hours", "2h" or "90 minutes"`);
+    throw new AppError(
+      "validation_failed",
+      `${field}: "${value}" is not a duration such as "24 hours", "2h" or "90 minutes"`,
+    );
   }
   const seconds = Math.round(Number(match[1]) * perUnit);
   if (seconds <= 0) throw new AppError("validation_failed", `${field}: the duration must be more than zero`);
@@ -70,7 +73,8 @@ function generatedUserId(): string {
  */
 function roomClaim(audiences: Scope[], room: string | undefined): string | undefined {
   if (room === undefined || room === "") return audiences.includes("media") ? "*" : undefined;
-  if (!(audiences.length === 1 && audiences[0] === "media")) throw new AppError("validation_failed", "room: only a media-scoped token names a room");
+  if (!(audiences.length === 1 && audiences[0] === "media"))
+    throw new AppError("validation_failed", "room: only a media-scoped token names a room");
   return room === "*" ? room : roomKey(room);
 }
 
@@ -79,11 +83,15 @@ export async function issueToken(account: Account, request: TokenRequest): Promi
   const audiences = audiencesFor(request.scope);
   const mediaOnly = audiences.length === 1 && audiences[0] === "media";
   const room = roomClaim(audiences, request.room);
-  const lifetime = request.exp === undefined || request.exp === "" ? config.tokens.defaultTtlSeconds : parseDuration("exp", String(request.exp));
+  const lifetime =
+    request.exp === undefined || request.exp === ""
+      ? config.tokens.defaultTtlSeconds
+      : parseDuration("exp", String(request.exp));
   if (lifetime > config.tokens.maxTtlSeconds) {
     throw new AppError("validation_failed", `exp: at most ${config.tokens.maxTtlSeconds / 3600} hours`);
   }
-  const notBefore = request.nbf === undefined || request.nbf === "" ? undefined : parseDuration("nbf", String(request.nbf));
+  const notBefore =
+    request.nbf === undefined || request.nbf === "" ? undefined : parseDuration("nbf", String(request.nbf));
   if (notBefore !== undefined && notBefore >= lifetime) {
     throw new AppError("validation_failed", "nbf: must come before exp");
   }
@@ -97,11 +105,14 @@ export async function issueToken(account: Account, request: TokenRequest): Promi
     moderator: user.moderator ?? false,
   };
   const key = await currentSigningKey(accountId);
-  // Jitsi's Prosody verifies RS256 only (luajwtjitsi); a token it can never accept is refused here, where the cause can be named.
+  // Jitsi's Prosody verifies RS256 only (luajwtjitsi); a token it
+  // can never accept is refused here, where the cause can be named.
   if (mediaOnly && key.algorithm !== "RS256") {
     throw new AppError(
       "validation_failed",
-      "scope: media tokens are for Jitsi, which verifies RS256 only, and " + `this account signs with ${key.algorithm}; the operator can switch ` + `it with \`npm run parley -- rotate-key ${accountId} --alg RS256\``,
+      "scope: media tokens are for Jitsi, which verifies RS256 only, and " +
+        `this account signs with ${key.algorithm}; the operator can switch ` +
+        `it with \`npm run parley -- rotate-key ${accountId} --alg RS256\``,
     );
   }
   return signJwt(key, {

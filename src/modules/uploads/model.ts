@@ -4,7 +4,11 @@ import { Text } from "../../http/text";
 
 export const UploadModel = {
   request: t.Object({
-    fileName: Text({ minLength: 1, maxLength: 512, description: "Path inside the account's folder, such as chat/photo.png" }),
+    fileName: Text({
+      minLength: 1,
+      maxLength: 512,
+      description: "Path inside the account's folder, such as chat/photo.png",
+    }),
     fileType: Text({ minLength: 1, maxLength: 255, description: 'Extension ("png") or MIME type ("image/png")' }),
   }),
   response: t.Object({

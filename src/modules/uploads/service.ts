@@ -27,10 +27,14 @@ export function checkFileName(fileName: string): string {
   return fileName;
 }
 
-/** `fileType` is an extension ("png", ".pdf") or a MIME type ("image/png"); the upload must then carry that Content-Type. */
+/**
+ * `fileType` is an extension ("png", ".pdf") or a MIME type
+ * ("image/png"); the upload must then carry that Content-Type.
+ */
 export function contentTypeFor(fileType: string): string {
   if (MIME_TYPE.test(fileType)) return fileType.toLowerCase();
-  if (!EXTENSION.test(fileType)) throw new AppError("validation_failed", 'fileType: an extension such as "png" or a MIME type such as "image/png"');
+  if (!EXTENSION.test(fileType))
+    throw new AppError("validation_failed", 'fileType: an extension such as "png" or a MIME type such as "image/png"');
   const known = Bun.file(`upload.${fileType.replace(/^\./, "").toLowerCase()}`).type;
   // Bun reports unknown extensions as octet-stream, which is the right default for them too.
   return known.split(";")[0]!.trim();

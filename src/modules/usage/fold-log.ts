@@ -30,14 +30,23 @@ export function foldableRows(rows: unknown): FoldableEvent[] {
 /** A room of the log and how many events it holds, in (account, room) order, for refolding everything. */
 export type LoggedRoom = { accountId: string; room: string; events: number };
 
-/** Up to `limit` rooms of the log (of one account, or of all) after the given one, in (account, room) order, with their event counts (one pass over the log). */
-export async function roomsAfter(after: { accountId: string; room: string } | null, limit: number, accountId?: string): Promise<LoggedRoom[]> {
+/**
+ * Up to `limit` rooms of the log (of one account, or of all) after the given one,
+ * in (account, room) order, with their event counts (one pass over the log).
+ */
+export async function roomsAfter(
+  after: { accountId: string; room: string } | null,
+  limit: number,
+  accountId?: string,
+): Promise<LoggedRoom[]> {
   const rows = await db
     .select({ accountId: conferenceEvents.accountId, room: conferenceEvents.room, events: sql<number>`count(*)::int` })
     .from(conferenceEvents)
     .where(
       and(
-        after ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})` : undefined,
+        after
+          ? sql`(${conferenceEvents.accountId}, ${conferenceEvents.room}) > (${after.accountId}, ${after.room})`
+          : undefined,
         accountId === undefined ? undefined : eq(conferenceEvents.accountId, accountId),
       ),
     )
@@ -65,14 +74,22 @@ export async function eventsOfRooms(rooms: Array<{ accountId: string; room: stri
 }
 
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */
-export async function mediaEventsForSubjects(subjects: Array<{ accountId: string; subject: string }>, executor: Database): Promise<StoredEvent[]> {
+export async function mediaEventsForSubjects(
+  subjects: Array<{ accountId: string; subject: string }>,
+  executor: Database,
+): Promise<StoredEvent[]> {
   if (subjects.length === 0) return [];
   // A join against a JSON list of pairs: drizzle has no tuple IN, and thousands of ORs would plan slowly.
   const wanted = sql`select s."accountId", s.subject from jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)`;
   const rows = await executor
     .select(storedColumns)
     .from(conferenceEvents)
-    .where(and(sql`(${conferenceEvents.accountId}, ${conferenceEvents.subject}) in (${wanted})`, inArray(conferenceEvents.kind, MEDIA_EVENT_KINDS)))
+    .where(
+      and(
+        sql`(${conferenceEvents.accountId}, ${conferenceEvents.subject}) in (${wanted})`,
+        inArray(conferenceEvents.kind, MEDIA_EVENT_KINDS),
+      ),
+    )
     .orderBy(asc(conferenceEvents.occurredAt), asc(conferenceEvents.id));
   return rows;
 }

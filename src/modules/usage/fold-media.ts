@@ -104,22 +104,39 @@ function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
     }
   }
   // Two intervals starting in the same second share a key; the later one is what the log says last.
-  return [...new Map(intervals.map((interval) => [`${interval.kind}|${interval.startedAt.getTime()}`, interval])).values()];
+  return [
+    ...new Map(intervals.map((interval) => [`${interval.kind}|${interval.startedAt.getTime()}`, interval])).values(),
+  ];
 }
 
-export async function rebuildMedia(tx: Database, subjects: Array<{ accountId: string; subject: string }>): Promise<Touched[]> {
+export async function rebuildMedia(
+  tx: Database,
+  subjects: Array<{ accountId: string; subject: string }>,
+): Promise<Touched[]> {
   if (subjects.length === 0) return [];
   const events = await mediaEventsForSubjects(subjects, tx);
   const bySubject = Map.groupBy(events, (event) => `${event.accountId}|${event.subject}`);
   const intervals = [...bySubject.values()].flatMap(pairMediaEvents);
-  const removed = rowsOf<{ account_id: string; room: string; started_at: string; ended_at: string | null }>(await tx.execute(sql`
+  const removed = rowsOf<{ account_id: string; room: string; started_at: string; ended_at: string | null }>(
+    await tx.execute(sql`
     delete from media_sessions m
     using jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)
     where m.account_id = s."accountId" and m.subject = s.subject
-    returning m.account_id, m.room, m.started_at, m.ended_at`));
+    returning m.account_id, m.room, m.started_at, m.ended_at`),
+  );
   if (intervals.length > 0) await tx.insert(mediaSessions).values(intervals);
   return [
-    ...removed.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.started_at), to: new Date(row.ended_at ?? row.started_at) })),
-    ...intervals.map((interval) => ({ accountId: interval.accountId, room: interval.room, from: interval.startedAt, to: interval.endedAt ?? interval.startedAt })),
+    ...removed.map((row) => ({
+      accountId: row.account_id,
+      room: row.room,
+      from: new Date(row.started_at),
+      to: new Date(row.ended_at ?? row.started_at),
+    })),
+    ...intervals.map((interval) => ({
+      accountId: interval.accountId,
+      room: interval.room,
+      from: interval.startedAt,
+      to: interval.endedAt ?? interval.startedAt,
+    })),
   ];
 }

@@ -68,7 +68,11 @@ export async function claimUnfoldedRooms(tx: Database, olderThanMs: number, limi
  * The oldest events of one room not folded yet, locked for the fold's transaction; rows a
  * sweep holds are skipped (the sweep folds them).
  */
-export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: string; room: string }, limit: number): Promise<FoldableEvent[]> {
+export async function claimUnfoldedRoomEvents(
+  tx: Database,
+  where: { accountId: string; room: string },
+  limit: number,
+): Promise<FoldableEvent[]> {
   const rows = await tx
     .select(foldableColumns)
     .from(conferenceEventsUnfolded)
@@ -82,7 +86,10 @@ export async function claimUnfoldedRoomEvents(tx: Database, where: { accountId: 
 
 /** An account's unfolded events: of the given rooms, or of all its rooms when none are given. */
 function unfoldedOf(accountId: string, rooms: string[]) {
-  return and(eq(conferenceEventsUnfolded.accountId, accountId), rooms.length > 0 ? inArray(conferenceEventsUnfolded.room, rooms) : undefined);
+  return and(
+    eq(conferenceEventsUnfolded.accountId, accountId),
+    rooms.length > 0 ? inArray(conferenceEventsUnfolded.room, rooms) : undefined,
+  );
 }
 
 /**
@@ -93,7 +100,11 @@ function unfoldedOf(accountId: string, rooms: string[]) {
 export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Promise<Date | null> {
   // First whether any is listed: a probe that stops at the first index entry, whatever the
   // planner believes of the list's size (its statistics lag a backlog and its clearing).
-  const [listed] = await db.select({ eventId: conferenceEventsUnfolded.eventId }).from(conferenceEventsUnfolded).where(unfoldedOf(accountId, rooms)).limit(1);
+  const [listed] = await db
+    .select({ eventId: conferenceEventsUnfolded.eventId })
+    .from(conferenceEventsUnfolded)
+    .where(unfoldedOf(accountId, rooms))
+    .limit(1);
   if (!listed) return null;
   const [row] = await db
     .select({ at: sql<string | Date | null>`min(${conferenceEvents.receivedAt})` })
@@ -109,7 +120,12 @@ export async function oldestUnfoldedAt(accountId: string, rooms: string[]): Prom
  * once that fold commits they are gone, so what it answers and what that fold folded are
  * every event stored before the call.
  */
-export async function claimUnfoldedOf(tx: Database, accountId: string, rooms: string[], limit: number): Promise<FoldableEvent[]> {
+export async function claimUnfoldedOf(
+  tx: Database,
+  accountId: string,
+  rooms: string[],
+  limit: number,
+): Promise<FoldableEvent[]> {
   const rows = await tx
     .select(foldableColumns)
     .from(conferenceEventsUnfolded)

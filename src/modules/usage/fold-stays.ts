@@ -21,7 +21,14 @@ const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 
  * than the estimate it replaces, and the days between must be rebuilt too.
  */
 export async function upsertConferenceFacts(tx: Database, ids: number[]) {
-  const rows = rowsOf<{ what: "span" | "close" | "unusable" | "ended"; account_id: string; room: string; from_day: string; to_day: string; id: string }>(
+  const rows = rowsOf<{
+    what: "span" | "close" | "unusable" | "ended";
+    account_id: string;
+    room: string;
+    from_day: string;
+    to_day: string;
+    id: string;
+  }>(
     await tx.execute(sql`
       with page as (
         select id, account_id, room, kind, breakout_id, room_jid, started_at as created_at, ended_at as destroyed_at, occupants
@@ -112,22 +119,39 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
   const unusable = rows.filter((row) => row.what === "unusable").map((row) => Number(row.id));
   if (unusable.length > 0) {
     // Only an event_sync delivery names both halves of a stay; a bare occupant event cannot be paired.
-    log.warn({ events: unusable }, "conference events without an event_sync payload are kept in the log but not folded");
+    log.warn(
+      { events: unusable },
+      "conference events without an event_sync payload are kept in the log but not folded",
+    );
   }
   return {
     ended: rows
       .filter((row) => row.what === "ended")
-      .map((row) => ({ accountId: row.account_id, room: row.room, breakoutId: row.from_day, startedAt: new Date(Number(row.id)) })),
+      .map((row) => ({
+        accountId: row.account_id,
+        room: row.room,
+        breakoutId: row.from_day,
+        startedAt: new Date(Number(row.id)),
+      })),
     touched: rows
       .filter((row) => row.what === "span")
-      .map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(`${row.from_day}T00:00:00Z`), to: new Date(`${row.to_day}T00:00:00Z`) })),
+      .map((row) => ({
+        accountId: row.account_id,
+        room: row.room,
+        from: new Date(`${row.from_day}T00:00:00Z`),
+        to: new Date(`${row.to_day}T00:00:00Z`),
+      })),
     mayClose: rows.some((row) => row.what === "close"),
   };
 }
 
 /** Closes, at the room's end, every stay of the given rooms that has no leave inside an ended room life. */
-export async function closeStaysAtRoomEnd(tx: Database, rooms: Array<{ accountId: string; room: string }>): Promise<Touched[]> {
-  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string }>(await tx.execute(sql`
+export async function closeStaysAtRoomEnd(
+  tx: Database,
+  rooms: Array<{ accountId: string; room: string }>,
+): Promise<Touched[]> {
+  const rows = rowsOf<{ account_id: string; room: string; joined_at: string; left_at: string }>(
+    await tx.execute(sql`
     update participant_sessions p
     set left_at = r.ended_at, left_estimated = true, updated_at = now()
     from room_sessions r, jsonb_to_recordset(${JSON.stringify(rooms)}::jsonb) as k("accountId" text, room text)
@@ -135,6 +159,12 @@ export async function closeStaysAtRoomEnd(tx: Database, rooms: Array<{ accountId
       and r.account_id = p.account_id and r.room = p.room and r.breakout_id = p.breakout_id
       and p.left_at is null and r.ended_at is not null
       and p.joined_at >= r.started_at and p.joined_at <= r.ended_at
-    returning p.account_id, p.room, p.joined_at, p.left_at`));
-  return rows.map((row) => ({ accountId: row.account_id, room: row.room, from: new Date(row.joined_at), to: new Date(row.left_at) }));
+    returning p.account_id, p.room, p.joined_at, p.left_at`),
+  );
+  return rows.map((row) => ({
+    accountId: row.account_id,
+    room: row.room,
+    from: new Date(row.joined_at),
+    to: new Date(row.left_at),
+  }));
 }

@@ -36,7 +36,9 @@ function lockKey(accountId: string, room: string) {
 async function lockRooms(tx: Database, keys: string[]): Promise<void> {
   const sorted = [...new Set(keys)].sort();
   // One statement takes the locks in a fixed order, so two folds never wait on each other crosswise.
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(key, 0)) from jsonb_array_elements_text(${JSON.stringify(sorted)}::jsonb) with ordinality as k(key, n) order by n`);
+  await tx.execute(
+    sql`select pg_advisory_xact_lock(hashtextextended(key, 0)) from jsonb_array_elements_text(${JSON.stringify(sorted)}::jsonb) with ordinality as k(key, n) order by n`,
+  );
 }
 
 const MEDIA_KINDS = new Set<EventKind>(MEDIA_EVENT_KINDS);
@@ -46,18 +48,41 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
   if (events.length === 0) return;
   const subjects = [
     ...new Map(
-      events.filter((event) => event.subject !== null && MEDIA_KINDS.has(event.kind)).map((event) => [`${event.accountId}|${event.subject}`, { accountId: event.accountId, subject: event.subject! }]),
+      events
+        .filter((event) => event.subject !== null && MEDIA_KINDS.has(event.kind))
+        .map((event) => [
+          `${event.accountId}|${event.subject}`,
+          { accountId: event.accountId, subject: event.subject! },
+        ]),
     ).values(),
   ];
-  const rooms = [...new Map(events.map((event) => [lockKey(event.accountId, event.room), { accountId: event.accountId, room: event.room }])).entries()];
+  const rooms = [
+    ...new Map(
+      events.map((event) => [lockKey(event.accountId, event.room), { accountId: event.accountId, room: event.room }]),
+    ).entries(),
+  ];
   const ids = events.map((event) => event.id);
   // Before the room locks: the sweep holds event rows while it waits for rooms, never the reverse.
   await markFolded(tx, ids);
-  await lockRooms(tx, rooms.map(([key]) => key));
-  const touched: Touched[] = events.map((event) => ({ accountId: event.accountId, room: event.room, from: event.occurredAt, to: event.occurredAt }));
+  await lockRooms(
+    tx,
+    rooms.map(([key]) => key),
+  );
+  const touched: Touched[] = events.map((event) => ({
+    accountId: event.accountId,
+    room: event.room,
+    from: event.occurredAt,
+    to: event.occurredAt,
+  }));
   const conference = await upsertConferenceFacts(tx, ids);
   touched.push(...conference.touched);
-  if (conference.mayClose) touched.push(...(await closeStaysAtRoomEnd(tx, rooms.map(([, room]) => room))));
+  if (conference.mayClose)
+    touched.push(
+      ...(await closeStaysAtRoomEnd(
+        tx,
+        rooms.map(([, room]) => room),
+      )),
+    );
   touched.push(...(await rebuildMedia(tx, subjects)));
   // Once the lives' stays are closed and their media rebuilt: room.ended carries the report's figures.
   await announceEndedRooms(tx, conference.ended);
@@ -110,10 +135,16 @@ const REPORT_FOLD_LIMIT = ROOM_FOLD_PAGE;
 export async function foldBeforeReport(accountId: string, rooms: string[], askedAt: Date): Promise<Date> {
   if ((await oldestUnfoldedAt(accountId, rooms)) === null) return askedAt;
   try {
-    await db.transaction(async (tx) => foldInTransaction(tx, await claimUnfoldedOf(tx, accountId, rooms, REPORT_FOLD_LIMIT)));
+    await db.transaction(async (tx) =>
+      foldInTransaction(tx, await claimUnfoldedOf(tx, accountId, rooms, REPORT_FOLD_LIMIT)),
+    );
   } catch (error) {
-    // An event no fold can take (the sweep logs it and leaves it listed) holds as_of back; the report is still answered.
-    log.warn({ accountId, err: (error as Error).message }, "usage report: its pending events could not be folded; it is complete only to the oldest of them");
+    // An event no fold can take (the sweep logs it and leaves it
+    // listed) holds as_of back; the report is still answered.
+    log.warn(
+      { accountId, err: (error as Error).message },
+      "usage report: its pending events could not be folded; it is complete only to the oldest of them",
+    );
   }
   const oldest = await oldestUnfoldedAt(accountId, rooms);
   return oldest !== null && oldest < askedAt ? oldest : askedAt;
@@ -139,7 +170,11 @@ export interface RefoldOptions {
  * folded alone, in slices of `pageSize`. Pages hold different rooms, so `concurrency` of them
  * fold at once, each in its own transaction: PostgreSQL runs them side by side on its cores.
  */
-export async function refoldLog({ pageSize = 10_000, concurrency = 2, accountId }: RefoldOptions = {}): Promise<number> {
+export async function refoldLog({
+  pageSize = 10_000,
+  concurrency = 2,
+  accountId,
+}: RefoldOptions = {}): Promise<number> {
   let folded = 0;
   let after: LoggedRoom | null = null;
   for (;;) {
@@ -149,7 +184,8 @@ export async function refoldLog({ pageSize = 10_000, concurrency = 2, accountId 
     const folder = async () => {
       for (const page of pages) {
         const events = await eventsOfRooms(page);
-        for (let start = 0; start < events.length; start += pageSize) await foldEvents(events.slice(start, start + pageSize));
+        for (let start = 0; start < events.length; start += pageSize)
+          await foldEvents(events.slice(start, start + pageSize));
         folded += events.length;
       }
     };
@@ -205,15 +241,23 @@ export async function sweepUnfolded(olderThanMs: number, pageSize = ROOM_FOLD_PA
   }
 }
 
-/** Claims a page as the sweep does (so the failed page's events, unless another fold took them) and folds each event on its own. */
+/**
+ * Claims a page as the sweep does (so the failed page's events,
+ * unless another fold took them) and folds each event on its own.
+ */
 async function foldOneByOne(olderThanMs: number, pageSize: number): Promise<{ claimed: number; folded: number }> {
-  const ids = await db.transaction(async (tx) => (await claimUnfoldedRooms(tx, olderThanMs, pageSize)).map((event) => event.id));
+  const ids = await db.transaction(async (tx) =>
+    (await claimUnfoldedRooms(tx, olderThanMs, pageSize)).map((event) => event.id),
+  );
   let folded = 0;
   for (const id of ids) {
     try {
       folded += await foldEventIds([id]);
     } catch (error) {
-      log.error({ eventId: id, err: (error as Error).message }, "usage sweep: an event cannot be folded; it stays unfolded and is tried again next sweep");
+      log.error(
+        { eventId: id, err: (error as Error).message },
+        "usage sweep: an event cannot be folded; it stays unfolded and is tried again next sweep",
+      );
     }
   }
   return { claimed: ids.length, folded };

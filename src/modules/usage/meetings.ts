@@ -73,7 +73,10 @@ const DAY_MS = 86_400_000;
 function timeSlices(start: number, end: number): Array<[number, number]> {
   const count = Math.max(1, Math.min(STAY_SLICES, Math.floor((end - start) / DAY_MS)));
   const step = (end - start) / count;
-  return Array.from({ length: count }, (_, index) => [start + Math.round(index * step), index === count - 1 ? end : start + Math.round((index + 1) * step)]);
+  return Array.from({ length: count }, (_, index) => [
+    start + Math.round(index * step),
+    index === count - 1 ? end : start + Math.round((index + 1) * step),
+  ]);
 }
 
 /** Most people present at once; at one instant leaves count before joins. */
@@ -115,7 +118,9 @@ function latestOf(dates: Date[]): Date {
 }
 
 function lastLeave(stays: Stay[]): Date | null {
-  return stays.length === 0 ? null : new Date(stays.reduce((latest, stay) => Math.max(latest, stay.leftMs!), Number.NEGATIVE_INFINITY));
+  return stays.length === 0
+    ? null
+    : new Date(stays.reduce((latest, stay) => Math.max(latest, stay.leftMs!), Number.NEGATIVE_INFINITY));
 }
 
 export const personOf = (stay: Stay) => stay.userId ?? stay.email ?? stay.occupantJid;
@@ -140,9 +145,14 @@ function describeRoom(accountId: string, life: Life, asOf: Date): { room: Report
       left_estimated: stay.leftEstimated,
       minutes: minutes(msSecondsBetween(stay.joinedMs, stay.leftMs, asOf)),
     }));
-  const participantSeconds = life.stays.reduce((sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, asOf), 0);
+  const participantSeconds = life.stays.reduce(
+    (sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, asOf),
+    0,
+  );
   const mediaSeconds = (kind: string) =>
-    life.media.filter((media) => media.kind === kind).reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, asOf), 0);
+    life.media
+      .filter((media) => media.kind === kind)
+      .reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, asOf), 0);
   const streams: ReportStream[] = life.media.flatMap((media) =>
     media.kind === "phone"
       ? []
@@ -170,7 +180,9 @@ function describeRoom(accountId: string, life: Life, asOf: Date): { room: Report
       minutes: minutes(secondsBetween(media.startedAt, media.endedAt, asOf)),
     }));
   const open = life.id === null ? life.stays.some((stay) => stay.leftMs === null) : life.endedAt === null;
-  const updatedAt = new Date(life.stays.reduce((latest, stay) => Math.max(latest, stay.updatedMs), life.updatedAt.getTime()));
+  const updatedAt = new Date(
+    life.stays.reduce((latest, stay) => Math.max(latest, stay.updatedMs), life.updatedAt.getTime()),
+  );
   const meeting = `${life.room}${life.breakoutId ? `/${life.breakoutId}` : ""}@${unix(life.startedAt)}`;
   const seconds: Seconds = {
     participant: participantSeconds,
@@ -196,7 +208,10 @@ function describeRoom(accountId: string, life: Life, asOf: Date): { room: Report
       recording_minutes: minutes(seconds.recording),
       peak_participants: peakPresence(life.stays, asOf),
       distinct_participants: new Set(life.stays.map(personOf)).size,
-      peak_viewers: Math.max(0, ...life.media.filter((media) => media.kind === "streaming").map((media) => media.peakViewers)),
+      peak_viewers: Math.max(
+        0,
+        ...life.media.filter((media) => media.kind === "streaming").map((media) => media.peakViewers),
+      ),
       streams,
       calls,
     },
@@ -226,13 +241,24 @@ export interface PreparedReport {
   executor: Database;
 }
 
-export const inRooms = <T extends typeof roomSessions.room | typeof participantSessions.room | typeof mediaSessions.room | typeof roomUsageDaily.room>(
+export const inRooms = <
+  T extends
+    | typeof roomSessions.room
+    | typeof participantSessions.room
+    | typeof mediaSessions.room
+    | typeof roomUsageDaily.room,
+>(
   rooms: string[],
   column: T,
 ) => (rooms.length > 0 ? inArray(column, rooms) : undefined);
 
 /** Reads the room lives of a checked window: an unreachable database is refused before any answer is sent. */
-export async function prepareReport(accountId: string, window: Window, asOf: Date, executor: Database): Promise<PreparedReport> {
+export async function prepareReport(
+  accountId: string,
+  window: Window,
+  asOf: Date,
+  executor: Database,
+): Promise<PreparedReport> {
   const { start, end, rooms } = window;
   // Lives that began in the window are listed; those under way at its start only claim their stays.
   const lifeRows = await executor
@@ -247,7 +273,13 @@ export async function prepareReport(accountId: string, window: Window, asOf: Dat
       ),
     )
     .orderBy(asc(roomSessions.startedAt), asc(roomSessions.room), asc(roomSessions.breakoutId));
-  return { accountId, window, asOf, executor, lives: lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] })) };
+  return {
+    accountId,
+    window,
+    asOf,
+    executor,
+    lives: lifeRows.map((row) => ({ ...row, listed: row.startedAt >= start, stays: [], media: [] })),
+  };
 }
 
 /** A meeting of the report: its entry, its seconds for the totals, and its life for the days. */
@@ -258,7 +290,13 @@ export interface Meeting {
 }
 
 /** The meetings of a prepared report, oldest first, each with its seconds for the totals. */
-export async function describeMeetings({ accountId, window, lives, asOf, executor }: PreparedReport): Promise<Meeting[]> {
+export async function describeMeetings({
+  accountId,
+  window,
+  lives,
+  asOf,
+  executor,
+}: PreparedReport): Promise<Meeting[]> {
   const { start, end, rooms } = window;
   const livesByRoom = Map.groupBy(lives, (life) => `${life.room}|${life.breakoutId}`);
 
@@ -270,7 +308,8 @@ export async function describeMeetings({ accountId, window, lives, asOf, executo
   // stay, then parsing its instants, was most of the report's time. The slices are asked for at
   // once, so PostgreSQL builds the later ones while this process reads the first.
   // Inside the fold's transaction the queries share one connection: one slice, asked once.
-  const slices: Array<[number, number]> = executor === db ? timeSlices(start.getTime(), latest.getTime()) : [[start.getTime(), latest.getTime()]];
+  const slices: Array<[number, number]> =
+    executor === db ? timeSlices(start.getTime(), latest.getTime()) : [[start.getTime(), latest.getTime()]];
   const stayGroups = slices.map(async ([from, to], index) =>
     rowsOf<StayGroupRow>(
       await executor.execute(sql`
@@ -282,7 +321,9 @@ export async function describeMeetings({ accountId, window, lives, asOf, executo
           eq(participantSessions.accountId, accountId),
           inRooms(rooms, participantSessions.room),
           gte(participantSessions.joinedAt, new Date(from)),
-          index === slices.length - 1 ? lte(participantSessions.joinedAt, new Date(to)) : lt(participantSessions.joinedAt, new Date(to)),
+          index === slices.length - 1
+            ? lte(participantSessions.joinedAt, new Date(to))
+            : lt(participantSessions.joinedAt, new Date(to)),
         )}
         group by room, breakout_id`),
     ),
@@ -290,7 +331,14 @@ export async function describeMeetings({ accountId, window, lives, asOf, executo
   const mediaRows = await executor
     .select()
     .from(mediaSessions)
-    .where(and(eq(mediaSessions.accountId, accountId), inRooms(rooms, mediaSessions.room), gte(mediaSessions.startedAt, start), lte(mediaSessions.startedAt, latest)));
+    .where(
+      and(
+        eq(mediaSessions.accountId, accountId),
+        inRooms(rooms, mediaSessions.room),
+        gte(mediaSessions.startedAt, start),
+        lte(mediaSessions.startedAt, latest),
+      ),
+    );
 
   const inferred = new Map<string, Life>();
   const orphanLife = (room: string, breakoutId: string, at: Date, updatedAt: Date): Life | undefined => {
@@ -298,7 +346,19 @@ export async function describeMeetings({ accountId, window, lives, asOf, executo
     const key = `${room}|${breakoutId}`;
     let life = inferred.get(key);
     if (!life) {
-      life = { id: null, listed: true, room, breakoutId, roomJid: null, startedAt: at, endedAt: null, createdAt: updatedAt, updatedAt, stays: [], media: [] };
+      life = {
+        id: null,
+        listed: true,
+        room,
+        breakoutId,
+        roomJid: null,
+        startedAt: at,
+        endedAt: null,
+        createdAt: updatedAt,
+        updatedAt,
+        stays: [],
+        media: [],
+      };
       inferred.set(key, life);
     }
     if (at < life.startedAt) life.startedAt = at;
@@ -309,7 +369,9 @@ export async function describeMeetings({ accountId, window, lives, asOf, executo
   for (const slice of stayGroups) {
     for (const group of await slice) {
       const roomLives = livesByRoom.get(`${group.room}|${group.breakout_id}`) ?? [];
-      for (const [occupantJid, userId, name, email, leftEstimated, joinedMs, leftMs, updatedMs] of JSON.parse(group.stays) as StayTuple[]) {
+      for (const [occupantJid, userId, name, email, leftEstimated, joinedMs, leftMs, updatedMs] of JSON.parse(
+        group.stays,
+      ) as StayTuple[]) {
         const stay: Stay = { occupantJid, userId, name, email, leftEstimated, joinedMs, leftMs, updatedMs };
         const life = coveringLife(roomLives, joinedMs);
         if (life) life.stays.push(stay);
@@ -324,6 +386,11 @@ export async function describeMeetings({ accountId, window, lives, asOf, executo
   }
 
   return [...lives.filter((life) => life.listed), ...inferred.values()]
-    .sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || a.room.localeCompare(b.room) || a.breakoutId.localeCompare(b.breakoutId))
+    .sort(
+      (a, b) =>
+        a.startedAt.getTime() - b.startedAt.getTime() ||
+        a.room.localeCompare(b.room) ||
+        a.breakoutId.localeCompare(b.breakoutId),
+    )
     .map((life) => ({ ...describeRoom(accountId, life, asOf), life }));
 }

@@ -28,7 +28,11 @@ interface DayTally {
  * rounded seconds from `from` to each boundary, so the parts add up to the whole interval's
  * rounded seconds, as the meeting counts it.
  */
-function splitByDay(from: number, to: number, add: (day: number, start: number, end: number, seconds: number) => void): void {
+function splitByDay(
+  from: number,
+  to: number,
+  add: (day: number, start: number, end: number, seconds: number) => void,
+): void {
   const end = Math.max(from, to);
   let day = Math.floor(from / DAY_MS) * DAY_MS;
   let counted = 0;
@@ -49,7 +53,18 @@ export function reportDays(meetings: Meeting[], asOf: Date): ReportDay[] {
     const key = `${life.room}|${day}`;
     let found = tallies.get(key);
     if (!found) {
-      found = { room: life.room, day, participant: 0, phone: 0, streaming: 0, recording: 0, starts: [], ends: [], people: new Set(), peakViewers: 0 };
+      found = {
+        room: life.room,
+        day,
+        participant: 0,
+        phone: 0,
+        streaming: 0,
+        recording: 0,
+        starts: [],
+        ends: [],
+        people: new Set(),
+        peakViewers: 0,
+      };
       tallies.set(key, found);
     }
     return found;
@@ -65,11 +80,15 @@ export function reportDays(meetings: Meeting[], asOf: Date): ReportDay[] {
       });
     }
     for (const media of life.media) {
-      splitByDay(media.startedAt.getTime(), media.endedAt?.getTime() ?? asOf.getTime(), (day, _start, _end, seconds) => {
-        const row = tally(life, day);
-        row[media.kind] += seconds;
-        if (media.kind === "streaming") row.peakViewers = Math.max(row.peakViewers, media.peakViewers);
-      });
+      splitByDay(
+        media.startedAt.getTime(),
+        media.endedAt?.getTime() ?? asOf.getTime(),
+        (day, _start, _end, seconds) => {
+          const row = tally(life, day);
+          row[media.kind] += seconds;
+          if (media.kind === "streaming") row.peakViewers = Math.max(row.peakViewers, media.peakViewers);
+        },
+      );
     }
   }
   return [...tallies.values()]

@@ -43,7 +43,11 @@ function chunked(pieces: () => AsyncGenerator<string>): ReadableStream<Uint8Arra
  * once the window is checked and the room lives are read (a refusal is still a 4xx or 5xx),
  * then meeting after meeting, the days and the totals.
  */
-export async function usageReportJson(accountId: string, query: ReportQuery, now = new Date()): Promise<ReadableStream<Uint8Array>> {
+export async function usageReportJson(
+  accountId: string,
+  query: ReportQuery,
+  now = new Date(),
+): Promise<ReadableStream<Uint8Array>> {
   const prepared = await prepareCurrentReport(accountId, query, now);
   return chunked(async function* () {
     const { window, asOf } = prepared;
@@ -57,7 +61,11 @@ export async function usageReportJson(accountId: string, query: ReportQuery, now
 }
 
 /** The report as streamed CSV (see reportCsv), its header line first. */
-export async function usageReportCsv(accountId: string, query: ReportQuery, now = new Date()): Promise<ReadableStream<Uint8Array>> {
+export async function usageReportCsv(
+  accountId: string,
+  query: ReportQuery,
+  now = new Date(),
+): Promise<ReadableStream<Uint8Array>> {
   const prepared = await prepareCurrentReport(accountId, query, now);
   return chunked(async function* () {
     yield `${CSV_COLUMNS.join(",")}\r\n`;

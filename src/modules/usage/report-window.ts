@@ -16,9 +16,14 @@ const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|
 function parseDate(field: string, value: string | undefined, fallback: Date): Date {
   if (value === undefined || value === "") return fallback;
   const hasZone = /(?:Z|[+-]\d{2}:?\d{2})$/i.test(value) || value.length === 10;
-  const parsed = ISO_8601.test(value.trim()) ? new Date(hasZone ? value.trim() : `${value.trim()}Z`) : new Date(Number.NaN);
+  const parsed = ISO_8601.test(value.trim())
+    ? new Date(hasZone ? value.trim() : `${value.trim()}Z`)
+    : new Date(Number.NaN);
   if (Number.isNaN(parsed.getTime())) {
-    throw new AppError("validation_failed", `${field}: "${value}" is not an ISO 8601 date-time such as 2026-11-21T09:00:00Z`);
+    throw new AppError(
+      "validation_failed",
+      `${field}: "${value}" is not an ISO 8601 date-time such as 2026-11-21T09:00:00Z`,
+    );
   }
   return parsed;
 }

@@ -1,4 +1,16 @@
-import { bigserial, boolean, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  bigserial,
+  boolean,
+  date,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 
 /**
@@ -104,5 +116,8 @@ export const roomUsageDaily = pgTable(
     peakViewers: integer("peak_viewers").notNull().default(0),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (table) => [primaryKey({ columns: [table.accountId, table.room, table.day] }), index("room_usage_daily_day_idx").on(table.accountId, table.day)],
+  (table) => [
+    primaryKey({ columns: [table.accountId, table.room, table.day] }),
+    index("room_usage_daily_day_idx").on(table.accountId, table.day),
+  ],
 );

@@ -12,15 +12,22 @@ import { type ReportQuery, reportWindow } from "./report-window";
  * folded yet (read after write), and reads the room lives. The report is complete to its
  * `as_of`: the instant it was asked for, or earlier when a backlog was left to the cdr worker.
  */
-export async function prepareCurrentReport(accountId: string, query: ReportQuery, askedAt = new Date()): Promise<PreparedReport> {
+export async function prepareCurrentReport(
+  accountId: string,
+  query: ReportQuery,
+  askedAt = new Date(),
+): Promise<PreparedReport> {
   const window = reportWindow(query, askedAt);
   const asOf = await foldBeforeReport(accountId, window.rooms, askedAt);
   return prepareReport(accountId, window, asOf, db);
 }
 
 export function reportTotals(described: Array<{ room: ReportRoom; seconds: Seconds }>): ReportTotals {
-  const sum = (pick: (seconds: Seconds) => number) => minutes(described.reduce((total, entry) => total + pick(entry.seconds), 0));
-  const people = new Set(described.flatMap(({ room }) => room.users.map((user) => user.user_id ?? user.email ?? user.occupant_jid)));
+  const sum = (pick: (seconds: Seconds) => number) =>
+    minutes(described.reduce((total, entry) => total + pick(entry.seconds), 0));
+  const people = new Set(
+    described.flatMap(({ room }) => room.users.map((user) => user.user_id ?? user.email ?? user.occupant_jid)),
+  );
   return {
     rooms: described.length,
     participant_minutes: sum((seconds) => seconds.participant),
@@ -29,7 +36,10 @@ export function reportTotals(described: Array<{ room: ReportRoom; seconds: Secon
     recording_minutes: sum((seconds) => seconds.recording),
     peak_participants: described.reduce((peak, { room }) => Math.max(peak, room.media_usage.peak_participants), 0),
     distinct_participants: people.size,
-    open_stays: described.reduce((open, { room }) => open + room.users.filter((user) => user.left_at === null).length, 0),
+    open_stays: described.reduce(
+      (open, { room }) => open + room.users.filter((user) => user.left_at === null).length,
+      0,
+    ),
   };
 }
 
@@ -111,7 +121,16 @@ export function csvLines(room: ReportRoom, asOf: string): string {
   let lines = "";
   for (const user of users) {
     const userColumns = user
-      ? [user.user_id, user.name, user.email, user.occupant_jid, user.joined_at, user.left_at, user.left_estimated, user.minutes]
+      ? [
+          user.user_id,
+          user.name,
+          user.email,
+          user.occupant_jid,
+          user.joined_at,
+          user.left_at,
+          user.left_estimated,
+          user.minutes,
+        ]
       : [null, null, null, null, null, null, null, null];
     lines += `${[...roomColumns, ...userColumns, ...totals].map(csvField).join(",")}\r\n`;
   }

@@ -60,7 +60,10 @@ const WAITS_FOR_EARLIER = sql`exists (select 1 from webhook_deliveries p where p
  */
 const NO_FLUSH = sql`(select set_config('synchronous_commit', 'off', true)) as no_flush`;
 
-/** How long a claim holds a delivery: one attempt's timeout and a margin, so a worker killed mid-attempt delays it only that long. */
+/**
+ * How long a claim holds a delivery: one attempt's timeout and a
+ * margin, so a worker killed mid-attempt delays it only that long.
+ */
 export const leaseMs = () => config.webhooks.timeoutMs + 5_000;
 
 /**
@@ -96,7 +99,10 @@ export async function claimDue(limit: number): Promise<Claimed[]> {
   );
 }
 
-/** Gives back claimed deliveries that were not sent (the worker is stopping, or they waited too long): due again at once, the attempt not counted. */
+/**
+ * Gives back claimed deliveries that were not sent (the worker is stopping,
+ * or they waited too long): due again at once, the attempt not counted.
+ */
 export async function releaseClaims(rows: Claimed[]): Promise<void> {
   if (rows.length === 0) return;
   await db.execute(sql`
@@ -160,7 +166,8 @@ export class ClaimedBatch {
     let keys = this.keys.get(row.endpoint_id);
     if (!keys) {
       keys = [signingKey(openSecret(row.secret))];
-      if (row.previous_secret && row.previous_secret_until && new Date(row.previous_secret_until) > new Date()) keys.push(signingKey(openSecret(row.previous_secret)));
+      if (row.previous_secret && row.previous_secret_until && new Date(row.previous_secret_until) > new Date())
+        keys.push(signingKey(openSecret(row.previous_secret)));
       this.keys.set(row.endpoint_id, keys);
     }
     return keys;
@@ -191,12 +198,27 @@ export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> 
       headers.host = target.url.host;
       url = pinned.toString();
     }
-    const response = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal: AbortSignal.timeout(config.webhooks.timeoutMs) });
+    const response = await fetch(url, {
+      method: "POST",
+      headers,
+      body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(config.webhooks.timeoutMs),
+    });
     const answer = await firstBytes(response);
     return { statusCode: response.status, response: answer, latencyMs: Math.round(performance.now() - started) };
   } catch (error) {
-    const message = error instanceof AppError ? `refused: ${error.message}` : (error as Error).name === "TimeoutError" ? `no answer within ${config.webhooks.timeoutMs} ms` : (error as Error).message;
-    return { statusCode: null, response: message.slice(0, RESPONSE_BYTES), latencyMs: Math.round(performance.now() - started) };
+    const message =
+      error instanceof AppError
+        ? `refused: ${error.message}`
+        : (error as Error).name === "TimeoutError"
+          ? `no answer within ${config.webhooks.timeoutMs} ms`
+          : (error as Error).message;
+    return {
+      statusCode: null,
+      response: message.slice(0, RESPONSE_BYTES),
+      latencyMs: Math.round(performance.now() - started),
+    };
   }
 }
 
@@ -231,16 +253,23 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
       )
       select enabled, disabled_reason from ${NO_FLUSH} left join endpoint on true`),
   );
-  if (endpoint && !endpoint.enabled) log.warn({ endpointId: row.endpoint_id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
+  if (endpoint && !endpoint.enabled)
+    log.warn({ endpointId: row.endpoint_id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
   return status === "pending" && endpoint?.enabled ? { retryInMs: waitSeconds! * 1000 } : {};
 }
 
-export const isSuccess = (outcome: Outcome) => outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300;
+export const isSuccess = (outcome: Outcome) =>
+  outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300;
 
 /** Records the successes of a batch in one statement, and clears their endpoints' failure runs. */
 export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outcome }>): Promise<void> {
   if (sent.length === 0) return;
-  const outcomes = sent.map(({ row, outcome }) => ({ id: Number(row.id), code: outcome.statusCode, latency: outcome.latencyMs, response: outcome.response }));
+  const outcomes = sent.map(({ row, outcome }) => ({
+    id: Number(row.id),
+    code: outcome.statusCode,
+    latency: outcome.latencyMs,
+    response: outcome.response,
+  }));
   const endpoints = [...new Set(sent.map(({ row }) => row.endpoint_id))];
   await executePrepared(
     db,

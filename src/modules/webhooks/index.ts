@@ -25,37 +25,68 @@ import { eventStream } from "./stream";
 
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
 
-/** Runs before the request is validated, so a caller without a valid key learns nothing about the routes' input (401 first). */
-const authenticateFirst = ({ headers }: { headers: Record<string, string | undefined> }) => accountFromHeader(headers.authorization).then(() => undefined);
+/**
+ * Runs before the request is validated, so a caller without a
+ * valid key learns nothing about the routes' input (401 first).
+ */
+const authenticateFirst = ({ headers }: { headers: Record<string, string | undefined> }) =>
+  accountFromHeader(headers.authorization).then(() => undefined);
 
-export const eventLogController = new Elysia({ name: "parley.events.log", prefix: "/api/v1/events", detail: { tags: ["events"] } })
+export const eventLogController = new Elysia({
+  name: "parley.events.log",
+  prefix: "/api/v1/events",
+  detail: { tags: ["events"] },
+})
   .use(auth)
   .onTransform(authenticateFirst)
-  // The catalogue union built from a map loses which data goes with which type, so TypeScript cannot match it; the runtime check still does.
-  .get("/", async ({ account, query }) => (await listEvents(account.id, { after: query.after, types: parseTypes(query.types), limit: query.limit })) as never, {
-    apiKey: true,
-    query: WebhooksModel.eventQuery,
-    response: { 200: WebhooksModel.eventPage, ...errorResponses(400, 401, 422) },
-    detail: { summary: "The account's catalogue events in sequence order, after a cursor (see docs/webhooks.md)" },
-  })
+  // The catalogue union built from a map loses which data goes with which
+  // type, so TypeScript cannot match it; the runtime check still does.
+  .get(
+    "/",
+    async ({ account, query }) =>
+      (await listEvents(account.id, {
+        after: query.after,
+        types: parseTypes(query.types),
+        limit: query.limit,
+      })) as never,
+    {
+      apiKey: true,
+      query: WebhooksModel.eventQuery,
+      response: { 200: WebhooksModel.eventPage, ...errorResponses(400, 401, 422) },
+      detail: { summary: "The account's catalogue events in sequence order, after a cursor (see docs/webhooks.md)" },
+    },
+  )
   .get(
     "/stream",
     ({ account, query, headers, request }) => {
       const resume = headers["last-event-id"] ?? (query.after === undefined ? undefined : String(query.after));
-      if (resume !== undefined && !/^\d{1,15}$/.test(resume.trim())) throw new AppError("validation_failed", "Last-Event-ID: must be an event's sequence number");
-      return eventStream(account.id, { after: resume === undefined ? undefined : Number(resume), types: parseTypes(query.types) }, request.signal);
+      if (resume !== undefined && !/^\d{1,15}$/.test(resume.trim()))
+        throw new AppError("validation_failed", "Last-Event-ID: must be an event's sequence number");
+      return eventStream(
+        account.id,
+        { after: resume === undefined ? undefined : Number(resume), types: parseTypes(query.types) },
+        request.signal,
+      );
     },
     {
       apiKey: true,
       query: t.Object({ after: t.Optional(t.Integer({ minimum: 0 })), types: t.Optional(t.String()) }),
       detail: {
-        summary: "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " + "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
-        responses: { 200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } } },
+        summary:
+          "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +
+          "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
+        responses: {
+          200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } },
+        },
       },
     },
   );
 
-export const webhooksController = new Elysia({ name: "parley.webhooks", prefix: "/api/v1/webhooks", detail: { tags: ["webhooks"] } })
+export const webhooksController = new Elysia({
+  name: "parley.webhooks",
+  prefix: "/api/v1/webhooks",
+  detail: { tags: ["webhooks"] },
+})
   .use(auth)
   .onTransform(authenticateFirst)
   .post(
@@ -95,7 +126,12 @@ export const webhooksController = new Elysia({ name: "parley.webhooks", prefix: 
       await deleteEndpoint(account.id, params.id);
       set.status = 204;
     },
-    { apiKey: true, params: IdParams, response: { 204: t.Void(), ...errorResponses(401, 404) }, detail: { summary: "Remove a webhook endpoint and its delivery log" } },
+    {
+      apiKey: true,
+      params: IdParams,
+      response: { 204: t.Void(), ...errorResponses(401, 404) },
+      detail: { summary: "Remove a webhook endpoint and its delivery log" },
+    },
   )
   .post("/:id/rotate-secret", async ({ account, params }) => rotateSecret(account.id, params.id), {
     apiKey: true,
@@ -103,13 +139,21 @@ export const webhooksController = new Elysia({ name: "parley.webhooks", prefix: 
     response: { 200: WebhooksModel.endpointWithSecret, ...errorResponses(401, 404) },
     detail: { summary: "A new signing secret, shown once; the old one keeps signing beside it for 24 hours" },
   })
-  .get("/:id/deliveries", async ({ account, params, query }) => ({ deliveries: await listDeliveries(account.id, params.id, query) }), {
-    apiKey: true,
-    params: IdParams,
-    query: WebhooksModel.deliveryQuery,
-    response: { 200: t.Object({ deliveries: t.Array(WebhooksModel.delivery) }), ...errorResponses(400, 401, 404) },
-    detail: { summary: "The endpoint's deliveries, newest first: event, attempts, " + "last status code, latency, first 1 KB of the answer, next retry" },
-  })
+  .get(
+    "/:id/deliveries",
+    async ({ account, params, query }) => ({ deliveries: await listDeliveries(account.id, params.id, query) }),
+    {
+      apiKey: true,
+      params: IdParams,
+      query: WebhooksModel.deliveryQuery,
+      response: { 200: t.Object({ deliveries: t.Array(WebhooksModel.delivery) }), ...errorResponses(400, 401, 404) },
+      detail: {
+        summary:
+          "The endpoint's deliveries, newest first: event, attempts, " +
+          "last status code, latency, first 1 KB of the answer, next retry",
+      },
+    },
+  )
   .post(
     "/:id/deliveries/:delivery/retry",
     async ({ account, params, set }) => {

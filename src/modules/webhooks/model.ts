@@ -49,13 +49,24 @@ export const EVENT_DATA = {
         streaming_minutes: t.Number({ description: "Live streaming time, in minutes with two decimals" }),
         recording_minutes: t.Number({ description: "Recording time, in minutes with two decimals" }),
         peak_participants: t.Integer({ description: "Most participants present at once" }),
-        distinct_participants: t.Integer({ description: "Different people (by user id, else e-mail, else connection jid)" }),
+        distinct_participants: t.Integer({
+          description: "Different people (by user id, else e-mail, else connection jid)",
+        }),
         peak_viewers: t.Integer({ description: "Most viewers of a live stream of the room at once" }),
       },
-      { description: "The usage report's media_usage figures for this meeting " + "when its end was folded: the same stays, the same computation" },
+      {
+        description:
+          "The usage report's media_usage figures for this meeting " +
+          "when its end was folded: the same stays, the same computation",
+      },
     ),
   }),
-  "participant.joined": t.Object({ room: Room, breakout_id: Breakout, participant: Participant, joined_at: Time("When the participant joined") }),
+  "participant.joined": t.Object({
+    room: Room,
+    breakout_id: Breakout,
+    participant: Participant,
+    joined_at: Time("When the participant joined"),
+  }),
   "participant.left": t.Object({
     room: Room,
     breakout_id: Breakout,
@@ -83,12 +94,21 @@ export const EVENT_DATA = {
   }),
   "reservation.deleted": t.Object({ reservation_id: t.Integer(), room: Room }),
   "stream.started": t.Object({ ...Stream, recording: t.Boolean({ description: "Whether the stream is recorded" }) }),
-  "stream.failed": t.Object({ ...Stream, reason: t.String({ description: "The named reason, such as recorder_failed or timeout" }) }),
-  "stream.stopped": t.Object({ ...Stream, reason: t.String({ description: "Why it stopped: requested, timeout, ..." }) }),
+  "stream.failed": t.Object({
+    ...Stream,
+    reason: t.String({ description: "The named reason, such as recorder_failed or timeout" }),
+  }),
+  "stream.stopped": t.Object({
+    ...Stream,
+    reason: t.String({ description: "Why it stopped: requested, timeout, ..." }),
+  }),
   "recording.ready": t.Object({
     ...Stream,
     object_key: t.String({ description: "The recording's key in the S3 bucket" }),
-    vod_url: t.String({ description: "Where the recording plays (GET redirects to the file); empty unless the stream was started with is_vod" }),
+    vod_url: t.String({
+      description:
+        "Where the recording plays (GET redirects to the file); empty unless the stream was started with is_vod",
+    }),
   }),
   "call.started": t.Object({ ...Call, started_at: Time("When the call was answered") }),
   "call.ended": t.Object({
@@ -117,7 +137,9 @@ const envelope = {
   id: t.String({ description: "Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it" }),
   account_id: t.String(),
   created_at: Time("When the change it describes was committed"),
-  sequence: t.Integer({ description: "Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream" }),
+  sequence: t.Integer({
+    description: "Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream",
+  }),
 };
 
 /** One catalogue event: the body of a webhook and an item of the event log. */
@@ -134,26 +156,35 @@ const EventTypeList = t.Array(t.UnionEnum(EVENT_TYPES as [EventType, ...EventTyp
 });
 
 const Endpoint = t.Object({
-    id: t.String(),
-    url: t.String(),
-    event_types: t.Union([t.Array(t.String()), t.Null()]),
-    description: t.String(),
-    enabled: t.Boolean(),
-    ordered: t.Boolean(),
-    disabled_reason: t.Union([t.String(), t.Null()], { description: "Why Parley disabled it (410 Gone, failing for 24 hours)" }),
-    failing_since: t.Union([Time("Start of the current run of failed attempts"), t.Null()]),
-    created_at: Time("When it was made"),
-    updated_at: Time("When it last changed"),
-  });
+  id: t.String(),
+  url: t.String(),
+  event_types: t.Union([t.Array(t.String()), t.Null()]),
+  description: t.String(),
+  enabled: t.Boolean(),
+  ordered: t.Boolean(),
+  disabled_reason: t.Union([t.String(), t.Null()], {
+    description: "Why Parley disabled it (410 Gone, failing for 24 hours)",
+  }),
+  failing_since: t.Union([Time("Start of the current run of failed attempts"), t.Null()]),
+  created_at: Time("When it was made"),
+  updated_at: Time("When it last changed"),
+});
 
 export const WebhooksModel = {
   endpoint: Endpoint,
   eventPage: t.Object({
     events: t.Array(EventModel),
-    next_after: t.Integer({ description: "Pass as `after` for the next page; the same value when nothing newer exists yet" }),
+    next_after: t.Integer({
+      description: "Pass as `after` for the next page; the same value when nothing newer exists yet",
+    }),
   }),
   eventQuery: t.Object({
-    after: t.Optional(t.Integer({ minimum: 0, description: "Sequence number: only later events are listed (0, the default, lists from the oldest kept)" })),
+    after: t.Optional(
+      t.Integer({
+        minimum: 0,
+        description: "Sequence number: only later events are listed (0, the default, lists from the oldest kept)",
+      }),
+    ),
     types: t.Optional(t.String({ description: "Comma-separated event types to list (default every type)" })),
     limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, default: 100 })),
   }),
@@ -168,7 +199,9 @@ export const WebhooksModel = {
     url: t.Optional(t.String({ minLength: 1, maxLength: 2048 })),
     event_types: t.Optional(t.Union([EventTypeList, t.Null()])),
     description: t.Optional(t.String({ maxLength: 1024 })),
-    enabled: t.Optional(t.Boolean({ description: "true re-enables an endpoint Parley disabled, and its pending deliveries resume" })),
+    enabled: t.Optional(
+      t.Boolean({ description: "true re-enables an endpoint Parley disabled, and its pending deliveries resume" }),
+    ),
     ordered: t.Optional(t.Boolean()),
   }),
   endpointWithSecret: t.Object({
@@ -183,18 +216,28 @@ export const WebhooksModel = {
     status: t.UnionEnum(["pending", "succeeded", "failed"]),
     attempts: t.Integer({ description: "Attempts made so far" }),
     last_attempt_at: t.Union([Time("When the last attempt was made"), t.Null()]),
-    status_code: t.Union([t.Integer(), t.Null()], { description: "HTTP status of the last answer; null when none came" }),
+    status_code: t.Union([t.Integer(), t.Null()], {
+      description: "HTTP status of the last answer; null when none came",
+    }),
     latency_ms: t.Union([t.Integer(), t.Null()]),
-    response: t.Union([t.String(), t.Null()], { description: "First kilobyte of the last answer, or why there was none" }),
+    response: t.Union([t.String(), t.Null()], {
+      description: "First kilobyte of the last answer, or why there was none",
+    }),
     next_attempt_at: t.Union([Time("When it is tried next"), t.Null()]),
   }),
   deliveryQuery: t.Object({
     before: t.Optional(t.Integer({ minimum: 1, description: "Delivery id: only older deliveries are listed" })),
-    status: t.Optional(t.Union([t.Literal("pending"), t.Literal("succeeded"), t.Literal("failed")], { description: "Only deliveries in this state" })),
+    status: t.Optional(
+      t.Union([t.Literal("pending"), t.Literal("succeeded"), t.Literal("failed")], {
+        description: "Only deliveries in this state",
+      }),
+    ),
     limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, default: 100 })),
   }),
   replay: t.Object({
-    since: t.Optional(t.String({ format: "date-time", description: "Replay every kept event created at or after this time" })),
+    since: t.Optional(
+      t.String({ format: "date-time", description: "Replay every kept event created at or after this time" }),
+    ),
     after: t.Optional(t.Integer({ minimum: 0, description: "Replay every kept event with a larger sequence number" })),
   }),
   replayed: t.Object({ queued: t.Integer({ description: "Deliveries queued" }) }),

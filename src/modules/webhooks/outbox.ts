@@ -24,12 +24,22 @@ export const EVENT_STREAMS_CONSUMER = "events-stream";
  * to every enabled endpoint of the account that wants this type; once the transaction has
  * committed, the outbox rings the webhooks worker and the account's event streams.
  */
-export function recordEvent<T extends EventType>(tx: Database, accountId: string, type: T, data: EventData<T>): Promise<void> {
+export function recordEvent<T extends EventType>(
+  tx: Database,
+  accountId: string,
+  type: T,
+  data: EventData<T>,
+): Promise<void> {
   return recordEvents(tx, accountId, type, [data]);
 }
 
 /** Records several events of one type and account in one statement, in the given order (see recordEvent). */
-export async function recordEvents<T extends EventType>(tx: Database, accountId: string, type: T, data: Array<EventData<T>>): Promise<void> {
+export async function recordEvents<T extends EventType>(
+  tx: Database,
+  accountId: string,
+  type: T,
+  data: Array<EventData<T>>,
+): Promise<void> {
   if (data.length === 0) return;
   const items = data.map((item) => ({ id: `evt_${crypto.randomUUID().replaceAll("-", "")}`, data: item }));
   const [row] = rowsOf<{ queued: string | number }>(

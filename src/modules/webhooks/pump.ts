@@ -7,7 +7,18 @@
  */
 import { config } from "../../config";
 import { log } from "../../core/log";
-import { type Claimed, ClaimedBatch, claimDue, isSuccess, leaseMs, type Outcome, recordFailure, recordSuccesses, releaseClaims, send } from "./delivery";
+import {
+  type Claimed,
+  ClaimedBatch,
+  claimDue,
+  isSuccess,
+  leaseMs,
+  type Outcome,
+  recordFailure,
+  recordSuccesses,
+  releaseClaims,
+  send,
+} from "./delivery";
 
 export interface DeliveryPump {
   /** Something may be due now: claim it if there is room. */
@@ -25,7 +36,9 @@ interface Waiting {
 
 /** Claimed deliveries per attempt in flight, waiting or sent: a claim is a round trip, so each should take many. */
 const WINDOW_PER_SLOT = 16;
-/** Claims one worker runs at once, each for its share of the window: one alone leaves the attempts idle while it runs. */
+/**
+ * Claims one worker runs at once, each for its share of the window: one alone leaves the attempts idle while it runs.
+ */
 const CLAIMS_AT_ONCE = 2;
 
 export function startDeliveryPump(concurrency: number): DeliveryPump {
@@ -90,7 +103,12 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   const release = () => {
     const rows = released.splice(0);
     // No wake-up: with every slot held by slow receivers, claiming them again at once would only make them wait again.
-    releaseClaims(rows).catch((error: Error) => log.warn({ err: error.message, deliveries: rows.length }, "giving back webhook deliveries failed; they go once their lease ends"));
+    releaseClaims(rows).catch((error: Error) =>
+      log.warn(
+        { err: error.message, deliveries: rows.length },
+        "giving back webhook deliveries failed; they go once their lease ends",
+      ),
+    );
   };
 
   const record = () => {
@@ -99,7 +117,9 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     const sent = succeeded.splice(0);
     recordSuccesses(sent)
       // Unrecorded, they stay pending and leased: sent again once the lease ends, which at-least-once allows.
-      .catch((error: Error) => log.warn({ err: error.message, deliveries: sent.length }, "recording webhook deliveries failed"))
+      .catch((error: Error) =>
+        log.warn({ err: error.message, deliveries: sent.length }, "recording webhook deliveries failed"),
+      )
       .finally(() => {
         recording = false;
         // The next event of an ordered endpoint may go now.
@@ -114,10 +134,13 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     if (stopped || retryTimers.has(second)) return;
     retryTimers.set(
       second,
-      setTimeout(() => {
-        retryTimers.delete(second);
-        wake();
-      }, second * 1000 - Date.now()),
+      setTimeout(
+        () => {
+          retryTimers.delete(second);
+          wake();
+        },
+        second * 1000 - Date.now(),
+      ),
     );
   };
 
@@ -134,7 +157,10 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       if (retryInMs !== undefined) wakeIn(retryInMs);
       else if (row.ordered) more = true;
     } catch (error) {
-      log.warn({ deliveryId: row.id, err: (error as Error).message }, "recording a failed webhook attempt failed; it is tried again once its lease ends");
+      log.warn(
+        { deliveryId: row.id, err: (error as Error).message },
+        "recording a failed webhook attempt failed; it is tried again once its lease ends",
+      );
     } finally {
       inFlight--;
       startWaiting();
@@ -156,7 +182,9 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       for (const timer of retryTimers.values()) clearTimeout(timer);
       retryTimers.clear();
       while (claims > 0) await Bun.sleep(10);
-      await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) => log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"));
+      await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) =>
+        log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"),
+      );
       while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);
     },
   };

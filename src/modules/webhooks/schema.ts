@@ -1,5 +1,16 @@
 import { sql } from "drizzle-orm";
-import { bigint, bigserial, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  bigserial,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
 import type { StoredPrivateKey } from "../accounts/sealing";
 
@@ -24,7 +35,10 @@ export const events = pgTable(
     data: jsonb("data").$type<Record<string, unknown>>().notNull(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (table) => [uniqueIndex("events_account_sequence_idx").on(table.accountId, table.sequence), index("events_created_idx").on(table.createdAt)],
+  (table) => [
+    uniqueIndex("events_account_sequence_idx").on(table.accountId, table.sequence),
+    index("events_created_idx").on(table.createdAt),
+  ],
 );
 
 export const webhookEndpoints = pgTable(

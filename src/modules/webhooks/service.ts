@@ -10,7 +10,15 @@ import { db } from "../../db/client";
 import { outbox } from "../../queue/outbox";
 import { AppError } from "../../core/errors";
 import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
-import { type Delivery, EVENT_TYPES, type Endpoint, type EndpointCreate, type EndpointUpdate, type EventType, type PublicEvent } from "./model";
+import {
+  type Delivery,
+  EVENT_TYPES,
+  type Endpoint,
+  type EndpointCreate,
+  type EndpointUpdate,
+  type EventType,
+  type PublicEvent,
+} from "./model";
 import { rowsOf } from "../../db/rows";
 import { WEBHOOKS_CONSUMER } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
@@ -22,7 +30,9 @@ export const PREVIOUS_SECRET_HOURS = 24;
 type EventRow = typeof events.$inferSelect;
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
 
-export function publicEvent(row: Pick<EventRow, "id" | "accountId" | "type" | "sequence" | "createdAt" | "data">): PublicEvent {
+export function publicEvent(
+  row: Pick<EventRow, "id" | "accountId" | "type" | "sequence" | "createdAt" | "data">,
+): PublicEvent {
   // The row was written from the type's own data model by recordEvent.
   return {
     id: row.id,
@@ -36,21 +46,37 @@ export function publicEvent(row: Pick<EventRow, "id" | "accountId" | "type" | "s
 
 export function parseTypes(types: string | undefined): EventType[] | undefined {
   if (types === undefined || types.trim() === "") return undefined;
-  const wanted = types.split(",").map((type) => type.trim()).filter(Boolean);
+  const wanted = types
+    .split(",")
+    .map((type) => type.trim())
+    .filter(Boolean);
   for (const type of wanted) {
-    if (!(EVENT_TYPES as string[]).includes(type)) throw new AppError("validation_failed", `types: unknown event type "${type}"; the catalogue has ${EVENT_TYPES.join(", ")}`);
+    if (!(EVENT_TYPES as string[]).includes(type))
+      throw new AppError(
+        "validation_failed",
+        `types: unknown event type "${type}"; the catalogue has ${EVENT_TYPES.join(", ")}`,
+      );
   }
   return wanted as EventType[];
 }
 
 /** The account's events after a sequence number, oldest first. */
-export async function listEvents(accountId: string, query: { after?: number; types?: EventType[]; limit?: number }): Promise<{ events: PublicEvent[]; next_after: number }> {
+export async function listEvents(
+  accountId: string,
+  query: { after?: number; types?: EventType[]; limit?: number },
+): Promise<{ events: PublicEvent[]; next_after: number }> {
   const after = query.after ?? 0;
   const limit = query.limit ?? 100;
   const rows = await db
     .select()
     .from(events)
-    .where(and(eq(events.accountId, accountId), gt(events.sequence, after), query.types ? inArray(events.type, query.types) : undefined))
+    .where(
+      and(
+        eq(events.accountId, accountId),
+        gt(events.sequence, after),
+        query.types ? inArray(events.type, query.types) : undefined,
+      ),
+    )
     .orderBy(asc(events.sequence))
     .limit(limit);
   const page = rows.map(publicEvent);
@@ -97,7 +123,10 @@ function newSecret(): string {
 const sealSecret = (secret: string) => sealPrivateKey({ secret });
 export const openSecret = (stored: EndpointRow["secret"]) => openPrivateKey(stored).secret as string;
 
-export async function createEndpoint(accountId: string, input: EndpointCreate): Promise<{ endpoint: Endpoint; secret: string }> {
+export async function createEndpoint(
+  accountId: string,
+  input: EndpointCreate,
+): Promise<{ endpoint: Endpoint; secret: string }> {
   const { url } = await checkWebhookUrl(input.url);
   const secret = newSecret();
   const [row] = await db
@@ -126,7 +155,11 @@ async function endpointRow(accountId: string, id: string): Promise<EndpointRow> 
 }
 
 export async function listEndpoints(accountId: string): Promise<Endpoint[]> {
-  const rows = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).orderBy(asc(webhookEndpoints.createdAt));
+  const rows = await db
+    .select()
+    .from(webhookEndpoints)
+    .where(eq(webhookEndpoints.accountId, accountId))
+    .orderBy(asc(webhookEndpoints.createdAt));
   return rows.map(endpointOf);
 }
 
@@ -224,7 +257,13 @@ export async function retryDelivery(accountId: string, endpointId: string, deliv
   const [row] = await db
     .update(webhookDeliveries)
     .set({ status: "pending", nextAttemptAt: sql`now()` })
-    .where(and(eq(webhookDeliveries.accountId, accountId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.id, deliveryId)))
+    .where(
+      and(
+        eq(webhookDeliveries.accountId, accountId),
+        eq(webhookDeliveries.endpointId, endpointId),
+        eq(webhookDeliveries.id, deliveryId),
+      ),
+    )
     .returning({ id: webhookDeliveries.id });
   if (!row) throw new AppError("not_found", `no delivery ${deliveryId} of webhook endpoint ${endpointId}`);
   outbox.ring(db, WEBHOOKS_CONSUMER);
@@ -235,10 +274,16 @@ export async function retryDelivery(accountId: string, endpointId: string, deliv
  * types the endpoint takes) to the endpoint again: a new delivery where there was none, and
  * a delivery made before sent once more.
  */
-export async function replay(accountId: string, endpointId: string, from: { since?: string; after?: number }): Promise<number> {
-  if ((from.since === undefined) === (from.after === undefined)) throw new AppError("validation_failed", "give exactly one of since (a time) and after (a sequence number)");
+export async function replay(
+  accountId: string,
+  endpointId: string,
+  from: { since?: string; after?: number },
+): Promise<number> {
+  if ((from.since === undefined) === (from.after === undefined))
+    throw new AppError("validation_failed", "give exactly one of since (a time) and after (a sequence number)");
   const since = from.since === undefined ? undefined : new Date(from.since);
-  if (since && Number.isNaN(since.getTime())) throw new AppError("validation_failed", `since: not a time: "${from.since}"`);
+  if (since && Number.isNaN(since.getTime()))
+    throw new AppError("validation_failed", `since: not a time: "${from.since}"`);
   const endpoint = await endpointRow(accountId, endpointId);
   const queued = rowsOf<{ id: string | number }>(
     await db.execute(sql`

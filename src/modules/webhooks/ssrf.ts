@@ -79,7 +79,8 @@ export async function checkWebhookUrl(raw: string): Promise<WebhookTarget> {
   } catch {
     throw refused(`"${raw}" is not a URL`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw refused(`only http and https are allowed, got ${url.protocol}`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw refused(`only http and https are allowed, got ${url.protocol}`);
   if (url.username || url.password) throw refused("must not hold credentials");
   const host = url.hostname.replace(/^\[|\]$/g, "");
   let addresses: string[];

@@ -22,7 +22,10 @@ const HEARTBEAT_MS = 15_000;
 const PAGE = 500;
 
 async function latestSequence(accountId: string): Promise<number> {
-  const [row] = await db.select({ last: eventSequences.lastSequence }).from(eventSequences).where(eq(eventSequences.accountId, accountId));
+  const [row] = await db
+    .select({ last: eventSequences.lastSequence })
+    .from(eventSequences)
+    .where(eq(eventSequences.accountId, accountId));
   return Number(row?.last ?? 0);
 }
 
@@ -55,7 +58,11 @@ function follow(accountId: string, wake: () => void): () => void {
   };
 }
 
-export function eventStream(accountId: string, from: { after?: number; types?: EventType[] }, signal: AbortSignal): Response {
+export function eventStream(
+  accountId: string,
+  from: { after?: number; types?: EventType[] },
+  signal: AbortSignal,
+): Response {
   const encoder = new TextEncoder();
   let closed = false;
   let wake: (() => void) | undefined;
@@ -85,7 +92,9 @@ export function eventStream(accountId: string, from: { after?: number; types?: E
           const page = await listEvents(accountId, { after, types: from.types, limit: PAGE });
           // A filtered page may skip sequence numbers; the cursor still moves past what was read.
           for (const event of page.events) {
-            controller.enqueue(encoder.encode(`id: ${event.sequence}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`));
+            controller.enqueue(
+              encoder.encode(`id: ${event.sequence}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`),
+            );
             lastWrite = Date.now();
           }
           after = page.next_after;
@@ -115,5 +124,7 @@ export function eventStream(accountId: string, from: { after?: number; types?: E
     },
     cancel: close,
   });
-  return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" } });
+  return new Response(body, {
+    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" },
+  });
 }

@@ -18,7 +18,14 @@
  */
 import { Redis } from "ioredis";
 
-const [master, countText, secondsText, redisUrl, channel, watched] = process.argv.slice(2) as [string, string, string, string, string, string];
+const [master, countText, secondsText, redisUrl, channel, watched] = process.argv.slice(2) as [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+];
 const closedAt = new Map<string, number>();
 let writing = "";
 /** Parts that came to exist while the players ran. */
@@ -197,4 +204,6 @@ const cpu = process.cpuUsage();
 await Promise.all(Array.from({ length: Number(countText) }, play));
 const used = process.cpuUsage(cpu);
 await bells.quit();
-console.log(JSON.stringify({ delays, reloaded, answered, reloads, errors, parts, cpuSeconds: (used.user + used.system) / 1e6 }));
+console.log(
+  JSON.stringify({ delays, reloaded, answered, reloads, errors, parts, cpuSeconds: (used.user + used.system) / 1e6 }),
+);

@@ -35,10 +35,19 @@ function spaced(u: uPlot, times: number[]): number[] {
  * `perDay`: one bar per UTC day, a tick per day; otherwise a line with hour ticks. The legend
  * shows the hovered point, and the last one while nothing is hovered.
  */
-export function timeChart(name: string, title: string, times: number[], series: ChartSeries[], options: { perDay?: boolean; height?: number } = {}): HTMLElement {
+export function timeChart(
+  name: string,
+  title: string,
+  times: number[],
+  series: ChartSeries[],
+  options: { perDay?: boolean; height?: number } = {},
+): HTMLElement {
   const holder = h("figure", { class: "chart", "data-chart": name }, h("figcaption", {}, title));
   const total = (s: ChartSeries) => Math.round(s.values.reduce((a, b) => a + b, 0) * 100) / 100;
-  const plotArea = h("div", { role: "img", "aria-label": `${title}: ${series.map((s) => `${s.label} total ${total(s)}`).join(", ")}` });
+  const plotArea = h("div", {
+    role: "img",
+    "aria-label": `${title}: ${series.map((s) => `${s.label} total ${total(s)}`).join(", ")}`,
+  });
   holder.append(plotArea);
   const last = times.length - 1;
   const showLast = (u: uPlot) => {
@@ -52,7 +61,11 @@ export function timeChart(name: string, title: string, times: number[], series: 
         width,
         height: options.height ?? 180,
         series: [
-          { label: options.perDay ? "Day" : "Time", value: (_u, at) => (at === null ? "" : options.perDay ? day(new Date(at * 1000).toISOString()) : instant(at * 1000)) },
+          {
+            label: options.perDay ? "Day" : "Time",
+            value: (_u, at) =>
+              at === null ? "" : options.perDay ? day(new Date(at * 1000).toISOString()) : instant(at * 1000),
+          },
           ...series.map((s, index) => ({
             label: s.label,
             stroke: COLOURS[index % COLOURS.length],
@@ -70,8 +83,16 @@ export function timeChart(name: string, title: string, times: number[], series: 
         ],
         scales: {
           // Half a day either side, so the first and last bars are whole.
-          x: { time: true, range: options.perDay ? () => [times[0]! - DAY_S / 2, times[last]! + DAY_S / 2] : undefined },
-          y: { range: (_u, _min, max) => [0, max > 0 ? Math.max(1, Math.ceil(uPlot.rangeNum(0, max, 0.1, true)[1] ?? max)) : EMPTY_MAX] },
+          x: {
+            time: true,
+            range: options.perDay ? () => [times[0]! - DAY_S / 2, times[last]! + DAY_S / 2] : undefined,
+          },
+          y: {
+            range: (_u, _min, max) => [
+              0,
+              max > 0 ? Math.max(1, Math.ceil(uPlot.rangeNum(0, max, 0.1, true)[1] ?? max)) : EMPTY_MAX,
+            ],
+          },
         },
         hooks: { ready: [showLast], setCursor: [showLast] },
       },

@@ -2,7 +2,11 @@
 type Child = Node | string | number | null | undefined | false;
 type Props = Record<string, string | number | boolean | EventListener | undefined>;
 
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Props = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
   for (const [name, value] of Object.entries(props)) {
     if (value === undefined || value === false) continue;
@@ -31,11 +35,25 @@ export function table(caption: string, headings: string[], rows: Child[][], empt
       "table",
       { role: "table" },
       h("caption", {}, caption),
-      h("thead", { role: "rowgroup" }, h("tr", { role: "row" }, ...headings.map((heading) => h("th", { scope: "col", role: "columnheader" }, heading)))),
+      h(
+        "thead",
+        { role: "rowgroup" },
+        h(
+          "tr",
+          { role: "row" },
+          ...headings.map((heading) => h("th", { scope: "col", role: "columnheader" }, heading)),
+        ),
+      ),
       h(
         "tbody",
         { role: "rowgroup" },
-        ...rows.map((cells) => h("tr", { role: "row" }, ...cells.map((cell, index) => h("td", { role: "cell", "data-label": headings[index] }, h("div", {}, cell))))),
+        ...rows.map((cells) =>
+          h(
+            "tr",
+            { role: "row" },
+            ...cells.map((cell, index) => h("td", { role: "cell", "data-label": headings[index] }, h("div", {}, cell))),
+          ),
+        ),
       ),
     ),
   );
@@ -61,7 +79,11 @@ export const day = (date: string) => dayFormat.format(Date.parse(`${date.slice(0
 export function wallClock(at: string, timeZone: string): HTMLElement {
   const offset = /(?:Z|[+-]\d\d:?\d\d)$/i.test(at);
   const date = new Date(offset ? at : `${at}Z`);
-  const format = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium", timeZone: offset ? timeZone : "UTC" });
+  const format = new Intl.DateTimeFormat(undefined, {
+    dateStyle: "medium",
+    timeStyle: "medium",
+    timeZone: offset ? timeZone : "UTC",
+  });
   return h("time", { datetime: at }, format.format(date));
 }
 

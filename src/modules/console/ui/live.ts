@@ -6,7 +6,11 @@ import type { PageContext } from "./page";
 export type StreamView = Wire<LiveSnapshot["streams"]>["streams"][number];
 
 /** The live feed of the overview and streams pages: one snapshot whenever something changed. */
-export function liveFeed<View extends keyof LiveSnapshot>(context: PageContext, view: View, onSnapshot: (snapshot: Wire<LiveSnapshot[View]>) => void): void {
+export function liveFeed<View extends keyof LiveSnapshot>(
+  context: PageContext,
+  view: View,
+  onSnapshot: (snapshot: Wire<LiveSnapshot[View]>) => void,
+): void {
   const source = new EventSource(`/console/api/live${query({ account: context.account, view })}`);
   source.addEventListener("snapshot", (event) => onSnapshot(JSON.parse((event as MessageEvent).data)));
   // The browser retries a dropped feed by itself; one refused outright (the session ended) is

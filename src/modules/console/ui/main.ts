@@ -63,7 +63,10 @@ function loginPage(message = ""): void {
       status,
       h(
         "form",
-        { id: "operator-login", onsubmit: (event: Event) => submit({ name: name.value, password: password.value })(event) },
+        {
+          id: "operator-login",
+          onsubmit: (event: Event) => submit({ name: name.value, password: password.value })(event),
+        },
         h("h2", {}, "Operator"),
         field("Name", name),
         field("Password", password),
@@ -121,7 +124,15 @@ async function start(session: Session): Promise<void> {
   else if (context.accounts.length === 1) chosen = context.accounts[0]!.id;
 
   const main = h("main", { id: "page", tabindex: -1 });
-  const nav = h("nav", { "aria-label": "Console pages" }, h("ul", {}, ...PAGES.map((page) => h("li", {}, h("a", { href: `#/${page.path}`, "data-page": page.path }, page.title)))));
+  const nav = h(
+    "nav",
+    { "aria-label": "Console pages" },
+    h(
+      "ul",
+      {},
+      ...PAGES.map((page) => h("li", {}, h("a", { href: `#/${page.path}`, "data-page": page.path }, page.title))),
+    ),
+  );
   const showPage = async () => {
     leave();
     const path = currentPath();
@@ -133,7 +144,9 @@ async function start(session: Session): Promise<void> {
     }
     main.replaceChildren(h("h1", {}, page.title));
     // A page about one account, with every account chosen, shows the last single one chosen (or the first).
-    context.account = page.needsAccount ? (chosen ?? known(localStorage.getItem(LAST_SINGLE)) ?? context.accounts[0]?.id) : chosen;
+    context.account = page.needsAccount
+      ? (chosen ?? known(localStorage.getItem(LAST_SINGLE)) ?? context.accounts[0]?.id)
+      : chosen;
     picker.value = context.account ?? "";
     const everyAccount = picker.querySelector<HTMLOptionElement>('option[value=""]');
     if (everyAccount) everyAccount.disabled = page.needsAccount;

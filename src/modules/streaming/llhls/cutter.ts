@@ -197,7 +197,15 @@ export class Cutter {
     const segment = this.currentSegment();
     segment.parts.push({ duration: open.duration, independent: open.independent });
     segment.duration = segment.parts.reduce((sum, p) => sum + p.duration, 0);
-    this.open = { msn: open.msn, part: open.part + 1, start: open.start + open.duration, duration: 0, bytes: 0, independent: false, sawTiming: false };
+    this.open = {
+      msn: open.msn,
+      part: open.part + 1,
+      start: open.start + open.duration,
+      duration: 0,
+      bytes: 0,
+      independent: false,
+      sawTiming: false,
+    };
     if (announce) this.announce();
   }
 
@@ -219,15 +227,25 @@ export class Cutter {
         start += earlier.duration;
       }
       const arrivedOver = this.now() - (this.segmentArrivedAt ?? this.now());
-      this.announced = arrivedOver >= segment.duration * 1000 * STEADY_SHARE || this.segments.length >= MOST_SEGMENTS_UNANNOUNCED;
+      this.announced =
+        arrivedOver >= segment.duration * 1000 * STEADY_SHARE || this.segments.length >= MOST_SEGMENTS_UNANNOUNCED;
     }
     this.segmentArrivedAt = undefined;
     this.segmentStartTime = undefined;
     // Provisional: the keyframe that should open the next segment moves it to where it really is.
     if (this.nextBoundary !== undefined) this.nextBoundary += this.options.segmentS;
-    this.open = { msn: segment.msn + 1, part: 0, start: 0, duration: 0, bytes: 0, independent: false, sawTiming: false };
+    this.open = {
+      msn: segment.msn + 1,
+      part: 0,
+      start: 0,
+      duration: 0,
+      bytes: 0,
+      independent: false,
+      sawTiming: false,
+    };
     const complete = this.segments.filter((s) => s.complete);
-    if (complete.length > this.options.windowSegments) this.segments.splice(0, complete.length - this.options.windowSegments);
+    if (complete.length > this.options.windowSegments)
+      this.segments.splice(0, complete.length - this.options.windowSegments);
     this.announce();
   }
 

@@ -48,14 +48,16 @@ function children(buffer: Buffer, from: number, to: number): Box[] {
     } else if (size === 0) {
       size = to - offset;
     }
-    if (size < header || offset + size > to) throw new Error(`malformed ${buffer.toString("latin1", offset + 4, offset + 8)} box`);
+    if (size < header || offset + size > to)
+      throw new Error(`malformed ${buffer.toString("latin1", offset + 4, offset + 8)} box`);
     boxes.push({ type: buffer.toString("latin1", offset + 4, offset + 8), start: offset + header, end: offset + size });
     offset += size;
   }
   return boxes;
 }
 
-const child = (buffer: Buffer, box: Box, type: string) => children(buffer, box.start, box.end).find((b) => b.type === type);
+const child = (buffer: Buffer, box: Box, type: string) =>
+  children(buffer, box.start, box.end).find((b) => b.type === type);
 
 /**
  * Splits a byte stream into whole top-level boxes. Boxes declared larger than `maxBoxBytes`
@@ -79,7 +81,10 @@ export class BoxSplitter {
       }
       if (size < 8 || size > this.maxBoxBytes) throw new Error(`box of ${size} bytes in the media stream`);
       if (this.pending.length - offset < size) break;
-      boxes.push({ type: this.pending.toString("latin1", offset + 4, offset + 8), bytes: this.pending.subarray(offset, offset + size) });
+      boxes.push({
+        type: this.pending.toString("latin1", offset + 4, offset + 8),
+        bytes: this.pending.subarray(offset, offset + size),
+      });
       offset += size;
     }
     this.pending = this.pending.subarray(offset);
@@ -95,7 +100,10 @@ export function parseMoov(moov: Buffer): Track[] {
   const mvex = child(moov, root, "mvex");
   for (const trex of mvex ? children(moov, mvex.start, mvex.end).filter((b) => b.type === "trex") : []) {
     // version/flags, track_ID, sample_description_index, duration, size, flags
-    defaults.set(moov.readUInt32BE(trex.start + 4), { duration: moov.readUInt32BE(trex.start + 12), flags: moov.readUInt32BE(trex.start + 20) });
+    defaults.set(moov.readUInt32BE(trex.start + 4), {
+      duration: moov.readUInt32BE(trex.start + 12),
+      flags: moov.readUInt32BE(trex.start + 20),
+    });
   }
   const tracks: Track[] = [];
   for (const trak of children(moov, root.start, root.end).filter((b) => b.type === "trak")) {
@@ -141,7 +149,11 @@ export function parseMoof(moof: Buffer, tracks: Track[]): TrackRun[] {
     if (tfhdFlags & 0x20) defaultFlags = moof.readUInt32BE(cursor);
 
     const tfdt = child(moof, traf, "tfdt");
-    const decodeTime = !tfdt ? 0 : moof[tfdt.start] === 1 ? Number(moof.readBigUInt64BE(tfdt.start + 4)) : moof.readUInt32BE(tfdt.start + 4);
+    const decodeTime = !tfdt
+      ? 0
+      : moof[tfdt.start] === 1
+        ? Number(moof.readBigUInt64BE(tfdt.start + 4))
+        : moof.readUInt32BE(tfdt.start + 4);
     let duration = 0;
     let startsWithSync: boolean | undefined;
     for (const trun of children(moof, traf.start, traf.end).filter((b) => b.type === "trun")) {

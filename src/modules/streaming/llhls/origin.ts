@@ -8,9 +8,24 @@
 import type { Redis } from "ioredis";
 import { AppError } from "../../../core/errors";
 import { log } from "../../../core/log";
-import { closeClient, createRedis, PROMPT_REDIS_MS, redisKey, settledWithin, withinRedis } from "../../../queue/connection";
+import {
+  closeClient,
+  createRedis,
+  PROMPT_REDIS_MS,
+  redisKey,
+  settledWithin,
+  withinRedis,
+} from "../../../queue/connection";
 import { type Doorbell, llhlsKeys, parseDoorbell, type RenditionInfo } from "./publisher";
-import { BLOCK_TARGET_DURATIONS, blockingAnswer, type Directives, holds, mediaPlaylist, multivariantPlaylist, type RenditionWindow } from "./window";
+import {
+  BLOCK_TARGET_DURATIONS,
+  blockingAnswer,
+  type Directives,
+  holds,
+  mediaPlaylist,
+  multivariantPlaylist,
+  type RenditionWindow,
+} from "./window";
 
 /** A stream nobody asked for this long is forgotten (and its doorbell left). */
 const VIEW_IDLE_MS = 30_000;
@@ -58,7 +73,9 @@ class RenditionView {
       do {
         this.again = false;
         this.refreshedAt = Date.now();
-        const text = await withinRedis(reader(), "reading an LL-HLS playlist window", () => reader().get(llhlsKeys.window(this.stream.name, this.name)));
+        const text = await withinRedis(reader(), "reading an LL-HLS playlist window", () =>
+          reader().get(llhlsKeys.window(this.stream.name, this.name)),
+        );
         if (text) this.setWindow(JSON.parse(text) as RenditionWindow);
       } while (this.again);
     })().finally(() => {
@@ -69,7 +86,12 @@ class RenditionView {
 
   private setWindow(window: RenditionWindow): void {
     const before = this.window;
-    if (before && (window.next.msn < before.next.msn || (window.next.msn === before.next.msn && window.next.part < before.next.part))) return;
+    if (
+      before &&
+      (window.next.msn < before.next.msn ||
+        (window.next.msn === before.next.msn && window.next.part < before.next.part))
+    )
+      return;
     this.window = window;
     this.windowAt = performance.now();
     this.texts.clear();
@@ -119,7 +141,9 @@ class RenditionView {
       growing.have += bytes.length;
       for (const listener of growing.listeners) listener(bytes);
     });
-    growing.chain = growing.chain.catch((error: Error) => log.warn({ stream: this.stream.name, err: error.message }, "could not read a part being written"));
+    growing.chain = growing.chain.catch((error: Error) =>
+      log.warn({ stream: this.stream.name, err: error.message }, "could not read a part being written"),
+    );
   }
 
   private finishGrowing(key: string, growing: GrowingPart): void {
@@ -202,7 +226,10 @@ async function ring(stream: string, bell: Doorbell): Promise<void> {
   const view = await views.get(stream);
   const rendition = view?.rendition(bell.rendition);
   if (!rendition) return;
-  if (bell.window) await rendition.refresh().catch((error: Error) => log.warn({ stream, err: error.message }, "could not read an LL-HLS window"));
+  if (bell.window)
+    await rendition
+      .refresh()
+      .catch((error: Error) => log.warn({ stream, err: error.message }, "could not read an LL-HLS window"));
   else rendition.appended(bell.msn, bell.part, bell.size);
 }
 
@@ -224,7 +251,9 @@ async function viewOf(stream: string): Promise<StreamView | undefined> {
       // Subscribed before the first read, so no change falls between the two; a subscription
       // held up by Redis is not waited for (waiters poll meanwhile), the read fails with a 503.
       await settledWithin(doorbells().subscribe(redisKey(llhlsKeys.doorbell(stream))), PROMPT_REDIS_MS);
-      const infos = await withinRedis(reader(), "reading an LL-HLS stream", () => reader().get(llhlsKeys.renditions(stream)));
+      const infos = await withinRedis(reader(), "reading an LL-HLS stream", () =>
+        reader().get(llhlsKeys.renditions(stream)),
+      );
       if (!infos) return undefined;
       const view = new StreamView(stream, JSON.parse(infos) as RenditionInfo[]);
       await Promise.all([...view.renditions.values()].map((r) => r.refresh()));
@@ -282,18 +311,26 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
   if (blocking) {
     const { msn, part } = directives as { msn: number; part?: number };
     if (blockingAnswer(rendition.window!, msn, part) === "too_far") {
-      throw new AppError("bad_request", "_HLS_msn/_HLS_part ask for more than two segments (or three parts) past the playlist's end");
+      throw new AppError(
+        "bad_request",
+        "_HLS_msn/_HLS_part ask for more than two segments (or three parts) past the playlist's end",
+      );
     }
     const waitMs = BLOCK_TARGET_DURATIONS * rendition.window!.targetDuration * 1000;
     waited = blockingAnswer(rendition.window!, msn, part) === "wait";
     const answered = await rendition.waitFor(() => blockingAnswer(rendition.window!, msn, part) !== "wait", waitMs);
-    if (!answered) throw new AppError("dependency_down", "the part asked for did not arrive within three target durations");
-    if (blockingAnswer(rendition.window!, msn, part) === "too_far") throw new AppError("bad_request", "the playlist no longer reaches that far");
+    if (!answered)
+      throw new AppError("dependency_down", "the part asked for did not arrive within three target durations");
+    if (blockingAnswer(rendition.window!, msn, part) === "too_far")
+      throw new AppError("bad_request", "the playlist no longer reaches that far");
   }
   let text = rendition.texts.get(directives.skip);
   if (!text) {
     const others = [...rendition.stream.renditions.values()].filter((r) => r !== rendition && r.window);
-    text = mediaPlaylist(rendition.window!, { skip: directives.skip, reports: others.map((r) => ({ uri: `../${r.name}/index.m3u8`, window: r.window! })) });
+    text = mediaPlaylist(rendition.window!, {
+      skip: directives.skip,
+      reports: others.map((r) => ({ uri: `../${r.name}/index.m3u8`, window: r.window! })),
+    });
     rendition.texts.set(directives.skip, text);
   }
   return { text, blocking, afterPartMs: waited ? performance.now() - rendition.windowAt : undefined };
@@ -301,7 +338,10 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
 
 export async function initSegment(stream: string, name: string): Promise<Buffer> {
   const rendition = await renditionOf(stream, name);
-  rendition.init ??= (await withinRedis(reader(), "reading an LL-HLS init segment", () => reader().getBuffer(llhlsKeys.init(stream, name)))) ?? undefined;
+  rendition.init ??=
+    (await withinRedis(reader(), "reading an LL-HLS init segment", () =>
+      reader().getBuffer(llhlsKeys.init(stream, name)),
+    )) ?? undefined;
   if (!rendition.init) throw noStream();
   return rendition.init;
 }
@@ -343,10 +383,14 @@ export async function partOf(stream: string, name: string, msn: number, part: nu
     return { bytes: await closedPart(rendition, key) };
   }
   const { next } = window;
-  if (msn !== next.msn || part !== next.part) throw new AppError("not_found", "only the part named by the preload hint can be asked for before it exists");
+  if (msn !== next.msn || part !== next.part)
+    throw new AppError("not_found", "only the part named by the preload hint can be asked for before it exists");
   const growing = rendition.follow(key);
   const waitMs = BLOCK_TARGET_DURATIONS * window.targetDuration * 1000;
-  const started = await rendition.waitFor(() => growing.have > 0 || growing.done || !rendition.growing.has(key) || !samePart(rendition.window!, msn, part), waitMs);
+  const started = await rendition.waitFor(
+    () => growing.have > 0 || growing.done || !rendition.growing.has(key) || !samePart(rendition.window!, msn, part),
+    waitMs,
+  );
   if (!started) throw new AppError("dependency_down", "the hinted part did not begin within three target durations");
   let listener: (chunk: Buffer | undefined) => void = () => {};
   if (growing.have === 0) {

@@ -17,7 +17,8 @@ export const llhlsKeys = {
   renditions: (stream: string) => redisKey("llhls", stream, "renditions"),
   init: (stream: string, rendition: string) => redisKey("llhls", stream, rendition, "init"),
   window: (stream: string, rendition: string) => redisKey("llhls", stream, rendition, "window"),
-  part: (stream: string, rendition: string, msn: number, part: number) => redisKey("llhls", stream, rendition, `${msn}.${part}`),
+  part: (stream: string, rendition: string, msn: number, part: number) =>
+    redisKey("llhls", stream, rendition, `${msn}.${part}`),
   /** Without the prefix: pub/sub channels are prefixed by whoever publishes or subscribes. */
   doorbell: (stream: string) => `llhls:${stream}`,
 };
@@ -26,7 +27,9 @@ export const llhlsKeys = {
  * A doorbell message: `<rendition> w` when the window changed (a part closed), or
  * `<rendition> <msn>.<part> <bytes so far>` when bytes were appended to the part being written.
  */
-export type Doorbell = { rendition: string; window: true } | { rendition: string; window: false; msn: number; part: number; size: number };
+export type Doorbell =
+  | { rendition: string; window: true }
+  | { rendition: string; window: false; msn: number; part: number; size: number };
 
 export function parseDoorbell(message: string): Doorbell | undefined {
   const [rendition, what, size] = message.split(" ");
@@ -75,7 +78,11 @@ export class StreamPublisher {
       },
       (error: Error) => {
         // Logged once per outage: viewers miss parts meanwhile, the stream and its recording go on.
-        if (!this.failing) log.warn({ stream: this.streamName, what, err: error.message }, "LL-HLS media not stored: Redis is unavailable");
+        if (!this.failing)
+          log.warn(
+            { stream: this.streamName, what, err: error.message },
+            "LL-HLS media not stored: Redis is unavailable",
+          );
         this.failing = true;
       },
     );

@@ -35,7 +35,8 @@ const client = (viewer: string) => `llhls/${viewer}`;
 
 async function change(streamName: string, viewer: string, how: "add" | "remove"): Promise<void> {
   const stream = await streamByName(streamName);
-  if (stream && (how === "remove" || LIVE_STATES.includes(stream.state))) await changeViewers(stream, how, client(viewer));
+  if (stream && (how === "remove" || LIVE_STATES.includes(stream.state)))
+    await changeViewers(stream, how, client(viewer));
 }
 
 /** A viewer's request; counting never holds it up, and a Redis away leaves it uncounted. */
@@ -63,7 +64,9 @@ export async function sweep(now = Date.now()): Promise<void> {
     // A stream keeps being swept until its last viewer has had time to go.
     if (now - at > GONE_AFTER_MS * 2) swept.delete(stream);
     try {
-      const gone = await withinRedis(promptRedis(), "reading LL-HLS viewers", () => promptRedis().zrangebyscore(seenKey(stream), 0, now - GONE_AFTER_MS));
+      const gone = await withinRedis(promptRedis(), "reading LL-HLS viewers", () =>
+        promptRedis().zrangebyscore(seenKey(stream), 0, now - GONE_AFTER_MS),
+      );
       for (const viewer of gone) {
         if ((await promptRedis().zrem(seenKey(stream), viewer)) === 1) await change(stream, viewer, "remove");
       }

@@ -70,7 +70,8 @@ export interface Directives {
 
 /** `_HLS_msn`, `_HLS_part`, `_HLS_skip` from a playlist request, or a message saying why they are wrong. */
 export function parseDirectives(query: Record<string, string | undefined>): Directives | string {
-  const number = (value: string | undefined) => (value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : undefined);
+  const number = (value: string | undefined) =>
+    value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : undefined;
   const msn = number(query._HLS_msn);
   const part = number(query._HLS_part);
   if (query._HLS_msn !== undefined && msn === undefined) return "_HLS_msn must be a whole number";
@@ -86,7 +87,11 @@ export function parseDirectives(query: Record<string, string | undefined>): Dire
  * asks too far ahead (more than two segments past the last one, or a part more than three
  * past the preload hint), as RFC 8216bis 6.2.5.2 has it.
  */
-export function blockingAnswer(window: RenditionWindow, msn: number, part: number | undefined): "ready" | "wait" | "too_far" {
+export function blockingAnswer(
+  window: RenditionWindow,
+  msn: number,
+  part: number | undefined,
+): "ready" | "wait" | "too_far" {
   if (window.ended || holds(window, msn, part)) return "ready";
   const last = window.segments.at(-1)?.msn ?? window.next.msn;
   if (msn > last + 2) return "too_far";

@@ -44,36 +44,76 @@ export function accountsPage(root: HTMLElement, context: PageContext): void {
             : h(
                 "span",
                 { class: "actions" },
-                h("button", { type: "button", onclick: () => void act(`Rotating key #${key.id}`, async () => {
-                  const created = await api("post", "/accounts/:account/keys/:key/rotate", { params: { account: account.id, key: key.id } });
-                  showSecret(`Key #${created.id} replaces #${key.id}`, created.apiKey);
-                }) }, `Rotate key #${key.id}`),
-                h("button", { type: "button", class: "danger", onclick: () => void act(`Revoking key #${key.id}`, async () => {
-                  await api("delete", "/accounts/:account/keys/:key", { params: { account: account.id, key: key.id } });
-                }) }, `Revoke key #${key.id}`),
+                h(
+                  "button",
+                  {
+                    type: "button",
+                    onclick: () =>
+                      void act(`Rotating key #${key.id}`, async () => {
+                        const created = await api("post", "/accounts/:account/keys/:key/rotate", {
+                          params: { account: account.id, key: key.id },
+                        });
+                        showSecret(`Key #${created.id} replaces #${key.id}`, created.apiKey);
+                      }),
+                  },
+                  `Rotate key #${key.id}`,
+                ),
+                h(
+                  "button",
+                  {
+                    type: "button",
+                    class: "danger",
+                    onclick: () =>
+                      void act(`Revoking key #${key.id}`, async () => {
+                        await api("delete", "/accounts/:account/keys/:key", {
+                          params: { account: account.id, key: key.id },
+                        });
+                      }),
+                  },
+                  `Revoke key #${key.id}`,
+                ),
               ),
         ]),
       ),
       h(
         "form",
-        { class: "inline", onsubmit: (event: Event) => {
-          event.preventDefault();
-          void act(`Creating a key for ${account.name}`, async () => {
-            const created = await api("post", "/accounts/:account/keys", { params: { account: account.id }, body: { label: label.value } });
-            showSecret(`New key #${created.id}`, created.apiKey);
-          });
-        } },
+        {
+          class: "inline",
+          onsubmit: (event: Event) => {
+            event.preventDefault();
+            void act(`Creating a key for ${account.name}`, async () => {
+              const created = await api("post", "/accounts/:account/keys", {
+                params: { account: account.id },
+                body: { label: label.value },
+              });
+              showSecret(`New key #${created.id}`, created.apiKey);
+            });
+          },
+        },
         field("New key label", label),
         h("button", { type: "submit" }, "Create API key"),
       ),
       table(
         `Signing keys of ${account.name}`,
         ["kid", "Algorithm", "Created", "State"],
-        account.signingKeys.map((key) => [h("code", {}, key.kid), key.algorithm, when(key.createdAt), key.retiredAt ? h("span", {}, "retired; verifies until ", when(key.verifyUntil)) : "current"]),
+        account.signingKeys.map((key) => [
+          h("code", {}, key.kid),
+          key.algorithm,
+          when(key.createdAt),
+          key.retiredAt ? h("span", {}, "retired; verifies until ", when(key.verifyUntil)) : "current",
+        ]),
       ),
-      h("button", { type: "button", onclick: () => void act(`Rotating the signing key of ${account.name}`, async () => {
-        await api("post", "/accounts/:account/signing-keys", { params: { account: account.id } });
-      }) }, "Rotate signing key"),
+      h(
+        "button",
+        {
+          type: "button",
+          onclick: () =>
+            void act(`Rotating the signing key of ${account.name}`, async () => {
+              await api("post", "/accounts/:account/signing-keys", { params: { account: account.id } });
+            }),
+        },
+        "Rotate signing key",
+      ),
     );
   };
 
@@ -85,13 +125,20 @@ export function accountsPage(root: HTMLElement, context: PageContext): void {
     root.append(
       h(
         "form",
-        { class: "inline", id: "create-account", onsubmit: (event: Event) => {
-          event.preventDefault();
-          void act(`Creating account ${name.value}`, async () => {
-            const created = await api("post", "/accounts", { body: { name: name.value } });
-            showSecret(`Account ${created.account.name} (${created.account.id}) and its first API key`, created.api_key.apiKey);
-          });
-        } },
+        {
+          class: "inline",
+          id: "create-account",
+          onsubmit: (event: Event) => {
+            event.preventDefault();
+            void act(`Creating account ${name.value}`, async () => {
+              const created = await api("post", "/accounts", { body: { name: name.value } });
+              showSecret(
+                `Account ${created.account.name} (${created.account.id}) and its first API key`,
+                created.api_key.apiKey,
+              );
+            });
+          },
+        },
         field("New account name", name),
         h("button", { type: "submit" }, "Create account"),
       ),

@@ -1,4 +1,7 @@
-/** The admin API's audit log, newest first, for operators (the API refuses an account owner): who changed what, when and from where. */
+/**
+ * The admin API's audit log, newest first, for operators (the API
+ * refuses an account owner): who changed what, when and from where.
+ */
 import { api } from "../api";
 import { h, table, when } from "../dom";
 
@@ -9,9 +12,19 @@ export async function auditPage(root: HTMLElement): Promise<void> {
   const rows: Array<Array<string | HTMLElement>> = [];
   const load = async () => {
     const page = await api("get", "/audit", { query: { before } });
-    for (const entry of page.entries) rows.push([when(entry.at), `${entry.actor} (${entry.actor_kind})`, entry.action, entry.target ?? "—", entry.address, JSON.stringify(entry.detail)]);
+    for (const entry of page.entries)
+      rows.push([
+        when(entry.at),
+        `${entry.actor} (${entry.actor_kind})`,
+        entry.action,
+        entry.target ?? "—",
+        entry.address,
+        JSON.stringify(entry.detail),
+      ]);
     before = page.next_before ?? undefined;
-    list.replaceChildren(table("Changes made through the admin API", ["At", "Who", "Action", "Target", "From", "Detail"], rows));
+    list.replaceChildren(
+      table("Changes made through the admin API", ["At", "Who", "Action", "Target", "From", "Detail"], rows),
+    );
     older.hidden = before === undefined;
   };
   older.addEventListener("click", () => void load());

@@ -7,7 +7,11 @@ export async function chatPage(root: HTMLElement, context: PageContext): Promise
   const rooms = await api("get", "/chat/rooms", { query: { account: context.account } });
   const status = notice();
   const messages = h("div");
-  const picker = h("select", { name: "channel" }, ...rooms.map((room) => h("option", { value: room.channel_id }, room.channel_id)));
+  const picker = h(
+    "select",
+    { name: "channel" },
+    ...rooms.map((room) => h("option", { value: room.channel_id }, room.channel_id)),
+  );
   const show = async () => {
     const channel = picker.value;
     if (!channel) return;
@@ -23,11 +27,21 @@ export async function chatPage(root: HTMLElement, context: PageContext): Promise
           when(message.inserted_at),
           message.created_by_name || message.created_by,
           message.content,
-          h("button", { type: "button", class: "danger", onclick: async () => {
-            const answer = await api("post", "/chat/delete", { body: { account: context.account!, channel, message_ids: [message.id] } });
-            await show();
-            status.textContent = answer.message;
-          } }, `Delete message ${message.id}`),
+          h(
+            "button",
+            {
+              type: "button",
+              class: "danger",
+              onclick: async () => {
+                const answer = await api("post", "/chat/delete", {
+                  body: { account: context.account!, channel, message_ids: [message.id] },
+                });
+                await show();
+                status.textContent = answer.message;
+              },
+            },
+            `Delete message ${message.id}`,
+          ),
         ]),
         "no messages.",
       ),
@@ -35,7 +49,12 @@ export async function chatPage(root: HTMLElement, context: PageContext): Promise
   };
   picker.addEventListener("change", () => void show());
   root.append(
-    table("Chat rooms", ["Room", "Status", "Created by", "Created"], rooms.map((room) => [room.channel_id, room.status, room.created_by, when(room.created_at)]), "no chat rooms."),
+    table(
+      "Chat rooms",
+      ["Room", "Status", "Created by", "Created"],
+      rooms.map((room) => [room.channel_id, room.status, room.created_by, when(room.created_at)]),
+      "no chat rooms.",
+    ),
     ...(rooms.length > 0 ? [h("div", { class: "inline" }, field("Room", picker))] : []),
     status,
     messages,

@@ -32,15 +32,32 @@ export function overviewPage(root: HTMLElement, context: PageContext): void {
       h(
         "div",
         { class: "charts" },
-        timeChart("overview-participants", "Participants", series.times, [{ label: "Participants", values: series.participants }], { height: 140 }),
-        timeChart("overview-streams", "Live streams", series.times, [{ label: "Streams", values: series.streams }], { height: 140 }),
-        timeChart("overview-calls", "Phone calls", series.times, [{ label: "Calls", values: series.calls }], { height: 140 }),
+        timeChart(
+          "overview-participants",
+          "Participants",
+          series.times,
+          [{ label: "Participants", values: series.participants }],
+          { height: 140 },
+        ),
+        timeChart("overview-streams", "Live streams", series.times, [{ label: "Streams", values: series.streams }], {
+          height: 140,
+        }),
+        timeChart("overview-calls", "Phone calls", series.times, [{ label: "Calls", values: series.calls }], {
+          height: 140,
+        }),
       ),
       h("h2", {}, "Recent failures"),
       table(
         "Failures in the last 24 hours",
         ["When", "Kind", "Account", "Room", "What", "Reason"],
-        failures.map((failure) => [when(failure.at), failure.kind, failure.account_id, roomLabel(failure.room), failure.subject, failure.reason]),
+        failures.map((failure) => [
+          when(failure.at),
+          failure.kind,
+          failure.account_id,
+          roomLabel(failure.room),
+          failure.subject,
+          failure.reason,
+        ]),
         "none.",
       ),
     );

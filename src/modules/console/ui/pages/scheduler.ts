@@ -19,17 +19,35 @@ export async function schedulerPage(root: HTMLElement, context: PageContext): Pr
           wallClock(reservation.start_time, reservation.timezone),
           reservation.duration,
           reservation.timezone,
-          h("button", { type: "button", class: "danger", onclick: async () => {
-            await api("delete", "/scheduler/reservations/:id", { params: { id: String(reservation.id) }, query: { account: context.account } });
-            await load();
-            status.textContent = `Reservation ${reservation.name} deleted.`;
-          } }, `Delete reservation ${reservation.name}`),
+          h(
+            "button",
+            {
+              type: "button",
+              class: "danger",
+              onclick: async () => {
+                await api("delete", "/scheduler/reservations/:id", {
+                  params: { id: String(reservation.id) },
+                  query: { account: context.account },
+                });
+                await load();
+                status.textContent = `Reservation ${reservation.name} deleted.`;
+              },
+            },
+            `Delete reservation ${reservation.name}`,
+          ),
         ]),
       ),
       table(
         "Conferences",
         ["Id", "Room", "Owner", "Started", "Seconds", "Ended"],
-        conferences.map((conference) => [conference.id, conference.name, conference.mail_owner, when(conference.start_time), conference.duration, when(conference.ended_at)]),
+        conferences.map((conference) => [
+          conference.id,
+          conference.name,
+          conference.mail_owner,
+          when(conference.start_time),
+          conference.duration,
+          when(conference.ended_at),
+        ]),
       ),
     );
   };
@@ -40,18 +58,28 @@ export async function schedulerPage(root: HTMLElement, context: PageContext): Pr
   const timezone = h("input", { name: "timezone", value: Intl.DateTimeFormat().resolvedOptions().timeZone });
   const form = h(
     "form",
-    { class: "inline", onsubmit: async (event: Event) => {
-      event.preventDefault();
-      try {
-        await api("post", "/scheduler/reservations", {
-          body: { account: context.account!, name: name.value, mail_owner: owner.value, start_time: startTime.value, duration: Number(duration.value), timezone: timezone.value },
-        });
-        await load();
-        status.textContent = `Reservation ${name.value} created.`;
-      } catch (error) {
-        status.textContent = error instanceof Error ? error.message : String(error);
-      }
-    } },
+    {
+      class: "inline",
+      onsubmit: async (event: Event) => {
+        event.preventDefault();
+        try {
+          await api("post", "/scheduler/reservations", {
+            body: {
+              account: context.account!,
+              name: name.value,
+              mail_owner: owner.value,
+              start_time: startTime.value,
+              duration: Number(duration.value),
+              timezone: timezone.value,
+            },
+          });
+          await load();
+          status.textContent = `Reservation ${name.value} created.`;
+        } catch (error) {
+          status.textContent = error instanceof Error ? error.message : String(error);
+        }
+      },
+    },
     field("Room", name),
     field("Owner e-mail", owner),
     field("Starts", startTime),

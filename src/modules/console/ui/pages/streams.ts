@@ -39,9 +39,19 @@ export function streamsPage(root: HTMLElement, context: PageContext): void {
     }
   };
   const open = async (stream: StreamView) => {
-    const video = h("video", { controls: true, muted: true, autoplay: true, playsinline: true, "aria-label": `Live stream ${stream.stream_name}` });
+    const video = h("video", {
+      controls: true,
+      muted: true,
+      autoplay: true,
+      playsinline: true,
+      "aria-label": `Live stream ${stream.stream_name}`,
+    });
     player.hidden = false;
-    player.replaceChildren(h("h2", {}, `Playing ${stream.stream_name}`), video, h("p", {}, h("a", { href: stream.hls_url }, "HLS playlist")));
+    player.replaceChildren(
+      h("h2", {}, `Playing ${stream.stream_name}`),
+      video,
+      h("p", {}, h("a", { href: stream.hls_url }, "HLS playlist")),
+    );
     await play(video, stream.hls_url, context);
   };
 
@@ -63,8 +73,14 @@ export function streamsPage(root: HTMLElement, context: PageContext): void {
           h(
             "span",
             { class: "actions" },
-            LIVE.includes(stream.state) && h("button", { type: "button", onclick: () => void open(stream) }, `Play ${stream.stream_name}`),
-            ["starting", "running"].includes(stream.state) && h("button", { type: "button", class: "danger", onclick: () => void stop(stream) }, `Stop ${stream.stream_name}`),
+            LIVE.includes(stream.state) &&
+              h("button", { type: "button", onclick: () => void open(stream) }, `Play ${stream.stream_name}`),
+            ["starting", "running"].includes(stream.state) &&
+              h(
+                "button",
+                { type: "button", class: "danger", onclick: () => void stop(stream) },
+                `Stop ${stream.stream_name}`,
+              ),
             stream.vod_url && h("a", { href: stream.vod_url }, `Recording of ${stream.stream_name}`),
           ),
         ]),

@@ -22,21 +22,32 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
   const csv = h("a", { class: "button", download: "" }, "Download CSV");
   const show = async () => {
     // The end day is included whole.
-    const window = { account: context.account, start: start.value, end: end.value ? `${end.value}T23:59:59Z` : undefined };
+    const window = {
+      account: context.account,
+      start: start.value,
+      end: end.value ? `${end.value}T23:59:59Z` : undefined,
+    };
     csv.setAttribute("href", `/console/api/usage.csv${query(window)}`);
     const report = await api("get", "/usage", { query: window });
     // Every day of the window is a bar, the empty ones too, so the axis spans the window asked
     // for, and the days a listed meeting ran on past its end, so the bars add up to the header.
-    const last = report.days.reduce((latest, day) => Math.max(latest, Date.parse(day.date)), Date.parse(report.end_date));
+    const last = report.days.reduce(
+      (latest, day) => Math.max(latest, Date.parse(day.date)),
+      Date.parse(report.end_date),
+    );
     const dates: string[] = [];
-    for (let day = Date.parse(report.start_date.slice(0, 10)); day <= last; day += 86_400_000) dates.push(dayOf(new Date(day)));
+    for (let day = Date.parse(report.start_date.slice(0, 10)); day <= last; day += 86_400_000)
+      dates.push(dayOf(new Date(day)));
     const sum = (date: string, kind: (typeof KINDS)[number][0]) =>
-      Math.round(report.days.filter((day) => day.date === date).reduce((total, day) => total + day[kind], 0) * 100) / 100;
+      Math.round(report.days.filter((day) => day.date === date).reduce((total, day) => total + day[kind], 0) * 100) /
+      100;
     results.replaceChildren(
       h(
         "p",
         { class: "totals" },
-        `${report.totals.rooms} ${report.totals.rooms === 1 ? "meeting" : "meetings"} · ` + `${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ` + `${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
+        `${report.totals.rooms} ${report.totals.rooms === 1 ? "meeting" : "meetings"} · ` +
+          `${report.totals.participant_minutes} participant, ${report.totals.phone_minutes} phone, ` +
+          `${report.totals.streaming_minutes} streaming and ${report.totals.recording_minutes} recording minutes`,
       ),
       // What the figures count, in the words of the report's definition (docs/usage.md).
       h(
@@ -58,15 +69,33 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
       table(
         "Usage per day and room",
         ["Day", "Room", "Participant min", "Phone min", "Streaming min", "Recording min", "Peak participants"],
-        report.days.map((day) => [dayLabel(day.date), roomLabel(day.room_name), day.participant_minutes, day.phone_minutes, day.streaming_minutes, day.recording_minutes, day.peak_participants]),
+        report.days.map((day) => [
+          dayLabel(day.date),
+          roomLabel(day.room_name),
+          day.participant_minutes,
+          day.phone_minutes,
+          day.streaming_minutes,
+          day.recording_minutes,
+          day.peak_participants,
+        ]),
         "no usage in this window.",
       ),
     );
   };
-  const form = h("form", { class: "inline", onsubmit: (event: Event) => {
-    event.preventDefault();
-    void show();
-  } }, field("From", start), field("To", end), h("button", { type: "submit" }, "Show"), csv);
+  const form = h(
+    "form",
+    {
+      class: "inline",
+      onsubmit: (event: Event) => {
+        event.preventDefault();
+        void show();
+      },
+    },
+    field("From", start),
+    field("To", end),
+    h("button", { type: "submit" }, "Show"),
+    csv,
+  );
   root.append(form, results);
   await show();
 }

@@ -32,7 +32,10 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
   });
 
   const showSecret = (what: string, value: string) => {
-    secret.replaceChildren(h("p", {}, `${what}. Copy it now: it is never shown again.`), h("output", { class: "key", "data-new-secret": "" }, value));
+    secret.replaceChildren(
+      h("p", {}, `${what}. Copy it now: it is never shown again.`),
+      h("output", { class: "key", "data-new-secret": "" }, value),
+    );
   };
   /** Runs an action, saying what it does and then how it went (its own words, if it has some). */
   const act = async (describe: string, action: () => Promise<unknown>) => {
@@ -52,31 +55,89 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
         "Endpoints",
         ["URL", "Events", "State", "Ordered", "Actions"],
         endpoints.map((endpoint) => [
-          h("span", { class: "url" }, endpoint.url, endpoint.description ? h("br") : null, endpoint.description ? h("small", {}, endpoint.description) : null),
+          h(
+            "span",
+            { class: "url" },
+            endpoint.url,
+            endpoint.description ? h("br") : null,
+            endpoint.description ? h("small", {}, endpoint.description) : null,
+          ),
           endpoint.event_types === null ? "all" : endpoint.event_types.join(", ") || "none",
           h(
             "span",
             { "data-endpoint-state": endpoint.id },
-            endpoint.enabled ? (endpoint.failing_since ? h("span", {}, "enabled; failing since ", when(endpoint.failing_since)) : "enabled") : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
+            endpoint.enabled
+              ? endpoint.failing_since
+                ? h("span", {}, "enabled; failing since ", when(endpoint.failing_since))
+                : "enabled"
+              : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
           ),
           endpoint.ordered ? "yes" : "no",
           h(
             "span",
             { class: "actions" },
-            h("button", { type: "button", "aria-label": `Deliveries of ${endpoint.url}`, "aria-pressed": String(open === endpoint.id), onclick: () => void openLog(endpoint.id) }, "Deliveries"),
-            h("button", { type: "button", class: "secondary", "aria-label": `${endpoint.enabled ? "Disable" : "Enable"} ${endpoint.url}`, onclick: () => void act(`${endpoint.enabled ? "Disabling" : "Enabling"} ${endpoint.url}`, async () => {
-              await api("patch", "/webhooks/:id", { params: { id: endpoint.id }, body: { account, enabled: !endpoint.enabled } });
-              await loadEndpoints();
-            }) }, endpoint.enabled ? "Disable" : "Enable"),
-            h("button", { type: "button", class: "secondary", "aria-label": `Rotate secret of ${endpoint.url}`, onclick: () => void act(`Rotating the secret of ${endpoint.url}`, async () => {
-              const rotated = await api("post", "/webhooks/:id/rotate-secret", { params: { id: endpoint.id }, body: { account } });
-              showSecret(`New secret of ${endpoint.url}; the old one keeps signing beside it for 24 hours`, rotated.secret);
-            }) }, "Rotate secret"),
-            h("button", { type: "button", class: "danger", "aria-label": `Delete ${endpoint.url}`, onclick: () => void act(`Deleting ${endpoint.url}`, async () => {
-              await api("delete", "/webhooks/:id", { params: { id: endpoint.id }, query: { account } });
-              if (open === endpoint.id) closeLog();
-              await loadEndpoints();
-            }) }, "Delete"),
+            h(
+              "button",
+              {
+                type: "button",
+                "aria-label": `Deliveries of ${endpoint.url}`,
+                "aria-pressed": String(open === endpoint.id),
+                onclick: () => void openLog(endpoint.id),
+              },
+              "Deliveries",
+            ),
+            h(
+              "button",
+              {
+                type: "button",
+                class: "secondary",
+                "aria-label": `${endpoint.enabled ? "Disable" : "Enable"} ${endpoint.url}`,
+                onclick: () =>
+                  void act(`${endpoint.enabled ? "Disabling" : "Enabling"} ${endpoint.url}`, async () => {
+                    await api("patch", "/webhooks/:id", {
+                      params: { id: endpoint.id },
+                      body: { account, enabled: !endpoint.enabled },
+                    });
+                    await loadEndpoints();
+                  }),
+              },
+              endpoint.enabled ? "Disable" : "Enable",
+            ),
+            h(
+              "button",
+              {
+                type: "button",
+                class: "secondary",
+                "aria-label": `Rotate secret of ${endpoint.url}`,
+                onclick: () =>
+                  void act(`Rotating the secret of ${endpoint.url}`, async () => {
+                    const rotated = await api("post", "/webhooks/:id/rotate-secret", {
+                      params: { id: endpoint.id },
+                      body: { account },
+                    });
+                    showSecret(
+                      `New secret of ${endpoint.url}; the old one keeps signing beside it for 24 hours`,
+                      rotated.secret,
+                    );
+                  }),
+              },
+              "Rotate secret",
+            ),
+            h(
+              "button",
+              {
+                type: "button",
+                class: "danger",
+                "aria-label": `Delete ${endpoint.url}`,
+                onclick: () =>
+                  void act(`Deleting ${endpoint.url}`, async () => {
+                    await api("delete", "/webhooks/:id", { params: { id: endpoint.id }, query: { account } });
+                    if (open === endpoint.id) closeLog();
+                    await loadEndpoints();
+                  }),
+              },
+              "Delete",
+            ),
           ),
         ]),
         "no endpoints yet.",
@@ -98,20 +159,45 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
         `Deliveries to ${endpoint.url}`,
         ["Event", "Status", "Attempts", "Code", "Latency", "Answer", "Last attempt", "Next retry", "Actions"],
         deliveries.map((delivery) => [
-          h("span", {}, delivery.event_type, h("br"), h("small", {}, `#${delivery.sequence} `, h("code", {}, delivery.event_id))),
+          h(
+            "span",
+            {},
+            delivery.event_type,
+            h("br"),
+            h("small", {}, `#${delivery.sequence} `, h("code", {}, delivery.event_id)),
+          ),
           h("span", { class: `state state-${delivery.status}`, "data-delivery-status": delivery.id }, delivery.status),
           delivery.attempts,
           h("span", { "data-delivery-code": delivery.id }, delivery.status_code ?? "—"),
           delivery.latency_ms === null ? "—" : `${delivery.latency_ms} ms`,
           delivery.response === null
             ? "—"
-            : h("span", { class: "answer", title: delivery.response }, delivery.response.length > ANSWER_CHARS ? `${delivery.response.slice(0, ANSWER_CHARS)}…` : delivery.response),
+            : h(
+                "span",
+                { class: "answer", title: delivery.response },
+                delivery.response.length > ANSWER_CHARS
+                  ? `${delivery.response.slice(0, ANSWER_CHARS)}…`
+                  : delivery.response,
+              ),
           when(delivery.last_attempt_at),
           when(delivery.next_attempt_at),
-          h("button", { type: "button", class: "secondary", "data-retry": delivery.id, onclick: () => void act(`Retrying delivery ${delivery.id}`, async () => {
-            await api("post", "/webhooks/:id/deliveries/:delivery/retry", { params: { id: endpoint.id, delivery: delivery.id }, body: { account } });
-            await refreshLog();
-          }) }, `Retry delivery ${delivery.id}`),
+          h(
+            "button",
+            {
+              type: "button",
+              class: "secondary",
+              "data-retry": delivery.id,
+              onclick: () =>
+                void act(`Retrying delivery ${delivery.id}`, async () => {
+                  await api("post", "/webhooks/:id/deliveries/:delivery/retry", {
+                    params: { id: endpoint.id, delivery: delivery.id },
+                    body: { account },
+                  });
+                  await refreshLog();
+                }),
+            },
+            `Retry delivery ${delivery.id}`,
+          ),
         ]),
         "no deliveries yet.",
       ),
@@ -124,7 +210,10 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     const endpoint = endpoints.find((candidate) => candidate.id === open);
     if (!endpoint || left) return;
     try {
-      const { deliveries } = await api("get", "/webhooks/:id/deliveries", { params: { id: endpoint.id }, query: { account } });
+      const { deliveries } = await api("get", "/webhooks/:id/deliveries", {
+        params: { id: endpoint.id },
+        query: { account },
+      });
       if (open === endpoint.id && !left) renderDeliveries(endpoint, deliveries);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
@@ -150,16 +239,28 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
       heading,
       h(
         "form",
-        { class: "inline", id: "replay", onsubmit: (event: Event) => {
-          event.preventDefault();
-          void act(`Replaying to ${endpoint.url}`, async () => {
-            // A datetime-local field holds the browser's local time; the service takes an instant.
-            const from = after.value !== "" ? { after: Number(after.value) } : since.value !== "" ? { since: new Date(since.value).toISOString() } : {};
-            const { queued } = await api("post", "/webhooks/:id/replay", { params: { id: endpoint.id }, body: { account, ...from } });
-            await refreshLog();
-            return `${queued} ${queued === 1 ? "delivery" : "deliveries"} queued.`;
-          });
-        } },
+        {
+          class: "inline",
+          id: "replay",
+          onsubmit: (event: Event) => {
+            event.preventDefault();
+            void act(`Replaying to ${endpoint.url}`, async () => {
+              // A datetime-local field holds the browser's local time; the service takes an instant.
+              const from =
+                after.value !== ""
+                  ? { after: Number(after.value) }
+                  : since.value !== ""
+                    ? { since: new Date(since.value).toISOString() }
+                    : {};
+              const { queued } = await api("post", "/webhooks/:id/replay", {
+                params: { id: endpoint.id },
+                body: { account, ...from },
+              });
+              await refreshLog();
+              return `${queued} ${queued === 1 ? "delivery" : "deliveries"} queued.`;
+            });
+          },
+        },
         field("Replay after sequence", after),
         field("or since (local time)", since),
         h("button", { type: "submit" }, "Replay"),
@@ -172,32 +273,41 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     heading.focus();
   };
 
-  const url = h("input", { name: "url", type: "url", required: true, maxlength: 2048, placeholder: "https://example.com/parley-hook" });
+  const url = h("input", {
+    name: "url",
+    type: "url",
+    required: true,
+    maxlength: 2048,
+    placeholder: "https://example.com/parley-hook",
+  });
   const description = h("input", { name: "description", maxlength: 1024 });
   const ordered = h("input", { name: "ordered", type: "checkbox" });
   const first = await api("get", "/webhooks", { query: { account } });
   const typeBoxes = first.event_types.map((type) => h("input", { type: "checkbox", name: "event_types", value: type }));
   const form = h(
     "form",
-    { id: "create-endpoint", onsubmit: (event: Event) => {
-      event.preventDefault();
-      void act(`Adding ${url.value}`, async () => {
-        const picked = first.event_types.filter((_type, index) => typeBoxes[index]!.checked);
-        const created = await api("post", "/webhooks", {
-          body: {
-            account,
-            url: url.value,
-            description: description.value,
-            ordered: ordered.checked,
-            // None ticked is every type, as the API's null.
-            event_types: picked.length > 0 ? picked : null,
-          },
+    {
+      id: "create-endpoint",
+      onsubmit: (event: Event) => {
+        event.preventDefault();
+        void act(`Adding ${url.value}`, async () => {
+          const picked = first.event_types.filter((_type, index) => typeBoxes[index]!.checked);
+          const created = await api("post", "/webhooks", {
+            body: {
+              account,
+              url: url.value,
+              description: description.value,
+              ordered: ordered.checked,
+              // None ticked is every type, as the API's null.
+              event_types: picked.length > 0 ? picked : null,
+            },
+          });
+          showSecret(`Signing secret of ${created.endpoint.url}`, created.secret);
+          form.reset();
+          await loadEndpoints();
         });
-        showSecret(`Signing secret of ${created.endpoint.url}`, created.secret);
-        form.reset();
-        await loadEndpoints();
-      });
-    } },
+      },
+    },
     field("Endpoint URL", url),
     field("Description", description),
     h("div", { class: "field check" }, h("label", {}, ordered, " Ordered (one event at a time, in sequence)")),
@@ -205,7 +315,12 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
       "details",
       { class: "types" },
       h("summary", {}, "Event types (none ticked: every type)"),
-      h("fieldset", {}, h("legend", {}, "Send only these event types"), ...typeBoxes.map((box) => h("label", {}, box, ` ${box.value}`))),
+      h(
+        "fieldset",
+        {},
+        h("legend", {}, "Send only these event types"),
+        ...typeBoxes.map((box) => h("label", {}, box, ` ${box.value}`)),
+      ),
     ),
     h("button", { type: "submit" }, "Add endpoint"),
   );
