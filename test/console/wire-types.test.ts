@@ -28,8 +28,8 @@ const RENAMES = [
   },
   {
     file: "src/modules/scheduler/model.ts",
-    from: 'timezone: t.String({ description: "As given;',
-    to: 'zone: t.String({ description: "As given;',
+    from: "timezone: t.String({\n",
+    to: "zone: t.String({\n",
     page: "pages/scheduler.ts",
     field: "timezone",
   },
