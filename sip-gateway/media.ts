@@ -36,6 +36,14 @@ export async function bindRtpSocket(
   const { rtpPortMin, rtpPortMax } = settings;
   const handler = {
     data: (_socket: unknown, packet: Buffer, port: number, address: string) => onPacket(packet, port, address),
+    // A datagram sent to a peer that has just closed its port comes back as ICMP "port unreachable", which the
+    // next receive reports as ECONNREFUSED. RTP is lossy by design: the packet is gone, the call goes on.
+    // (As on the SIP socket, the error object is sometimes missing.)
+    error: (_socket: unknown, error?: Error) => {
+      if ((error as NodeJS.ErrnoException | undefined)?.code !== "ECONNREFUSED") {
+        log.warn({ err: error?.message }, "RTP socket error");
+      }
+    },
   };
   let socket: udp.Socket<"buffer"> | undefined;
   if (rtpPortMin === 0) socket = await Bun.udpSocket({ hostname: settings.bindAddress, port: 0, socket: handler });

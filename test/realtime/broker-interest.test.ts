@@ -16,6 +16,12 @@ describe("RedisBroker interest", () => {
     const here = new RedisBroker();
     const elsewhere = new RedisBroker();
     const topic = "acc/interest:ordered";
+    const interestOf = async (broker: RedisBroker, declared: boolean) =>
+      expect(
+        await eventually(
+          async () => (await redis().sismember(redisKey("rt-interest", topic), broker.node)) === (declared ? 1 : 0),
+        ),
+      ).toBe(true);
     const published: string[] = [];
     listener.on("message", (_channel: string, text: string) => published.push(text));
     await listener.subscribe(redisKey("rt", topic));
@@ -23,13 +29,18 @@ describe("RedisBroker interest", () => {
     await here.subscribe(topic);
     await here.broadcast(topic, "alone"); // only this process listens: nothing leaves it
     await elsewhere.subscribe(topic);
+    // A join waits for its SUBSCRIBE and SADD only a prompt while (PROMPT_REDIS_MS); on a busy machine the
+    // interest can land later, and frames sent before it rightly stay here.
+    await interestOf(elsewhere, true);
     for (let i = 0; i < 50; i++) here.broadcast(topic, `frame ${i}`);
     await here.broadcast(topic, "last shared");
     // A broadcast returns once handed on; a leave on another connection could overtake frames still on the wire.
     expect(await eventually(() => published.includes(`${here.node} last shared`))).toBe(true);
     await elsewhere.unsubscribe(topic);
+    await interestOf(elsewhere, false);
     await here.broadcast(topic, "alone again");
     await elsewhere.subscribe(topic);
+    await interestOf(elsewhere, true);
     await here.broadcast(topic, "shared again");
 
     expect(await eventually(() => published.includes(`${here.node} shared again`))).toBe(true);
