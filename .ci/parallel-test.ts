@@ -1,12 +1,14 @@
 /**
  * Runs every test file of test/ in parallel workers, each file in its own `bun test` process.
  *
- *   bun .ci/parallel-test.ts [folder or file …]   (TEST_WORKERS workers, default 3; all of test/ by default)
+ *   bun .ci/parallel-test.ts [folder or file …]   (TEST_WORKERS workers, default 2; all of test/ by default)
  *
  * Most of a test's time is spent waiting on other processes (PostgreSQL, Redis, ffmpeg, sipp,
- * Chromium): with two workers on two cores the run used about half of one core (CPU time about
- * half the wall time), so three workers overlap more of those waits. The real-time media files,
- * which a third worker made miss their marks, run alone. Each worker has a database of its own
+ * Chromium): with two workers on two cores the CPU time of a run is about half its wall time.
+ * Three workers overlap more of those waits, but made the timing-bound files (fault tests under
+ * load, real-time media) miss their marks on a machine also running other work, so two is the
+ * default and TEST_WORKERS=3 is there for a quiet machine. The real-time media files and the
+ * PostgreSQL failover run alone. Each worker has a database of its own
  * (a fresh copy of a migrated template for each file, all dropped at the end), and test/setup.ts
  * gives each process its own Redis key prefix; tests take free ports, so files never meet. A file in a process of its own also
  * cannot leave a timer or a child behind for the next file.
@@ -23,7 +25,7 @@ import postgres from "postgres";
 
 const TIMINGS = "node_modules/.cache/parley-test-times.json";
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 3));
+const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2));
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ROLES } from "../src/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
-import { childPids, isAlive, until } from "./support/wait";
+import { childPids, isAlive, threadsLeft, until } from "./support/wait";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
@@ -78,11 +78,12 @@ describe("supervisor on PostgreSQL", () => {
   test("restarts a child that dies, and keeps serving meanwhile", async () => {
     const before = childPids(supervisor.pid, "api");
     process.kill(before[0]!, "SIGKILL");
-    // Connections already queued on the killed process's socket are reset by the kernel;
-    // once it is gone (exited, whether or not reaped yet), the surviving process takes every new one.
+    // Connections already queued on the killed process's socket are reset by the kernel; once its
+    // socket is closed, the surviving process takes every new one. The main thread turns zombie
+    // before the other threads have let go of the process's files, so the wait is for all of them.
     await until(
-      () => isAlive(before[0]!),
-      (alive) => !alive,
+      () => threadsLeft(before[0]!),
+      (left) => left === 0,
       10_000,
       20,
     );

@@ -42,13 +42,18 @@ export function startCdrWorker(options: CdrWorkerOptions = {}): Running & { read
       }
       const rooms = [...due].values();
       let folded = 0;
+      // After a failed fold the rest of the rung rooms are left to the sweep: while the database is away each
+      // fold would wait out a connection attempt, and a long drain holds back the sweep that runs after it.
+      let failed = false;
       const folder = async () => {
         for (const key of rooms) {
+          if (failed) return;
           try {
             folded += await foldRoom(roomOfRingKey(key));
           } catch (error) {
+            failed = true;
             const err = (error as Error).message;
-            log.warn({ room: key, err }, "cdr fold failed; the usage sweep folds the room's events");
+            log.warn({ room: key, err }, "cdr fold failed; the usage sweep folds this and the other rung rooms");
           }
         }
       };

@@ -1,5 +1,5 @@
 /** Polling for tests that watch real processes and sockets settle. */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 /**
  * Probes until `accept` holds or the time is up, and returns the last value either way,
@@ -33,6 +33,24 @@ export function isAlive(pid: number): boolean {
     return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
   } catch {
     return false;
+  }
+}
+
+/**
+ * How many of a process's threads have not exited yet: 0 once it is gone or only its zombie
+ * main thread is left, which is when its files (its sockets) are closed.
+ */
+export function threadsLeft(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/task`).filter((task) => {
+      try {
+        return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8"));
+      } catch {
+        return false;
+      }
+    }).length;
+  } catch {
+    return 0;
   }
 }
 
