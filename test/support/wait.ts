@@ -27,13 +27,19 @@ export async function until<T>(
 export const eventually = (check: () => boolean | Promise<boolean>, timeoutMs = 15_000) =>
   until(check, Boolean, timeoutMs, 20);
 
+/** The state letter of a /proc stat file (R, S, Z, X, ...), or undefined once the process or thread is gone. */
+function stateIn(statFile: string): string | undefined {
+  try {
+    return /^\d+ \(.*\) (\S)/.exec(readFileSync(statFile, "utf8"))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
 /** Running, not merely a zombie nobody has reaped yet. */
 export function isAlive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
+  const state = stateIn(`/proc/${pid}/stat`);
+  return state !== undefined && state !== "Z";
 }
 
 /**
@@ -43,11 +49,8 @@ export function isAlive(pid: number): boolean {
 export function threadsLeft(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/task`).filter((task) => {
-      try {
-        return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8"));
-      } catch {
-        return false;
-      }
+      const state = stateIn(`/proc/${pid}/task/${task}/stat`);
+      return state !== undefined && state !== "Z" && state !== "X";
     }).length;
   } catch {
     return 0;
