@@ -20,7 +20,7 @@ import { sipCalls } from "../../sip-gateway/schema";
 import { newAccount } from "../helpers";
 import { type LoadNode, mixedLoadEnv, prepareLoad, request, startLoad } from "../support/mixed-load";
 import { type NginxLb, startNginxLb } from "../support/nginx-lb";
-import { type Parley, recordersOf, startParley } from "../support/parley";
+import { killNodes, type Parley, recordersOf, startParley } from "../support/parley";
 import { connect, disconnect, join } from "../support/phoenix";
 import { runSipp } from "../support/sipp";
 import { childPids, until } from "../support/wait";
@@ -44,9 +44,7 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all(nodes.map((node) => node.stop("SIGKILL", 5_000)));
-  for (const name of streamNames) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
-  for (const node of nodes) node.cleanup();
+  await killNodes(nodes, streamNames);
   await lb?.stop();
 });
 

@@ -13,13 +13,14 @@ import postgres from "postgres";
 import {
   expectNothingLost,
   type LoadNode,
+  loadFlowing,
   mixedLoadEnv,
   prepareLoad,
   request,
   startCalls,
   startLoad,
 } from "../support/mixed-load";
-import { type Parley, recordersOf, startParley } from "../support/parley";
+import { killNodes, type Parley, startParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
 import { childPids, until } from "../support/wait";
 
@@ -45,9 +46,7 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all(nodes.map((node) => node.stop("SIGKILL", 5_000)));
-  for (const name of streamNames) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
-  for (const node of nodes) node.cleanup();
+  await killNodes(nodes, streamNames);
   pair?.destroy();
 });
 
@@ -76,12 +75,7 @@ test("PostgreSQL primary killed, standby promoted: 503 and Retry-After, writes b
     await watch.end();
     const before = nodes.map((node) => childPids(node.process.pid));
     const load = startLoad(nodes as LoadNode[], apiKey, token);
-    await until(
-      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
-      (n) => n >= 20,
-      15_000,
-      100,
-    );
+    await loadFlowing(load);
 
     await pair.killPrimary();
     const killedAt = Date.now();

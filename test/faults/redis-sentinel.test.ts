@@ -11,13 +11,14 @@ import { newAccount } from "../helpers";
 import {
   expectNothingLost,
   type LoadNode,
+  loadFlowing,
   mixedLoadEnv,
   prepareLoad,
   request,
   startCalls,
   startLoad,
 } from "../support/mixed-load";
-import { type Parley, recordersOf, startParley } from "../support/parley";
+import { killNodes, type Parley, startParley } from "../support/parley";
 import { freePort } from "../support/ports";
 import { SENTINEL_NAME, type SentinelGroup, startSentinelGroup } from "../support/redis-sentinel";
 import { childPids, until } from "../support/wait";
@@ -47,9 +48,7 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all(nodes.map((node) => node.stop("SIGKILL", 5_000)));
-  for (const name of streamNames) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
-  for (const node of nodes) node.cleanup();
+  await killNodes(nodes, streamNames);
   await group?.stop();
 });
 
@@ -74,12 +73,7 @@ test("Redis master killed: the replica promoted, both nodes go on within 10 s, n
     await watch.end();
     const before = nodes.map((node) => childPids(node.process.pid));
     const load = startLoad(nodes as LoadNode[], apiKey, token);
-    await until(
-      () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
-      (n) => n >= 20,
-      15_000,
-      100,
-    );
+    await loadFlowing(load);
 
     await group.killMaster();
     const killedAt = Date.now();

@@ -415,3 +415,13 @@ function countOf(items: string[]): Map<string, number> {
   for (const item of items) counts.set(item, (counts.get(item) ?? 0) + 1);
   return counts;
 }
+
+/** Until the load has had at least `count` chat messages and events acknowledged (bounded): it flows. */
+export function loadFlowing(load: ReturnType<typeof startLoad>, count = 20): Promise<number> {
+  return until(
+    () => load.chatAcknowledged.length + load.eventsAcknowledged.length,
+    (n) => n >= count,
+    15_000,
+    100,
+  );
+}

@@ -67,6 +67,13 @@ export function recordersOf(streamName: string): number[] {
     .filter(isAlive);
 }
 
+/** A fault test's end: its nodes killed, the recorders of the streams it started with them, and their folders gone. */
+export async function killNodes(nodes: Parley[], streamNames: string[]): Promise<void> {
+  await Promise.all(nodes.map((node) => node.stop("SIGKILL", 5_000)));
+  for (const name of streamNames) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
+  for (const node of nodes) node.cleanup();
+}
+
 /** Waits (bounded) for a probe to give a value; on time-out fails naming what and showing Parley's output. */
 export async function within<T>(
   parley: Parley | undefined,
