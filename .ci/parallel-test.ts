@@ -1,19 +1,21 @@
 /**
- * Runs every test file of test/ in parallel workers, each file in its own `bun test` process.
+ * Runs every test file of test/ in parallel, each file in its own `bun test` process.
  *
- *   bun .ci/parallel-test.ts [folder or file …]   (TEST_WORKERS workers, default 2; all of test/ by default)
+ *   bun .ci/parallel-test.ts [folder or file …]   (all of test/ by default)
  *
  * Most of a test's time is spent waiting on other processes (PostgreSQL, Redis, ffmpeg, sipp,
- * Chromium): with two workers on two cores the CPU time of a run is about half its wall time.
- * Three workers overlap more of those waits, but made the timing-bound files (fault tests under
- * load, real-time media) miss their marks on a machine also running other work, so two is the
- * default and TEST_WORKERS=3 is there for a quiet machine. The real-time media files and the
- * PostgreSQL failover run alone. Each worker has a database of its own
- * (a fresh copy of a migrated template for each file, all dropped at the end), and test/setup.ts
- * gives each process its own Redis key prefix; tests take free ports, so files never meet. A file in a process of its own also
- * cannot leave a timer or a child behind for the next file.
+ * Chromium), so a fixed number of workers either leaves the cores idle (files that all wait) or
+ * overloads them (files that all compute), and the timing-bound files (fault tests, real-time
+ * media) miss their marks on an overloaded machine. So the runner keeps TEST_WORKERS files running
+ * (default 2, one per core) and starts one more, up to TEST_MAX_WORKERS (default 4), only while the
+ * machine's cores have been more than half idle over the last TEST_IDLE_WINDOW_MS (3 s): the whole
+ * machine's idle time, so two runs (or any other work) on one machine hold each other back to the
+ * base count. Each running file has a database of its own (a fresh copy of a migrated template,
+ * all dropped at the end), and test/setup.ts gives each process its own Redis key prefix; tests
+ * take free ports, so files never meet. A file in a process of its own also cannot leave a timer
+ * or a child behind for the next file.
  *
- * Files marked to run alone run one by one after the rest.
+ * Files marked to run alone (real-time media, the PostgreSQL failover) run one by one after the rest.
  * The queue takes the slowest files first, by the durations of the previous run on this
  * checkout (node_modules/.cache), else by file size, so no long file starts last.
  * Prints each file as it ends, the whole output of a file that failed, and at the end the
@@ -26,6 +28,8 @@ import postgres from "postgres";
 const TIMINGS = "node_modules/.cache/parley-test-times.json";
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2));
+const maxWorkers = Math.max(workers, Number(process.env.TEST_MAX_WORKERS ?? 4));
+const idleWindowMs = Number(process.env.TEST_IDLE_WINDOW_MS ?? 3000);
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -50,7 +54,7 @@ const queue = files.filter((file) => !alone.includes(file));
 // (or two checkouts with bases of their own) never share one.
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
 const base = new URL(BASE_URL).pathname.slice(1) || "test";
-const databases = Array.from({ length: workers }, (_, index) => `${base}_${process.pid}_${index}`);
+const databases = Array.from({ length: maxWorkers }, (_, index) => `${base}_${process.pid}_${index}`);
 const urlOf = (database: string) => Object.assign(new URL(BASE_URL), { pathname: `/${database}` }).toString();
 
 // Migrated once per run; each file then gets a copy (CREATE DATABASE … TEMPLATE, a file copy), where
@@ -111,13 +115,53 @@ async function runFile(file: string, database: string) {
   }
 }
 
-async function worker(database: string) {
-  for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file, database);
+/** The machine's idle and total CPU ticks so far (all cores), from /proc/stat's first line. */
+function cpuTicks(): { idle: number; total: number } {
+  const fields = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // idle + iowait: a core waiting on the disk could run a test meanwhile.
+  return { idle: (fields[3] ?? 0) + (fields[4] ?? 0), total: fields.reduce((sum, value) => sum + value, 0) };
+}
+
+let peak = 0;
+
+/**
+ * Runs the queue with `workers` files at once, and one more (up to `maxWorkers`) whenever the
+ * cores were more than half idle over the last window and no file started within it: a file's
+ * start-up (bun, its migrations, the processes it drives) shows in the window before another
+ * may join, so the runner climbs one file at a time and stops where the cores are busy.
+ */
+async function runQueue() {
+  const free = [...databases];
+  const running = new Set<Promise<void>>();
+  let lastStart = 0;
+  const start = (file: string) => {
+    const database = free.pop()!;
+    lastStart = performance.now();
+    const run = runFile(file, database).finally(() => {
+      free.push(database);
+      running.delete(run);
+    });
+    running.add(run);
+    peak = Math.max(peak, running.size);
+  };
+  const samples: { at: number; ticks: ReturnType<typeof cpuTicks> }[] = [];
+  while (queue.length > 0 || running.size > 0) {
+    while (queue.length > 0 && running.size < workers) start(queue.shift()!);
+    const now = performance.now();
+    samples.push({ at: now, ticks: cpuTicks() });
+    while (samples.length > 1 && now - samples[0]!.at > idleWindowMs) samples.shift();
+    const first = samples[0]!.ticks;
+    const last = samples.at(-1)!.ticks;
+    const idle = last.total > first.total ? (last.idle - first.idle) / (last.total - first.total) : 0;
+    const quietLongEnough = now - samples[0]!.at >= idleWindowMs * 0.9 && now - lastStart > idleWindowMs;
+    if (queue.length > 0 && running.size < maxWorkers && quietLongEnough && idle > 0.5) start(queue.shift()!);
+    await Promise.race([...running, Bun.sleep(250)]);
+  }
 }
 
 const started = performance.now();
 try {
-  await Promise.all(databases.map(worker));
+  await runQueue();
   for (const file of alone) await runFile(file, databases[0]!);
 } finally {
   for (const name of [...databases, template]) await admin.unsafe(`drop database if exists ${name} with (force)`);
@@ -136,7 +180,7 @@ for (const [file, seconds] of timed) console.log(`${column(seconds)} ${column(cp
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
 const summed = sum(timed.map(([, seconds]) => seconds));
 console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
-console.log(`\n${workers} workers, ${((performance.now() - started) / 1000).toFixed(1)} s in tests`);
+console.log(`\n${workers} to ${maxWorkers} files at once (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests`);
 if (failedFiles.length > 0) console.log(`failed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);
