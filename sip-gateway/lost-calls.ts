@@ -18,10 +18,19 @@ import { sipCalls } from "./schema";
 /** This process's name in call records and in Redis. */
 export const GATEWAY_NAME = `${hostname()}-sip-${process.pid}`;
 
-export const HEARTBEAT_MS = 2_000;
-/** A gateway silent this long is gone. */
-export const SILENT_AFTER_MS = 6_000;
-export const RECONCILE_EVERY_MS = 5_000;
+/**
+ * A gateway silent for SIP_GATEWAY_LOST_MS is gone. It beats three times in that span, so a beat
+ * lost to a slow Redis does not make it look gone, and every gateway looks a little more often
+ * than that span, so a lost gateway's calls are ended within about twice it.
+ */
+export function lostTimers({ lostAfterMs }: { lostAfterMs: number } = config.sip) {
+  return {
+    silentAfterMs: lostAfterMs,
+    heartbeatMs: Math.round(lostAfterMs / 3),
+    reconcileEveryMs: Math.round((lostAfterMs * 5) / 6),
+  };
+}
+
 /** Beyond the longest call, an open call whose gateway is unknown is over whatever happened. */
 const UNKNOWN_GATEWAY_MARGIN_MS = 60_000;
 
@@ -81,10 +90,11 @@ export async function endCallsOfLostGateways(now = Date.now()): Promise<void> {
   if (open.length === 0) return;
   const beats = await redis().hgetall(beatsKey());
   const longestCallMs = config.sip.maxCallSeconds * 1000;
+  const { silentAfterMs } = lostTimers();
   for (const call of open) {
     const lastBeat = call.gateway ? Number(beats[call.gateway]) : Number.NaN;
     if (Number.isFinite(lastBeat)) {
-      if (now - lastBeat >= SILENT_AFTER_MS)
+      if (now - lastBeat >= silentAfterMs)
         await endLostCall(call, new Date(Math.max(lastBeat, call.startedAt.getTime())));
     } else if (now - call.startedAt.getTime() > longestCallMs + UNKNOWN_GATEWAY_MARGIN_MS) {
       // No beat known (written before gateways beat, or Redis lost its data): the gateway would have hung up by now.
@@ -96,7 +106,7 @@ export async function endCallsOfLostGateways(now = Date.now()): Promise<void> {
 /** Forgets beats of gateways that are long gone and have no open call left. */
 async function forgetQuietGateways(now: number): Promise<void> {
   const beats = await redis().hgetall(beatsKey());
-  const stale = Object.entries(beats).filter(([, beat]) => now - Number(beat) > 10 * SILENT_AFTER_MS);
+  const stale = Object.entries(beats).filter(([, beat]) => now - Number(beat) > 10 * lostTimers().silentAfterMs);
   for (const [name] of stale) {
     const [open] = await db
       .select({ id: sipCalls.id })
@@ -108,6 +118,7 @@ async function forgetQuietGateways(now: number): Promise<void> {
 }
 
 export function startLostCallReconciler(): { stop(): Promise<void> } {
+  const { silentAfterMs, heartbeatMs, reconcileEveryMs } = lostTimers();
   // Since when this gateway's beats have gone through without a break. Right after Redis was
   // unreachable, other gateways have not beaten again yet and would look silent: wait a while.
   let beatingSince: number | undefined;
@@ -121,15 +132,15 @@ export function startLostCallReconciler(): { stop(): Promise<void> } {
     }
   };
   const reconcile = async () => {
-    if (beatingSince === undefined || Date.now() - beatingSince < SILENT_AFTER_MS) return;
+    if (beatingSince === undefined || Date.now() - beatingSince < silentAfterMs) return;
     await endCallsOfLostGateways();
     await forgetQuietGateways(Date.now());
   };
   void beat();
-  const heartbeat = setInterval(() => void beat(), HEARTBEAT_MS);
+  const heartbeat = setInterval(() => void beat(), heartbeatMs);
   const reconciler = setInterval(
     () => void reconcile().catch((error: Error) => log.error({ err: error.message }, "sip: lost-call check failed")),
-    RECONCILE_EVERY_MS,
+    reconcileEveryMs,
   );
   heartbeat.unref?.();
   reconciler.unref?.();

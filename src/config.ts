@@ -64,6 +64,11 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
     operationTimeoutMs: read.integer("STREAMING_OPERATION_TIMEOUT_MS", 30_000, 1_000, 300_000),
     /** How long a stopping recorder may take to finish its files before it is killed. */
     stopGraceMs: read.integer("STREAMING_STOP_GRACE_MS", 10_000, 100, 120_000),
+    /**
+     * A recorder worker silent this long is taken for lost and its streams fail (recorder_lost).
+     * Workers beat every 3/10 of it and reconcile every whole of it.
+     */
+    lostAfterMs: read.integer("STREAMING_RECORDER_LOST_MS", 10_000, 1_000, 600_000),
   };
 }
 
@@ -237,6 +242,11 @@ export function loadConfig(env: Env) {
         answerTimeoutMs: read.integer("SIP_MEDIA_ANSWER_TIMEOUT_MS", 30_000, 500, 300_000),
       },
       joinTimeoutMs: read.integer("SIP_JOIN_TIMEOUT_MS", 5_000, 100, 60_000),
+      /**
+       * A gateway whose heartbeat is silent this long is lost; another gateway ends its open calls
+       * at its last beat. Gateways beat every third of it and look every 5/6 of it.
+       */
+      lostAfterMs: read.integer("SIP_GATEWAY_LOST_MS", 6_000, 600, 600_000),
       trunk: {
         /** Registrar of an upstream trunk; unset means the gateway registers nowhere. */
         registrar: read.sipUri("SIP_TRUNK_REGISTRAR"),

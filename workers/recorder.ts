@@ -36,8 +36,6 @@ import { podCommands, reconcile, relayedStop, startJob, stopJob } from "./record
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";
 
-const RECONCILE_EVERY_MS = 10_000;
-
 export interface RecorderWorker extends Running {
   podName: string;
   /** Streams this worker runs right now. */
@@ -82,7 +80,9 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   const reconcileNow = () =>
     reconcile(worker, heartbeat).catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"));
   await reconcileNow();
-  const reconciler = setInterval(() => void reconcileNow(), RECONCILE_EVERY_MS);
+  // As often as a worker may go silent before it counts as lost: a lost worker's streams end
+  // within twice that of its last beat.
+  const reconciler = setInterval(() => void reconcileNow(), config.streaming.lostAfterMs);
   log.info({ pod, driver: driver.name, capacity: config.streaming.capacity }, "recorder worker ready");
 
   return {

@@ -25,6 +25,7 @@ import { connect, disconnect, join } from "../support/phoenix";
 import { runSipp } from "../support/sipp";
 import { childPids, until } from "../support/wait";
 
+const LOST_MS = { recorder: 3_000, gateway: 3_000 };
 let lb: NginxLb;
 const nodes: Parley[] = [];
 let apiKey: string;
@@ -32,7 +33,14 @@ let accountId: string;
 const streamNames: string[] = [];
 
 beforeAll(async () => {
-  const shared = mixedLoadEnv("nodekill");
+  const shared = {
+    ...mixedLoadEnv("nodekill"),
+    // The periods after which a silent recorder worker and a silent gateway count as lost, a
+    // third and a half of their defaults (10 s, 6 s): the wait for the dead node's streams and
+    // call to end is theirs, and the surviving call still outlives it.
+    STREAMING_RECORDER_LOST_MS: String(LOST_MS.recorder),
+    SIP_GATEWAY_LOST_MS: String(LOST_MS.gateway),
+  };
   nodes.push(
     ...(await Promise.all([
       startParley({ embedded: false, env: shared }),
@@ -118,7 +126,9 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
     const doomedStreams = [...placed].filter(([, pod]) => pod === pods[0]).map(([name]) => name);
     const survivingStreams = [...placed].filter(([, pod]) => pod === pods[1]).map(([name]) => name);
 
-    // A call on each node's gateway, held long enough to outlive the kill.
+    // A call on each node's gateway, held long enough to outlive the kill and the dead gateway's
+    // detection (LOST_MS.gateway and a look). The dead node's sipp retransmits its BYE into the
+    // void until its timeout, which is all its run has left to say: it ends a second after its hold.
     const mapperId = await mapperIdFor(accountId, "kill@conference.example.com");
     const calls = nodes.map((node) =>
       runSipp({
@@ -126,8 +136,8 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
         port: node.sipPort,
         service: "gateway",
         keys: { extra_header: `Parley-Conference-Room: ${mapperId}` },
-        holdMs: 20_000,
-        timeoutSeconds: 25,
+        holdMs: 8_000,
+        timeoutSeconds: node === doomed ? 9 : 15,
       }),
     );
     const gatewayName = (node: Parley) => `${hostname()}-sip-${childPids(node.process.pid, "sip")[0]}`;

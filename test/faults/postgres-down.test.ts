@@ -24,6 +24,8 @@ const entry = new URL("../../src/index.ts", import.meta.url).pathname;
  */
 const ANSWER_WITHIN_MS = 6_000;
 const fresh = freshFetch(ANSWER_WITHIN_MS);
+/** The period of the workers' sweeps, reconciliations and lost-gateway looks in this test. */
+const PERIOD_MS = 1_000;
 
 describe("PostgreSQL down", () => {
   let postgres: PrivatePostgres;
@@ -64,6 +66,12 @@ describe("PostgreSQL down", () => {
         SIP_UDP_PORT: String(await freePort()),
         SIP_TCP_PORT: String(await freePort()),
         REDIS_PREFIX: `parley-test-pgdown-${crypto.randomUUID()}`,
+        // The workers' periodic database work, every second here (30 s, 5 s, 10 s and 5 s by
+        // default), so the outage below crosses several runs of each.
+        USAGE_SWEEP_INTERVAL_MS: String(PERIOD_MS),
+        WEBHOOK_SWEEP_INTERVAL_MS: String(PERIOD_MS),
+        STREAMING_RECORDER_LOST_MS: String(PERIOD_MS),
+        SIP_GATEWAY_LOST_MS: String(PERIOD_MS),
       },
       stdout: Bun.file(join(dir, `${logName}.log`)),
       stderr: Bun.file(join(dir, `${logName}.err`)),
@@ -139,7 +147,14 @@ describe("PostgreSQL down", () => {
     const load = (async () => {
       while (loading) seen.push(...(await sweep()));
     })();
-    await Bun.sleep(300);
+    expect(
+      await until(
+        () => seen.length,
+        (n) => n > 0,
+        15_000,
+        20,
+      ),
+    ).toBeGreaterThan(0);
     postgres.kill();
 
     const down = await until(
@@ -167,8 +182,9 @@ describe("PostgreSQL down", () => {
       response: expect.objectContaining({ reason: "dependency_down", retry_after: 5 }),
     });
 
-    // Long enough for the workers' retries, reconciliations and pool reconnects to hit the outage.
-    await Bun.sleep(12_000);
+    // A soak, long enough for several runs of each worker's sweeps and reconciliations (PERIOD_MS)
+    // and a database connection attempt's connect_timeout (5 s) to hit the outage.
+    await Bun.sleep(6_000);
     loading = false;
     await load;
     expect(seen.filter((answer) => answer.status === 0 || (answer.status >= 500 && answer.status !== 503))).toEqual([]);

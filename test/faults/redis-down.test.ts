@@ -28,6 +28,16 @@ const entry = new URL("../../src/index.ts", import.meta.url).pathname;
 /** An answer slower than this counts as none: an outage must be reported, not waited out. */
 const ANSWER_WITHIN_MS = 3_000;
 const fresh = freshFetch(ANSWER_WITHIN_MS);
+/** The period of the workers' heartbeats, sweeps and reconciliations in this test. */
+const PERIOD_MS = 1_000;
+/** Until /readyz reports Redis down: the API has seen its connection go. */
+const redisSeenDown = (base: string) =>
+  until(
+    () => fresh(`${base}/readyz`).then((response) => response.json() as Promise<Record<string, string>>),
+    (body) => body.redis === "down",
+    10_000,
+    50,
+  );
 
 describe("Redis down", () => {
   let redis: PrivateRedis;
@@ -107,6 +117,13 @@ describe("Redis down", () => {
         STREAMING_OPERATION_TIMEOUT_MS: "10000",
         SIP_UDP_PORT: String(await freePort()),
         SIP_TCP_PORT: String(await freePort()),
+        // The workers' periodic Redis and database work, every second here (recorder heartbeats
+        // every 3 s and reconciliations every 10 s, gateway beats every 2 s, sweeps every 5 s and
+        // 30 s by default), so the outage below crosses several runs of each.
+        STREAMING_RECORDER_LOST_MS: String(PERIOD_MS),
+        SIP_GATEWAY_LOST_MS: String(PERIOD_MS),
+        WEBHOOK_SWEEP_INTERVAL_MS: String(PERIOD_MS),
+        USAGE_SWEEP_INTERVAL_MS: String(PERIOD_MS),
       },
       stdout: Bun.file(join(dir, "parley.log")),
       stderr: Bun.file(join(dir, "parley.err")),
@@ -205,12 +222,20 @@ describe("Redis down", () => {
     const load = (async () => {
       while (loading) seen.push(...(await ask(plain)));
     })();
-    await Bun.sleep(500);
+    // Both flow before Redis dies.
+    expect(
+      await until(
+        () => seen.length * acknowledged.length,
+        (n) => n > 0,
+        15_000,
+        20,
+      ),
+    ).toBeGreaterThan(0);
     await redis.kill();
     const killedAt = Date.now();
 
     // Every route, during the outage: within the bound; 2xx unless it needs Redis, then 503.
-    await Bun.sleep(300);
+    expect(await redisSeenDown(base)).toMatchObject({ redis: "down" });
     const down = await ask({ ...plain, ...needRedis });
     // A route that did not answer within ANSWER_WITHIN_MS shows as status 0.
     expect(
@@ -247,8 +272,9 @@ describe("Redis down", () => {
     await joinChannel(rtc);
     expect((await push(rtc, "offer", { sdp: "x" })).status).toBe("ok");
 
-    // Long enough for heartbeats, reconciliations and retries to hit the outage.
-    await Bun.sleep(6_000);
+    // A soak, long enough for several of the workers' heartbeats, reconciliations and sweeps
+    // (PERIOD_MS) and the realtime broker's reconnection attempts to hit the outage.
+    await Bun.sleep(3_000);
     loading = false;
     await load;
     const bad = seen.filter((answer) => answer.status === 0 || answer.status >= 300);
@@ -366,7 +392,7 @@ describe("Redis down", () => {
     sockets.push(socket);
     await joinChannel(socket.channel("chat:faults", {}));
     await redis.kill();
-    await Bun.sleep(1_000);
+    expect(await redisSeenDown(base)).toMatchObject({ redis: "down" });
     const started = Date.now();
     supervisor.kill("SIGTERM");
     const code = await Promise.race([supervisor.exited, Bun.sleep(10_000).then(() => "still running" as const)]);

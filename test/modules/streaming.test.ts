@@ -214,6 +214,7 @@ describe("start and stop", () => {
     await event("occupant_joined", "alice");
     await event("occupant_joined", "bob");
     await event("occupant_left", "alice");
+    // Two reconnect windows (30 × 10 ms) with bob still there: had a countdown started, it would have run out.
     await Bun.sleep(600);
     expect((await row(answer.body.stream_name)).state).toBe("running");
     await event("occupant_left", "bob");

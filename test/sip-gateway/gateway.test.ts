@@ -13,6 +13,7 @@ import { newAccount } from "../helpers";
 import { startBridge, startTestGateway } from "../support/sip-gateway";
 import { endedCall, expectSuccess } from "../support/sip-calls";
 import { runSipp, SCENARIOS } from "../support/sipp";
+import { until } from "../support/wait";
 
 type Gateway = Awaited<ReturnType<typeof startTestGateway>>;
 
@@ -261,6 +262,15 @@ describe("sip gateway", () => {
   test("the gateway hangs up with a BYE when the call reaches its longest duration", async () => {
     const short = await startTestGateway({ accountId: owner.accountId, maxCallSeconds: 1 });
     try {
+      // Over TCP the BYE goes back on the caller's own connection. Both calls at once: each
+      // lasts the shortest longest duration there is (1 s).
+      const overTcp = runSipp({
+        scenario: "gateway_bye.xml",
+        port: short.port,
+        transport: "tcp",
+        service: "gateway",
+        keys: { extra_header: "Parley-Conference-Room: lobby" },
+      });
       const run = await runSipp({
         scenario: "gateway_bye.xml",
         port: short.port,
@@ -272,16 +282,9 @@ describe("sip gateway", () => {
       expect(record).toMatchObject({ room: "lobby", reason: "max_duration" });
       const events = await usageEvents(run.callId);
       expect(events.at(-1)!.payload).toMatchObject({ answered: true, reason: "max_duration" });
-      // Over TCP the BYE goes back on the caller's own connection.
-      const overTcp = await runSipp({
-        scenario: "gateway_bye.xml",
-        port: short.port,
-        transport: "tcp",
-        service: "gateway",
-        keys: { extra_header: "Parley-Conference-Room: lobby" },
-      });
-      expectSuccess(overTcp);
-      expect(await endedCall(overTcp.callId)).toMatchObject({ transport: "TCP", reason: "max_duration" });
+      const tcpRun = await overTcp;
+      expectSuccess(tcpRun);
+      expect(await endedCall(tcpRun.callId)).toMatchObject({ transport: "TCP", reason: "max_duration" });
     } finally {
       await short.stop();
     }
@@ -306,8 +309,12 @@ describe("sip gateway", () => {
       keys: { extra_header: "Parley-Conference-Room: lobby" },
     });
     expectSuccess(run);
-    expect(await endedCall(run.callId)).toMatchObject({ room: "lobby", reason: "caller_bye" });
-    await Bun.sleep(1_500);
+    const ended = await endedCall(run.callId);
+    expect(ended).toMatchObject({ room: "lobby", reason: "caller_bye" });
+    // Past the ACK wait (the test gateway's ackTimeoutMs, 1 s from the answer), which must find
+    // the call over: the record keeps its end, and the gateway still answers.
+    await Bun.sleep(Math.max(0, ended.answeredAt!.getTime() + 1_300 - Date.now()));
+    expect(await endedCall(run.callId)).toMatchObject({ reason: "caller_bye", endedAt: ended.endedAt });
     expectSuccess(await runSipp({ scenario: "options.xml", port: gateway.port }));
   });
 
@@ -418,10 +425,10 @@ describe("sip gateway", () => {
   });
 
   test("registers to an upstream trunk with digest credentials", async () => {
-    const { freePort } = await import("../support/ports");
+    const { freePort, udpBound } = await import("../support/ports");
     const registrarPort = await freePort();
     const registrar = runSipp({ scenario: "registrar.xml", port: 9, listenPort: registrarPort, timeoutSeconds: 10 });
-    await Bun.sleep(300);
+    await until(() => udpBound(registrarPort), Boolean, 10_000, 10);
     const registering = await startTestGateway({
       trunk: {
         registrar: `sip:127.0.0.1:${registrarPort}`,

@@ -167,10 +167,10 @@ describe("sip gateway as a back-to-back user agent", () => {
   }, 30_000);
 
   test("with every endpoint down the caller gets 503 after the response timeouts, not a hung call", async () => {
-    const gateway = await gatewayFor([
-      `sip:jigasi@127.0.0.1:${await freePort()}`,
-      `sip:jigasi@127.0.0.1:${await freePort()}`,
-    ]);
+    const gateway = await gatewayFor(
+      [`sip:jigasi@127.0.0.1:${await freePort()}`, `sip:jigasi@127.0.0.1:${await freePort()}`],
+      { responseTimeoutMs: 500 },
+    );
     const started = Date.now();
     const caller = await runSipp({
       scenario: "failed_call.xml",
@@ -187,7 +187,10 @@ describe("sip gateway as a back-to-back user agent", () => {
 
   test("a second endpoint takes the call when the first is down (fail-over)", async () => {
     const endpoint = await mediaEndpoint("media_endpoint.xml");
-    const gateway = await gatewayFor([`sip:jigasi@127.0.0.1:${await freePort()}`, endpoint.uri]);
+    // The first endpoint's silence costs its response timeout, shortened here.
+    const gateway = await gatewayFor([`sip:jigasi@127.0.0.1:${await freePort()}`, endpoint.uri], {
+      responseTimeoutMs: 500,
+    });
     const caller = await runSipp({
       scenario: "call.xml",
       port: gateway.port,
@@ -259,7 +262,8 @@ describe("sip gateway as a back-to-back user agent", () => {
       holdMs: 1_000,
       extra: ["-trace_msg"],
     });
-    await Bun.sleep(500);
+    // Once the endpoint has answered, a relay would have its sockets open.
+    expect(await until(() => endpointAnswered(gateway), Boolean, 10_000, 20)).toBe(true);
     expect(openRtpSockets()).toBe(0);
     const caller = await running;
     expectSuccess(caller, "caller");
@@ -332,8 +336,10 @@ describe("sip gateway as a back-to-back user agent", () => {
       await phone.dial(`sip:gateway@127.0.0.1:${gateway.port}`);
       await phone.waitFor(/Call established/);
       await phone.key(`${mapperId}#`);
-      // Two seconds of audio through the bridge and back.
-      await Bun.sleep(2_500);
+      // Once the conference id took the call to the endpoint, 1.5 s of audio through the bridge
+      // and back: about 75 packets each way, at the real pace of the media.
+      expect(await until(() => endpointAnswered(gateway), Boolean, 10_000, 20)).toBe(true);
+      await Bun.sleep(1_500);
       const [open] = [...gateway.gateway.calls.values()];
       expect(open).toBeDefined();
       await phone.hangUp();

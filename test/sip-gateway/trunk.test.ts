@@ -11,6 +11,7 @@ import { type Baresip, rmsAmplitude, startBaresip } from "../support/baresip";
 import { type Kamailio, startKamailio } from "../support/kamailio";
 import { startTestGateway } from "../support/sip-gateway";
 import { endedCall, expectSuccess, mediaEndpoint, mediaEndpointsEnded } from "../support/sip-calls";
+import { until } from "../support/wait";
 
 const TRUNK_USER = { username: "4815162342", password: "trunk-secret" };
 
@@ -57,7 +58,14 @@ describe("a phone call through the operator's proxy reaches the conference's med
       },
     });
     cleanups.push(() => gateway.stop());
-    for (let i = 0; i < 60 && gateway.gateway.registrationState !== "Registered"; i++) await Bun.sleep(50);
+    // Until the registrar answered the authenticated REGISTER: registered, or refused (sip.js is
+    // loaded only behind the gateway, see sip-gateway/grammar-cache.ts, so its enum is compared by value).
+    await until(
+      () => gateway.gateway.registrationState as string | undefined,
+      (state) => state === "Registered" || state === "Unregistered",
+      10_000,
+      20,
+    );
     return gateway;
   };
 
@@ -74,7 +82,9 @@ describe("a phone call through the operator's proxy reaches the conference's med
     const caller = await phone();
     await caller.dial(`sip:${TRUNK_USER.username}@127.0.0.1:${kamailio.port}`);
     await caller.waitFor(/Call established/);
-    await Bun.sleep(2_500);
+    // 1.5 s of audio through the bridge and back, at the real pace of the media: about 75
+    // packets each way.
+    await Bun.sleep(1_500);
     const [call] = [...gateway.gateway.calls.values()];
     expect(call).toBeDefined();
     await caller.hangUp();
@@ -120,6 +130,6 @@ describe("a phone call through the operator's proxy reaches the conference's med
 
   test("a wrong trunk password leaves the gateway unregistered", async () => {
     const gateway = await registeredGateway("sip:jigasi@127.0.0.1:9", "wrong");
-    expect(gateway.gateway.registrationState as string).not.toBe("Registered");
+    expect(gateway.gateway.registrationState as string).toBe("Unregistered");
   }, 20_000);
 });

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
 /** A TCP port on 127.0.0.1 that nothing listens on right now. */
@@ -10,5 +11,20 @@ export function freePort(): Promise<number> {
       const { port } = server.address() as { port: number };
       server.close(() => resolve(port));
     });
+  });
+}
+
+/** Whether a UDP socket of this machine is bound to `port` (on any address), as /proc/net/udp and udp6 list them. */
+export function udpBound(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  return ["/proc/net/udp", "/proc/net/udp6"].some((table) => {
+    try {
+      // Each line's second field is the local address, `0100007F:1F90`.
+      return readFileSync(table, "utf8")
+        .split("\n")
+        .some((line) => line.trim().split(/\s+/)[1]?.split(":")[1] === hex);
+    } catch {
+      return false;
+    }
   });
 }

@@ -35,6 +35,11 @@ export interface SentinelGroup {
   clientNames(port: number): string[];
   /** SIGKILL of the master that the sentinels named first. */
   killMaster(): Promise<void>;
+  /**
+   * Resolves once the replica has synced and every sentinel knows the other two and the replica:
+   * only then can the group fail over. Rejects (the group stopped) when that takes over 30 s.
+   */
+  failoverReady: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -81,7 +86,7 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
     );
     children.push(spawn(["redis-server", file, "--sentinel"], { stdout: "ignore", stderr: "ignore" }));
   }
-  const group: SentinelGroup = {
+  const group: Omit<SentinelGroup, "failoverReady"> = {
     sentinels: sentinelPorts.map((port) => `127.0.0.1:${port}`).join(","),
     masterPort,
     replicaPort,
@@ -105,8 +110,17 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  // Ready once the replica has synced and every sentinel knows the other two and the replica.
-  const ready = await until(
+  // Clients may connect once every sentinel names the master. The sentinels take a few seconds
+  // more to find each other (their hellos go out every 2 s), which a test can spend starting its
+  // clients: failoverReady says when they have.
+  const namesMaster = (port: number) =>
+    cli(port, "sentinel", "get-master-addr-by-name", SENTINEL_NAME).endsWith(`\n${masterPort}`);
+  const named = await until(() => sentinelPorts.every(namesMaster), Boolean, 30_000, 50);
+  if (!named) {
+    await group.stop();
+    throw new Error("the private Redis sentinels did not name the master within 30 s");
+  }
+  const failoverReady = until(
     () => {
       const link = cli(replicaPort, "info", "replication").includes("master_link_status:up");
       const known = sentinelPorts.every((port) => {
@@ -118,10 +132,12 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
     Boolean,
     30_000,
     200,
-  );
-  if (!ready) {
+  ).then(async (ready) => {
+    if (ready) return;
     await group.stop();
     throw new Error("the private Redis master, replica and sentinels did not come up within 30 s");
-  }
-  return group;
+  });
+  // Awaited by the test; never an unhandled rejection meanwhile.
+  failoverReady.catch(() => {});
+  return { ...group, failoverReady };
 }

@@ -4,8 +4,9 @@
  */
 import type { CallRecord } from "../../sip-gateway/schema";
 import { callsById } from "../../sip-gateway/call-log";
-import { freePort } from "./ports";
+import { freePort, udpBound } from "./ports";
 import { runSipp, type SippRun } from "./sipp";
+import { until } from "./wait";
 
 /** Waits (bounded) until the call's record is closed: records are written behind the signalling. */
 export async function endedCall(callId: string): Promise<CallRecord> {
@@ -39,8 +40,9 @@ export async function mediaEndpoint(scenario: string, holdMs = 200) {
   // A failed test may leave its endpoint waiting: its file waits
   // for it (sipp's own timeout bounds it) and its temp dir.
   endpoints.push(done);
-  // sipp binds within a few ms; give it a moment before the gateway dials it.
-  await Bun.sleep(300);
+  // The gateway dials it once its SIP socket is bound (within a few ms); if sipp died instead,
+  // `done` says why.
+  await until(() => udpBound(port), Boolean, 10_000, 10);
   return { uri: `sip:jigasi@127.0.0.1:${port}`, done };
 }
 

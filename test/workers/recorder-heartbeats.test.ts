@@ -17,6 +17,8 @@ import { type PrivateRedis, privateRedis } from "../support/redis-server";
 import { until } from "../support/wait";
 
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+/** STREAMING_RECORDER_LOST_MS of the judging worker. */
+const LOST_MS = 2_500;
 let redis: PrivateRedis | undefined;
 let worker: Subprocess | undefined;
 let beats: Redis | undefined;
@@ -58,12 +60,12 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
   const live = await running("live-pod");
   const silent = await running("silent-pod");
 
-  // live-pod's worker beats every 3 s, as workers do; silent-pod's never does.
+  // live-pod's worker beats as workers do, three times per LOST_MS; silent-pod's never does.
   const beatFor = (client: Redis) => () =>
-    client.set(`${prefix}:recorder:pod:live-pod`, "another-host", "PX", 10_000).catch(() => "");
+    client.set(`${prefix}:recorder:pod:live-pod`, "another-host", "PX", LOST_MS).catch(() => "");
   beats = new Redis(redis.url);
   await beatFor(beats)();
-  beating = setInterval(beatFor(beats), 3_000);
+  beating = setInterval(beatFor(beats), (LOST_MS * 3) / 10);
 
   worker = spawn([process.execPath, entry, "--role=recorder"], {
     env: {
@@ -74,6 +76,9 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
       STREAMING_RECORDER_DRIVER: "command",
       STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 60",
       STREAMING_POD_NAME: "judging-pod",
+      // The production periods scaled down together (10 s by default): every step below keeps
+      // its place relative to the worker's beats and reconciliations.
+      STREAMING_RECORDER_LOST_MS: String(LOST_MS),
     },
     stdout: "ignore",
     stderr: "inherit",
@@ -83,24 +88,35 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
     () => state(silent),
     (row) => row.state !== "running",
     15_000,
-    250,
+    100,
   );
   expect(finished).toMatchObject({ state: "failed", reason: "recorder_lost" });
 
-  // Redis dies and comes back empty after 11 s, so the judging worker reconciles (every 10 s)
-  // at least once during the outage; live-pod's worker beats again 4 s after Redis is back
-  // (its reconnection and next beat).
+  // Redis dies for longer than a reconciliation period, so the judging worker's beats fail and
+  // it reconciles at least once during the outage; then Redis comes back empty.
   clearInterval(beating);
   beats.disconnect();
   await redis.kill();
-  await Bun.sleep(11_000);
+  await Bun.sleep(LOST_MS + 300);
   await redis.start();
-  await Bun.sleep(4_000);
   beats = new Redis(redis.url);
+  // The judging worker is back once its own beat is in Redis again.
+  const judgeBack = await until(
+    () => beats!.exists(`${prefix}:recorder:pod:judging-pod`),
+    (found) => found === 1,
+    15_000,
+    20,
+  );
+  expect(judgeBack).toBe(1);
+  // live-pod's worker is slower to reconnect: it beats again 60 % of LOST_MS after the judge,
+  // long enough for a reconciliation to fall in between, short of the LOST_MS the judge
+  // must wait, which leaves a second for this beat to land.
+  await Bun.sleep((LOST_MS * 6) / 10);
   await beatFor(beats)();
-  beating = setInterval(beatFor(beats), 3_000);
-  // Two more reconciliations, with the heartbeat back.
-  await Bun.sleep(12_000);
+  beating = setInterval(beatFor(beats), (LOST_MS * 3) / 10);
+  // Until the judge may judge again (LOST_MS after its beat came back) and one reconciliation
+  // period more, so at least one reconciliation judges live-pod with its heartbeat back.
+  await Bun.sleep((LOST_MS * 4) / 10 + LOST_MS + 500);
   expect(await state(live)).toMatchObject({ state: "running" });
   expect(worker.exitCode).toBeNull();
 }, 75_000);

@@ -56,11 +56,26 @@ test("on PGlite: webhooks verified and delivered once each across an outage, the
       () => receiver.received.length,
       (n) => n >= 3,
     );
+    // The receiver down, then failing: each phase lasts until an attempt of the three new
+    // deliveries has met it (no answer, then 500), and their retries wait.
+    const attemptsMet = (statusCode: number | null) =>
+      until(
+        async () =>
+          (
+            (await (await api("GET", `/api/v1/webhooks/${endpoint.endpoint.id}/deliveries`)).json()) as {
+              deliveries: Array<{ status: string; status_code: number | null; attempts: number }>;
+            }
+          ).deliveries.filter((delivery) => delivery.status === "pending"),
+        (pending) =>
+          pending.length === 3 &&
+          pending.every((delivery) => delivery.attempts >= 1) &&
+          pending.some((delivery) => delivery.status_code === statusCode),
+      );
     receiver.setMode("down");
     for (let i = 3; i < 6; i++) expect((await api("POST", "/api/v1/events/room/created", room(i))).status).toBe(200);
-    await Bun.sleep(1_200);
+    expect((await attemptsMet(null)).every((delivery) => delivery.attempts >= 1 && !delivery.status_code)).toBe(true);
     receiver.setMode("error");
-    await Bun.sleep(1_200);
+    expect((await attemptsMet(500)).some((delivery) => delivery.status_code === 500)).toBe(true);
     receiver.setMode("ok");
     const destroyed = {
       event_name: "muc-room-destroyed",

@@ -121,17 +121,23 @@ describe("with the worker in this process", () => {
     let secret = "";
     const receiver = await startReceiver(() => secret);
     try {
-      ({ secret } = await endpointFor(a.apiKey, receiver.url));
+      let endpointId: string;
+      ({ secret, id: endpointId } = await endpointFor(a.apiKey, receiver.url));
+      // Each phase lasts until every delivery so far has been tried in it at least once.
+      const triedAll = (count: number, statusCode: number | null) =>
+        until(
+          () => deliveries(a.apiKey, endpointId),
+          (list) =>
+            list.length === count &&
+            list.every((delivery) => delivery.attempts >= 1) &&
+            list.some((delivery) => delivery.status_code === statusCode),
+        );
       receiver.setMode("down");
       for (let i = 0; i < 10; i++) await emit(a.accountId, `down-${i}`);
-      await Bun.sleep(1_500);
+      await triedAll(10, null);
       receiver.setMode("error");
       for (let i = 0; i < 10; i++) await emit(a.accountId, `error-${i}`);
-      await Bun.sleep(1_500);
-      const failing = await deliveries(
-        a.apiKey,
-        (await call("GET", "/api/v1/webhooks", { headers: auth(a.apiKey) })).body.endpoints[0].id,
-      );
+      const failing = await triedAll(20, 500);
       expect(failing.every((delivery) => delivery.status === "pending" && delivery.attempts >= 1)).toBe(true);
       expect(failing.some((delivery) => delivery.status_code === 500 && delivery.response === "receiver broken")).toBe(
         true,
@@ -160,10 +166,15 @@ describe("with the worker in this process", () => {
     let secret = "";
     const receiver = await startReceiver(() => secret);
     try {
-      ({ secret } = await endpointFor(a.apiKey, receiver.url, { ordered: true }));
+      let endpointId: string;
+      ({ secret, id: endpointId } = await endpointFor(a.apiKey, receiver.url, { ordered: true }));
       receiver.setMode("error");
       for (let i = 0; i < 8; i++) await emit(a.accountId, `ordered-${i}`);
-      await Bun.sleep(1_200);
+      // Until the first has failed and waits for its retry, the others behind it.
+      await until(
+        () => deliveries(a.apiKey, endpointId),
+        (list) => list.length === 8 && list.some((delivery) => delivery.status_code === 500),
+      );
       receiver.setMode("ok");
       const got = await until(
         () => receiver.received,

@@ -2,12 +2,15 @@
  * A recorder worker's heartbeat: a mark in Redis that says it is alive, so any worker can tell
  * whether the owner of a stream is still there to stop it, or lost with its streams.
  */
+import { config } from "../../src/config";
 import { log } from "../../src/core/log";
 import { redis, redisKey, withinRedis } from "../../src/queue/connection";
 
-const HEARTBEAT_MS = 3_000;
-/** A worker silent this long is gone; its streams are reconciled. */
-const HEARTBEAT_TTL_MS = 10_000;
+/**
+ * A worker silent for STREAMING_RECORDER_LOST_MS is gone; its streams are reconciled. It beats
+ * three times in that span, so one or two beats lost to a slow Redis do not make it look gone.
+ */
+const beatEveryMs = (ttlMs: number) => Math.round((ttlMs * 3) / 10);
 
 const podKey = (pod: string) => redisKey("recorder", "pod", pod);
 
@@ -22,23 +25,24 @@ export async function podAlive(pod: string): Promise<boolean> {
 export interface Heartbeat {
   /** Whether this worker may now take another for dead by its missing heartbeat. */
   othersJudgeable(): boolean;
-  /** Stops beating and removes the mark; without Redis the mark expires by itself (HEARTBEAT_TTL_MS). */
+  /** Stops beating and removes the mark; without Redis the mark expires by itself (STREAMING_RECORDER_LOST_MS). */
   stop(): Promise<void>;
 }
 
-/** Beats once before it answers, then every HEARTBEAT_MS. */
+/** Beats once before it answers, then every 3/10 of STREAMING_RECORDER_LOST_MS. */
 export async function startHeartbeat(pod: string, host: string): Promise<Heartbeat> {
+  const ttlMs = config.streaming.lostAfterMs;
   /**
    * From when this worker may take another for dead by its missing heartbeat: at once on start,
    * as before. Once its own heartbeat has failed (Redis away; a Redis restarted empty has lost
    * every worker's heartbeat), only after its beats have gone through again for a whole
-   * HEARTBEAT_TTL_MS, by which time every live worker has beaten again.
+   * STREAMING_RECORDER_LOST_MS, by which time every live worker has beaten again.
    */
   let judgeFrom: number | undefined = Date.now();
   const beat = async () => {
     try {
-      await withinRedis(redis(), "recorder heartbeat", () => redis().set(podKey(pod), host, "PX", HEARTBEAT_TTL_MS));
-      judgeFrom ??= Date.now() + HEARTBEAT_TTL_MS;
+      await withinRedis(redis(), "recorder heartbeat", () => redis().set(podKey(pod), host, "PX", ttlMs));
+      judgeFrom ??= Date.now() + ttlMs;
     } catch (error) {
       if (judgeFrom !== undefined)
         log.warn(
@@ -49,7 +53,7 @@ export async function startHeartbeat(pod: string, host: string): Promise<Heartbe
     }
   };
   await beat();
-  const timer = setInterval(() => void beat(), HEARTBEAT_MS);
+  const timer = setInterval(() => void beat(), beatEveryMs(ttlMs));
   return {
     othersJudgeable: () => judgeFrom !== undefined && Date.now() >= judgeFrom,
     async stop() {

@@ -61,10 +61,12 @@ const WAITS_FOR_EARLIER = sql`exists (select 1 from webhook_deliveries p where p
 const NO_FLUSH = sql`(select set_config('synchronous_commit', 'off', true)) as no_flush`;
 
 /**
- * How long a claim holds a delivery: one attempt's timeout and a
- * margin, so a worker killed mid-attempt delays it only that long.
+ * How long a claim holds a delivery: one attempt's timeout and a margin, half the timeout and
+ * at least 3 s (5 s at the default 10 s), so a worker killed mid-attempt delays it only that
+ * long. The pump sends a claimed delivery only while a whole attempt and a second for writing
+ * its outcome still fit in the lease, so the margin also bounds how long a claim may wait.
  */
-export const leaseMs = () => config.webhooks.timeoutMs + 5_000;
+export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.webhooks.timeoutMs / 2);
 
 /**
  * Takes up to `limit` due deliveries for one attempt each: pending, due, not leased, their
