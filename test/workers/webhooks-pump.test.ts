@@ -1,12 +1,17 @@
 /**
  * How webhooks workers share the deliveries they claim from the database: two workers on
- * one backlog send each delivery once, and a worker that stops gives back what it had
- * claimed but not yet sent, so it is due again at once with no attempt counted.
+ * one backlog send each delivery once. On PostgreSQL a claim is the row locks of a batch's
+ * open transaction: nothing is written into the rows, and a worker whose connection dies
+ * leaves them due again at once. The embedded database's pump writes leases instead, and
+ * one that stops gives back what it had claimed but not yet sent, with no attempt counted.
  */
 import { expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { rowsOf } from "../../src/db/rows";
+import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
+import { startDeliveryPump } from "../../src/modules/webhooks/pump";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { webhookDeliveries } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
@@ -63,15 +68,83 @@ test("two workers on one backlog send each delivery once", async () => {
   }
 }, 30_000);
 
-test("a stopping worker gives back the deliveries it claimed and had not sent", async () => {
+test("a claim on PostgreSQL writes nothing; a worker whose connection dies frees its deliveries at once", async () => {
+  const a = await newAccount();
+  let secret = "";
+  const receiver = await startReceiver(() => secret);
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  // The batch's transaction held open for as long as the test needs it.
+  const pump = startLockedPump(2, 60_000);
+  let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+  try {
+    secret = await endpointFor(a.apiKey, receiver.url);
+    receiver.setMode("hang");
+    await emitMany(a.accountId, 10);
+    pump.wake();
+    expect(await until(receiver.hanging, (n) => n === 2)).toBe(2);
+    const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
+    // Claimed, two of them in flight, and not one row written: no lease, no attempt counted.
+    const during = await rows();
+    expect(during.length).toBe(10);
+    expect(during.every((row) => row.status === "pending" && row.leasedUntil === null && row.attempts === 0)).toBe(
+      true,
+    );
+    const lockable = () =>
+      db.transaction(async (tx) =>
+        rowsOf<{ id: number }>(
+          await tx.execute(
+            sql`select id from webhook_deliveries where account_id = ${a.accountId} for update skip locked`,
+          ),
+        ),
+      );
+    // The claim is the transaction's row locks: another worker's claim skips all ten.
+    expect(await lockable()).toEqual([]);
+    const holders = rowsOf<{ pid: number }>(
+      await db.execute(sql`
+        select pid from pg_stat_activity
+        where datname = current_database() and state = 'idle in transaction' and query like '%for no key update of d skip locked%'`),
+    );
+    expect(holders.length).toBe(1);
+    // The worker's connection dies: its transaction ends and every delivery is free at once, no lease to wait out.
+    await db.execute(sql`select pg_terminate_backend(${holders[0]!.pid})`);
+    expect(
+      await until(
+        async () => (await lockable()).length,
+        (n) => n === 10,
+      ),
+    ).toBe(10);
+    expect((await rows()).every((row) => row.leasedUntil === null && row.attempts === 0)).toBe(true);
+    receiver.setMode("ok");
+    await pump.stop();
+    worker = startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 });
+    expect(
+      await until(
+        async () => (await rows()).filter((row) => row.status === "succeeded").length,
+        (n) => n === 10,
+      ),
+    ).toBe(10);
+    // The two held attempts were answered once released (a 2xx this receiver does not log), the other eight sent anew.
+    expect(receiver.unique().length).toBe(8);
+    expect(receiver.unique().every((entry) => entry.verified)).toBe(true);
+  } finally {
+    await pump.stop();
+    await worker?.stop();
+    restoreConfig();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("the embedded database's pump, stopping, gives back the deliveries it claimed and had not sent", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
   const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 1_000 } });
-  const worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 200 });
+  // The pump the worker runs on PGlite, whose claims are leases written into the rows.
+  const worker = startDeliveryPump(2);
   try {
     await endpointFor(a.apiKey, receiver.url);
     receiver.setMode("hang");
     await emitMany(a.accountId, 10);
+    worker.wake();
     const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
     // Two attempts hang at the receiver; the other eight wait, claimed, beside them. The leases alone
     // are not enough to wait for: they are committed before the worker has taken the claim's rows.
