@@ -1,8 +1,9 @@
 /**
  * How webhooks workers share the deliveries they claim from the database: two workers on
  * one backlog send each delivery once. On PostgreSQL a claim is the row locks of a batch's
- * open transaction: nothing is written into the rows, and a worker whose connection dies
- * leaves them due again at once. The embedded database's pump writes leases instead, and
+ * open transaction: nothing is written into the rows, a worker whose connection dies
+ * leaves them due again at once, and a slow receiver holds the transaction only so long,
+ * its attempts then leased. The embedded database's pump writes leases instead, and
  * one that stops gives back what it had claimed but not yet sent, with no attempt counted.
  */
 import { expect, test } from "bun:test";
@@ -26,14 +27,16 @@ async function emitMany(accountId: string, count: number) {
   });
 }
 
-async function endpointFor(apiKey: string, url: string) {
+async function newEndpoint(apiKey: string, url: string) {
   const created = await call("POST", "/api/v1/webhooks", {
     headers: { authorization: `Bearer ${apiKey}` },
     body: { url },
   });
   expect(created.status).toBe(201);
-  return created.body.secret as string;
+  return { id: created.body.endpoint.id as string, secret: created.body.secret as string };
 }
+
+const endpointFor = async (apiKey: string, url: string) => (await newEndpoint(apiKey, url)).secret;
 
 test("two workers on one backlog send each delivery once", async () => {
   const a = await newAccount();
@@ -131,6 +134,51 @@ test("a claim on PostgreSQL writes nothing; a worker whose connection dies frees
     await worker?.stop();
     restoreConfig();
     receiver.stop();
+  }
+}, 30_000);
+
+test("a batch waits a bounded time for a slow receiver: the rest commit, its attempts are leased", async () => {
+  const a = await newAccount();
+  const fast = await startReceiver(() => "");
+  const slow = await startReceiver(() => "");
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  const pump = startLockedPump(8, 300);
+  try {
+    const fastId = (await newEndpoint(a.apiKey, fast.url)).id;
+    const slowId = (await newEndpoint(a.apiKey, slow.url)).id;
+    slow.setMode("hang");
+    // Each event goes to both endpoints: one batch claims all eight deliveries.
+    await emitMany(a.accountId, 4);
+    pump.wake();
+    const rows = async (endpointId: string) =>
+      (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId))).filter(
+        (row) => row.endpointId === endpointId,
+      );
+    // The slow endpoint's four attempts hang; after the hold the fast ones are committed
+    // and the hanging ones leased, attempt counted, while they still wait for an answer.
+    expect(
+      await until(
+        async () => (await rows(fastId)).filter((row) => row.status === "succeeded").length,
+        (n) => n === 4,
+      ),
+    ).toBe(4);
+    const held = await rows(slowId);
+    expect(slow.hanging()).toBe(4);
+    expect(held.every((row) => row.status === "pending" && row.leasedUntil !== null && row.attempts === 1)).toBe(true);
+    // Answered at last: each recorded on its own, after the batch's commit.
+    slow.setMode("ok");
+    expect(
+      await until(
+        async () => (await rows(slowId)).filter((row) => row.status === "succeeded" && row.leasedUntil === null).length,
+        (n) => n === 4,
+      ),
+    ).toBe(4);
+    expect(fast.unique().length).toBe(4);
+  } finally {
+    await pump.stop();
+    restoreConfig();
+    fast.stop();
+    slow.stop();
   }
 }, 30_000);
 
