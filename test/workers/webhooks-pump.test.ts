@@ -14,7 +14,7 @@ import { rowsOf } from "../../src/db/rows";
 import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
 import { startDeliveryPump } from "../../src/modules/webhooks/pump";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
-import { webhookDeliveries } from "../../src/modules/webhooks/schema";
+import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
@@ -179,6 +179,39 @@ test("a batch waits a bounded time for a slow receiver: the rest commit, its att
     restoreConfig();
     fast.stop();
     slow.stop();
+  }
+}, 30_000);
+
+test("an endpoint deleted while a batch holds its deliveries goes once the batch commits", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  const pump = startLockedPump(2, 60_000);
+  try {
+    const { id } = await newEndpoint(a.apiKey, receiver.url);
+    // A failing endpoint: the success below ends its failure run, which writes the endpoint's row.
+    await db.update(webhookEndpoints).set({ failingSince: new Date() }).where(eq(webhookEndpoints.id, id));
+    receiver.setMode("hang");
+    await emitMany(a.accountId, 1);
+    pump.wake();
+    expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
+    // The delete locks the endpoint's row, then waits for the delivery's, which the batch holds.
+    const deleted = call("DELETE", `/api/v1/webhooks/${id}`, { headers: { authorization: `Bearer ${a.apiKey}` } });
+    const waiting = async () =>
+      rowsOf<{ n: number }>(
+        await db.execute(sql`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and query like 'delete from "webhook_endpoints"%'`),
+      )[0]!.n;
+    expect(await until(waiting, (n) => n === 1)).toBe(1);
+    receiver.setMode("ok");
+    // The batch commits its outcome and only then touches the endpoint: no deadlock, the delete goes through.
+    expect((await deleted).status).toBe(204);
+    expect(await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id))).toEqual([]);
+  } finally {
+    await pump.stop();
+    restoreConfig();
+    receiver.stop();
   }
 }, 30_000);
 

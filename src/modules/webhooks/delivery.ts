@@ -39,6 +39,8 @@ export interface Claimed {
   attempts: number;
   /** The claim's lease, exactly as stored; empty for a claim held by row locks. */
   lease: string;
+  /** Whether its endpoint was in a run of failures when claimed (claimLocked only). */
+  failing?: boolean;
   endpoint_id: string;
   url: string;
   ordered: boolean;
@@ -117,7 +119,7 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
       "webhooks_claim_locked",
       sql`
       select d.id, d.attempts + 1 as attempts, '' as lease, d.endpoint_id, de.url, de.ordered, de.secret, de.previous_secret,
-        de.previous_secret_until, ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at
+        de.previous_secret_until, de.failing_since is not null as failing, ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at
       from webhook_deliveries d join webhook_endpoints de on de.id = d.endpoint_id join events ev on ev.id = d.event_id, ${NO_FLUSH}
       where d.status = 'pending'
         and d.next_attempt_at <= now() + interval '1 second'
@@ -341,18 +343,17 @@ export interface Attempted {
 
 /**
  * Records a batch claimed by claimLocked, inside its transaction and in one statement: each
- * finished attempt's outcome (a failure with its next attempt, or failed when none is left),
- * the endpoints' failure runs (by each endpoint's last outcome in the batch), and a lease on
- * each attempt still in flight (`unfinished`), so that once the transaction commits another
- * worker waits out the attempt as it would a claimDue claim; its outcome is recorded later
- * by recordSuccesses or recordFailure. Answers the endpoints disabled by it, and in how many
- * milliseconds each retry it scheduled for an endpoint that stays enabled comes due.
+ * finished attempt's outcome (a failure with its next attempt, or failed when none is left)
+ * and a lease on each attempt still in flight (`unfinished`), so that once the transaction
+ * commits another worker waits out the attempt as it would a claimDue claim; its outcome is
+ * recorded later by recordSuccesses or recordFailure. The endpoints' state is left to
+ * recordEndpoints, after the commit.
  */
 export async function recordLocked(
   tx: Database,
   finished: Attempted[],
   unfinished: Array<{ row: Claimed; at: Date }>,
-): Promise<{ disabled: Array<{ id: string; disabled_reason: string | null }>; retryInMs: number[] }> {
+): Promise<void> {
   const outcomes = finished.map(({ row, outcome, at }) => {
     const failed = !isSuccess(outcome);
     return {
@@ -371,21 +372,10 @@ export async function recordLocked(
     attempts: row.attempts,
     at: at.toISOString(),
   }));
-  // Finished in order, so the last outcome of an endpoint decides whether its failure run goes on.
-  const endpoints = new Map<string, { id: string; failed: boolean; gone: boolean }>();
-  for (const { row, outcome } of finished) {
-    const before = endpoints.get(row.endpoint_id);
-    endpoints.set(row.endpoint_id, {
-      id: row.endpoint_id,
-      failed: !isSuccess(outcome),
-      gone: (before?.gone ?? false) || outcome.statusCode === 410,
-    });
-  }
-  const disabled = rowsOf<{ id: string; enabled: boolean; disabled_reason: string | null }>(
-    await executePrepared(
-      tx,
-      "webhooks_record_locked",
-      sql`
+  await executePrepared(
+    tx,
+    "webhooks_record_locked",
+    sql`
       with delivered as (
         update webhook_deliveries d set status = o.status, attempts = o.attempts, last_attempt_at = o.at, leased_until = null,
           next_attempt_at = case when o.wait is null then d.next_attempt_at else statement_timestamp() + make_interval(secs => o.wait) end,
@@ -399,8 +389,41 @@ export async function recordLocked(
           leased_until = statement_timestamp() + make_interval(secs => ${leaseMs() / 1000})
         from jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) as o(id bigint, attempts integer, at timestamptz)
         where d.id = o.id
-      ),
-      outcome as (
+      )
+      select 1`,
+  );
+}
+
+/**
+ * The endpoints' state after a batch recorded by recordLocked committed: an endpoint whose
+ * last outcome in the batch failed goes on with its failure run (and may be disabled), one
+ * whose last outcome succeeded ends it. Outside the batch's transaction: deleting an
+ * endpoint locks its row and then waits for its deliveries' rows, so the transaction holding
+ * those must not wait for the endpoint's. Nothing to do, and no round trip, when every
+ * attempt succeeded at endpoints that were not failing. Answers the endpoints it disabled,
+ * and in how many milliseconds each retry the batch scheduled for an endpoint that stays
+ * enabled comes due.
+ */
+export async function recordEndpoints(
+  finished: Attempted[],
+): Promise<{ disabled: Array<{ id: string; disabled_reason: string | null }>; retryInMs: number[] }> {
+  // Finished in order, so the last outcome of an endpoint decides whether its failure run goes on.
+  const endpoints = new Map<string, { id: string; failed: boolean; gone: boolean }>();
+  let changes = false;
+  for (const { row, outcome } of finished) {
+    const before = endpoints.get(row.endpoint_id);
+    const failed = !isSuccess(outcome);
+    changes ||= failed || row.failing === true;
+    endpoints.set(row.endpoint_id, {
+      id: row.endpoint_id,
+      failed,
+      gone: (before?.gone ?? false) || outcome.statusCode === 410,
+    });
+  }
+  if (!changes) return { disabled: [], retryInMs: [] };
+  const disabled = rowsOf<{ id: string; enabled: boolean; disabled_reason: string | null }>(
+    await db.execute(sql`
+      with outcome as (
         select * from jsonb_to_recordset(${JSON.stringify([...endpoints.values()])}::jsonb) as e(id text, failed boolean, gone boolean)
       ),
       healthy as (
@@ -409,12 +432,11 @@ export async function recordLocked(
       )
       update webhook_endpoints w set ${failingEndpoint(sql`e.gone`)}
       from outcome e where w.id = e.id and e.failed
-      returning w.id, w.enabled, w.disabled_reason`,
-    ),
-  );
-  const off = new Set(disabled.filter((endpoint) => !endpoint.enabled).map((endpoint) => endpoint.id));
+      returning w.id, w.enabled, w.disabled_reason`),
+  ).filter((endpoint) => !endpoint.enabled);
+  const off = new Set(disabled.map((endpoint) => endpoint.id));
   return {
-    disabled: disabled.filter((endpoint) => !endpoint.enabled),
+    disabled,
     retryInMs: finished
       .filter(({ row, outcome }) => !isSuccess(outcome) && retryWait(row) !== undefined && !off.has(row.endpoint_id))
       .map(({ row }) => retryWait(row)! * 1000),

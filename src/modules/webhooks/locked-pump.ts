@@ -3,7 +3,9 @@
  * in a transaction left open on its own connection while the batch is sent: the claim is
  * the batch's row locks, written nowhere, and other workers skip those rows until the
  * transaction ends. The outcomes are recorded in one statement and commit with the claim,
- * so a delivery costs one row write where a lease costs two (the claim, then the outcome).
+ * so a delivery costs one row write where a lease costs two (the claim, then the outcome);
+ * the endpoints' failure runs follow the commit, and only when an attempt failed or a
+ * failing endpoint answered.
  * A worker or connection that dies ends its transaction: the deliveries are due again at
  * once and sent again, which at-least-once allows.
  *
@@ -25,6 +27,7 @@ import {
   isSuccess,
   type Outcome,
   recordFailure,
+  recordEndpoints,
   recordLocked,
   recordSuccesses,
   send,
@@ -129,18 +132,17 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         });
         await batch.settled;
         clearTimeout(timer);
-        return recordLocked(
+        await recordLocked(
           tx,
           batch.finished,
           [...batch.inFlight].map(([row, at]) => ({ row, at })),
         );
+        return true;
       });
       if (recorded) {
-        for (const endpoint of recorded.disabled)
-          log.warn({ endpointId: endpoint.id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
-        for (const ms of recorded.retryInMs) retries.wakeIn(ms);
         // The next event of an ordered endpoint may go now.
         if (batch.finished.some(({ row }) => row.ordered)) more = true;
+        await settleEndpoints(batch.finished);
       }
     } catch (error) {
       cut(batch);
@@ -154,6 +156,18 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       open.delete(batch);
       startWaiting();
       fill();
+    }
+  };
+
+  const settleEndpoints = async (finished: Attempted[]) => {
+    try {
+      const endpoints = await recordEndpoints(finished);
+      for (const endpoint of endpoints.disabled)
+        log.warn({ endpointId: endpoint.id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
+      for (const ms of endpoints.retryInMs) retries.wakeIn(ms);
+    } catch (error) {
+      // The deliveries are recorded; their retries come due for the sweep, the next outcome tells the endpoint.
+      log.warn({ err: (error as Error).message }, "recording webhook endpoints' failure runs failed");
     }
   };
 
