@@ -16,9 +16,8 @@
 import { createHmac } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { db } from "../../db/client";
+import { type Database, db } from "../../db/client";
 import { executePrepared } from "../../db/prepared";
-import type { Database } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";

@@ -1,5 +1,7 @@
 /**
- * A webhooks worker's sending loop. It claims due deliveries straight from the database in
+ * A webhooks worker's sending loop on the embedded database, whose one connection cannot
+ * hold a transaction open while sending (on PostgreSQL, locked-pump.ts holds one instead of
+ * writing leases). It claims due deliveries straight from the database by lease in
  * batches, keeps up to `concurrency` attempts in flight with the next claimed ones waiting
  * beside them, and records the successes that finished meanwhile in one statement while the
  * next attempts go out. A wake-up (the doorbell, the sweep, a retry coming due) only makes it
