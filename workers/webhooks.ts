@@ -1,15 +1,19 @@
 /**
  * The webhooks worker: the outbox's "webhooks" consumer (core/outbox). It claims due
- * deliveries straight from the database and sends them; a ring (deliveries were queued) only
- * wakes its pump, so a worker that misses one loses nothing: the consumer's sweep, every
- * WEBHOOK_SWEEP_INTERVAL_MS, looks again for what is due (a ring missed while Redis was away,
- * a worker killed mid-attempt whose lease ended), and a retry wakes the worker that scheduled
- * it. Every hour it purges events older than EVENT_RETENTION_DAYS.
+ * deliveries straight from the database and sends them (on PostgreSQL under the row locks of
+ * a transaction held while the batch is sent, on the embedded database under leases written
+ * into the rows); a ring (deliveries were queued) only wakes its pump, so a worker that
+ * misses one loses nothing: the consumer's sweep, every WEBHOOK_SWEEP_INTERVAL_MS, looks
+ * again for what is due (a ring missed while Redis was away, a worker killed mid-attempt
+ * whose claim ended), and a retry wakes the worker that scheduled it. Every hour it purges
+ * events older than EVENT_RETENTION_DAYS.
  */
 import { config } from "../src/config";
 import { log } from "../src/core/log";
 import { WEBHOOKS_CONSUMER } from "../src/modules/webhooks/outbox";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
+import { startLockedPump } from "../src/modules/webhooks/locked-pump";
+import { database } from "../src/db/client";
 import { purgeOldEvents } from "../src/modules/webhooks/service";
 import type { Outbox } from "../src/core/outbox";
 import { outbox as processOutbox } from "../src/queue/outbox";
@@ -27,7 +31,9 @@ export interface WebhooksWorkerOptions {
 
 export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Running & { ready: Promise<void> } {
   const concurrency = options.concurrency ?? config.webhooks.workerConcurrency;
-  const pump = startDeliveryPump(concurrency);
+  // The embedded database has one connection: a transaction held open while sending would stop every other
+  // query.
+  const pump = database.kind === "postgres" ? startLockedPump(concurrency) : startDeliveryPump(concurrency);
   // Rings name no deliveries: the pump claims whatever is due, the sweep's look included.
   const consumer = (options.outbox ?? processOutbox).register({
     name: WEBHOOKS_CONSUMER,
@@ -47,8 +53,8 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
     async stop() {
       await consumer.stop();
       await stopPurging();
-      // Waits for the attempts in flight (each bounded by
-      // WEBHOOK_TIMEOUT_MS); one cut short is sent again once its lease ends.
+      // Waits for the attempts in flight (each bounded by WEBHOOK_TIMEOUT_MS) and their
+      // records; one cut short is sent again once its claim ends.
       await pump.stop();
     },
   };

@@ -22,8 +22,10 @@
  *  - Crash after commit, before the ring: the fact waits in its table for the sweep.
  *  - Crash mid-drain (a claimed fact handled but its transaction not committed): the claim's
  *    transaction rolls back, its row locks go, and the next drain or sweep claims it again.
- *    A consumer whose effect leaves the database (an HTTP delivery) claims by lease instead
- *    and may repeat the effect: hence at least once, and every consumer is idempotent.
+ *    A consumer whose effect leaves the database (an HTTP delivery) holds its claim's
+ *    transaction open while the effect happens, or claims by a lease written into the row
+ *    where it cannot, and may repeat the effect: hence at least once, and every consumer is
+ *    idempotent.
  *  - Order per key: a consumer that needs it claims a key's oldest facts first and holds a
  *    lock per key (an advisory transaction lock) while it handles them, so two drains never
  *    handle one key's facts side by side. Facts of different keys have no order.

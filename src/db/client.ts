@@ -36,6 +36,16 @@ export function afterCommit(step: () => unknown): void {
 }
 
 /**
+ * Runs `step` outside the transaction callback the caller is in, so what it sets going may
+ * use the global handle: for work a transaction starts on purpose beside itself, with its
+ * own connection, and that never waits for that transaction (a webhooks batch, held open
+ * while it sends, sets the next batch and the attempts going).
+ */
+export function outsideTransaction<T>(step: () => T): T {
+  return insideTransaction.exit(step);
+}
+
+/**
  * Wraps a handle so it refuses every use from inside one of its own transaction callbacks,
  * whether the callback reaches it directly or through a service function. Such a query
  * would wait for a second connection: on PostgreSQL it merely escapes the transaction, on

@@ -1,14 +1,20 @@
 /**
  * How webhooks workers share the deliveries they claim from the database: two workers on
- * one backlog send each delivery once, and a worker that stops gives back what it had
- * claimed but not yet sent, so it is due again at once with no attempt counted.
+ * one backlog send each delivery once. On PostgreSQL a claim is the row locks of a batch's
+ * open transaction: nothing is written into the rows, a worker whose connection dies
+ * leaves them due again at once, and a slow receiver holds the transaction only so long,
+ * its attempts then leased. The embedded database's pump writes leases instead, and
+ * one that stops gives back what it had claimed but not yet sent, with no attempt counted.
  */
 import { expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { rowsOf } from "../../src/db/rows";
+import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
+import { startDeliveryPump } from "../../src/modules/webhooks/pump";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
-import { webhookDeliveries } from "../../src/modules/webhooks/schema";
+import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
@@ -21,14 +27,16 @@ async function emitMany(accountId: string, count: number) {
   });
 }
 
-async function endpointFor(apiKey: string, url: string) {
+async function newEndpoint(apiKey: string, url: string) {
   const created = await call("POST", "/api/v1/webhooks", {
     headers: { authorization: `Bearer ${apiKey}` },
     body: { url },
   });
   expect(created.status).toBe(201);
-  return created.body.secret as string;
+  return { id: created.body.endpoint.id as string, secret: created.body.secret as string };
 }
+
+const endpointFor = async (apiKey: string, url: string) => (await newEndpoint(apiKey, url)).secret;
 
 test("two workers on one backlog send each delivery once", async () => {
   const a = await newAccount();
@@ -63,15 +71,161 @@ test("two workers on one backlog send each delivery once", async () => {
   }
 }, 30_000);
 
-test("a stopping worker gives back the deliveries it claimed and had not sent", async () => {
+test("a claim on PostgreSQL writes nothing; a worker whose connection dies frees its deliveries at once", async () => {
+  const a = await newAccount();
+  let secret = "";
+  const receiver = await startReceiver(() => secret);
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  // The batch's transaction held open for as long as the test needs it.
+  const pump = startLockedPump(2, 60_000);
+  let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+  try {
+    secret = await endpointFor(a.apiKey, receiver.url);
+    receiver.setMode("hang");
+    await emitMany(a.accountId, 10);
+    pump.wake();
+    expect(await until(receiver.hanging, (n) => n === 2)).toBe(2);
+    const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
+    // Claimed, two of them in flight, and not one row written: no lease, no attempt counted.
+    const during = await rows();
+    expect(during.length).toBe(10);
+    expect(during.every((row) => row.status === "pending" && row.leasedUntil === null && row.attempts === 0)).toBe(
+      true,
+    );
+    const lockable = () =>
+      db.transaction(async (tx) =>
+        rowsOf<{ id: number }>(
+          await tx.execute(
+            sql`select id from webhook_deliveries where account_id = ${a.accountId} for update skip locked`,
+          ),
+        ),
+      );
+    // The claim is the transaction's row locks: another worker's claim skips all ten.
+    expect(await lockable()).toEqual([]);
+    const holders = rowsOf<{ pid: number }>(
+      await db.execute(sql`
+        select pid from pg_stat_activity
+        where datname = current_database() and state = 'idle in transaction' and query like '%for no key update of d skip locked%'`),
+    );
+    expect(holders.length).toBe(1);
+    // The worker's connection dies: its transaction ends and every delivery is free at once, no lease to wait out.
+    await db.execute(sql`select pg_terminate_backend(${holders[0]!.pid})`);
+    expect(
+      await until(
+        async () => (await lockable()).length,
+        (n) => n === 10,
+      ),
+    ).toBe(10);
+    expect((await rows()).every((row) => row.leasedUntil === null && row.attempts === 0)).toBe(true);
+    receiver.setMode("ok");
+    await pump.stop();
+    worker = startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 200 });
+    expect(
+      await until(
+        async () => (await rows()).filter((row) => row.status === "succeeded").length,
+        (n) => n === 10,
+      ),
+    ).toBe(10);
+    // The two held attempts were answered once released (a 2xx this receiver does not log), the other eight sent anew.
+    expect(receiver.unique().length).toBe(8);
+    expect(receiver.unique().every((entry) => entry.verified)).toBe(true);
+  } finally {
+    await pump.stop();
+    await worker?.stop();
+    restoreConfig();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("a batch waits a bounded time for a slow receiver: the rest commit, its attempts are leased", async () => {
+  const a = await newAccount();
+  const fast = await startReceiver(() => "");
+  const slow = await startReceiver(() => "");
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  const pump = startLockedPump(8, 300);
+  try {
+    const fastId = (await newEndpoint(a.apiKey, fast.url)).id;
+    const slowId = (await newEndpoint(a.apiKey, slow.url)).id;
+    slow.setMode("hang");
+    // Each event goes to both endpoints: one batch claims all eight deliveries.
+    await emitMany(a.accountId, 4);
+    pump.wake();
+    const rows = async (endpointId: string) =>
+      (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId))).filter(
+        (row) => row.endpointId === endpointId,
+      );
+    // The slow endpoint's four attempts hang; after the hold the fast ones are committed
+    // and the hanging ones leased, attempt counted, while they still wait for an answer.
+    expect(
+      await until(
+        async () => (await rows(fastId)).filter((row) => row.status === "succeeded").length,
+        (n) => n === 4,
+      ),
+    ).toBe(4);
+    const held = await rows(slowId);
+    expect(slow.hanging()).toBe(4);
+    expect(held.every((row) => row.status === "pending" && row.leasedUntil !== null && row.attempts === 1)).toBe(true);
+    // Answered at last: each recorded on its own, after the batch's commit.
+    slow.setMode("ok");
+    expect(
+      await until(
+        async () => (await rows(slowId)).filter((row) => row.status === "succeeded" && row.leasedUntil === null).length,
+        (n) => n === 4,
+      ),
+    ).toBe(4);
+    expect(fast.unique().length).toBe(4);
+  } finally {
+    await pump.stop();
+    restoreConfig();
+    fast.stop();
+    slow.stop();
+  }
+}, 30_000);
+
+test("an endpoint deleted while a batch holds its deliveries goes once the batch commits", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  const pump = startLockedPump(2, 60_000);
+  try {
+    const { id } = await newEndpoint(a.apiKey, receiver.url);
+    // A failing endpoint: the success below ends its failure run, which writes the endpoint's row.
+    await db.update(webhookEndpoints).set({ failingSince: new Date() }).where(eq(webhookEndpoints.id, id));
+    receiver.setMode("hang");
+    await emitMany(a.accountId, 1);
+    pump.wake();
+    expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
+    // The delete locks the endpoint's row, then waits for the delivery's, which the batch holds.
+    const deleted = call("DELETE", `/api/v1/webhooks/${id}`, { headers: { authorization: `Bearer ${a.apiKey}` } });
+    const waiting = async () =>
+      rowsOf<{ n: number }>(
+        await db.execute(sql`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and query like 'delete from "webhook_endpoints"%'`),
+      )[0]!.n;
+    expect(await until(waiting, (n) => n === 1)).toBe(1);
+    receiver.setMode("ok");
+    // The batch commits its outcome and only then touches the endpoint: no deadlock, the delete goes through.
+    expect((await deleted).status).toBe(204);
+    expect(await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id))).toEqual([]);
+  } finally {
+    await pump.stop();
+    restoreConfig();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("the embedded database's pump, stopping, gives back the deliveries it claimed and had not sent", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
   const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 1_000 } });
-  const worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 200 });
+  // The pump the worker runs on PGlite, whose claims are leases written into the rows.
+  const worker = startDeliveryPump(2);
   try {
     await endpointFor(a.apiKey, receiver.url);
     receiver.setMode("hang");
     await emitMany(a.accountId, 10);
+    worker.wake();
     const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
     // Two attempts hang at the receiver; the other eight wait, claimed, beside them. The leases alone
     // are not enough to wait for: they are committed before the worker has taken the claim's rows.

@@ -4,15 +4,19 @@
  * `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the
  * secret; during a rotation the old secret's signature follows, space-separated).
  *
- * The delivery row is the truth. A worker claims due rows straight from the database (a
- * lease, so two workers never send one at once and a worker killed mid-attempt only delays
- * it), then records the outcomes: the successes of many attempts in one statement, each
- * failure with its next attempt.
+ * The delivery row is the truth. A worker claims due rows straight from the database, so two
+ * workers never send one at once, then records the outcomes. On PostgreSQL the claim is a
+ * batch's row locks, held by a transaction that stays open while the batch is sent and
+ * commits its outcomes in one statement (claimLocked, recordLocked); a worker killed
+ * mid-attempt ends its transaction and the rows are due again at once. The embedded
+ * database (one connection) cannot hold a transaction open while sending, so there a claim
+ * is a lease written into each row (claimDue), and the successes of many attempts are
+ * recorded in one statement, each failure with its next attempt.
  */
 import { createHmac } from "node:crypto";
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { db } from "../../db/client";
+import { type Database, db } from "../../db/client";
 import { executePrepared } from "../../db/prepared";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
@@ -32,8 +36,10 @@ const sign = (key: Buffer, messageId: string, timestamp: number, body: string) =
 export interface Claimed {
   id: string | number;
   attempts: number;
-  /** The claim's lease, exactly as stored. */
+  /** The claim's lease, exactly as stored; empty for a claim held by row locks. */
   lease: string;
+  /** Whether its endpoint was in a run of failures when claimed (claimLocked only). */
+  failing?: boolean;
   endpoint_id: string;
   url: string;
   ordered: boolean;
@@ -97,6 +103,31 @@ export async function claimDue(limit: number): Promise<Claimed[]> {
         and e.id = u.endpoint_id and ev.id = u.event_id
       returning u.id, u.attempts, u.leased_until::text as lease, u.endpoint_id, e.url, e.ordered, e.secret, e.previous_secret, e.previous_secret_until,
         ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at`,
+    ),
+  );
+}
+
+/**
+ * Takes up to `limit` due deliveries, as claimDue chooses them, for the transaction `tx` and
+ * writes nothing: the row locks are the claim, and other workers' claims skip those rows
+ * until `tx` ends. `attempts` answers the attempt about to be made, which recordLocked
+ * writes. The transaction commits without waiting for the WAL flush, as a claim did.
+ */
+export async function claimLocked(tx: Database, limit: number): Promise<Claimed[]> {
+  return rowsOf<Claimed>(
+    await executePrepared(
+      tx,
+      "webhooks_claim_locked",
+      sql`
+      select d.id, d.attempts + 1 as attempts, '' as lease, d.endpoint_id, de.url, de.ordered, de.secret, de.previous_secret,
+        de.previous_secret_until, de.failing_since is not null as failing, ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at
+      from webhook_deliveries d join webhook_endpoints de on de.id = d.endpoint_id join events ev on ev.id = d.event_id, ${NO_FLUSH}
+      where d.status = 'pending'
+        and d.next_attempt_at <= now() + interval '1 second'
+        and (d.leased_until is null or d.leased_until < now())
+        and de.enabled and not (de.ordered and ${WAITS_FOR_EARLIER})
+      limit ${limit}
+      for no key update of d skip locked`,
     ),
   );
 }
@@ -224,12 +255,32 @@ export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> 
   }
 }
 
+/** A failed attempt's next one: in how many seconds, or none left. */
+const retryWait = (row: Claimed) => config.webhooks.retrySchedule[row.attempts - 1];
+
+/**
+ * An endpoint's columns after a failed attempt: its failure run goes on, and it is disabled
+ * when the receiver is `gone` (410) or every attempt failed for WEBHOOK_DISABLE_AFTER_SECONDS.
+ */
+const failingEndpoint = (gone: SQL) => {
+  const disableAfter = sql`make_interval(secs => ${config.webhooks.disableAfterSeconds})`;
+  return sql`
+    failing_since = coalesce(failing_since, now()),
+    enabled = enabled and not ${gone} and coalesce(failing_since, now()) > now() - ${disableAfter},
+    disabled_reason = case
+      when not enabled then disabled_reason
+      when ${gone} then 'the receiver answered 410 Gone'
+      when coalesce(failing_since, now()) <= now() - ${disableAfter}
+        then 'every attempt failed since ' || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+      else disabled_reason end,
+    updated_at = now()`;
+};
+
 /** Records a failed attempt and when to try next, and disables an endpoint that is gone or has failed too long. */
 export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ retryInMs?: number }> {
-  const waitSeconds = config.webhooks.retrySchedule[row.attempts - 1];
+  const waitSeconds = retryWait(row);
   const status = waitSeconds === undefined ? "failed" : "pending";
   const gone = outcome.statusCode === 410;
-  const disableAfter = sql`make_interval(secs => ${config.webhooks.disableAfterSeconds})`;
   // One statement (two data-modifying parts): the outcome, the retry and the endpoint's state commit together.
   const [endpoint] = rowsOf<{ enabled: boolean; disabled_reason: string | null }>(
     await db.execute(sql`
@@ -240,16 +291,7 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
         where id = ${Number(row.id)}
       ),
       endpoint as (
-        update webhook_endpoints set
-          failing_since = coalesce(failing_since, now()),
-          enabled = enabled and not ${gone} and coalesce(failing_since, now()) > now() - ${disableAfter},
-          disabled_reason = case
-            when not enabled then disabled_reason
-            when ${gone} then 'the receiver answered 410 Gone'
-            when coalesce(failing_since, now()) <= now() - ${disableAfter}
-              then 'every attempt failed since ' || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-            else disabled_reason end,
-          updated_at = now()
+        update webhook_endpoints set ${failingEndpoint(sql`${gone}`)}
         where id = ${row.endpoint_id}
         returning enabled, disabled_reason
       )
@@ -291,4 +333,113 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
     )
     select 1 from ${NO_FLUSH}`,
   );
+}
+
+/** An attempt made under a claim held by row locks: its outcome, and when it started. */
+export interface Attempted {
+  row: Claimed;
+  outcome: Outcome;
+  at: Date;
+}
+
+/**
+ * Records a batch claimed by claimLocked, inside its transaction and in one statement: each
+ * finished attempt's outcome (a failure with its next attempt, or failed when none is left)
+ * and a lease on each attempt still in flight (`unfinished`), so that once the transaction
+ * commits another worker waits out the attempt as it would a claimDue claim; its outcome is
+ * recorded later by recordSuccesses or recordFailure. The endpoints' state is left to
+ * recordEndpoints, after the commit.
+ */
+export async function recordLocked(
+  tx: Database,
+  finished: Attempted[],
+  unfinished: Array<{ row: Claimed; at: Date }>,
+): Promise<void> {
+  const outcomes = finished.map(({ row, outcome, at }) => {
+    const failed = !isSuccess(outcome);
+    return {
+      id: Number(row.id),
+      attempts: row.attempts,
+      at: at.toISOString(),
+      status: failed ? (retryWait(row) === undefined ? "failed" : "pending") : "succeeded",
+      wait: failed ? (retryWait(row) ?? null) : null,
+      code: outcome.statusCode,
+      latency: outcome.latencyMs,
+      response: outcome.response,
+    };
+  });
+  const leased = unfinished.map(({ row, at }) => ({
+    id: Number(row.id),
+    attempts: row.attempts,
+    at: at.toISOString(),
+  }));
+  await executePrepared(
+    tx,
+    "webhooks_record_locked",
+    sql`
+      with delivered as (
+        update webhook_deliveries d set status = o.status, attempts = o.attempts, last_attempt_at = o.at, leased_until = null,
+          next_attempt_at = case when o.wait is null then d.next_attempt_at else statement_timestamp() + make_interval(secs => o.wait) end,
+          last_status_code = o.code, last_latency_ms = o.latency, last_response = o.response
+        from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb)
+          as o(id bigint, attempts integer, at timestamptz, status text, wait double precision, code integer, latency integer, response text)
+        where d.id = o.id
+      ),
+      leased as (
+        update webhook_deliveries d set attempts = o.attempts, last_attempt_at = o.at,
+          leased_until = statement_timestamp() + make_interval(secs => ${leaseMs() / 1000})
+        from jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) as o(id bigint, attempts integer, at timestamptz)
+        where d.id = o.id
+      )
+      select 1`,
+  );
+}
+
+/**
+ * The endpoints' state after a batch recorded by recordLocked committed: an endpoint whose
+ * last outcome in the batch failed goes on with its failure run (and may be disabled), one
+ * whose last outcome succeeded ends it. Outside the batch's transaction: deleting an
+ * endpoint locks its row and then waits for its deliveries' rows, so the transaction holding
+ * those must not wait for the endpoint's. Nothing to do, and no round trip, when every
+ * attempt succeeded at endpoints that were not failing. Answers the endpoints it disabled,
+ * and in how many milliseconds each retry the batch scheduled for an endpoint that stays
+ * enabled comes due.
+ */
+export async function recordEndpoints(
+  finished: Attempted[],
+): Promise<{ disabled: Array<{ id: string; disabled_reason: string | null }>; retryInMs: number[] }> {
+  // Finished in order, so the last outcome of an endpoint decides whether its failure run goes on.
+  const endpoints = new Map<string, { id: string; failed: boolean; gone: boolean }>();
+  let changes = false;
+  for (const { row, outcome } of finished) {
+    const before = endpoints.get(row.endpoint_id);
+    const failed = !isSuccess(outcome);
+    changes ||= failed || row.failing === true;
+    endpoints.set(row.endpoint_id, {
+      id: row.endpoint_id,
+      failed,
+      gone: (before?.gone ?? false) || outcome.statusCode === 410,
+    });
+  }
+  if (!changes) return { disabled: [], retryInMs: [] };
+  const disabled = rowsOf<{ id: string; enabled: boolean; disabled_reason: string | null }>(
+    await db.execute(sql`
+      with outcome as (
+        select * from jsonb_to_recordset(${JSON.stringify([...endpoints.values()])}::jsonb) as e(id text, failed boolean, gone boolean)
+      ),
+      healthy as (
+        update webhook_endpoints w set failing_since = null
+        from outcome e where w.id = e.id and not e.failed and w.failing_since is not null
+      )
+      update webhook_endpoints w set ${failingEndpoint(sql`e.gone`)}
+      from outcome e where w.id = e.id and e.failed
+      returning w.id, w.enabled, w.disabled_reason`),
+  ).filter((endpoint) => !endpoint.enabled);
+  const off = new Set(disabled.map((endpoint) => endpoint.id));
+  return {
+    disabled,
+    retryInMs: finished
+      .filter(({ row, outcome }) => !isSuccess(outcome) && retryWait(row) !== undefined && !off.has(row.endpoint_id))
+      .map(({ row }) => retryWait(row)! * 1000),
+  };
 }

@@ -1,5 +1,7 @@
 /**
- * A webhooks worker's sending loop. It claims due deliveries straight from the database in
+ * A webhooks worker's sending loop on the embedded database, whose one connection cannot
+ * hold a transaction open while sending (on PostgreSQL, locked-pump.ts holds one instead of
+ * writing leases). It claims due deliveries straight from the database by lease in
  * batches, keeps up to `concurrency` attempts in flight with the next claimed ones waiting
  * beside them, and records the successes that finished meanwhile in one statement while the
  * next attempts go out. A wake-up (the doorbell, the sweep, a retry coming due) only makes it
@@ -57,8 +59,6 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   let more = true;
   const succeeded: Array<{ row: Claimed; outcome: Outcome }> = [];
   const released: Claimed[] = [];
-  // One timer per second of retries this worker scheduled, however many deliveries fall due in it.
-  const retryTimers = new Map<number, ReturnType<typeof setTimeout>>();
 
   const fill = () => {
     while (more && !stopped && claims < CLAIMS_AT_ONCE) {
@@ -129,21 +129,6 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       });
   };
 
-  const wakeIn = (ms: number) => {
-    const second = Math.ceil((Date.now() + ms) / 1000);
-    if (stopped || retryTimers.has(second)) return;
-    retryTimers.set(
-      second,
-      setTimeout(
-        () => {
-          retryTimers.delete(second);
-          wake();
-        },
-        second * 1000 - Date.now(),
-      ),
-    );
-  };
-
   const attempt = async (row: Claimed, batch: ClaimedBatch) => {
     inFlight++;
     try {
@@ -154,7 +139,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
         return;
       }
       const { retryInMs } = await recordFailure(row, outcome);
-      if (retryInMs !== undefined) wakeIn(retryInMs);
+      if (retryInMs !== undefined) retries.wakeIn(retryInMs);
       else if (row.ordered) more = true;
     } catch (error) {
       log.warn(
@@ -173,19 +158,46 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     more = true;
     fill();
   };
+  const retries = retryWaker(wake);
 
   wake();
   return {
     wake,
     async stop() {
       stopped = true;
-      for (const timer of retryTimers.values()) clearTimeout(timer);
-      retryTimers.clear();
+      retries.stop();
       while (claims > 0) await Bun.sleep(10);
       await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) =>
         log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"),
       );
       while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);
+    },
+  };
+}
+
+/** Wakes a pump when the retries it scheduled come due: a timer per second, however many deliveries fall due in it. */
+export function retryWaker(wake: () => void): { wakeIn(ms: number): void; stop(): void } {
+  const timers = new Map<number, ReturnType<typeof setTimeout>>();
+  let stopped = false;
+  return {
+    wakeIn(ms) {
+      const second = Math.ceil((Date.now() + ms) / 1000);
+      if (stopped || timers.has(second)) return;
+      timers.set(
+        second,
+        setTimeout(
+          () => {
+            timers.delete(second);
+            wake();
+          },
+          second * 1000 - Date.now(),
+        ),
+      );
+    },
+    stop() {
+      stopped = true;
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
     },
   };
 }

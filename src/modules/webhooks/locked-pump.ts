@@ -1,0 +1,253 @@
+/**
+ * A webhooks worker's sending loop on PostgreSQL. It claims due deliveries in batches, each
+ * in a transaction left open on its own connection while the batch is sent: the claim is
+ * the batch's row locks, written nowhere, and other workers skip those rows until the
+ * transaction ends. The outcomes are recorded in one statement and commit with the claim,
+ * so a delivery costs one row write where a lease costs two (the claim, then the outcome);
+ * the endpoints' failure runs follow the commit, and only when an attempt failed or a
+ * failing endpoint answered.
+ * A worker or connection that dies ends its transaction: the deliveries are due again at
+ * once and sent again, which at-least-once allows.
+ *
+ * A batch's transaction is bounded: HOLD_MS after its claim, the deliveries it has not begun
+ * are left as they were, the attempts still in flight are leased (written, as the embedded
+ * database's pump leases every claim) and the finished ones committed, so one slow receiver
+ * holds back neither the other outcomes nor the rows' locks. Those attempts are recorded
+ * as they end. Several batches are open at once, so the attempts of the next go out while
+ * one waits for its last answers and commits.
+ */
+import { config } from "../../config";
+import { db, outsideTransaction } from "../../db/client";
+import { log } from "../../core/log";
+import {
+  type Attempted,
+  type Claimed,
+  ClaimedBatch,
+  claimLocked,
+  isSuccess,
+  type Outcome,
+  recordFailure,
+  recordEndpoints,
+  recordLocked,
+  recordSuccesses,
+  send,
+} from "./delivery";
+import { type DeliveryPump, retryWaker } from "./pump";
+
+/** Deliveries a batch claims per attempt in flight: its claim and commit are round trips, so each should take many. */
+const BATCH_PER_SLOT = 16;
+/**
+ * Batches claiming or sending at once: one claims while the others' attempts keep every slot
+ * busy. Batches that wait for their commit do not count: under load a record and its commit
+ * take longer than a batch takes to send, and claims must not wait for them.
+ */
+const SENDING_AT_ONCE = 3;
+/** How long a batch's transaction waits for its attempts before it commits and leases the ones still in flight. */
+const HOLD_MS = 1_000;
+
+class Batch {
+  readonly shared = new ClaimedBatch();
+  readonly finished: Attempted[] = [];
+  /** Attempts under way, with when each began. */
+  readonly inFlight = new Map<Claimed, Date>();
+  unsent = 0;
+  /** Set once the batch records what it has: an attempt that ends later is recorded on its own. */
+  cut = false;
+  private release!: () => void;
+  readonly settled = new Promise<void>((resolve) => {
+    this.release = resolve;
+  });
+
+  settle() {
+    this.cut = true;
+    this.release();
+  }
+}
+
+/** `holdMs`: how long a batch's transaction may wait for its attempts (a test holds one open). */
+export function startLockedPump(concurrency: number, holdMs = HOLD_MS): DeliveryPump {
+  const size = concurrency * BATCH_PER_SLOT;
+  // Each open transaction holds a connection of the process's pool: half of it at most, the rest for everything else.
+  const transactionsAtOnce = Math.max(1, Math.floor(config.database.poolSize / 2));
+  let waiting: Array<{ row: Claimed; batch: Batch }> = [];
+  const open = new Set<Batch>();
+  let claiming = 0;
+  let inFlight = 0;
+  let wakes = 0;
+  let stopped = false;
+  // True while something may be due that is not yet claimed; a full claim leaves it set.
+  let more = true;
+  // Successes of attempts that outlived their batch's transaction, recorded together; failures recorded one by one.
+  const late: Array<{ row: Claimed; outcome: Outcome }> = [];
+  let recordingLate = false;
+  let recordingFailures = 0;
+
+  const sending = () => {
+    let count = 0;
+    for (const batch of open) if (!batch.cut) count++;
+    return count;
+  };
+  // A claim starts while less than a batch waits unsent, so the next rows are there before the slots run dry.
+  const fill = () => {
+    while (
+      more &&
+      !stopped &&
+      waiting.length < size &&
+      claiming + sending() < SENDING_AT_ONCE &&
+      claiming + open.size < transactionsAtOnce
+    )
+      void runBatch();
+  };
+
+  const cut = (batch: Batch) => {
+    if (batch.cut) return;
+    // What it has not begun is left untouched: due again for the next claim once the transaction ends.
+    waiting = waiting.filter((entry) => entry.batch !== batch);
+    batch.unsent = 0;
+    batch.settle();
+  };
+
+  const runBatch = async () => {
+    claiming++;
+    const wakesBefore = wakes;
+    const batch = new Batch();
+    let claimed = false;
+    try {
+      const recorded = await db.transaction(async (tx) => {
+        const rows = await claimLocked(tx, size);
+        claiming--;
+        claimed = true;
+        // A short claim took all that was due, unless a wake-up came meanwhile.
+        if (rows.length < size && wakes === wakesBefore) more = false;
+        if (rows.length === 0 || stopped) return undefined;
+        open.add(batch);
+        batch.unsent = rows.length;
+        for (const row of rows) waiting.push({ row, batch });
+        const timer = setTimeout(() => cut(batch), holdMs);
+        // The attempts and the next batch use connections of their own: this transaction waits for them,
+        // never they for it.
+        outsideTransaction(() => {
+          startWaiting();
+          fill();
+        });
+        await batch.settled;
+        clearTimeout(timer);
+        await recordLocked(
+          tx,
+          batch.finished,
+          [...batch.inFlight].map(([row, at]) => ({ row, at })),
+        );
+        return true;
+      });
+      if (recorded) {
+        // The next event of an ordered endpoint may go now.
+        if (batch.finished.some(({ row }) => row.ordered)) more = true;
+        await settleEndpoints(batch.finished);
+      }
+    } catch (error) {
+      cut(batch);
+      log.warn(
+        { err: (error as Error).message, deliveries: batch.finished.length },
+        "a batch of webhook deliveries was not recorded; they are due again",
+      );
+      more = false;
+    } finally {
+      if (!claimed) claiming--;
+      open.delete(batch);
+      startWaiting();
+      fill();
+    }
+  };
+
+  const settleEndpoints = async (finished: Attempted[]) => {
+    try {
+      const endpoints = await recordEndpoints(finished);
+      for (const endpoint of endpoints.disabled)
+        log.warn({ endpointId: endpoint.id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
+      for (const ms of endpoints.retryInMs) retries.wakeIn(ms);
+    } catch (error) {
+      // The deliveries are recorded; their retries come due for the sweep, the next outcome tells the endpoint.
+      log.warn({ err: (error as Error).message }, "recording webhook endpoints' failure runs failed");
+    }
+  };
+
+  const startWaiting = () => {
+    while (!stopped && inFlight < concurrency && waiting.length > 0) {
+      const { row, batch } = waiting.shift()!;
+      void attempt(row, batch);
+    }
+  };
+
+  const recordLate = () => {
+    if (recordingLate || late.length === 0) return;
+    recordingLate = true;
+    const sent = late.splice(0);
+    recordSuccesses(sent)
+      // Unrecorded, they stay pending and leased: sent again once the lease ends, which at-least-once allows.
+      .catch((error: Error) =>
+        log.warn({ err: error.message, deliveries: sent.length }, "recording webhook deliveries failed"),
+      )
+      .finally(() => {
+        recordingLate = false;
+        // The next event of an ordered endpoint may go now.
+        if (sent.some(({ row }) => row.ordered)) more = true;
+        recordLate();
+        fill();
+      });
+  };
+
+  const attempt = async (row: Claimed, batch: Batch) => {
+    inFlight++;
+    batch.unsent--;
+    batch.inFlight.set(row, new Date());
+    const outcome = await send(row, batch.shared);
+    inFlight--;
+    if (!batch.cut) {
+      batch.finished.push({ row, outcome, at: batch.inFlight.get(row)! });
+      batch.inFlight.delete(row);
+      if (batch.unsent === 0 && batch.inFlight.size === 0) batch.settle();
+    } else if (isSuccess(outcome)) {
+      late.push({ row, outcome });
+      recordLate();
+    } else {
+      recordingFailures++;
+      try {
+        const { retryInMs } = await recordFailure(row, outcome);
+        if (retryInMs !== undefined) retries.wakeIn(retryInMs);
+        else if (row.ordered) more = true;
+      } catch (error) {
+        log.warn(
+          { deliveryId: row.id, err: (error as Error).message },
+          "recording a failed webhook attempt failed; it is tried again once its lease ends",
+        );
+      } finally {
+        recordingFailures--;
+      }
+    }
+    startWaiting();
+    fill();
+  };
+
+  const wake = () => {
+    wakes++;
+    more = true;
+    fill();
+  };
+  const retries = retryWaker(wake);
+
+  wake();
+  return {
+    wake,
+    async stop() {
+      stopped = true;
+      retries.stop();
+      for (const batch of open) {
+        waiting = waiting.filter((entry) => entry.batch !== batch);
+        batch.unsent = 0;
+        if (batch.inFlight.size === 0) batch.settle();
+      }
+      while (claiming > 0 || open.size > 0 || inFlight > 0 || recordingLate || late.length > 0 || recordingFailures > 0)
+        await Bun.sleep(10);
+    },
+  };
+}
