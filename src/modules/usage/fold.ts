@@ -43,6 +43,19 @@ async function lockRooms(tx: Database, keys: string[]): Promise<void> {
 
 const MEDIA_KINDS = new Set<EventKind>(MEDIA_EVENT_KINDS);
 
+/**
+ * A fold's transaction, with JIT compilation off. The planner cannot see how many occupants
+ * an event lists and guesses a hundred, so a page's statements are costed at hundreds of
+ * thousands of rows, past jit_above_cost: compiling them took some 0.3 s a page (EXPLAIN
+ * ANALYZE inside the fold), longer than running them.
+ */
+function foldTransaction<T>(run: (tx: Database) => Promise<T>): Promise<T> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`set local jit = off`);
+    return run(tx);
+  });
+}
+
 /** Folds a batch of stored events inside the caller's transaction, and marks them folded. */
 async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise<void> {
   if (events.length === 0) return;
@@ -92,7 +105,7 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
 /** Folds a batch of stored events (any kinds, any accounts, any order) into the usage tables. */
 export async function foldEvents(events: FoldableEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await db.transaction((tx) => foldInTransaction(tx, events));
+  await foldTransaction((tx) => foldInTransaction(tx, events));
 }
 
 /** Folds the named events still unfolded (one the sweep folded, or of a deleted account, is skipped). */
@@ -113,7 +126,7 @@ const ROOM_FOLD_PAGE = 5_000;
 export async function foldRoom(where: { accountId: string; room: string }): Promise<number> {
   let folded = 0;
   for (;;) {
-    const claimed = await db.transaction(async (tx) => {
+    const claimed = await foldTransaction(async (tx) => {
       const events = await claimUnfoldedRoomEvents(tx, where, ROOM_FOLD_PAGE);
       await foldInTransaction(tx, events);
       return events.length;
@@ -135,7 +148,7 @@ const REPORT_FOLD_LIMIT = ROOM_FOLD_PAGE;
 export async function foldBeforeReport(accountId: string, rooms: string[], askedAt: Date): Promise<Date> {
   if ((await oldestUnfoldedAt(accountId, rooms)) === null) return askedAt;
   try {
-    await db.transaction(async (tx) =>
+    await foldTransaction(async (tx) =>
       foldInTransaction(tx, await claimUnfoldedOf(tx, accountId, rooms, REPORT_FOLD_LIMIT)),
     );
   } catch (error) {
@@ -224,7 +237,7 @@ export async function sweepUnfolded(olderThanMs: number, pageSize = ROOM_FOLD_PA
   for (;;) {
     let claimed = 0;
     try {
-      claimed = await db.transaction(async (tx) => {
+      claimed = await foldTransaction(async (tx) => {
         const events = await claimUnfoldedRooms(tx, olderThanMs, pageSize);
         await foldInTransaction(tx, events);
         return events.length;
@@ -246,7 +259,7 @@ export async function sweepUnfolded(olderThanMs: number, pageSize = ROOM_FOLD_PA
  * unless another fold took them) and folds each event on its own.
  */
 async function foldOneByOne(olderThanMs: number, pageSize: number): Promise<{ claimed: number; folded: number }> {
-  const ids = await db.transaction(async (tx) =>
+  const ids = await foldTransaction(async (tx) =>
     (await claimUnfoldedRooms(tx, olderThanMs, pageSize)).map((event) => event.id),
   );
   let folded = 0;
