@@ -19,6 +19,14 @@ import { packageLowLatency } from "./llhls";
 import { checkOccupancy } from "./occupancy";
 import { recordingPathOf } from "./recordings";
 
+/**
+ * How much longer than the start request the worker waits for its recorder before failing it
+ * itself: the request's own deadline decides first (reason `timeout`, answered 504), and the
+ * worker's is the backstop for a request that died (reason `start_timeout`). With equal
+ * deadlines the two raced on a busy machine and the row's reason was either.
+ */
+const START_BACKSTOP_MARGIN_MS = 2_000;
+
 /** The channel a worker takes stops relayed to its own streams on. */
 export const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
 
@@ -62,7 +70,7 @@ export async function startJob(
     const started = await Promise.race([
       recorder.ready.then(() => true),
       recorder.exited.then(() => false),
-      Bun.sleep(s.operationTimeoutMs).then(() => false),
+      Bun.sleep(s.operationTimeoutMs + START_BACKSTOP_MARGIN_MS).then(() => false),
     ]);
     if (!started) {
       if (!entry.stopping) await stopLocal(worker, entry, "failed", "start_timeout");
