@@ -7,7 +7,7 @@ import { AppError } from "../../core/errors";
 import type { Channel, Member } from "../../realtime/channel";
 import type { Actor } from "../auth/actor";
 import { positiveInt } from "./checks";
-import { recentMessages } from "./messages";
+import { HISTORY_ON_JOIN, messagesAfter, recentMessages } from "./messages";
 import { vote } from "./polls";
 import { postMessage, withdrawWaitingPosts } from "./posting";
 import { CHAT_TOPIC_PREFIX, roomAccess } from "./rooms";
@@ -17,8 +17,14 @@ const userView = ({ actor }: Member) => ({ user: { id: actor.userId, name: actor
 export const chatChannel: Channel = {
   prefix: CHAT_TOPIC_PREFIX,
   async join(actor, channelId) {
-    const history = await recentMessages(actor, channelId);
+    // Read here, before the socket hears the room, it also admits the actor: a refused caller hears nothing.
+    const first = await recentMessages(actor, channelId);
     return async (member) => {
+      // The greeting runs once the socket hears the room: a message stored between the first read and
+      // then was told to nobody here, so it is read now. One stored since the first read and told
+      // after the socket began to hear may come twice, live and in the history (same id): never lost.
+      const later = await messagesAfter(member.actor, channelId, first.at(-1)?.id ?? 0);
+      const history = [...first, ...later].slice(-HISTORY_ON_JOIN);
       member.push("archived_message_count", { count: history.length });
       for (const message of history) member.push("archived_message", message);
       if (member.listed) await member.broadcast("user_joined", userView(member));

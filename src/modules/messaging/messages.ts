@@ -2,7 +2,7 @@
  * A room's messages and replies as clients read them (pages, days, search, the history a
  * joining socket receives), and their editing and deletion, announced to the room.
  */
-import { and, asc, count, desc, eq, ilike, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, count, desc, eq, gt, ilike, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { assertChatStorage } from "../limits/quotas";
@@ -152,6 +152,28 @@ export async function recentMessages(actor: Actor, channelId: string): Promise<M
   checkChannelId(channelId);
   const list = await listMessages(actor, channelId, { size: HISTORY_ON_JOIN });
   return "messages" in list ? list.messages.reverse() : [];
+}
+
+/**
+ * A room's top-level messages after `afterId`, oldest first: what was stored between a joining
+ * socket's history and the moment it hears the room (at most a history's worth).
+ */
+export async function messagesAfter(actor: Actor, channelId: string, afterId: number): Promise<Message[]> {
+  const room = await enterRoom(actor, channelId);
+  const rows = await db
+    .select()
+    .from(chatMessages)
+    .where(
+      and(
+        eq(chatMessages.accountId, room.accountId),
+        eq(chatMessages.roomId, room.id),
+        isNull(chatMessages.parentId),
+        gt(chatMessages.id, afterId),
+      ),
+    )
+    .orderBy(asc(chatMessages.id))
+    .limit(HISTORY_ON_JOIN);
+  return present(room, rows);
 }
 
 export async function searchMessages(
