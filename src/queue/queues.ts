@@ -34,8 +34,8 @@ export interface RecorderStopJob {
 }
 
 /**
- * Producers, made on first use with BullMQ loaded then: loading it is a third of an API
- * process's start, and most processes never queue a job.
+ * Producers, made on first use with BullMQ loaded then: loading it was a third of the CPU an
+ * API process spends loading its modules, and most processes never queue a job.
  */
 const queues = new Map<QueueName, Promise<{ queue: Queue; connection: Redis }>>();
 

@@ -13,8 +13,8 @@ export function storageConfigured(): boolean {
 }
 
 /**
- * The client. The SDK is loaded on first use: loading it is about a tenth of a Parley
- * process's start, and most processes (and most starts) never touch the bucket.
+ * The client. The SDK is loaded on first use: loading it was about a tenth of the CPU a
+ * Parley process spends loading its modules, and most processes never touch the bucket.
  */
 export function s3(): Promise<S3Client> {
   if (!storageConfigured()) throw new AppError("dependency_down", "object storage is not configured (S3_BUCKET)");
