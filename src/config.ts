@@ -309,6 +309,11 @@ export function loadConfig(env: Env) {
        * minutes before 429; four times as many across all names.
        */
       loginAttempts: read.integer("CONSOLE_LOGIN_ATTEMPTS", 5, 1, 1000),
+      /**
+       * Memory (KiB) of the argon2id hash of an operator's password, Bun's default of 64 MiB:
+       * each sign-in holds that much for its hash, so a small machine may want less.
+       */
+      passwordMemoryKib: read.integer("OPERATOR_PASSWORD_MEMORY_KIB", 65_536, 1024, 4_194_304),
     },
     webhooks: {
       /**

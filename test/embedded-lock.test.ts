@@ -7,6 +7,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { migratedDataDir } from "./support/parley";
 
 const root = join(import.meta.dir, "..");
 const dataDir = mkdtempSync(join(tmpdir(), "parley-lock-"));
@@ -47,6 +48,8 @@ async function admin(...args: string[]) {
 }
 
 test("a folder held by a live process is refused; a pid reused by another process is taken over", async () => {
+  // A folder a Parley has run on: the lock is the subject here, not PGlite's initdb and migrations.
+  await migratedDataDir(dataDir);
   writeFileSync(join(dataDir, "parley.pid"), `${other.pid} ${startTime(other.pid)}`);
   const refused = await admin("list-accounts");
   expect(refused.code).toBe(1);

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { http, type Parley, startParley, within } from "./support/parley";
+import { http, migratedDataDir, type Parley, startParley, within } from "./support/parley";
 import { freePort } from "./support/ports";
 import { childPids, until } from "./support/wait";
 
@@ -93,6 +93,8 @@ describe("in a terminal", () => {
       REDIS_PREFIX: `parley-test-terminal-${crypto.randomUUID()}`,
     };
     delete env.DATABASE_URL;
+    // Its ./data as a first start leaves it, migrated (the output is the subject here, not PGlite's initdb).
+    await migratedDataDir(join(dir, "data"));
     // util-linux `script` gives Parley a pseudo-terminal as its stdout, as a shell would.
     terminal = Bun.spawn(["script", "-qfec", `exec ${process.execPath} ${entry}`, "/dev/null"], {
       cwd: dir,

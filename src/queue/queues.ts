@@ -1,7 +1,7 @@
 /**
  * Queue and job names with their payload types, declared once for producers and workers.
  */
-import { type JobsOptions, Queue, type QueueOptions, type Worker } from "bullmq";
+import type { JobsOptions, Queue, QueueOptions, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { config } from "../config";
 import { log } from "../core/log";
@@ -33,27 +33,33 @@ export interface RecorderStopJob {
   reason: string;
 }
 
-const queues = new Map<QueueName, { queue: Queue; connection: Redis }>();
+/**
+ * Producers, made on first use with BullMQ loaded then: loading it was a third of the CPU an
+ * API process spends loading its modules, and most processes never queue a job.
+ */
+const queues = new Map<QueueName, Promise<{ queue: Queue; connection: Redis }>>();
 
 export function queueOptions(): QueueOptions {
   return { connection: createRedis("queue"), prefix: `${config.redis.keyPrefix}:bull` };
 }
 
-function producer(name: QueueName): { queue: Queue; connection: Redis } {
+function producer(name: QueueName): Promise<{ queue: Queue; connection: Redis }> {
   let known = queues.get(name);
   if (!known) {
-    const options = queueOptions();
-    const queue = new Queue(name, options);
-    // An 'error' event with no listener is thrown; a lost Redis connection is retried by ioredis.
-    queue.on("error", (error) => log.warn({ queue: name, err: error.message }, "queue connection error"));
-    known = { queue, connection: options.connection as Redis };
+    known = import("bullmq").then(({ Queue }) => {
+      const options = queueOptions();
+      const queue = new Queue(name, options);
+      // An 'error' event with no listener is thrown; a lost Redis connection is retried by ioredis.
+      queue.on("error", (error) => log.warn({ queue: name, err: error.message }, "queue connection error"));
+      return { queue, connection: options.connection as Redis };
+    });
     queues.set(name, known);
   }
   return known;
 }
 
-export function getQueue(name: QueueName): Queue {
-  return producer(name).queue;
+export async function getQueue(name: QueueName): Promise<Queue> {
+  return (await producer(name)).queue;
 }
 
 /**
@@ -63,7 +69,7 @@ export function getQueue(name: QueueName): Queue {
  * once Redis returns, so its worker must check the database before acting on it.
  */
 export async function enqueue<T>(name: QueueName, jobName: string, data: T, options: JobsOptions): Promise<void> {
-  const { queue, connection } = producer(name);
+  const { queue, connection } = await producer(name);
   await withinRedis(connection, `queueing ${name}/${jobName}`, () => queue.add(jobName, data, options));
 }
 
@@ -71,7 +77,7 @@ export async function enqueue<T>(name: QueueName, jobName: string, data: T, opti
 export async function queueDepths(): Promise<Record<string, Record<string, number>>> {
   const depths: Record<string, Record<string, number>> = {};
   for (const name of Object.values(QUEUE_NAMES)) {
-    const { queue, connection } = producer(name);
+    const { queue, connection } = await producer(name);
     const counts = await withinRedis(connection, `counting ${name} jobs`, () =>
       queue.getJobCounts("waiting", "active", "delayed", "failed"),
     ).catch(() => undefined);
@@ -82,7 +88,7 @@ export async function queueDepths(): Promise<Record<string, Record<string, numbe
 
 /** Closes the producers, without waiting on a Redis that is gone (their unsent commands are dropped). */
 export async function closeQueues(): Promise<void> {
-  const known = [...queues.values()];
+  const known = await Promise.all(queues.values());
   queues.clear();
   await Promise.all(
     known.map(async ({ queue, connection }) => {

@@ -1,14 +1,16 @@
 /** The object store (core/objects) on the S3-compatible bucket of storage/s3. */
-import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import type { ObjectStore } from "../core/objects";
 import { bucket, s3, storageConfigured } from "./s3";
+
+/** The SDK's commands and presigner, loaded with the client on first use (storage/s3). */
+const sdk = () => Promise.all([import("@aws-sdk/client-s3"), import("@aws-sdk/s3-request-presigner")]);
 
 export const objects: ObjectStore = {
   configured: storageConfigured,
 
   async put(key, body, { contentLength, contentType }) {
-    await s3().send(
+    const [{ PutObjectCommand }] = await sdk();
+    await (await s3()).send(
       new PutObjectCommand({
         Bucket: bucket(),
         Key: key,
@@ -19,12 +21,14 @@ export const objects: ObjectStore = {
     );
   },
 
-  presignedGetUrl(key, expiresIn) {
-    return getSignedUrl(s3(), new GetObjectCommand({ Bucket: bucket(), Key: key }), { expiresIn });
+  async presignedGetUrl(key, expiresIn) {
+    const [{ GetObjectCommand }, { getSignedUrl }] = await sdk();
+    return getSignedUrl(await s3(), new GetObjectCommand({ Bucket: bucket(), Key: key }), { expiresIn });
   },
 
-  presignedPutUrl(key, contentType, expiresIn) {
-    return getSignedUrl(s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), {
+  async presignedPutUrl(key, contentType, expiresIn) {
+    const [{ PutObjectCommand }, { getSignedUrl }] = await sdk();
+    return getSignedUrl(await s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), {
       expiresIn,
       // Signed, so the store takes the upload only with the content type asked for here.
       signableHeaders: new Set(["content-type"]),
@@ -32,6 +36,7 @@ export const objects: ObjectStore = {
   },
 
   async delete(key) {
-    await s3().send(new DeleteObjectCommand({ Bucket: bucket(), Key: key }));
+    const [{ DeleteObjectCommand }] = await sdk();
+    await (await s3()).send(new DeleteObjectCommand({ Bucket: bucket(), Key: key }));
   },
 };

@@ -141,7 +141,7 @@ describe("the local socket beside a running Parley", () => {
   }, 120_000);
 
   test("PostgreSQL: one of the API processes serves the socket", async () => {
-    const parley = await start({ embedded: false, env: { API_PROCESSES: "2" } });
+    const parley = await start({ embedded: false, env: { API_PROCESSES: "2", SIP_ENABLED: "false" } });
     await within(parley, "the socket", 15_000, async () => (existsSync(socketOf(parley)) ? true : undefined));
     await exercise(parley);
     expect(parley.tail(500).split("local operator socket listening").length - 1).toBe(1);

@@ -101,7 +101,7 @@ describe("start and stop", () => {
     expect(JSON.stringify(running)).not.toContain("secret-key");
     // The job that carried the keys leaves Redis as it completes.
     const jobGone = await until(
-      async () => (await getQueue(QUEUE_NAMES.recorder).getJob(`start-${running.id}`)) === undefined,
+      async () => (await (await getQueue(QUEUE_NAMES.recorder)).getJob(`start-${running.id}`)) === undefined,
       (gone) => gone,
     );
     expect(jobGone).toBe(true);

@@ -174,6 +174,14 @@ function pgliteTemplate(): Promise<string> {
   return template;
 }
 
+/**
+ * Fills a data folder with a migrated embedded database, as a first start leaves it, for a
+ * test about something else than that first start (a lock, a command on an existing folder).
+ */
+export async function migratedDataDir(dataDir: string): Promise<void> {
+  cpSync(await pgliteTemplate(), dataDir, { recursive: true });
+}
+
 export async function startParley(options: ParleyOptions): Promise<Parley> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "parley-e2e-"));
   if (options.embedded && !existsSync(join(dataDir, "PG_VERSION"))) {

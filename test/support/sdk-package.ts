@@ -1,13 +1,23 @@
 /**
  * @parley/server-sdk as a user gets it: built as `npm run build:sdk` builds it (from the
- * committed types, into a folder of this test process's own), packed by `npm pack`, and
- * installed from the tarball into a temporary folder. Built once per test process.
+ * committed types), packed by `npm pack`, and installed from the tarball into an app folder.
+ * tsc, npm pack and npm install take seconds of CPU, and five test files want the same
+ * package: each is made once per checkout and set of inputs (the SDK's sources, its build
+ * script, the manifest's sources and the compiler), in node_modules/.cache, and reused until
+ * one of them changes. The app folders a test gets are copies of the installed one.
  */
-import { afterAll } from "bun:test";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { isAlive } from "./wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
 
@@ -24,60 +34,86 @@ function run(command: string[], cwd: string, what: string): string {
 }
 
 export interface SdkBuild {
-  /** The built package: what dist/sdk holds after `npm run build:sdk`. */
+  /** The built package: what dist/sdk holds after `npm run build:sdk`. Shared: read, never written. */
   folder: string;
   tarball: string;
 }
 
-let built: Promise<SdkBuild> | undefined;
-let buildFolder: string | undefined;
+/** Everything the build reads: a change to any of them makes a new build. */
+function buildInputs(): string[] {
+  const sdk = join(ROOT, "src/sdk");
+  const sources = readdirSync(sdk, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name));
+  return [
+    ...sources,
+    join(ROOT, ".ci/sdk/build.ts"),
+    join(ROOT, "package.json"),
+    join(ROOT, "docs/sdk.md"),
+    join(ROOT, "node_modules/typescript/package.json"),
+    join(ROOT, "node_modules/@types/node/package.json"),
+  ].sort();
+}
 
-// Registered as the first test file that imports this is loaded: the build goes when that
-// file's tests are done, and a later file in the same process builds again.
-afterAll(() => {
-  if (buildFolder) rmSync(buildFolder, { recursive: true, force: true });
-  buildFolder = undefined;
-  built = undefined;
-});
+/** A folder under node_modules/.cache named by the hash of the build's inputs, made by `make` if missing. */
+function cached(kind: string, make: (into: string) => void): string {
+  const hash = new Bun.CryptoHasher("sha256");
+  for (const file of buildInputs()) hash.update(file).update(readFileSync(file));
+  const done = join(ROOT, "node_modules/.cache", `parley-${kind}-${hash.digest("hex").slice(0, 16)}`);
+  if (existsSync(done)) return done;
+  mkdirSync(join(ROOT, "node_modules/.cache"), { recursive: true });
+  // Made aside and renamed into place, so a test process in the other worker never reads half of one.
+  const building = `${done}.${process.pid}`;
+  rmSync(building, { recursive: true, force: true });
+  mkdirSync(building);
+  try {
+    make(building);
+    renameSync(building, done);
+  } catch (error) {
+    rmSync(building, { recursive: true, force: true });
+    // Another process renamed its own first: made from the same inputs, so that one serves.
+    if (!existsSync(done)) throw error;
+  }
+  return done;
+}
 
-/** The package built into a folder of this test process's own, and the tarball `npm pack` makes of it. */
-export function sdkBuild(): Promise<SdkBuild> {
-  built ??= (async () => {
-    // Under dist/ (ignored by git) rather than the system's temp folder: bundling the built
-    // package resolves its dependencies from the repository's node_modules, as an app's would.
-    const dist = join(ROOT, "dist");
-    mkdirSync(dist, { recursive: true });
-    // Builds of test processes that have ended (a later file's build outlives the cleanup below).
-    for (const name of readdirSync(dist)) {
-      const owner = /^test-(\d+)-/.exec(name)?.[1];
-      if (owner && !isAlive(Number(owner))) rmSync(join(dist, name), { recursive: true, force: true });
-    }
-    const into = mkdtempSync(join(dist, `test-${process.pid}-`));
-    buildFolder = into;
-    const folder = join(into, "sdk");
-    run(
-      [process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder],
-      ROOT,
-      "npm run build:sdk -- --keep-types",
-    );
-    run(["npm", "pack", folder, "--pack-destination", into, "--loglevel=error"], ROOT, "npm pack");
+let built: SdkBuild | undefined;
+
+/** The package as `npm run build:sdk -- --keep-types` builds it, and the tarball `npm pack` makes of it. */
+export async function sdkBuild(): Promise<SdkBuild> {
+  // Under node_modules/ rather than the system's temp folder: bundling the built package
+  // resolves its dependencies from the repository's node_modules, as an app's would.
+  built ??= (() => {
+    const into = cached("sdk", (building) => {
+      const folder = join(building, "sdk");
+      run(
+        [process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder],
+        ROOT,
+        "npm run build:sdk -- --keep-types",
+      );
+      run(["npm", "pack", folder, "--pack-destination", building, "--loglevel=error"], ROOT, "npm pack");
+    });
     const tarball = readdirSync(into).find((name) => name.endsWith(".tgz"));
-    if (!tarball) throw new Error("npm pack made no tarball");
-    return { folder, tarball: join(into, tarball) };
+    if (!tarball) throw new Error(`npm pack made no tarball in ${into}`);
+    return { folder: join(into, "sdk"), tarball: join(into, tarball) };
   })();
   return built;
 }
 
-/** A new folder with the packed SDK installed from its tarball, as an app would have it. */
+/** A new folder with the packed SDK installed from its tarball, as an app would have it; the caller removes it. */
 export async function installedSdk(): Promise<string> {
   const { tarball } = await sdkBuild();
+  const installed = cached("sdk-app", (building) => {
+    writeFileSync(join(building, "package.json"), JSON.stringify({ name: "sdk-app", private: true, type: "module" }));
+    run(
+      ["npm", "install", tarball, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
+      building,
+      "npm install <tarball>",
+    );
+  });
   const folder = mkdtempSync(join(tmpdir(), "parley-sdk-app-"));
-  writeFileSync(join(folder, "package.json"), JSON.stringify({ name: "sdk-app", private: true, type: "module" }));
-  run(
-    ["npm", "install", tarball, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-    folder,
-    "npm install <tarball>",
-  );
+  // cp -a keeps node_modules/.bin's relative links pointing into the copy, as npm made them.
+  run(["cp", "-a", `${installed}/.`, folder], ROOT, "copying the installed app");
   return folder;
 }
 

@@ -183,7 +183,7 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     const finished = await row(stream.stream_name);
     expect(finished.state).toBe("stopped");
     expect(finished.recordingKey).toBe(`${account.accountId}/recordings/${stream.stream_name}.mp4`);
-    const head = await s3().send(new HeadObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
+    const head = await (await s3()).send(new HeadObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
     expect(head.ContentLength).toBeGreaterThan(10_000);
 
     const vod = await fetch(stream.vod_url);
@@ -264,7 +264,7 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     await firstSegment(hevc.body.hls_url, "hevc-live.ts");
     expect((await stop("e2e-hevc")).status).toBe(200);
     const finished = await row(hevc.body.stream_name);
-    const object = await s3().send(new GetObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
+    const object = await (await s3()).send(new GetObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
     const recording = await probe((await object.Body!.transformToByteArray()).buffer as ArrayBuffer, "hevc.mp4");
     expect(recording.streams.map((s) => s.codec_name).sort()).toEqual(["aac", "hevc"]);
   }, 60_000);

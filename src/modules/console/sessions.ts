@@ -14,7 +14,7 @@ import { AppError } from "../../core/errors";
 import { redis, redisKey } from "../../queue/connection";
 import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts/service";
 import { operators } from "../operators/schema";
-import { operatorNamed } from "../operators/service";
+import { hashPassword, operatorNamed } from "../operators/service";
 import { consoleSessions } from "./schema";
 
 export type Viewer =
@@ -48,7 +48,7 @@ function secretFromDataFolder(): string {
 // Compared against when the name is unknown, so a wrong name costs as long as a wrong password.
 let decoyHash: Promise<string> | undefined;
 function decoy(): Promise<string> {
-  decoyHash ??= Bun.password.hash(randomBytes(16).toString("hex"));
+  decoyHash ??= hashPassword(randomBytes(16).toString("hex"));
   return decoyHash;
 }
 

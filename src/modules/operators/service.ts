@@ -3,17 +3,27 @@
  * console signs them in (console/sessions.ts).
  */
 import { asc, eq } from "drizzle-orm";
+import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { db } from "../../db/client";
 import { operators } from "./schema";
 
 const NAME = /^[\w.@-]{1,64}$/;
 
+/** An operator's password as stored: argon2id, at the memory cost the configuration gives. */
+export function hashPassword(password: string): Promise<string> {
+  return Bun.password.hash(password, {
+    algorithm: "argon2id",
+    memoryCost: config.console.passwordMemoryKib,
+    timeCost: 2,
+  });
+}
+
 export async function createOperator(name: string, password: string): Promise<{ id: number; name: string }> {
   if (!NAME.test(name))
     throw new AppError("validation_failed", "name: 1 to 64 letters, digits, dots, dashes, underscores or @");
   if (password.length < 8) throw new AppError("validation_failed", "password: at least 8 characters");
-  const passwordHash = await Bun.password.hash(password);
+  const passwordHash = await hashPassword(password);
   const [row] = await db
     .insert(operators)
     .values({ name, passwordHash })

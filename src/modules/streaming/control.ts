@@ -103,7 +103,10 @@ export async function startStream(accountId: string, request: StartRequest): Pro
   if (settled.state === "starting") {
     // Give up on this attempt: the recorder that is still starting sees the row failed and stops itself.
     await finishStream(settled.id, ["starting"], "failed", "timeout");
-    await settledWithin(getQueue(QUEUE_NAMES.recorder).remove(`start-${settled.id}`), PROMPT_REDIS_MS);
+    await settledWithin(
+      getQueue(QUEUE_NAMES.recorder).then((queue) => queue.remove(`start-${settled.id}`)),
+      PROMPT_REDIS_MS,
+    );
     throw new AppError(
       "timeout",
       `the stream did not start within ${timeoutMs / 1000} seconds; send the request again`,
