@@ -24,6 +24,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
+import { startS3rver } from "../test/support/s3rver";
 
 const TIMINGS = "node_modules/.cache/parley-test-times.json";
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -74,6 +75,9 @@ async function freshDatabase(database: string) {
   await admin.unsafe(`create database ${database} template ${template}`);
 }
 
+// One S3 server for the run; each file makes a bucket of its own there (test/setup.ts).
+const s3 = await startS3rver();
+
 const totals = { pass: 0, fail: 0, skip: 0 };
 const failedFiles: string[] = [];
 const durations: Record<string, number> = {};
@@ -89,7 +93,7 @@ async function runFile(file: string, database: string) {
   const started = performance.now();
   await freshDatabase(database);
   const child = Bun.spawn(["bun", "test", "--timeout", "30000", file], {
-    env: { ...process.env, TEST_DATABASE_URL: urlOf(database), TEST_DATABASE_FRESH: "true" },
+    env: { ...process.env, TEST_DATABASE_URL: urlOf(database), TEST_DATABASE_FRESH: "true", TEST_S3_ENDPOINT: s3.endpoint },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -164,6 +168,7 @@ try {
   await runQueue();
   for (const file of alone) await runFile(file, databases[0]!);
 } finally {
+  s3.stop();
   for (const name of [...databases, template]) await admin.unsafe(`drop database if exists ${name} with (force)`);
   await admin.end();
 }

@@ -5,7 +5,7 @@
  * and starts a real S3 server (s3rver).
  */
 import { afterAll, setDefaultTimeout } from "bun:test";
-import { startS3rver } from "./support/s3rver";
+import { bucketOnShared, startS3rver } from "./support/s3rver";
 
 // Tests that start real processes (servers, ffmpeg, sipp) need more than bun's 5 s.
 setDefaultTimeout(30_000);
@@ -26,7 +26,9 @@ process.env.WEBHOOK_RETRY_SCHEDULE ??= "1,1,1,1,2,2,2,2,2,2,2,2";
 process.env.OPERATOR_PASSWORD_MEMORY_KIB ??= "1024";
 
 // Parley reads its configuration once, so the real S3 server must be up before that.
-const s3 = await startS3rver();
+const shared = process.env.TEST_S3_ENDPOINT;
+delete process.env.TEST_S3_ENDPOINT;
+const s3 = shared ? await bucketOnShared(shared) : await startS3rver();
 Object.assign(process.env, s3.env);
 
 // The driver loads here first, so with the fix Parley's own handle applies to it (src/db/client.ts).
