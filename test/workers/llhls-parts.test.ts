@@ -143,13 +143,15 @@ describe("Parley's LL-HLS parts on a live stream", () => {
     expect((await missing.json()).error.code).toBe("not_found");
     expect((await fetch(new URL("../v3/index.m3u8", variant))).status).toBe(404);
 
-    // Stopped: the recording is the video on demand.
+    // Stopped: the playlist ends and names no part to come, and the recording is the video on demand.
     expect((await stack.stop("llhls-parts")).status).toBe(200);
-    await until(
+    const ended = await until(
       () => fetch(variant).then((r) => r.text()),
       (text) => text.includes("#EXT-X-ENDLIST"),
       10_000,
     );
+    expect(ended).toContain("#EXT-X-ENDLIST");
+    expect(ended).not.toContain("#EXT-X-PRELOAD-HINT");
     const vod = await fetch(vod_url, { redirect: "manual" });
     expect(vod.status).toBe(302);
     const recording = await fetch(vod.headers.get("location")!);
