@@ -318,6 +318,32 @@ describe("playlists", () => {
     expect(last.preloadHint).toBeUndefined();
   });
 
+  test("no part is listed as ending after its media: durations are rounded down", () => {
+    // A stretched first frame leaves durations off the 40 ms grid: 3858 ticks of 12800 is 0.30140625 s.
+    const parts = [0.30140625, 0.32, 0.32, 0.32, 0.32, 0.32, 0.1].map((duration, index) => ({
+      duration,
+      independent: index === 0,
+    }));
+    const duration = parts.reduce((sum, p) => sum + p.duration, 0);
+    const window: RenditionWindow = {
+      partTarget: 0.333,
+      targetDuration: 2,
+      segments: [{ msn: 0, programDateTime: Date.UTC(2026, 0, 1), duration, parts, complete: true }],
+      next: { msn: 1, part: 0 },
+      ended: false,
+    };
+    const listed = parsePlaylist(mediaPlaylist(window, { skip: false, reports: [] })).segments[0]!;
+    let end = 0;
+    let listedEnd = 0;
+    for (const [index, part] of listed.parts.entries()) {
+      end += parts[index]!.duration;
+      listedEnd += part.duration;
+      expect(listedEnd).toBeLessThanOrEqual(end);
+      expect(end - listedEnd).toBeLessThan(0.0001);
+    }
+    expect(listed.duration).toBeLessThanOrEqual(duration);
+  });
+
   test("the checker catches the faults it is there for", () => {
     const { windows } = cut(media, 3000);
     const text = mediaPlaylist(windows[40]!, { skip: false, reports: [] });
