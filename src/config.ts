@@ -39,6 +39,12 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
     llhlsPartMs: read.integer("STREAMING_LLHLS_PART_MS", 333, 100, 1000),
     /** LL-HLS segment duration in ms: low-latency streams get a keyframe this often, and a segment starts on each. */
     llhlsSegmentMs: read.integer("STREAMING_LLHLS_SEGMENT_MS", 2000, 1000, 6000),
+    /**
+     * How often low-latency streams get a keyframe within a segment, in ms, rounded to whole parts (at most the
+     * segment): each part that starts on one is independent, a point a player can start from. One a segment by
+     * default: see docs/streaming.md (independent parts) for what more of them changed.
+     */
+    llhlsKeyframeMs: read.integer("STREAMING_LLHLS_KEYFRAME_MS", 2000, 100, 6000),
     rtmpBaseUrl: base("STREAMING_RTMP_BASE_URL", "rtmp://localhost:1935/live", ["rtmp:", "rtmps:"]),
     flvBaseUrl: base("STREAMING_FLV_BASE_URL", "http://localhost:8080/live", ["http:", "https:"]),
     vodBaseUrl: base("STREAMING_VOD_BASE_URL", `${withoutTrailingSlash(publicUrl)}/vod/v1`, ["http:", "https:"]),

@@ -17,6 +17,8 @@ import { checkPlaylist, deltaMatches, parsePlaylist, ReloadHistory } from "../su
 
 let media: Buffer;
 let audioOnly: Buffer;
+/** The same with the low-latency schedule: a keyframe opening every 2 s segment and every `n`-th part (8 frames). */
+const keyframedEvery = new Map<number, Buffer>();
 
 async function ffmpeg(args: string[]): Promise<Buffer> {
   const run = Bun.spawn(
@@ -44,9 +46,9 @@ async function ffmpeg(args: string[]): Promise<Buffer> {
   return bytes;
 }
 
-beforeAll(async () => {
-  // 21 s of 25 fps video with a keyframe every 2 s, and AAC: what the recorder publishes, faster than real time.
-  media = await ffmpeg([
+/** 21 s of 25 fps video, keyframes where `keyframes` (an ffmpeg expression) says, and AAC, faster than real time. */
+const encode = (keyframes: string) =>
+  ffmpeg([
     "-f",
     "lavfi",
     "-i",
@@ -68,7 +70,7 @@ beforeAll(async () => {
     "-tune",
     "zerolatency",
     "-force_key_frames",
-    "expr:gte(t,n_forced*2)",
+    keyframes,
     "-sc_threshold",
     "0",
     "-c:a",
@@ -76,6 +78,12 @@ beforeAll(async () => {
     "-b:a",
     "64k",
   ]);
+
+beforeAll(async () => {
+  // A keyframe every 2 s: what the recorder publishes with STREAMING_LLHLS_KEYFRAME_MS at the segment.
+  media = await encode("expr:gte(t,n_forced*2)");
+  // The recorder's own low-latency schedule (workers/recorder/ffmpeg.ts) for every part and every other part.
+  for (const parts of [1, 2]) keyframedEvery.set(parts, await encode(`expr:eq(mod(mod(n,50),${8 * parts}),0)`));
   audioOnly = await ffmpeg([
     "-f",
     "lavfi",
@@ -97,10 +105,10 @@ interface Cut {
   cutter: Cutter;
 }
 
-function cut(bytes: Buffer, chunkSize: number, partTargetS = 0.33334): Cut {
+function cut(bytes: Buffer, chunkSize: number, keyframeS = 2, partTargetS = 0.33334): Cut {
   const result: Cut = { parts: new Map(), windows: [], cutter: undefined as never };
   result.cutter = new Cutter(
-    { partTargetS, segmentS: 2, windowSegments: 10, now: () => Date.UTC(2026, 0, 1) },
+    { partTargetS, segmentS: 2, keyframeS, windowSegments: 10, now: () => Date.UTC(2026, 0, 1) },
     {
       init: (init) => (result.init = init),
       chunk: (msn, part, chunk) => {
@@ -167,7 +175,7 @@ describe("the cutter", () => {
     const hinted = new Set<string>();
     const written = new Set<string>();
     const cutter = new Cutter(
-      { partTargetS: 0.33334, segmentS: 2, windowSegments: 10 },
+      { partTargetS: 0.33334, segmentS: 2, keyframeS: 2, windowSegments: 10 },
       {
         init: () => {},
         chunk: (msn, part) => written.add(`${msn}.${part}`),
@@ -187,7 +195,7 @@ describe("the cutter", () => {
     const windows: RenditionWindow[] = [];
     let fragments = 0;
     const cutter = new Cutter(
-      { partTargetS: 0.33334, segmentS: 2, windowSegments: 10, now: () => arrival(fragments) },
+      { partTargetS: 0.33334, segmentS: 2, keyframeS: 2, windowSegments: 10, now: () => arrival(fragments) },
       { init: () => {}, chunk: () => {}, part: (window) => windows.push(window) },
     );
     for (const box of new BoxSplitter().push(media)) {
@@ -237,6 +245,47 @@ describe("the cutter", () => {
     expect(windows.at(-1)!.segments.reduce((sum, s) => sum + s.duration, 0)).toBeCloseTo(21 - 2.02, 1);
   });
 
+  for (const every of [1, 2]) {
+    test(`with a keyframe every ${every === 1 ? "part" : "other part"}, segments still last 2 s and those parts are independent`, () => {
+      const bytes = keyframedEvery.get(every)!;
+      const keyframeS = (8 * every) / 25;
+      // Whole, in odd-sized chunks, and joined mid-way between segment keyframes (at the second part keyframe).
+      const boxes = new BoxSplitter().push(bytes);
+      const moov = boxes.findIndex((b) => b.type === "moov");
+      const joined = Buffer.concat(
+        [...boxes.slice(0, moov + 1), ...boxes.slice(moov + 1 + 2 * 16 * every)].map((b) => b.bytes),
+      );
+      for (const [input, chunk] of [
+        [bytes, 7919],
+        [joined, 4096],
+      ] as const) {
+        const { windows, parts, init } = cut(input, chunk, keyframeS);
+        const last = windows.at(-1)!;
+        const complete = last.segments.filter((s) => s.complete);
+        expect(complete.length).toBeGreaterThanOrEqual(10);
+        for (const segment of complete.slice(1, -1)) {
+          expect(segment.duration).toBeCloseTo(2, 2);
+          expect(segment.parts.length).toBe(7);
+          expect(segment.parts.map((p) => p.independent)).toEqual(
+            Array.from({ length: 7 }, (_, index) => index % every === 0),
+          );
+        }
+        // Every part the playlist calls independent starts on a keyframe, and every part that does is called so.
+        const tracks = parseMoov(init!.subarray(init!.indexOf("moov", 0, "latin1") - 4));
+        for (const segment of last.segments) {
+          segment.parts.forEach((part, index) => {
+            const first = Buffer.concat(parts.get(`${segment.msn}.${index}`)!);
+            const video = parseMoof(first.subarray(0, first.readUInt32BE(0)), tracks).find(
+              (r) => tracks.find((t) => t.id === r.trackId)!.handler === "vide",
+            );
+            expect(video?.startsWithSync, `${segment.msn}.${index}`).toBe(part.independent);
+          });
+        }
+        expect(checkPlaylist(parsePlaylist(mediaPlaylist(last, { skip: false, reports: [] })))).toEqual([]);
+      }
+    });
+  }
+
   test("audio-only streams make parts that are all independent", () => {
     const { windows } = cut(audioOnly, 5000);
     const segments = windows.at(-1)!.segments.filter((s) => s.complete);
@@ -267,6 +316,32 @@ describe("playlists", () => {
     const last = parsePlaylist(mediaPlaylist(windows.at(-1)!, { skip: false, reports: [] }));
     expect(last.ended).toBe(true);
     expect(last.preloadHint).toBeUndefined();
+  });
+
+  test("no part is listed as ending after its media: durations are rounded down", () => {
+    // A stretched first frame leaves durations off the 40 ms grid: 3858 ticks of 12800 is 0.30140625 s.
+    const parts = [0.30140625, 0.32, 0.32, 0.32, 0.32, 0.32, 0.1].map((duration, index) => ({
+      duration,
+      independent: index === 0,
+    }));
+    const duration = parts.reduce((sum, p) => sum + p.duration, 0);
+    const window: RenditionWindow = {
+      partTarget: 0.333,
+      targetDuration: 2,
+      segments: [{ msn: 0, programDateTime: Date.UTC(2026, 0, 1), duration, parts, complete: true }],
+      next: { msn: 1, part: 0 },
+      ended: false,
+    };
+    const listed = parsePlaylist(mediaPlaylist(window, { skip: false, reports: [] })).segments[0]!;
+    let end = 0;
+    let listedEnd = 0;
+    for (const [index, part] of listed.parts.entries()) {
+      end += parts[index]!.duration;
+      listedEnd += part.duration;
+      expect(listedEnd).toBeLessThanOrEqual(end);
+      expect(end - listedEnd).toBeLessThan(0.0001);
+    }
+    expect(listed.duration).toBeLessThanOrEqual(duration);
   });
 
   test("the checker catches the faults it is there for", () => {

@@ -19,6 +19,26 @@ export const MP4_FLAGS = "+frag_keyframe+empty_moov+default_base_moof";
 const llhlsOutput = (fd: number) =>
   `[f=mp4:movflags=${MP4_FLAGS}:frag_duration=${Math.round(1_000_000 / FPS)}]pipe:${fd}`;
 
+/**
+ * The keyframe schedule of a low-latency stream, in frames: one opens every segment, and
+ * within it one every `STREAMING_LLHLS_KEYFRAME_MS` rounded to whole parts (the cutter's
+ * parts are whole frames up to the part target, counted from the segment's start), so each
+ * keyframe starts a part, which is then independent.
+ */
+export function lowLatencyKeyframes(s = config.streaming): {
+  segmentFrames: number;
+  partFrames: number;
+  keyframeFrames: number;
+} {
+  const segmentFrames = Math.round((s.llhlsSegmentMs * FPS) / 1000);
+  const partFrames = Math.max(1, Math.floor((s.llhlsPartMs * FPS) / 1000 + 1e-6));
+  const parts = Math.max(1, Math.round(s.llhlsKeyframeMs / ((partFrames * 1000) / FPS)));
+  return { segmentFrames, partFrames, keyframeFrames: Math.min(segmentFrames, parts * partFrames) };
+}
+
+/** Seconds between the keyframes within a low-latency segment (the cutter's schedule). */
+export const lowLatencyKeyframeS = () => lowLatencyKeyframes().keyframeFrames / FPS;
+
 export interface Rendition {
   label: string;
   width: number;
@@ -130,9 +150,13 @@ export function ffmpegArgs(spec: RecorderSpec, preset: string = config.streaming
     ...all.map((r) => `[c${r.label}]scale=${r.width}:${r.height}[${r.label}]`),
   ];
   args.push("-filter_complex", graph.join(";"));
-  // Keyframes on a fixed clock: the media server cuts HLS segments
-  // on them, and the LL-HLS origin starts a segment on each.
-  const keyframes = `expr:gte(t,n_forced*${options.isLowLatency ? config.streaming.llhlsSegmentMs / 1000 : 2})`;
+  // Keyframes on a fixed clock: the media server cuts HLS segments on them. A low-latency
+  // stream counts them in frames (a segment's worth, and within it the parts' grid), since the
+  // LL-HLS cutter starts a segment on the first of each segment and an independent part on each.
+  const { segmentFrames, keyframeFrames } = lowLatencyKeyframes();
+  const keyframes = options.isLowLatency
+    ? `expr:eq(mod(mod(n,${segmentFrames}),${keyframeFrames}),0)`
+    : "expr:gte(t,n_forced*2)";
   all.forEach((r, index) => {
     args.push("-map", `[${r.label}]`, "-map", audioIn);
     args.push("-c:v", "libx264", "-preset", preset, "-tune", "zerolatency", "-profile:v", "main");

@@ -13,7 +13,7 @@ import { Cutter } from "../../src/modules/streaming/llhls/cutter";
 import { type RenditionInfo, StreamPublisher } from "../../src/modules/streaming/llhls/publisher";
 import { codecsOf, SKIP_TARGET_DURATIONS } from "../../src/modules/streaming/llhls/window";
 import type { RecorderProcess, RecorderSpec } from "./driver";
-import { MP4_FLAGS, renditions } from "./ffmpeg";
+import { lowLatencyKeyframeS, MP4_FLAGS, renditions } from "./ffmpeg";
 import { spawnGroup } from "./process";
 
 export interface LowLatencyPackaging {
@@ -40,6 +40,9 @@ export function packageLowLatency(spec: RecorderSpec, recorder: RecorderProcess)
   const options = {
     partTargetS: s.llhlsPartMs / 1000,
     segmentS,
+    // The recorder's own encodes follow its keyframe schedule; a copy of what an operator's
+    // recorder published is only known to have one every segment.
+    keyframeS: recorder.media ? lowLatencyKeyframeS() : segmentS,
     // Long enough that delta updates have something to skip (CAN-SKIP-UNTIL is six target durations).
     windowSegments: Math.ceil((SKIP_TARGET_DURATIONS * Math.ceil(segmentS)) / segmentS) + 4,
   };

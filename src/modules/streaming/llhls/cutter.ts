@@ -5,8 +5,9 @@
  * Boundaries are decided when a fragment has been written, for the fragment that comes next,
  * so the preload hint always names the part the next bytes go into: a part closes once one
  * more fragment would take it past the part target, a segment closes at each multiple of the
- * segment duration of media time (where the recorder forces its keyframes). A keyframe that
- * arrives elsewhere starts a new part, which is then independent.
+ * segment duration of media time (where the recorder forces a keyframe). Within a segment the
+ * recorder forces one every `keyframeS` on the parts' grid, and each keyframe starts a part
+ * (closing the one being written if it does not fall on the grid), which is then independent.
  *
  * Nothing is announced until the first segment is complete: a player joining then finds a
  * whole segment behind the live edge, enough for its hold-back, and every hint it sees is on
@@ -20,6 +21,8 @@ import type { RenditionWindow, SegmentEntry } from "./window";
 export interface CutterOptions {
   partTargetS: number;
   segmentS: number;
+  /** Media time between the recorder's keyframes within a segment; `segmentS` for one a segment. */
+  keyframeS: number;
   /** Complete segments kept in the playlist. */
   windowSegments: number;
   now?: () => number;
@@ -54,7 +57,10 @@ export class Cutter {
   /** Media time of the current segment's first frame, and where the next segment is due. */
   private segmentStartTime: number | undefined;
   private nextBoundary: number | undefined;
-  private keyframes = 0;
+  /** Segment-opening keyframes so far, and keyframes seen in the current segment. */
+  private segmentKeyframes = 0;
+  private keyframesInSegment = 0;
+  private lastKeyframe: number | undefined;
   /** Wall clock of the current segment's first fragment. */
   private segmentArrivedAt: number | undefined;
   /** Media time of the first segment's start. */
@@ -154,25 +160,43 @@ export class Cutter {
   }
 
   /**
-   * A keyframe at `start`. The recorder forces them every segment duration, so the next
-   * boundary is learnt from it. One the schedule did not foresee opens a part of its own
-   * (independent), or, once the segment is half done, a new segment.
+   * A keyframe at `start`. One that comes as a segment begins (the boundary closed it just
+   * before) opens that segment, and the next boundary is learnt from it. Any other opens a
+   * part of its own (independent), or a new segment when it is the recorder's segment
+   * keyframe: that is how the first segment ends, whose end is not foreseen (also when the
+   * stream was joined between segment keyframes), and how a keyframe off the schedule is
+   * followed. The segment keyframe is told by the schedule: the segment already holds as many
+   * keyframes as the schedule puts in one and is half done, or it comes sooner after the
+   * previous keyframe than the schedule's interval (a segment that is not a whole number of
+   * keyframe intervals ends with a shorter one).
    */
   private keyframe(start: number): void {
     const open = this.open;
-    if (open.sawTiming) {
+    const { segmentS, keyframeS } = this.options;
+    const sinceLast = start - (this.lastKeyframe ?? Number.NEGATIVE_INFINITY);
+    this.lastKeyframe = start;
+    let opensSegment = open.part === 0 && !open.sawTiming;
+    if (!opensSegment) {
+      const perSegment = Math.ceil(segmentS / keyframeS - EPSILON);
+      const endsShort = segmentS - (perSegment - 1) * keyframeS < keyframeS - EPSILON;
       const elapsed = start - (this.segmentStartTime ?? start);
-      if (elapsed >= this.options.segmentS / 2) {
+      opensSegment =
+        (this.keyframesInSegment >= perSegment && elapsed >= segmentS / 2) ||
+        (endsShort && sinceLast < keyframeS - this.lastFragment / 2);
+      if (opensSegment) {
         this.closePart(false);
         this.closeSegment();
       } else {
         this.closePart();
+        this.keyframesInSegment++;
+        return;
       }
     }
+    this.keyframesInSegment = 1;
     // The first keyframe's time says little: encoders stretch the first frame (here by up to
-    // one frame), so the schedule is learnt from the second one; until then the first
-    // segment ends when it arrives, and that one preload hint misses.
-    this.nextBoundary = this.keyframes++ === 0 ? undefined : start + this.options.segmentS;
+    // one frame), so the schedule is learnt from the second segment's; until then the first
+    // segment ends when its keyframe arrives, and that one preload hint misses.
+    this.nextBoundary = this.segmentKeyframes++ === 0 ? undefined : start + this.options.segmentS;
   }
 
   private currentSegment(): SegmentEntry {
@@ -232,6 +256,7 @@ export class Cutter {
     }
     this.segmentArrivedAt = undefined;
     this.segmentStartTime = undefined;
+    this.keyframesInSegment = 0;
     // Provisional: the keyframe that should open the next segment moves it to where it really is.
     if (this.nextBoundary !== undefined) this.nextBoundary += this.options.segmentS;
     this.open = {

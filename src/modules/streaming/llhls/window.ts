@@ -44,7 +44,12 @@ export const SKIP_TARGET_DURATIONS = 6;
 const partUri = (msn: number, part: number) => `${msn}.${part}.m4s`;
 const segmentUri = (msn: number) => `${msn}.m4s`;
 
-const decimal = (seconds: number) => seconds.toFixed(5).replace(/0{1,3}$/, "");
+/**
+ * Durations to the 10 µs, rounded down: a part listed as ending after its media (by the
+ * microseconds of a stretched first frame) made hls.js find its buffer short of the part's
+ * end, load that part again and again, and stall at the segment's end.
+ */
+const decimal = (seconds: number) => (Math.floor(seconds * 1e5 + 1e-6) / 1e5).toFixed(5).replace(/0{1,3}$/, "");
 
 /** The last whole part the window lists, as rendition reports give it. */
 function lastPart(window: RenditionWindow): { msn: number; part: number } | undefined {
