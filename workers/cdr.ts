@@ -42,8 +42,8 @@ export function startCdrWorker(options: CdrWorkerOptions = {}): Running & { read
       }
       const rooms = [...due].values();
       let folded = 0;
-      // After a failed fold the rest of the rung rooms are left to the sweep: while the database is away each
-      // fold would wait out a connection attempt, and a long drain holds back the sweep that runs after it.
+      // After a failed fold the rest of the rung rooms are left to the sweep: while
+      // the database is away each fold would wait out a connection attempt.
       let failed = false;
       const folder = async () => {
         for (const key of rooms) {

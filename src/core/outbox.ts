@@ -29,9 +29,12 @@
  *  - Order per key: a consumer that needs it claims a key's oldest facts first and holds a
  *    lock per key (an advisory transaction lock) while it handles them, so two drains never
  *    handle one key's facts side by side. Facts of different keys have no order.
- *  - In one process one drain of a consumer runs at a time: rings that come meanwhile are
- *    gathered and drained together once it ends. `gatherMs` holds a first ring that long,
- *    so a burst of a key's facts is drained by one pass.
+ *  - In one process one drain of a consumer's rung keys runs at a time: rings that come
+ *    meanwhile are gathered and drained together once it ends. `gatherMs` holds a first ring
+ *    that long, so a burst of a key's facts is drained by one pass. The sweep runs in a lane
+ *    of its own, one at a time, beside that drain (as drains of other processes already run
+ *    beside it: the claims and the locks per key keep them apart), so a drain that never ends
+ *    cannot stop the sweep, the fallback of every guarantee above.
  */
 import type { Running } from "./lifecycle";
 import { log } from "./log";
@@ -131,43 +134,53 @@ export function createOutbox(seams: OutboxSeams): Outbox {
       let rungBare = false;
       let sweepAsked = false;
       let gathering: ReturnType<typeof setTimeout> | undefined;
-      let running: Promise<void> | undefined;
+      // Two lanes: the rung keys' drains, and beside them the sweeps, so a drain that never ends
+      // (on a connection that died under it, say) cannot hold back the backstop.
+      let draining: Promise<void> | undefined;
+      let sweeping: Promise<void> | undefined;
       const sweepsDone: Array<() => void> = [];
 
-      const runOnce = async () => {
-        if (sweepAsked) {
-          // Rung keys stay: a sweep may leave the youngest facts to their ring.
-          sweepAsked = false;
-          const done = sweepsDone.splice(0);
-          try {
-            await consumer.drain("sweep");
-          } finally {
-            for (const resolve of done) resolve();
-          }
-          return;
+      const attempt = async (due: ReadonlySet<string> | "sweep") => {
+        try {
+          await consumer.drain(due);
+        } catch (error) {
+          const err = (error as Error).message;
+          log.warn({ consumer: consumer.name, err }, "outbox drain failed; the sweep tries again");
         }
-        const due = new Set(keys);
-        keys.clear();
-        rungBare = false;
-        await consumer.drain(due);
       };
 
-      const run = () => {
-        if (running || stopped) return;
-        running = (async () => {
-          while (!stopped && (sweepAsked || keys.size > 0 || rungBare)) {
-            try {
-              await runOnce();
-            } catch (error) {
-              const err = (error as Error).message;
-              log.warn({ consumer: consumer.name, err }, "outbox drain failed; the sweep tries again");
-            }
+      const rungPending = () => keys.size > 0 || rungBare;
+      const drainRung = () => {
+        if (draining || stopped) return;
+        draining = (async () => {
+          while (!stopped && rungPending()) {
+            const due = new Set(keys);
+            keys.clear();
+            rungBare = false;
+            await attempt(due);
           }
         })().finally(() => {
-          running = undefined;
+          draining = undefined;
+          // Rung after the loop's last look.
+          if (!stopped && rungPending()) drainRung();
+        });
+      };
+
+      const runSweeps = () => {
+        if (sweeping || stopped) return;
+        sweeping = (async () => {
+          while (!stopped && sweepAsked) {
+            // Rung keys stay: a sweep may leave the youngest facts to their ring.
+            sweepAsked = false;
+            const done = sweepsDone.splice(0);
+            await attempt("sweep");
+            for (const resolve of done) resolve();
+          }
+        })().finally(() => {
+          sweeping = undefined;
           // A sweep asked for after the loop's last look, or while stopping, must not wait for ever.
           if (stopped) for (const resolve of sweepsDone.splice(0)) resolve();
-          else if (sweepAsked || keys.size > 0 || rungBare) run();
+          else if (sweepAsked) runSweeps();
         });
       };
 
@@ -179,11 +192,11 @@ export function createOutbox(seams: OutboxSeams): Outbox {
           any = true;
         }
         if (!any) rungBare = true;
-        if (running || gathering) return;
-        if (!consumer.gatherMs) return run();
+        if (draining || gathering) return;
+        if (!consumer.gatherMs) return drainRung();
         gathering = setTimeout(() => {
           gathering = undefined;
-          run();
+          drainRung();
         }, consumer.gatherMs);
       };
 
@@ -192,7 +205,7 @@ export function createOutbox(seams: OutboxSeams): Outbox {
           if (stopped) return resolve();
           sweepsDone.push(resolve);
           sweepAsked = true;
-          run();
+          runSweeps();
         });
 
       const handlers = local.get(consumer.name) ?? new Set();
@@ -221,7 +234,7 @@ export function createOutbox(seams: OutboxSeams): Outbox {
           clearTimeout(gathering);
           handlers.delete(rung);
           await stopSweeping();
-          await running;
+          await Promise.all([draining, sweeping]);
           await subscription.close();
         },
       };

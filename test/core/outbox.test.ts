@@ -1,5 +1,7 @@
 import { beforeAll, beforeEach, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { createOutbox } from "../../src/core/outbox";
+import { LocalPubSub } from "../../src/core/pubsub";
 import { db, type Database } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { redisPubSub } from "../../src/queue/redis-pubsub";
@@ -129,5 +131,63 @@ test("a ring crosses processes over Redis with its keys, once the ringing transa
       (keys) => keys.includes("c"),
     ),
   ).toEqual(["a", "b", "c"]);
+  await consumer.stop();
+});
+
+test("a drain of rung keys that never ends does not hold back the consumer's sweep", async () => {
+  const bus = new LocalPubSub();
+  const outbox = createOutbox({
+    afterCommit: (step) => queueMicrotask(() => void step()),
+    pubsub: () => bus,
+    publishWithinMs: 100,
+  });
+  let sweeps = 0;
+  let rungDrains = 0;
+  let release = () => {};
+  const consumer = outbox.register({
+    name: "outbox-test-hung",
+    sweepEveryMs: 20,
+    async drain(due) {
+      if (due === "sweep") {
+        sweeps++;
+        return 0;
+      }
+      rungDrains++;
+      // As a query on a connection that died under it might have: it never settles until let go.
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      return 0;
+    },
+  });
+  outbox.ring({}, "outbox-test-hung", ["a"]);
+  await until(
+    () => rungDrains,
+    (n) => n === 1,
+    5_000,
+    10,
+  );
+  const sweepsBefore = sweeps;
+  expect(
+    await until(
+      () => sweeps,
+      (n) => n >= sweepsBefore + 3,
+      5_000,
+      10,
+    ),
+  ).toBeGreaterThanOrEqual(sweepsBefore + 3);
+  // Rings meanwhile wait for the drain in flight, and are drained once it ends.
+  outbox.ring({}, "outbox-test-hung", ["b"]);
+  expect(rungDrains).toBe(1);
+  release();
+  expect(
+    await until(
+      () => rungDrains,
+      (n) => n === 2,
+      5_000,
+      10,
+    ),
+  ).toBe(2);
+  release();
   await consumer.stop();
 });
