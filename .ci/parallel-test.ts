@@ -8,14 +8,14 @@
  * overloads them (files that all compute), and the timing-bound files (fault tests, real-time
  * media) miss their marks on an overloaded machine. So the runner keeps TEST_WORKERS files running
  * (default 2, one per core) and starts one more, up to TEST_MAX_WORKERS (default 4), only while the
- * machine's cores have been more than half idle over the last TEST_IDLE_WINDOW_MS (3 s): the whole
+ * machine's cores have been more than half idle over the last TEST_IDLE_WINDOW_MS (2 s): the whole
  * machine's idle time, so two runs (or any other work) on one machine hold each other back to the
  * base count. Each running file has a database of its own (a fresh copy of a migrated template,
  * all dropped at the end), and test/setup.ts gives each process its own Redis key prefix; tests
  * take free ports, so files never meet. A file in a process of its own also cannot leave a timer
  * or a child behind for the next file.
  *
- * Files marked to run alone (real-time media, the PostgreSQL failover) run one by one after the rest.
+ * Files marked to run alone (real-time media) run one by one after the rest.
  * The queue takes the slowest files first, by the durations of the previous run on this
  * checkout (node_modules/.cache), else by file size, so no long file starts last.
  * Prints each file as it ends, the whole output of a file that failed, and at the end the
@@ -30,7 +30,10 @@ const TIMINGS = "node_modules/.cache/parley-test-times.json";
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2));
 const maxWorkers = Math.max(workers, Number(process.env.TEST_MAX_WORKERS ?? 4));
-const idleWindowMs = Number(process.env.TEST_IDLE_WINDOW_MS ?? 3000);
+const idleWindowMs = Number(process.env.TEST_IDLE_WINDOW_MS ?? 2000);
+// Files end and start every two or three seconds on average, so the spacing of an extra start is
+// shorter than the window: a start's first second (bun's own start) already shows in the idle time.
+const startSpacingMs = idleWindowMs / 2;
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -130,9 +133,9 @@ let peak = 0;
 
 /**
  * Runs the queue with `workers` files at once, and one more (up to `maxWorkers`) whenever the
- * cores were more than half idle over the last window and no file started within it: a file's
- * start-up (bun, its migrations, the processes it drives) shows in the window before another
- * may join, so the runner climbs one file at a time and stops where the cores are busy.
+ * cores were more than half idle over the last window and no file started in its last half: a
+ * file's start-up (bun, its migrations, the processes it drives) shows in the idle time before
+ * another may join, so the runner climbs one file at a time and stops where the cores are busy.
  */
 async function runQueue() {
   const free = [...databases];
@@ -157,7 +160,7 @@ async function runQueue() {
     const first = samples[0]!.ticks;
     const last = samples.at(-1)!.ticks;
     const idle = last.total > first.total ? (last.idle - first.idle) / (last.total - first.total) : 0;
-    const quietLongEnough = now - samples[0]!.at >= idleWindowMs * 0.9 && now - lastStart > idleWindowMs;
+    const quietLongEnough = now - samples[0]!.at >= idleWindowMs * 0.9 && now - lastStart > startSpacingMs;
     if (queue.length > 0 && running.size < maxWorkers && quietLongEnough && idle > 0.5) start(queue.shift()!);
     await Promise.race([...running, Bun.sleep(250)]);
   }

@@ -1,4 +1,3 @@
-// parallel-test: alone (a failover's timings: writes back within 15 s, every fact folded within 30 s)
 /**
  * The PostgreSQL primary killed (SIGKILL) and its synchronous standby promoted, with two Parley
  * nodes (each a full `npm start`) on DATABASE_URL naming both hosts, under mixed load: chat
