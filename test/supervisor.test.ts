@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ROLES } from "../src/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
-import { childPids, isAlive, threadsLeft, until } from "./support/wait";
+import { childPids, isAlive, listensOn, threadsLeft, until } from "./support/wait";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
@@ -76,7 +76,12 @@ describe("supervisor on PostgreSQL", () => {
   }, 60_000);
 
   test("restarts a child that dies, and keeps serving meanwhile", async () => {
-    const before = childPids(supervisor.pid, "api");
+    // Both listening first: on a busy machine one may still be starting (a child restarted
+    // earlier), and killing the other would leave the port with no listener at all.
+    const before = await waitFor("both API children listening", async () => {
+      const pids = childPids(supervisor.pid, "api");
+      return pids.length === 2 && pids.every((pid) => listensOn(pid, port)) ? pids : undefined;
+    });
     process.kill(before[0]!, "SIGKILL");
     // Connections already queued on the killed process's socket are reset by the kernel; once its
     // socket is closed, the surviving process takes every new one. The main thread turns zombie

@@ -1,5 +1,5 @@
 /** Polling for tests that watch real processes and sockets settle. */
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 
 /**
  * Probes until `accept` holds or the time is up, and returns the last value either way,
@@ -65,4 +65,31 @@ export function childPids(pid: number, role?: string): number[] {
     .filter(Boolean)
     .map(Number)
     .sort((a, b) => a - b);
+}
+
+/** Whether the process holds a listening TCP socket on `port`: /proc/net/tcp's listeners, matched by inode to its files. */
+export function listensOn(pid: number, port: number): boolean {
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(table, "utf8");
+    } catch {}
+    for (const line of text.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local_address is HEXADDR:HEXPORT; state 0A is LISTEN; the inode is the tenth field.
+      if (fields[3] === "0A" && Number.parseInt(fields[1]?.split(":")[1] ?? "", 16) === port) inodes.add(fields[9]!);
+    }
+  }
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+      try {
+        return inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? "");
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return false;
+  }
 }
