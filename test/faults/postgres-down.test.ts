@@ -26,6 +26,11 @@ const ANSWER_WITHIN_MS = 6_000;
 const fresh = freshFetch(ANSWER_WITHIN_MS);
 /** The period of the workers' sweeps, reconciliations and lost-gateway looks in this test. */
 const PERIOD_MS = 1_000;
+/**
+ * How long a silent recorder worker or gateway counts as alive here: the soak below crosses their
+ * reconciliations, and a beat late on a busy machine (two suites at once) declares nothing lost.
+ */
+const LOST_MS = 3_000;
 
 describe("PostgreSQL down", () => {
   let postgres: PrivatePostgres;
@@ -66,12 +71,12 @@ describe("PostgreSQL down", () => {
         SIP_UDP_PORT: String(await freePort()),
         SIP_TCP_PORT: String(await freePort()),
         REDIS_PREFIX: `parley-test-pgdown-${crypto.randomUUID()}`,
-        // The workers' periodic database work, every second here (30 s, 5 s, 10 s and 5 s by
-        // default), so the outage below crosses several runs of each.
+        // The workers' periodic database work, every second or three here (30 s, 5 s, 10 s and
+        // 5 s by default), so the outage below crosses several runs of each.
         USAGE_SWEEP_INTERVAL_MS: String(PERIOD_MS),
         WEBHOOK_SWEEP_INTERVAL_MS: String(PERIOD_MS),
-        STREAMING_RECORDER_LOST_MS: String(PERIOD_MS),
-        SIP_GATEWAY_LOST_MS: String(PERIOD_MS),
+        STREAMING_RECORDER_LOST_MS: String(LOST_MS),
+        SIP_GATEWAY_LOST_MS: String(LOST_MS),
       },
       stdout: Bun.file(join(dir, `${logName}.log`)),
       stderr: Bun.file(join(dir, `${logName}.err`)),
@@ -182,8 +187,8 @@ describe("PostgreSQL down", () => {
       response: expect.objectContaining({ reason: "dependency_down", retry_after: 5 }),
     });
 
-    // A soak, long enough for several runs of each worker's sweeps and reconciliations (PERIOD_MS)
-    // and a database connection attempt's connect_timeout (5 s) to hit the outage.
+    // A soak, long enough for several runs of each worker's sweeps (PERIOD_MS), two
+    // reconciliations (LOST_MS) and a database connection attempt's connect_timeout (5 s) to hit the outage.
     await Bun.sleep(6_000);
     loading = false;
     await load;

@@ -30,6 +30,12 @@ const ANSWER_WITHIN_MS = 3_000;
 const fresh = freshFetch(ANSWER_WITHIN_MS);
 /** The period of the workers' heartbeats, sweeps and reconciliations in this test. */
 const PERIOD_MS = 1_000;
+/**
+ * How long a silent recorder worker or gateway counts as alive here: short enough that the
+ * outage crosses their beats and a reconciliation, long enough that a beat late on a busy
+ * machine (two suites at once) does not declare a live stream's recorder lost.
+ */
+const LOST_MS = 4_000;
 /** Until /readyz reports Redis down: the API has seen its connection go. */
 const redisSeenDown = (base: string) =>
   until(
@@ -117,11 +123,11 @@ describe("Redis down", () => {
         STREAMING_OPERATION_TIMEOUT_MS: "10000",
         SIP_UDP_PORT: String(await freePort()),
         SIP_TCP_PORT: String(await freePort()),
-        // The workers' periodic Redis and database work, every second here (recorder heartbeats
-        // every 3 s and reconciliations every 10 s, gateway beats every 2 s, sweeps every 5 s and
-        // 30 s by default), so the outage below crosses several runs of each.
-        STREAMING_RECORDER_LOST_MS: String(PERIOD_MS),
-        SIP_GATEWAY_LOST_MS: String(PERIOD_MS),
+        // The workers' periodic Redis and database work, often here (recorder heartbeats every
+        // 1.2 s and reconciliations every 4 s, gateway beats every 1.3 s, sweeps every second;
+        // by default 3 s, 10 s, 2 s, 5 s and 30 s), so the outage below crosses runs of each.
+        STREAMING_RECORDER_LOST_MS: String(LOST_MS),
+        SIP_GATEWAY_LOST_MS: String(LOST_MS),
         WEBHOOK_SWEEP_INTERVAL_MS: String(PERIOD_MS),
         USAGE_SWEEP_INTERVAL_MS: String(PERIOD_MS),
       },
@@ -272,9 +278,9 @@ describe("Redis down", () => {
     await joinChannel(rtc);
     expect((await push(rtc, "offer", { sdp: "x" })).status).toBe("ok");
 
-    // A soak, long enough for several of the workers' heartbeats, reconciliations and sweeps
-    // (PERIOD_MS) and the realtime broker's reconnection attempts to hit the outage.
-    await Bun.sleep(3_000);
+    // A soak, long enough for several of the workers' heartbeats and sweeps (PERIOD_MS), a
+    // reconciliation (LOST_MS) and the realtime broker's reconnection attempts to hit the outage.
+    await Bun.sleep(LOST_MS + 500);
     loading = false;
     await load;
     const bad = seen.filter((answer) => answer.status === 0 || answer.status >= 300);

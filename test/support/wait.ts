@@ -67,7 +67,7 @@ export function childPids(pid: number, role?: string): number[] {
     .sort((a, b) => a - b);
 }
 
-/** Whether the process holds a listening TCP socket on `port`: /proc/net/tcp's listeners, matched by inode to its files. */
+/** Whether the process holds a listening TCP socket on `port`: /proc/net/tcp's listeners, by inode, among its files. */
 export function listensOn(pid: number, port: number): boolean {
   const inodes = new Set<string>();
   for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
