@@ -26,13 +26,12 @@ import {
   claimLocked,
   isSuccess,
   type Outcome,
-  recordFailure,
   recordEndpoints,
   recordLocked,
   recordSuccesses,
   send,
 } from "./delivery";
-import { type DeliveryPump, retryWaker } from "./pump";
+import { type DeliveryPump, recordFailedAttempt, retryWaker } from "./pump";
 
 /** Deliveries a batch claims per attempt in flight: its claim and commit are round trips, so each should take many. */
 const BATCH_PER_SLOT = 16;
@@ -212,14 +211,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     } else {
       recordingFailures++;
       try {
-        const { retryInMs } = await recordFailure(row, outcome);
-        if (retryInMs !== undefined) retries.wakeIn(retryInMs);
-        else if (row.ordered) more = true;
-      } catch (error) {
-        log.warn(
-          { deliveryId: row.id, err: (error as Error).message },
-          "recording a failed webhook attempt failed; it is tried again once its lease ends",
-        );
+        if (await recordFailedAttempt(row, outcome, retries)) more = true;
       } finally {
         recordingFailures--;
       }

@@ -138,14 +138,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
         record();
         return;
       }
-      const { retryInMs } = await recordFailure(row, outcome);
-      if (retryInMs !== undefined) retries.wakeIn(retryInMs);
-      else if (row.ordered) more = true;
-    } catch (error) {
-      log.warn(
-        { deliveryId: row.id, err: (error as Error).message },
-        "recording a failed webhook attempt failed; it is tried again once its lease ends",
-      );
+      if (await recordFailedAttempt(row, outcome, retries)) more = true;
     } finally {
       inFlight--;
       startWaiting();
@@ -173,6 +166,27 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);
     },
   };
+}
+
+type RetryWaker = ReturnType<typeof retryWaker>;
+
+/**
+ * Records a failed attempt and has its retry wake the pump. True when an ordered endpoint's next
+ * delivery may go now (this one is not retried). A recording that fails is logged, not thrown:
+ * the attempt's lease brings the delivery back.
+ */
+export async function recordFailedAttempt(row: Claimed, outcome: Outcome, retries: RetryWaker): Promise<boolean> {
+  try {
+    const { retryInMs } = await recordFailure(row, outcome);
+    if (retryInMs !== undefined) retries.wakeIn(retryInMs);
+    return retryInMs === undefined && row.ordered;
+  } catch (error) {
+    log.warn(
+      { deliveryId: row.id, err: (error as Error).message },
+      "recording a failed webhook attempt failed; it is tried again once its lease ends",
+    );
+    return false;
+  }
 }
 
 /** Wakes a pump when the retries it scheduled come due: a timer per second, however many deliveries fall due in it. */
