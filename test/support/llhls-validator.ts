@@ -39,6 +39,13 @@ function attributes(text: string): Record<string, string> {
   return found;
 }
 
+/** The media sequence number and part index a part's URI names (`<msn>.<part>.m4s`). */
+export const partOf = (uri: string) =>
+  uri
+    .replace(/\.m4s$/, "")
+    .split(".")
+    .map(Number) as [number, number];
+
 export function parsePlaylist(text: string): ParsedPlaylist {
   const lines = text
     .split("\n")

@@ -14,7 +14,7 @@ import { sweep } from "../../src/modules/streaming/llhls/viewers";
 import { lowLatencyKeyframes } from "../../workers/recorder/ffmpeg";
 import { call } from "../helpers";
 import { type LlhlsStack, startLlhlsStack } from "../support/llhls-stack";
-import { parsePlaylist } from "../support/llhls-validator";
+import { parsePlaylist, partOf } from "../support/llhls-validator";
 import { until } from "../support/wait";
 
 let stack: LlhlsStack;
@@ -24,12 +24,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
 });
-
-const partOf = (uri: string) =>
-  uri
-    .replace(/\.m4s$/, "")
-    .split(".")
-    .map(Number) as [number, number];
 
 const fetchBytes = async (url: URL) => Buffer.from(await (await fetch(url)).arrayBuffer());
 

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createRedis, redisKey } from "../../src/queue/connection";
 import { type LlhlsStack, startLlhlsStack } from "../support/llhls-stack";
-import { deltaMatches, parsePlaylist, ReloadHistory } from "../support/llhls-validator";
+import { deltaMatches, parsePlaylist, partOf, ReloadHistory } from "../support/llhls-validator";
 import { until } from "../support/wait";
 
 /** How long the checker follows the live stream. */
@@ -21,12 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
 });
-
-const partOf = (uri: string) =>
-  uri
-    .replace(/\.m4s$/, "")
-    .split(".")
-    .map(Number) as [number, number];
 
 describe("Parley's LL-HLS origin on a live stream", () => {
   test(
