@@ -46,7 +46,7 @@ test("SIGTERM ends a cdr process whose fold never ends, after grace and margin; 
     const waiting = await until(
       async () =>
         (
-          await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`
+          await blocker`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`
         )[0]!.n,
       (n) => n > 0,
       15_000,

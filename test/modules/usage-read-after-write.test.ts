@@ -174,7 +174,7 @@ describe("the usage report after acknowledged events", () => {
       const folding = await until(
         async () =>
           (
-            await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`
+            await blocker`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`
           )[0]!.n,
         (n) => n > 0,
       );
@@ -184,7 +184,7 @@ describe("the usage report after acknowledged events", () => {
       const waiting = await until(
         async () =>
           (
-            await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%for update of "conference_events_unfolded"%'`
+            await blocker`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%for update of "conference_events_unfolded"%'`
           )[0]!.n,
         (n) => n > 0,
       );

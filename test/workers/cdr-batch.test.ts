@@ -51,7 +51,7 @@ test("an event stored while its room's fold runs is folded by the next pass, not
     await storeStay(account.accountId, "busy", "first@x/1", 5);
     await until("the room's fold to wait for its lock", async () => {
       const [row] =
-        await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
+        await blocker`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
       return row!.n > 0;
     });
     await storeStay(account.accountId, "busy", "second@x/1", 7);

@@ -16,7 +16,7 @@ import { until } from "../support/wait";
 /** Folds waiting on a room's lock, as pg_stat_activity shows them. */
 async function foldsWaiting(blocker: postgres.Sql): Promise<number> {
   const [row] =
-    await blocker`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
+    await blocker`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`;
   return row!.n;
 }
 
