@@ -11,7 +11,7 @@ import { db } from "../src/db/client";
 import { log } from "../src/core/log";
 import { appendEvent } from "../src/modules/events/service";
 import { recordEvents } from "../src/modules/webhooks/outbox";
-import { redis, redisKey } from "../src/queue/connection";
+import { redis, redisKey, withinRedis } from "../src/queue/connection";
 import type { CallRecord } from "./schema";
 import { sipCalls } from "./schema";
 
@@ -124,7 +124,9 @@ export function startLostCallReconciler(): { stop(): Promise<void> } {
   let beatingSince: number | undefined;
   const beat = async () => {
     try {
-      await redis().hset(beatsKey(), GATEWAY_NAME, String(Date.now()));
+      // Bounded: a beat waiting on a Redis that is gone would hold the stop's last beat, and so the
+      // gateway's SIGTERM, until the supervisor killed it.
+      await withinRedis(redis(), "sip heartbeat", () => redis().hset(beatsKey(), GATEWAY_NAME, String(Date.now())));
       beatingSince ??= Date.now();
     } catch (error) {
       beatingSince = undefined;
