@@ -18,12 +18,12 @@ export const chatChannel: Channel = {
   prefix: CHAT_TOPIC_PREFIX,
   async join(actor, channelId) {
     // Read here, before the socket hears the room, it also admits the actor: a refused caller hears nothing.
-    const first = await recentMessages(actor, channelId);
+    const { room, messages: first } = await recentMessages(actor, channelId);
     return async (member) => {
       // The greeting runs once the socket hears the room: a message stored between the first read and
       // then was told to nobody here, so it is read now. One stored since the first read and told
       // after the socket began to hear may come twice, live and in the history (same id): never lost.
-      const later = await messagesAfter(member.actor, channelId, first.at(-1)?.id ?? 0);
+      const later = await messagesAfter(room, first.at(-1)?.id ?? 0);
       const history = [...first, ...later].slice(-HISTORY_ON_JOIN);
       member.push("archived_message_count", { count: history.length });
       for (const message of history) member.push("archived_message", message);

@@ -147,19 +147,22 @@ export async function listMessages(
   return listOf(await pageOfMessages(room, scope, query), query.groupByDay);
 }
 
-/** The latest top-level messages of a room, oldest first, as a joining socket receives them. */
-export async function recentMessages(actor: Actor, channelId: string): Promise<Message[]> {
+/**
+ * The latest top-level messages of a room, oldest first, as a joining socket receives them, with
+ * the room entered (its access checked) for the read that completes them.
+ */
+export async function recentMessages(actor: Actor, channelId: string): Promise<{ room: RoomRow; messages: Message[] }> {
   checkChannelId(channelId);
-  const list = await listMessages(actor, channelId, { size: HISTORY_ON_JOIN });
-  return "messages" in list ? list.messages.reverse() : [];
+  const room = await enterRoom(actor, channelId);
+  const messages = await pageOfMessages(room, isNull(chatMessages.parentId), { size: HISTORY_ON_JOIN });
+  return { room, messages: messages.reverse() };
 }
 
 /**
  * A room's top-level messages after `afterId`, oldest first: what was stored between a joining
  * socket's history and the moment it hears the room (at most a history's worth).
  */
-export async function messagesAfter(actor: Actor, channelId: string, afterId: number): Promise<Message[]> {
-  const room = await enterRoom(actor, channelId);
+export async function messagesAfter(room: RoomRow, afterId: number): Promise<Message[]> {
   const rows = await db
     .select()
     .from(chatMessages)
