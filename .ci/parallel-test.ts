@@ -18,8 +18,8 @@
  * Files marked to run alone (real-time media) run one by one after the rest.
  * The queue takes the slowest files first, by the durations of the previous run on this
  * checkout (node_modules/.cache), else by file size, so no long file starts last.
- * Prints each file as it ends, the whole output of a file that failed, and at the end the
- * summed "N pass" / "N fail" lines that .ci/test counts.
+ * Prints each file as it ends, the whole output of a file that failed, and at the end what the
+ * failed files said once more and the summed "N pass" / "N fail" lines that .ci/test counts.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -83,6 +83,8 @@ const s3 = await startS3rver();
 
 const totals = { pass: 0, fail: 0, skip: 0 };
 const failedFiles: string[] = [];
+/** What each failed file printed, but its passing tests' lines: shown again at the end, where a log's tail shows it. */
+const failures: string[] = [];
 const durations: Record<string, number> = {};
 /** CPU seconds of each file's process and the children it waited for: far below the wall time means waiting. */
 const cpu: Record<string, number> = {};
@@ -119,6 +121,8 @@ async function runFile(file: string, database: string) {
   if (result.fail > 0) {
     failedFiles.push(file);
     console.log(output);
+    const told = output.split("\n").filter((line) => line.trim() !== "" && !line.startsWith("(pass)"));
+    failures.push(`${file}:\n${told.slice(-60).join("\n")}`);
   }
 }
 
@@ -189,7 +193,7 @@ const sum = (values: number[]) => values.reduce((total, value) => total + value,
 const summed = sum(timed.map(([, seconds]) => seconds));
 console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
 console.log(`\n${workers} to ${maxWorkers} files at once (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests`);
-if (failedFiles.length > 0) console.log(`failed: ${failedFiles.join(", ")}`);
+if (failedFiles.length > 0) console.log(`${failures.join("\n\n")}\n\nfailed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);
 console.log(` ${totals.fail} fail`);

@@ -149,6 +149,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         { err: (error as Error).message, deliveries: batch.finished.length },
         "a batch of webhook deliveries was not recorded; they are due again",
       );
+      // Its successes are recorded on their own, as an attempt that outlives its batch is: whether the
+      // connection's loss was noticed before or after they ended, a sent delivery is not sent again.
+      for (const { row, outcome } of batch.finished) if (isSuccess(outcome)) late.push({ row, outcome });
+      recordLate();
       more = false;
     } finally {
       if (!claimed) claiming--;
