@@ -244,8 +244,8 @@ async function manyViewers(): Promise<void> {
     API_PROCESSES: "1",
   });
   const originMaster = ladderStarted.low_latency_hls_url.replace(base, origin.http);
-  const cpuSeconds = async () => {
-    const stat = (await Bun.file(`/proc/${origin.child.pid}/stat`).text()).split(") ")[1]!.split(" ");
+  const cpuSeconds = async (pid = origin.child.pid) => {
+    const stat = (await Bun.file(`/proc/${pid}/stat`).text()).split(") ")[1]!.split(" ");
     return (Number(stat[11]) + Number(stat[12])) / 100;
   };
 
@@ -260,7 +260,12 @@ async function manyViewers(): Promise<void> {
   }
 
   /** `count` players for `seconds`, spread over client processes of their own; what they saw, together. */
-  async function viewers(count: number, seconds: number): Promise<Seen> {
+  async function viewers(
+    count: number,
+    seconds: number,
+    master = originMaster,
+    channel = redisKey("llhls", ladderStarted.stream_name),
+  ): Promise<Seen> {
     const processes = Math.min(CLIENT_PROCESSES, count);
     const clients = Array.from({ length: processes }, (_, index) => {
       const share = Math.floor(count / processes) + (index < count % processes ? 1 : 0);
@@ -268,11 +273,11 @@ async function manyViewers(): Promise<void> {
         [
           process.execPath,
           join(import.meta.dir, "llhls/viewers.ts"),
-          originMaster,
+          master,
           String(share),
           String(seconds),
           process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
-          redisKey("llhls", ladderStarted.stream_name),
+          channel,
           VIEWED,
         ],
         { stdout: "pipe", stderr: "inherit" },
@@ -299,6 +304,48 @@ async function manyViewers(): Promise<void> {
   const many = await viewers(VIEWERS, SECONDS);
   const cpu = (await cpuSeconds()) - cpuBefore;
   const wall = (performance.now() - wallBefore) / 1000;
+  const loadAfter = load();
+
+  // The floor, right after on the same machine: the same players against a bare Bun server
+  // (test/bench/llhls/floor.ts) with a playlist and parts of the watched stream's sizes.
+  const watchedUrl = new URL(
+    (await fetch(originMaster).then((r) => r.text())).split("\n").find((l) => l.includes(`/${VIEWED}/index.m3u8`))!,
+    originMaster,
+  );
+  const newestPart = async () => {
+    const playlist = await fetch(watchedUrl).then((r) => r.text());
+    const [hintMsn, hintPart] = parsePlaylist(playlist)
+      .preloadHint!.replace(/\.m4s$/, "")
+      .split(".")
+      .map(Number) as [number, number];
+    const [msn, part] = hintPart > 0 ? [hintMsn, hintPart - 1] : [hintMsn - 1, 0];
+    const bytes = await fetch(new URL(`${msn}.${part}.m4s`, watchedUrl)).then((r) => r.arrayBuffer());
+    return { msn, part, partBytes: bytes.byteLength, playlistBytes: Buffer.byteLength(playlist) };
+  };
+  const sizes = await newestPart();
+  const floorChannel = redisKey("llhls", `bench-floor-${process.pid}`);
+  const floor = Bun.spawn(
+    [
+      process.execPath,
+      join(import.meta.dir, "llhls/floor.ts"),
+      process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+      floorChannel,
+      VIEWED,
+      String(config.streaming.llhlsPartMs),
+      String(sizes.partBytes),
+      String(sizes.playlistBytes),
+    ],
+    { stdout: "pipe", stderr: "inherit" },
+  );
+  const floorPort = (await floor.stdout.getReader().read()).value!;
+  const floorMaster = `http://127.0.0.1:${new TextDecoder().decode(floorPort).trim()}/floor.m3u8`;
+  const floorCpuBefore = await cpuSeconds(floor.pid);
+  const floorWallBefore = performance.now();
+  const floorLoadBefore = load();
+  const bare = await viewers(VIEWERS, SECONDS, floorMaster, floorChannel);
+  const floorCpu = (await cpuSeconds(floor.pid)) - floorCpuBefore;
+  const floorWall = (performance.now() - floorWallBefore) / 1000;
+  floor.kill();
   const p = (values: number[], q: number) => quantile(values, q).toFixed(1);
   const keptUp = many.reloads / (VIEWERS * many.parts);
   console.log(
@@ -327,7 +374,21 @@ async function manyViewers(): Promise<void> {
     `${((seconds / many.reloads) * 1e6).toFixed(0)} µs per reload + part`;
   console.log(`  CPU, API process: ${perViewer(cpu)}`);
   console.log(`  CPU, viewer processes: ${perViewer(many.cpuSeconds)}`);
-  console.log(`  load average ${loadBefore} → ${load()}`);
+  console.log(`  load average ${loadBefore} → ${loadAfter}`);
+  const floorPerReload = (seconds: number) =>
+    `${((seconds / floorWall) * 100).toFixed(1)}% of a core, ` +
+    `${((seconds / bare.reloads) * 1e6).toFixed(0)} µs per reload + part`;
+  console.log(
+    "  floor, the same players against a bare Bun server " +
+      `(${sizes.playlistBytes} B playlist, ${sizes.partBytes} B parts): ` +
+      `part received p50 ${p(bare.delays, 0.5)} ms, p99 ${p(bare.delays, 0.99)} ms, max ${p(bare.delays, 1)} ms; ` +
+      `reload answer received p99 ${p(bare.reloaded, 0.99)} ms (${bare.delays.length} parts, ${bare.errors} errors, ` +
+      `${((bare.reloads / (VIEWERS * bare.parts)) * 100).toFixed(0)}% of the reloads keeping up takes)`,
+  );
+  console.log(
+    `  floor CPU, server: ${floorPerReload(floorCpu)}; viewer processes: ${floorPerReload(bare.cpuSeconds)}; ` +
+      `load average ${floorLoadBefore} → ${load()}`,
+  );
   console.log(
     "\nFor docs/streaming.md (viewers | origin: part there → reload answered | " +
       "player: part there → part received | API process CPU | viewers' CPU | load average):",
@@ -337,23 +398,18 @@ async function manyViewers(): Promise<void> {
       `| p50 ${p(many.delays, 0.5)} ms, p99 ${p(many.delays, 0.99)} ms (one viewer: p99 ${p(one.delays, 0.99)} ms) ` +
       `| ${perViewer(cpu)} | ${((many.cpuSeconds / wall) * 100).toFixed(0)}% of a core | ${loadBefore} |`,
   );
+  console.log(
+    `| ${VIEWERS}, bare Bun floor | | p50 ${p(bare.delays, 0.5)} ms, p99 ${p(bare.delays, 0.99)} ms ` +
+      `| ${floorPerReload(floorCpu)} | ${((bare.cpuSeconds / floorWall) * 100).toFixed(0)}% of a core ` +
+      `| ${floorLoadBefore} |`,
+  );
 
   // 3. What the origin costs per answer, apart from any waiting: the newest whole part (kept in memory), a
   // blocking reload for it (already there), and /healthz (the HTTP pipeline every route goes through), each
   // asked as fast as 20 keep-alive connections can for 4 s; the API process's CPU time per answer.
-  const watchedUrl = new URL(
-    (await fetch(originMaster).then((r) => r.text())).split("\n").find((l) => l.includes(`/${VIEWED}/index.m3u8`))!,
-    originMaster,
-  );
-  const hint = parsePlaylist(await fetch(watchedUrl).then((r) => r.text())).preloadHint!;
-  const [hintMsn, hintPart] = hint
-    .replace(/\.m4s$/, "")
-    .split(".")
-    .map(Number) as [number, number];
-  const whole = hintPart > 0 ? `${hintMsn}.${hintPart - 1}` : `${hintMsn - 1}.0`;
-  const [wholeMsn, wholePart] = whole.split(".");
+  const { msn: wholeMsn, part: wholePart } = await newestPart();
   const costs = [
-    ["a part", new URL(`${whole}.m4s`, watchedUrl)],
+    ["a part", new URL(`${wholeMsn}.${wholePart}.m4s`, watchedUrl)],
     ["a blocking reload, its part there", new URL(`${watchedUrl.href}&_HLS_msn=${wholeMsn}&_HLS_part=${wholePart}`)],
     ["/healthz", new URL("/healthz", origin.http)],
   ] as const;
