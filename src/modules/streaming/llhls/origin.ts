@@ -50,7 +50,15 @@ class RenditionView {
   private refreshing: Promise<void> | undefined;
   private again = false;
   private refreshedAt = 0;
-  readonly waiters = new Set<() => void>();
+  /**
+   * Settles at the next change a waiter may be waiting for (the window, or bytes of a part
+   * being written), then is replaced: the 500 viewers waiting on a part share one promise
+   * and one poll, rather than a timer each, re-armed at every frame.
+   */
+  private changed!: Promise<void>;
+  private announce!: () => void;
+  private waiting = 0;
+  private poller: ReturnType<typeof setInterval> | undefined;
   readonly parts = new Map<string, Buffer>();
   /** Reads of closed parts under way, shared by everyone asking meanwhile. */
   readonly reading = new Map<string, Promise<Buffer>>();
@@ -61,7 +69,20 @@ class RenditionView {
   constructor(
     readonly stream: StreamView,
     readonly name: string,
-  ) {}
+  ) {
+    this.nextChange();
+  }
+
+  private nextChange(): void {
+    this.changed = new Promise<void>((resolve) => (this.announce = resolve));
+  }
+
+  /** Has every waiter look again. */
+  private wake(): void {
+    const announce = this.announce;
+    this.nextChange();
+    announce();
+  }
 
   /** Reads the window again; calls while one read is under way make one more read after it. */
   refresh(): Promise<void> {
@@ -99,28 +120,39 @@ class RenditionView {
       const [msn, part] = key.split(".").map(Number);
       if (holds(window, msn!, part)) this.finishGrowing(key, growing);
     }
-    for (const wake of [...this.waiters]) wake();
+    this.wake();
   }
 
   /**
    * Waits until `ready` holds or `timeoutMs` passes; answers whether it held. Woken by the
-   * doorbell, and every POLL_MS it reads the window itself.
+   * doorbell, and while anyone waits the window is read every POLL_MS, should one be missed.
    */
   async waitFor(ready: () => boolean, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (!ready()) {
-      const left = deadline - Date.now();
-      if (left <= 0) return false;
-      let wake: () => void = () => {};
-      const woken = new Promise<void>((resolve) => (wake = resolve));
-      this.waiters.add(wake);
-      const timer = setTimeout(wake, Math.min(left, POLL_MS));
-      await woken;
+    if (ready()) return true;
+    let expired = false;
+    let expire: () => void = () => {};
+    const deadline = new Promise<void>((resolve) => (expire = resolve));
+    const timer = setTimeout(() => {
+      expired = true;
+      expire();
+    }, timeoutMs);
+    this.waiting++;
+    this.poller ??= setInterval(() => {
+      if (Date.now() - this.refreshedAt >= POLL_MS) this.refresh().catch(() => {});
+    }, POLL_MS);
+    try {
+      while (!ready()) {
+        if (expired) return false;
+        await Promise.race([this.changed, deadline]);
+      }
+      return true;
+    } finally {
       clearTimeout(timer);
-      this.waiters.delete(wake);
-      if (Date.now() - this.refreshedAt >= POLL_MS) await this.refresh().catch(() => {});
+      if (--this.waiting === 0) {
+        clearInterval(this.poller);
+        this.poller = undefined;
+      }
     }
-    return true;
   }
 
   /** New bytes of a part being written: fetched once for every viewer of this process that streams it. */
@@ -129,7 +161,6 @@ class RenditionView {
     const growing = this.growing.get(key);
     if (!growing || growing.done) return;
     this.fetchMore(key, growing, size);
-    for (const wake of [...this.waiters]) wake();
   }
 
   private fetchMore(key: string, growing: GrowingPart, size?: number): void {
@@ -140,6 +171,8 @@ class RenditionView {
       growing.chunks.push(bytes);
       growing.have += bytes.length;
       for (const listener of growing.listeners) listener(bytes);
+      // A request for the hinted part waits for its first bytes.
+      this.wake();
     });
     growing.chain = growing.chain.catch((error: Error) =>
       log.warn({ stream: this.stream.name, err: error.message }, "could not read a part being written"),
@@ -155,6 +188,7 @@ class RenditionView {
       if (whole.length > 0) this.keepPart(key, whole);
       for (const listener of growing.listeners) listener(undefined);
       this.growing.delete(key);
+      this.wake();
     });
   }
 
