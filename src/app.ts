@@ -12,6 +12,7 @@ import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
+import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";
 import { systemController } from "./modules/system";
 import { messagingController } from "./modules/messaging";
 import { admitToRelay, chatChannel } from "./modules/messaging/channel";
@@ -34,13 +35,18 @@ export function createApp() {
   // PGlite is one process's alone, so every socket of an embedded deployment is in this process.
   setSingleProcess(database.kind === "pglite");
   registerChannels(...channels);
+  const byApp = (request: Request): Promise<Response> => app.handle(request);
+  const app = new Elysia({
+    name: "parley",
+    normalize: "typebox",
+    // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
+    websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
+    // Every LL-HLS viewer asks the moment a part closes: players' requests are answered
+    // by Bun's router directly (src/modules/streaming/llhls/route.ts), the rest by the app.
+    serve: { routes: { [LLHLS_MEDIA_PATH]: { GET: llhlsMediaRoute(byApp) } } },
+  });
   return (
-    new Elysia({
-      name: "parley",
-      normalize: "typebox",
-      // Bun closes a socket that sends a larger frame with 1009 (message too big) before reading it.
-      websocket: { maxPayloadLength: config.realtime.maxFrameBytes },
-    })
+    app
       // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
       .use(limitHeaders)
       .use(pipeline)

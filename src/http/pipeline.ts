@@ -110,10 +110,49 @@ function describeValidation(error: { all?: SchemaError[]; type?: string }) {
  */
 const jsonUnderAnotherType = new WeakSet<Request>();
 
+/** The id a request is answered and logged with: the caller's, when it sent a sane one. */
+export function requestIdOf(request: Request): string {
+  const incoming = request.headers.get("x-request-id");
+  return incoming && INCOMING_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/** Counts an answered request in the route's metrics and writes its log line. */
+export function recordRequest(method: string, route: string, status: number, info: RequestMeta): void {
+  const seconds = (performance.now() - info.startedAt) / 1000;
+  observeRequest(method, route, status, seconds);
+  // Probes come every few seconds from load balancers and orchestrators: at info they would drown the rest.
+  const level = PROBES.has(route) ? "debug" : "info";
+  log[level]({ requestId: info.id, method, route, status, ms: Math.round(seconds * 1e4) / 10 }, "request");
+}
+
+/**
+ * The error shape's answer to what a route answered outside the pipeline threw, as the
+ * pipeline's own error hook answers it: an AppError's code and status, a dependency that is
+ * down as 503 with Retry-After, anything else as a logged 500.
+ */
+export function errorResponse(error: unknown, requestId: string): Response {
+  const headers: Record<string, string> = { "x-request-id": requestId };
+  const answer = (status: number, body: unknown) => {
+    if (status === 503) headers["retry-after"] = String(DEPENDENCY_RETRY_AFTER_SECONDS);
+    return Response.json(body, { status, headers });
+  };
+  if (error instanceof AppError)
+    return answer(ERROR_STATUS[error.code], errorBody(error.code, error.message, error.extra));
+  const failure = dependencyFailure(error);
+  if (failure) {
+    log.warn({ requestId, err: failure }, "dependency down");
+    return answer(503, errorBody("dependency_down", "a service Parley depends on is unavailable; retry later"));
+  }
+  log.error(
+    { requestId, err: { message: (error as Error).message, stack: (error as Error).stack } },
+    "unhandled error",
+  );
+  return answer(500, errorBody("internal", "internal error"));
+}
+
 export const pipeline = new Elysia({ name: "parley.pipeline" })
   .onRequest(({ request, set }) => {
-    const incoming = request.headers.get("x-request-id");
-    const id = incoming && INCOMING_ID.test(incoming) ? incoming : randomUUID();
+    const id = requestIdOf(request);
     meta.set(request, { id, startedAt: performance.now() });
     set.headers["x-request-id"] = id;
     if (Number(request.headers.get("content-length") ?? 0) > config.http.maxBodyBytes) throw tooLarge();
@@ -207,14 +246,5 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
   .onAfterResponse({ as: "global" }, ({ request, route, set }) => {
     const info = meta.get(request);
     if (!info) return;
-    const seconds = (performance.now() - info.startedAt) / 1000;
-    const status = typeof set.status === "number" ? set.status : 200;
-    const routeName = route || "unmatched";
-    observeRequest(request.method, routeName, status, seconds);
-    // Probes come every few seconds from load balancers and orchestrators: at info they would drown the rest.
-    const level = PROBES.has(routeName) ? "debug" : "info";
-    log[level](
-      { requestId: info.id, method: request.method, route: routeName, status, ms: Math.round(seconds * 1e4) / 10 },
-      "request",
-    );
+    recordRequest(request.method, route || "unmatched", typeof set.status === "number" ? set.status : 200, info);
   });

@@ -137,6 +137,25 @@ describe("Parley's LL-HLS parts on a live stream", () => {
     expect((await missing.json()).error.code).toBe("not_found");
     expect((await fetch(new URL("../v3/index.m3u8", variant))).status).toBe(404);
 
+    // Players' requests are answered by a route of Bun's own (llhls/route.ts), any other by the
+    // app's pipeline, which validates it: both carry the request id and answer errors alike.
+    const asked = await fetch(variant, { headers: { "x-request-id": "player-7" } });
+    expect(asked.headers.get("x-request-id")).toBe("player-7");
+    expect((await fetch(variant)).headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    const [plain, decoded] = await Promise.all(
+      ["_HLS_msn=x", "_HLS_msn=x%20"].map(async (query) => {
+        const refused = await fetch(`${variant.href}&${query}`);
+        return { status: refused.status, id: refused.headers.get("x-request-id"), body: await refused.json() };
+      }),
+    );
+    expect(plain!.status).toBe(400);
+    expect(plain!.id).toBeTruthy();
+    expect(plain!.body).toEqual({ error: { code: "bad_request", message: "_HLS_msn must be a whole number" } });
+    expect(decoded).toEqual({ ...plain!, id: decoded!.id });
+    const unstorable = await fetch(`${variant.href}&_HLS_msn=%00`);
+    expect(unstorable.status).toBe(400);
+    expect((await unstorable.json()).error.message).toContain("NUL");
+
     // Stopped: the playlist ends and names no part to come, and the recording is the video on demand.
     expect((await stack.stop("llhls-parts")).status).toBe(200);
     const ended = await until(

@@ -8,28 +8,12 @@ import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbac
 import { startStream, stopStream } from "./control";
 import { StreamName, StreamingModel } from "./model";
 import { viewerCount, vodLocation } from "./viewers";
-import { initSegment, mediaPlaylistOf, multivariant, partOf, segmentOf } from "./llhls/origin";
-import { isViewerId, newViewerId, viewerSeen } from "./llhls/viewers";
-import { parseDirectives } from "./llhls/window";
+import { multivariant } from "./llhls/origin";
+import { media, mediaAnswer, PLAYLIST } from "./llhls/route";
+import { isViewerId, newViewerId } from "./llhls/viewers";
 
 const NotStarted = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
 const StreamFailure = t.Composite([ErrorModel, NotStarted], { additionalProperties: true });
-
-/**
- * LL-HLS answers: parts and segments never change once written, so a CDN may keep them;
- * playlists change with every part (a blocking reload's answer is fit for its viewer only);
- * any page may play them.
- */
-const PLAYLIST = "application/vnd.apple.mpegurl";
-const IMMUTABLE = "public, max-age=31536000, immutable";
-function media(body: string | Buffer | ReadableStream<Uint8Array>, type: string, cacheControl: string): Response {
-  // A Buffer is a Uint8Array; the DOM types only want it over a
-  // plain ArrayBuffer. Not copied: every viewer gets the same bytes.
-  const payload = Buffer.isBuffer(body) ? (body as Uint8Array<ArrayBuffer>) : body;
-  return new Response(payload, {
-    headers: { "content-type": type, "cache-control": cacheControl, "access-control-allow-origin": "*" },
-  });
-}
 
 const LlhlsQuery = t.Object({
   _HLS_msn: t.Optional(Text({ maxLength: 20 })),
@@ -129,26 +113,8 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   )
   .get(
     "/llhls/v1/live/:stream/:rendition/:file",
-    async ({ params, query }) => {
-      const { stream, rendition, file } = params;
-      if (file === "index.m3u8") {
-        const directives = parseDirectives(query);
-        if (typeof directives === "string") throw new AppError("bad_request", directives);
-        if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
-        const answer = await mediaPlaylistOf(stream, rendition, directives);
-        const response = media(answer.text, PLAYLIST, answer.blocking ? "no-store" : "public, max-age=1");
-        // How long a reload that waited took once the part was
-        // there: what the origin adds, for operators and benchmarks.
-        if (answer.afterPartMs !== undefined)
-          response.headers.set("server-timing", `part;dur=${answer.afterPartMs.toFixed(2)}`);
-        return response;
-      }
-      if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE);
-      const [msn, part] = file.slice(0, -".m4s".length).split(".").map(Number) as [number, number | undefined];
-      if (part === undefined) return media(await segmentOf(stream, rendition, msn), "video/mp4", IMMUTABLE);
-      const answer = await partOf(stream, rendition, msn, part);
-      return media("bytes" in answer ? answer.bytes : answer.stream, "video/mp4", IMMUTABLE);
-    },
+    // Requests in the form players send are answered before this route, by llhlsMediaRoute (app.ts).
+    ({ params, query }) => mediaAnswer(params.stream, params.rendition, params.file, query),
     {
       params: t.Object({
         stream: StreamName,

@@ -1,0 +1,123 @@
+/**
+ * The answers of a rendition's address (`/llhls/v1/live/:stream/:rendition/:file`), and the
+ * way most of them reach it: as a route of Bun's own beside the Elysia app. When a part
+ * closes, every viewer of the stream asks at once, first the blocking reload that waited for
+ * it, then the part: 500 viewers are 1000 answers one after the other in one process, and
+ * the player's part is as late as the last of them. Requests in the form players send
+ * (known query members of plain characters, names that match the route's patterns) are
+ * answered here with the pipeline's request id, metrics, log line and error shape, without
+ * its generic per-request work (lifecycle hooks, schema validation, header merging); any
+ * other request goes to the Elysia route, which validates it and answers as before.
+ */
+import type { BunRequest } from "bun";
+import { AppError } from "../../../core/errors";
+import { errorResponse, recordRequest, requestIdOf } from "../../../http/pipeline";
+import { initSegment, mediaPlaylistOf, partOf, segmentOf } from "./origin";
+import { isViewerId, viewerSeen } from "./viewers";
+import { parseDirectives } from "./window";
+
+export const LLHLS_MEDIA_PATH = "/llhls/v1/live/:stream/:rendition/:file";
+
+/**
+ * LL-HLS answers: parts and segments never change once written, so a CDN may keep them;
+ * playlists change with every part (a blocking reload's answer is fit for its viewer only);
+ * any page may play them.
+ */
+export const PLAYLIST = "application/vnd.apple.mpegurl";
+const IMMUTABLE = "public, max-age=31536000, immutable";
+
+/** `requestId` for an answer made outside the pipeline, which adds it to the others. */
+export function media(
+  body: string | Buffer | ReadableStream<Uint8Array>,
+  type: string,
+  cacheControl: string,
+  requestId?: string,
+  serverTiming?: string,
+): Response {
+  // A Buffer is a Uint8Array; the DOM types only want it over a
+  // plain ArrayBuffer. Not copied: every viewer gets the same bytes.
+  const payload = Buffer.isBuffer(body) ? (body as Uint8Array<ArrayBuffer>) : body;
+  const headers: Record<string, string> = {
+    "content-type": type,
+    "cache-control": cacheControl,
+    "access-control-allow-origin": "*",
+  };
+  if (requestId) headers["x-request-id"] = requestId;
+  if (serverTiming) headers["server-timing"] = serverTiming;
+  return new Response(payload, { headers });
+}
+
+export type MediaQuery = Partial<Record<"_HLS_msn" | "_HLS_part" | "_HLS_skip" | "viewer", string>>;
+
+/** A rendition's media playlist (blocking reloads and delta updates), init segment, segment or part. */
+export async function mediaAnswer(
+  stream: string,
+  rendition: string,
+  file: string,
+  query: MediaQuery,
+  requestId?: string,
+): Promise<Response> {
+  if (file === "index.m3u8") {
+    const directives = parseDirectives(query);
+    if (typeof directives === "string") throw new AppError("bad_request", directives);
+    if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
+    const answer = await mediaPlaylistOf(stream, rendition, directives);
+    // How long a reload that waited took once the part was
+    // there: what the origin adds, for operators and benchmarks.
+    const timing = answer.afterPartMs === undefined ? undefined : `part;dur=${answer.afterPartMs.toFixed(2)}`;
+    return media(answer.text, PLAYLIST, answer.blocking ? "no-store" : "public, max-age=1", requestId, timing);
+  }
+  if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE, requestId);
+  const [msn, part] = file.slice(0, -".m4s".length).split(".").map(Number) as [number, number | undefined];
+  if (part === undefined) return media(await segmentOf(stream, rendition, msn), "video/mp4", IMMUTABLE, requestId);
+  const answer = await partOf(stream, rendition, msn, part);
+  return media("bytes" in answer ? answer.bytes : answer.stream, "video/mp4", IMMUTABLE, requestId);
+}
+
+// The Elysia route's patterns and query members, which these requests must meet to be answered here.
+const STREAM = /^[A-Za-z0-9._-]{1,128}$/;
+const RENDITION = /^v[0-9]$/;
+const FILE = /^(index\.m3u8|init\.mp4|[0-9]{1,12}(\.[0-9]{1,6})?\.m4s)$/;
+const QUERY_LIMITS = new Map<string, number>([
+  ["_HLS_msn", 20],
+  ["_HLS_part", 20],
+  ["_HLS_skip", 8],
+  ["viewer", 64],
+]);
+/** Values that need neither decoding nor a check for what PostgreSQL could not store. */
+const PLAIN = /^[A-Za-z0-9_-]*$/;
+
+/** The query when every member is a known one, given once, of plain characters within its length; else undefined. */
+function plainQuery(url: string): MediaQuery | undefined {
+  const query: Record<string, string> = {};
+  const start = url.indexOf("?");
+  if (start < 0) return query;
+  for (const member of url.slice(start + 1).split("&")) {
+    const equals = member.indexOf("=");
+    const name = member.slice(0, equals);
+    const value = member.slice(equals + 1);
+    const limit = QUERY_LIMITS.get(name);
+    if (equals < 0 || limit === undefined || name in query || value.length > limit || !PLAIN.test(value))
+      return undefined;
+    query[name] = value;
+  }
+  return query;
+}
+
+/** The route for Bun: requests it cannot vouch for are handed to `elysia`, the app's own handling. */
+export function llhlsMediaRoute(elysia: (request: Request) => Response | Promise<Response>) {
+  return async (request: BunRequest): Promise<Response> => {
+    const { stream, rendition, file } = request.params;
+    const query = plainQuery(request.url);
+    if (!query || !STREAM.test(stream) || !RENDITION.test(rendition) || !FILE.test(file)) return elysia(request);
+    const info = { id: requestIdOf(request), startedAt: performance.now() };
+    let response: Response;
+    try {
+      response = await mediaAnswer(stream, rendition, file, query, info.id);
+    } catch (error) {
+      response = errorResponse(error, info.id);
+    }
+    recordRequest("GET", LLHLS_MEDIA_PATH, response.status, info);
+    return response;
+  };
+}
