@@ -345,7 +345,6 @@ async function manyViewers(): Promise<void> {
   const bare = await viewers(VIEWERS, SECONDS, floorMaster, floorChannel);
   const floorCpu = (await cpuSeconds(floor.pid)) - floorCpuBefore;
   const floorWall = (performance.now() - floorWallBefore) / 1000;
-  floor.kill();
   const p = (values: number[], q: number) => quantile(values, q).toFixed(1);
   const keptUp = many.reloads / (VIEWERS * many.parts);
   console.log(
@@ -406,22 +405,26 @@ async function manyViewers(): Promise<void> {
 
   // 3. What the origin costs per answer, apart from any waiting: the newest whole part (kept in memory), a
   // blocking reload for it (already there), and /healthz (the HTTP pipeline every route goes through), each
-  // asked as fast as 20 keep-alive connections can for 4 s; the API process's CPU time per answer.
+  // asked as fast as 20 keep-alive connections can for 4 s; the API process's CPU time per answer. Beside
+  // them, what the bare Bun server spends on a part and a playlist of the same sizes.
   const { msn: wholeMsn, part: wholePart } = await newestPart();
   const costs = [
     ["a part", new URL(`${wholeMsn}.${wholePart}.m4s`, watchedUrl)],
     ["a blocking reload, its part there", new URL(`${watchedUrl.href}&_HLS_msn=${wholeMsn}&_HLS_part=${wholePart}`)],
     ["/healthz", new URL("/healthz", origin.http)],
+    ["from the bare Bun server: a part", new URL(`live/${VIEWED}/1.0.m4s`, floorMaster), floor.pid],
+    ["a playlist", new URL(`live/${VIEWED}/index.m3u8?_HLS_msn=1&_HLS_part=0`, floorMaster), floor.pid],
   ] as const;
   const rows: string[] = [];
-  for (const [what, url] of costs) {
-    const before = await cpuSeconds();
+  for (const [what, url, pid] of costs) {
+    const before = await cpuSeconds(pid);
     const answers = await hammer(url, 20, 4);
-    const perAnswer = ((await cpuSeconds()) - before) / answers;
+    const perAnswer = ((await cpuSeconds(pid)) - before) / answers;
     rows.push(`${what} ${(perAnswer * 1e6).toFixed(0)} µs`);
   }
-  console.log(`\nAPI process CPU per answer, apart from waiting: ${rows.join(", ")}; load average ${load()}`);
+  console.log(`\nCPU per answer, apart from waiting, API process: ${rows.join(", ")}; load average ${load()}`);
 
+  floor.kill();
   origin.child.kill("SIGTERM");
   await origin.child.exited;
   await post("/terraform/v1/hooks/srs/stopRecording", { room_name: "bench-llhls-ladder" });
