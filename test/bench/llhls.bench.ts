@@ -408,9 +408,15 @@ async function manyViewers(): Promise<void> {
   // asked as fast as 20 keep-alive connections can for 4 s; the API process's CPU time per answer. Beside
   // them, what the bare Bun server spends on a part and a playlist of the same sizes.
   const { msn: wholeMsn, part: wholePart } = await newestPart();
+  const blockingUrl = `${watchedUrl.href}&_HLS_msn=${wholeMsn}&_HLS_part=${wholePart}`;
+  // An encoded query member (`%41` is `A`) sends the same request through the app's pipeline
+  // rather than the route players' requests take (src/modules/streaming/llhls/route.ts).
+  const throughPipeline = (url: string) => new URL(`${url}${url.includes("?") ? "&" : "?"}viewer=%41bcdefghijk`);
   const costs = [
     ["a part", new URL(`${wholeMsn}.${wholePart}.m4s`, watchedUrl)],
-    ["a blocking reload, its part there", new URL(`${watchedUrl.href}&_HLS_msn=${wholeMsn}&_HLS_part=${wholePart}`)],
+    ["a blocking reload, its part there", new URL(blockingUrl)],
+    ["through the pipeline: a part", throughPipeline(new URL(`${wholeMsn}.${wholePart}.m4s`, watchedUrl).href)],
+    ["a blocking reload", throughPipeline(blockingUrl.replace(/viewer=[^&]*&/, ""))],
     ["/healthz", new URL("/healthz", origin.http)],
     ["from the bare Bun server: a part", new URL(`live/${VIEWED}/1.0.m4s`, floorMaster), floor.pid],
     ["a playlist", new URL(`live/${VIEWED}/index.m3u8?_HLS_msn=1&_HLS_part=0`, floorMaster), floor.pid],
