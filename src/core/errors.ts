@@ -70,9 +70,11 @@ const CONNECTION_CODES = new Set([
 
 /**
  * PostgreSQL's own answers meaning "not now": class 08 (connection exception), shutting down
- * or starting (57P01-57P03), and too many connections (53300).
+ * or starting (57P01-57P03), too many connections (53300), and a write on a server that is
+ * read-only (25006): a standby, as during a failover before the new primary is found, or as
+ * when DATABASE_URL names only standbys, which an operator fixes and no caller can.
  */
-const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300)$/;
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|25006)$/;
 
 /** Messages that carry no code: PGlite closing, ioredis with its connection gone or its command timeout passed. */
 const UNAVAILABLE_MESSAGE = new RegExp(

@@ -41,6 +41,18 @@ describe("dependency failures", () => {
     expect(isDependencyDown(nul)).toBe(false);
   });
 
+  test("a write refused by a read-only server (a standby's answer) is an outage, not a bug", async () => {
+    const { db } = await import("../../src/db/client");
+    const refused = await failureOf(() =>
+      db.transaction(async (tx) => {
+        await tx.execute(sql`set transaction read only`);
+        await tx.execute(sql`create table never_made (id int)`);
+      }),
+    );
+    expect(isDependencyDown(refused)).toBe(true);
+    expect(dependencyFailure(refused)).toContain("read-only transaction");
+  });
+
   test("PGlite once closed", async () => {
     const { PGlite } = await import("@electric-sql/pglite");
     const pglite = await PGlite.create();
