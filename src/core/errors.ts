@@ -108,3 +108,25 @@ export function dependencyFailure(error: unknown): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * What the log keeps of an unexpected error: the message and code of it and of each cause
+ * (the driver's, behind drizzle's wrapper), and a failed query's statement without its
+ * parameters, which carry callers' data; the stack's first line repeats the message, so a
+ * wrapper's is left out too.
+ */
+export function loggableError(error: unknown): { causes: Array<{ message: string; code?: string }>; stack?: string } {
+  const causes: Array<{ message: string; code?: string }> = [];
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const query = (current as { query?: unknown }).query;
+    const code = (current as { code?: unknown }).code;
+    causes.push({
+      message: typeof query === "string" ? `failed query: ${query}` : current.message,
+      ...(typeof code === "string" ? { code } : {}),
+    });
+  }
+  if (!(error instanceof Error)) return { causes: [{ message: String(error) }] };
+  const wrapped = typeof (error as { query?: unknown }).query === "string";
+  const frames = error.stack?.split("\n").filter((line) => /^\s+at /.test(line));
+  return { causes, stack: wrapped ? frames?.join("\n") : error.stack };
+}
