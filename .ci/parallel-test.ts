@@ -17,7 +17,8 @@
  *
  * Files marked to run alone (real-time media) run one by one after the rest.
  * The queue takes the slowest files first, by the durations of the previous run on this
- * checkout (node_modules/.cache), else by file size, so no long file starts last.
+ * checkout (node_modules/.cache), else those kept in .ci/test-times.json, else by file size,
+ * so no long file starts last.
  * Prints each file as it ends, the whole output of a file that failed, and at the end what the
  * failed files said once more and the summed "N pass" / "N fail" lines that .ci/test counts.
  */
@@ -43,7 +44,12 @@ function testFiles(dir: string): string[] {
   });
 }
 
-const previous: Record<string, number> = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {};
+// A fresh clone has no timings of its own yet: it orders by the ones kept with the runner (a quiet run's).
+const KEPT_TIMINGS = ".ci/test-times.json";
+const previous: Record<string, number> = {
+  ...(existsSync(KEPT_TIMINGS) ? JSON.parse(readFileSync(KEPT_TIMINGS, "utf8")) : {}),
+  ...(existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {}),
+};
 const weight = (file: string) => previous[file] ?? statSync(file).size;
 // A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and
 // runs after the others, with the machine to itself.
@@ -64,18 +70,115 @@ const urlOf = (database: string) => Object.assign(new URL(BASE_URL), { pathname:
 // Migrated once per run; each file then gets a copy (CREATE DATABASE … TEMPLATE, a file copy), where
 // test/setup.ts would otherwise wipe the schema and run every migration again in every file.
 const template = `${base}_${process.pid}_template`;
+/*
+ * The tests' databases commit without waiting for the WAL's flush: a commit on this disk waits
+ * 3-4 ms for it, 0.4-0.6 ms without, and a file commits thousands of times, one after another.
+ * Only a crash of the server could lose those commits, and no test crashes the shared server:
+ * the fault tests that kill PostgreSQL start their own (test/support/private-postgres.ts).
+ * A database's settings are not copied with it, so each copy is given the same.
+ */
+const UNSYNCED = "set synchronous_commit = off";
 await admin.unsafe(`create database ${template}`);
-const migrated = Bun.spawnSync(["bun", "src/db/migrate.ts"], { env: { ...process.env, DATABASE_URL: urlOf(template) }, stderr: "pipe" });
+await admin.unsafe(`alter database ${template} ${UNSYNCED}`);
+const migrated = Bun.spawnSync([process.execPath, "src/db/migrate.ts"], { env: { ...process.env, DATABASE_URL: urlOf(template) }, stderr: "pipe" });
 if (migrated.exitCode !== 0) {
   console.error(`migrating the template database failed:\n${migrated.stderr.toString()}`);
   await admin.unsafe(`drop database if exists ${template} with (force)`);
   process.exit(1);
 }
 
-/** The worker's database afresh, as the migrations leave it; whatever the previous file left is gone. */
+/*
+ * What a database's schema is, as one digest: relations, columns, constraints, triggers, functions,
+ * types, schemas, its own settings and the migrations applied. A file that left it as the template
+ * has it gets it back emptied, else copied anew.
+ */
+const SHAPE = `
+  select md5(string_agg(item, ',' order by item)) as shape from (
+    select 'c:' || n.nspname || '.' || c.relname || ':' || c.relkind::text || ':' || c.relrowsecurity || ':'
+        || coalesce(array_to_string(c.reloptions, ';'), '') as item
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg\\_%'
+    union all select 'a:' || a.attrelid::regclass || '.' || a.attname || ':' || a.atttypid || ':' || a.attnotnull
+        || ':' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+      from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
+      left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+      where n.nspname in ('public', 'drizzle') and a.attnum > 0 and not a.attisdropped
+    union all select 'k:' || conrelid::regclass || '.' || conname || ':' || pg_get_constraintdef(c.oid)
+      from pg_constraint c join pg_namespace n on n.oid = c.connamespace where n.nspname in ('public', 'drizzle')
+    union all select 't:' || tgrelid::regclass || '.' || tgname || ':' || tgenabled::text from pg_trigger where not tgisinternal
+    union all select 'p:' || n.nspname || '.' || p.proname || ':' || md5(p.prosrc)
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname not in ('pg_catalog', 'information_schema')
+    union all select 'y:' || n.nspname || '.' || t.typname || ':' || coalesce((
+        select string_agg(enumlabel, ';' order by enumsortorder) from pg_enum where enumtypid = t.oid), '')
+      from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname in ('public', 'drizzle')
+    union all select 'n:' || nspname from pg_namespace
+      where nspname not like 'pg\\_temp\\_%' and nspname not like 'pg\\_toast\\_temp\\_%'
+    union all select 'e:' || extname || ':' || extversion from pg_extension
+    union all select 'd:' || coalesce(array_to_string(setconfig, ';'), '') from pg_db_role_setting
+      where setdatabase = (select oid from pg_database where datname = current_database())
+    union all select 'm:' || count(*) from drizzle.__drizzle_migrations
+  ) items`;
+
+const slots = new Map<string, ReturnType<typeof postgres>>();
+const slotOf = (database: string) => {
+  let sql = slots.get(database);
+  if (!sql) slots.set(database, (sql = postgres(urlOf(database), { max: 1, onnotice: () => {} })));
+  return sql;
+};
+const shapeOf = async (sql: ReturnType<typeof postgres>) => (await sql.unsafe(SHAPE))[0]!.shape as string;
+const templateShape = await (async () => {
+  const sql = postgres(urlOf(template), { max: 1, onnotice: () => {} });
+  try {
+    return await shapeOf(sql);
+  } finally {
+    await sql.end();
+  }
+})();
+const created = new Set<string>();
+const reused = { emptied: 0, copied: 0 };
+
+/*
+ * The worker's database afresh, as the migrations leave it; whatever the previous file left is gone.
+ * Copying the template costs PostgreSQL about half a second of CPU and more of the disk (every page
+ * of the catalogue goes through the WAL, then the drop), as much as a small test file: a database
+ * whose schema is still the template's is emptied instead, its sequences restarted.
+ */
 async function freshDatabase(database: string) {
+  if (created.has(database)) {
+    const sql = slotOf(database);
+    try {
+      // Whatever the last file left connected (a process it started that lingers) lets go first.
+      await sql.unsafe(`select pg_terminate_backend(pid) from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid()`);
+      if ((await shapeOf(sql)) === templateShape) {
+        await sql.begin(async (tx) => {
+          await tx.unsafe("set local lock_timeout = '5s'");
+          const tables = await tx.unsafe(`select format('%I.%I', schemaname, tablename) as name from pg_tables
+            where schemaname = 'public'`);
+          if (tables.length > 0) {
+            // Only the tables holding rows: truncating an empty one still makes and syncs new files.
+            const filled = await tx.unsafe(
+              tables.map(({ name }) => `select '${name}' as name where exists (select from ${name})`).join(" union all "),
+            );
+            if (filled.length > 0) await tx.unsafe(`truncate ${filled.map(({ name }) => name).join(", ")} cascade`);
+          }
+          const sequences = await tx.unsafe(`select format('%I.%I', schemaname, sequencename) as name
+            from pg_sequences where schemaname = 'public' and last_value is not null`);
+          for (const { name } of sequences) await tx.unsafe(`alter sequence ${name} restart`);
+        });
+        reused.emptied++;
+        return;
+      }
+    } catch (error) {
+      console.error(`emptying ${database} failed, copying the template anew: ${(error as Error).message}`);
+    }
+  }
   await admin.unsafe(`drop database if exists ${database} with (force)`);
   await admin.unsafe(`create database ${database} template ${template}`);
+  await admin.unsafe(`alter database ${database} ${UNSYNCED}`);
+  created.add(database);
+  reused.copied++;
 }
 
 // One S3 server for the run; each file makes a bucket of its own there (test/setup.ts).
@@ -97,7 +200,7 @@ function count(output: string, word: string): number {
 async function runFile(file: string, database: string) {
   const started = performance.now();
   await freshDatabase(database);
-  const child = Bun.spawn(["bun", "test", "--timeout", "30000", file], {
+  const child = Bun.spawn([process.execPath, "test", "--timeout", "30000", file], {
     env: { ...process.env, TEST_DATABASE_URL: urlOf(database), TEST_DATABASE_FRESH: "true", TEST_S3_ENDPOINT: s3.endpoint },
     stdout: "pipe",
     stderr: "pipe",
@@ -176,6 +279,7 @@ try {
   for (const file of alone) await runFile(file, databases[0]!);
 } finally {
   s3.stop();
+  for (const sql of slots.values()) await sql.end({ timeout: 1 });
   for (const name of [...databases, template]) await admin.unsafe(`drop database if exists ${name} with (force)`);
   await admin.end();
 }
@@ -192,7 +296,7 @@ for (const [file, seconds] of timed) console.log(`${column(seconds)} ${column(cp
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
 const summed = sum(timed.map(([, seconds]) => seconds));
 console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
-console.log(`\n${workers} to ${maxWorkers} files at once (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests`);
+console.log(`\n${workers} to ${maxWorkers} files at once (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
 if (failedFiles.length > 0) console.log(`${failures.join("\n\n")}\n\nfailed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);

@@ -1,8 +1,8 @@
 /**
  * The webhooks worker: the outbox's "webhooks" consumer (core/outbox). It claims due
- * deliveries straight from the database and sends them (on PostgreSQL under the row locks of
- * a transaction held while the batch is sent, on the embedded database under leases written
- * into the rows); a ring (deliveries were queued) only wakes its pump, so a worker that
+ * deliveries straight from the database's due set and sends them (on PostgreSQL under a
+ * transaction that deletes their due rows and stays open while the batch is sent, on the
+ * embedded database under leases); a ring (deliveries were queued) only wakes its pump, so a worker that
  * misses one loses nothing: the consumer's sweep, every WEBHOOK_SWEEP_INTERVAL_MS, looks
  * again for what is due (a ring missed while Redis was away, a worker killed mid-attempt
  * whose claim ended), and a retry wakes the worker that scheduled it. Every hour it purges

@@ -70,9 +70,11 @@ const CONNECTION_CODES = new Set([
 
 /**
  * PostgreSQL's own answers meaning "not now": class 08 (connection exception), shutting down
- * or starting (57P01-57P03), and too many connections (53300).
+ * or starting (57P01-57P03), too many connections (53300), and a write on a server that is
+ * read-only (25006): a standby, as during a failover before the new primary is found, or as
+ * when DATABASE_URL names only standbys, which an operator fixes and no caller can.
  */
-const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300)$/;
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|25006)$/;
 
 /** Messages that carry no code: PGlite closing, ioredis with its connection gone or its command timeout passed. */
 const UNAVAILABLE_MESSAGE = new RegExp(
@@ -105,4 +107,26 @@ export function dependencyFailure(error: unknown): string | undefined {
     if (UNAVAILABLE_MESSAGE.test(current.message)) return current.message;
   }
   return undefined;
+}
+
+/**
+ * What the log keeps of an unexpected error: the message and code of it and of each cause
+ * (the driver's, behind drizzle's wrapper), and a failed query's statement without its
+ * parameters, which carry callers' data; the stack's first line repeats the message, so a
+ * wrapper's is left out too.
+ */
+export function loggableError(error: unknown): { causes: Array<{ message: string; code?: string }>; stack?: string } {
+  const causes: Array<{ message: string; code?: string }> = [];
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const query = (current as { query?: unknown }).query;
+    const code = (current as { code?: unknown }).code;
+    causes.push({
+      message: typeof query === "string" ? `failed query: ${query}` : current.message,
+      ...(typeof code === "string" ? { code } : {}),
+    });
+  }
+  if (!(error instanceof Error)) return { causes: [{ message: String(error) }] };
+  const wrapped = typeof (error as { query?: unknown }).query === "string";
+  const frames = error.stack?.split("\n").filter((line) => /^\s+at /.test(line));
+  return { causes, stack: wrapped ? frames?.join("\n") : error.stack };
 }

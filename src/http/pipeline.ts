@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { Elysia } from "elysia";
 import { parseQuery } from "elysia/parse-query";
 import { config } from "../config";
-import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure } from "../core/errors";
+import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, loggableError } from "../core/errors";
 import { ERROR_STATUS, errorBody } from "./errors";
 import { log } from "../core/log";
 import { observeRequest } from "./metrics";
@@ -232,13 +232,7 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
           return errorBody("bad_request", (error as Error).message || "bad request");
         }
         set.status = 500;
-        log.error(
-          {
-            requestId: meta.get(request)?.id,
-            err: { message: (error as Error).message, stack: (error as Error).stack },
-          },
-          "unhandled error",
-        );
+        log.error({ requestId: meta.get(request)?.id, err: loggableError(error) }, "unhandled error");
         return errorBody("internal", "internal error");
       }
     }

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { Redis } from "ioredis";
-import { dependencyFailure, isDependencyDown } from "../../src/core/errors";
+import { dependencyFailure, isDependencyDown, loggableError } from "../../src/core/errors";
 import { freePort } from "../support/ports";
 
 async function failureOf(run: () => Promise<unknown>): Promise<unknown> {
@@ -41,6 +41,18 @@ describe("dependency failures", () => {
     expect(isDependencyDown(nul)).toBe(false);
   });
 
+  test("a write refused by a read-only server (a standby's answer) is an outage, not a bug", async () => {
+    const { db } = await import("../../src/db/client");
+    const refused = await failureOf(() =>
+      db.transaction(async (tx) => {
+        await tx.execute(sql`set transaction read only`);
+        await tx.execute(sql`create table never_made (id int)`);
+      }),
+    );
+    expect(isDependencyDown(refused)).toBe(true);
+    expect(dependencyFailure(refused)).toContain("read-only transaction");
+  });
+
   test("PGlite once closed", async () => {
     const { PGlite } = await import("@electric-sql/pglite");
     const pglite = await PGlite.create();
@@ -61,6 +73,19 @@ describe("dependency failures", () => {
     expect(isDependencyDown(error)).toBe(true);
     client.disconnect();
     expect(isDependencyDown(await failureOf(() => client.ping()))).toBe(true);
+  });
+
+  test("an unexpected query failure is logged with the driver code and statement, never its parameters", async () => {
+    const { db } = await import("../../src/db/client");
+    const failed = await failureOf(() => db.execute(sql`select ${"secret-caller-data"}::int`));
+    const logged = loggableError(failed);
+    expect(JSON.stringify(logged)).not.toContain("secret-caller-data");
+    expect(logged.causes[0]!.message).toStartWith("failed query: select $1::int");
+    expect(logged.causes.some((cause) => cause.code === "22P02")).toBe(true);
+    expect(logged.stack).toContain("    at ");
+    const bug = loggableError(new TypeError("cannot read properties of undefined"));
+    expect(bug.causes).toEqual([{ message: "cannot read properties of undefined" }]);
+    expect(bug.stack).toStartWith("TypeError: cannot read properties of undefined");
   });
 
   test("a plain bug is not an outage", () => {

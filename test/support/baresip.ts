@@ -98,7 +98,8 @@ async function startOnce(options: Options): Promise<Baresip> {
     for await (const chunk of stream) printed += decoder.decode(chunk);
   };
   const reading = Promise.all([collect(child.stdout), collect(child.stderr)]);
-  const socket = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0 });
+  // A command sent before baresip's console listens (or after it quit) comes back as ICMP port unreachable.
+  const socket = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0, socket: { error: () => {} } });
   const send = (text: string) => socket.send(text, consolePort, "127.0.0.1");
   const waitFor = async (pattern: RegExp, timeoutMs = 5_000) => {
     const deadline = Date.now() + timeoutMs;

@@ -165,7 +165,12 @@ describe("Parley's LL-HLS parts on a live stream", () => {
     );
     expect(ended).toContain("#EXT-X-ENDLIST");
     expect(ended).not.toContain("#EXT-X-PRELOAD-HINT");
-    const vod = await fetch(vod_url, { redirect: "manual" });
+    // The recording is uploaded once the recorder has ended: on a busy machine after the playlist ended.
+    const vod = await until(
+      () => fetch(vod_url, { redirect: "manual" }),
+      (answer) => answer.status !== 404,
+      30_000,
+    );
     expect(vod.status).toBe(302);
     const recording = await fetch(vod.headers.get("location")!);
     expect(recording.status).toBe(200);

@@ -1,20 +1,20 @@
 /**
  * How webhooks workers share the deliveries they claim from the database: two workers on
- * one backlog send each delivery once. On PostgreSQL a claim is the row locks of a batch's
- * open transaction: nothing is written into the rows, a worker whose connection dies
- * leaves them due again at once, and a slow receiver holds the transaction only so long,
- * its attempts then leased. The embedded database's pump writes leases instead, and
+ * one backlog send each delivery once. On PostgreSQL a claim is a batch's open transaction
+ * deleting the deliveries' due rows: nothing is written into the log, a worker whose
+ * connection dies leaves them due again at once, and a slow receiver holds the transaction
+ * only so long, its attempts then leased. The embedded database's pump writes leases instead, and
  * one that stops gives back what it had claimed but not yet sent, with no attempt counted.
  */
 import { expect, test } from "bun:test";
-import { eq, sql } from "drizzle-orm";
+import { eq, inArray, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
 import { startDeliveryPump } from "../../src/modules/webhooks/pump";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
-import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
+import { webhookDeliveries, webhookDue, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
@@ -71,7 +71,7 @@ test("two workers on one backlog send each delivery once", async () => {
   }
 }, 30_000);
 
-test("a claim on PostgreSQL writes nothing; a worker whose connection dies frees its deliveries at once", async () => {
+test("a claim on PostgreSQL writes no log row; a worker whose connection dies frees its deliveries", async () => {
   const a = await newAccount();
   let secret = "";
   const receiver = await startReceiver(() => secret);
@@ -86,26 +86,35 @@ test("a claim on PostgreSQL writes nothing; a worker whose connection dies frees
     pump.wake();
     expect(await until(receiver.hanging, (n) => n === 2)).toBe(2);
     const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
-    // Claimed, two of them in flight, and not one row written: no lease, no attempt counted.
+    // Claimed, two of them in flight, and not one log row written: no lease, no attempt counted.
     const during = await rows();
     expect(during.length).toBe(10);
     expect(during.every((row) => row.status === "pending" && row.leasedUntil === null && row.attempts === 0)).toBe(
       true,
     );
+    const ids = during.map((row) => row.id);
     const lockable = () =>
       db.transaction(async (tx) =>
-        rowsOf<{ id: number }>(
+        rowsOf<{ delivery_id: number }>(
           await tx.execute(
-            sql`select id from webhook_deliveries where account_id = ${a.accountId} for update skip locked`,
+            sql`select delivery_id from webhook_due where delivery_id = any(${sql.raw(`array[${ids.join(",")}]::bigint[]`)})
+              for update skip locked`,
           ),
         ),
       );
-    // The claim is the transaction's row locks: another worker's claim skips all ten.
+    // The claim is the transaction's delete of the due rows, uncommitted: another worker's claim skips all ten.
     expect(await lockable()).toEqual([]);
-    const holders = rowsOf<{ pid: number }>(
-      await db.execute(sql`
-        select pid from pg_stat_activity
-        where datname = current_database() and state = 'idle in transaction' and query like '%for no key update of d skip locked%'`),
+    expect((await db.select().from(webhookDue).where(inArray(webhookDue.deliveryId, ids))).length).toBe(10);
+    // The one batch holding the ten; another claim that found nothing may be passing (it commits at once).
+    const holders = await until(
+      async () =>
+        rowsOf<{ pid: number }>(
+          await db.execute(sql`
+            select pid from pg_stat_activity
+            where datname = current_database() and state = 'idle in transaction'
+              and query like '%delete from webhook_due w%'`),
+        ),
+      (rows) => rows.length === 1,
     );
     expect(holders.length).toBe(1);
     // The worker's connection dies: its transaction ends and every delivery is free at once, no lease to wait out.
@@ -182,7 +191,62 @@ test("a batch waits a bounded time for a slow receiver: the rest commit, its att
   }
 }, 30_000);
 
-test("an endpoint deleted while a batch holds its deliveries goes once the batch commits", async () => {
+test("what a bounded batch had not begun is due again, no attempt counted, and sent once a slot frees", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
+  // One slot: of the five deliveries one batch claims, one is attempted and four wait for the slot.
+  const pump = startLockedPump(1, 300);
+  try {
+    await newEndpoint(a.apiKey, receiver.url);
+    receiver.setMode("hang");
+    await emitMany(a.accountId, 5);
+    pump.wake();
+    const rows = () => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.accountId, a.accountId));
+    // After the hold the attempt in flight is leased, and the batch gives the other four back.
+    const leased = await until(
+      async () => (await rows()).filter((row) => row.leasedUntil !== null),
+      (list) => list.length === 1,
+    );
+    expect(leased.length).toBe(1);
+    const rest = (await rows()).filter((row) => row.leasedUntil === null);
+    expect(rest.every((row) => row.status === "pending" && row.attempts === 0)).toBe(true);
+    const due = await db
+      .select()
+      .from(webhookDue)
+      .where(
+        inArray(
+          webhookDue.deliveryId,
+          rest.map((row) => row.id),
+        ),
+      );
+    expect(due.length).toBe(4);
+    receiver.setMode("ok");
+    expect(
+      await until(
+        async () => (await rows()).filter((row) => row.status === "succeeded").length,
+        (n) => n === 5,
+      ),
+    ).toBe(5);
+    expect(
+      await db
+        .select()
+        .from(webhookDue)
+        .where(
+          inArray(
+            webhookDue.deliveryId,
+            leased.concat(rest).map((row) => row.id),
+          ),
+        ),
+    ).toEqual([]);
+  } finally {
+    await pump.stop();
+    restoreConfig();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("an endpoint deleted while a batch holds its deliveries goes at once; a claim drops its rest", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
   const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
@@ -195,19 +259,33 @@ test("an endpoint deleted while a batch holds its deliveries goes once the batch
     await emitMany(a.accountId, 1);
     pump.wake();
     expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
-    // The delete locks the endpoint's row, then waits for the delivery's, which the batch holds.
-    const deleted = call("DELETE", `/api/v1/webhooks/${id}`, { headers: { authorization: `Bearer ${a.apiKey}` } });
-    const waiting = async () =>
+    // Nothing refers to the due row the batch holds, so the delete does not wait for the batch.
+    const deleted = await call("DELETE", `/api/v1/webhooks/${id}`, {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+    });
+    expect(deleted.status).toBe(204);
+    expect(receiver.hanging()).toBe(1);
+    const openClaims = async () =>
       rowsOf<{ n: number }>(
         await db.execute(sql`
           select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock' and query like 'delete from "webhook_endpoints"%'`),
+          where datname = current_database() and state = 'idle in transaction' and query like '%delete from webhook_due w%'`),
       )[0]!.n;
-    expect(await until(waiting, (n) => n === 1)).toBe(1);
+    expect(await openClaims()).toBe(1);
     receiver.setMode("ok");
-    // The batch commits its outcome and only then touches the endpoint: no deadlock, the delete goes through.
-    expect((await deleted).status).toBe(204);
+    // The batch commits its outcome for a log row that is gone, then the endpoint's, also gone: no deadlock.
+    expect(await until(openClaims, (n) => n === 0)).toBe(0);
     expect(await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id))).toEqual([]);
+    expect(await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).toEqual([]);
+    // A retry scheduled by a batch that committed after such a delete is left behind: the next claim drops it.
+    await db.insert(webhookDue).values({ deliveryId: -1, endpointId: id, sequence: 1 });
+    pump.wake();
+    expect(
+      await until(
+        async () => (await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length,
+        (n) => n === 0,
+      ),
+    ).toBe(0);
   } finally {
     await pump.stop();
     restoreConfig();

@@ -6,7 +6,7 @@
  */
 import { and, eq, inArray } from "drizzle-orm";
 import { db } from "../../db/client";
-import { appendEvent } from "../events/service";
+import { appendEvent, storeEvents } from "../events/service";
 import { recordEvent } from "../webhooks/outbox";
 import { type StreamState, streams } from "./schema";
 import { announce } from "./state";
@@ -95,49 +95,51 @@ export async function finishStream(
   reason: string,
   recordingKey?: string,
 ): Promise<Stream | undefined> {
+  // The usage events commit with the move, so a stop acknowledged is never a stop the report misses.
   const stream = await db.transaction(async (tx) => {
     const [finished] = await tx
       .update(streams)
       .set({ state, reason, stoppedAt: new Date(), ...(recordingKey ? { recordingKey } : {}) })
       .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
       .returning();
-    if (finished)
-      await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", {
-        ...streamNamed(finished),
-        reason,
-      });
-    if (finished && recordingKey)
+    if (!finished) return undefined;
+    await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", {
+      ...streamNamed(finished),
+      reason,
+    });
+    if (recordingKey)
       await recordEvent(tx, finished.accountId, "recording.ready", {
         ...streamNamed(finished),
         object_key: recordingKey,
         vod_url: streamUrls(finished).vod_url,
       });
+    if (!finished.startedAt) return finished;
+    // Taken once the move is certain: a stream another caller still runs keeps its viewers.
+    const peak = await takePeakViewers(finished);
+    const stopped = { accountId: finished.accountId, room: finished.room, occurredAt: finished.stoppedAt! };
+    await storeEvents(tx, [
+      {
+        ...stopped,
+        kind: "stream_stopped",
+        subject: finished.streamName,
+        payload: { recording: finished.options.isRecording, reason, peak_viewers: peak },
+        dedupeKey: `stream:${finished.id}:stopped`,
+      },
+      ...(finished.options.isRecording
+        ? [
+            {
+              ...stopped,
+              kind: "recording_stopped" as const,
+              subject: finished.streamName,
+              payload: recordingKey ? { key: recordingKey } : {},
+              dedupeKey: `stream:${finished.id}:recording_stopped`,
+            },
+          ]
+        : []),
+    ]);
     return finished;
   });
   if (!stream) return undefined;
-  if (stream.startedAt) {
-    const peak = await takePeakViewers(stream);
-    await appendEvent({
-      accountId: stream.accountId,
-      kind: "stream_stopped",
-      room: stream.room,
-      occurredAt: stream.stoppedAt!,
-      subject: stream.streamName,
-      payload: { recording: stream.options.isRecording, reason, peak_viewers: peak },
-      dedupeKey: `stream:${stream.id}:stopped`,
-    });
-    if (stream.options.isRecording) {
-      await appendEvent({
-        accountId: stream.accountId,
-        kind: "recording_stopped",
-        room: stream.room,
-        occurredAt: stream.stoppedAt!,
-        subject: stream.streamName,
-        payload: recordingKey ? { key: recordingKey } : {},
-        dedupeKey: `stream:${stream.id}:recording_stopped`,
-      });
-    }
-  }
   await announce(streamId);
   return stream;
 }

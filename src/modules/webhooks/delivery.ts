@@ -4,14 +4,15 @@
  * `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the
  * secret; during a rotation the old secret's signature follows, space-separated).
  *
- * The delivery row is the truth. A worker claims due rows straight from the database, so two
- * workers never send one at once, then records the outcomes. On PostgreSQL the claim is a
- * batch's row locks, held by a transaction that stays open while the batch is sent and
- * commits its outcomes in one statement (claimLocked, recordLocked); a worker killed
- * mid-attempt ends its transaction and the rows are due again at once. The embedded
- * database (one connection) cannot hold a transaction open while sending, so there a claim
- * is a lease written into each row (claimDue), and the successes of many attempts are
- * recorded in one statement, each failure with its next attempt.
+ * The database is the truth: webhook_due holds what is left to send, webhook_deliveries the
+ * log. A worker claims due rows straight from the database, so two workers never send one at
+ * once, then records the outcomes. On PostgreSQL a batch's transaction deletes the due rows it
+ * claims and stays open while the batch is sent, then commits its outcomes in one statement
+ * (claimLocked, recordLocked): a success costs the log row's HOT update and nothing else, and
+ * a worker killed mid-attempt ends its transaction, so the rows are due again at once. The
+ * embedded database (one connection) cannot hold a transaction open while sending, so there
+ * a claim is a lease, the due row moved past it (claimDue), and the successes of many
+ * attempts are recorded in one statement, each failure with its next attempt.
  */
 import { createHmac } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
@@ -54,8 +55,22 @@ export interface Claimed {
   created_at: string | Date;
 }
 
-/** Deliveries an ordered endpoint may not send yet: an earlier event of it is still pending. */
-const WAITS_FOR_EARLIER = sql`exists (select 1 from webhook_deliveries p where p.endpoint_id = d.endpoint_id and p.status = 'pending' and p.sequence < d.sequence)`;
+/**
+ * Up to `limit` due rows of webhook_due (as `c`) a claim may take, locked: due, their endpoint
+ * enabled and, for an ordered endpoint, no earlier event of it due (a row another batch holds
+ * still counts: its delete has not committed). A row whose endpoint is gone is taken too, to
+ * be dropped (see webhookDue). SKIP LOCKED lets several workers claim at once without waiting
+ * on each other's rows. No order: sorting would read every due row, and a backlog makes each
+ * claim as slow as it is long; the scan stops at the limit.
+ */
+const dueRows = (limit: number, columns: SQL) => sql`
+  select ${columns} from webhook_due c left join webhook_endpoints de on de.id = c.endpoint_id
+  -- A retry's timer may fire a little before the database's clock says it is due.
+  where c.due_at <= now() + interval '1 second'
+    and (de.id is null or (de.enabled and not (de.ordered and exists (
+      select 1 from webhook_due p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence))))
+  limit ${limit}
+  for update of c skip locked`;
 
 /**
  * Delivery bookkeeping commits without waiting for the WAL flush (set for its own statement
@@ -75,9 +90,9 @@ const NO_FLUSH = sql`(select set_config('synchronous_commit', 'off', true)) as n
 export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.webhooks.timeoutMs / 2);
 
 /**
- * Takes up to `limit` due deliveries for one attempt each: pending, due, not leased, their
- * endpoint enabled and, for an ordered endpoint, no earlier event of it pending. SKIP LOCKED
- * lets several workers claim at once without waiting on each other's rows.
+ * Takes up to `limit` due deliveries (see dueRows) for one attempt each: the due row moves past
+ * the claim's lease, the log row counts the attempt and shows the lease. A due row whose
+ * delivery is gone is deleted instead.
  */
 export async function claimDue(limit: number): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
@@ -86,21 +101,19 @@ export async function claimDue(limit: number): Promise<Claimed[]> {
       db,
       "webhooks_claim",
       sql`
+      with picked as materialized (
+        ${dueRows(limit, sql`c.delivery_id, not exists (select 1 from webhook_deliveries d where d.id = c.delivery_id) as gone`)}
+      ),
+      dropped as (delete from webhook_due w using picked p where w.delivery_id = p.delivery_id and p.gone),
+      claimed as (
+        update webhook_due w set due_at = now() + make_interval(secs => ${leaseSeconds})
+        from picked p where w.delivery_id = p.delivery_id and not p.gone
+        returning w.delivery_id, w.due_at
+      )
       update webhook_deliveries u
-      set attempts = u.attempts + 1, leased_until = now() + make_interval(secs => ${leaseSeconds}), last_attempt_at = now()
-      from webhook_endpoints e, events ev, ${NO_FLUSH}
-      where u.id in (
-          select d.id from webhook_deliveries d join webhook_endpoints de on de.id = d.endpoint_id
-          where d.status = 'pending'
-            -- A retry's timer may fire a little before the database's clock says it is due.
-            and d.next_attempt_at <= now() + interval '1 second'
-            and (d.leased_until is null or d.leased_until < now())
-            and de.enabled and not (de.ordered and ${WAITS_FOR_EARLIER})
-          -- No order: sorting would read every due row, and a backlog makes each claim as slow as it is
-          -- long. The scan stops at the limit and meets rows in the table's order, roughly oldest first.
-          limit ${limit}
-          for update of d skip locked)
-        and e.id = u.endpoint_id and ev.id = u.event_id
+      set attempts = u.attempts + 1, leased_until = c.due_at, last_attempt_at = now()
+      from claimed c, webhook_endpoints e, events ev, ${NO_FLUSH}
+      where u.id = c.delivery_id and e.id = u.endpoint_id and ev.id = u.event_id
       returning u.id, u.attempts, u.leased_until::text as lease, u.endpoint_id, e.url, e.ordered, e.secret, e.previous_secret, e.previous_secret_until,
         ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at`,
     ),
@@ -108,10 +121,12 @@ export async function claimDue(limit: number): Promise<Claimed[]> {
 }
 
 /**
- * Takes up to `limit` due deliveries, as claimDue chooses them, for the transaction `tx` and
- * writes nothing: the row locks are the claim, and other workers' claims skip those rows
- * until `tx` ends. `attempts` answers the attempt about to be made, which recordLocked
- * writes. The transaction commits without waiting for the WAL flush, as a claim did.
+ * Takes up to `limit` due deliveries (see dueRows) for the transaction `tx` by deleting their
+ * due rows, and writes nothing else: until `tx` ends other workers' claims skip those rows,
+ * and if it ends without committing they are due again. A row whose delivery is gone is
+ * deleted and not answered. `attempts` answers the attempt about to be made, which
+ * recordLocked writes. The transaction commits without waiting for the WAL flush, as a claim
+ * did.
  */
 export async function claimLocked(tx: Database, limit: number): Promise<Claimed[]> {
   return rowsOf<Claimed>(
@@ -119,15 +134,14 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
       tx,
       "webhooks_claim_locked",
       sql`
+      with claimed as (
+        delete from webhook_due w where w.delivery_id in (${dueRows(limit, sql`c.delivery_id`)})
+        returning w.delivery_id
+      )
       select d.id, d.attempts + 1 as attempts, '' as lease, d.endpoint_id, de.url, de.ordered, de.secret, de.previous_secret,
         de.previous_secret_until, de.failing_since is not null as failing, ev.id as event_id, ev.account_id, ev.type, ev.sequence, ev.data, ev.created_at
-      from webhook_deliveries d join webhook_endpoints de on de.id = d.endpoint_id join events ev on ev.id = d.event_id, ${NO_FLUSH}
-      where d.status = 'pending'
-        and d.next_attempt_at <= now() + interval '1 second'
-        and (d.leased_until is null or d.leased_until < now())
-        and de.enabled and not (de.ordered and ${WAITS_FOR_EARLIER})
-      limit ${limit}
-      for no key update of d skip locked`,
+      from claimed c join webhook_deliveries d on d.id = c.delivery_id join webhook_endpoints de on de.id = d.endpoint_id
+        join events ev on ev.id = d.event_id, ${NO_FLUSH}`,
     ),
   );
 }
@@ -139,10 +153,15 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
 export async function releaseClaims(rows: Claimed[]): Promise<void> {
   if (rows.length === 0) return;
   await db.execute(sql`
+    with released as (
+      update webhook_due w set due_at = now()
+      from jsonb_to_recordset(${JSON.stringify(rows.map((row) => ({ id: Number(row.id), lease: row.lease })))}::jsonb) as o(id bigint, lease timestamptz)
+      -- Only while the lease is still this claim's: once it ended, another worker may hold the delivery.
+      where w.delivery_id = o.id and w.due_at = o.lease
+      returning w.delivery_id
+    )
     update webhook_deliveries d set leased_until = null, attempts = d.attempts - 1
-    from jsonb_to_recordset(${JSON.stringify(rows.map((row) => ({ id: Number(row.id), lease: row.lease })))}::jsonb) as o(id bigint, lease timestamptz), ${NO_FLUSH}
-    -- Only while the lease is still this claim's: once it ended, another worker may hold the delivery.
-    where d.id = o.id and d.leased_until = o.lease`);
+    from released r, ${NO_FLUSH} where d.id = r.delivery_id`);
 }
 
 /** The body exactly as signed: the event's catalogue shape. */
@@ -276,19 +295,38 @@ const failingEndpoint = (gone: SQL) => {
     updated_at = now()`;
 };
 
-/** Records a failed attempt and when to try next, and disables an endpoint that is gone or has failed too long. */
+/**
+ * The due rows of `ids` (a SQL array of bigint) that no other transaction holds, locked: an
+ * attempt whose claim ended may have been taken by another worker, whose outcome then counts.
+ */
+const ownDueRows = (ids: SQL) =>
+  sql`select delivery_id from webhook_due where delivery_id = any(${ids}) for update skip locked`;
+
+/**
+ * Records a failed attempt and when to try next (the due row moves to it, or goes when no
+ * attempt is left), and disables an endpoint that is gone or has failed too long.
+ */
 export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ retryInMs?: number }> {
   const waitSeconds = retryWait(row);
   const status = waitSeconds === undefined ? "failed" : "pending";
   const gone = outcome.statusCode === 410;
-  // One statement (two data-modifying parts): the outcome, the retry and the endpoint's state commit together.
+  const own = ownDueRows(sql`array[${Number(row.id)}::bigint]`);
+  // One statement: the outcome, the retry and the endpoint's state commit together.
   const [endpoint] = rowsOf<{ enabled: boolean; disabled_reason: string | null }>(
     await db.execute(sql`
-      with delivery as (
+      with due as (
+        ${
+          status === "pending"
+            ? sql`update webhook_due set due_at = now() + make_interval(secs => ${waitSeconds}) where delivery_id in (${own})`
+            : sql`delete from webhook_due where delivery_id in (${own})`
+        }
+        returning delivery_id
+      ),
+      delivery as (
         update webhook_deliveries set status = ${status}, leased_until = null,
           next_attempt_at = ${status === "pending" ? sql`now() + make_interval(secs => ${waitSeconds})` : sql`next_attempt_at`},
           last_status_code = ${outcome.statusCode}, last_latency_ms = ${outcome.latencyMs}, last_response = ${outcome.response}
-        where id = ${Number(row.id)}
+        where id in (select delivery_id from due)
       ),
       endpoint as (
         update webhook_endpoints set ${failingEndpoint(sql`${gone}`)}
@@ -305,7 +343,10 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
 export const isSuccess = (outcome: Outcome) =>
   outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300;
 
-/** Records the successes of a batch in one statement, and clears their endpoints' failure runs. */
+/**
+ * Records the successes of a batch in one statement (their due rows go), and clears their
+ * endpoints' failure runs.
+ */
 export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outcome }>): Promise<void> {
   if (sent.length === 0) return;
   const outcomes = sent.map(({ row, outcome }) => ({
@@ -322,10 +363,14 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
     with outcome as (
       select * from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb) as o(id bigint, code integer, latency integer, response text)
     ),
+    done as (
+      delete from webhook_due where delivery_id in (${ownDueRows(sql`array(select id from outcome)`)})
+      returning delivery_id
+    ),
     delivered as (
       update webhook_deliveries d set status = 'succeeded', leased_until = null,
         last_status_code = o.code, last_latency_ms = o.latency, last_response = o.response
-      from outcome o where d.id = o.id
+      from outcome o join done on done.delivery_id = o.id where d.id = o.id
     ),
     healthy as (
       update webhook_endpoints set failing_since = null
@@ -344,16 +389,19 @@ export interface Attempted {
 
 /**
  * Records a batch claimed by claimLocked, inside its transaction and in one statement: each
- * finished attempt's outcome (a failure with its next attempt, or failed when none is left)
- * and a lease on each attempt still in flight (`unfinished`), so that once the transaction
- * commits another worker waits out the attempt as it would a claimDue claim; its outcome is
- * recorded later by recordSuccesses or recordFailure. The endpoints' state is left to
- * recordEndpoints, after the commit.
+ * finished attempt's outcome in its log row (a failure also due again at its next attempt,
+ * or failed when none is left) and a lease on each attempt still in flight (`unfinished`),
+ * due again when it ends, so that once the transaction commits another worker waits out the
+ * attempt as it would a claimDue claim; its outcome is recorded later by recordSuccesses or
+ * recordFailure. The claimed deliveries it did not begin (`unbegun`) are due again at once,
+ * their log rows untouched. A success writes only its log row, and changes no indexed column
+ * there. The endpoints' state is left to recordEndpoints, after the commit.
  */
 export async function recordLocked(
   tx: Database,
   finished: Attempted[],
   unfinished: Array<{ row: Claimed; at: Date }>,
+  unbegun: Claimed[] = [],
 ): Promise<void> {
   const outcomes = finished.map(({ row, outcome, at }) => {
     const failed = !isSuccess(outcome);
@@ -363,6 +411,8 @@ export async function recordLocked(
       at: at.toISOString(),
       status: failed ? (retryWait(row) === undefined ? "failed" : "pending") : "succeeded",
       wait: failed ? (retryWait(row) ?? null) : null,
+      endpoint: row.endpoint_id,
+      sequence: Number(row.sequence),
       code: outcome.statusCode,
       latency: outcome.latencyMs,
       response: outcome.response,
@@ -372,24 +422,48 @@ export async function recordLocked(
     id: Number(row.id),
     attempts: row.attempts,
     at: at.toISOString(),
+    endpoint: row.endpoint_id,
+    sequence: Number(row.sequence),
+  }));
+  const givenBack = unbegun.map((row) => ({
+    id: Number(row.id),
+    endpoint: row.endpoint_id,
+    sequence: Number(row.sequence),
   }));
   await executePrepared(
     tx,
     "webhooks_record_locked",
     sql`
-      with delivered as (
+      with outcome as (
+        select o.*, statement_timestamp() + make_interval(secs => o.wait) as next
+        from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb) as o(id bigint, attempts integer, at timestamptz,
+          status text, wait double precision, endpoint text, sequence bigint, code integer, latency integer, response text)
+      ),
+      lease as (
+        select o.*, statement_timestamp() + make_interval(secs => ${leaseMs() / 1000}) as until
+        from jsonb_to_recordset(${JSON.stringify(leased)}::jsonb)
+          as o(id bigint, attempts integer, at timestamptz, endpoint text, sequence bigint)
+      ),
+      delivered as (
         update webhook_deliveries d set status = o.status, attempts = o.attempts, last_attempt_at = o.at, leased_until = null,
-          next_attempt_at = case when o.wait is null then d.next_attempt_at else statement_timestamp() + make_interval(secs => o.wait) end,
+          next_attempt_at = coalesce(o.next, d.next_attempt_at),
           last_status_code = o.code, last_latency_ms = o.latency, last_response = o.response
-        from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb)
-          as o(id bigint, attempts integer, at timestamptz, status text, wait double precision, code integer, latency integer, response text)
-        where d.id = o.id
+        from outcome o where d.id = o.id
       ),
       leased as (
-        update webhook_deliveries d set attempts = o.attempts, last_attempt_at = o.at,
-          leased_until = statement_timestamp() + make_interval(secs => ${leaseMs() / 1000})
-        from jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) as o(id bigint, attempts integer, at timestamptz)
-        where d.id = o.id
+        update webhook_deliveries d set attempts = o.attempts, last_attempt_at = o.at, leased_until = o.until
+        from lease o where d.id = o.id
+      ),
+      due as (
+        insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
+        select id, endpoint, sequence, next from outcome where next is not null
+        union all
+        select id, endpoint, sequence, until from lease
+        union all
+        select o.id, o.endpoint, o.sequence, statement_timestamp()
+        from jsonb_to_recordset(${JSON.stringify(givenBack)}::jsonb) as o(id bigint, endpoint text, sequence bigint)
+        -- A retry or replay made meanwhile added the row back, due now.
+        on conflict (delivery_id) do update set due_at = least(webhook_due.due_at, excluded.due_at)
       )
       select 1`,
   );

@@ -1,17 +1,18 @@
 /**
  * A webhooks worker's sending loop on PostgreSQL. It claims due deliveries in batches, each
  * in a transaction left open on its own connection while the batch is sent: the claim is
- * the batch's row locks, written nowhere, and other workers skip those rows until the
- * transaction ends. The outcomes are recorded in one statement and commit with the claim,
- * so a delivery costs one row write where a lease costs two (the claim, then the outcome);
- * the endpoints' failure runs follow the commit, and only when an attempt failed or a
- * failing endpoint answered.
- * A worker or connection that dies ends its transaction: the deliveries are due again at
- * once and sent again, which at-least-once allows.
+ * the transaction's delete of their rows in the due set, and other workers skip those rows
+ * until the transaction ends. The outcomes are recorded in one statement and commit with the
+ * claim, so a success costs that delete and its log row's HOT update, where a lease costs
+ * two writes of the log row and its index entries (the claim, then the outcome); the
+ * endpoints' failure runs follow the commit, and only when an attempt failed or a failing
+ * endpoint answered.
+ * A worker or connection that dies ends its transaction: the delete is undone, so the
+ * deliveries are due again at once and sent again, which at-least-once allows.
  *
  * A batch's transaction is bounded: HOLD_MS after its claim, the deliveries it has not begun
- * are left as they were, the attempts still in flight are leased (written, as the embedded
- * database's pump leases every claim) and the finished ones committed, so one slow receiver
+ * are given back to the due set as they were, the attempts still in flight are leased (due again once the lease
+ * ends, as the embedded database's pump leases every claim) and the finished ones committed, so one slow receiver
  * holds back neither the other outcomes nor the rows' locks. Those attempts are recorded
  * as they end. Several batches are open at once, so the attempts of the next go out while
  * one waits for its last answers and commits.
@@ -100,7 +101,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
 
   const cut = (batch: Batch) => {
     if (batch.cut) return;
-    // What it has not begun is left untouched: due again for the next claim once the transaction ends.
+    // What it has not begun is given back when the batch records: due again once the transaction ends.
     waiting = waiting.filter((entry) => entry.batch !== batch);
     batch.unsent = 0;
     batch.settle();
@@ -111,6 +112,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     const wakesBefore = wakes;
     const batch = new Batch();
     let claimed = false;
+    let gaveBack = false;
     try {
       const recorded = await db.transaction(async (tx) => {
         const rows = await claimLocked(tx, size);
@@ -118,7 +120,12 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         claimed = true;
         // A short claim took all that was due, unless a wake-up came meanwhile.
         if (rows.length < size && wakes === wakesBefore) more = false;
-        if (rows.length === 0 || stopped) return undefined;
+        if (rows.length === 0) return undefined;
+        if (stopped) {
+          // Claimed as the worker stops: given back, due again once the transaction commits.
+          await recordLocked(tx, [], [], rows);
+          return undefined;
+        }
         open.add(batch);
         batch.unsent = rows.length;
         for (const row of rows) waiting.push({ row, batch });
@@ -131,16 +138,20 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         });
         await batch.settled;
         clearTimeout(timer);
+        const begun = new Set([...batch.finished.map(({ row }) => row), ...batch.inFlight.keys()]);
+        const unbegun = rows.filter((row) => !begun.has(row));
         await recordLocked(
           tx,
           batch.finished,
           [...batch.inFlight].map(([row, at]) => ({ row, at })),
+          unbegun,
         );
+        gaveBack = unbegun.length > 0;
         return true;
       });
       if (recorded) {
-        // The next event of an ordered endpoint may go now.
-        if (batch.finished.some(({ row }) => row.ordered)) more = true;
+        // The next event of an ordered endpoint may go now, and what the batch gave back is due.
+        if (gaveBack || batch.finished.some(({ row }) => row.ordered)) more = true;
         await settleEndpoints(batch.finished);
       }
     } catch (error) {

@@ -1,9 +1,10 @@
 /**
  * The transactional outbox: a feature records a catalogue event with the transaction handle
  * of the change it describes, so the event exists exactly when the change committed. The
- * same statement queues one delivery per endpoint that wants the event (webhook_deliveries, the
- * webhooks consumer's work table); once the transaction has committed, the outbox rings the
- * webhooks workers and the account's event streams in every process.
+ * same statement queues one delivery per endpoint that wants the event (its log row in
+ * webhook_deliveries, and a row in webhook_due, the webhooks consumer's work table); once
+ * the transaction has committed, the outbox rings the webhooks workers and the account's
+ * event streams in every process.
  */
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
@@ -64,9 +65,14 @@ export async function recordEvents<T extends EventType>(
         select e.account_id, e.id, stored.id, stored.sequence from webhook_endpoints e, stored
         where e.account_id = ${accountId} and e.enabled and (e.event_types is null or e.event_types ? ${type})
         order by stored.sequence, e.id
+        returning id, endpoint_id, sequence
+      ),
+      due as (
+        insert into webhook_due (delivery_id, endpoint_id, sequence)
+        select id, endpoint_id, sequence from queued
         returning 1
       )
-      select count(*) as queued from queued`,
+      select count(*) as queued from due`,
     ),
   );
   if (Number(row?.queued ?? 0) > 0) outbox.ring(tx, WEBHOOKS_CONSUMER);

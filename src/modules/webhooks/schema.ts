@@ -1,4 +1,3 @@
-import { sql } from "drizzle-orm";
 import {
   bigint,
   bigserial,
@@ -69,9 +68,9 @@ export const webhookEndpoints = pgTable(
 );
 
 /**
- * One event to one endpoint. The row is the truth about what is left to deliver: workers
- * claim due rows straight from here, and Redis only rings the doorbell. Stored with
- * fillfactor 70 (migration 0017), so claiming a row is a HOT update.
+ * One event to one endpoint: the delivery log the API and the console show. What is left to
+ * deliver is webhook_due; an attempt's outcome changes no indexed column here, so with the
+ * room fillfactor 70 leaves on each page (migration 0017) it is a HOT update.
  */
 export const webhookDeliveries = pgTable(
   "webhook_deliveries",
@@ -101,7 +100,28 @@ export const webhookDeliveries = pgTable(
   (table) => [
     uniqueIndex("webhook_deliveries_endpoint_event_idx").on(table.endpointId, table.eventId),
     index("webhook_deliveries_endpoint_sequence_idx").on(table.endpointId, table.sequence),
-    // Holds only what is left to deliver, so the sweep's scan stays small however long the log.
-    index("webhook_deliveries_due_idx").on(table.nextAttemptAt).where(sql`${table.status} = 'pending'`),
+  ],
+);
+
+/**
+ * The deliveries left to send, one row each while its log row is pending: the truth workers
+ * claim from (Redis only rings the doorbell). Narrow, so a claim reads little: on PostgreSQL
+ * a batch's transaction deletes the rows it sends and re-inserts a failure with its next
+ * attempt, on the embedded database a claim moves `due_at` past its lease. No foreign key:
+ * deleting an endpoint or purging an event must not wait for the rows a batch holds (that
+ * batch then writes their log rows, a deadlock); a claim drops a row whose delivery is gone.
+ */
+export const webhookDue = pgTable(
+  "webhook_due",
+  {
+    deliveryId: bigint("delivery_id", { mode: "number" }).primaryKey(),
+    endpointId: text("endpoint_id").notNull(),
+    sequence: bigint("sequence", { mode: "number" }).notNull(),
+    dueAt: timestamp("due_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (table) => [
+    index("webhook_due_due_at_idx").on(table.dueAt),
+    // An ordered endpoint's delivery waits while an earlier one of it is due.
+    index("webhook_due_endpoint_sequence_idx").on(table.endpointId, table.sequence),
   ],
 );

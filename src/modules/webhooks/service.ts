@@ -252,19 +252,30 @@ export async function listDeliveries(
   }));
 }
 
+/**
+ * The `retried` deliveries (id, endpoint_id, sequence) due now in the due set, whether or not
+ * they were due already. A row a batch holds is waited for, then added anew.
+ */
+const DUE_NOW = sql`
+  due as (
+    insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
+    select id, endpoint_id, sequence, now() from retried
+    on conflict (delivery_id) do update set due_at = now()
+  )`;
+
 /** Sends one delivery again now, whatever became of it; its receiver de-duplicates by webhook-id. */
 export async function retryDelivery(accountId: string, endpointId: string, deliveryId: number): Promise<void> {
-  const [row] = await db
-    .update(webhookDeliveries)
-    .set({ status: "pending", nextAttemptAt: sql`now()` })
-    .where(
-      and(
-        eq(webhookDeliveries.accountId, accountId),
-        eq(webhookDeliveries.endpointId, endpointId),
-        eq(webhookDeliveries.id, deliveryId),
+  // Raw SQL: drizzle cannot write the log row and the due set in one statement.
+  const [row] = rowsOf<{ id: string | number }>(
+    await db.execute(sql`
+      with retried as (
+        update webhook_deliveries set status = 'pending', next_attempt_at = now()
+        where account_id = ${accountId} and endpoint_id = ${endpointId} and id = ${deliveryId}
+        returning id, endpoint_id, sequence
       ),
-    )
-    .returning({ id: webhookDeliveries.id });
+      ${DUE_NOW}
+      select id from retried`),
+  );
   if (!row) throw new AppError("not_found", `no delivery ${deliveryId} of webhook endpoint ${endpointId}`);
   outbox.ring(db, WEBHOOKS_CONSUMER);
 }
@@ -287,13 +298,17 @@ export async function replay(
   const endpoint = await endpointRow(accountId, endpointId);
   const queued = rowsOf<{ id: string | number }>(
     await db.execute(sql`
-      insert into webhook_deliveries (account_id, endpoint_id, event_id, sequence)
-      select ev.account_id, ${endpointId}, ev.id, ev.sequence from events ev
-      where ev.account_id = ${accountId}
-        and ${since ? sql`ev.created_at >= ${since.toISOString()}::timestamptz` : sql`ev.sequence > ${from.after!}`}
-        and (${endpoint.eventTypes === null ? sql`true` : sql`ev.type in (select jsonb_array_elements_text(${JSON.stringify(endpoint.eventTypes)}::jsonb))`})
-      on conflict (endpoint_id, event_id) do update set status = 'pending', next_attempt_at = now()
-      returning id`),
+      with retried as (
+        insert into webhook_deliveries (account_id, endpoint_id, event_id, sequence)
+        select ev.account_id, ${endpointId}, ev.id, ev.sequence from events ev
+        where ev.account_id = ${accountId}
+          and ${since ? sql`ev.created_at >= ${since.toISOString()}::timestamptz` : sql`ev.sequence > ${from.after!}`}
+          and (${endpoint.eventTypes === null ? sql`true` : sql`ev.type in (select jsonb_array_elements_text(${JSON.stringify(endpoint.eventTypes)}::jsonb))`})
+        on conflict (endpoint_id, event_id) do update set status = 'pending', next_attempt_at = now()
+        returning id, endpoint_id, sequence
+      ),
+      ${DUE_NOW}
+      select id from retried`),
   );
   if (queued.length > 0) outbox.ring(db, WEBHOOKS_CONSUMER);
   return queued.length;
