@@ -143,10 +143,7 @@ export function errorResponse(error: unknown, requestId: string): Response {
     log.warn({ requestId, err: failure }, "dependency down");
     return answer(503, errorBody("dependency_down", "a service Parley depends on is unavailable; retry later"));
   }
-  log.error(
-    { requestId, err: { message: (error as Error).message, stack: (error as Error).stack } },
-    "unhandled error",
-  );
+  log.error({ requestId, err: loggableError(error) }, "unhandled error");
   return answer(500, errorBody("internal", "internal error"));
 }
 
