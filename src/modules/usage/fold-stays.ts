@@ -76,12 +76,17 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
           updated_at = now()
         returning r.account_id, r.room, r.started_at as joined_at, r.ended_at as left_at
       ),
+      -- One probe of the key per incoming stay (\`offset 0\` keeps the lateral join): guessing a hundred
+      -- occupants an event, the planner hashed the whole table for every page.
       previous as (
         select p.account_id, p.room, p.joined_at, p.left_at
-        from participant_sessions p
-        join incoming k on p.account_id = k.account_id and p.room = k.room and p.breakout_id = k.breakout_id
-          and p.occupant_jid = k.occupant_jid and p.joined_at = k.joined_at
-        where p.left_at is not null
+        from incoming k
+        cross join lateral (
+          select p.account_id, p.room, p.joined_at, p.left_at from participant_sessions p
+          where p.account_id = k.account_id and p.room = k.room and p.joined_at = k.joined_at
+            and p.breakout_id = k.breakout_id and p.occupant_jid = k.occupant_jid and p.left_at is not null
+          offset 0
+        ) p
       ),
       stays_upserted as (
         insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
