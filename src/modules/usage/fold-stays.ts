@@ -88,9 +88,15 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
           offset 0
         ) p
       ),
+      -- Each account of the page locked once, as a foreign key's check would lock it for every stay: an
+      -- account deleted meanwhile waits for this fold, and its trigger then deletes the stays written here.
+      owners as (
+        select a.id from accounts a where a.id in (select distinct account_id from page) for key share
+      ),
       stays_upserted as (
         insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
         select account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at from incoming
+        where account_id in (select id from owners)
         on conflict (account_id, room, breakout_id, occupant_jid, joined_at) do update set
           user_id = coalesce(p.user_id, excluded.user_id),
           name = coalesce(p.name, excluded.name),
