@@ -666,6 +666,31 @@ describe("folding odd events", () => {
   });
 });
 
+describe("an account's usage", () => {
+  test("goes with the account: its stays are deleted with it, another account's stay is kept", async () => {
+    const [gone, kept] = [await newAccount(), await newAccount()];
+    const stays = async (accountId: string) =>
+      rowsOf<{ n: number }>(
+        await db.execute(sql`select count(*)::int as n from participant_sessions where account_id = ${accountId}`),
+      )[0]!.n;
+    for (const account of [gone, kept])
+      for (const delivery of [
+        occupantJoined("leaving", alice, at("10:00:00"), 1),
+        occupantLeft("leaving", alice, at("10:00:00"), at("10:20:00"), 0),
+      ])
+        expect((await deliver(account.apiKey, delivery)).status).toBe(200);
+    const ids = rowsOf<{ id: number }>(
+      await db.execute(
+        sql`select id from conference_events where account_id in (${gone.accountId}, ${kept.accountId})`,
+      ),
+    ).map((row) => Number(row.id));
+    expect(await foldEventIds(ids)).toBe(4);
+    expect([await stays(gone.accountId), await stays(kept.accountId)]).toEqual([1, 1]);
+    await db.execute(sql`delete from accounts where id = ${gone.accountId}`);
+    expect([await stays(gone.accountId), await stays(kept.accountId)]).toEqual([0, 1]);
+  });
+});
+
 describe("the OpenAPI document", () => {
   test("describes every field of the report and the event_sync routes", async () => {
     const spec = (await call("GET", "/swagger/json")).body;

@@ -22,6 +22,15 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[
 }
 
 /**
+ * One of `of` disjoint shares of the rooms, by a hash of the room: sweeps running side by side
+ * each claim from their own share, so they never pick the same rooms and wait on each other.
+ */
+export interface RoomShare {
+  index: number;
+  of: number;
+}
+
+/**
  * A sweep's page: the rooms named by the oldest events due (stored at least `olderThanMs`
  * ago), and up to `limit` of those rooms' unfolded events, whole rooms first in the order of
  * their oldest event, so a room life's joins and leaves fold together (one write of each
@@ -30,9 +39,15 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[
  * oldest events name hundreds of rooms at once, of which a page takes a few dozen. Younger
  * events of those rooms come along: folding them early changes nothing, and their ring then
  * finds nothing left. Rows another fold holds are skipped, also in the sample, so sweeps
- * running at once (of several cdr processes, or of one) take different rooms.
+ * running at once (of several cdr processes, or of one) take different rooms; a `share` keeps
+ * those of one process to disjoint rooms from the start (its rooms' events, whoever named them).
  */
-export async function claimUnfoldedRooms(tx: Database, olderThanMs: number, limit: number): Promise<FoldableEvent[]> {
+export async function claimUnfoldedRooms(
+  tx: Database,
+  olderThanMs: number,
+  limit: number,
+  share: RoomShare = { index: 0, of: 1 },
+): Promise<FoldableEvent[]> {
   // Every lookup is an index probe per row (the lateral joins with `offset 0`, `= any(array)`):
   // during a backlog the list's statistics lag far behind it, and the planner's own choice was
   // to scan the whole list and the whole log for every page.
@@ -41,6 +56,7 @@ export async function claimUnfoldedRooms(tx: Database, olderThanMs: number, limi
       select u.event_id, u.account_id, u.room from conference_events_unfolded u
       cross join lateral (select e.received_at from conference_events e where e.id = u.event_id offset 0) e
       where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
+        and (hashtext(u.account_id || '|' || u.room) & 2147483647) % ${share.of} = ${share.index}
       order by u.event_id limit ${Math.ceil(limit / 4)}
       for update of u skip locked
     ),

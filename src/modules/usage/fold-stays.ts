@@ -76,16 +76,27 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
           updated_at = now()
         returning r.account_id, r.room, r.started_at as joined_at, r.ended_at as left_at
       ),
+      -- One probe of the key per incoming stay (\`offset 0\` keeps the lateral join): guessing a hundred
+      -- occupants an event, the planner hashed the whole table for every page.
       previous as (
         select p.account_id, p.room, p.joined_at, p.left_at
-        from participant_sessions p
-        join incoming k on p.account_id = k.account_id and p.room = k.room and p.breakout_id = k.breakout_id
-          and p.occupant_jid = k.occupant_jid and p.joined_at = k.joined_at
-        where p.left_at is not null
+        from incoming k
+        cross join lateral (
+          select p.account_id, p.room, p.joined_at, p.left_at from participant_sessions p
+          where p.account_id = k.account_id and p.room = k.room and p.joined_at = k.joined_at
+            and p.breakout_id = k.breakout_id and p.occupant_jid = k.occupant_jid and p.left_at is not null
+          offset 0
+        ) p
+      ),
+      -- Each account of the page locked once, as a foreign key's check would lock it for every stay: an
+      -- account deleted meanwhile waits for this fold, and its trigger then deletes the stays written here.
+      owners as (
+        select a.id from accounts a where a.id in (select distinct account_id from page) for key share
       ),
       stays_upserted as (
         insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
         select account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at from incoming
+        where account_id in (select id from owners)
         on conflict (account_id, room, breakout_id, occupant_jid, joined_at) do update set
           user_id = coalesce(p.user_id, excluded.user_id),
           name = coalesce(p.name, excluded.name),

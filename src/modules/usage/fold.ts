@@ -21,6 +21,7 @@ import {
   claimUnfoldedRooms,
   markFolded,
   oldestUnfoldedAt,
+  type RoomShare,
   unfoldedEventsByIds,
 } from "./fold-queue";
 import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
@@ -225,32 +226,70 @@ function roomPages(rooms: LoggedRoom[], pageSize: number): LoggedRoom[][] {
   return pages;
 }
 
+/** Sweep pages folded at once, each in its own transaction: PostgreSQL runs them side by side on its cores. */
+const SWEEP_CONCURRENCY = 2;
+
 /**
  * Folds, straight from the database, every event stored at least `olderThanMs` ago that no
  * fold has taken: its ring was lost with Redis, or its fold failed. Works in
  * pages of whole rooms (`claimUnfoldedRooms`, about `pageSize` events), each claimed and folded
- * in one transaction; a page that fails is folded one event at a time, so one bad event cannot
- * hold back the rest. Needs no Redis. Answers how many events it folded.
+ * in one transaction, `concurrency` pages at once, each from its own share of the rooms (claiming
+ * from the same oldest events, they took the same rooms and waited on each other's locks). Once
+ * a page fails the sweep goes on alone, folding a page's events one at a time, so one bad event
+ * cannot hold back the rest. Needs no Redis. Answers how many events it folded.
  */
-export async function sweepUnfolded(olderThanMs: number, pageSize = ROOM_FOLD_PAGE): Promise<number> {
+export async function sweepUnfolded(
+  olderThanMs: number,
+  pageSize = ROOM_FOLD_PAGE,
+  concurrency = SWEEP_CONCURRENCY,
+): Promise<number> {
+  let folded = 0;
+  let failing = false;
+  const sweeper = async (index: number) => {
+    while (!failing) {
+      try {
+        const claimed = await sweepPage(olderThanMs, pageSize, { index, of: concurrency });
+        folded += claimed;
+        if (claimed === 0) return;
+      } catch (error) {
+        // The first sweeper to meet a failing page goes on alone; the others stop after their page.
+        if (failing) return;
+        failing = true;
+        log.warn({ err: (error as Error).message }, "usage sweep: a page failed, folding its events one by one");
+        folded += await sweepAfterFailure(olderThanMs, pageSize);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, index) => sweeper(index)));
+  return folded;
+}
+
+/** Claims a sweep's page and folds it in one transaction; answers how many events it took. */
+function sweepPage(olderThanMs: number, pageSize: number, share?: RoomShare): Promise<number> {
+  return foldTransaction(async (tx) => {
+    const events = await claimUnfoldedRooms(tx, olderThanMs, pageSize, share);
+    await foldInTransaction(tx, events);
+    return events.length;
+  });
+}
+
+/** The sweep alone after a page failed: the next page folded one event at a time, then whole pages until one fails. */
+async function sweepAfterFailure(olderThanMs: number, pageSize: number): Promise<number> {
   let folded = 0;
   for (;;) {
-    let claimed = 0;
-    try {
-      claimed = await foldTransaction(async (tx) => {
-        const events = await claimUnfoldedRooms(tx, olderThanMs, pageSize);
-        await foldInTransaction(tx, events);
-        return events.length;
-      });
-      folded += claimed;
-    } catch (error) {
-      log.warn({ err: (error as Error).message }, "usage sweep: a page failed, folding its events one by one");
-      const single = await foldOneByOne(olderThanMs, pageSize);
-      folded += single.folded;
-      if (single.folded === 0) return folded;
-      claimed = single.claimed;
+    const single = await foldOneByOne(olderThanMs, pageSize);
+    folded += single.folded;
+    if (single.folded === 0 || single.claimed === 0) return folded;
+    for (;;) {
+      try {
+        const claimed = await sweepPage(olderThanMs, pageSize);
+        folded += claimed;
+        if (claimed === 0) return folded;
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, "usage sweep: a page failed, folding its events one by one");
+        break;
+      }
     }
-    if (claimed === 0) return folded;
   }
 }
 

@@ -9,7 +9,14 @@ import { type Database, db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
 import type { ReportCall, ReportRoom, ReportStream, ReportUser } from "./model";
 import type { Window } from "./report-window";
-import { mediaSessions, participantSessions, roomSessions, type roomUsageDaily } from "./schema";
+import {
+  type CallDetails,
+  type MediaKind,
+  mediaSessions,
+  participantSessions,
+  roomSessions,
+  type roomUsageDaily,
+} from "./schema";
 
 /** Minutes with two decimals, from whole seconds. */
 export const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 100;
@@ -252,6 +259,24 @@ export const inRooms = <
   column: T,
 ) => (rooms.length > 0 ? inArray(column, rooms) : undefined);
 
+/**
+ * The named rooms, each once, as a row source `k(named_room)` for a lateral read of each room's rows.
+ */
+const namedRooms = (rooms: string[]) =>
+  sql`jsonb_array_elements_text(${JSON.stringify([...new Set(rooms)])}::jsonb) as k(named_room)`;
+
+/** A media session as read by raw SQL, its instants in milliseconds since the epoch. */
+interface MediaRow {
+  id: string | number;
+  room: string;
+  kind: MediaKind;
+  subject: string;
+  started_ms: string | number;
+  ended_ms: string | number | null;
+  peak_viewers: string | number;
+  details: CallDetails | string;
+}
+
 /** Reads the room lives of a checked window: an unreachable database is refused before any answer is sent. */
 export async function prepareReport(
   accountId: string,
@@ -310,35 +335,70 @@ export async function describeMeetings({
   // Inside the fold's transaction the queries share one connection: one slice, asked once.
   const slices: Array<[number, number]> =
     executor === db ? timeSlices(start.getTime(), latest.getTime()) : [[start.getTime(), latest.getTime()]];
-  const stayGroups = slices.map(async ([from, to], index) =>
-    rowsOf<StayGroupRow>(
+  // The fold's room.ended names a page's rooms: each room's rows are read by the index led by the
+  // room, one probe per room (`offset 0` keeps the lateral join), with the window's end applied
+  // after it. Given the rooms as a list and the window's two bounds, the planner took the account's
+  // time index when the tables' statistics were young, and read every room's rows of the window.
+  const perRoom = executor !== db && rooms.length > 0;
+  const stayGroups = slices.map(async ([from, to], index) => {
+    const joinedFrom = gte(participantSessions.joinedAt, new Date(from));
+    const joinedTo =
+      index === slices.length - 1
+        ? lte(participantSessions.joinedAt, new Date(to))
+        : lt(participantSessions.joinedAt, new Date(to));
+    const stays = perRoom
+      ? sql`${namedRooms(rooms)} cross join lateral (
+          select * from participant_sessions
+          where ${and(eq(participantSessions.accountId, accountId), sql`room = k.named_room`, joinedFrom)} offset 0
+        ) as participant_sessions where ${joinedTo}`
+      : sql`participant_sessions where ${and(
+          eq(participantSessions.accountId, accountId),
+          inRooms(rooms, participantSessions.room),
+          joinedFrom,
+          joinedTo,
+        )}`;
+    return rowsOf<StayGroupRow>(
       await executor.execute(sql`
         select room, breakout_id, json_agg(json_build_array(
           occupant_jid, user_id, name, email, left_estimated, ${epochMs(sql`joined_at`)}, ${epochMs(sql`left_at`)}, ${epochMs(sql`updated_at`)}
         ))::text as stays
-        from participant_sessions
-        where ${and(
-          eq(participantSessions.accountId, accountId),
-          inRooms(rooms, participantSessions.room),
-          gte(participantSessions.joinedAt, new Date(from)),
-          index === slices.length - 1
-            ? lte(participantSessions.joinedAt, new Date(to))
-            : lt(participantSessions.joinedAt, new Date(to)),
-        )}
+        from ${stays}
         group by room, breakout_id`),
-    ),
-  );
-  const mediaRows = await executor
-    .select()
-    .from(mediaSessions)
-    .where(
-      and(
-        eq(mediaSessions.accountId, accountId),
-        inRooms(rooms, mediaSessions.room),
-        gte(mediaSessions.startedAt, start),
-        lte(mediaSessions.startedAt, latest),
-      ),
     );
+  });
+  const mediaRows = perRoom
+    ? rowsOf<MediaRow>(
+        await executor.execute(sql`
+          select m.id, m.room, m.kind, m.subject, ${epochMs(sql`m.started_at`)} as started_ms,
+            ${epochMs(sql`m.ended_at`)} as ended_ms, m.peak_viewers, m.details
+          from ${namedRooms(rooms)} cross join lateral (
+            select * from media_sessions
+            where ${and(eq(mediaSessions.accountId, accountId), sql`room = k.named_room`, gte(mediaSessions.startedAt, start))}
+            offset 0
+          ) as m
+          where m.started_at <= ${latest.toISOString()}::timestamptz`),
+      ).map((row) => ({
+        id: Number(row.id),
+        accountId,
+        room: row.room,
+        kind: row.kind,
+        subject: row.subject,
+        startedAt: new Date(Number(row.started_ms)),
+        endedAt: row.ended_ms === null ? null : new Date(Number(row.ended_ms)),
+        peakViewers: Number(row.peak_viewers),
+        details: typeof row.details === "string" ? (JSON.parse(row.details) as CallDetails) : row.details,
+      }))
+    : await executor
+        .select()
+        .from(mediaSessions)
+        .where(
+          and(
+            eq(mediaSessions.accountId, accountId),
+            inRooms(rooms, mediaSessions.room),
+            gte(mediaSessions.startedAt, start),
+            lte(mediaSessions.startedAt, latest),
+          ),
+        );
 
   const inferred = new Map<string, Life>();
   const orphanLife = (room: string, breakoutId: string, at: Date, updatedAt: Date): Life | undefined => {
