@@ -45,7 +45,7 @@ export const roomSessions = pgTable(
  * (fillfactor 60, set in the migration), so the leave's update, which changes no indexed
  * column, is a heap-only update. The account is no foreign key: its check per stay cost about
  * half of writing the stay. A trigger on accounts deletes an account's stays with it, as the
- * cascade did, and the fold locks each account of its page once, as the check did (migration 0024).
+ * cascade did, and the fold locks each account of its page once, as the check did (migration 0027).
  */
 export const participantSessions = pgTable(
   "participant_sessions",
