@@ -7,7 +7,9 @@
  * benchmark times BENCH_DELIVERIES (default 2,000) deliveries by one webhooks worker (claim,
  * sign, send, record) and, just before and just after, the same number of POSTs of a
  * catalogue event by a bare fetch loop with WEBHOOK_WORKER_CONCURRENCY requests in flight;
- * it prints the worker's rate, the bare loop's mean and their ratio (target ≥ 0.5). Then it
+ * it prints the worker's rate, the bare loop's mean and their ratio (target ≥ 0.5), and the
+ * CPU time this process spent per delivery in each (all its threads: the worker shares its
+ * process with nothing else while it runs; the receiver and PostgreSQL are not counted). Then it
  * times recordEvent inside the writing transaction with an endpoint subscribed (sequence,
  * event row and delivery row), BENCH_SAMPLES (default 2,000) times one after another, and
  * the event_sync route that writes through it, and prints p50 and p99 of each (target for
@@ -66,8 +68,15 @@ try {
     sequence: 1,
     data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() },
   });
+  // CPU microseconds of this process per delivery, summed over the runs of each.
+  const cpu = { bare: 0, worker: 0 };
+  const cpuSince = (since: NodeJS.CpuUsage) => {
+    const used = process.cpuUsage(since);
+    return (used.user + used.system) / DELIVERIES;
+  };
   const bareLoop = async () => {
     let next = 0;
+    const cpuStarted = process.cpuUsage();
     const started = performance.now();
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
@@ -81,7 +90,9 @@ try {
         }
       }),
     );
-    return DELIVERIES / ((performance.now() - started) / 1000);
+    const rate = DELIVERIES / ((performance.now() - started) / 1000);
+    cpu.bare += cpuSince(cpuStarted) / 2;
+    return rate;
   };
   const bareBefore = await bareLoop();
 
@@ -100,6 +111,7 @@ try {
         });
     });
   }
+  const workerCpu = process.cpuUsage();
   const workerStarted = performance.now();
   const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
   for (;;) {
@@ -110,6 +122,7 @@ try {
     await Bun.sleep(20);
   }
   const workerRate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
+  cpu.worker = cpuSince(workerCpu);
   await worker.stop();
   const bareAfter = await bareLoop();
   const bareRate = (bareBefore + bareAfter) / 2;
@@ -183,6 +196,10 @@ try {
   );
   console.log(
     `  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`,
+  );
+  console.log(
+    `  CPU of this process   worker ${cpu.worker.toFixed(1)} µs a delivery, bare loop ${cpu.bare.toFixed(1)} µs ` +
+      `(${(cpu.worker / cpu.bare).toFixed(2)} ×)`,
   );
   console.log(`outbox (recordEvent in the transaction, ${SAMPLES} samples)`);
   console.log(`  p50 ${ms(percentile(outbox, 50))}   p99 ${ms(percentile(outbox, 99))} (target < 2 ms)`);

@@ -11,6 +11,7 @@ import { eq, sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { rowsOf } from "../../src/db/rows";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
@@ -67,6 +68,13 @@ describe("with the worker in this process", () => {
         sequence: 1,
         data: { room: "signed" },
       });
+      // The database formats the timestamp: to the millisecond, in UTC, as the API shows it.
+      const [stored] = rowsOf<{ ms: number }>(
+        await db.execute(
+          sql`select floor(extract(epoch from created_at) * 1000)::float8 as ms from events where id = ${got!.id}`,
+        ),
+      );
+      expect(got!.event.created_at).toBe(new Date(stored!.ms).toISOString());
 
       const headers = { "webhook-id": got!.id, "webhook-timestamp": String(got!.timestamp), "webhook-signature": "" };
       const webhook = new Webhook(secret);

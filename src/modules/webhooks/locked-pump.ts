@@ -49,7 +49,7 @@ class Batch {
   readonly shared = new ClaimedBatch();
   readonly finished: Attempted[] = [];
   /** Attempts under way, with when each began. */
-  readonly inFlight = new Map<Claimed, Date>();
+  readonly inFlight = new Map<Claimed, number>();
   unsent = 0;
   /** Set once the batch records what it has: an attempt that ends later is recorded on its own. */
   cut = false;
@@ -213,7 +213,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   const attempt = async (row: Claimed, batch: Batch) => {
     inFlight++;
     batch.unsent--;
-    batch.inFlight.set(row, new Date());
+    batch.inFlight.set(row, Date.now());
     const outcome = await send(row, batch.shared);
     inFlight--;
     if (!batch.cut) {
