@@ -7,22 +7,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eq } from "drizzle-orm";
-import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { newAccount } from "../helpers";
 import { startBridge, startTestGateway } from "../support/sip-gateway";
-import { endedCall, expectSuccess } from "../support/sip-calls";
+import { endedCall, expectSuccess, usageEvents } from "../support/sip-calls";
 import { runSipp, SCENARIOS } from "../support/sipp";
-
-async function usageEvents(callId: string) {
-  return db
-    .select()
-    .from(conferenceEvents)
-    .where(eq(conferenceEvents.subject, callId))
-    .orderBy(conferenceEvents.occurredAt);
-}
 
 describe("conference ids keyed in", () => {
   let owner: Awaited<ReturnType<typeof newAccount>>;

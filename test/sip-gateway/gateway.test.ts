@@ -3,27 +3,16 @@
  * and how it ends. Conference ids keyed in by DTMF are timed in real time: test/sip-gateway/dtmf.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
 import { config } from "../../src/config";
-import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 import { startBridge, startTestGateway } from "../support/sip-gateway";
-import { endedCall, expectSuccess } from "../support/sip-calls";
+import { endedCall, expectSuccess, usageEvents } from "../support/sip-calls";
 import { runSipp } from "../support/sipp";
 import { until } from "../support/wait";
 
 type Gateway = Awaited<ReturnType<typeof startTestGateway>>;
-
-async function usageEvents(callId: string) {
-  return db
-    .select()
-    .from(conferenceEvents)
-    .where(eq(conferenceEvents.subject, callId))
-    .orderBy(conferenceEvents.occurredAt);
-}
 
 describe("sip gateway", () => {
   let owner: Awaited<ReturnType<typeof newAccount>>;

@@ -1,7 +1,10 @@
 /**
  * What the SIP gateway tests check calls with: a sipp run that must have succeeded, a call's
- * record once it is closed, and sipp media endpoints (UAS) for the gateway to bridge to.
+ * record once it is closed, its usage events, and sipp media endpoints (UAS) for the gateway to bridge to.
  */
+import { eq } from "drizzle-orm";
+import { db } from "../../src/db/client";
+import { conferenceEvents } from "../../src/modules/events/schema";
 import type { CallRecord } from "../../sip-gateway/schema";
 import { callsById } from "../../sip-gateway/call-log";
 import { freePort, udpBound } from "./ports";
@@ -16,6 +19,15 @@ export async function endedCall(callId: string): Promise<CallRecord> {
     await Bun.sleep(50);
   }
   throw new Error(`call ${callId} was never recorded as ended`);
+}
+
+/** The usage events a call wrote (call_started, call_ended), in the order they happened. */
+export async function usageEvents(callId: string) {
+  return db
+    .select()
+    .from(conferenceEvents)
+    .where(eq(conferenceEvents.subject, callId))
+    .orderBy(conferenceEvents.occurredAt);
 }
 
 /** Fails with what sipp said unless it exited 0; `who` names the sipp in a test that runs several. */
