@@ -21,7 +21,9 @@
  *    (BENCH_CLIENT_PROCESSES, 2) of a deliberately cheap raw-HTTP client
  *    (test/bench/llhls/viewers.ts). A part's delivery is the moment its bytes have reached
  *    the player, less the moment the part came to exist (the origin's doorbell, heard by each
- *    client process too). The reference is one viewer, measured the same way in the same run.
+ *    client process too), counted once every player has joined; the players all join at
+ *    once, and the parts that came to exist meanwhile are printed apart (the join). The
+ *    reference is one viewer, measured the same way in the same run.
  *    What the origin costs and what the players cost are told apart: the origin's own time
  *    from a part to the reload's answer (its Server-Timing) and the API process's CPU time,
  *    beside the players' CPU time and what they saw.
@@ -251,6 +253,7 @@ async function manyViewers(): Promise<void> {
 
   interface Seen {
     delays: number[];
+    joining: number[];
     reloaded: number[];
     answered: number[];
     reloads: number;
@@ -288,6 +291,7 @@ async function manyViewers(): Promise<void> {
     );
     return {
       delays: results.flatMap((r) => r.delays),
+      joining: results.flatMap((r) => r.joining),
       reloaded: results.flatMap((r) => r.reloaded),
       answered: results.flatMap((r) => r.answered),
       reloads: results.reduce((sum, r) => sum + r.reloads, 0),
@@ -363,6 +367,11 @@ async function manyViewers(): Promise<void> {
       `max ${p(many.delays, 1)} ms (${many.delays.length} parts, ${many.reloads} reloads, ${many.errors} errors; ` +
       `${(keptUp * 100).toFixed(0)}% of the reloads keeping up takes)`,
   );
+  const joinOf = (seen: Seen) =>
+    seen.joining.length === 0
+      ? "no part came to exist meanwhile"
+      : `p50 ${p(seen.joining, 0.5)} ms, p99 ${p(seen.joining, 0.99)} ms (${seen.joining.length} parts)`;
+  console.log(`  while they joined (all at once), parts received: ${joinOf(many)}; the floor's: ${joinOf(bare)}`);
   console.log(
     `  reference, one viewer: part received p50 ${p(one.delays, 0.5)} ms, p99 ${p(one.delays, 0.99)} ms; ` +
       `p99 ratio ${(quantile(many.delays, 0.99) / quantile(one.delays, 0.99)).toFixed(1)}`,

@@ -9,10 +9,16 @@
  * (status, length, and the preload hint found from the end of the playlist), no Request or
  * Response objects. Its own CPU time is reported beside what it saw.
  *
- * Prints one JSON line: every delivered part's delay after the part came to exist, every
- * reload's answer after the same moment, the origin's own answer time of each reload that
- * waited (its Server-Timing), reloads, errors (answers other than 200), the parts that came to
- * exist meanwhile, and its CPU seconds.
+ * All the players join at once, a flash crowd of 500 connections and first playlists that
+ * holds the origin's event loop while the next part comes to exist. So what a part's delivery
+ * costs in a steady audience is counted from the first part that came to exist after every
+ * player of this process had its first blocking reload answered; the parts before it are the
+ * join, kept apart.
+ *
+ * Prints one JSON line: every delivered part's delay after the part came to exist (steady, and
+ * during the join), every reload's answer after the same moment, the origin's own answer time
+ * of each reload that waited (its Server-Timing), reloads, errors (answers other than 200), the
+ * parts that came to exist meanwhile, and its CPU seconds.
  *
  *   bun test/bench/llhls/viewers.ts <master url> <count> <seconds> <redis url> <channel> <rendition>
  */
@@ -44,6 +50,10 @@ bells.on("message", (_channel: string, message: string) => {
 await bells.subscribe(channel);
 
 const delays: number[] = [];
+const joining: number[] = [];
+let playersJoined = 0;
+/** When the last player of this process had its first blocking reload answered: the join is over. */
+let joinedAt = Number.POSITIVE_INFINITY;
 const reloaded: number[] = [];
 const answered: number[] = [];
 let reloads = 0;
@@ -177,6 +187,7 @@ async function play(): Promise<void> {
   const directory = variant.pathname.slice(0, variant.pathname.lastIndexOf("/") + 1);
   if ((await viewer.get(playlist)) !== 200) throw new Error("the media playlist is not there");
   let hint = viewer.hint();
+  let reloadsMade = 0;
   while (Date.now() < end) {
     const dot = hint.indexOf(".");
     const status = await viewer.get(`${playlist}&_HLS_msn=${hint.slice(0, dot)}&_HLS_part=${hint.slice(dot + 1)}`);
@@ -186,15 +197,17 @@ async function play(): Promise<void> {
       hint = viewer.hint();
       continue;
     }
+    if (reloadsMade++ === 0 && ++playersJoined === Number(countText)) joinedAt = performance.now();
     const existed = closedAt.get(hint);
-    if (existed !== undefined) reloaded.push(performance.now() - existed);
+    const steady = existed !== undefined && existed > joinedAt;
+    if (steady) reloaded.push(performance.now() - existed);
     reloads++;
     // Present when the reload waited for its part: the origin's own time from the part to the answer.
-    if (viewer.timing >= 0) answered.push(viewer.timing);
+    if (steady && viewer.timing >= 0) answered.push(viewer.timing);
     const next = viewer.hint();
     const part = await viewer.get(`${directory}${hint}.m4s`);
     if (part !== 200) errors++;
-    else if (existed !== undefined) delays.push(performance.now() - existed);
+    else if (existed !== undefined) (steady ? delays : joining).push(performance.now() - existed);
     hint = next;
   }
   viewer.close();
@@ -205,5 +218,14 @@ await Promise.all(Array.from({ length: Number(countText) }, play));
 const used = process.cpuUsage(cpu);
 await bells.quit();
 console.log(
-  JSON.stringify({ delays, reloaded, answered, reloads, errors, parts, cpuSeconds: (used.user + used.system) / 1e6 }),
+  JSON.stringify({
+    delays,
+    joining,
+    reloaded,
+    answered,
+    reloads,
+    errors,
+    parts,
+    cpuSeconds: (used.user + used.system) / 1e6,
+  }),
 );
