@@ -263,7 +263,9 @@ async function runQueue() {
     while (queue.length > 0 && running.size < workers) start(queue.shift()!);
     const now = performance.now();
     samples.push({ at: now, ticks: cpuTicks() });
-    while (samples.length > 1 && now - samples[0]!.at > idleWindowMs) samples.shift();
+    // The oldest sample kept is the newest one at least a window old: the window is whole, so the
+    // check below can hold (trimmed to under a window, it was 1.75 s old and never 0.9 of 2 s).
+    while (samples.length > 1 && now - samples[1]!.at >= idleWindowMs) samples.shift();
     const first = samples[0]!.ticks;
     const last = samples.at(-1)!.ticks;
     const idle = last.total > first.total ? (last.idle - first.idle) / (last.total - first.total) : 0;

@@ -111,6 +111,9 @@ async function startOnce(options: Options): Promise<Baresip> {
   };
   try {
     await waitFor(/baresip is ready/);
+    // baresip gets ready without a module that could not bind: its console's port is a UDP
+    // one, chosen free for TCP, and an RTP socket of this machine may hold it.
+    if (/Address already in use/.test(printed)) throw new Error(`baresip could not bind a port:\n${printed}`);
   } catch (error) {
     child.kill("SIGKILL");
     socket.close();
