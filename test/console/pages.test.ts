@@ -119,6 +119,8 @@ describe("usage", () => {
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
+    // The chart is drawn by a script of its own once the page is there: on a busy machine, after the table.
+    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined);
     const chart = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
       return {

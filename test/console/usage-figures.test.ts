@@ -58,6 +58,8 @@ test("Usage header, chart, table, CSV and API give the same participant minutes,
     await page.getByLabel("Account").selectOption(account.accountId);
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
+    // The chart is drawn by a script of its own once the page is there: on a busy machine, after the table.
+    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined);
     const shown = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
       const rows = [...document.querySelectorAll(`[aria-label="Usage per day and room"] tbody tr`)].map((row) =>
