@@ -6,7 +6,7 @@ import { Text } from "../../http/text";
 import { limits } from "../limits";
 import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbacks";
 import { startStream, stopStream } from "./control";
-import { StreamName, StreamingModel } from "./model";
+import { LlhlsMediaParams, LlhlsQuery, StreamName, StreamingModel } from "./model";
 import { viewerCount, vodLocation } from "./viewers";
 import { multivariant } from "./llhls/origin";
 import { media, mediaAnswer, PLAYLIST } from "./llhls/route";
@@ -15,12 +15,6 @@ import { isViewerId, newViewerId } from "./llhls/viewers";
 const NotStarted = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
 const StreamFailure = t.Composite([ErrorModel, NotStarted], { additionalProperties: true });
 
-const LlhlsQuery = t.Object({
-  _HLS_msn: t.Optional(Text({ maxLength: 20 })),
-  _HLS_part: t.Optional(Text({ maxLength: 20 })),
-  _HLS_skip: t.Optional(Text({ maxLength: 8 })),
-  viewer: t.Optional(Text({ maxLength: 64 })),
-});
 const LlhlsMedia = {
   200: t.Any({ description: "playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4)" }),
   ...errorResponses(400, 404, 503),
@@ -116,15 +110,7 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
     // Requests in the form players send are answered before this route, by llhlsMediaRoute (app.ts).
     ({ params, query }) => mediaAnswer(params.stream, params.rendition, params.file, query),
     {
-      params: t.Object({
-        stream: StreamName,
-        rendition: Text({ maxLength: 8, pattern: "^v[0-9]$", examples: ["v0"] }),
-        file: Text({
-          maxLength: 40,
-          pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$",
-          examples: ["index.m3u8"],
-        }),
-      }),
+      params: LlhlsMediaParams,
       query: LlhlsQuery,
       response: LlhlsMedia,
       detail: {

@@ -17,6 +17,25 @@ const RoomName = Text({
 /** Stream names are `<slug>-<hex>`; anything else cannot name one. */
 export const StreamName = Text({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9._-]+$" });
 
+/** An LL-HLS request's query: the delivery directives of RFC 8216bis and the viewer it counts for. */
+export const LlhlsQuery = t.Object({
+  _HLS_msn: t.Optional(Text({ maxLength: 20 })),
+  _HLS_part: t.Optional(Text({ maxLength: 20 })),
+  _HLS_skip: t.Optional(Text({ maxLength: 8 })),
+  viewer: t.Optional(Text({ maxLength: 64 })),
+});
+
+/** A rendition's address: `/llhls/v1/live/:stream/:rendition/:file`. */
+export const LlhlsMediaParams = t.Object({
+  stream: StreamName,
+  rendition: Text({ maxLength: 8, pattern: "^v[0-9]$", examples: ["v0"] }),
+  file: Text({
+    maxLength: 40,
+    pattern: "^(index\\.m3u8|init\\.mp4|[0-9]{1,12}(\\.[0-9]{1,6})?\\.m4s)$",
+    examples: ["index.m3u8"],
+  }),
+});
+
 export const StreamingModel = {
   start: t.Object({
     room_name: RoomName,

@@ -12,6 +12,7 @@
 import type { BunRequest } from "bun";
 import { AppError } from "../../../core/errors";
 import { errorResponse, recordRequest, requestIdOf } from "../../../http/pipeline";
+import { LlhlsMediaParams, LlhlsQuery } from "../model";
 import { initSegment, mediaPlaylistOf, partOf, segmentOf } from "./origin";
 import { isViewerId, viewerSeen } from "./viewers";
 import { parseDirectives } from "./window";
@@ -47,7 +48,7 @@ export function media(
   return new Response(payload, { headers });
 }
 
-export type MediaQuery = Partial<Record<"_HLS_msn" | "_HLS_part" | "_HLS_skip" | "viewer", string>>;
+export type MediaQuery = typeof LlhlsQuery.static;
 
 /** A rendition's media playlist (blocking reloads and delta updates), init segment, segment or part. */
 export async function mediaAnswer(
@@ -74,16 +75,21 @@ export async function mediaAnswer(
   return media("bytes" in answer ? answer.bytes : answer.stream, "video/mp4", IMMUTABLE, requestId);
 }
 
-// The Elysia route's patterns and query members, which these requests must meet to be answered here.
-const STREAM = /^[A-Za-z0-9._-]{1,128}$/;
-const RENDITION = /^v[0-9]$/;
-const FILE = /^(index\.m3u8|init\.mp4|[0-9]{1,12}(\.[0-9]{1,6})?\.m4s)$/;
-const QUERY_LIMITS = new Map<string, number>([
-  ["_HLS_msn", 20],
-  ["_HLS_part", 20],
-  ["_HLS_skip", 8],
-  ["viewer", 64],
-]);
+/**
+ * What the Elysia route's schema asks of a name (its pattern and lengths), read from that schema:
+ * the requests answered here meet it as that route's would.
+ */
+function matcher(schema: { pattern?: string; minLength?: number; maxLength?: number }): (value: string) => boolean {
+  const pattern = new RegExp(schema.pattern ?? "");
+  const [least, most] = [schema.minLength ?? 0, schema.maxLength ?? Number.POSITIVE_INFINITY];
+  return (value) => value.length >= least && value.length <= most && pattern.test(value);
+}
+const STREAM = matcher(LlhlsMediaParams.properties.stream);
+const RENDITION = matcher(LlhlsMediaParams.properties.rendition);
+const FILE = matcher(LlhlsMediaParams.properties.file);
+const QUERY_LIMITS = new Map(
+  Object.entries(LlhlsQuery.properties).map(([name, schema]) => [name, schema.maxLength ?? 0] as const),
+);
 /** Values that need neither decoding nor a check for what PostgreSQL could not store. */
 const PLAIN = /^[A-Za-z0-9_-]*$/;
 
@@ -109,7 +115,7 @@ export function llhlsMediaRoute(elysia: (request: Request) => Response | Promise
   return async (request: BunRequest): Promise<Response> => {
     const { stream, rendition, file } = request.params;
     const query = plainQuery(request.url);
-    if (!query || !STREAM.test(stream) || !RENDITION.test(rendition) || !FILE.test(file)) return elysia(request);
+    if (!query || !STREAM(stream) || !RENDITION(rendition) || !FILE(file)) return elysia(request);
     const info = { id: requestIdOf(request), startedAt: performance.now() };
     let response: Response;
     try {
