@@ -147,7 +147,9 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
       "webhooks_claim_locked",
       sql`
       with claimed as (
-        delete from webhook_due w where w.delivery_id in (${dueRows(limit, sql`c.delivery_id`)})
+        -- = any(array(…)), not in (…): PostgreSQL joins an IN subquery by hashing and reads every due
+        -- row to match it (3.9 of 10.5 ms a claim of 256 with 20,000 due); an array is probed by the key.
+        delete from webhook_due w where w.delivery_id = any(array(${dueRows(limit, sql`c.delivery_id`)}))
         returning w.delivery_id
       )
       select d.id, d.attempts + 1 as attempts, '' as lease, d.endpoint_id, de.failing_since is not null as failing,
@@ -349,8 +351,8 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
       with due as (
         ${
           status === "pending"
-            ? sql`update webhook_due set due_at = now() + make_interval(secs => ${waitSeconds}) where delivery_id in (${own})`
-            : sql`delete from webhook_due where delivery_id in (${own})`
+            ? sql`update webhook_due set due_at = now() + make_interval(secs => ${waitSeconds}) where delivery_id = any(array(${own}))`
+            : sql`delete from webhook_due where delivery_id = any(array(${own}))`
         }
         returning delivery_id
       ),
@@ -396,7 +398,7 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
       select * from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb) as o(id bigint, code integer, latency integer, response text)
     ),
     done as (
-      delete from webhook_due where delivery_id in (${ownDueRows(sql`array(select id from outcome)`)})
+      delete from webhook_due where delivery_id = any(array(${ownDueRows(sql`array(select id from outcome)`)}))
       returning delivery_id
     ),
     delivered as (
