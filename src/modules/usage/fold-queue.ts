@@ -50,14 +50,31 @@ export async function claimUnfoldedRooms(
 ): Promise<FoldableEvent[]> {
   // Every lookup is an index probe per row (the lateral joins with `offset 0`, `= any(array)`):
   // during a backlog the list's statistics lag far behind it, and the planner's own choice was
-  // to scan the whole list and the whole log for every page.
+  // to scan the whole list and the whole log for every page. The due rows are looked for among
+  // the oldest `walked` of the list, read in its key's order: asked for the share's oldest due
+  // rows over the whole list, the planner (which takes the share's filter to keep one row in
+  // two hundred) read every listed event, probed the log for each and sorted them, a page's
+  // claim growing with the backlog (172 of 182 ms a claim at 100,000 listed, 56 ms in all
+  // after). The walk holds the share's part several times over, with a margin for rows other
+  // folds hold; should every one of them be held, this page is empty and the next sweep, or
+  // those folds, take them.
+  const sampled = Math.ceil(limit / 4);
+  const walked = sampled * share.of * 8;
   const rows = await tx.execute(sql`
-    with due as (
-      select u.event_id, u.account_id, u.room from conference_events_unfolded u
-      cross join lateral (select e.received_at from conference_events e where e.id = u.event_id offset 0) e
+    with walk as (
+      select u.event_id, u.account_id, u.room from conference_events_unfolded u order by u.event_id limit ${walked}
+    ),
+    candidates as (
+      select w.event_id from walk w
+      cross join lateral (select e.received_at from conference_events e where e.id = w.event_id offset 0) e
       where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
-        and (hashtext(u.account_id || '|' || u.room) & 2147483647) % ${share.of} = ${share.index}
-      order by u.event_id limit ${Math.ceil(limit / 4)}
+        and (hashtext(w.account_id || '|' || w.room) & 2147483647) % ${share.of} = ${share.index}
+      order by w.event_id limit ${sampled * 2}
+    ),
+    due as (
+      select u.event_id, u.account_id, u.room from conference_events_unfolded u
+      where u.event_id = any(array(select event_id from candidates))
+      order by u.event_id limit ${sampled}
       for update of u skip locked
     ),
     rooms as (select account_id, room, min(event_id) as first from due group by account_id, room),
