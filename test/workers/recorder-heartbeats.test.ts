@@ -9,9 +9,12 @@ import { randomUUID } from "node:crypto";
 import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { Redis } from "ioredis";
+import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
+import { redis as sharedRedis } from "../../src/queue/connection";
+import { startHeartbeat } from "../../workers/recorder/heartbeat";
 import { newAccount } from "../helpers";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
 import { until } from "../support/wait";
@@ -120,3 +123,37 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
   expect(await state(live)).toMatchObject({ state: "running" });
   expect(worker.exitCode).toBeNull();
 }, 75_000);
+
+test("Redis lost between two beats pauses the judging as a failed beat does", async () => {
+  // Beats every 0.9 s: the connection below is gone and back within a few tens of ms, between two.
+  const restore = overrideConfig({ streaming: { lostAfterMs: 3_000 } });
+  const heartbeat = await startHeartbeat(`between-beats-${randomUUID().slice(0, 8)}`, "this-host");
+  const killer = new Redis(process.env.REDIS_URL!);
+  try {
+    expect(heartbeat.othersJudgeable()).toBe(true);
+    // Only this process's own command connection is cut (as a failover or a quick restart cuts it).
+    const closed = new Promise((resolve) => sharedRedis().once("close", resolve));
+    await killer.client("KILL", "ID", String(await sharedRedis().client("ID")));
+    await closed;
+    await until(
+      () => sharedRedis().status,
+      (status) => status === "ready",
+      5_000,
+      10,
+    );
+    expect(heartbeat.othersJudgeable()).toBe(false);
+    // Judging again once its beats have gone through for a whole LOST_MS.
+    expect(
+      await until(
+        () => heartbeat.othersJudgeable(),
+        (judgeable) => judgeable,
+        10_000,
+        50,
+      ),
+    ).toBe(true);
+  } finally {
+    killer.disconnect();
+    await heartbeat.stop();
+    restore();
+  }
+});

@@ -52,12 +52,22 @@ export async function startHeartbeat(pod: string, host: string): Promise<Heartbe
       judgeFrom = undefined;
     }
   };
+  /**
+   * Redis lost between two beats counts as a failed beat: a failover or a restart shorter than
+   * a beat's period failed no beat of this worker, yet the others' beats may have failed
+   * meanwhile (or a Redis restarted empty lost their marks), and they were judged lost at once.
+   */
+  const connectionLost = () => {
+    judgeFrom = undefined;
+  };
+  redis().on("close", connectionLost);
   await beat();
   const timer = setInterval(() => void beat(), beatEveryMs(ttlMs));
   return {
     othersJudgeable: () => judgeFrom !== undefined && Date.now() >= judgeFrom,
     async stop() {
       clearInterval(timer);
+      redis().off("close", connectionLost);
       await withinRedis(redis(), "removing the heartbeat", () => redis().del(podKey(pod))).catch(() => 0);
     },
   };

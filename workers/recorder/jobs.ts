@@ -92,10 +92,12 @@ export async function startJob(
 
 export async function stopJob(worker: RecorderHost, job: Job<RecorderStopJob>): Promise<void> {
   const { streamId, reason } = job.data;
+  const stream = await getStream(streamId);
+  // Only a stream marked stopping: a stop the API refused (503, the stream goes on) may still
+  // reach Redis once it is back, and the API has then put the row back (control.ts requestStop).
+  if (stream?.state !== "stopping") return;
   const mine = worker.local.get(streamId);
   if (mine) return stopLocal(worker, mine, "stopped", reason);
-  const stream = await getStream(streamId);
-  if (!stream || !LIVE_STATES.includes(stream.state)) return;
   if (stream.podName && stream.podName !== worker.pod && (await podAlive(stream.podName))) {
     const relayed: RecorderStopJob = { streamId, reason };
     await pubsub().publish(podCommands(stream.podName), JSON.stringify(relayed));

@@ -43,8 +43,14 @@ export function stopLocal(
   entry.stopping ??= (async () => {
     clearTimeout(entry.emptyTimer);
     await entry.recorder.stop(config.streaming.stopGraceMs);
-    worker.local.delete(entry.stream.id);
-    await keepAndFinish(entry, state, reason);
+    // Kept among this worker's streams until its row is finished: reconciliation takes a live
+    // row of this pod that the worker no longer holds for a recorder lost, and finished a
+    // stream being stopped (its recording uploading, the database slow) as failed `recorder_lost`.
+    try {
+      await keepAndFinish(entry, state, reason);
+    } finally {
+      worker.local.delete(entry.stream.id);
+    }
   })();
   return entry.stopping;
 }
@@ -63,11 +69,15 @@ export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
   );
   entry.recorder.exited.then((exit) => {
     if (entry.stopping || worker.closing) return;
-    worker.local.delete(entry.stream.id);
     entry.stopping = (async () => {
-      const unreachable = published ? undefined : await unreachableIngest(entry.ingests);
-      const reason = unreachable ?? `recorder_exited: ${exit.detail}`;
-      await keepAndFinish(entry, "failed", reason);
+      // Held until the row is finished, as in stopLocal, so the reason stays this one.
+      try {
+        const unreachable = published ? undefined : await unreachableIngest(entry.ingests);
+        const reason = unreachable ?? `recorder_exited: ${exit.detail}`;
+        await keepAndFinish(entry, "failed", reason);
+      } finally {
+        worker.local.delete(entry.stream.id);
+      }
     })().catch((error: Error) =>
       log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"),
     );

@@ -26,7 +26,7 @@ import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request
 import { streams } from "./schema";
 import { waitForStream } from "./state";
 import { bareRoom, LIVE_STATES, type Stream, type StreamStarted, streamNameFor, streamUrls } from "./stream";
-import { finishStream, markStopping } from "./transitions";
+import { finishStream, markStopping, unmarkStopping } from "./transitions";
 
 export type StreamStopped = typeof StreamingModel.stopped.static;
 
@@ -192,12 +192,16 @@ export async function stopStream(accountId: string, roomName: string): Promise<S
 }
 
 /**
- * Asks a recorder worker to stop the stream, then marks it stopping. Queued first: when the
- * queue is unavailable the caller gets a 503 and the stream goes on as it was (running),
- * rather than being left `stopping` with nobody to stop it.
+ * Marks the stream stopping, then asks a recorder worker to stop it. A worker acts on a stop
+ * only while the row is `stopping` (workers/recorder/jobs.ts): a stop refused for want of the
+ * queue (a 503 here) may still reach Redis once it is back, e.g. one sent while a connection
+ * was between two reconnection attempts, and must then find the stream as the 503 left it.
+ * So a refused stop puts the row back as it was (running), rather than leaving it `stopping`
+ * with nobody to stop it, and the stream goes on.
  */
 async function requestStop(stream: Stream, reason: string): Promise<void> {
   const job: RecorderStopJob = { streamId: stream.id, reason };
+  const marked = await markStopping(stream.id);
   try {
     await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.stop, job, {
       jobId: `stop-${stream.id}`,
@@ -207,6 +211,7 @@ async function requestStop(stream: Stream, reason: string): Promise<void> {
       removeOnFail: true,
     });
   } catch (error) {
+    if (marked) await unmarkStopping(stream.id, marked);
     if (!isDependencyDown(error)) throw error;
     throw new AppError(
       "dependency_down",
@@ -218,5 +223,4 @@ async function requestStop(stream: Stream, reason: string): Promise<void> {
       },
     );
   }
-  await markStopping(stream.id);
 }

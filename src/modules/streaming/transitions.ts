@@ -75,12 +75,33 @@ export async function markRunning(streamId: string): Promise<boolean> {
   return true;
 }
 
-/** A stop was queued for the stream: starting or running → stopping. */
-export async function markStopping(streamId: string): Promise<void> {
+/**
+ * A stop is asked for the stream: starting or running → stopping. Returns the state it left,
+ * or undefined when it was not starting or running (already stopping, or finished).
+ */
+export async function markStopping(streamId: string): Promise<"starting" | "running" | undefined> {
+  // Read, then moved only from the state read: once more when it went starting → running between.
+  for (;;) {
+    const [before] = await db.select({ state: streams.state }).from(streams).where(eq(streams.id, streamId));
+    const from = before?.state;
+    if (from !== "starting" && from !== "running") return undefined;
+    const [marked] = await db
+      .update(streams)
+      .set({ state: "stopping" })
+      .where(and(eq(streams.id, streamId), eq(streams.state, from)))
+      .returning({ id: streams.id });
+    if (!marked) continue;
+    await announce(streamId);
+    return from;
+  }
+}
+
+/** The stop could not be queued: stopping → the state markStopping left, if nothing moved it since. */
+export async function unmarkStopping(streamId: string, to: "starting" | "running"): Promise<void> {
   await db
     .update(streams)
-    .set({ state: "stopping" })
-    .where(and(eq(streams.id, streamId), inArray(streams.state, ["starting", "running"])));
+    .set({ state: to })
+    .where(and(eq(streams.id, streamId), eq(streams.state, "stopping")));
   await announce(streamId);
 }
 
