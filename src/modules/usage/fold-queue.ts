@@ -7,6 +7,7 @@
  */
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
+import { rowsOf } from "../../db/rows";
 import { conferenceEvents, conferenceEventsUnfolded } from "../events/schema";
 import { type FoldableEvent, foldableColumns, foldableRows } from "./fold-log";
 
@@ -48,29 +49,78 @@ export async function claimUnfoldedRooms(
   limit: number,
   share: RoomShare = { index: 0, of: 1 },
 ): Promise<FoldableEvent[]> {
-  // Every lookup is an index probe per row (the lateral joins with `offset 0`, `= any(array)`):
-  // during a backlog the list's statistics lag far behind it, and the planner's own choice was
-  // to scan the whole list and the whole log for every page. The due rows are looked for among
-  // the oldest `walked` of the list, read in its key's order: asked for the share's oldest due
-  // rows over the whole list, the planner (which takes the share's filter to keep one row in
-  // two hundred) read every listed event, probed the log for each and sorted them, a page's
-  // claim growing with the backlog (172 of 182 ms a claim at 100,000 listed, 56 ms in all
-  // after). The walk holds the share's part several times over, with a margin for rows other
-  // folds hold; should every one of them be held, this page is empty and the next sweep, or
-  // those folds, take them.
+  // The due rows are looked for among the oldest `walked` listed events, read in the list's
+  // key order: asked for the share's oldest due rows over the whole list at once, the planner
+  // (which takes the share's filter to keep one row in two hundred) read every listed event,
+  // probed the log for each and sorted them, a page's claim growing with the backlog (172 of
+  // 182 ms a claim at 100,000 listed, 56 ms in all with the walk). When other folds hold every
+  // candidate, the next ones are looked at, and the next window once this one has no more, as
+  // the whole list's rows were skipped until some were free.
   const sampled = Math.ceil(limit / 4);
   const walked = sampled * share.of * 8;
+  const window = { walked, sampled, olderThanMs, share };
+  for (let after = 0; ; ) {
+    const events = await claimWindow(tx, { ...window, after, limit });
+    if (events.length > 0) return events;
+    const next = await nextStart(tx, { ...window, after });
+    if (next === undefined) return [];
+    after = next;
+  }
+}
+
+interface Window {
+  /** The walk starts after this event id. */
+  after: number;
+  walked: number;
+  sampled: number;
+  olderThanMs: number;
+  share: RoomShare;
+}
+
+/** The oldest `walked` listed events after `after`, and of those the share's due ones, the oldest `sampled * 2`. */
+const windowOf = ({ after, walked, sampled, olderThanMs, share }: Window) => sql`
+  walk as (
+    select u.event_id, u.account_id, u.room from conference_events_unfolded u
+    where u.event_id > ${after} order by u.event_id limit ${walked}
+  ),
+  candidates as (
+    select w.event_id from walk w
+    cross join lateral (select e.received_at from conference_events e where e.id = w.event_id offset 0) e
+    where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
+      and (hashtext(w.account_id || '|' || w.room) & 2147483647) % ${share.of} = ${share.index}
+    order by w.event_id limit ${sampled * 2}
+  )`;
+
+/**
+ * Where to look next when nothing after `window.after` could be claimed: past its candidates
+ * when there were as many as asked (other folds held them all), else past the window when it
+ * was whole; undefined when the list ends there.
+ */
+async function nextStart(tx: Database, window: Window): Promise<number | undefined> {
+  const [row] = rowsOf<{
+    candidates: number;
+    last_candidate: string | null;
+    walked: number;
+    window_end: string | null;
+  }>(
+    await tx.execute(sql`
+      with ${windowOf(window)}
+      select (select count(*)::int from candidates) as candidates, (select max(event_id) from candidates) as last_candidate,
+        (select count(*)::int from walk) as walked, (select max(event_id) from walk) as window_end`),
+  );
+  if (!row) return undefined;
+  if (row.candidates === window.sampled * 2) return Number(row.last_candidate);
+  return row.walked === window.walked ? Number(row.window_end) : undefined;
+}
+
+/** One window's claim (see claimUnfoldedRooms): every lookup an index probe per row. */
+async function claimWindow(tx: Database, window: Window & { limit: number }): Promise<FoldableEvent[]> {
+  const { sampled, limit } = window;
+  // The lateral joins with `offset 0` and `= any(array)` keep each lookup a probe: during a
+  // backlog the list's statistics lag far behind it, and the planner's own choice was to scan
+  // the whole list and the whole log for every page.
   const rows = await tx.execute(sql`
-    with walk as (
-      select u.event_id, u.account_id, u.room from conference_events_unfolded u order by u.event_id limit ${walked}
-    ),
-    candidates as (
-      select w.event_id from walk w
-      cross join lateral (select e.received_at from conference_events e where e.id = w.event_id offset 0) e
-      where e.received_at < now() - make_interval(secs => ${olderThanMs / 1000})
-        and (hashtext(w.account_id || '|' || w.room) & 2147483647) % ${share.of} = ${share.index}
-      order by w.event_id limit ${sampled * 2}
-    ),
+    with ${windowOf(window)},
     due as (
       select u.event_id, u.account_id, u.room from conference_events_unfolded u
       where u.event_id = any(array(select event_id from candidates))
