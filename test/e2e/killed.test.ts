@@ -87,9 +87,12 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
   expect(recordersOf(streamName)).toHaveLength(1);
 
   expect(await first.stop("SIGKILL", 5_000)).not.toBe("still running");
-  // The recorder runs in its own process group: the kill leaves it behind.
+  // The recorder runs in its own process group: the kill leaves it behind, until the worker,
+  // finding its supervisor gone, stops itself and its streams (src/core/lifecycle.ts checks
+  // every second). On a busy machine that can come before this look; either way the stream
+  // must end up finished below, by that stop or by the next start's reconciliation.
   const orphans = recordersOf(streamName);
-  expect(orphans).toHaveLength(1);
+  expect(orphans.length).toBeLessThanOrEqual(1);
 
   // The pid file names a process that is gone: the next start takes the folder over.
   const second = await startParley({ embedded: true, env, dataDir });
