@@ -15,7 +15,7 @@ import { lostTimers } from "../../sip-gateway/lost-calls";
 import { sipCalls } from "../../sip-gateway/schema";
 import { call, newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
-import { freePort } from "../support/ports";
+import { freePort, udpBound } from "../support/ports";
 import { runSipp } from "../support/sipp";
 import { until } from "../support/wait";
 
@@ -29,32 +29,41 @@ const LOST_MS = 3_000;
 const { heartbeatMs } = lostTimers({ lostAfterMs: LOST_MS });
 const gateways: Array<ReturnType<typeof Bun.spawn>> = [];
 
-/** A sip role process as the supervisor starts it, on its own free port; resolves once it beats. */
+/**
+ * A sip role process as the supervisor starts it, on its own free port; resolves once it beats.
+ * The port is chosen free for TCP and the gateway binds it for UDP too, where an RTP socket of
+ * this machine (another suite's calls) may hold it: a gateway that exits at once is started
+ * again on another port.
+ */
 async function startGateway() {
-  const port = await freePort();
-  const child = Bun.spawn([process.execPath, entry, "--role=sip"], {
-    env: {
-      ...process.env,
-      LOG_LEVEL: "silent",
-      SIP_BIND_ADDRESS: "127.0.0.1",
-      SIP_UDP_PORT: String(port),
-      SIP_TCP_PORT: String(port),
-      SIP_GATEWAY_LOST_MS: String(LOST_MS),
-    },
-    stdout: "ignore",
-    stderr: "inherit",
-  });
-  gateways.push(child);
-  const name = `${hostname()}-sip-${child.pid}`;
-  // A process start: seconds on a machine running two suites.
-  const beating = await until(
-    () => redis().hexists(redisKey("sip", "gateways"), name),
-    (found) => found === 1,
-    45_000,
-    100,
-  );
-  if (beating !== 1) throw new Error(`gateway ${name} never beat`);
-  return { child, port, name };
+  for (let attempt = 1; ; attempt++) {
+    let port = await freePort();
+    while (udpBound(port)) port = await freePort();
+    const child = Bun.spawn([process.execPath, entry, "--role=sip"], {
+      env: {
+        ...process.env,
+        LOG_LEVEL: "silent",
+        SIP_BIND_ADDRESS: "127.0.0.1",
+        SIP_UDP_PORT: String(port),
+        SIP_TCP_PORT: String(port),
+        SIP_GATEWAY_LOST_MS: String(LOST_MS),
+      },
+      stdout: "ignore",
+      stderr: "inherit",
+    });
+    gateways.push(child);
+    const name = `${hostname()}-sip-${child.pid}`;
+    // A process start: seconds on a machine running two suites.
+    const beating = await until(
+      async () => (child.exitCode !== null ? "exited" : await redis().hexists(redisKey("sip", "gateways"), name)),
+      (found) => found === 1 || found === "exited",
+      45_000,
+      100,
+    );
+    if (beating === 1) return { child, port, name };
+    if (beating !== "exited" || attempt === 3)
+      throw new Error(`gateway ${name} never beat${beating === "exited" ? ` (it exited ${child.exitCode})` : ""}`);
+  }
 }
 
 afterAll(() => {
