@@ -4,8 +4,9 @@
  * first finishes it. Each move is made once, writes its events, and is announced. Running
  * the recorder process is the worker's (workers/recorder/).
  */
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { db } from "../../db/client";
+import { rowsOf } from "../../db/rows";
 import { appendEvent, storeEvents } from "../events/service";
 import { recordEvent } from "../webhooks/outbox";
 import { type StreamState, streams } from "./schema";
@@ -80,20 +81,18 @@ export async function markRunning(streamId: string): Promise<boolean> {
  * or undefined when it was not starting or running (already stopping, or finished).
  */
 export async function markStopping(streamId: string): Promise<"starting" | "running" | undefined> {
-  // Read, then moved only from the state read: once more when it went starting → running between.
-  for (;;) {
-    const [before] = await db.select({ state: streams.state }).from(streams).where(eq(streams.id, streamId));
-    const from = before?.state;
-    if (from !== "starting" && from !== "running") return undefined;
-    const [marked] = await db
-      .update(streams)
-      .set({ state: "stopping" })
-      .where(and(eq(streams.id, streamId), eq(streams.state, from)))
-      .returning({ id: streams.id });
-    if (!marked) continue;
-    await announce(streamId);
-    return from;
-  }
+  // One statement: the state it left is read under the row's lock, so a move starting → running
+  // between a read and the update cannot be lost.
+  const [marked] = rowsOf<{ state: "starting" | "running" }>(
+    await db.execute(sql`
+      update streams s set state = 'stopping'
+      from (select id, state from streams where id = ${streamId} and state in ('starting', 'running') for update) prior
+      where s.id = prior.id
+      returning prior.state`),
+  );
+  if (!marked) return undefined;
+  await announce(streamId);
+  return marked.state;
 }
 
 /** The stop could not be queued: stopping → the state markStopping left, if nothing moved it since. */
