@@ -257,7 +257,8 @@ function doorbells(): Redis {
 }
 
 async function ring(stream: string, bell: Doorbell): Promise<void> {
-  const view = await views.get(stream);
+  // A view whose first read failed has nothing to refresh: that failure was answered to whoever asked.
+  const view = await views.get(stream)?.catch(() => undefined);
   const rendition = view?.rendition(bell.rendition);
   if (!rendition) return;
   if (bell.window)
@@ -269,11 +270,15 @@ async function ring(stream: string, bell: Doorbell): Promise<void> {
 
 function forgetIdle(): void {
   for (const [name, pending] of views) {
-    void pending.then((view) => {
-      if (view && Date.now() - view.lastUsed < VIEW_IDLE_MS) return;
-      views.delete(name);
-      if (view) void subscriber?.unsubscribe(redisKey(llhlsKeys.doorbell(name))).catch(() => {});
-    });
+    // A view whose first read failed is forgotten by viewOf, and its failure answered there.
+    void pending.then(
+      (view) => {
+        if (view && Date.now() - view.lastUsed < VIEW_IDLE_MS) return;
+        views.delete(name);
+        if (view) void subscriber?.unsubscribe(redisKey(llhlsKeys.doorbell(name))).catch(() => {});
+      },
+      () => {},
+    );
   }
 }
 
