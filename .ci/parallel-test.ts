@@ -11,13 +11,17 @@
  * made the fault tests miss their marks on a 2-core machine, docs/testing.md), only while the
  * machine's cores have been more than half idle over the last TEST_IDLE_WINDOW_MS (2 s): the whole
  * machine's idle time, so two runs (or any other work) on one machine hold each other back to the
- * base count. Each running file has a database of its own (a fresh copy of a migrated template,
+ * base count. Beside those, up to TEST_WAITING_WORKERS files (default 2) that mostly wait run in
+ * lanes of their own while a quarter of the cores is idle: a file that kept under TEST_WAITING_SHARE
+ * of a core busy (0.35; its process and the children it waited for) in the quiet run kept in
+ * .ci/test-times.json adds little to the cores' load, yet held one of the two lanes for its whole
+ * wait (the fault tests, the live streams). Each running file has a database of its own (a fresh copy of a migrated template,
  * all dropped at the end), and test/setup.ts gives each process its own Redis key prefix; tests
  * take free ports, so files never meet. A file in a process of its own also cannot leave a timer
  * or a child behind for the next file.
  *
  * Files marked to run alone (real-time media) run one by one after the rest.
- * The queue takes the slowest files first, by the durations of the previous run on this
+ * The queue takes the slowest files first, by the wall and CPU times of the previous run on this
  * checkout (node_modules/.cache), else those kept in .ci/test-times.json, else by file size,
  * so no long file starts last.
  * Prints each file as it ends, the whole output of a file that failed, and at the end what the
@@ -33,9 +37,17 @@ const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1
 const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2));
 const maxWorkers = Math.max(workers, Number(process.env.TEST_MAX_WORKERS ?? 2));
 const idleWindowMs = Number(process.env.TEST_IDLE_WINDOW_MS ?? 2000);
+const waitingWorkers = Math.max(0, Number(process.env.TEST_WAITING_WORKERS ?? 2));
+const waitingShare = Number(process.env.TEST_WAITING_SHARE ?? 0.35);
 // Files end and start every two or three seconds on average, so the spacing of an extra start is
 // shorter than the window: a start's first second (bun's own start) already shows in the idle time.
 const startSpacingMs = idleWindowMs / 2;
+/**
+ * A waiting lane opens only while the cores were this idle over the window: half a core, more than a
+ * waiting file's own share. A machine that two runs (or any other work) keep busy leaves them shut,
+ * so the timing-bound files among the waiting ones never start on cores that are already full.
+ */
+const WAITING_LANE_IDLE = 0.25;
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -47,11 +59,23 @@ function testFiles(dir: string): string[] {
 
 // A fresh clone has no timings of its own yet: it orders by the ones kept with the runner (a quiet run's).
 const KEPT_TIMINGS = ".ci/test-times.json";
-const previous: Record<string, number> = {
-  ...(existsSync(KEPT_TIMINGS) ? JSON.parse(readFileSync(KEPT_TIMINGS, "utf8")) : {}),
-  ...(existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {}),
+/** A file's wall and CPU seconds in a run; a cache written before CPU was kept holds the wall alone. */
+type Timing = { wall: number; cpu?: number };
+const timingsIn = (path: string): Record<string, Timing | number> =>
+  existsSync(path) ? JSON.parse(readFileSync(path, "utf8")) : {};
+const wallOf = (timing: Timing | number) => (typeof timing === "number" ? timing : timing.wall);
+const kept = timingsIn(KEPT_TIMINGS);
+const previous: Record<string, Timing | number> = { ...kept, ...timingsIn(TIMINGS) };
+const weight = (file: string) => (previous[file] === undefined ? statSync(file).size : wallOf(previous[file]));
+/**
+ * Whether the file mostly waits, by the quiet run kept with the runner: a busy machine stretches a
+ * file's wall time and not its CPU, so the last local run would make files that compute look idle.
+ * A file not in it is taken to compute.
+ */
+const waits = (file: string) => {
+  const timing = kept[file];
+  return typeof timing === "object" && timing.cpu !== undefined && timing.cpu < timing.wall * waitingShare;
 };
-const weight = (file: string) => previous[file] ?? statSync(file).size;
 // A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and
 // runs after the others, with the machine to itself.
 const ALONE = "// parallel-test: alone";
@@ -65,7 +89,7 @@ const queue = files.filter((file) => !alone.includes(file));
 // (or two checkouts with bases of their own) never share one.
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
 const base = new URL(BASE_URL).pathname.slice(1) || "test";
-const databases = Array.from({ length: maxWorkers }, (_, index) => `${base}_${process.pid}_${index}`);
+const databases = Array.from({ length: maxWorkers + waitingWorkers }, (_, index) => `${base}_${process.pid}_${index}`);
 const urlOf = (database: string) => Object.assign(new URL(BASE_URL), { pathname: `/${database}` }).toString();
 
 // Migrated once per run; each file then gets a copy (CREATE DATABASE … TEMPLATE, a file copy), where
@@ -244,24 +268,33 @@ let peak = 0;
  * cores were more than half idle over the last window and no file started in its last half: a
  * file's start-up (bun, its migrations, the processes it drives) shows in the idle time before
  * another may join, so the runner climbs one file at a time and stops where the cores are busy.
+ * The waiting lanes take the files that mostly wait, slowest first, on the same conditions with a
+ * lower idle share; what is left of them when the queue holds nothing else goes through the other
+ * lanes as any file does.
  */
 async function runQueue() {
   const free = [...databases];
-  const running = new Set<Promise<void>>();
+  /** Each running file, and whether it runs in a waiting lane. */
+  const running = new Map<Promise<void>, boolean>();
+  const inWaitingLanes = () => [...running.values()].filter(Boolean).length;
   let lastStart = 0;
-  const start = (file: string) => {
+  const start = (file: string, waitingLane: boolean) => {
     const database = free.pop()!;
     lastStart = performance.now();
     const run = runFile(file, database).finally(() => {
       free.push(database);
       running.delete(run);
     });
-    running.add(run);
+    running.set(run, waitingLane);
     peak = Math.max(peak, running.size);
   };
   const samples: { at: number; ticks: ReturnType<typeof cpuTicks> }[] = [];
   while (queue.length > 0 || running.size > 0) {
-    while (queue.length > 0 && running.size < workers) start(queue.shift()!);
+    // With waiting lanes, the other lanes take the files that compute first and leave the waiting ones to them.
+    while (queue.length > 0 && running.size - inWaitingLanes() < workers) {
+      const computes = waitingWorkers > 0 ? queue.findIndex((file) => !waits(file)) : 0;
+      start(queue.splice(Math.max(0, computes), 1)[0]!, false);
+    }
     const now = performance.now();
     samples.push({ at: now, ticks: cpuTicks() });
     // The oldest sample kept is the newest one at least a window old: the window is whole, so the
@@ -271,8 +304,13 @@ async function runQueue() {
     const last = samples.at(-1)!.ticks;
     const idle = last.total > first.total ? (last.idle - first.idle) / (last.total - first.total) : 0;
     const quietLongEnough = now - samples[0]!.at >= idleWindowMs * 0.9 && now - lastStart > startSpacingMs;
-    if (queue.length > 0 && running.size < maxWorkers && quietLongEnough && idle > 0.5) start(queue.shift()!);
-    await Promise.race([...running, Bun.sleep(250)]);
+    const waiting = queue.findIndex(waits);
+    if (waiting >= 0 && inWaitingLanes() < waitingWorkers && quietLongEnough && idle > WAITING_LANE_IDLE) {
+      start(queue.splice(waiting, 1)[0]!, true);
+    } else if (queue.length > 0 && running.size - inWaitingLanes() < maxWorkers && quietLongEnough && idle > 0.5) {
+      start(queue.shift()!, false);
+    }
+    await Promise.race([...running.keys(), Bun.sleep(250)]);
   }
 }
 
@@ -288,7 +326,8 @@ try {
 }
 mkdirSync("node_modules/.cache", { recursive: true });
 // Written aside and renamed over: node_modules may be hard-linked from another checkout.
-writeFileSync(`${TIMINGS}.${process.pid}`, JSON.stringify({ ...previous, ...durations }));
+const timings = Object.fromEntries(Object.entries(durations).map(([file, wall]) => [file, { wall, cpu: cpu[file] }]));
+writeFileSync(`${TIMINGS}.${process.pid}`, JSON.stringify({ ...previous, ...timings }));
 renameSync(`${TIMINGS}.${process.pid}`, TIMINGS);
 
 // Every file's wall time, slowest first, and their sum: where the run's time went.
@@ -299,7 +338,7 @@ for (const [file, seconds] of timed) console.log(`${column(seconds)} ${column(cp
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
 const summed = sum(timed.map(([, seconds]) => seconds));
 console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
-console.log(`\n${workers} to ${maxWorkers} files at once (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
+console.log(`\n${workers} to ${maxWorkers} files at once and ${waitingWorkers} that wait (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
 if (failedFiles.length > 0) console.log(`${failures.join("\n\n")}\n\nfailed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);
