@@ -8,6 +8,8 @@
  * means on the standby).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import postgres from "postgres";
 import {
   expectNothingLost,
@@ -19,7 +21,7 @@ import {
   startCalls,
   startLoad,
 } from "../support/mixed-load";
-import { killNodes, type Parley, startParley } from "../support/parley";
+import { killNodes, type Parley, spawnParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
 import { childPids, until } from "../support/wait";
 
@@ -38,10 +40,20 @@ beforeAll(async () => {
     BOOTSTRAP_ACCOUNT: "true",
     ...mixedLoadEnv("pgfailover"),
   };
-  // The first node applies the migrations and makes the first account; the second finds both.
-  nodes.push(await startParley({ embedded: false, env }));
+  // The first node applies the migrations and then makes the first account. Once its API key is written both
+  // are stored, and the second node starts, finding them, while the first still brings up its roles.
+  const first = await spawnParley({ embedded: false, env });
+  const keyFile = join(first.parley.dataDir, "first-api-key");
+  await until(() => existsSync(keyFile) || first.parley.process.exitCode !== null, Boolean, 60_000, 100);
+  const second = await spawnParley({ embedded: false, env });
+  try {
+    nodes.push(await first.ready());
+  } catch (error) {
+    second.parley.cleanup();
+    throw error;
+  }
+  nodes.push(await second.ready());
   apiKey = await nodes[0]!.firstApiKey();
-  nodes.push(await startParley({ embedded: false, env }));
 }, 90_000);
 
 afterAll(async () => {
@@ -67,8 +79,10 @@ test("PostgreSQL primary killed, standby promoted: 503 and Retry-After, writes b
       expect(started.status).toBe(200);
       streamNames.push(started.body.stream_name);
     }
-    // A call on each node's gateway, held through the fault.
-    const calls = await startCalls(nodes, apiKey, 10_000);
+    // A call on each node's gateway, held through the fault. Held 8 s: writes were back 4.8 s after the answer on
+    // a loaded machine (the kill follows the load flowing, then NO_PRIMARY_MS without a primary), so each call
+    // outlives the fault and hangs up after it.
+    const calls = await startCalls(nodes, apiKey, 8_000);
     const watch = postgres(pair.urlOf(pair.primaryPort), { max: 1, onnotice: () => {} });
     expect(await calls.answered(watch, accountId)).toBe(nodes.length);
     await watch.end();
