@@ -103,8 +103,8 @@ describe("Parley's LL-HLS origin on a live stream", () => {
       }
       expect(history.problems).toEqual([]);
       expect(history.completeSegments()).toBeGreaterThanOrEqual(FOLLOW_MS / 2000 - 4);
-      // The window slid while it was followed: its oldest segments left it.
-      expect(playlist.mediaSequence).toBeGreaterThan(0);
+      // Followed for the default half minute or longer, the window slid: its oldest segments left it.
+      if (FOLLOW_MS >= 30_000) expect(playlist.mediaSequence).toBeGreaterThan(0);
       // Delta updates skip something once the window is longer than
       // CAN-SKIP-UNTIL (12 s); one is tried every ten reloads.
       expect(deltas).toBeGreaterThan(Math.floor((FOLLOW_MS - 20_000) / 10_000));
