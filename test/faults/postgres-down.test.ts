@@ -162,6 +162,7 @@ describe("PostgreSQL down", () => {
       ),
     ).toBeGreaterThan(0);
     postgres.kill();
+    const killedAt = Date.now();
 
     const down = await until(
       sweep,
@@ -188,9 +189,9 @@ describe("PostgreSQL down", () => {
       response: expect.objectContaining({ reason: "dependency_down", retry_after: 5 }),
     });
 
-    // A soak, long enough for several runs of each worker's sweeps (PERIOD_MS), two
-    // reconciliations (LOST_MS) and a database connection attempt's connect_timeout (5 s) to hit the outage.
-    await Bun.sleep(6_000);
+    // A soak: the outage lasts long enough, from the kill, for several runs of each worker's sweeps (PERIOD_MS),
+    // two reconciliations (LOST_MS) and a database connection attempt's connect_timeout (5 s) to hit it.
+    await Bun.sleep(Math.max(0, killedAt + 6_000 - Date.now()));
     loading = false;
     await load;
     expect(seen.filter((answer) => answer.status === 0 || (answer.status >= 500 && answer.status !== 503))).toEqual([]);

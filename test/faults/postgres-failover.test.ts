@@ -8,6 +8,8 @@
  * means on the standby).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import postgres from "postgres";
 import {
   expectNothingLost,
@@ -19,7 +21,7 @@ import {
   startCalls,
   startLoad,
 } from "../support/mixed-load";
-import { killNodes, type Parley, startParley } from "../support/parley";
+import { killNodes, type Parley, spawnParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
 import { childPids, until } from "../support/wait";
 
@@ -38,10 +40,20 @@ beforeAll(async () => {
     BOOTSTRAP_ACCOUNT: "true",
     ...mixedLoadEnv("pgfailover"),
   };
-  // The first node applies the migrations and makes the first account; the second finds both.
-  nodes.push(await startParley({ embedded: false, env }));
+  // The first node applies the migrations and then makes the first account. Once its API key is written both
+  // are stored, and the second node starts, finding them, while the first still brings up its roles.
+  const first = await spawnParley({ embedded: false, env });
+  const keyFile = join(first.parley.dataDir, "first-api-key");
+  await until(() => existsSync(keyFile) || first.parley.process.exitCode !== null, Boolean, 60_000, 100);
+  const second = await spawnParley({ embedded: false, env });
+  try {
+    nodes.push(await first.ready());
+  } catch (error) {
+    second.parley.cleanup();
+    throw error;
+  }
+  nodes.push(await second.ready());
   apiKey = await nodes[0]!.firstApiKey();
-  nodes.push(await startParley({ embedded: false, env }));
 }, 90_000);
 
 afterAll(async () => {

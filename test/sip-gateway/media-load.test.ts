@@ -7,9 +7,10 @@ import { config } from "../../src/config";
 import { openRtpSockets } from "../../sip-gateway/media";
 import { sipCalls } from "../../sip-gateway/schema";
 import { newAccount } from "../helpers";
-import { freePort } from "../support/ports";
+import { freePort, udpBound } from "../support/ports";
 import { startTestGateway } from "../support/sip-gateway";
 import { runSipp } from "../support/sipp";
+import { until } from "../support/wait";
 
 const CALLS = 200;
 
@@ -45,7 +46,8 @@ describe("many bridged calls", () => {
       timeoutSeconds: 40,
       extra: ["-rtp_echo"],
     });
-    await Bun.sleep(300);
+    // Dialled once the endpoint listens, as in the other media tests.
+    await until(() => udpBound(endpointPort), Boolean, 10_000, 10);
     const caller = await runSipp({
       scenario: "media_call.xml",
       port: gateway.port,

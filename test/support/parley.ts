@@ -182,7 +182,16 @@ export async function migratedDataDir(dataDir: string): Promise<void> {
   cpSync(await pgliteTemplate(), dataDir, { recursive: true });
 }
 
+/** Parley started and ready: /readyz answers 200. */
 export async function startParley(options: ParleyOptions): Promise<Parley> {
+  return (await spawnParley(options)).ready();
+}
+
+/**
+ * Parley started, not yet waited for: `ready` waits (bounded) until /readyz answers 200, and on
+ * time-out or exit fails with what it said. For a test that does something else meanwhile.
+ */
+export async function spawnParley(options: ParleyOptions): Promise<{ parley: Parley; ready(): Promise<Parley> }> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "parley-e2e-"));
   if (options.embedded && !existsSync(join(dataDir, "PG_VERSION"))) {
     cpSync(await pgliteTemplate(), dataDir, { recursive: true });
@@ -270,20 +279,24 @@ export async function startParley(options: ParleyOptions): Promise<Parley> {
   };
   // PGlite's first start (initdb and migrations) takes several seconds on a busy machine.
   const deadline = Date.now() + 60_000;
-  for (;;) {
-    const ready = await fetch(`${parley.base}/readyz`, { signal: AbortSignal.timeout(2_000) }).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (ready) break;
-    if (child.exitCode !== null || Date.now() > deadline) {
-      const why = child.exitCode !== null ? `Parley exited with ${child.exitCode}` : "Parley was not ready within 60 s";
+  const ready = async () => {
+    for (;;) {
+      const ready = await fetch(`${parley.base}/readyz`, { signal: AbortSignal.timeout(2_000) }).then(
+        (response) => response.ok,
+        () => false,
+      );
+      if (ready) break;
+      if (child.exitCode !== null || Date.now() > deadline) {
+        const why =
+          child.exitCode !== null ? `Parley exited with ${child.exitCode}` : "Parley was not ready within 60 s";
+        await Bun.sleep(200);
+        const said = parley.tail();
+        parley.cleanup();
+        throw new Error(`${why}\n--- Parley said:\n${said}`);
+      }
       await Bun.sleep(200);
-      const said = parley.tail();
-      parley.cleanup();
-      throw new Error(`${why}\n--- Parley said:\n${said}`);
     }
-    await Bun.sleep(200);
-  }
-  return parley;
+    return parley;
+  };
+  return { parley, ready };
 }

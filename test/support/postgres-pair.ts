@@ -10,6 +10,7 @@ import { chownSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./ports";
+import { initdbInto } from "./private-postgres";
 import { childPids, isAlive, until } from "./wait";
 
 const BIN = "/usr/lib/postgresql/15/bin";
@@ -56,7 +57,7 @@ export async function startPostgresPair(): Promise<PostgresPair> {
   const primaryPort = await freePort();
   const standbyPort = await freePort();
   const common = `-k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100`;
-  run([`${BIN}/initdb`, "-D", primary, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"], 60_000);
+  initdbInto(primary);
   run([
     `${BIN}/pg_ctl`,
     "-D",
