@@ -6,14 +6,19 @@
  * call, and the gateway's core goes to signalling. Signalling never waits on the
  * database (an INVITE is answered as soon as its room is known), and one write at a time,
  * of whole records, means a slow write never reorders start, answer and end. Each step's
- * promise resolves once the step is stored (or its failure logged).
+ * promise resolves once the step is stored (or its failure logged). A write the database
+ * could not take (down, or failing over) is tried again until it can, so a call that ends
+ * during an outage keeps its end; a call the writer has to let go of without its end is
+ * ended by the forgotten-call sweep (endForgottenCalls).
  */
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import { config } from "../src/config";
 import { db } from "../src/db/client";
+import { dependencyFailure, isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";
 import { type ConferenceEvent, storeEvents } from "../src/modules/events/service";
 import { recordEvents } from "../src/modules/webhooks/outbox";
-import { GATEWAY_NAME } from "./lost-calls";
+import { endLostCall, GATEWAY_NAME } from "./lost-calls";
 import type { ResolvedRoom } from "./rooms";
 import { type CallRecord, sipCalls } from "./schema";
 
@@ -77,10 +82,28 @@ const CALLS_PER_WRITE = 100;
  * calls/s. Records land this much later; signalling never waits on them.
  */
 const WRITE_EVERY_MS = 50;
+/** A write the database could not take is tried again this long after: an outage is not hammered. */
+const RETRY_AFTER_MS = 1_000;
+/**
+ * Calls kept for another try at most, so an outage never grows memory without bound (some
+ * 20 MB; at 200 calls/s a 100 s outage). Beyond it the oldest is let go, and if it has ended,
+ * the forgotten-call sweep ends its record once the database is back.
+ */
+const MAX_RETRYING = 20_000;
+
+/**
+ * Ids of the calls this process still holds and will still write: from their first step
+ * until a write stored their end, or the writer let them go without it. An open record of
+ * this gateway that is not here was forgotten (see endForgottenCalls).
+ */
+const held = new Set<string>();
 
 /** The gateway process's writer of call records: one write in flight, the calls changed since in the next ones. */
 class RecordWriter {
   private waiting = new Map<CallLog, Array<() => void>>();
+  /** Calls whose last write the database could not take, oldest first, for the next try. */
+  private retrying = new Set<CallLog>();
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private running = false;
   private lastWrite = Number.NEGATIVE_INFINITY;
   /** Ends the wait before the next write early, once a full write is waiting. */
@@ -111,7 +134,10 @@ class RecordWriter {
         if (batch.size === CALLS_PER_WRITE) break;
         batch.set(call, waiters);
       }
-      for (const call of batch.keys()) this.waiting.delete(call);
+      for (const call of batch.keys()) {
+        this.waiting.delete(call);
+        this.retrying.delete(call);
+      }
       await this.write([...batch.keys()].map((call) => call.snapshot()));
       for (const waiters of batch.values()) for (const resolve of waiters) resolve();
     }
@@ -130,33 +156,77 @@ class RecordWriter {
     });
   }
 
+  /**
+   * Stores the snapshots. The steps' promises resolve after this whatever happened, so a call
+   * never waits on the database to finish (and free its place in the gateway); what the
+   * database could not take is kept for another try instead.
+   */
   private async write(snapshots: Snapshot[]): Promise<void> {
     try {
       await store(snapshots);
-    } catch {
-      // One bad record (its account deleted mid-call, say) must not lose the others: each on its own.
-      for (const snapshot of snapshots) {
-        try {
-          await store([snapshot]);
-        } catch (error) {
-          // An end that cannot be accounted for (its usage event refused, say) is left out, and the rest stored.
-          const storedOpen =
-            snapshot.end !== undefined &&
-            (await store([withoutEnd(snapshot)]).then(
-              () => true,
-              () => false,
-            ));
-          log.error(
-            { callId: snapshot.row.callId, storedOpen, err: (error as Error).message },
-            "sip: call record write failed",
-          );
+      return;
+    } catch (error) {
+      // Unreachable: each call on its own would fail the same way, each waiting on a connection attempt.
+      if (isDependencyDown(error)) return this.retryLater(snapshots, error);
+    }
+    // One bad record (its account deleted mid-call, say) must not lose the others: each on its own.
+    for (const snapshot of snapshots) {
+      try {
+        await store([snapshot]);
+      } catch (error) {
+        if (isDependencyDown(error)) {
+          this.retryLater([snapshot], error);
+          continue;
         }
+        // An end that cannot be accounted for (its usage event refused, say) is left out, and the rest stored.
+        const storedOpen =
+          snapshot.end !== undefined &&
+          (await store([withoutEnd(snapshot)]).then(
+            () => true,
+            () => false,
+          ));
+        snapshot.log.letGo();
+        log.error(
+          { callId: snapshot.row.callId, storedOpen, err: (error as Error).message },
+          "sip: call record write failed",
+        );
       }
     }
   }
+
+  /** Keeps the snapshots' calls for a write of their whole records again in RETRY_AFTER_MS. */
+  private retryLater(snapshots: Snapshot[], error: unknown): void {
+    for (const { log: call } of snapshots) {
+      this.retrying.delete(call);
+      this.retrying.add(call);
+    }
+    let dropped = 0;
+    for (const oldest of this.retrying) {
+      if (this.retrying.size <= MAX_RETRYING) break;
+      this.retrying.delete(oldest);
+      oldest.letGo();
+      dropped++;
+    }
+    log.warn(
+      { calls: snapshots.length, retrying: this.retrying.size, dropped, err: dependencyFailure(error) },
+      "sip: call records not written, the database is unreachable; trying again",
+    );
+    if (this.retryTimer) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      const calls = [...this.retrying];
+      this.retrying.clear();
+      for (const call of calls) void this.changed(call);
+    }, RETRY_AFTER_MS);
+    // A gateway stays up on its sockets; a process that only records calls may exit with calls unwritten.
+    this.retryTimer.unref?.();
+  }
 }
 
-/** A call whose end could not be accounted for is stored as still open; the lost-call sweep never ends it twice. */
+/**
+ * A call whose end could not be accounted for is stored as still open, and the writer lets it
+ * go: the forgotten-call sweep ends it, never twice.
+ */
 function withoutEnd(snapshot: Snapshot): Snapshot {
   const row = { ...snapshot.row, endedAt: null, reason: null, packetsFromCaller: null, packetsToCaller: null };
   const usage = snapshot.usage.filter((event) => event.kind !== "call_ended");
@@ -173,7 +243,7 @@ function withoutEnd(snapshot: Snapshot): Snapshot {
  */
 async function store(snapshots: Snapshot[]): Promise<void> {
   await db.transaction(async (tx) => {
-    await storeEvents(
+    const { isNew } = await storeEvents(
       tx,
       snapshots.flatMap((snapshot) => snapshot.usage),
     );
@@ -181,7 +251,7 @@ async function store(snapshots: Snapshot[]): Promise<void> {
       .insert(sipCalls)
       .values(snapshots.map((snapshot) => snapshot.row))
       .onConflictDoUpdate({ target: sipCalls.id, set: CHANGING });
-    for (const [accountId, events] of catalogueEvents(snapshots)) {
+    for (const [accountId, events] of catalogueEvents(snapshots, isNew)) {
       if (events.started.length > 0) await recordEvents(tx, accountId, "call.started", events.started);
       if (events.ended.length > 0) await recordEvents(tx, accountId, "call.ended", events.ended);
     }
@@ -193,13 +263,19 @@ async function store(snapshots: Snapshot[]): Promise<void> {
 
 type CatalogueData<T extends "call.started" | "call.ended"> = Parameters<typeof recordEvents<T>>[3][number];
 
-/** The catalogue events of a write, by account. */
-function catalogueEvents(snapshots: Snapshot[]) {
+/**
+ * The catalogue events of a write, by account: a step's only if its usage event is new
+ * (`isNew`, in the order of the snapshots' usage). A write tried again after its commit's
+ * answer was lost (the connection cut as it committed) finds them stored, and tells nothing twice.
+ */
+function catalogueEvents(snapshots: Snapshot[], isNew: boolean[]) {
   const byAccount = new Map<
     string,
     { started: Array<CatalogueData<"call.started">>; ended: Array<CatalogueData<"call.ended">> }
   >();
+  let next = 0;
   for (const snapshot of snapshots) {
+    const fresh = new Set(snapshot.usage.filter(() => isNew[next++]).map((event) => event.kind));
     const { room, answeredAt, end } = snapshot;
     if (!room || !(snapshot.publishStarted || snapshot.publishEnded)) continue;
     const events = byAccount.get(room.accountId) ?? { started: [], ended: [] };
@@ -210,8 +286,9 @@ function catalogueEvents(snapshots: Snapshot[]) {
       caller: snapshot.row.caller || null,
       callee: snapshot.row.callee || null,
     };
-    if (snapshot.publishStarted && answeredAt) events.started.push({ ...named, started_at: answeredAt.toISOString() });
-    if (snapshot.publishEnded && end) {
+    if (snapshot.publishStarted && answeredAt && fresh.has("call_started"))
+      events.started.push({ ...named, started_at: answeredAt.toISOString() });
+    if (snapshot.publishEnded && end && fresh.has("call_ended")) {
       const duration = answeredAt ? Math.round((end.at.getTime() - answeredAt.getTime()) / 1000) : 0;
       events.ended.push({
         ...named,
@@ -241,6 +318,7 @@ export class CallLog {
   private endStored = false;
 
   constructor(private readonly start: CallStart) {
+    held.add(this.id);
     void writer.changed(this);
   }
 
@@ -345,6 +423,15 @@ export class CallLog {
   stored(snapshot: Snapshot): void {
     if (snapshot.publishStarted) this.startStored = true;
     if (snapshot.publishEnded) this.endStored = true;
+    if (snapshot.end) held.delete(this.id);
+  }
+
+  /**
+   * The writer gives up on the call's last write. A call still going is written whole at its
+   * next step; one that has ended has nothing more coming, and is left to the forgotten-call sweep.
+   */
+  letGo(): void {
+    if (this.end) held.delete(this.id);
   }
 }
 
@@ -354,4 +441,33 @@ export function callsById(callId: string, accountId?: string): Promise<CallRecor
     ? and(eq(sipCalls.callId, callId), eq(sipCalls.accountId, accountId))
     : eq(sipCalls.callId, callId);
   return db.select().from(sipCalls).where(where).orderBy(desc(sipCalls.startedAt));
+}
+
+/**
+ * Ends this gateway's open calls that it no longer holds: calls whose end the writer had to
+ * let go of (an outage past MAX_RETRYING calls, a record the database refused), or left open
+ * by an earlier process of the same name (a container's pid is often the same after a restart).
+ * Other gateways see this one beat, so the lost-call sweep never looks at them. The end
+ * is unknown here: it is now, or the longest a call may last if that came first. Answers how
+ * many it ended.
+ */
+export async function endForgottenCalls(now = Date.now()): Promise<number> {
+  const open = await db
+    .select()
+    .from(sipCalls)
+    .where(and(eq(sipCalls.gateway, GATEWAY_NAME), isNull(sipCalls.endedAt)));
+  let ended = 0;
+  for (const call of open) {
+    // Held: its end is still to be written by this process (or being written as this runs).
+    if (held.has(call.id)) continue;
+    const longest = call.startedAt.getTime() + config.sip.maxCallSeconds * 1000;
+    try {
+      await endLostCall(call, new Date(Math.min(now, longest)), "record_lost");
+      ended++;
+    } catch (error) {
+      // One call the database refuses (its account deleted, say) must not keep the others open.
+      log.error({ callId: call.callId, err: (error as Error).message }, "sip: ending a forgotten call failed");
+    }
+  }
+  return ended;
 }

@@ -41,7 +41,7 @@ const beatsKey = () => redisKey("sip", "gateways");
  * Writes the end of a call its gateway never wrote: the usage event first, as CallLog does,
  * with its call.ended catalogue event (and so its webhooks) in the same transaction.
  */
-async function endLostCall(call: CallRecord, at: Date): Promise<void> {
+export async function endLostCall(call: CallRecord, at: Date, reason = "gateway_lost"): Promise<void> {
   const { accountId, room } = call;
   if (accountId && room) {
     const answered = call.answeredAt !== null;
@@ -55,7 +55,7 @@ async function endLostCall(call: CallRecord, at: Date): Promise<void> {
       duration_seconds: call.answeredAt
         ? Math.max(0, Math.round((at.getTime() - call.answeredAt.getTime()) / 1000))
         : 0,
-      reason: "gateway_lost",
+      reason,
     };
     await appendEvent(
       {
@@ -64,7 +64,7 @@ async function endLostCall(call: CallRecord, at: Date): Promise<void> {
         room,
         occurredAt: at,
         subject: call.callId,
-        payload: { caller: call.caller, callee: call.callee, answered, reason: "gateway_lost" },
+        payload: { caller: call.caller, callee: call.callee, answered, reason },
         // The key the gateway itself would have used: if it did write the
         // end, this one is dropped, and no second call.ended is told.
         dedupeKey: `call:${call.callId}:ended`,
@@ -74,11 +74,11 @@ async function endLostCall(call: CallRecord, at: Date): Promise<void> {
   }
   await db
     .update(sipCalls)
-    .set({ endedAt: at, reason: "gateway_lost" })
+    .set({ endedAt: at, reason })
     .where(and(eq(sipCalls.id, call.id), isNull(sipCalls.endedAt)));
   log.warn(
-    { callId: call.callId, gateway: call.gateway, endedAt: at.toISOString() },
-    "sip: ended a call whose gateway is gone",
+    { callId: call.callId, gateway: call.gateway, endedAt: at.toISOString(), reason },
+    "sip: ended a call whose end its gateway never wrote",
   );
 }
 

@@ -1,11 +1,18 @@
-/** Call records written together: what one write stores, and what a record that cannot be stored costs the others. */
+/**
+ * Call records written together: what one write stores, what a record that cannot be stored
+ * costs the others, and what becomes of a call's end while the database cannot take it.
+ */
 import { describe, expect, test } from "bun:test";
 import { asc, eq, sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { events } from "../../src/modules/webhooks/schema";
-import { CallLog, callsById } from "../../sip-gateway/call-log";
+import { CallLog, callsById, endForgottenCalls } from "../../sip-gateway/call-log";
+import { GATEWAY_NAME } from "../../sip-gateway/lost-calls";
+import { sipCalls } from "../../sip-gateway/schema";
 import { newAccount } from "../helpers";
+import { until } from "../support/wait";
+import { cutWritesTo } from "../support/write-cuts";
 
 const start = (callId: string) => ({
   callId,
@@ -63,5 +70,82 @@ describe("call records", () => {
     ]);
     expect((await callsById(good.snapshot().row.callId))[0]).toMatchObject({ accountId, room: "phones" });
     expect(await callsById(orphan.snapshot().row.callId)).toEqual([]);
+  });
+
+  /** The catalogue events of one call, in order. */
+  const told = (accountId: string, callId: string) =>
+    db
+      .select({ type: events.type, data: events.data })
+      .from(events)
+      .where(sql`${events.accountId} = ${accountId} and ${events.data}->>'call_id' = ${callId}`)
+      .orderBy(asc(events.sequence));
+
+  test("a call that ends while its writes are cut is stored ended, and told once, once they go through", async () => {
+    const { accountId } = await newAccount();
+    const callId = `cut-${crypto.randomUUID()}`;
+    const call = new CallLog(start(callId));
+    await call.resolved({ accountId, room: "phones", resolvedBy: "header" });
+    await call.answered();
+    expect((await callsById(callId))[0]?.answeredAt).toBeInstanceOf(Date);
+
+    // Every write of the end cut, as a primary killed mid-failover cuts them, until several have been.
+    const cuts = await cutWritesTo("sip_calls");
+    try {
+      await call.ended("caller_bye", undefined, { fromCaller: 10, toCaller: 12 });
+      expect(
+        await until(
+          () => cuts.count,
+          (count) => count >= 3,
+          30_000,
+        ),
+      ).toBeGreaterThanOrEqual(3);
+    } finally {
+      await cuts.end();
+    }
+    const [record] = await until(
+      () => callsById(callId),
+      (rows) => rows[0]?.endedAt != null,
+      15_000,
+      100,
+    );
+    expect(record).toMatchObject({ reason: "caller_bye", packetsFromCaller: 10, packetsToCaller: 12 });
+    const usage = await db.select().from(conferenceEvents).where(eq(conferenceEvents.subject, callId));
+    expect(usage.map((event) => event.kind).sort()).toEqual(["call_ended", "call_started"]);
+    expect((await told(accountId, callId)).map((event) => event.type)).toEqual(["call.started", "call.ended"]);
+  }, 60_000);
+
+  test("an open record of this gateway that it no longer holds is ended by the sweep; a held one is left", async () => {
+    const { accountId } = await newAccount();
+    const live = new CallLog(start(`live-${crypto.randomUUID()}`));
+    await live.resolved({ accountId, room: "phones", resolvedBy: "header" });
+    await live.answered();
+    // As a record whose end the writer let go of leaves it: open, of this gateway, in no CallLog.
+    const callId = `forgotten-${crypto.randomUUID()}`;
+    const answeredAt = new Date(Date.now() - 30_000);
+    await db.insert(sipCalls).values({
+      ...start(callId),
+      id: crypto.randomUUID(),
+      startedAt: answeredAt,
+      answeredAt,
+      gateway: GATEWAY_NAME,
+      accountId,
+      room: "phones",
+      resolvedBy: "header",
+      finalStatus: 200,
+    });
+
+    expect(await endForgottenCalls()).toBeGreaterThanOrEqual(1);
+    const [record] = await callsById(callId);
+    expect(record).toMatchObject({ reason: "record_lost" });
+    expect(record!.endedAt!.getTime()).toBeGreaterThan(answeredAt.getTime());
+    const ended = await told(accountId, callId);
+    expect(ended.map((event) => [event.type, (event.data as { reason: string }).reason])).toEqual([
+      ["call.ended", "record_lost"],
+    ]);
+    expect((await callsById(live.snapshot().row.callId))[0]?.endedAt).toBeNull();
+    // Looked at again: nothing more to end, nothing told twice.
+    await endForgottenCalls();
+    expect(await told(accountId, callId)).toHaveLength(1);
+    await live.ended("caller_bye");
   });
 });
