@@ -25,7 +25,10 @@ export const sipCalls = pgTable(
     endedAt: timestamp("ended_at", { withTimezone: true }),
     /** SIP status of the final answer to the INVITE (200 for an answered call). */
     finalStatus: integer("final_status"),
-    /** Why the call ended: caller_bye, gateway_bye, cancelled, not_found, no_ack, dtmf_failed, gateway_lost, ... */
+    /**
+     * Why the call ended: caller_bye, gateway_bye, cancelled, not_found, no_ack, dtmf_failed,
+     * gateway_lost, record_lost, ...
+     */
     reason: text("reason"),
     /** The gateway process that took the call: its calls are ended by another if it dies mid-call. */
     gateway: text("gateway"),
