@@ -1,18 +1,21 @@
 /**
  * PostgreSQL killed under load, with every role running as its own process: routes answer
  * 503 dependency_down with Retry-After (never 500), the socket replies dependency_down,
- * /readyz names the database, no process dies, and all is well once PostgreSQL is back.
+ * /readyz names the database, no process dies, and all is well once PostgreSQL is back: a
+ * phone call the caller hung up during the outage has its end stored and told once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Socket } from "phoenix";
+import pg from "postgres";
 import { ROLES } from "../../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivatePostgres, startPrivatePostgres } from "../support/private-postgres";
 import { type Answer, ask, DOMAIN, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
+import { runSipp } from "../support/sipp";
 import { childPids, until } from "../support/wait";
 
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
@@ -32,6 +35,12 @@ const PERIOD_MS = 1_000;
  * reconciliations, and a beat late on a busy machine (two suites at once) declares nothing lost.
  */
 const LOST_MS = 3_000;
+/**
+ * How long the phone call lasts from its answer: it is answered before the kill, which follows
+ * once its record shows the answer (a write behind the signalling), and the caller hangs up
+ * during the outage, which lasts at least 6 s from the kill.
+ */
+const CALL_HOLD_MS = 4_000;
 
 describe("PostgreSQL down", () => {
   let postgres: PrivatePostgres;
@@ -41,6 +50,7 @@ describe("PostgreSQL down", () => {
   let apiKey: string;
   let accountId: string;
   let token: string;
+  let sipPort: number;
   let socket: Socket | undefined;
 
   const { json, routes } = routeSweep(fresh, () => ({ base, apiKey, accountId, token }));
@@ -57,7 +67,7 @@ describe("PostgreSQL down", () => {
   const sweep = () => ask(requests);
 
   /** Every role in its own process, as an operator runs Parley; the log goes to files in `dir`. */
-  async function startSupervisor(port: number, logName: string) {
+  async function startSupervisor(port: number, logName: string, sip: number) {
     return Bun.spawn([process.execPath, entry], {
       env: {
         ...process.env,
@@ -69,7 +79,7 @@ describe("PostgreSQL down", () => {
         BOOTSTRAP_ACCOUNT: "true",
         LOG_LEVEL: "warn",
         SHUTDOWN_GRACE_MS: "2000",
-        SIP_UDP_PORT: String(await freePort()),
+        SIP_UDP_PORT: String(sip),
         SIP_TCP_PORT: String(await freePort()),
         REDIS_PREFIX: `parley-test-pgdown-${crypto.randomUUID()}`,
         // The workers' periodic database work, every second or three here (30 s, 5 s, 10 s and
@@ -89,7 +99,8 @@ describe("PostgreSQL down", () => {
     dir = mkdtempSync(join(tmpdir(), "parley-pgdown-"));
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
-    supervisor = await startSupervisor(port, "parley");
+    sipPort = await freePort();
+    supervisor = await startSupervisor(port, "parley", sipPort);
     apiKey = await until(
       async () => {
         const ready = await fresh(`${base}/readyz`).then(
@@ -161,6 +172,29 @@ describe("PostgreSQL down", () => {
         20,
       ),
     ).toBeGreaterThan(0);
+
+    // A phone call, answered and recorded so, that the caller hangs up while PostgreSQL is down.
+    const mapping = await fresh(`${base}/api/v1/conference-mapper/conferenceMapper?conference=pgdown-call@${DOMAIN}`, {
+      headers: { authorization: apiKey },
+    });
+    const mapperId = ((await mapping.json()) as { id: number }).id;
+    const cid = crypto.randomUUID();
+    const callId = `${cid}-1`;
+    const phone = runSipp({
+      scenario: "call.xml",
+      port: sipPort,
+      service: "gateway",
+      keys: { cid, extra_header: `Parley-Conference-Room: ${mapperId}` },
+      holdMs: CALL_HOLD_MS,
+      timeoutSeconds: 30,
+    });
+    const direct = pg(postgres.url, { max: 1, onnotice: () => {} });
+    const callRecord = () =>
+      direct<{ answered_at: Date | null; ended_at: Date | null; reason: string | null }[]>`
+        select answered_at, ended_at, reason from sip_calls where call_id = ${callId}`;
+    const answered = await until(callRecord, (rows) => rows[0]?.answered_at != null, 15_000, 50);
+    expect(answered[0]?.answered_at).toBeInstanceOf(Date);
+
     postgres.kill();
     const killedAt = Date.now();
 
@@ -201,11 +235,32 @@ describe("PostgreSQL down", () => {
       ),
     ).toEqual([]);
 
+    // The caller's BYE was answered during the outage: the call is over for the caller.
+    const hungUp = await phone;
+    expect(hungUp.code === 0 ? "" : hungUp.errors || hungUp.output.slice(-500)).toBe("");
     postgres.start();
+    const startedAt = Date.now();
     const back = await until(sweep, (answers) => answers.every((a) => a.status < 300), 20_000, 250);
     expect(back.filter((answer) => answer.status >= 300)).toEqual([]);
     expect((await fresh(`${base}/readyz`)).status).toBe(200);
     expect((await push(channel, "new_message", { content: "after" })).status).toBe("ok");
+
+    // The call's end, which the gateway could not write during the outage, is stored as the caller
+    // ended it (at that moment, not when it was written) and told once.
+    const [ended] = await until(callRecord, (rows) => rows[0]?.ended_at != null, 15_000, 100);
+    await direct.end();
+    expect(ended?.reason).toBe("caller_bye");
+    expect(ended!.ended_at!.getTime()).toBeGreaterThan(killedAt);
+    expect(ended!.ended_at!.getTime()).toBeLessThan(startedAt);
+    const callEnded = async () => {
+      const answer = await fresh(`${base}/api/v1/events?after=0&types=call.ended`, {
+        headers: { authorization: `Bearer ${apiKey}` },
+      });
+      const body = (await answer.json()) as { events: Array<{ data: { call_id: string; reason: string } }> };
+      return body.events.filter((event) => event.data.call_id === callId);
+    };
+    const told = await until(callEnded, (events) => events.length > 0, 15_000, 200);
+    expect(told.map((event) => event.data.reason)).toEqual(["caller_bye"]);
 
     // Every child that ran before the outage still runs: none died and was restarted.
     expect(childPids(supervisor.pid)).toEqual(before);
@@ -215,7 +270,7 @@ describe("PostgreSQL down", () => {
   test("a supervisor started while PostgreSQL is down waits for it, then serves", async () => {
     postgres.kill();
     const port = await freePort();
-    const late = await startSupervisor(port, "late");
+    const late = await startSupervisor(port, "late", await freePort());
     try {
       const log = join(dir, "late.log");
       const said = () => (existsSync(log) ? readFileSync(log, "utf8") : "");
