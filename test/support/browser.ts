@@ -88,8 +88,9 @@ export async function startChromium(): Promise<Chromium> {
 
 /** axe-core's serious and critical violations on the page as it stands. */
 export async function seriousViolations(page: Page): Promise<Array<{ id: string; impact: string; nodes: string[] }>> {
-  // Evaluated rather than added as a script tag: the console's policy refuses inline scripts.
-  await page.evaluate(AXE);
+  // Evaluated rather than added as a script tag: the console's policy refuses inline scripts. Once a
+  // document: the console moves between its pages without a reload, and axe.run starts afresh each time.
+  if (!(await page.evaluate(() => "axe" in window))) await page.evaluate(AXE);
   const violations = await page.evaluate(async () => {
     const result = await (window as any).axe.run(document, { resultTypes: ["violations"] });
     return result.violations.map((v: any) => ({
