@@ -1,7 +1,7 @@
 /**
  * A real Chromium (Debian's, with a fresh temporary profile that playwright
- * removes on close) driven by playwright-core, with every request to an address
- * other than loopback aborted, so nothing a page does can depend on the internet.
+ * removes on close) driven by playwright-core, in which every address other than
+ * loopback fails to resolve, so nothing a page does can depend on the internet.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,8 +14,8 @@ const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir)
 export interface Chromium {
   browser: Browser;
   /**
-   * A fresh context (its own cookies) whose outside requests are aborted and
-   * listed in `blocked`; a locale and time zone of the viewer's may be given.
+   * A fresh context (its own cookies) whose outside requests, which cannot succeed,
+   * are listed in `blocked`; a locale and time zone of the viewer's may be given.
    */
   context(
     viewport?: { width: number; height: number },
@@ -25,6 +25,13 @@ export interface Chromium {
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+/**
+ * Chromium's own resolver maps every host but loopback to nothing, addresses written as numbers
+ * too: a page's requests, its sockets and the browser's own all fail before leaving the machine,
+ * and no request waits on the test process to let it through.
+ */
+const ONLY_LOOPBACK = `MAP * ~NOTFOUND , ${[...LOOPBACK].map((host) => `EXCLUDE ${host}`).join(" , ")}`;
 
 /**
  * Every window of this Chromium, headless too, loads the address bar's suggestion popups as
@@ -62,6 +69,7 @@ export async function startChromium(): Promise<Chromium> {
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        `--host-resolver-rules=${ONLY_LOOPBACK}`,
       ],
     })
     .finally(() => rmSync(folder, { recursive: true, force: true }));
@@ -70,14 +78,13 @@ export async function startChromium(): Promise<Chromium> {
     async context(viewport = { width: 1280, height: 860 }, viewer = {}) {
       const context = Object.assign(await browser.newContext({ viewport, ...viewer }), { blocked: [] as string[] });
       context.setDefaultTimeout(10_000);
-      await context.route("**/*", (route) => {
-        const url = new URL(route.request().url());
-        if (["http:", "https:", "ws:", "wss:"].includes(url.protocol) && !LOOPBACK.has(url.hostname)) {
+      const tried = (address: string) => {
+        const url = new URL(address);
+        if (["http:", "https:", "ws:", "wss:"].includes(url.protocol) && !LOOPBACK.has(url.hostname))
           context.blocked.push(url.href);
-          return route.abort("blockedbyclient");
-        }
-        return route.continue();
-      });
+      };
+      context.on("request", (request) => tried(request.url()));
+      context.on("page", (page) => page.on("websocket", (socket) => tried(socket.url())));
       return context;
     },
     async close() {
