@@ -83,7 +83,8 @@ test("a field renamed in the API's models or answers fails tsc on every console 
     cpSync(join(ROOT, "src"), join(copy, "src"), { recursive: true });
     symlinkSync(join(ROOT, "node_modules"), join(copy, "node_modules"));
     const tsconfig = JSON.parse(readFileSync(join(ROOT, "tsconfig.json"), "utf8"));
-    writeFileSync(join(copy, "tsconfig.json"), JSON.stringify({ ...tsconfig, include: ["src"] }));
+    // The pages and what they import: a page's errors are the same as in a check of all of src/.
+    writeFileSync(join(copy, "tsconfig.json"), JSON.stringify({ ...tsconfig, include: ["src/modules/console/ui"] }));
     for (const rename of RENAMES) {
       const path = join(copy, rename.file);
       const source = readFileSync(path, "utf8");

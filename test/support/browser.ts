@@ -1,9 +1,10 @@
 /**
  * A real Chromium (Debian's, with a fresh temporary profile that playwright
- * removes on close) driven by playwright-core, with every request to an address
- * other than loopback aborted, so nothing a page does can depend on the internet.
+ * removes on close) driven by playwright-core, in which every address other than
+ * loopback fails to resolve, so nothing a page does can depend on the internet.
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 
@@ -13,8 +14,8 @@ const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir)
 export interface Chromium {
   browser: Browser;
   /**
-   * A fresh context (its own cookies) whose outside requests are aborted and
-   * listed in `blocked`; a locale and time zone of the viewer's may be given.
+   * A fresh context (its own cookies) whose outside requests, which cannot succeed,
+   * are listed in `blocked`; a locale and time zone of the viewer's may be given.
    */
   context(
     viewport?: { width: number; height: number },
@@ -25,34 +26,65 @@ export interface Chromium {
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
+/**
+ * Chromium's own resolver maps every host but loopback to nothing, addresses written as numbers
+ * too: a page's requests, its sockets and the browser's own all fail before leaving the machine,
+ * and no request waits on the test process to let it through.
+ */
+const ONLY_LOOPBACK = `MAP * ~NOTFOUND , ${[...LOOPBACK].map((host) => `EXCLUDE ${host}`).join(" , ")}`;
+
+/**
+ * Every window of this Chromium, headless too, loads the address bar's suggestion popups as
+ * pages of their own, each in a renderer: about half a second of CPU for every context, for
+ * something no test shows. Chromium honours only the last --disable-features it is given and
+ * playwright passes a list of its own, so a launcher adds these two to that list.
+ */
+const UNSEEN_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup";
+const LAUNCHER = `#!/bin/sh
+found=
+for arg do
+  shift
+  case $arg in --disable-features=*) arg="$arg,${UNSEEN_FEATURES}" found=1 ;; esac
+  set -- "$@" "$arg"
+done
+[ -n "$found" ] || set -- "$@" --disable-features=${UNSEEN_FEATURES}
+exec /usr/bin/chromium "$@"
+`;
+
 export async function startChromium(): Promise<Chromium> {
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    timeout: 20_000,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  const folder = mkdtempSync(join(tmpdir(), "parley-chromium-"));
+  const launcher = join(folder, "chromium");
+  writeFileSync(launcher, LAUNCHER, { mode: 0o755 });
+  // Once started, Chromium has no more use for the launcher: it runs its own binary from then on.
+  const browser = await chromium
+    .launch({
+      executablePath: launcher,
+      timeout: 20_000,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        `--host-resolver-rules=${ONLY_LOOPBACK}`,
+      ],
+    })
+    .finally(() => rmSync(folder, { recursive: true, force: true }));
   return {
     browser,
     async context(viewport = { width: 1280, height: 860 }, viewer = {}) {
       const context = Object.assign(await browser.newContext({ viewport, ...viewer }), { blocked: [] as string[] });
       context.setDefaultTimeout(10_000);
-      await context.route("**/*", (route) => {
-        const url = new URL(route.request().url());
-        if (["http:", "https:", "ws:", "wss:"].includes(url.protocol) && !LOOPBACK.has(url.hostname)) {
+      const tried = (address: string) => {
+        const url = new URL(address);
+        if (["http:", "https:", "ws:", "wss:"].includes(url.protocol) && !LOOPBACK.has(url.hostname))
           context.blocked.push(url.href);
-          return route.abort("blockedbyclient");
-        }
-        return route.continue();
-      });
+      };
+      context.on("request", (request) => tried(request.url()));
+      context.on("page", (page) => page.on("websocket", (socket) => tried(socket.url())));
       return context;
     },
     async close() {
@@ -63,8 +95,9 @@ export async function startChromium(): Promise<Chromium> {
 
 /** axe-core's serious and critical violations on the page as it stands. */
 export async function seriousViolations(page: Page): Promise<Array<{ id: string; impact: string; nodes: string[] }>> {
-  // Evaluated rather than added as a script tag: the console's policy refuses inline scripts.
-  await page.evaluate(AXE);
+  // Evaluated rather than added as a script tag: the console's policy refuses inline scripts. Once a
+  // document: the console moves between its pages without a reload, and axe.run starts afresh each time.
+  if (!(await page.evaluate(() => "axe" in window))) await page.evaluate(AXE);
   const violations = await page.evaluate(async () => {
     const result = await (window as any).axe.run(document, { resultTypes: ["violations"] });
     return result.violations.map((v: any) => ({
