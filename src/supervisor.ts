@@ -8,7 +8,6 @@ import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, S
 import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
-import { ensureFirstAccount } from "./modules/accounts/bootstrap";
 import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
 import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
 
@@ -110,6 +109,9 @@ const DATABASE_WAIT_MS = 1_000;
  * PostgreSQL is still starting (or down) waits for it instead of exiting.
  */
 async function prepareDatabase(): Promise<void> {
+  // Loaded here, not with this module: every role's child process imports it too, and never
+  // makes accounts (the accounts service brings the JWT library and more along).
+  const { ensureFirstAccount } = await import("./modules/accounts/bootstrap");
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
