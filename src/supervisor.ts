@@ -109,13 +109,13 @@ const DATABASE_WAIT_MS = 1_000;
  * PostgreSQL is still starting (or down) waits for it instead of exiting.
  */
 async function prepareDatabase(): Promise<void> {
-  // Loaded here, not with this module: every role's child process imports it too, and never
-  // makes accounts (the accounts service brings the JWT library and more along).
-  const { ensureFirstAccount } = await import("./modules/accounts/bootstrap");
+  // Loaded here, and only when a first account may be made: every role's child process imports
+  // this module too, and the accounts service brings the JWT library and more along.
+  const bootstrap = config.admin.bootstrapAccount ? await import("./modules/accounts/bootstrap") : undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
-      await ensureFirstAccount();
+      await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
       const failure = dependencyFailure(error);
