@@ -8,7 +8,6 @@ import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, S
 import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
-import { ensureFirstAccount } from "./modules/accounts/bootstrap";
 import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
 import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
 
@@ -110,10 +109,13 @@ const DATABASE_WAIT_MS = 1_000;
  * PostgreSQL is still starting (or down) waits for it instead of exiting.
  */
 async function prepareDatabase(): Promise<void> {
+  // Loaded here, and only when a first account may be made: every role's child process imports
+  // this module too, and the accounts service brings the JWT library and more along.
+  const bootstrap = config.admin.bootstrapAccount ? await import("./modules/accounts/bootstrap") : undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
-      await ensureFirstAccount();
+      await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
       const failure = dependencyFailure(error);

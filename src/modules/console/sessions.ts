@@ -7,7 +7,7 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { and, eq, gt, isNull, lt } from "drizzle-orm";
-import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import type { RateLimiterRedis } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
@@ -62,8 +62,12 @@ const LOGIN_WINDOW_SECONDS = 15 * 60;
 /** One address may fail this many times more across all names: guessing many names is limited too. */
 const ADDRESS_FACTOR = 4;
 
-let limiters: { perName: RateLimiterRedis; perAddress: RateLimiterRedis } | undefined;
-function loginLimiters() {
+let limiters:
+  | { perName: RateLimiterRedis; perAddress: RateLimiterRedis; isRefusal: (error: unknown) => boolean }
+  | undefined;
+/** Made at the first sign-in: every API process loads this module, few ever count a sign-in. */
+async function loginLimiters() {
+  const { RateLimiterRedis, RateLimiterRes } = await import("rate-limiter-flexible");
   const limiter = (scope: string, points: number) =>
     new RateLimiterRedis({
       storeClient: redis(),
@@ -74,6 +78,7 @@ function loginLimiters() {
   limiters ??= {
     perName: limiter("name", config.console.loginAttempts),
     perAddress: limiter("address", config.console.loginAttempts * ADDRESS_FACTOR),
+    isRefusal: (error) => error instanceof RateLimiterRes,
   };
   return limiters;
 }
@@ -82,22 +87,22 @@ const nameKey = (attempt: LoginAttempt) => `${attempt.address}|${attempt.name}`;
 
 /** Counts a failed sign-in against the name and the address; past a limit the caller gets 429 until its window ends. */
 async function countFailure(attempt: LoginAttempt): Promise<void> {
-  const { perName, perAddress } = loginLimiters();
+  const { perName, perAddress, isRefusal } = await loginLimiters();
   const consume = (limiter: RateLimiterRedis, key: string) =>
     limiter.consume(key).catch((error) => {
-      if (!(error instanceof RateLimiterRes)) throw error;
+      if (!isRefusal(error)) throw error;
     });
   await Promise.all([consume(perName, nameKey(attempt)), consume(perAddress, attempt.address)]);
 }
 
 /** A successful sign-in clears its name's count; the address's count stays, so one good account cannot reset it. */
 async function clearFailures(attempt: LoginAttempt): Promise<void> {
-  await loginLimiters().perName.delete(nameKey(attempt));
+  await (await loginLimiters()).perName.delete(nameKey(attempt));
 }
 
 /** The seconds a sign-in must wait (0: it may go ahead), when its name or its address failed too often. */
 export async function loginBlockedFor(attempt: LoginAttempt): Promise<number> {
-  const { perName, perAddress } = loginLimiters();
+  const { perName, perAddress } = await loginLimiters();
   const [byName, byAddress] = await Promise.all([perName.get(nameKey(attempt)), perAddress.get(attempt.address)]);
   const waits = [
     byName && byName.consumedPoints >= config.console.loginAttempts ? byName.msBeforeNext : 0,

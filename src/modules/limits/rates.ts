@@ -14,7 +14,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Redis, Result } from "ioredis";
-import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
+import type { RateLimiterMemory } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { log } from "../../core/log";
 import { memoize } from "../../core/memo";
@@ -302,6 +302,8 @@ export class RateLeases {
   }
 
   private async countInMemory(check: RateCheck): Promise<Counted | undefined> {
+    // Loaded only once Redis has failed: a process whose Redis answers never counts in memory.
+    const { RateLimiterMemory, RateLimiterRes } = await import("rate-limiter-flexible");
     const id = `${check.name}/${check.points}/${check.windowSeconds}`;
     let limiter = this.insurance.get(id);
     if (!limiter) {

@@ -4,6 +4,9 @@
  * fields may be added to an event's data, never removed or changed in meaning.
  */
 import { type Static, t } from "elysia";
+import { EVENT_TYPES, type EventType } from "./event-types";
+
+export { EVENT_TYPES, type EventType };
 
 const Room = t.String({ description: "The room name, lowercased as Jitsi uses it" });
 const Time = (description: string) => t.String({ format: "date-time", description });
@@ -127,10 +130,8 @@ export const EVENT_DATA = {
     streaming_seconds: t.Integer(),
     recording_seconds: t.Integer(),
   }),
-} as const;
-
-export type EventType = keyof typeof EVENT_DATA;
-export const EVENT_TYPES = Object.keys(EVENT_DATA) as EventType[];
+  // Exactly the names in ./event-types.ts: a type missing here or not listed there fails to compile.
+} as const satisfies Record<EventType, unknown>;
 export type EventData<T extends EventType> = Static<(typeof EVENT_DATA)[T]>;
 
 const envelope = {

@@ -10,15 +10,8 @@ import { db } from "../../db/client";
 import { outbox } from "../../queue/outbox";
 import { AppError } from "../../core/errors";
 import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
-import {
-  type Delivery,
-  EVENT_TYPES,
-  type Endpoint,
-  type EndpointCreate,
-  type EndpointUpdate,
-  type EventType,
-  type PublicEvent,
-} from "./model";
+import { EVENT_TYPES, type EventType } from "./event-types";
+import type { Delivery, Endpoint, EndpointCreate, EndpointUpdate, PublicEvent } from "./model";
 import { rowsOf } from "../../db/rows";
 import { WEBHOOKS_CONSUMER } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
