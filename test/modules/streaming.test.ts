@@ -393,6 +393,10 @@ describe("media-server callbacks and viewer counts", () => {
     expect(
       (await hook("on_publish", { call: "publish", app: "live", name: `${name}_480p1128` }, undefined, true)).status,
     ).toBe(200);
+    // While a stop is under way (and may yet be refused) the recorder may still publish.
+    await db.update(streams).set({ state: "stopping" }).where(eq(streams.streamName, name));
+    expect((await hook("on_publish", { call: "publish", app: "live", name }, undefined, true)).status).toBe(200);
+    await db.update(streams).set({ state: "running" }).where(eq(streams.streamName, name));
     await stop("publishing");
     expect((await hook("on_publish", { call: "publish", app: "live", name }, undefined, true)).status).toBe(403);
   });

@@ -51,7 +51,9 @@ export async function handleMediaCallback(callback: MediaCallback, fields: Recor
   const stream = /^[A-Za-z0-9._-]{1,160}$/.test(published) ? await streamByName(baseStreamName(published)) : undefined;
   switch (call) {
     case "publish":
-      if (!stream || !["starting", "running"].includes(stream.state))
+      // A stream being stopped is still its recorder's: a stop that cannot be queued puts it back to
+      // running, and a publish refused meanwhile would have cut the stream the stop's 503 said goes on.
+      if (!stream || !LIVE_STATES.includes(stream.state))
         throw new AppError("forbidden", "no live stream is published under that name");
       return;
     case "play":
