@@ -3,11 +3,12 @@
  * process on free ports, on the embedded database (no DATABASE_URL, PGlite in a temp DATA_DIR)
  * or on the test PostgreSQL. Its output is kept so a failing wait can show what it said.
  */
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { Redis } from "ioredis";
+import { madeOnce } from "./made-once";
 import { freePort } from "./ports";
 import { isAlive, until } from "./wait";
 
@@ -140,38 +141,24 @@ function filesUnder(dir: string): string[] {
     .flatMap((entry) => (entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)]));
 }
 
-let template: Promise<string> | undefined;
-
 /**
- * A migrated embedded database, made once per checkout and set of migrations (in node_modules/.cache)
- * and copied into each new data folder: a fresh PGlite runs initdb and every migration, seconds of CPU
- * per start. Parley still runs its migrations (none left) and makes its first account as on any first
- * start; test/supervisor.test.ts starts on an empty folder, so a start without a copy stays covered.
+ * A migrated embedded database, made once per checkout and set of migrations and copied into each
+ * new data folder: a fresh PGlite runs initdb and every migration, seconds of CPU per start.
+ * Parley still runs its migrations (none left) and makes its first account as on any first start;
+ * test/supervisor.test.ts starts on an empty folder, so a start without a copy stays covered.
  */
 function pgliteTemplate(): Promise<string> {
-  template ??= (async () => {
-    const hash = new Bun.CryptoHasher("sha256");
-    const inputs = [join(ROOT, "src/db/client.ts"), join(ROOT, "node_modules/@electric-sql/pglite/package.json")];
-    for (const file of [...filesUnder(join(ROOT, "drizzle")), ...inputs]) hash.update(readFileSync(file));
-    const made = join(ROOT, "node_modules/.cache", `parley-pglite-${hash.digest("hex").slice(0, 16)}`);
-    if (existsSync(join(made, "PG_VERSION"))) return made;
-    // Built aside and renamed into place, so a test process in another worker never copies half of one.
-    const building = `${made}.${process.pid}`;
+  const hash = new Bun.CryptoHasher("sha256");
+  const inputs = [join(ROOT, "src/db/client.ts"), join(ROOT, "node_modules/@electric-sql/pglite/package.json")];
+  for (const file of [...filesUnder(join(ROOT, "drizzle")), ...inputs]) hash.update(readFileSync(file));
+  return madeOnce(`parley-pglite-${hash.digest("hex").slice(0, 16)}`, async (building) => {
     const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: building };
     delete env.DATABASE_URL;
     const entry = join(ROOT, "src/db/migrate.ts");
     const child = Bun.spawn([process.execPath, entry], { cwd: ROOT, env, stdout: "ignore", stderr: "pipe" });
     const [said, code] = await Promise.all([new Response(child.stderr).text(), child.exited]);
     if (code !== 0) throw new Error(`migrating a template embedded database failed (${code}):\n${said}`);
-    try {
-      renameSync(building, made);
-    } catch {
-      // Another process renamed its own first: the same migrations, so that one serves.
-      rmSync(building, { recursive: true, force: true });
-    }
-    return made;
-  })();
-  return template;
+  });
 }
 
 /**

@@ -57,7 +57,7 @@ export async function startPostgresPair(): Promise<PostgresPair> {
   const primaryPort = await freePort();
   const standbyPort = await freePort();
   const common = `-k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100`;
-  initdbInto(primary);
+  await initdbInto(primary);
   run([
     `${BIN}/pg_ctl`,
     "-D",

@@ -2,9 +2,10 @@
  * A PostgreSQL server of a test's own, in a temp dir on a free port, that the test may kill
  * and start again (never the shared one). Runs as the postgres user, as initdb requires.
  */
-import { chownSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { chownSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { madeOnce } from "./made-once";
 import { freePort } from "./ports";
 
 const BIN = "/usr/lib/postgresql/15/bin";
@@ -28,27 +29,17 @@ function run(args: string[], timeoutMs = 30_000): void {
 
 /**
  * Makes `data` a new cluster's data folder, as initdb would: a copy of one initdb made once per
- * checkout (in node_modules/.cache), since initdb spends seconds of a busy machine on every
- * private server, and a copy is a fraction of that. Each copy is a cluster of its own.
+ * checkout, since initdb spends seconds of a busy machine on every private server, and a copy
+ * is a fraction of that. Each copy is a cluster of its own.
  */
-export function initdbInto(data: string): void {
+export async function initdbInto(data: string): Promise<void> {
   const name = `parley-postgres-${Bun.hash(`${BIN} ${INITDB_OPTIONS.join(" ")}`).toString(16)}`;
-  const template = resolve(import.meta.dir, "../../node_modules/.cache", name);
-  if (!existsSync(join(template, "PG_VERSION"))) {
-    // Made aside and renamed into place, so a test in another process never copies half of one.
-    const building = `${template}.${process.pid}`;
-    rmSync(building, { recursive: true, force: true });
-    mkdirSync(building, { recursive: true });
+  const template = await madeOnce(name, (building) => {
+    mkdirSync(building);
     const { uid, gid } = postgresUser();
     chownSync(building, uid, gid);
     run([`${BIN}/initdb`, "-D", building, ...INITDB_OPTIONS], 60_000);
-    try {
-      renameSync(building, template);
-    } catch {
-      // Another process renamed its own first: the same cluster, so that one serves.
-      rmSync(building, { recursive: true, force: true });
-    }
-  }
+  });
   // -a keeps the postgres user's ownership and the folder's 0700, which the server requires.
   const copy = Bun.spawnSync(["cp", "-a", template, data], { stderr: "pipe" });
   if (copy.exitCode !== 0) throw new Error(`copying ${template} failed: ${copy.stderr.toString()}`);
@@ -69,7 +60,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   chownSync(dir, uid, gid);
   const data = join(dir, "data");
   const port = await freePort();
-  initdbInto(data);
+  await initdbInto(data);
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100`;
   const instance: PrivatePostgres = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,

@@ -6,18 +6,10 @@
  * script, the manifest's sources and the compiler), in node_modules/.cache, and reused until
  * one of them changes. The app folders a test gets are copies of the installed one.
  */
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { madeOnce } from "./made-once";
 
 const ROOT = resolve(import.meta.dir, "../..");
 
@@ -56,35 +48,23 @@ function buildInputs(): string[] {
 }
 
 /** A folder under node_modules/.cache named by the hash of the build's inputs, made by `make` if missing. */
-function cached(kind: string, make: (into: string) => void): string {
+function cached(kind: string, make: (into: string) => void): Promise<string> {
   const hash = new Bun.CryptoHasher("sha256");
   for (const file of buildInputs()) hash.update(file).update(readFileSync(file));
-  const done = join(ROOT, "node_modules/.cache", `parley-${kind}-${hash.digest("hex").slice(0, 16)}`);
-  if (existsSync(done)) return done;
-  mkdirSync(join(ROOT, "node_modules/.cache"), { recursive: true });
-  // Made aside and renamed into place, so a test process in the other worker never reads half of one.
-  const building = `${done}.${process.pid}`;
-  rmSync(building, { recursive: true, force: true });
-  mkdirSync(building);
-  try {
+  return madeOnce(`parley-${kind}-${hash.digest("hex").slice(0, 16)}`, (building) => {
+    mkdirSync(building);
     make(building);
-    renameSync(building, done);
-  } catch (error) {
-    rmSync(building, { recursive: true, force: true });
-    // Another process renamed its own first: made from the same inputs, so that one serves.
-    if (!existsSync(done)) throw error;
-  }
-  return done;
+  });
 }
 
-let built: SdkBuild | undefined;
+let built: Promise<SdkBuild> | undefined;
 
 /** The package as `npm run build:sdk -- --keep-types` builds it, and the tarball `npm pack` makes of it. */
 export async function sdkBuild(): Promise<SdkBuild> {
   // Under node_modules/ rather than the system's temp folder: bundling the built package
   // resolves its dependencies from the repository's node_modules, as an app's would.
-  built ??= (() => {
-    const into = cached("sdk", (building) => {
+  built ??= (async () => {
+    const into = await cached("sdk", (building) => {
       const folder = join(building, "sdk");
       run(
         [process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder],
@@ -103,7 +83,7 @@ export async function sdkBuild(): Promise<SdkBuild> {
 /** A new folder with the packed SDK installed from its tarball, as an app would have it; the caller removes it. */
 export async function installedSdk(): Promise<string> {
   const { tarball } = await sdkBuild();
-  const installed = cached("sdk-app", (building) => {
+  const installed = await cached("sdk-app", (building) => {
     writeFileSync(join(building, "package.json"), JSON.stringify({ name: "sdk-app", private: true, type: "module" }));
     run(
       ["npm", "install", tarball, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
