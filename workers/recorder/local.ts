@@ -43,16 +43,23 @@ export function stopLocal(
   entry.stopping ??= (async () => {
     clearTimeout(entry.emptyTimer);
     await entry.recorder.stop(config.streaming.stopGraceMs);
-    // Kept among this worker's streams until its row is finished: reconciliation takes a live
-    // row of this pod that the worker no longer holds for a recorder lost, and finished a
-    // stream being stopped (its recording uploading, the database slow) as failed `recorder_lost`.
-    try {
-      await keepAndFinish(entry, state, reason);
-    } finally {
-      worker.local.delete(entry.stream.id);
-    }
+    await finishHeld(worker, entry, () => keepAndFinish(entry, state, reason));
   })();
   return entry.stopping;
+}
+
+/**
+ * Runs `finish` with the stream kept among this worker's streams until it is done, whatever
+ * happens: reconciliation takes a live row of this pod that the worker no longer holds for a
+ * recorder lost, and finished a stream being stopped (its recording uploading, the database
+ * slow) or failing as failed `recorder_lost`, instead of with its own reason.
+ */
+async function finishHeld(worker: RecorderHost, entry: LocalRecorder, finish: () => Promise<void>): Promise<void> {
+  try {
+    await finish();
+  } finally {
+    worker.local.delete(entry.stream.id);
+  }
 }
 
 /**
@@ -69,16 +76,10 @@ export function failOnExit(worker: RecorderHost, entry: LocalRecorder): void {
   );
   entry.recorder.exited.then((exit) => {
     if (entry.stopping || worker.closing) return;
-    entry.stopping = (async () => {
-      // Held until the row is finished, as in stopLocal, so the reason stays this one.
-      try {
-        const unreachable = published ? undefined : await unreachableIngest(entry.ingests);
-        const reason = unreachable ?? `recorder_exited: ${exit.detail}`;
-        await keepAndFinish(entry, "failed", reason);
-      } finally {
-        worker.local.delete(entry.stream.id);
-      }
-    })().catch((error: Error) =>
+    entry.stopping = finishHeld(worker, entry, async () => {
+      const unreachable = published ? undefined : await unreachableIngest(entry.ingests);
+      await keepAndFinish(entry, "failed", unreachable ?? `recorder_exited: ${exit.detail}`);
+    }).catch((error: Error) =>
       log.error({ stream: entry.stream.streamName, err: error.message }, "could not finish a failed stream"),
     );
   });
