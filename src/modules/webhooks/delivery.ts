@@ -24,6 +24,7 @@ import type { StoredPrivateKey } from "../accounts/sealing";
 import { rowsOf } from "../../db/rows";
 import { openSecret } from "./service";
 import { checkWebhookUrl, type WebhookTarget } from "./ssrf";
+import { type Destination, post } from "./http1";
 
 /** How much of an answer the delivery log keeps. */
 const RESPONSE_BYTES = 1024;
@@ -190,40 +191,27 @@ function bodyOf(row: Claimed): string {
   });
 }
 
-async function firstBytes(response: Response): Promise<string> {
-  // Most receivers answer nothing (204, or an empty 200): no stream to open and read.
-  if (response.status === 204 || response.headers.get("content-length") === "0" || !response.body) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  while (size < RESPONSE_BYTES) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.length;
-  }
-  await reader.cancel().catch(() => {});
-  return Buffer.concat(chunks).subarray(0, RESPONSE_BYTES).toString("utf8");
-}
-
 export interface Outcome {
   statusCode: number | null;
   response: string;
   latencyMs: number;
 }
 
-/** Where an attempt connects: the URL to fetch and, when it is pinned to the checked address, the Host header. */
-interface Destination {
-  url: string;
-  host?: string;
-}
-
-/** The URL checked; on http, pinned to the address just checked, so a second lookup cannot hand out another one. */
+/**
+ * Where an attempt connects: the address just checked, so a second lookup cannot hand out another one, under the
+ * URL's names (the Host header; on https the name the certificate must hold).
+ */
 function destinationOf(target: WebhookTarget): Destination {
-  if (target.url.protocol !== "http:") return { url: target.url.toString() };
-  const pinned = new URL(target.url);
-  pinned.hostname = target.address.includes(":") ? `[${target.address}]` : target.address;
-  return { url: pinned.toString(), host: target.url.host };
+  const { url } = target;
+  const tls = url.protocol === "https:";
+  return {
+    address: target.address,
+    port: url.port ? Number(url.port) : tls ? 443 : 80,
+    tls,
+    serverName: url.hostname.replace(/^\[|\]$/g, ""),
+    host: url.host,
+    target: `${url.pathname}${url.search}`,
+  };
 }
 
 /**
@@ -276,23 +264,15 @@ export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> 
     for (let i = 1; i < keys.length; i++) signature += ` ${sign(keys[i]!, row.event_id, timestamp, body)}`;
     // Checked again at each attempt: the name may have been rebound to an internal address.
     const destination = await batch.destination(row.url);
-    const headers: Record<string, string> = {
+    const headers = {
       "content-type": "application/json",
       "user-agent": "Parley-Webhooks/1",
       "webhook-id": row.event_id,
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signature,
     };
-    if (destination.host) headers.host = destination.host;
-    const response = await fetch(destination.url, {
-      method: "POST",
-      headers,
-      body,
-      redirect: "manual",
-      signal: AbortSignal.timeout(config.webhooks.timeoutMs),
-    });
-    const answer = await firstBytes(response);
-    return { statusCode: response.status, response: answer, latencyMs: Math.round(performance.now() - started) };
+    const answer = await post(destination, headers, body, config.webhooks.timeoutMs, RESPONSE_BYTES);
+    return { statusCode: answer.status, response: answer.body, latencyMs: Math.round(performance.now() - started) };
   } catch (error) {
     const message =
       error instanceof AppError
