@@ -262,6 +262,8 @@ function cpuTicks(): { idle: number; total: number } {
 }
 
 let peak = 0;
+/** How many files ran in a waiting lane. */
+let inWaitingLaneCount = 0;
 
 /**
  * Runs the queue with `workers` files at once, and one more (up to `maxWorkers`) whenever the
@@ -286,6 +288,7 @@ async function runQueue() {
       running.delete(run);
     });
     running.set(run, waitingLane);
+    if (waitingLane) inWaitingLaneCount++;
     peak = Math.max(peak, running.size);
   };
   const samples: { at: number; ticks: ReturnType<typeof cpuTicks> }[] = [];
@@ -315,6 +318,7 @@ async function runQueue() {
 }
 
 const started = performance.now();
+const ticksAtStart = cpuTicks();
 try {
   await runQueue();
   for (const file of alone) await runFile(file, databases[0]!);
@@ -338,7 +342,11 @@ for (const [file, seconds] of timed) console.log(`${column(seconds)} ${column(cp
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
 const summed = sum(timed.map(([, seconds]) => seconds));
 console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over ${timed.length} files`);
-console.log(`\n${workers} to ${maxWorkers} files at once and ${waitingWorkers} that wait (at most ${peak} ran), ${((performance.now() - started) / 1000).toFixed(1)} s in tests; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
+// How busy the cores were over the run (every process's work, PostgreSQL's and the browsers' too): near 100 % the
+// run is bound by CPU, and only less work makes it shorter.
+const ticksAtEnd = cpuTicks();
+const busy = 1 - (ticksAtEnd.idle - ticksAtStart.idle) / (ticksAtEnd.total - ticksAtStart.total);
+console.log(`\n${workers} to ${maxWorkers} files at once and ${waitingWorkers} that wait (at most ${peak} ran, ${inWaitingLaneCount} files in waiting lanes), ${((performance.now() - started) / 1000).toFixed(1)} s in tests, the cores ${(busy * 100).toFixed(0)} % busy; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
 if (failedFiles.length > 0) console.log(`${failures.join("\n\n")}\n\nfailed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);
