@@ -102,6 +102,22 @@ test("a connection is kept and used again, and each framing of an answer is read
   }
 });
 
+test("a body larger than the socket takes at once goes whole, the rest as the socket drains", async () => {
+  const peer = receiver((socket, { text }) => {
+    socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${String(text.length).length}\r\n\r\n${text.length}`);
+  });
+  try {
+    const body = `"${"é".repeat(4_000_000)}"`;
+    const answer = await post(peer.destination(), {}, body, 30_000, 1024);
+    const [request] = peer.requests;
+    // Each é is two bytes, as the receiver counts them.
+    expect(request!.text).toEndWith(`content-length: 8000002\r\n\r\n"${"\u00c3\u00a9".repeat(4_000_000)}"`);
+    expect(answer).toEqual({ status: 200, body: String(request!.text.length) });
+  } finally {
+    peer.stop();
+  }
+});
+
 test("an answer without a length is read until the close; one that asks to close is not kept", async () => {
   const peer = receiver((socket, { onConnection }) => {
     if (socket.data.connection === 1) {

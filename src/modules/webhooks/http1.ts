@@ -279,8 +279,8 @@ class Connection {
     this.end();
   }
 
-  write(bytes: string | Buffer): void {
-    const length = typeof bytes === "string" ? Buffer.byteLength(bytes) : bytes.length;
+  /** Writes `bytes`, `length` of them in UTF-8; what the socket does not take now goes once it drains. */
+  write(bytes: string | Buffer, length: number): void {
     const written = this.socket!.write(bytes);
     if (written >= 0 && written < length)
       this.unsent = (typeof bytes === "string" ? Buffer.from(bytes) : bytes).subarray(written);
@@ -290,7 +290,7 @@ class Connection {
     if (!this.unsent) return;
     const unsent = this.unsent;
     this.unsent = undefined;
-    this.write(unsent);
+    this.write(unsent, unsent.length);
   }
 
   end(): void {
@@ -414,7 +414,11 @@ export async function post(
   const key = `${destination.tls ? "tls" : "tcp"} ${destination.address} ${destination.port} ${destination.serverName}`;
   let head = `POST ${destination.target} HTTP/1.1\r\nhost: ${destination.host}\r\n`;
   for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
-  const request = `${head}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  const bodyBytes = Buffer.byteLength(body);
+  head += `content-length: ${bodyBytes}\r\n\r\n`;
+  const request = head + body;
+  // The head is ASCII (the URL's host and path come encoded, the headers are Parley's own): a character a byte.
+  const length = head.length + bodyBytes;
   let current: Connection | undefined;
   let expired = false;
   // One timer for the whole attempt, connecting included: it ends the connection in use, which cannot carry
@@ -451,7 +455,7 @@ export async function post(
       const exchange: Exchange = new Exchange(keep, (outcome) => resolve({ ...outcome, heard: exchange.heard }));
       connection.exchange = exchange;
       if (connection.closed) exchange.closed();
-      else connection.write(request);
+      else connection.write(request, length);
     });
   }
 }
