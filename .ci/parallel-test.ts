@@ -243,7 +243,11 @@ async function runFile(file: string, database: string) {
   totals.fail += result.fail;
   totals.skip += result.skip;
   const mark = result.fail > 0 ? "✗" : "✓";
-  console.log(`${mark} ${file}  ${result.pass} pass, ${result.fail} fail, ${result.skip} skip  (${seconds.toFixed(1)} s)`);
+  // When in the run it ended, too: where the run's tail went.
+  const at = ((performance.now() - started) / 1000).toFixed(0);
+  console.log(
+    `${mark} ${file}  ${result.pass} pass, ${result.fail} fail, ${result.skip} skip  (${seconds.toFixed(1)} s, ended at ${at} s)`,
+  );
   // A file that skips says why in a line of its own ("… skipped: …"): shown, so no skip is silent.
   if (result.fail === 0 && result.skip > 0) for (const line of output.split("\n").filter((line) => / skipped: /.test(line))) console.log(`    ${line}`);
   if (result.fail > 0) {
