@@ -244,7 +244,7 @@ async function runFile(file: string, database: string) {
   totals.skip += result.skip;
   const mark = result.fail > 0 ? "✗" : "✓";
   // When in the run it ended, too: where the run's tail went.
-  const at = ((performance.now() - started) / 1000).toFixed(0);
+  const at = ((performance.now() - runStarted) / 1000).toFixed(0);
   console.log(
     `${mark} ${file}  ${result.pass} pass, ${result.fail} fail, ${result.skip} skip  (${seconds.toFixed(1)} s, ended at ${at} s)`,
   );
@@ -321,7 +321,7 @@ async function runQueue() {
   }
 }
 
-const started = performance.now();
+const runStarted = performance.now();
 const ticksAtStart = cpuTicks();
 try {
   await runQueue();
@@ -350,7 +350,7 @@ console.log(`${column(summed)} ${column(sum(Object.values(cpu)))}  summed over $
 // run is bound by CPU, and only less work makes it shorter.
 const ticksAtEnd = cpuTicks();
 const busy = 1 - (ticksAtEnd.idle - ticksAtStart.idle) / (ticksAtEnd.total - ticksAtStart.total);
-console.log(`\n${workers} to ${maxWorkers} files at once and ${waitingWorkers} that wait (at most ${peak} ran, ${inWaitingLaneCount} files in waiting lanes), ${((performance.now() - started) / 1000).toFixed(1)} s in tests, the cores ${(busy * 100).toFixed(0)} % busy; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
+console.log(`\n${workers} to ${maxWorkers} files at once and ${waitingWorkers} that wait (at most ${peak} ran, ${inWaitingLaneCount} files in waiting lanes), ${((performance.now() - runStarted) / 1000).toFixed(1)} s in tests, the cores ${(busy * 100).toFixed(0)} % busy; databases: ${reused.emptied} emptied, ${reused.copied} copied`);
 if (failedFiles.length > 0) console.log(`${failures.join("\n\n")}\n\nfailed: ${failedFiles.join(", ")}`);
 console.log(` ${totals.skip} skip`);
 console.log(` ${totals.pass} pass`);
