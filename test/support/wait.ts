@@ -58,7 +58,7 @@ export function threadsLeft(pid: number): number {
 }
 
 /** A process's command line, its arguments joined by spaces as pgrep -f sees it; "" once it is gone or a zombie. */
-function commandLine(pid: number): string {
+export function commandLine(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0$/, "").replaceAll("\0", " ");
   } catch {
