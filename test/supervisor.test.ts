@@ -50,11 +50,9 @@ function startSupervisor(env: Record<string, string>) {
 describe("supervisor on PostgreSQL", () => {
   let port: number;
   let supervisor: ReturnType<typeof startSupervisor>;
-  let apiKey: string;
 
   beforeAll(async () => {
     port = await freePort();
-    apiKey = (await newAccount()).apiKey;
     supervisor = startSupervisor({ PORT: String(port), API_PROCESSES: "2", HOST: "127.0.0.1", ...(await sipPorts()) });
     await waitFor("the pool", async () => ((await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined));
   }, 60_000);
@@ -103,30 +101,26 @@ describe("supervisor on PostgreSQL", () => {
     expect(after).toContain(before[1]!);
   }, 60_000);
 
-  test("SIGTERM lets an in-flight request finish, then exits 0", async () => {
-    // A body that arrives slowly keeps the request in flight while the signal lands.
-    const body = JSON.stringify({ apiKey, user: { id: "drain" } });
-    const stream = new ReadableStream<Uint8Array>({
-      async start(controller) {
-        controller.enqueue(new TextEncoder().encode(body.slice(0, 10)));
-        await Bun.sleep(800);
-        controller.enqueue(new TextEncoder().encode(body.slice(10)));
-        controller.close();
-      },
-    });
-    const inFlight = fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-length": String(body.length) },
-      body: stream,
-    });
-    await Bun.sleep(300);
-    supervisor.kill("SIGTERM");
-    const response = await inFlight;
-    expect(response.status).toBe(200);
-    expect((await response.json()).token).toBeString();
-    expect(await supervisor.exited).toBe(0);
-    await expect(fresh(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
-  }, 20_000);
+  // Last on this supervisor: a start of its own would cost every role's child's start again.
+  test("killed outright, it leaves no child behind: each notices and stops itself", async () => {
+    let children: number[] = [];
+    try {
+      children = await waitFor("one child per role, two of the API", async () => {
+        const found = childPids(supervisor.pid);
+        return found.length === Object.keys(ROLES).length + 1 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok
+          ? found
+          : undefined;
+      });
+    } finally {
+      supervisor.kill("SIGKILL");
+    }
+    const survivors = await until(
+      () => children.filter(isAlive),
+      (left) => left.length === 0,
+      20_000,
+    );
+    expect(survivors).toEqual([]);
+  }, 75_000);
 });
 
 describe("readiness", () => {
@@ -201,42 +195,19 @@ describe("embedded database", () => {
   }, 90_000);
 });
 
-describe("a supervisor killed outright", () => {
-  test("leaves no child behind: each notices and stops itself", async () => {
-    const port = await freePort();
-    const supervisor = startSupervisor({
-      PORT: String(port),
-      API_PROCESSES: "1",
-      HOST: "127.0.0.1",
-      ...(await sipPorts()),
-    });
-    let children: number[] = [];
-    try {
-      children = await waitFor("one child per role", async () => {
-        const found = childPids(supervisor.pid);
-        return found.length === Object.keys(ROLES).length && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok
-          ? found
-          : undefined;
-      });
-    } finally {
-      supervisor.kill("SIGKILL");
-    }
-    const survivors = await until(
-      () => children.filter(isAlive),
-      (left) => left.length === 0,
-      20_000,
-    );
-    expect(survivors).toEqual([]);
-  }, 75_000);
-});
+describe("a supervisor with a role disabled", () => {
+  let port: number;
+  let supervisor: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let apiKey: string;
 
-describe("a disabled role", () => {
-  test("SIP_ENABLED=false starts no sip child, so none exits and is restarted", async () => {
-    const port = await freePort();
-    const supervisor = Bun.spawn([process.execPath, entry], {
+  beforeAll(async () => {
+    port = await freePort();
+    apiKey = (await newAccount()).apiKey;
+    supervisor = Bun.spawn([process.execPath, entry], {
       env: {
         ...process.env,
         LOG_LEVEL: "warn",
+        SHUTDOWN_GRACE_MS: "5000",
         PORT: String(port),
         API_PROCESSES: "1",
         HOST: "127.0.0.1",
@@ -246,29 +217,53 @@ describe("a disabled role", () => {
       stdout: "pipe",
       stderr: "inherit",
     });
-    try {
-      await waitFor("the other roles", async () => {
-        const ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
-        return ready &&
-          childPids(supervisor.pid, "recorder").length === 1 &&
-          childPids(supervisor.pid, "cdr").length === 1
-          ? true
-          : undefined;
-      });
-      // Long enough for a child that exits at once to be started, exit and be restarted twice (0.5 s, then 1 s).
-      const sipSeen = new Set<number>();
-      const deadline = Date.now() + 3_000;
-      while (Date.now() < deadline) {
-        for (const pid of childPids(supervisor.pid, "sip")) sipSeen.add(pid);
-        await Bun.sleep(50);
-      }
-      supervisor.kill("SIGTERM");
-      expect(await supervisor.exited).toBe(0);
-      const logged = await new Response(supervisor.stdout).text();
-      expect(logged).not.toContain("child exited");
-      expect([...sipSeen]).toEqual([]);
-    } finally {
-      supervisor.kill("SIGKILL");
-    }
+    await waitFor("the other roles", async () => {
+      const ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
+      return ready &&
+        childPids(supervisor.pid, "recorder").length === 1 &&
+        childPids(supervisor.pid, "cdr").length === 1
+        ? true
+        : undefined;
+    });
   }, 60_000);
+
+  afterAll(() => supervisor.kill("SIGKILL"));
+
+  test("SIP_ENABLED=false starts no sip child, so none exits and is restarted", async () => {
+    // Long enough for a child that exits at once to be started, exit and be restarted twice (0.5 s, then 1 s).
+    const sipSeen = new Set<number>();
+    const deadline = Date.now() + 3_000;
+    while (Date.now() < deadline) {
+      for (const pid of childPids(supervisor.pid, "sip")) sipSeen.add(pid);
+      await Bun.sleep(50);
+    }
+    expect([...sipSeen]).toEqual([]);
+  });
+
+  test("SIGTERM lets an in-flight request finish, then exits 0", async () => {
+    // A body that arrives slowly keeps the request in flight while the signal lands.
+    const body = JSON.stringify({ apiKey, user: { id: "drain" } });
+    const stream = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode(body.slice(0, 10)));
+        await Bun.sleep(800);
+        controller.enqueue(new TextEncoder().encode(body.slice(10)));
+        controller.close();
+      },
+    });
+    const inFlight = fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-length": String(body.length) },
+      body: stream,
+    });
+    await Bun.sleep(300);
+    supervisor.kill("SIGTERM");
+    const response = await inFlight;
+    expect(response.status).toBe(200);
+    expect((await response.json()).token).toBeString();
+    expect(await supervisor.exited).toBe(0);
+    await expect(fresh(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+    // Nor did any child exit before the shutdown: the disabled role's above, or another's.
+    expect(await new Response(supervisor.stdout).text()).not.toContain("child exited");
+  }, 20_000);
 });

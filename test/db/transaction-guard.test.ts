@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import { type Database, db, guardTransactions } from "../../src/db/client";
 import { accounts } from "../../src/modules/accounts/schema";
 import { eventsByIds } from "../../src/modules/events/reads";
+import { migratedDataDir } from "../support/parley";
 
 const GUARD = /global database handle was used inside a transaction/;
 
@@ -50,7 +51,10 @@ test("a transaction in flight does not mark queries that run beside it", async (
 test("on PGlite, the misuse fails at once instead of deadlocking", async () => {
   const { PGlite } = await import("@electric-sql/pglite");
   const { drizzle } = await import("drizzle-orm/pglite");
-  const client = await PGlite.create();
+  // On a copy of a migrated folder: a new one would cost PGlite's initdb, seconds of CPU.
+  const dataDir = mkdtempSync(join(tmpdir(), "parley-guard-pglite-"));
+  await migratedDataDir(dataDir);
+  const client = await PGlite.create(dataDir);
   try {
     const embedded = guardTransactions(drizzle(client) as unknown as Database);
     await expect(
@@ -69,6 +73,7 @@ test("on PGlite, the misuse fails at once instead of deadlocking", async () => {
     expect(await within(embedded.execute(sql`select 2 as two`), 5_000)).toMatchObject({ rows: [{ two: 2 }] });
   } finally {
     await client.close();
+    rmSync(dataDir, { recursive: true, force: true });
   }
 });
 

@@ -4,9 +4,13 @@
  * listens on, through drizzle as Parley calls it; PGlite once closed; ioredis with no server.
  */
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { Redis } from "ioredis";
 import { dependencyFailure, isDependencyDown, loggableError } from "../../src/core/errors";
+import { migratedDataDir } from "../support/parley";
 import { freePort } from "../support/ports";
 
 async function failureOf(run: () => Promise<unknown>): Promise<unknown> {
@@ -55,9 +59,16 @@ describe("dependency failures", () => {
 
   test("PGlite once closed", async () => {
     const { PGlite } = await import("@electric-sql/pglite");
-    const pglite = await PGlite.create();
-    await pglite.close();
-    expect(isDependencyDown(await failureOf(() => pglite.query("select 1")))).toBe(true);
+    // On a copy of a migrated folder: a new one would cost PGlite's initdb, seconds of CPU.
+    const dataDir = mkdtempSync(join(tmpdir(), "parley-closed-pglite-"));
+    try {
+      await migratedDataDir(dataDir);
+      const pglite = await PGlite.create(dataDir);
+      await pglite.close();
+      expect(isDependencyDown(await failureOf(() => pglite.query("select 1")))).toBe(true);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   test("ioredis with no server behind it", async () => {

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { http, type Parley, startParley, within } from "../support/parley";
+import { childPids, commandLine } from "../support/wait";
 
 const ADMIN = "/api/v1/admin";
 const started: Parley[] = [];
@@ -22,6 +23,12 @@ async function start(options: Parameters<typeof startParley>[0]): Promise<Parley
 }
 
 const socketOf = (parley: Parley) => join(parley.dataDir, "parley.sock");
+
+/** The pids, one a line, of the supervisor's children told to serve the socket. */
+const servingSocket = (parley: Parley) =>
+  childPids(parley.process.pid)
+    .filter((pid) => commandLine(pid).includes("local-socket"))
+    .join("\n");
 
 /** One request on the Unix socket, as the `parley` command line sends it. */
 async function local(parley: Parley, method: string, path: string, body?: unknown) {
@@ -151,16 +158,12 @@ describe("the local socket beside a running Parley", () => {
     expect(parley.tail(500).split("local operator socket listening").length - 1).toBe(1);
 
     // Killed, the process serving it is restarted by the supervisor, socket and all.
-    const serving = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"])
-      .stdout.toString()
-      .trim();
+    const serving = servingSocket(parley);
     expect(serving).toMatch(/^\d+$/);
     process.kill(Number(serving), "SIGKILL");
     const back = await within(parley, "the socket served again by a new process", 30_000, async () => {
       const answer = await local(parley, "GET", `${ADMIN}/accounts`);
-      const now = Bun.spawnSync(["pgrep", "-P", String(parley.process.pid), "-f", "local-socket"])
-        .stdout.toString()
-        .trim();
+      const now = servingSocket(parley);
       return answer.status === 200 && now !== serving ? now : undefined;
     });
     expect(back).toMatch(/^\d+$/);

@@ -134,6 +134,12 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     });
     expect(started.status).toBe(200);
     const stream = started.body;
+    // Probed meanwhile: ffprobe waits seconds for the pushed stream's next keyframe, as the HLS checks below do.
+    const pushed = Bun.spawn(
+      ["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", destination],
+      { stdout: "pipe" },
+    );
+    const pushedCodecs = new Response(pushed.stdout).text();
 
     const hls = await firstSegment(stream.hls_url, "main.ts");
     const kinds = hls.probed.streams.map((s) => `${s.codec_type}:${s.codec_name}`).sort();
@@ -157,11 +163,7 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     );
     expect(lowLatency).toContain("#EXT-X-PART-INF:PART-TARGET=0.333");
 
-    const pushed = Bun.spawn(
-      ["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", destination],
-      { stdout: "pipe" },
-    );
-    expect((await new Response(pushed.stdout).text()).split("\n").filter(Boolean).sort()).toEqual(["aac", "h264"]);
+    expect((await pushedCodecs).split("\n").filter(Boolean).sort()).toEqual(["aac", "h264"]);
 
     const count = async () =>
       (await call("GET", `/terraform/v1/hooks/srs/live/viewers/count/${stream.stream_name}`)).body[stream.stream_name];
@@ -215,13 +217,15 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
       [528000, "426x240"],
       [264000, "426x240"],
     ]);
-    for (const entry of entries) {
-      const { probed } = await firstSegment(
-        new URL(entry.uri, started.body.hls_url).toString(),
-        `variant-${entry.bandwidth}.ts`,
-      );
+    // All at once: each waits for its variant's first segment, which the five encodes write side by side.
+    const firsts = await Promise.all(
+      entries.map((entry) =>
+        firstSegment(new URL(entry.uri, started.body.hls_url).toString(), `variant-${entry.bandwidth}.ts`),
+      ),
+    );
+    for (const [index, { probed }] of firsts.entries()) {
       const video = probed.streams.find((s) => s.codec_type === "video")!;
-      expect(`${video.width}x${video.height}`).toBe(entry.resolution);
+      expect(`${video.width}x${video.height}`).toBe(entries[index]!.resolution);
     }
 
     // The LL-HLS multivariant playlist lists the same ladder; each quality's playlist reports the four others.
@@ -248,9 +252,17 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
   }, 60_000);
 
   test("audio_only publishes AAC alone; H265 makes the recording HEVC", async () => {
-    const audio = await start({ room_name: "e2e-audio", audio_only: true });
+    // Side by side, so the HEVC stream's wait for its first segment covers the audio stream's.
+    const [audio, hevc] = await Promise.all([
+      start({ room_name: "e2e-audio", audio_only: true }),
+      start({ room_name: "e2e-hevc", codec: "H265", is_recording: true }),
+    ]);
     expect(audio.status).toBe(200);
-    const { probed } = await firstSegment(audio.body.hls_url, "audio.ts");
+    expect(hevc.status).toBe(200);
+    const [{ probed }] = await Promise.all([
+      firstSegment(audio.body.hls_url, "audio.ts"),
+      firstSegment(hevc.body.hls_url, "hevc-live.ts"),
+    ]);
     // nginx-rtmp's MPEG-TS always declares a video stream; an audio-only one carries no video packets.
     const packets = (type: string) =>
       probed.streams.filter((s) => s.codec_type === type).reduce((sum, s) => sum + Number(s.nb_read_packets ?? 0), 0);
@@ -258,10 +270,6 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     expect(packets("audio")).toBeGreaterThan(0);
     expect(packets("video")).toBe(0);
     expect((await stop("e2e-audio")).status).toBe(200);
-
-    const hevc = await start({ room_name: "e2e-hevc", codec: "H265", is_recording: true });
-    expect(hevc.status).toBe(200);
-    await firstSegment(hevc.body.hls_url, "hevc-live.ts");
     expect((await stop("e2e-hevc")).status).toBe(200);
     const finished = await row(hevc.body.stream_name);
     const object = await (await s3()).send(new GetObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
