@@ -12,10 +12,17 @@ import { connect } from "node:net";
 import { resolve } from "node:path";
 import { config, loadProcessConfig } from "./config";
 import { portHeldBy } from "./port-guard";
+import { SUPERVISOR_FLAG } from "./roles";
 
 const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--role=".length);
-// Read before anything slow: a supervisor that dies while this child starts must still be noticed.
-const parentPid = process.ppid;
+/**
+ * Whose death stops this role's process: the supervisor that names itself, else the parent. Read from the
+ * arguments because a parent read here may already be init: the imports above run first, and a supervisor
+ * killed while they load would go unnoticed for good.
+ */
+const parentPid =
+  Number(process.argv.find((arg) => arg.startsWith(`${SUPERVISOR_FLAG}=`))?.slice(SUPERVISOR_FLAG.length + 1)) ||
+  process.ppid;
 
 function redisAnswers(port: number, host: string): Promise<boolean> {
   return new Promise((done) => {

@@ -15,6 +15,9 @@ export const ROLES = {
 
 export type Role = keyof typeof ROLES;
 
+/** The argument by which the supervisor names itself to the role processes it starts. */
+export const SUPERVISOR_FLAG = "--supervisor-pid";
+
 /**
  * Whether this deployment runs the role. A disabled role is not started at all: a process
  * with nothing to do would exit and be restarted by the supervisor forever.

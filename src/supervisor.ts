@@ -8,7 +8,7 @@ import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, S
 import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
-import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
+import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
 import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
 
 const RESTART_DELAY_MIN_MS = 500;
@@ -61,7 +61,7 @@ async function superviseChildren(): Promise<void> {
       args,
       delay,
       startedAt: Date.now(),
-      process: spawn([process.execPath, entry, ...args, `--role=${role}`], {
+      process: spawn([process.execPath, entry, ...args, `${SUPERVISOR_FLAG}=${process.pid}`, `--role=${role}`], {
         stdio: ["ignore", "inherit", "inherit"],
         env: process.env,
       }),

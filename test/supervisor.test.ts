@@ -123,6 +123,24 @@ describe("supervisor on PostgreSQL", () => {
   }, 75_000);
 });
 
+test("a role process whose supervisor is already gone when it starts stops itself", async () => {
+  // A supervisor killed while its child still loaded its modules: the child's parent is init by the time it could
+  // look, and only the pid the supervisor gave it says that it is gone.
+  const gone = Bun.spawn(["true"]);
+  await gone.exited;
+  const child = Bun.spawn([process.execPath, entry, `--supervisor-pid=${gone.pid}`, "--role=webhooks"], {
+    env: { ...process.env, LOG_LEVEL: "silent", REDIS_PREFIX: `parley-test-orphan-${crypto.randomUUID()}` },
+    stdout: "ignore",
+    stderr: "inherit",
+  });
+  try {
+    const code = await Promise.race([child.exited, Bun.sleep(30_000).then(() => "still running")]);
+    expect(code).toBe(0);
+  } finally {
+    child.kill("SIGKILL");
+  }
+}, 40_000);
+
 describe("readiness", () => {
   test("/readyz stays 200 but says degraded, naming Redis, when Redis is down", async () => {
     const port = await freePort();
