@@ -222,6 +222,26 @@ function count(output: string, word: string): number {
   return lines.reduce((sum, line) => sum + Number(line.trim().split(" ")[0]), 0);
 }
 
+/** How long a file's output may stay open after its process exited. */
+const OUTPUT_AFTER_EXIT_MS = 30_000;
+
+/** A stream's text to its end, or to when `cutOff` settles; and whether it ended. */
+async function readUntil(stream: ReadableStream<Uint8Array>, cutOff: Promise<unknown>) {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  const stop = cutOff.then(() => undefined);
+  let text = "";
+  for (;;) {
+    const next = await Promise.race([reader.read(), stop]);
+    if (next === undefined) {
+      reader.cancel().catch(() => {});
+      return { text, ended: false };
+    }
+    if (next.done) return { text, ended: true };
+    text += decoder.decode(next.value, { stream: true });
+  }
+}
+
 async function runFile(file: string, database: string) {
   const started = performance.now();
   await freshDatabase(database);
@@ -230,8 +250,14 @@ async function runFile(file: string, database: string) {
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [stdout, stderr, status] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
-  const output = stdout + stderr;
+  // A process the file started and left running keeps its output open after it exits: once the file's own process
+  // is gone, its output gets a while to end, then the file fails saying so, where it would have held the run forever.
+  const cutOff = child.exited.then(() => Bun.sleep(OUTPUT_AFTER_EXIT_MS));
+  const [stdout, stderr, status] = await Promise.all([readUntil(child.stdout, cutOff), readUntil(child.stderr, cutOff), child.exited]);
+  let output = stdout.text + stderr.text;
+  if (!stdout.ended || !stderr.ended) {
+    output += `\nparallel-test: the file's process exited, but its output was still held open ${OUTPUT_AFTER_EXIT_MS / 1000} s later: a process it started is left running\n 1 fail\n`;
+  }
   const seconds = (performance.now() - started) / 1000;
   durations[file] = seconds;
   const used = child.resourceUsage()?.cpuTime.total;
