@@ -20,8 +20,7 @@
  * take free ports, so files never meet. A file in a process of its own also cannot leave a timer
  * or a child behind for the next file.
  *
- * Files marked to run alone (real-time media) run one by one once only files that wait are left
- * (queued or running): beside those, which keep little of a core busy, their media keeps its pace.
+ * Files marked to run alone (real-time media) run one by one after the rest.
  * The queue takes the slowest files first, by the wall and CPU times of the previous run on this
  * checkout (node_modules/.cache), else those kept in .ci/test-times.json, else by file size,
  * so no long file starts last.
@@ -77,8 +76,8 @@ const waits = (file: string) => {
   const timing = kept[file];
   return typeof timing === "object" && timing.cpu !== undefined && timing.cpu < timing.wall * waitingShare;
 };
-// A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and runs
-// after the files that compute, with no other such file and none that computes beside it.
+// A file that measures real-time media (RTP pacing, DTMF timing) says so with this line and
+// runs after the others, with the machine to itself.
 const ALONE = "// parallel-test: alone";
 // Folders or files named on the command line, else the whole of test/.
 const roots = process.argv.length > 2 ? process.argv.slice(2) : ["test"];
@@ -90,8 +89,7 @@ const queue = files.filter((file) => !alone.includes(file));
 // (or two checkouts with bases of their own) never share one.
 const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} });
 const base = new URL(BASE_URL).pathname.slice(1) || "test";
-// One more for the files that run alone, which may overlap the last files that wait.
-const databases = Array.from({ length: maxWorkers + waitingWorkers + 1 }, (_, index) => `${base}_${process.pid}_${index}`);
+const databases = Array.from({ length: maxWorkers + waitingWorkers }, (_, index) => `${base}_${process.pid}_${index}`);
 const urlOf = (database: string) => Object.assign(new URL(BASE_URL), { pathname: `/${database}` }).toString();
 
 // Migrated once per run; each file then gets a copy (CREATE DATABASE … TEMPLATE, a file copy), where
@@ -307,11 +305,10 @@ let inWaitingLaneCount = 0;
  * lanes as any file does.
  */
 async function runQueue() {
-  // The last database is the files' that run alone.
-  const free = databases.slice(0, -1);
+  const free = [...databases];
   /** Each running file, and whether it runs in a waiting lane. */
-  const running = new Map<Promise<void>, { file: string; waitingLane: boolean }>();
-  const inWaitingLanes = () => [...running.values()].filter((run) => run.waitingLane).length;
+  const running = new Map<Promise<void>, boolean>();
+  const inWaitingLanes = () => [...running.values()].filter(Boolean).length;
   let lastStart = 0;
   const start = (file: string, waitingLane: boolean) => {
     const database = free.pop()!;
@@ -320,21 +317,12 @@ async function runQueue() {
       free.push(database);
       running.delete(run);
     });
-    running.set(run, { file, waitingLane });
+    running.set(run, waitingLane);
     if (waitingLane) inWaitingLaneCount++;
     peak = Math.max(peak, running.size);
   };
   const samples: { at: number; ticks: ReturnType<typeof cpuTicks> }[] = [];
-  /** The files that run alone, one after another, once started. */
-  let aloneRun: Promise<void> | undefined;
-  const runAlone = async () => {
-    for (const file of alone) await runFile(file, databases.at(-1)!);
-  };
-  const computes = (file: string) => !waits(file);
   while (queue.length > 0 || running.size > 0) {
-    // Only files that wait are left, queued and running: the files that run alone may go.
-    if (!aloneRun && !queue.some(computes) && ![...running.values()].some((run) => computes(run.file)))
-      aloneRun = runAlone();
     // With waiting lanes, the other lanes take the files that compute first and leave the waiting ones to them.
     while (queue.length > 0 && running.size - inWaitingLanes() < workers) {
       const computes = waitingWorkers > 0 ? queue.findIndex((file) => !waits(file)) : 0;
@@ -357,13 +345,13 @@ async function runQueue() {
     }
     await Promise.race([...running.keys(), Bun.sleep(250)]);
   }
-  await (aloneRun ?? runAlone());
 }
 
 const runStarted = performance.now();
 const ticksAtStart = cpuTicks();
 try {
   await runQueue();
+  for (const file of alone) await runFile(file, databases[0]!);
 } finally {
   s3.stop();
   for (const sql of slots.values()) await sql.end({ timeout: 1 });
