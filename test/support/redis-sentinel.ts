@@ -37,7 +37,7 @@ export interface SentinelGroup {
   killMaster(): Promise<void>;
   /**
    * Resolves once the replica has synced and every sentinel knows the other two and the replica:
-   * only then can the group fail over. Rejects (the group stopped) when that takes over 30 s.
+   * only then can the group fail over. Rejects (the group stopped) when that takes over 60 s.
    */
   failoverReady: Promise<void>;
   stop(): Promise<void>;
@@ -130,12 +130,14 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
       return link && known;
     },
     Boolean,
-    30_000,
+    // A sentinel learns of the replica from the master's INFO, which it asks for every 10 s: a replica that
+    // synced just after one is known 10 s later, and a machine busy with other tests stretches each step.
+    60_000,
     200,
   ).then(async (ready) => {
     if (ready) return;
     await group.stop();
-    throw new Error("the private Redis master, replica and sentinels did not come up within 30 s");
+    throw new Error("the private Redis master, replica and sentinels did not come up within 60 s");
   });
   // Awaited by the test; never an unhandled rejection meanwhile.
   failoverReady.catch(() => {});
