@@ -38,12 +38,14 @@ beforeAll(async () => {
     REDIS_SENTINEL_NAME: SENTINEL_NAME,
     ...mixedLoadEnv("sentinel"),
   };
-  // The nodes start while the sentinels find each other; both are done before the test.
-  const [started] = await Promise.all([
-    Promise.all([startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })]),
-    group.failoverReady,
-  ]);
-  nodes.push(...started);
+  // The nodes start while the sentinels find each other; both are done before the test. Every node
+  // that started is kept for afterAll even when the group failed, so no Parley outlives the file.
+  const starting = [startParley({ embedded: false, env: shared }), startParley({ embedded: false, env: shared })];
+  const settled = await Promise.allSettled([...starting, group.failoverReady]);
+  for (const node of settled.slice(0, starting.length))
+    if (node.status === "fulfilled" && node.value) nodes.push(node.value);
+  const failed = settled.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
   ({ apiKey, accountId } = await newAccount());
 }, 90_000);
 
