@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Socket } from "bun";
 import { type Destination, post } from "../../src/modules/webhooks/http1";
+import { selfSignedCertificate } from "../support/certificate";
 import { freePort } from "../support/ports";
 
 interface Peer {
@@ -185,9 +186,9 @@ test("no answer in time, no listener, a reply that is not HTTP: each fails the a
     expect(silent.connections()).toBe(2);
 
     const nobody = { ...silent.destination(), port: await freePort() };
-    expect(send(nobody)).rejects.toThrow(/could not connect to receiver\.test:\d+: ECONNREFUSED/);
-    expect(send(garbled.destination())).rejects.toThrow("the answer is not HTTP/1");
-    expect(send(cut.destination())).rejects.toThrow("the connection closed before an answer");
+    await expect(send(nobody)).rejects.toThrow(/could not connect to receiver\.test:\d+: ECONNREFUSED/);
+    await expect(send(garbled.destination())).rejects.toThrow("the answer is not HTTP/1");
+    await expect(send(cut.destination())).rejects.toThrow("the connection closed before an answer");
   } finally {
     silent.stop();
     garbled.stop();
@@ -202,26 +203,9 @@ describe("over TLS", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "parley-http1-"));
-    certificate = join(dir, "cert.pem");
-    const key = join(dir, "key.pem");
-    const made = Bun.spawnSync(
-      [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        certificate,
-        "-days",
-        "2",
-      ].concat(["-subj", "/CN=hooks.test", "-addext", "subjectAltName=DNS:hooks.test"]),
-      { stderr: "pipe" },
-    );
-    if (made.exitCode !== 0) throw new Error(`openssl failed: ${made.stderr.toString()}`);
+    const made = selfSignedCertificate(dir, "/CN=hooks.test", ["-addext", "subjectAltName=DNS:hooks.test"]);
+    certificate = made.cert;
+    const key = made.key;
     server = Bun.serve({
       hostname: "127.0.0.1",
       port: 0,

@@ -7,6 +7,7 @@ import { config } from "../../src/config";
 import { callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 import { startBaresip } from "../support/baresip";
+import { selfSignedCertificate } from "../support/certificate";
 import { freePort } from "../support/ports";
 import { startTestGateway } from "../support/sip-gateway";
 import { runSipp } from "../support/sipp";
@@ -18,28 +19,7 @@ describe("SIP over TLS", () => {
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), "parley-sip-tls-"));
-    cert = join(dir, "cert.pem");
-    key = join(dir, "key.pem");
-    const made = Bun.spawnSync(
-      [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-      ],
-      { stderr: "pipe" },
-    );
-    if (made.exitCode !== 0) throw new Error(`openssl failed: ${made.stderr.toString()}`);
+    ({ cert, key } = selfSignedCertificate(dir, "/CN=127.0.0.1"));
   });
 
   afterAll(() => {
