@@ -42,6 +42,9 @@ export interface RoomShare {
  * finds nothing left. Rows another fold holds are skipped, also in the sample, so sweeps
  * running at once (of several cdr processes, or of one) take different rooms; a `share` keeps
  * those of one process to disjoint rooms from the start (its rooms' events, whoever named them).
+ * The sampled events are locked to be looked at, and a lock lasts to the transaction's end, so
+ * they are all in the page, beside the `limit` picked: one that was left out stayed held, and
+ * every fold running meanwhile skipped it, splitting its room.
  */
 export async function claimUnfoldedRooms(
   tx: Database,
@@ -137,7 +140,7 @@ async function claimWindow(tx: Database, window: Window & { limit: number }): Pr
     ),
     claimed as (
       select u.event_id from conference_events_unfolded u
-      where u.event_id = any(array(select event_id from picked))
+      where u.event_id = any(array(select event_id from picked union select event_id from due))
       for update skip locked
     )
     select e.id, e.account_id as "accountId", e.kind, e.room, e.occurred_at as "occurredAt", e.subject
