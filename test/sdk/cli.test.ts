@@ -6,7 +6,7 @@
  * account's API key, a stale or unsafe socket, no Parley at all, misuse.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Parley, startParley } from "../support/parley";
@@ -57,11 +57,23 @@ async function finish(child: ReturnType<typeof Bun.spawn>, input?: string): Prom
   return { code, out, err };
 }
 
-/** `npm run parley -- …` in the repository, with `env` over the test's environment. */
+/** What `npm run parley` runs: package.json's script, read here so the two cannot drift apart. */
+const PARLEY_SCRIPT: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.parley;
+
+/**
+ * `npm run parley -- …` in the repository, with `env` over the test's environment: the script as
+ * npm runs it (`sh -c`, the arguments after it, node_modules/.bin first on PATH), without npm's
+ * own start, half a second of CPU a call. test/docs.test.ts runs docs/cli.md's commands through npm.
+ */
 function npmParley(args: string[], env: Record<string, string | undefined>, input?: string): Promise<Run> {
-  const child = Bun.spawn(["npm", "run", "--silent", "parley", "--", ...args], {
+  const child = Bun.spawn(["sh", "-c", `${PARLEY_SCRIPT} "$@"`, "parley", ...args], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "silent", ...env },
+    env: {
+      ...process.env,
+      PATH: `${join(ROOT, "node_modules/.bin")}:${process.env.PATH ?? "/usr/bin:/bin"}`,
+      LOG_LEVEL: "silent",
+      ...env,
+    },
     stdin: input === undefined ? "ignore" : "pipe",
     stdout: "pipe",
     stderr: "pipe",
