@@ -102,7 +102,7 @@ describe("request pipeline", () => {
       'parley_http_request_duration_seconds_bucket{method="POST",route="/api/v1/misc/generate-token",le="+Inf"}',
     );
     expect(text).toMatch(/parley_queue_jobs\{queue="recorder",state="waiting"\} \d+/);
-    // Not on the public API: on a listener of its own (test/metrics-listener.test.ts).
+    // Not on the public API: on a listener of its own (test/started-parley.test.ts).
     expect((await call("GET", "/metrics")).status).toBe(404);
   });
 
