@@ -1,12 +1,17 @@
 /**
- * The `parley` command line as operators run it: the repository's `npm run parley -- …`
- * beside a Parley running on the embedded database (through DATA_DIR/parley.sock, no
- * credential), the installed package's bin on Node without Bun through the same socket and
- * against a remote Parley with PARLEY_URL + PARLEY_TOKEN, and its errors: a bad token, an
- * account's API key, a stale or unsafe socket, no Parley at all, misuse.
+ * @parley/server-sdk as a user installs it (packed, installed from the tarball), against one
+ * Parley started as a process on the embedded database. Its library on Node 20 with no Bun on
+ * PATH, and on Deno: every route family (test/sdk/fixtures/drive-sdk.mjs). The `parley` command
+ * line as operators run it: the repository's `npm run parley -- …` beside the Parley (through
+ * DATA_DIR/parley.sock, no credential), the installed package's bin on Node without Bun through
+ * the same socket and against a remote Parley with PARLEY_URL + PARLEY_TOKEN, and its errors: a
+ * bad token, an account's API key, a stale or unsafe socket, no Parley at all, misuse.
+ *
+ * One Parley for both: a start of its own for each proved nothing more, and cost seconds of
+ * CPU (PGlite). Each test's checks are of what it made itself, whatever the others made.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Parley, startParley } from "../support/parley";
@@ -22,7 +27,16 @@ beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), "parley-cli-"));
   // Each kept as it comes, so that afterAll stops a Parley that started beside a failed install.
   const [started, installed] = await Promise.allSettled([
-    startParley({ embedded: true, env: { SIP_ENABLED: "false", LOG_LEVEL: "warn" } }),
+    startParley({
+      embedded: true,
+      env: {
+        BOOTSTRAP_ACCOUNT: "true",
+        SIP_ENABLED: "false",
+        LOG_LEVEL: "warn",
+        STREAMING_RECORDER_DRIVER: "command",
+        STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 60",
+      },
+    }),
     installedSdk(),
   ]);
   if (started.status === "fulfilled") parley = started.value;
@@ -290,4 +304,73 @@ describe("errors", () => {
     expect(run.code).toBe(1);
     expect(run.err).toStartWith("error: ");
   });
+});
+
+const FAMILIES = [
+  "tokens",
+  "scheduler",
+  "webhooks",
+  "events",
+  "mapper",
+  "streaming",
+  "chat",
+  "uploads",
+  "usage",
+  "admin",
+  "errors",
+];
+
+/** An operator token made on the local socket, as an operator beside the server would. */
+async function operatorToken(name: string): Promise<string> {
+  const minted = await fetch("http://localhost/api/v1/admin/operator-tokens", {
+    unix: join(parley!.dataDir, "parley.sock"),
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name, scope: "full" }),
+  });
+  expect(minted.status).toBe(201);
+  return ((await minted.json()) as { token: string }).token;
+}
+
+/** Runs the driver with `command` in the app folder; resolves with the families it passed. */
+async function drive(command: string[], env: Record<string, string>): Promise<string[]> {
+  copyFileSync(join(import.meta.dir, "fixtures/drive-sdk.mjs"), join(app, "drive-sdk.mjs"));
+  const child = Bun.spawn([...command, "drive-sdk.mjs"], {
+    cwd: app,
+    env: { HOME: app, PARLEY_URL: parley!.base, PARLEY_API_KEY: await parley!.firstApiKey(), ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const killer = setTimeout(() => child.kill("SIGKILL"), 90_000);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
+  clearTimeout(killer);
+  if (code !== 0) console.error(`${stdout}\n${stderr}\n--- Parley said:\n${parley!.tail()}`);
+  expect(code).toBe(0);
+  return stdout.trim().split("\n");
+}
+
+describe("the installed package as a library", () => {
+  test("the installed package drives every route family on Node without Bun", async () => {
+    const passed = await drive(["node"], {
+      PATH: NODE_ONLY_PATH,
+      PARLEY_OPERATOR_TOKEN: await operatorToken("sdk-node"),
+    });
+    expect(passed).toEqual(FAMILIES.map((family) => `ok ${family}`));
+  }, 120_000);
+
+  test("the installed package drives every route family on Deno", async () => {
+    // Deno from npm (a devDependency), reading the app's package.json and node_modules as installed.
+    const deno = resolve(import.meta.dir, "../../node_modules/.bin/deno");
+    const passed = await drive([deno, "run", "--allow-all", "--no-prompt"], {
+      PATH: NODE_ONLY_PATH,
+      DENO_NO_UPDATE_CHECK: "1",
+      DENO_DIR: join(app, ".deno"),
+      PARLEY_OPERATOR_TOKEN: await operatorToken("sdk-deno"),
+    });
+    expect(passed).toEqual(FAMILIES.map((family) => `ok ${family}`));
+  }, 120_000);
 });
