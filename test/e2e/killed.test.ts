@@ -1,13 +1,16 @@
 /**
  * The embedded database (PGlite) when its one process is killed outright: started again on the
  * same folder, it takes over the folder, keeps everything it acknowledged, and finishes the
- * stream whose recorder it lost.
+ * stream whose recorder it lost. The local operator's socket the killed one left is replaced
+ * by the next start, which serves it until it stops (test/modules/admin-socket.test.ts has the
+ * socket's other cases): on the same two starts, as a start costs seconds of PGlite.
  */
-import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as joinPath } from "node:path";
 import { roomFields } from "../support/event-sync";
+import { ADMIN, exercise, local, socketOf } from "../support/local-socket";
 import { http, type Parley, recordersOf, startParley, within } from "../support/parley";
 import { connect, join, push } from "../support/phoenix";
 import { isAlive } from "../support/wait";
@@ -19,10 +22,17 @@ const env = {
   STREAMING_RECORDER_COMMAND: "echo ready; exec sleep 120",
 };
 const started: Parley[] = [];
+/** Whether the killed Parley left its socket file, seen right after the kill. */
+let socketLeft: boolean | undefined;
+/** The Parley started again on the killed one's folder, for the socket's tests after. */
+let restarted: Parley | undefined;
+
+/** Its folders: the test's, and the socket tests' own when the test failed before its second start. */
+const folders = [dataDir];
 
 afterAll(() => {
   for (const parley of started) parley.cleanup();
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const folder of folders) rmSync(folder, { recursive: true, force: true });
 });
 
 test("kill -9, start again on the same folder: nothing acknowledged lost, the orphaned stream finished", async () => {
@@ -87,6 +97,7 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
   expect(recordersOf(streamName)).toHaveLength(1);
 
   expect(await first.stop("SIGKILL", 5_000)).not.toBe("still running");
+  socketLeft = existsSync(socketOf(first));
   // The recorder runs in its own process group: the kill leaves it behind, until the worker,
   // finding its supervisor gone, stops itself and its streams (src/core/lifecycle.ts checks
   // every second). On a busy machine that can come before this look; either way the stream
@@ -97,6 +108,7 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
   // The pid file names a process that is gone: the next start takes the folder over.
   const second = await startParley({ embedded: true, env, dataDir });
   started.push(second);
+  restarted = second;
   const history = await http(second, "GET", "/api/v1/messaging/rooms/kept/messages?size=100", {
     auth: `Bearer ${token}`,
   });
@@ -117,3 +129,33 @@ test("kill -9, start again on the same folder: nothing acknowledged lost, the or
   expect(room.users.map((user: any) => [user.user_id, user.minutes])).toEqual([["bob", 5]]);
   expect(orphans.filter(isAlive)).toEqual([]);
 }, 90_000);
+
+/** The Parley started again after a killed one: the test above's, else a kill and a start of its own. */
+async function startedAgain(): Promise<Parley> {
+  if (restarted) return restarted;
+  const folder = mkdtempSync(joinPath(tmpdir(), "parley-killed-socket-"));
+  folders.push(folder);
+  const first = await startParley({ embedded: true, dataDir: folder });
+  started.push(first);
+  await first.stop("SIGKILL", 10_000);
+  socketLeft = existsSync(socketOf(first));
+  restarted = await startParley({ embedded: true, dataDir: folder });
+  started.push(restarted);
+  return restarted;
+}
+
+describe("the local socket", () => {
+  test("embedded: a socket left by a killed Parley is replaced at the next start", async () => {
+    const again = await startedAgain();
+    expect(socketLeft).toBe(true);
+    const answer = await local(again, "GET", `${ADMIN}/accounts`);
+    expect(answer.status).toBe(200);
+  }, 120_000);
+
+  test("embedded: the socket works while Parley holds the database, and goes away when it stops", async () => {
+    const parley = await startedAgain();
+    await exercise(parley);
+    expect(await parley.stop("SIGTERM", 15_000)).toBe(0);
+    expect(existsSync(socketOf(parley))).toBe(false);
+  }, 120_000);
+});
