@@ -248,7 +248,11 @@ for (const mode of MODES) {
       streamName = started.body.stream_name;
       const viewers = await http(parley, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${streamName}`);
       expect(viewers.status).toBe(200);
-      await Bun.sleep(1_500);
+      // Live for a whole second before the stop, so the report below has minutes of it to count.
+      await within(parley, "the stream to be live for a second", 10_000, async () => {
+        const count = await http(parley, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${streamName}`);
+        return count.body[streamName]?.uptime >= 1 ? true : undefined;
+      });
       const stopped = await http(parley, "POST", "/terraform/v1/hooks/srs/stopRecording", {
         auth: `Bearer ${apiKey}`,
         body: { room_name: ROOM },

@@ -10,10 +10,10 @@ import { randomUUID } from "node:crypto";
 import type { Subprocess } from "bun";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { listenForInvalidations } from "../../src/modules/accounts/service";
+import { createApiKey, listenForInvalidations } from "../../src/modules/accounts/service";
 import { quotaUsage } from "../../src/modules/limits/schema";
 import { addressCounter } from "../../src/modules/limits/rates";
-import { storedChatBytes } from "../../src/modules/limits/service";
+import { setLimit, storedChatBytes } from "../../src/modules/limits/service";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
@@ -51,6 +51,9 @@ afterAll(async () => {
   await exited;
 });
 
+// Limits a test only needs in place are set through the service: each admin command is a bun
+// process of its own, a third of a second of CPU. The command line itself is what
+// "set-limit reaches running processes" and the show-limits checks are about.
 const mint = (base: string, apiKey: string) =>
   fetch(`${base}/api/v1/misc/generate-token`, {
     method: "POST",
@@ -62,7 +65,7 @@ describe("rates across two API processes", () => {
   test("token minting per API key: one count for both processes, 429 with the headers, others unaffected", async () => {
     const busy = await newAccount();
     const other = await newAccount();
-    expect(adminCli("set-limit", busy.accountId, "tokens.per_key", "6").code).toBe(0);
+    await setLimit(busy.accountId, "tokens.per_key", 6);
 
     // Redis windows are not aligned to the clock: a fresh key's window starts at its first
     // request, so the burst lands in one; should it not, it is tried again once that window is over.
@@ -148,7 +151,7 @@ describe("rates across two API processes", () => {
     const alice = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
     const bob = await tokenFor(account.apiKey, { id: "bob" }, "messaging");
     await createRoom(actorFrom(await verifyAccessToken(alice, "messaging")), { channelId: "limited" });
-    expect(adminCli("set-limit", account.accountId, "socket.messages", "4").code).toBe(0);
+    await setLimit(account.accountId, "socket.messages", 4);
 
     // Alice on both processes: the frames of both sockets count together. Her counter is new, so
     // its first window starts with her first frame and the burst below falls in it.
@@ -240,7 +243,7 @@ describe("when Redis is down", () => {
       )
         await Bun.sleep(100);
       const account = await newAccount();
-      expect(adminCli("set-limit", account.accountId, "tokens.per_key", "3").code).toBe(0);
+      await setLimit(account.accountId, "tokens.per_key", 3);
       api = await startApi({
         REDIS_URL: `redis://127.0.0.1:${port}`,
         REDIS_PREFIX: `parley-limits-down-${process.pid}`,
@@ -273,7 +276,7 @@ describe("route families in one process", () => {
   test("each family counts per account: a used-up family leaves the others and other accounts alone", async () => {
     const account = await newAccount();
     const other = await newAccount();
-    expect(adminCli("set-limit", account.accountId, "requests.scheduler", "3").code).toBe(0);
+    await setLimit(account.accountId, "requests.scheduler", 3);
     const statuses = [];
     for (let i = 0; i < 5; i++)
       statuses.push(
@@ -297,9 +300,8 @@ describe("route families in one process", () => {
 
   test("per API key: every route of a key counts together, the account's other key has its own count", async () => {
     const account = await newAccount();
-    const second = adminCli("create-key", account.accountId);
-    const secondKey = /(prl_\w+)/.exec(second.out)![1]!;
-    expect(adminCli("set-limit", account.accountId, "requests.per_key", "3").code).toBe(0);
+    const { apiKey: secondKey } = await createApiKey(account.accountId);
+    await setLimit(account.accountId, "requests.per_key", 3);
     const asKey = (key: string, path: string) => call("GET", path, { headers: { authorization: key } });
     expect((await asKey(account.apiKey, "/api/v1/scheduler/conference")).status).toBe(200);
     expect((await asKey(account.apiKey, "/api/v1/conference-mapper/phoneNumberList")).status).toBe(200);
@@ -364,7 +366,7 @@ describe("route families in one process", () => {
     // The limits connection opens with the first count; until it is up, counts are the process's own.
     await tokenFor((await newAccount()).apiKey);
     const account = await newAccount();
-    expect(adminCli("set-limit", account.accountId, "tokens.per_key", "5").code).toBe(0);
+    await setLimit(account.accountId, "tokens.per_key", 5);
     // Sent at once, they reach their check in the same turn of the event loop and share one script call.
     const answers = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>
@@ -406,8 +408,8 @@ describe("quotas counted in PostgreSQL", () => {
   test("concurrent streams and recordings: 429 quota_exceeded before any recorder is asked", async () => {
     const account = await newAccount();
     const other = await newAccount();
-    expect(adminCli("set-limit", account.accountId, "streams.concurrent", "2").code).toBe(0);
-    expect(adminCli("set-limit", account.accountId, "recordings.concurrent", "1").code).toBe(0);
+    await setLimit(account.accountId, "streams.concurrent", 2);
+    await setLimit(account.accountId, "recordings.concurrent", 1);
     await liveStream(account.accountId, "one", true);
     const start = (apiKey: string, room: string, isRecording = false) =>
       call("POST", "/terraform/v1/hooks/srs/startRecording", {
@@ -444,7 +446,7 @@ describe("quotas counted in PostgreSQL", () => {
 
   test("concurrent starts on two processes cannot both take the last place", async () => {
     const account = await newAccount();
-    expect(adminCli("set-limit", account.accountId, "streams.concurrent", "1").code).toBe(0);
+    await setLimit(account.accountId, "streams.concurrent", 1);
     const starts = Array.from({ length: 6 }, (_, i) =>
       fetch(`${apis[i % 2]!.http}/terraform/v1/hooks/srs/startRecording`, {
         method: "POST",
@@ -463,7 +465,7 @@ describe("quotas counted in PostgreSQL", () => {
     const token = await tokenFor(account.apiKey, { id: "alice" }, "messaging");
     const auth = { authorization: `Bearer ${token}` };
     await createRoom(actorFrom(await verifyAccessToken(token, "messaging")), { channelId: "quota" });
-    expect(adminCli("set-limit", account.accountId, "chat.stored_bytes", "100").code).toBe(0);
+    await setLimit(account.accountId, "chat.stored_bytes", 100);
 
     const socket = connect(apis[0]!.ws, token);
     const channel = socket.channel("chat:quota");

@@ -5,6 +5,7 @@ import {
   conferenceForMapperId,
   dammCheckDigit,
   hasValidCheckDigit,
+  listPhoneNumbers,
   mapperIdFor,
 } from "../../src/modules/mapper/service";
 import { call, newAccount } from "../helpers";
@@ -294,7 +295,11 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
 
   test("jitsi-meet's dial-in page can read both answers", async () => {
     const account = await newAccount();
-    expect(adminCli("add-number", account.accountId, "GB", "+44 20 7946 0000").code).toBe(0);
+    await addPhoneNumber(account.accountId, {
+      countryCode: "GB",
+      formattedNumber: "+44 20 7946 0000",
+      tollFree: false,
+    });
     const base = `/api/v1/conference-mapper/${account.accountId}`;
     const conference = "weekly@conference.meet.example.com";
     const [mapping, numbers] = await Promise.all([
@@ -312,19 +317,21 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     const account = await newAccount();
     const numbersOf = async () =>
       (await call("GET", `/api/v1/conference-mapper/${account.accountId}/phoneNumberList`)).body;
-    expect(adminCli("add-number", account.accountId, "DE", "0800 123 4567", "--toll-free").code).toBe(0);
+    // add-number and --toll-free have their test above; --default is this one's.
+    await addPhoneNumber(account.accountId, { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true });
     expect(adminCli("add-number", account.accountId, "US", "+1 512 555 0100", "--default").code).toBe(0);
-    expect(adminCli("add-number", account.accountId, "GB", "+44 20 7946 0000").code).toBe(0);
+    await addPhoneNumber(account.accountId, {
+      countryCode: "GB",
+      formattedNumber: "+44 20 7946 0000",
+      tollFree: false,
+    });
     expect(await numbersOf()).toEqual([
       { countryCode: "US", formattedNumber: "+1 512 555 0100", tollFree: false, default: true },
       { countryCode: "DE", formattedNumber: "0800 123 4567", tollFree: true, default: false },
       { countryCode: "GB", formattedNumber: "+44 20 7946 0000", tollFree: false, default: false },
     ]);
 
-    const rows = JSON.parse(adminCli("list-numbers", account.accountId, "--json").out) as Array<{
-      id: number;
-      countryCode: string;
-    }>;
+    const rows = await listPhoneNumbers(account.accountId);
     const gb = rows.find((row) => row.countryCode === "GB")!;
     const moved = adminCli("set-default-number", String(gb.id));
     expect(moved.code).toBe(0);

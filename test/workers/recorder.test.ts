@@ -168,8 +168,9 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     const count = async () =>
       (await call("GET", `/terraform/v1/hooks/srs/live/viewers/count/${stream.stream_name}`)).body[stream.stream_name];
     expect((await count()).current_viewers).toBe(0);
+    // Copied, not decoded: it only has to be a player the media server counts.
     const puller = Bun.spawn(
-      ["ffmpeg", "-nostdin", "-loglevel", "quiet", "-i", stream.rtmp_url, "-t", "20", "-f", "null", "-"],
+      ["ffmpeg", "-nostdin", "-loglevel", "quiet", "-i", stream.rtmp_url, "-t", "20", "-c", "copy", "-f", "null", "-"],
       {
         stdout: "ignore",
         stderr: "ignore",
