@@ -12,7 +12,7 @@ import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";
-import { screenshot, seriousViolations } from "../support/browser";
+import { POLLED, screenshot, seriousViolations } from "../support/browser";
 import { foldQueued } from "../support/cdr-worker";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
@@ -120,7 +120,7 @@ describe("usage", () => {
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
     // The chart is drawn by a script of its own once the page is there: on a busy machine, after the table.
-    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined);
+    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined, undefined, POLLED);
     const chart = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
       return {
@@ -178,7 +178,7 @@ describe("streams", () => {
     await page.waitForFunction(
       (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "failed",
       name,
-      { timeout: 8_000 },
+      { ...POLLED, timeout: 8_000 },
     );
     expect(Date.now() - seenAt).toBeLessThan(8_000);
     await page.getByRole("cell", { name: /recorder_exited/ }).waitFor();
@@ -200,7 +200,7 @@ describe("streams", () => {
     await page.waitForFunction(
       (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "running",
       runningName,
-      { timeout: 5_000 },
+      { ...POLLED, timeout: 5_000 },
     );
     expect(Date.now() - answeredAt).toBeLessThan(2_000);
     // Play loads hls.js (a file of its own) and asks for the stream's playlist from the media server.
@@ -212,6 +212,7 @@ describe("streams", () => {
     await page.waitForFunction(
       (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "stopped",
       runningName,
+      POLLED,
     );
     expect(loads).toBe(0);
     await context.close();
@@ -290,10 +291,14 @@ describe("every page", () => {
         await page.locator("main h1").waitFor();
         await page.waitForFunction(
           () => !document.querySelector("[aria-busy=true]") && document.querySelector("main")!.children.length > 1,
+          undefined,
+          POLLED,
         );
         // Charts are drawn on the next frame: wait for their canvases.
-        await page.waitForFunction(() =>
-          [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
+        await page.waitForFunction(
+          () => [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
+          undefined,
+          POLLED,
         );
         if (label === "desktop") {
           const violations = await seriousViolations(page);

@@ -16,7 +16,7 @@ import { createEndpoint } from "../../src/modules/webhooks/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";
-import { cutOff, screenshot, seriousViolations, watchProblems } from "../support/browser";
+import { cutOff, POLLED, screenshot, seriousViolations, watchProblems } from "../support/browser";
 import { foldQueued } from "../support/cdr-worker";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
@@ -99,6 +99,7 @@ async function visit(page: Page, name: string): Promise<void> {
       document.querySelector("main")!.children.length > 1 &&
       [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
     name,
+    POLLED,
   );
 }
 

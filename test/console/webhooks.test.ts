@@ -11,7 +11,7 @@ import type { Page } from "playwright-core";
 import { overrideConfig } from "../../src/config";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
-import { screenshot, seriousViolations } from "../support/browser";
+import { POLLED, screenshot, seriousViolations } from "../support/browser";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { startReceiver } from "../support/webhook-receiver";
 import { until } from "../support/wait";
@@ -114,6 +114,7 @@ describe("webhooks page", () => {
       await page.waitForFunction(
         (id) => document.querySelector(`[data-delivery-code="${id}"]`)?.textContent === "500",
         await deliveryIdOf(failing),
+        POLLED,
       );
       expect(await failing.textContent()).toContain("receiver broken");
       expect(await failing.textContent()).toContain("pending");
