@@ -45,7 +45,8 @@ afterAll(async () => {
   await stopStateSubscriber();
 });
 
-const operatorPage = (viewport?: { width: number; height: number }) => ui.operatorPage(viewport);
+// Every test here is the operator's: one signed-in page serves them all, loaded afresh for each.
+const operatorPage = () => ui.sharedOperatorPage();
 
 async function chooseAccount(page: Page, accountId: string) {
   await page.getByLabel("Account").selectOption(accountId);
@@ -53,7 +54,7 @@ async function chooseAccount(page: Page, accountId: string) {
 
 describe("accounts and keys", () => {
   test("an operator creates an account and a key; the key works until revoked in the console", async () => {
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await page.getByRole("link", { name: "Accounts and keys" }).click();
     const name = `made-${crypto.randomUUID().slice(0, 6)}`;
     await page.getByLabel("New account name").fill(name);
@@ -91,7 +92,6 @@ describe("accounts and keys", () => {
     expect((await tokenWith(firstKey)).status).toBe(200);
     // The secret is never listed again: only its prefix.
     expect(await page.locator("section.account", { hasText: name }).textContent()).not.toContain(secondKey);
-    await context.close();
   });
 });
 
@@ -115,7 +115,7 @@ describe("usage", () => {
     }
     await foldQueued();
 
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
@@ -150,13 +150,12 @@ describe("usage", () => {
     });
     expect(download.type).toContain("text/csv");
     expect(download.text).toContain("plan");
-    await context.close();
   });
 });
 
 describe("streams", () => {
   test("a stream started through the API appears live and changes state without a reload", async () => {
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Streams" }).click();
     await page.getByRole("heading", { name: "Streams", level: 1 }).waitFor();
@@ -215,13 +214,12 @@ describe("streams", () => {
       POLLED,
     );
     expect(loads).toBe(0);
-    await context.close();
   });
 });
 
 describe("scheduler and phone", () => {
   test("a reservation made in the page is listed and deleted; a room's mapper id is looked up", async () => {
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Scheduler" }).click();
     await page.getByLabel("Room").fill("quarterly review");
@@ -257,7 +255,6 @@ describe("scheduler and phone", () => {
     );
     expect(mapped.body.id).toBeGreaterThan(0);
     await page.getByText(`weekly@conference.meet.example.com: callers enter ${mapped.body.id}`).waitFor();
-    await context.close();
   });
 });
 
@@ -316,8 +313,8 @@ describe("every page", () => {
         expect(await page.getByText("a message to moderate").count()).toBe(0);
       }
     }
+    // Nothing outside was asked for, by this test or the ones before it in the page.
     expect(context.blocked).toEqual([]);
-    await context.close();
     expect(found).toEqual({});
     // Fourteen page loads and seven audits: a machine running two suites needs far more than the usual ceiling.
   }, 120_000);

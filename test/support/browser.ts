@@ -16,6 +16,8 @@ export const ARTIFACTS = resolve(import.meta.dir, "../.artifacts");
  */
 export const POLLED = { polling: 50 } as const;
 
+/** A context's window unless the test gives one. */
+export const DESKTOP = { width: 1280, height: 860 };
 const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir), "utf8");
 
 export interface Chromium {
@@ -82,7 +84,7 @@ export async function startChromium(): Promise<Chromium> {
     .finally(() => rmSync(folder, { recursive: true, force: true }));
   return {
     browser,
-    async context(viewport = { width: 1280, height: 860 }, viewer = {}) {
+    async context(viewport = DESKTOP, viewer = {}) {
       const context = Object.assign(await browser.newContext({ viewport, ...viewer }), { blocked: [] as string[] });
       context.setDefaultTimeout(10_000);
       const tried = (address: string) => {
