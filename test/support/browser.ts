@@ -45,10 +45,13 @@ const ONLY_LOOPBACK = `MAP * ~NOTFOUND , ${[...LOOPBACK].map((host) => `EXCLUDE 
 /**
  * Every window of this Chromium, headless too, loads the address bar's suggestion popups as
  * pages of their own, each in a renderer: about half a second of CPU for every context, for
- * something no test shows. Chromium honours only the last --disable-features it is given and
- * playwright passes a list of its own, so a launcher adds these two to that list.
+ * something no test shows. And Chromium keeps a renderer started ahead for the next page of the
+ * context last used, which a test's next page, in a context of its own, never uses: two renderers
+ * started for every context instead of one, most of a second of CPU a context in the login test.
+ * Chromium honours only the last --disable-features it is given and playwright passes a list of
+ * its own, so a launcher adds these to that list.
  */
-const UNSEEN_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup";
+const UNSEEN_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup,SpareRendererForSitePerProcess";
 const LAUNCHER = `#!/bin/sh
 found=
 for arg do
