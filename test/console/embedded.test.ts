@@ -1,13 +1,16 @@
 /**
  * The console on the embedded database, as a new user meets it: no DATABASE_URL, an operator
  * made with the admin command (password on stdin), Parley started, sign-in and the overview
- * in a real browser.
+ * in a real browser. The data folder starts as the migrations leave it, with no operator and
+ * no account: PGlite's initdb and every migration on an empty folder cost about 12 s of CPU,
+ * and test/supervisor.test.ts makes a first start on an empty folder already.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { resolve } from "node:path";
 import { type Chromium, seriousViolations, startChromium, watchProblems } from "../support/browser";
+import { migratedDataDir } from "../support/parley";
 import { freePort } from "../support/ports";
 
 const root = resolve(import.meta.dir, "../..");
@@ -16,7 +19,8 @@ let env: Record<string, string>;
 let service: ReturnType<typeof Bun.spawn> | undefined;
 let chromium: Chromium | undefined;
 
-beforeAll(() => {
+beforeAll(async () => {
+  await migratedDataDir(dataDir);
   env = {
     ...(process.env as Record<string, string>),
     LOG_LEVEL: "silent",

@@ -12,7 +12,7 @@ import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";
-import { screenshot, seriousViolations } from "../support/browser";
+import { POLLED, screenshot, seriousViolations } from "../support/browser";
 import { foldQueued } from "../support/cdr-worker";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
@@ -45,7 +45,8 @@ afterAll(async () => {
   await stopStateSubscriber();
 });
 
-const operatorPage = (viewport?: { width: number; height: number }) => ui.operatorPage(viewport);
+// Every test here is the operator's: one signed-in page serves them all, loaded afresh for each.
+const operatorPage = () => ui.sharedOperatorPage();
 
 async function chooseAccount(page: Page, accountId: string) {
   await page.getByLabel("Account").selectOption(accountId);
@@ -53,7 +54,7 @@ async function chooseAccount(page: Page, accountId: string) {
 
 describe("accounts and keys", () => {
   test("an operator creates an account and a key; the key works until revoked in the console", async () => {
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await page.getByRole("link", { name: "Accounts and keys" }).click();
     const name = `made-${crypto.randomUUID().slice(0, 6)}`;
     await page.getByLabel("New account name").fill(name);
@@ -91,7 +92,6 @@ describe("accounts and keys", () => {
     expect((await tokenWith(firstKey)).status).toBe(200);
     // The secret is never listed again: only its prefix.
     expect(await page.locator("section.account", { hasText: name }).textContent()).not.toContain(secondKey);
-    await context.close();
   });
 });
 
@@ -115,12 +115,12 @@ describe("usage", () => {
     }
     await foldQueued();
 
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
     // The chart is drawn by a script of its own once the page is there: on a busy machine, after the table.
-    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined);
+    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined, undefined, POLLED);
     const chart = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
       return {
@@ -150,13 +150,12 @@ describe("usage", () => {
     });
     expect(download.type).toContain("text/csv");
     expect(download.text).toContain("plan");
-    await context.close();
   });
 });
 
 describe("streams", () => {
   test("a stream started through the API appears live and changes state without a reload", async () => {
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Streams" }).click();
     await page.getByRole("heading", { name: "Streams", level: 1 }).waitFor();
@@ -178,7 +177,7 @@ describe("streams", () => {
     await page.waitForFunction(
       (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "failed",
       name,
-      { timeout: 8_000 },
+      { ...POLLED, timeout: 8_000 },
     );
     expect(Date.now() - seenAt).toBeLessThan(8_000);
     await page.getByRole("cell", { name: /recorder_exited/ }).waitFor();
@@ -200,7 +199,7 @@ describe("streams", () => {
     await page.waitForFunction(
       (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "running",
       runningName,
-      { timeout: 5_000 },
+      { ...POLLED, timeout: 5_000 },
     );
     expect(Date.now() - answeredAt).toBeLessThan(2_000);
     // Play loads hls.js (a file of its own) and asks for the stream's playlist from the media server.
@@ -212,15 +211,15 @@ describe("streams", () => {
     await page.waitForFunction(
       (stream) => document.querySelector(`[data-stream-state="${stream}"]`)?.textContent === "stopped",
       runningName,
+      POLLED,
     );
     expect(loads).toBe(0);
-    await context.close();
   });
 });
 
 describe("scheduler and phone", () => {
   test("a reservation made in the page is listed and deleted; a room's mapper id is looked up", async () => {
-    const { context, page } = await operatorPage();
+    const { page } = await operatorPage();
     await chooseAccount(page, account.accountId);
     await page.getByRole("link", { name: "Scheduler" }).click();
     await page.getByLabel("Room").fill("quarterly review");
@@ -256,7 +255,6 @@ describe("scheduler and phone", () => {
     );
     expect(mapped.body.id).toBeGreaterThan(0);
     await page.getByText(`weekly@conference.meet.example.com: callers enter ${mapped.body.id}`).waitFor();
-    await context.close();
   });
 });
 
@@ -290,10 +288,14 @@ describe("every page", () => {
         await page.locator("main h1").waitFor();
         await page.waitForFunction(
           () => !document.querySelector("[aria-busy=true]") && document.querySelector("main")!.children.length > 1,
+          undefined,
+          POLLED,
         );
         // Charts are drawn on the next frame: wait for their canvases.
-        await page.waitForFunction(() =>
-          [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
+        await page.waitForFunction(
+          () => [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
+          undefined,
+          POLLED,
         );
         if (label === "desktop") {
           const violations = await seriousViolations(page);
@@ -311,8 +313,8 @@ describe("every page", () => {
         expect(await page.getByText("a message to moderate").count()).toBe(0);
       }
     }
+    // Nothing outside was asked for, by this test or the ones before it in the page.
     expect(context.blocked).toEqual([]);
-    await context.close();
     expect(found).toEqual({});
     // Fourteen page loads and seven audits: a machine running two suites needs far more than the usual ceiling.
   }, 120_000);

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { call, newAccount } from "../helpers";
+import { POLLED } from "../support/browser";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { deliver, occupantJoined, occupantLeft, type Person, roomCreated, roomDestroyed } from "../support/event-sync";
 
@@ -59,7 +60,7 @@ test("Usage header, chart, table, CSV and API give the same participant minutes,
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("table", { name: "Usage per day and room" }).waitFor();
     // The chart is drawn by a script of its own once the page is there: on a busy machine, after the table.
-    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined);
+    await page.waitForFunction(() => window.parleyCharts?.["usage-minutes"] !== undefined, undefined, POLLED);
     const shown = await page.evaluate(() => {
       const plot = window.parleyCharts["usage-minutes"]!;
       const rows = [...document.querySelectorAll(`[aria-label="Usage per day and room"] tbody tr`)].map((row) =>

@@ -16,7 +16,7 @@ import { createEndpoint } from "../../src/modules/webhooks/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
 import { call, newAccount } from "../helpers";
-import { cutOff, screenshot, seriousViolations, watchProblems } from "../support/browser";
+import { cutOff, POLLED, screenshot, seriousViolations, watchProblems } from "../support/browser";
 import { foldQueued } from "../support/cdr-worker";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
@@ -87,6 +87,24 @@ afterAll(async () => {
   await stopStateSubscriber();
 });
 
+/**
+ * The viewer's page at a width: opened by the signed-out test of that width, which loads the
+ * console in it first, and signed in by the test of every page at that width, which closes it.
+ * A context and its first page cost Chromium most of a second of CPU.
+ */
+const atWidth = new Map<string, Awaited<ReturnType<typeof openAt>>>();
+async function openAt(viewport: { width: number; height: number }) {
+  const context = await ui.chromium.context(viewport, VIEWER);
+  return { context, page: await context.newPage() };
+}
+async function viewerAt(label: string, viewport: { width: number; height: number }) {
+  const open = atWidth.get(label);
+  if (open && !open.page.isClosed()) return open;
+  const opened = await openAt(viewport);
+  atWidth.set(label, opened);
+  return opened;
+}
+
 /** Shows a page of the console and waits until it has drawn its data and charts. */
 async function visit(page: Page, name: string): Promise<void> {
   await page.evaluate((hash) => {
@@ -99,6 +117,7 @@ async function visit(page: Page, name: string): Promise<void> {
       document.querySelector("main")!.children.length > 1 &&
       [...document.querySelectorAll("[data-chart]")].every((chart) => chart.querySelector("canvas")),
     name,
+    POLLED,
   );
 }
 
@@ -117,8 +136,7 @@ const asViewerReads = (page: Page, iso: string) =>
 describe("signed out", () => {
   for (const [label, viewport] of WIDTHS) {
     test(`the first load of /console logs no error and fits (${label})`, async () => {
-      const context = await ui.chromium.context(viewport, VIEWER);
-      const page = await context.newPage();
+      const { context, page } = await viewerAt(label, viewport);
       const problems = watchProblems(page);
       const probe = page.waitForResponse((response) => response.url().endsWith("/console/api/session"));
       await page.goto(`${ui.base}/console`);
@@ -130,7 +148,6 @@ describe("signed out", () => {
       await screenshot(page, `views-login-${label}`);
       expect(problems).toEqual([]);
       expect(context.blocked).toEqual([]);
-      await context.close();
     });
   }
 });
@@ -138,8 +155,7 @@ describe("signed out", () => {
 describe("every page", () => {
   for (const [label, viewport] of WIDTHS) {
     test(`fields, one date format, telling charts; nothing cut off, no errors, axe clean (${label})`, async () => {
-      const context = await ui.chromium.context(viewport, VIEWER);
-      const page = await context.newPage();
+      const { context, page } = await viewerAt(label, viewport);
       const problems = watchProblems(page);
       await ui.signIn(page);
       await page.locator("[data-figure=rooms_open]").waitFor();

@@ -11,7 +11,7 @@ import type { Page } from "playwright-core";
 import { overrideConfig } from "../../src/config";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
-import { screenshot, seriousViolations } from "../support/browser";
+import { POLLED, screenshot, seriousViolations } from "../support/browser";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
 import { startReceiver } from "../support/webhook-receiver";
 import { until } from "../support/wait";
@@ -40,8 +40,9 @@ afterAll(async () => {
   receiver?.stop();
 });
 
+/** The operator's page, shared by the tests that use it, on the account's webhooks. */
 async function operatorOnWebhooks() {
-  const { context, page } = await ui.operatorPage();
+  const { context, page } = await ui.sharedOperatorPage();
   await page.getByLabel("Account").selectOption(account.accountId);
   await page.getByRole("link", { name: "Webhooks" }).click();
   await page.getByRole("button", { name: "Add endpoint" }).waitFor();
@@ -114,6 +115,7 @@ describe("webhooks page", () => {
       await page.waitForFunction(
         (id) => document.querySelector(`[data-delivery-code="${id}"]`)?.textContent === "500",
         await deliveryIdOf(failing),
+        POLLED,
       );
       expect(await failing.textContent()).toContain("receiver broken");
       expect(await failing.textContent()).toContain("pending");
@@ -162,7 +164,6 @@ describe("webhooks page", () => {
     await page.getByRole("button", { name: `Enable ${receiver.url}` }).click();
     await page.locator(`[data-endpoint-state="${endpointId}"]`).getByText("enabled").waitFor();
     expect(context.blocked).toEqual([]);
-    await context.close();
   });
 
   test("an account owner cannot reach another account's endpoints through the console API", async () => {
@@ -236,7 +237,7 @@ describe("webhooks page", () => {
 
   test("has no serious axe-core violation, fits a 390 px phone, and is photographed at both widths", async () => {
     // One page for both widths, the log and the event types open: the page lays itself out again as the window narrows.
-    const { context, page } = await operatorOnWebhooks();
+    const { page } = await operatorOnWebhooks();
     await page.getByRole("button", { name: `Deliveries of ${receiver.url}` }).click();
     await page.getByRole("table", { name: `Deliveries to ${receiver.url}` }).waitFor();
     await page.getByText("Event types (none ticked: every type)").click();
@@ -249,7 +250,6 @@ describe("webhooks page", () => {
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(viewport.width);
       await screenshot(page, `console-webhooks-${label}`);
     }
-    await context.close();
   });
 });
 

@@ -9,6 +9,15 @@ import { join, resolve } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 
 export const ARTIFACTS = resolve(import.meta.dir, "../.artifacts");
+/**
+ * page.waitForFunction's options: the condition looked at every 50 ms. By default Playwright looks
+ * at it on every animation frame, which keeps Chromium drawing frames (a renderer, the compositor,
+ * the browser) as long as the wait lasts: three times the CPU of a page at rest.
+ */
+export const POLLED = { polling: 50 } as const;
+
+/** A context's window unless the test gives one. */
+export const DESKTOP = { width: 1280, height: 860 };
 const AXE = readFileSync(Bun.resolveSync("axe-core/axe.min.js", import.meta.dir), "utf8");
 
 export interface Chromium {
@@ -36,10 +45,13 @@ const ONLY_LOOPBACK = `MAP * ~NOTFOUND , ${[...LOOPBACK].map((host) => `EXCLUDE 
 /**
  * Every window of this Chromium, headless too, loads the address bar's suggestion popups as
  * pages of their own, each in a renderer: about half a second of CPU for every context, for
- * something no test shows. Chromium honours only the last --disable-features it is given and
- * playwright passes a list of its own, so a launcher adds these two to that list.
+ * something no test shows. And Chromium keeps a renderer started ahead for the next page of the
+ * context last used, which a test's next page, in a context of its own, never uses: two renderers
+ * started for every context instead of one, most of a second of CPU a context in the login test.
+ * Chromium honours only the last --disable-features it is given and playwright passes a list of
+ * its own, so a launcher adds these to that list.
  */
-const UNSEEN_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup";
+const UNSEEN_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup,SpareRendererForSitePerProcess";
 const LAUNCHER = `#!/bin/sh
 found=
 for arg do
@@ -75,7 +87,7 @@ export async function startChromium(): Promise<Chromium> {
     .finally(() => rmSync(folder, { recursive: true, force: true }));
   return {
     browser,
-    async context(viewport = { width: 1280, height: 860 }, viewer = {}) {
+    async context(viewport = DESKTOP, viewer = {}) {
       const context = Object.assign(await browser.newContext({ viewport, ...viewer }), { blocked: [] as string[] });
       context.setDefaultTimeout(10_000);
       const tried = (address: string) => {

@@ -5,7 +5,7 @@
 import type { Page } from "playwright-core";
 import { createOperator } from "../../src/modules/operators/service";
 import { app } from "../helpers";
-import { type Chromium, startChromium } from "./browser";
+import { type Chromium, DESKTOP, startChromium } from "./browser";
 
 export interface Operator {
   name: string;
@@ -22,6 +22,11 @@ export interface ConsoleUnderTest {
     width: number;
     height: number;
   }): Promise<{ context: Awaited<ReturnType<Chromium["context"]>>; page: Page }>;
+  /**
+   * The operator's signed-in page that a file's tests share, at 1280 px and loaded afresh on the
+   * overview for each. Closed with the console, not by the test.
+   */
+  sharedOperatorPage(): Promise<{ context: Awaited<ReturnType<Chromium["context"]>>; page: Page }>;
   stop(): Promise<void>;
 }
 
@@ -36,16 +41,34 @@ export async function startConsole(operator: Operator): Promise<ConsoleUnderTest
     await page.getByLabel("Password").fill(password);
     await page.getByRole("button", { name: "Sign in as operator" }).click();
   };
+  const operatorPage = async (viewport?: { width: number; height: number }) => {
+    const context = await chromium.context(viewport);
+    const page = await context.newPage();
+    await signIn(page);
+    await page.locator("[data-figure=rooms_open]").waitFor();
+    return { context, page };
+  };
+  /*
+   * A context of its own and a sign-in cost Chromium about 2 s of CPU (a renderer started, the
+   * console loaded twice over); loading the console again in the signed-in page, a fifth of that.
+   */
+  let shared: ReturnType<typeof operatorPage> | undefined;
   return {
     base,
     chromium,
     signIn,
-    async operatorPage(viewport) {
-      const context = await chromium.context(viewport);
-      const page = await context.newPage();
-      await signIn(page);
-      await page.locator("[data-figure=rooms_open]").waitFor();
-      return { context, page };
+    operatorPage,
+    async sharedOperatorPage() {
+      const open = await shared?.catch(() => undefined);
+      if (!open || open.page.isClosed()) {
+        shared = operatorPage();
+        return shared;
+      }
+      // A new document, whatever the last test left: no hash, so the overview, as after a sign-in.
+      await open.page.setViewportSize(DESKTOP);
+      await open.page.goto(`${base}/console`);
+      await open.page.locator("[data-figure=rooms_open]").waitFor();
+      return open;
     },
     async stop() {
       await chromium.close();
