@@ -17,8 +17,7 @@ const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 
  * conference events name, and answers the spans they touched, whether a stay may now be
  * closed at its room's end, and the events that name no stay or life. Within the page, the
  * halves of a pair are merged first (latest end, first name known), so each key is written
- * once. The `previous` CTE reads the stays before the insert: a reported leave may be earlier
- * than the estimate it replaces, and the days between must be rebuilt too.
+ * once.
  */
 export async function upsertConferenceFacts(tx: Database, ids: number[]) {
   const rows = rowsOf<{
@@ -59,12 +58,15 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
         group by account_id, room, breakout_id, created_at
       ),
       -- Read before the upsert (a statement's parts see the same snapshot): lives this fold ends.
+      -- One probe of the key per life (\`offset 0\` keeps the subquery correlated): as an anti-join
+      -- the planner hashed every room life there is for each page, a fold's cost growing with the table.
       ending as (
         select l.account_id, l.room, l.breakout_id, l.started_at from lives l
         where l.ended_at is not null and not exists (
           select from room_sessions r
           where r.account_id = l.account_id and r.room = l.room and r.breakout_id = l.breakout_id and r.started_at = l.started_at
-            and r.ended_at is not null)
+            and r.ended_at is not null
+          offset 0)
       ),
       lives_upserted as (
         insert into room_sessions as r (account_id, room, breakout_id, room_jid, started_at, ended_at)
@@ -75,18 +77,6 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
           room_jid = coalesce(r.room_jid, excluded.room_jid),
           updated_at = now()
         returning r.account_id, r.room, r.started_at as joined_at, r.ended_at as left_at
-      ),
-      -- One probe of the key per incoming stay (\`offset 0\` keeps the lateral join): guessing a hundred
-      -- occupants an event, the planner hashed the whole table for every page.
-      previous as (
-        select p.account_id, p.room, p.joined_at, p.left_at
-        from incoming k
-        cross join lateral (
-          select p.account_id, p.room, p.joined_at, p.left_at from participant_sessions p
-          where p.account_id = k.account_id and p.room = k.room and p.joined_at = k.joined_at
-            and p.breakout_id = k.breakout_id and p.occupant_jid = k.occupant_jid and p.left_at is not null
-          offset 0
-        ) p
       ),
       -- Each account of the page locked once, as a foreign key's check would lock it for every stay: an
       -- account deleted meanwhile waits for this fold, and its trigger then deletes the stays written here.
@@ -107,10 +97,20 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
             else greatest(p.left_at, excluded.left_at) end,
           left_estimated = p.left_estimated and excluded.left_at is null,
           updated_at = now()
-        returning p.account_id, p.room, p.joined_at, p.left_at
+        -- An updated stay's leave before this statement (its snapshot still sees the old row): a
+        -- reported leave may be earlier than the estimate it replaces, and the days between are
+        -- rebuilt too. Probed only for a stay that was there (xmax is set on an update), not per stay.
+        returning p.account_id, p.room, p.joined_at, p.left_at,
+          case when p.xmax <> 0 then (
+            select q.left_at from participant_sessions q
+            where q.account_id = p.account_id and q.room = p.room and q.joined_at = p.joined_at
+              and q.breakout_id = p.breakout_id and q.occupant_jid = p.occupant_jid
+          ) end as previous_left_at
       ),
       spans as (
-        select * from lives_upserted union all select * from previous union all select * from stays_upserted
+        select * from lives_upserted
+        union all select account_id, room, joined_at, previous_left_at from stays_upserted where previous_left_at is not null
+        union all select account_id, room, joined_at, left_at from stays_upserted
       )
       select 'span' as what, account_id, room,
         to_char(joined_at at time zone 'UTC', 'YYYY-MM-DD') as from_day,
