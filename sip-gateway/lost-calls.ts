@@ -82,8 +82,14 @@ export async function endLostCall(call: CallRecord, at: Date, reason = "gateway_
   );
 }
 
-export async function endCallsOfLostGateways(now = Date.now()): Promise<void> {
-  const open = await db
+/** Every open call: the lost gateways' and this gateway's own, read by one statement for both checks. */
+export function openCalls(): Promise<CallRecord[]> {
+  return db.select().from(sipCalls).where(isNull(sipCalls.endedAt));
+}
+
+/** `open`: the open calls of other gateways (or of none), read here unless the caller has them. */
+export async function endCallsOfLostGateways(now = Date.now(), open?: CallRecord[]): Promise<void> {
+  open ??= await db
     .select()
     .from(sipCalls)
     .where(and(isNull(sipCalls.endedAt), or(isNull(sipCalls.gateway), ne(sipCalls.gateway, GATEWAY_NAME))));
@@ -117,7 +123,14 @@ async function forgetQuietGateways(now: number): Promise<void> {
   }
 }
 
-export function startLostCallReconciler(): { stop(): Promise<void> } {
+/**
+ * Beats, and every reconcileEveryMs ends the calls of lost gateways. `ownOpen`, when given, is handed
+ * this gateway's own open calls at the same moment: its check for calls it forgot shares the timer and
+ * the statement that reads the open calls, rather than reading them again on a timer of its own.
+ */
+export function startLostCallReconciler(ownOpen?: (calls: CallRecord[]) => Promise<unknown>): {
+  stop(): Promise<void>;
+} {
   const { silentAfterMs, heartbeatMs, reconcileEveryMs } = lostTimers();
   // Since when this gateway's beats have gone through without a break. Right after Redis was
   // unreachable, other gateways have not beaten again yet and would look silent: wait a while.
@@ -134,22 +147,39 @@ export function startLostCallReconciler(): { stop(): Promise<void> } {
     }
   };
   const reconcile = async () => {
-    if (beatingSince === undefined || Date.now() - beatingSince < silentAfterMs) return;
-    await endCallsOfLostGateways();
+    const judging = beatingSince !== undefined && Date.now() - beatingSince >= silentAfterMs;
+    if (!judging && !ownOpen) return;
+    const open = await openCalls();
+    if (ownOpen) {
+      await ownOpen(open.filter((call) => call.gateway === GATEWAY_NAME)).catch((error: Error) =>
+        log.error({ err: error.message }, "sip: forgotten-call check failed"),
+      );
+    }
+    if (!judging) return;
+    await endCallsOfLostGateways(
+      Date.now(),
+      open.filter((call) => call.gateway !== GATEWAY_NAME),
+    );
     await forgetQuietGateways(Date.now());
   };
   void beat();
   const heartbeat = setInterval(() => void beat(), heartbeatMs);
-  const reconciler = setInterval(
-    () => void reconcile().catch((error: Error) => log.error({ err: error.message }, "sip: lost-call check failed")),
-    reconcileEveryMs,
-  );
+  // One look at a time: a look that outlasts the interval (a slow database) is not joined by the next.
+  let looking: Promise<void> | undefined;
+  const reconciler = setInterval(() => {
+    looking ??= reconcile()
+      .catch((error: Error) => log.error({ err: error.message }, "sip: lost-call check failed"))
+      .finally(() => {
+        looking = undefined;
+      });
+  }, reconcileEveryMs);
   heartbeat.unref?.();
   reconciler.unref?.();
   return {
     async stop() {
       clearInterval(heartbeat);
       clearInterval(reconciler);
+      await looking;
       // A last beat: a call whose end this stop failed to write is ended at this moment by another gateway.
       await beat();
     },

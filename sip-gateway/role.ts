@@ -7,12 +7,11 @@ import { config, type SipConfig } from "../src/config";
 import { closeShared } from "../src/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
-import { every } from "../src/core/periodic";
 import { conferenceForMapperId } from "../src/modules/mapper/service";
 import { HttpConferenceAdapter } from "./adapter";
 import type { GatewayParts, SipGateway } from "./gateway";
 import { endForgottenCalls } from "./call-log";
-import { lostTimers, startLostCallReconciler } from "./lost-calls";
+import { startLostCallReconciler } from "./lost-calls";
 
 /** Production wiring: the conference mapper for numeric ids, the HTTP adapter for joins. */
 export function defaultParts(settings: SipConfig = config.sip): GatewayParts {
@@ -28,17 +27,13 @@ export async function startSipGateway(
 ): Promise<Running & { gateway: SipGateway }> {
   const { SipGateway } = await import("./gateway");
   const gateway = await SipGateway.start(parts);
-  const lostCalls = startLostCallReconciler();
-  // The calls this gateway itself let go of without their end: as often as it looks for lost gateways.
-  const stopForgotten = every(lostTimers().reconcileEveryMs, "sip: forgotten-call check", async () => {
-    await endForgottenCalls();
-  });
+  // The calls this gateway itself let go of without their end: looked for each time it looks for lost gateways.
+  const lostCalls = startLostCallReconciler((own) => endForgottenCalls(Date.now(), own));
   log.info({ udpPort: gateway.udpPort, tcpPort: gateway.tcpPort, address: gateway.address }, "sip gateway listening");
   return {
     gateway,
     async stop() {
       await gateway.stop();
-      await stopForgotten();
       await lostCalls.stop();
     },
   };

@@ -72,7 +72,10 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     },
     // Jobs, not streams: a start job ends once its recorder publishes, and a relayed stop
     // may wait on another worker, so a few run side by side; STREAMING_CAPACITY bounds streams.
-    { ...workerOptions, concurrency: 8 },
+    // An idle worker blocks on the queue's marker for drainDelay seconds and then asks again: a
+    // job added meanwhile wakes it at once and a delayed one when it falls due, whatever the delay,
+    // so the wait only sets how often idle asks go out. 10 s is the longest BullMQ blocks on Redis.
+    { ...workerOptions, concurrency: 8, drainDelay: 10 },
   );
   jobs.on("failed", (job, error) => log.warn({ job: job?.name, err: error.message }, "recorder job failed"));
   jobs.on("error", (error) => log.error({ err: error.message }, "recorder worker error"));

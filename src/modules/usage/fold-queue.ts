@@ -22,6 +22,15 @@ export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[
   return rows;
 }
 
+/** Whether any event is listed at all: one index probe, for a sweep to skip its claims on an empty list. */
+export async function anyUnfolded(): Promise<boolean> {
+  const [listed] = await db
+    .select({ eventId: conferenceEventsUnfolded.eventId })
+    .from(conferenceEventsUnfolded)
+    .limit(1);
+  return listed !== undefined;
+}
+
 /**
  * One of `of` disjoint shares of the rooms, by a hash of the room: sweeps running side by side
  * each claim from their own share, so they never pick the same rooms and wait on each other.

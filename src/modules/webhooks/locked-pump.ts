@@ -22,6 +22,7 @@ import { db, outsideTransaction } from "../../db/client";
 import { log } from "../../core/log";
 import {
   type Attempted,
+  anyDue,
   type Claimed,
   ClaimedBatch,
   claimLocked,
@@ -77,6 +78,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   let stopped = false;
   // True while something may be due that is not yet claimed; a full claim leaves it set.
   let more = true;
+  // Set by a claim that came back short: the due set was empty. The next wake-up (on an idle worker, the
+  // sweep every few seconds) then opens one transaction to look rather than SENDING_AT_ONCE, and the others
+  // follow once it comes back full.
+  let drained = true;
   // Successes of attempts that outlived their batch's transaction, recorded together; failures recorded one by one.
   const late: Array<{ row: Claimed; outcome: Outcome }> = [];
   let recordingLate = false;
@@ -92,6 +97,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     while (
       more &&
       !stopped &&
+      (!drained || claiming === 0) &&
       waiting.length < size &&
       claiming + sending() < SENDING_AT_ONCE &&
       claiming + open.size < transactionsAtOnce
@@ -114,12 +120,18 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     let claimed = false;
     let gaveBack = false;
     try {
+      // Drained, there is one claim at a time: it first asks whether anything is due, outside a transaction.
+      if (drained && !(await anyDue())) {
+        if (wakes === wakesBefore) more = false;
+        return;
+      }
       const recorded = await db.transaction(async (tx) => {
         const rows = await claimLocked(tx, size);
         claiming--;
         claimed = true;
         // A short claim took all that was due, unless a wake-up came meanwhile.
         if (rows.length < size && wakes === wakesBefore) more = false;
+        drained = rows.length < size;
         if (rows.length === 0) return undefined;
         if (stopped) {
           // Claimed as the worker stops: given back, due again once the transaction commits.
@@ -165,6 +177,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       for (const { row, outcome } of batch.finished) if (isSuccess(outcome)) late.push({ row, outcome });
       recordLate();
       more = false;
+      drained = true;
     } finally {
       if (!claimed) claiming--;
       open.delete(batch);
