@@ -71,7 +71,14 @@ export function recordersOf(streamName: string): number[] {
 /** A fault test's end: its nodes killed, the recorders of the streams it started with them, and their folders gone. */
 export async function killNodes(nodes: Parley[], streamNames: string[]): Promise<void> {
   await Promise.all(nodes.map((node) => node.stop("SIGKILL", 5_000)));
-  for (const name of streamNames) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
+  for (const name of streamNames)
+    for (const pid of recordersOf(name)) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {
+        // Its group ended between the listing and the kill (ESRCH): what this was for.
+      }
+    }
   for (const node of nodes) node.cleanup();
 }
 
