@@ -105,17 +105,6 @@ const NO_FLUSH = sql`(select set_config('synchronous_commit', 'off', true)) as n
 export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.webhooks.timeoutMs / 2);
 
 /**
- * Whether any due row may be claimable: one index probe, without dueRows' conditions on the endpoint. An
- * idle worker's look (the sweep every few seconds) is this instead of a claim, several times its cost.
- */
-export async function anyDue(): Promise<boolean> {
-  const rows = rowsOf(
-    await db.execute(sql`select 1 from webhook_due where due_at <= now() + interval '1 second' limit 1`),
-  );
-  return rows.length > 0;
-}
-
-/**
  * Takes up to `limit` due deliveries (see dueRows) for one attempt each: the due row moves past
  * the claim's lease, the log row counts the attempt and shows the lease. A due row whose
  * delivery is gone is deleted instead.

@@ -22,7 +22,6 @@ import { db, outsideTransaction } from "../../db/client";
 import { log } from "../../core/log";
 import {
   type Attempted,
-  anyDue,
   type Claimed,
   ClaimedBatch,
   claimLocked,
@@ -120,11 +119,6 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     let claimed = false;
     let gaveBack = false;
     try {
-      // Drained, there is one claim at a time: it first asks whether anything is due, outside a transaction.
-      if (drained && !(await anyDue())) {
-        if (wakes === wakesBefore) more = false;
-        return;
-      }
       const recorded = await db.transaction(async (tx) => {
         const rows = await claimLocked(tx, size);
         claiming--;

@@ -10,7 +10,6 @@
 import { config } from "../../config";
 import { log } from "../../core/log";
 import {
-  anyDue,
   type Claimed,
   ClaimedBatch,
   claimDue,
@@ -79,8 +78,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     const wakesBefore = wakes;
     try {
       const claimedAt = performance.now();
-      // Drained, there is one claim at a time: it first asks whether anything is due at all.
-      const rows = drained && !(await anyDue()) ? [] : await claimDue(share);
+      const rows = await claimDue(share);
       // A short claim took all that was due, unless a wake-up came meanwhile.
       if (rows.length < share && wakes === wakesBefore) more = false;
       drained = rows.length < share;
