@@ -77,10 +77,6 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   let stopped = false;
   // True while something may be due that is not yet claimed; a full claim leaves it set.
   let more = true;
-  // Set by a claim that came back short: the due set was empty. The next wake-up (on an idle worker, the
-  // sweep every few seconds) then opens one transaction to look rather than SENDING_AT_ONCE, and the others
-  // follow once it comes back full.
-  let drained = true;
   // Successes of attempts that outlived their batch's transaction, recorded together; failures recorded one by one.
   const late: Array<{ row: Claimed; outcome: Outcome }> = [];
   let recordingLate = false;
@@ -96,7 +92,6 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     while (
       more &&
       !stopped &&
-      (!drained || claiming === 0) &&
       waiting.length < size &&
       claiming + sending() < SENDING_AT_ONCE &&
       claiming + open.size < transactionsAtOnce
@@ -125,7 +120,6 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         claimed = true;
         // A short claim took all that was due, unless a wake-up came meanwhile.
         if (rows.length < size && wakes === wakesBefore) more = false;
-        drained = rows.length < size;
         if (rows.length === 0) return undefined;
         if (stopped) {
           // Claimed as the worker stops: given back, due again once the transaction commits.
@@ -171,7 +165,6 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       for (const { row, outcome } of batch.finished) if (isSuccess(outcome)) late.push({ row, outcome });
       recordLate();
       more = false;
-      drained = true;
     } finally {
       if (!claimed) claiming--;
       open.delete(batch);

@@ -57,15 +57,11 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   let stopped = false;
   // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
   let more = true;
-  // Set by a claim that came back short: the due set was empty. The next wake-up (on an idle worker, the
-  // sweep every few seconds) then sends one claim to look rather than CLAIMS_AT_ONCE, and the others follow
-  // once it comes back full.
-  let drained = true;
   const succeeded: Array<{ row: Claimed; outcome: Outcome }> = [];
   const released: Claimed[] = [];
 
   const fill = () => {
-    while (more && !stopped && claims < (drained ? 1 : CLAIMS_AT_ONCE)) {
+    while (more && !stopped && claims < CLAIMS_AT_ONCE) {
       // A claim asks for a full share of the window, so it starts only once that much is free.
       if (window - (inFlight + waiting.length + claimed) < share) return;
       void claim();
@@ -81,12 +77,10 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       const rows = await claimDue(share);
       // A short claim took all that was due, unless a wake-up came meanwhile.
       if (rows.length < share && wakes === wakesBefore) more = false;
-      drained = rows.length < share;
       const batch = new ClaimedBatch();
       for (const row of rows) waiting.push({ row, batch, claimedAt });
     } catch (error) {
       more = false;
-      drained = true;
       log.warn({ err: (error as Error).message }, "claiming webhook deliveries failed; the next sweep tries again");
     } finally {
       claims--;
