@@ -5,7 +5,7 @@
  * whose beat stopped, at their last beat, so the bill stops within seconds of the death.
  */
 import { hostname } from "node:os";
-import { and, eq, isNull, ne, or } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import { config } from "../src/config";
 import { db } from "../src/db/client";
 import { log } from "../src/core/log";
@@ -87,12 +87,8 @@ export function openCalls(): Promise<CallRecord[]> {
   return db.select().from(sipCalls).where(isNull(sipCalls.endedAt));
 }
 
-/** `open`: the open calls of other gateways (or of none), read here unless the caller has them. */
-export async function endCallsOfLostGateways(now = Date.now(), open?: CallRecord[]): Promise<void> {
-  open ??= await db
-    .select()
-    .from(sipCalls)
-    .where(and(isNull(sipCalls.endedAt), or(isNull(sipCalls.gateway), ne(sipCalls.gateway, GATEWAY_NAME))));
+/** `open`: the open calls of other gateways (or of none), as `openCalls` read them. */
+async function endCallsOfLostGateways(now: number, open: CallRecord[]): Promise<void> {
   if (open.length === 0) return;
   const beats = await redis().hgetall(beatsKey());
   const longestCallMs = config.sip.maxCallSeconds * 1000;

@@ -75,8 +75,9 @@ export async function killNodes(nodes: Parley[], streamNames: string[]): Promise
     for (const pid of recordersOf(name)) {
       try {
         process.kill(-pid, "SIGKILL");
-      } catch {
-        // Its group ended between the listing and the kill (ESRCH): what this was for.
+      } catch (error) {
+        // Its group ended between the listing and the kill: what this was for.
+        if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
       }
     }
   for (const node of nodes) node.cleanup();
