@@ -3,6 +3,9 @@
  * child restarted, SIGTERM draining in-flight requests and exiting 0.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ROLES } from "../src/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
@@ -172,7 +175,8 @@ describe("readiness", () => {
 describe("embedded database", () => {
   test("starts on PGlite with no DATABASE_URL, makes the first account and issues tokens", async () => {
     const port = await freePort();
-    const dataDir = `${require("node:os").tmpdir()}/parley-embedded-${process.pid}`;
+    // A folder no earlier run can have left: a pid is reused, and a folder that already holds an account gets no key.
+    const dataDir = mkdtempSync(join(tmpdir(), "parley-embedded-"));
     const env: Record<string, string> = { ...(process.env as Record<string, string>), LOG_LEVEL: "silent" };
     delete env.DATABASE_URL;
     const service = Bun.spawn([process.execPath, entry], {
@@ -188,16 +192,26 @@ describe("embedded database", () => {
       stderr: "inherit",
     });
     try {
-      const key = await waitFor(
-        "the first API key",
-        async () => {
-          const file = Bun.file(`${dataDir}/first-api-key`);
-          const ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
-          return ready && (await file.exists()) ? (await file.text()).trim() : undefined;
-        },
-        // A first start on an empty folder: PGlite's initdb and every migration.
-        75_000,
-      );
+      // What the last look saw, so a start that never gets there says which half was missing.
+      const seen = { ready: false, key: false };
+      const key = await Promise.race([
+        waitFor(
+          "the first API key",
+          async () => {
+            const file = Bun.file(`${dataDir}/first-api-key`);
+            seen.ready = (await fresh(`http://127.0.0.1:${port}/readyz`)).ok;
+            seen.key = await file.exists();
+            return seen.ready && seen.key ? (await file.text()).trim() : undefined;
+          },
+          // A first start on an empty folder: PGlite's initdb and every migration.
+          75_000,
+        ).catch((error: Error) => {
+          throw new Error(`${error.message} (readyz ok: ${seen.ready}, key written: ${seen.key})`);
+        }),
+        service.exited.then((code) => {
+          throw new Error(`Parley exited with ${code} before its first API key`);
+        }),
+      ]);
       const response = await fresh(`http://127.0.0.1:${port}/api/v1/misc/generate-token`, {
         method: "POST",
         headers: { "content-type": "application/json" },
@@ -208,7 +222,7 @@ describe("embedded database", () => {
       expect(await service.exited).toBe(0);
     } finally {
       service.kill("SIGKILL");
-      require("node:fs").rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true });
     }
   }, 90_000);
 });

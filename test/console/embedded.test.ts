@@ -6,7 +6,7 @@
  * and test/supervisor.test.ts makes a first start on an empty folder already.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { resolve } from "node:path";
 import { type Chromium, seriousViolations, startChromium, watchProblems } from "../support/browser";
@@ -14,7 +14,8 @@ import { migratedDataDir } from "../support/parley";
 import { freePort } from "../support/ports";
 
 const root = resolve(import.meta.dir, "../..");
-const dataDir = resolve(tmpdir(), `parley-console-embedded-${process.pid}`);
+// A folder no earlier run can have left (a pid is reused): the test's operator must be the first.
+const dataDir = mkdtempSync(resolve(tmpdir(), "parley-console-embedded-"));
 let env: Record<string, string>;
 let service: ReturnType<typeof Bun.spawn> | undefined;
 let chromium: Chromium | undefined;
