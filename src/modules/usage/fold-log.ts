@@ -73,6 +73,9 @@ export async function eventsOfRooms(rooms: Array<{ accountId: string; room: stri
   return foldableRows(rows);
 }
 
+/** A stream's or call's subject, of its account. */
+export type MediaSubject = { accountId: string; subject: string };
+
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */
 export async function mediaEventsForSubjects(
   subjects: Array<{ accountId: string; subject: string }>,

@@ -8,9 +8,40 @@ import type { Database } from "../../db/client";
 import { log } from "../../core/log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
+import { MEDIA_EVENT_KINDS } from "../events/schema";
+import type { LoggedRoom } from "./fold-log";
 
 /** A timestamp as text of its milliseconds since the epoch, read back exactly by JavaScript. */
 const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 1000)::bigint)::text`;
+
+/** The events a fold takes: named by id, or every event of some whole rooms (a refold's page). */
+export type FoldPage = { ids: number[] } | { rooms: LoggedRoom[] };
+
+const PAGE_COLUMNS = sql.raw(
+  "id, account_id, room, kind, breakout_id, room_jid, started_at as created_at, ended_at as destroyed_at, occupants, " +
+    "occurred_at, subject",
+);
+const CONFERENCE_KINDS = sql.raw("('room_created', 'room_destroyed', 'occupant_joined', 'occupant_left')");
+const MEDIA_KINDS = sql.raw(`(${MEDIA_EVENT_KINDS.map((kind) => `'${kind}'`).join(", ")})`);
+
+/**
+ * The page's events: by id, its conference events; by room, every event of the rooms, read once
+ * through the log's room index, one scan per room (`offset 0` keeps the planner from hashing the
+ * whole log instead, as it prefers when one account holds every event). A page of rooms never
+ * crosses the client: the statement also answers the days its events fell on and the streams and
+ * calls they name, which a page by id takes from the events the caller holds.
+ */
+function pageEvents(page: FoldPage) {
+  if ("ids" in page)
+    return sql`select ${PAGE_COLUMNS} from conference_events
+      where id = any(${`{${page.ids.join(",")}}`}::bigint[]) and kind in ${CONFERENCE_KINDS}`;
+  const rooms = JSON.stringify(page.rooms.map(({ accountId, room }) => ({ accountId, room })));
+  return sql`select e.* from jsonb_to_recordset(${rooms}::jsonb) as k("accountId" text, room text)
+    cross join lateral (
+      select ${PAGE_COLUMNS} from conference_events c
+      where c.account_id = k."accountId" and c.room = k.room offset 0
+    ) as e`;
+}
 
 /**
  * Upserts, in one statement straight from the log, the room lives and stays the page's
@@ -19,9 +50,9 @@ const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 
  * halves of a pair are merged first (latest end, first name known), so each key is written
  * once.
  */
-export async function upsertConferenceFacts(tx: Database, ids: number[]) {
+export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
   const rows = rowsOf<{
-    what: "span" | "close" | "unusable" | "ended";
+    what: "span" | "close" | "unusable" | "ended" | "day" | "subject";
     account_id: string;
     room: string;
     from_day: string;
@@ -29,11 +60,7 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
     id: string;
   }>(
     await tx.execute(sql`
-      with page as (
-        select id, account_id, room, kind, breakout_id, room_jid, started_at as created_at, ended_at as destroyed_at, occupants
-        from conference_events
-        where id = any(${`{${ids.join(",")}}`}::bigint[]) and kind in ('room_created', 'room_destroyed', 'occupant_joined', 'occupant_left')
-      ),
+      with page as (${pageEvents(page)}),
       -- A destroy names the stays of everyone it lists; a join or a leave names its own.
       usable as materialized (
         select p.id, o.n, p.account_id, p.room, p.breakout_id, o.occupant->>'jid' as occupant_jid,
@@ -41,6 +68,7 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
           o.occupant->>'userId' as user_id, o.occupant->>'name' as name, o.occupant->>'email' as email
         from page p
         cross join lateral jsonb_array_elements(p.occupants) with ordinality as o(occupant, n)
+        where p.kind in ${CONFERENCE_KINDS}
       ),
       incoming as (
         select account_id, room, breakout_id, occupant_jid, joined_at, max(left_at) as left_at,
@@ -54,7 +82,7 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
         select account_id, room, breakout_id, created_at as started_at, max(destroyed_at) as ended_at,
           (array_agg(room_jid order by id) filter (where room_jid is not null))[1] as room_jid
         from page
-        where created_at is not null and (kind = 'room_created' or destroyed_at is not null)
+        where kind in ${CONFERENCE_KINDS} and created_at is not null and (kind = 'room_created' or destroyed_at is not null)
         group by account_id, room, breakout_id, created_at
       ),
       -- Read before the upsert (a statement's parts see the same snapshot): lives this fold ends.
@@ -123,9 +151,20 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
       union all select 'ended', account_id, room, breakout_id, null, ${sql.raw(epochMsText("started_at"))} from ending
       -- An anti-join (a plain NOT EXISTS): nested in an OR the check was planned as a scan of usable per event.
       union all select 'unusable', null, null, null, null, id::text from page p
-      where not exists (select from usable u where u.id = p.id and p.kind in ('occupant_joined', 'occupant_left'))
+      where p.kind in ${CONFERENCE_KINDS}
+        and not exists (select from usable u where u.id = p.id and p.kind in ('occupant_joined', 'occupant_left'))
         and not (p.kind = 'room_created' and p.created_at is not null)
-        and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)`),
+        and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)
+      ${
+        "rooms" in page
+          ? sql`-- A page of rooms: each UTC day its events fell on is rebuilt, each stream and call they name re-paired.
+            union all select 'day', account_id, room, day, day, null
+            from (select account_id, room, to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD') as day from page) d
+            group by 2, 3, 4
+            union all select 'subject', account_id, null, null, null, subject from page
+            where kind in ${MEDIA_KINDS} and subject is not null group by 2, 6`
+          : sql``
+      }`),
   );
   const unusable = rows.filter((row) => row.what === "unusable").map((row) => Number(row.id));
   if (unusable.length > 0) {
@@ -145,13 +184,16 @@ export async function upsertConferenceFacts(tx: Database, ids: number[]) {
         startedAt: new Date(Number(row.id)),
       })),
     touched: rows
-      .filter((row) => row.what === "span")
+      .filter((row) => row.what === "span" || row.what === "day")
       .map((row) => ({
         accountId: row.account_id,
         room: row.room,
         from: new Date(`${row.from_day}T00:00:00Z`),
         to: new Date(`${row.to_day}T00:00:00Z`),
       })),
+    subjects: rows
+      .filter((row) => row.what === "subject")
+      .map((row) => ({ accountId: row.account_id, subject: row.id })),
     mayClose: rows.some((row) => row.what === "close"),
   };
 }

@@ -14,13 +14,14 @@
 import { sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { log } from "../../core/log";
-import { eventsOfRooms, type FoldableEvent, type LoggedRoom, roomsAfter } from "./fold-log";
+import { eventsOfRooms, type FoldableEvent, type LoggedRoom, type MediaSubject, roomsAfter } from "./fold-log";
 import {
   anyUnfolded,
   claimUnfoldedOf,
   claimUnfoldedRoomEvents,
   claimUnfoldedRooms,
   markFolded,
+  markRoomsFolded,
   oldestUnfoldedAt,
   type RoomShare,
   unfoldedEventsByIds,
@@ -28,15 +29,15 @@ import {
 import { type EventKind, MEDIA_EVENT_KINDS } from "../events/schema";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";
-import { closeStaysAtRoomEnd, upsertConferenceFacts } from "./fold-stays";
+import { closeStaysAtRoomEnd, type FoldPage, upsertConferenceFacts } from "./fold-stays";
 import { announceEndedRooms } from "./room-ended";
 
 function lockKey(accountId: string, room: string) {
   return `${accountId}|${room}`;
 }
 
-async function lockRooms(tx: Database, keys: string[]): Promise<void> {
-  const sorted = [...new Set(keys)].sort();
+async function lockRooms(tx: Database, rooms: Array<{ accountId: string; room: string }>): Promise<void> {
+  const sorted = [...new Set(rooms.map(({ accountId, room }) => lockKey(accountId, room)))].sort();
   // One statement takes the locks in a fixed order, so two folds never wait on each other crosswise.
   await tx.execute(
     sql`select pg_advisory_xact_lock(hashtextextended(key, 0)) from jsonb_array_elements_text(${JSON.stringify(sorted)}::jsonb) with ordinality as k(key, n) order by n`,
@@ -71,34 +72,47 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
         ]),
     ).values(),
   ];
-  const rooms = [
-    ...new Map(
-      events.map((event) => [lockKey(event.accountId, event.room), { accountId: event.accountId, room: event.room }]),
-    ).entries(),
-  ];
+  const rooms = [...new Map(events.map((event) => [lockKey(event.accountId, event.room), event])).values()].map(
+    ({ accountId, room }) => ({ accountId, room }),
+  );
   const ids = events.map((event) => event.id);
   // Before the room locks: the sweep holds event rows while it waits for rooms, never the reverse.
   await markFolded(tx, ids);
-  await lockRooms(
-    tx,
-    rooms.map(([key]) => key),
-  );
+  await lockRooms(tx, rooms);
   const touched: Touched[] = events.map((event) => ({
     accountId: event.accountId,
     room: event.room,
     from: event.occurredAt,
     to: event.occurredAt,
   }));
-  const conference = await upsertConferenceFacts(tx, ids);
+  await foldFacts(tx, { ids }, rooms, subjects, touched);
+}
+
+/**
+ * Folds every event of some whole rooms (a refold's page) inside the caller's transaction, and
+ * takes them off the unfolded list; the events are read in the database alone.
+ */
+async function foldRoomsInTransaction(tx: Database, rooms: LoggedRoom[]): Promise<void> {
+  await markRoomsFolded(tx, rooms);
+  await lockRooms(tx, rooms);
+  await foldFacts(tx, { rooms }, rooms, [], []);
+}
+
+/**
+ * The fold from the page statement on: sessions upserted, stays closed, media re-paired, rooms
+ * ended, days rebuilt. The subjects and spans are those the caller read off the page's events.
+ */
+async function foldFacts(
+  tx: Database,
+  page: FoldPage,
+  rooms: Array<{ accountId: string; room: string }>,
+  subjects: MediaSubject[],
+  touched: Touched[],
+): Promise<void> {
+  const conference = await upsertConferenceFacts(tx, page);
   touched.push(...conference.touched);
-  if (conference.mayClose)
-    touched.push(
-      ...(await closeStaysAtRoomEnd(
-        tx,
-        rooms.map(([, room]) => room),
-      )),
-    );
-  touched.push(...(await rebuildMedia(tx, subjects)));
+  if (conference.mayClose) touched.push(...(await closeStaysAtRoomEnd(tx, rooms)));
+  touched.push(...(await rebuildMedia(tx, [...subjects, ...conference.subjects])));
   // Once the lives' stays are closed and their media rebuilt: room.ended carries the report's figures.
   await announceEndedRooms(tx, conference.ended);
   await publishSettledDays(tx, await rebuildDays(tx, touchedDays(touched)));
@@ -198,10 +212,16 @@ export async function refoldLog({
     const pages = roomPages(rooms, pageSize).values();
     const folder = async () => {
       for (const page of pages) {
-        const events = await eventsOfRooms(page);
-        for (let start = 0; start < events.length; start += pageSize)
-          await foldEvents(events.slice(start, start + pageSize));
-        folded += events.length;
+        // A room bigger than a page is folded alone, in slices of its events.
+        if (page.length === 1 && page[0]!.events > pageSize) {
+          const events = await eventsOfRooms(page);
+          for (let start = 0; start < events.length; start += pageSize)
+            await foldEvents(events.slice(start, start + pageSize));
+          folded += events.length;
+          continue;
+        }
+        await foldTransaction((tx) => foldRoomsInTransaction(tx, page));
+        folded += page.reduce((sum, room) => sum + room.events, 0);
       }
     };
     await Promise.all(Array.from({ length: concurrency }, folder));
