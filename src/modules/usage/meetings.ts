@@ -139,6 +139,44 @@ export interface Seconds {
   recording: number;
 }
 
+/** A meeting's figures, without the lists of its users, streams and calls (room.ended carries these alone). */
+export type MeetingFigures = Omit<ReportRoom["media_usage"], "streams" | "calls">;
+
+/** A meeting's seconds for the totals and its figures, from its life's stays and media. */
+export function meetingFigures(life: Life, asOf: Date): { seconds: Seconds; figures: MeetingFigures } {
+  const participantSeconds = life.stays.reduce(
+    (sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, asOf),
+    0,
+  );
+  const mediaSeconds = (kind: string) =>
+    life.media
+      .filter((media) => media.kind === kind)
+      .reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, asOf), 0);
+  const seconds: Seconds = {
+    participant: participantSeconds,
+    phone: mediaSeconds("phone"),
+    streaming: mediaSeconds("streaming"),
+    recording: mediaSeconds("recording"),
+  };
+  const figures: MeetingFigures = {
+    participant_minutes: minutes(seconds.participant),
+    phone_minutes: minutes(seconds.phone),
+    streaming_minutes: minutes(seconds.streaming),
+    recording_minutes: minutes(seconds.recording),
+    peak_participants: peakPresence(life.stays, asOf),
+    distinct_participants: new Set(life.stays.map(personOf)).size,
+    peak_viewers: Math.max(
+      0,
+      ...life.media.filter((media) => media.kind === "streaming").map((media) => media.peakViewers),
+    ),
+  };
+  return { seconds, figures };
+}
+
+/** The meeting's id in the report: its room (and breakout) and the second it started. */
+export const meetingId = (life: Life) =>
+  `${life.room}${life.breakoutId ? `/${life.breakoutId}` : ""}@${unix(life.startedAt)}`;
+
 function describeRoom(accountId: string, life: Life, asOf: Date): { room: ReportRoom; seconds: Seconds } {
   const users: ReportUser[] = life.stays
     .sort((a, b) => a.joinedMs - b.joinedMs || a.occupantJid.localeCompare(b.occupantJid))
@@ -152,14 +190,6 @@ function describeRoom(accountId: string, life: Life, asOf: Date): { room: Report
       left_estimated: stay.leftEstimated,
       minutes: minutes(msSecondsBetween(stay.joinedMs, stay.leftMs, asOf)),
     }));
-  const participantSeconds = life.stays.reduce(
-    (sum, stay) => sum + msSecondsBetween(stay.joinedMs, stay.leftMs, asOf),
-    0,
-  );
-  const mediaSeconds = (kind: string) =>
-    life.media
-      .filter((media) => media.kind === kind)
-      .reduce((sum, media) => sum + secondsBetween(media.startedAt, media.endedAt, asOf), 0);
   const streams: ReportStream[] = life.media.flatMap((media) =>
     media.kind === "phone"
       ? []
@@ -190,16 +220,10 @@ function describeRoom(accountId: string, life: Life, asOf: Date): { room: Report
   const updatedAt = new Date(
     life.stays.reduce((latest, stay) => Math.max(latest, stay.updatedMs), life.updatedAt.getTime()),
   );
-  const meeting = `${life.room}${life.breakoutId ? `/${life.breakoutId}` : ""}@${unix(life.startedAt)}`;
-  const seconds: Seconds = {
-    participant: participantSeconds,
-    phone: mediaSeconds("phone"),
-    streaming: mediaSeconds("streaming"),
-    recording: mediaSeconds("recording"),
-  };
+  const { seconds, figures } = meetingFigures(life, asOf);
   const room: ReportRoom = {
     room_id: life.room,
-    room_details: { OwnerId: accountId, AppId: life.roomJid?.split("@")[1] ?? null, MeetingId: meeting },
+    room_details: { OwnerId: accountId, AppId: life.roomJid?.split("@")[1] ?? null, MeetingId: meetingId(life) },
     room_type: life.breakoutId ? "breakout" : "conference",
     status: open ? "active" : "inactive",
     inferred: life.id === null,
@@ -208,20 +232,7 @@ function describeRoom(accountId: string, life: Life, asOf: Date): { room: Report
     CreatedAt: life.createdAt.toISOString(),
     UpdatedAt: updatedAt.toISOString(),
     users,
-    media_usage: {
-      participant_minutes: minutes(seconds.participant),
-      phone_minutes: minutes(seconds.phone),
-      streaming_minutes: minutes(seconds.streaming),
-      recording_minutes: minutes(seconds.recording),
-      peak_participants: peakPresence(life.stays, asOf),
-      distinct_participants: new Set(life.stays.map(personOf)).size,
-      peak_viewers: Math.max(
-        0,
-        ...life.media.filter((media) => media.kind === "streaming").map((media) => media.peakViewers),
-      ),
-      streams,
-      calls,
-    },
+    media_usage: { ...figures, streams, calls },
   };
   return { room, seconds };
 }
@@ -315,13 +326,15 @@ export interface Meeting {
 }
 
 /** The meetings of a prepared report, oldest first, each with its seconds for the totals. */
-export async function describeMeetings({
-  accountId,
-  window,
-  lives,
-  asOf,
-  executor,
-}: PreparedReport): Promise<Meeting[]> {
+export async function describeMeetings(prepared: PreparedReport): Promise<Meeting[]> {
+  return (await meetingLives(prepared)).map((life) => ({
+    ...describeRoom(prepared.accountId, life, prepared.asOf),
+    life,
+  }));
+}
+
+/** The lives of a prepared report's meetings, oldest first, each with its stays and media. */
+export async function meetingLives({ accountId, window, lives, asOf, executor }: PreparedReport): Promise<Life[]> {
   const { start, end, rooms } = window;
   const livesByRoom = Map.groupBy(lives, (life) => `${life.room}|${life.breakoutId}`);
 
@@ -445,12 +458,10 @@ export async function describeMeetings({
     else orphanLife(media.room, "", media.startedAt, media.startedAt)?.media.push(media);
   }
 
-  return [...lives.filter((life) => life.listed), ...inferred.values()]
-    .sort(
-      (a, b) =>
-        a.startedAt.getTime() - b.startedAt.getTime() ||
-        a.room.localeCompare(b.room) ||
-        a.breakoutId.localeCompare(b.breakoutId),
-    )
-    .map((life) => ({ ...describeRoom(accountId, life, asOf), life }));
+  return [...lives.filter((life) => life.listed), ...inferred.values()].sort(
+    (a, b) =>
+      a.startedAt.getTime() - b.startedAt.getTime() ||
+      a.room.localeCompare(b.room) ||
+      a.breakoutId.localeCompare(b.breakoutId),
+  );
 }

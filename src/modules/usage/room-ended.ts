@@ -2,11 +2,12 @@
  * room.ended, written by the fold that ends a room life, in the fold's transaction, with the
  * figures the usage report gives that meeting at that moment: the report's own computation
  * over the stays, streams and calls just folded, so the webhook and the report agree even
- * when the destroy delivery listed nobody.
+ * when the destroy delivery listed nobody. Only the figures: the report's lists of users,
+ * streams and calls are not built (for a refold, building them was most of the fold's own CPU).
  */
 import type { Database } from "../../db/client";
 import { recordEvents } from "../webhooks/outbox";
-import { describeMeetings, prepareReport } from "./meetings";
+import { meetingFigures, meetingId, meetingLives, prepareReport } from "./meetings";
 
 /** A room life that the fold has just ended. */
 export interface EndedLife {
@@ -36,15 +37,15 @@ export async function announceEndedRooms(tx: Database, ended: EndedLife[]): Prom
       rooms: [...new Set(lives.map((life) => life.room))],
     };
     const wanted = new Set(lives.map((life) => lifeKey(life.room, life.breakoutId, life.startedAt)));
-    const meetings = (await describeMeetings(await prepareReport(accountId, window, asOf, tx))).filter(
-      ({ life }) => life.id !== null && wanted.has(lifeKey(life.room, life.breakoutId, life.startedAt)),
+    const ended = (await meetingLives(await prepareReport(accountId, window, asOf, tx))).filter(
+      (life) => life.id !== null && wanted.has(lifeKey(life.room, life.breakoutId, life.startedAt)),
     );
     await recordEvents(
       tx,
       accountId,
       "room.ended",
-      meetings.map(({ room, seconds, life }) => {
-        const { streams: _, calls: __, ...usage } = room.media_usage;
+      ended.map((life) => {
+        const { seconds, figures: usage } = meetingFigures(life, asOf);
         const duration = Math.max(0, Math.floor((life.endedAt!.getTime() - life.startedAt.getTime()) / 1000));
         return {
           room: life.room,
@@ -55,7 +56,7 @@ export async function announceEndedRooms(tx: Database, ended: EndedLife[]): Prom
           minutes: Math.ceil(duration / 60),
           participant_minutes: Math.ceil(seconds.participant / 60),
           participants: usage.distinct_participants,
-          meeting_id: room.room_details.MeetingId,
+          meeting_id: meetingId(life),
           usage,
         };
       }),
