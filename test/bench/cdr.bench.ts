@@ -140,10 +140,58 @@ const [, floorMs] = await time(() =>
     [account.id],
   ),
 );
-await admin.unsafe("drop table stays_floor");
+await admin.unsafe("truncate stays_floor");
 console.log(
   "writing the stays alone (one INSERT … SELECT into an empty indexed copy): " +
     `${seconds(floorMs)} s = ${(floorMs / sqlMs).toFixed(1)}x the aggregation`,
+);
+console.log(`ratio fold / the stays alone: ${(foldMs / floorMs).toFixed(2)}x`);
+
+// The same stays written in the refold's pages (whole rooms, about PAGE events), two pages at once
+// as the refold folds them, each its own transaction, upserted as the fold must (a stay's halves may
+// come in two pages): what paging itself costs, beside the one statement above.
+const rooms = (await admin.unsafe(
+  "select room, count(*)::int as events from conference_events where account_id = $1 group by room order by room",
+  [account.id],
+)) as unknown as Array<{ room: string; events: number }>;
+const floorPages: string[][] = [[]];
+let pageEvents = 0;
+for (const { room, events } of rooms) {
+  if (floorPages.at(-1)!.length > 0 && pageEvents + events > PAGE) {
+    floorPages.push([]);
+    pageEvents = 0;
+  }
+  floorPages.at(-1)!.push(room);
+  pageEvents += events;
+}
+const pagedWriter = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+const pending = floorPages.values();
+const [, pagedMs] = await time(() =>
+  Promise.all(
+    [1, 2].map(async () => {
+      for (const page of pending)
+        await pagedWriter.begin((tx) =>
+          tx.unsafe(
+            `insert into stays_floor as s (account_id, room, occupant_jid, user_id, name, joined_at, left_at)
+            select account_id, room, payload->'occupant'->>'occupant_jid', min(payload->'occupant'->>'id'),
+              min(payload->'occupant'->>'name'), to_timestamp((payload->'occupant'->>'joined_at')::bigint),
+              max(to_timestamp((payload->'occupant'->>'left_at')::bigint))
+            from conference_events
+            where account_id = $1 and room = any($2::text[]) and kind in ('occupant_joined', 'occupant_left')
+            group by account_id, room, payload->'occupant'->>'occupant_jid', payload->'occupant'->>'joined_at'
+            on conflict (account_id, room, joined_at, breakout_id, occupant_jid)
+              do update set left_at = greatest(s.left_at, excluded.left_at)`,
+            [account.id, page],
+          ),
+        );
+    }),
+  ),
+);
+await pagedWriter.end();
+await admin.unsafe("drop table stays_floor");
+console.log(
+  `the stays alone in the refold's ${floorPages.length} pages, two at once: ${seconds(pagedMs)} s ` +
+    `(fold / this: ${(foldMs / pagedMs).toFixed(2)}x)`,
 );
 
 const [sums] = (await admin.unsafe(
