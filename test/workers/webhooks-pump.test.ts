@@ -293,6 +293,36 @@ test("an endpoint deleted while a batch holds its deliveries goes at once; a cla
   }
 }, 30_000);
 
+test("a held attempt that fails after its endpoint was deleted schedules no retry for it", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  // The held attempt fails by its own timeout, some seconds after the delete has committed.
+  const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 4_000 } });
+  const pump = startLockedPump(2, 60_000);
+  try {
+    const { id } = await newEndpoint(a.apiKey, receiver.url);
+    receiver.setMode("hang");
+    await emitMany(a.accountId, 1);
+    pump.wake();
+    expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
+    const [held] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, id));
+    const deleted = await call("DELETE", `/api/v1/webhooks/${id}`, {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+    });
+    expect(deleted.status).toBe(204);
+    // The attempt has not ended yet, so what its batch records comes after the delete.
+    expect(receiver.hanging()).toBe(1);
+    expect(await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, held!.id))).toEqual([]);
+    // Stopping waits for the attempt to time out and for its batch to record the failure and commit.
+    await pump.stop();
+    expect(await db.select().from(webhookDue).where(eq(webhookDue.deliveryId, held!.id))).toEqual([]);
+  } finally {
+    await pump.stop();
+    restoreConfig();
+    receiver.stop();
+  }
+}, 30_000);
+
 test("the embedded database's pump, stopping, gives back the deliveries it claimed and had not sent", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");

@@ -472,12 +472,17 @@ export async function recordLocked(
       ),
       due as (
         insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
-        select id, endpoint, sequence, next from outcome where next is not null
-        union all
-        select id, endpoint, sequence, until from lease
-        union all
-        select o.id, o.endpoint, o.sequence, statement_timestamp()
-        from jsonb_to_recordset(${JSON.stringify(givenBack)}::jsonb) as o(id bigint, endpoint text, sequence bigint)
+        select * from (
+          select id, endpoint, sequence, next from outcome where next is not null
+          union all
+          select id, endpoint, sequence, until from lease
+          union all
+          select o.id, o.endpoint, o.sequence, statement_timestamp()
+          from jsonb_to_recordset(${JSON.stringify(givenBack)}::jsonb) as o(id bigint, endpoint text, sequence bigint)
+        ) as again (id, endpoint, sequence, at)
+        -- Not for a delivery gone meanwhile with its endpoint: nothing would send it, and the row would
+        -- wait for some claim to drop it.
+        where exists (select from webhook_deliveries d where d.id = again.id)
         -- A retry or replay made meanwhile added the row back, due now.
         on conflict (delivery_id) do update set due_at = least(webhook_due.due_at, excluded.due_at)
       )
