@@ -24,6 +24,10 @@ process.env.WEBHOOK_RETRY_SCHEDULE ??= "1,1,1,1,2,2,2,2,2,2,2,2";
 // Operators' passwords hashed at 1 MiB rather than 64: still argon2id, verified the same way, but
 // the dozens of sign-ins of the console tests would otherwise spend seconds of CPU in the hash.
 process.env.OPERATOR_PASSWORD_MEMORY_KIB ??= "1024";
+// Four connections per process, for this process and every Parley it starts, rather than ten: a
+// suite's processes held up to 51 of the shared server's 100 at once, so a second suite on the
+// machine was refused connections ("too many clients").
+process.env.DATABASE_POOL_SIZE ??= "4";
 
 // Parley reads its configuration once, so the real S3 server must be up before that.
 const shared = process.env.TEST_S3_ENDPOINT;
