@@ -19,6 +19,13 @@ export interface Broker {
    * they cannot be: Redis is unreachable).
    */
   broadcast(topic: string, frame: string, except?: ServerWebSocket<unknown>): Promise<void>;
+  /**
+   * Settles once every frame broadcast so far is with the other processes' carrier (Redis has
+   * taken it), or could not be; never rejects, and waits at most a bounded time. A caller that
+   * acknowledges a message waits for this first, so a process that dies right after its
+   * acknowledgement has already handed the message to the sockets of other processes.
+   */
+  handedOn(): Promise<void>;
   /** This process has a socket on `topic` (counted; resolves once frames from elsewhere will arrive). */
   subscribe(topic: string): Promise<void>;
   unsubscribe(topic: string): Promise<void>;

@@ -29,6 +29,9 @@ export class LocalBroker implements Broker {
     deliverLocally(topic, frame, except);
   }
 
+  /** One process: its sockets had every frame when broadcast returned. */
+  async handedOn() {}
+
   async subscribe() {}
 
   async unsubscribe() {}

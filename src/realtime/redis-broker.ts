@@ -60,6 +60,8 @@ export class RedisBroker implements Broker {
   private readonly heartbeat: ReturnType<typeof setInterval>;
   private readonly onReady = () => this.restore();
   private readonly onPublisherReady = () => this.fanOutBack();
+  /** The latest frame handed to the publisher: its connection answers in order, so this answering means all did. */
+  private lastPublish: Promise<unknown> = Promise.resolve();
   /** Fan-out has failed since the publisher last connected: logged once, not per frame. */
   private fanOutLost = false;
 
@@ -135,6 +137,12 @@ export class RedisBroker implements Broker {
    * Never fails, and waits for Redis only before its first connection: the frame reaches this
    * process's sockets at once, and is handed to the other processes that listen when Redis is there.
    */
+  async handedOn(): Promise<void> {
+    const last = this.lastPublish;
+    // A failure was logged by broadcast; an unreachable Redis holds no one up for longer than a prompt answer takes.
+    await settledWithin(last, PROMPT_REDIS_MS);
+  }
+
   async broadcast(topic: string, frame: string, except?: ServerWebSocket<unknown>) {
     deliverLocally(topic, frame, except);
     if (disconnected(this.publisher)) {
@@ -150,9 +158,10 @@ export class RedisBroker implements Broker {
       frame,
     );
     // Connected, the frame is handed on once written: the caller
-    // (a socket's next frame) does not wait for Redis's answer.
+    // (a socket's next frame) does not wait for Redis's answer; one that must, asks handedOn.
     if (this.publisher.status === "ready") {
       published.catch((error: Error) => this.fanOutFailed(error));
+      this.lastPublish = published;
       return;
     }
     // Still connecting for the first time: the caller waits, bounded, so frames keep their order.

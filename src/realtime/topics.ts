@@ -8,6 +8,11 @@ export function accountTopic(accountId: string, topic: string): string {
   return `${accountId}/${topic}`;
 }
 
+/** Settles once every broadcast so far is with the other processes (see Broker.handedOn). */
+export function broadcastsHandedOn(): Promise<void> {
+  return broker().handedOn();
+}
+
 /**
  * Broadcasts an event to the account's sockets on `topic` (as clients name it) on every
  * process. The change it reports is already stored, so a broker failure is logged rather

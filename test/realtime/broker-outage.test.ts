@@ -2,7 +2,8 @@
  * The Redis broker across a Redis restart that loses everything: broadcasts while Redis is
  * away return at once and are logged once, not queued; when Redis returns, the process's
  * interest is declared again, so frames reach the other processes without waiting for a
- * heartbeat. The brokers run in a child process pointed at a private Redis.
+ * heartbeat. A caller that asks (a chat message's acknowledgement) waits until Redis has taken
+ * the frames broadcast so far. The brokers run in a child process pointed at a private Redis.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
@@ -30,6 +31,10 @@ for await (const chunk of console) {
     const started = performance.now();
     for (let i = 0; i < Number(arg); i++) await here.broadcast(${JSON.stringify(TOPIC)}, "during " + i);
     console.log("@burst " + Math.round(performance.now() - started));
+  } else if (command === "handed") {
+    here.broadcast(${JSON.stringify(TOPIC)}, "handed " + arg);
+    await here.handedOn();
+    console.log("@handed " + arg);
   } else if (command === "send") {
     await here.broadcast(${JSON.stringify(TOPIC)}, "after " + arg);
     console.log("@sent " + arg);
@@ -121,4 +126,25 @@ test("Redis away: a broadcast does not wait, fan-out failure logged once; intere
   expect(await eventually(() => lines.some((line) => line.includes("fan-out to other processes works again")))).toBe(
     true,
   );
+}, 30_000);
+
+test("handedOn waits until Redis has taken what was broadcast, as a chat acknowledgement does", async () => {
+  await answer("@ready");
+  const pauser = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  const listener = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  try {
+    const received: string[] = [];
+    listener.on("message", (_channel: string, text: string) => received.push(text));
+    await listener.subscribe(`${PREFIX}:rt:${TOPIC}`);
+    // Redis holds every command for 700 ms: the broadcast's publish among them.
+    await pauser.call("client", "pause", "700", "all");
+    tell("handed 1");
+    await Bun.sleep(300);
+    expect(lines.some((line) => line.startsWith("@handed 1"))).toBe(false);
+    expect(await answer("@handed 1")).toBe("@handed 1");
+    expect(await until(() => received.some((text) => text.endsWith(" handed 1")), Boolean, 2_000, 20)).toBe(true);
+  } finally {
+    listener.disconnect();
+    pauser.disconnect();
+  }
 }, 30_000);

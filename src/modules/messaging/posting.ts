@@ -10,6 +10,7 @@ import type { Actor } from "../auth/actor";
 import { checkContent, positiveInt } from "./checks";
 import { findMessage, viewOf } from "./messages";
 import type { Message } from "./model";
+import { broadcastsHandedOn } from "../../realtime/topics";
 import { admitted, announceToRoom, findRoom, type RoomRow } from "./rooms";
 import { chatMessages, chatPollOptions } from "./schema";
 import { rememberUser } from "./users";
@@ -188,10 +189,16 @@ async function writeBatch(batch: Post[]): Promise<void> {
         post.reject(message);
         continue;
       }
-      // Not awaited: this process's sockets have it when the call returns, and the writer
-      // must not stall on Redis (copies for other processes keep their order on one connection).
+      // Not awaited one by one: this process's sockets have it when the call returns, and
+      // copies for other processes keep their order on one connection.
       announceToRoom(post.actor.accountId, post.channelId, "new_message", message);
-      post.resolve(message);
+    }
+    // Acknowledged once the copies for other processes are with Redis (bounded, never failing):
+    // a process killed right after acknowledging has then not taken them down with it.
+    await broadcastsHandedOn();
+    for (const [i, { post }] of run.entries()) {
+      const message = messages[i]!;
+      if (!(message instanceof Error)) post.resolve(message);
     }
   }
 }
