@@ -56,10 +56,14 @@ export async function roomsAfter(
   return rows;
 }
 
+/** Rooms as the JSON a statement reads with `jsonb_to_recordset(…) as k("accountId" text, room text)`. */
+export const roomsJson = (rooms: Array<{ accountId: string; room: string }>) =>
+  JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })));
+
 /** Every event of the given rooms (breakouts included, they carry their main room's name), in id order. */
 export async function eventsOfRooms(rooms: Array<{ accountId: string; room: string }>): Promise<FoldableEvent[]> {
   if (rooms.length === 0) return [];
-  const wanted = JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })));
+  const wanted = roomsJson(rooms);
   // One index scan per room: `offset 0` keeps the planner from flattening the lateral join into
   // a hash join over the whole log, which it prefers when one account holds every event.
   const rows = await db.execute(sql`
@@ -77,10 +81,7 @@ export async function eventsOfRooms(rooms: Array<{ accountId: string; room: stri
 export type MediaSubject = { accountId: string; subject: string };
 
 /** Every stream and call event about the given subjects, oldest first, read through the fold's transaction. */
-export async function mediaEventsForSubjects(
-  subjects: Array<{ accountId: string; subject: string }>,
-  executor: Database,
-): Promise<StoredEvent[]> {
+export async function mediaEventsForSubjects(subjects: MediaSubject[], executor: Database): Promise<StoredEvent[]> {
   if (subjects.length === 0) return [];
   // A join against a JSON list of pairs: drizzle has no tuple IN, and thousands of ORs would plan slowly.
   const wanted = sql`select s."accountId", s.subject from jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)`;

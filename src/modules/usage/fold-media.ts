@@ -5,7 +5,7 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import type { StoredEvent } from "../events/schema";
-import { mediaEventsForSubjects } from "./fold-log";
+import { type MediaSubject, mediaEventsForSubjects } from "./fold-log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 import { type CallDetails, type MediaKind, mediaSessions } from "./schema";
@@ -109,10 +109,7 @@ function pairMediaEvents(events: StoredEvent[]): MediaInterval[] {
   ];
 }
 
-export async function rebuildMedia(
-  tx: Database,
-  subjects: Array<{ accountId: string; subject: string }>,
-): Promise<Touched[]> {
+export async function rebuildMedia(tx: Database, subjects: MediaSubject[]): Promise<Touched[]> {
   if (subjects.length === 0) return [];
   const events = await mediaEventsForSubjects(subjects, tx);
   const bySubject = Map.groupBy(events, (event) => `${event.accountId}|${event.subject}`);

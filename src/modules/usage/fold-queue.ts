@@ -9,7 +9,7 @@ import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
 import { conferenceEvents, conferenceEventsUnfolded } from "../events/schema";
-import { type FoldableEvent, foldableColumns, foldableRows, type LoggedRoom } from "./fold-log";
+import { type FoldableEvent, foldableColumns, foldableRows, type LoggedRoom, roomsJson } from "./fold-log";
 
 /** The named events that are not folded yet. */
 export async function unfoldedEventsByIds(ids: number[]): Promise<FoldableEvent[]> {
@@ -248,7 +248,7 @@ export async function markFolded(tx: Database, ids: number[]): Promise<void> {
  * listed and folds again, which changes nothing. One scan of the list's room index per room.
  */
 export async function markRoomsFolded(tx: Database, rooms: LoggedRoom[]): Promise<void> {
-  const wanted = JSON.stringify(rooms.map(({ accountId, room }) => ({ accountId, room })));
+  const wanted = roomsJson(rooms);
   await tx.execute(sql`
     delete from conference_events_unfolded u using jsonb_to_recordset(${wanted}::jsonb) as k("accountId" text, room text)
     where u.account_id = k."accountId" and u.room = k.room`);

@@ -9,7 +9,7 @@ import { log } from "../../core/log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 import { MEDIA_EVENT_KINDS } from "../events/schema";
-import type { LoggedRoom } from "./fold-log";
+import { type LoggedRoom, roomsJson } from "./fold-log";
 
 /** A timestamp as text of its milliseconds since the epoch, read back exactly by JavaScript. */
 const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 1000)::bigint)::text`;
@@ -35,8 +35,7 @@ function pageEvents(page: FoldPage) {
   if ("ids" in page)
     return sql`select ${PAGE_COLUMNS} from conference_events
       where id = any(${`{${page.ids.join(",")}}`}::bigint[]) and kind in ${CONFERENCE_KINDS}`;
-  const rooms = JSON.stringify(page.rooms.map(({ accountId, room }) => ({ accountId, room })));
-  return sql`select e.* from jsonb_to_recordset(${rooms}::jsonb) as k("accountId" text, room text)
+  return sql`select e.* from jsonb_to_recordset(${roomsJson(page.rooms)}::jsonb) as k("accountId" text, room text)
     cross join lateral (
       select ${PAGE_COLUMNS} from conference_events c
       where c.account_id = k."accountId" and c.room = k.room offset 0
