@@ -63,6 +63,15 @@ const tell = (command: string) => {
   child.stdin.flush();
 };
 
+/** A client subscribed to TOPIC's channel on the private Redis, as another process's broker is, and what it got. */
+async function listen(): Promise<{ received: string[]; disconnect(): void }> {
+  const listener = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  const received: string[] = [];
+  listener.on("message", (_channel: string, text: string) => received.push(text));
+  await listener.subscribe(`${PREFIX}:rt:${TOPIC}`);
+  return { received, disconnect: () => listener.disconnect() };
+}
+
 beforeAll(async () => {
   redis = await privateRedis();
   child = Bun.spawn([process.execPath, "-e", CHILD], {
@@ -93,11 +102,9 @@ test("Redis away: a broadcast does not wait, fan-out failure logged once; intere
 
   await redis.start();
   const fresh = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
-  const listener = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  const listener = await listen();
   try {
-    const received: string[] = [];
-    listener.on("message", (_channel: string, text: string) => received.push(text));
-    await listener.subscribe(`${PREFIX}:rt:${TOPIC}`);
+    const { received } = listener;
     // The restarted Redis is empty: the interest set comes back from the child, well before its 10 s heartbeat.
     const members = await until(
       () => fresh.smembers(`${PREFIX}:rt-interest:${TOPIC}`),
@@ -131,11 +138,9 @@ test("Redis away: a broadcast does not wait, fan-out failure logged once; intere
 test("handedOn waits until Redis has taken what was broadcast, as a chat acknowledgement does", async () => {
   await answer("@ready");
   const pauser = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
-  const listener = new Redis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  const listener = await listen();
   try {
-    const received: string[] = [];
-    listener.on("message", (_channel: string, text: string) => received.push(text));
-    await listener.subscribe(`${PREFIX}:rt:${TOPIC}`);
+    const { received } = listener;
     // Redis holds every command for 700 ms: the broadcast's publish among them.
     await pauser.call("client", "pause", "700", "all");
     tell("handed 1");

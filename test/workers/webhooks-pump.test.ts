@@ -246,24 +246,40 @@ test("what a bounded batch had not begun is due again, no attempt counted, and s
   }
 }, 30_000);
 
+/**
+ * One delivery held by a batch (its attempt hanging at the receiver), then its endpoint deleted
+ * through the API; `before` runs once the endpoint exists. Answers the endpoint's id.
+ */
+async function deleteWhileHeld(
+  a: { accountId: string; apiKey: string },
+  receiver: Awaited<ReturnType<typeof startReceiver>>,
+  pump: ReturnType<typeof startLockedPump>,
+  before: (endpointId: string) => Promise<unknown> = async () => {},
+): Promise<string> {
+  const { id } = await newEndpoint(a.apiKey, receiver.url);
+  await before(id);
+  receiver.setMode("hang");
+  await emitMany(a.accountId, 1);
+  pump.wake();
+  expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
+  // Nothing refers to the due row the batch holds, so the delete does not wait for the batch.
+  const deleted = await call("DELETE", `/api/v1/webhooks/${id}`, {
+    headers: { authorization: `Bearer ${a.apiKey}` },
+  });
+  expect(deleted.status).toBe(204);
+  return id;
+}
+
 test("an endpoint deleted while a batch holds its deliveries goes at once; a claim drops its rest", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
   const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 10_000 } });
   const pump = startLockedPump(2, 60_000);
   try {
-    const { id } = await newEndpoint(a.apiKey, receiver.url);
     // A failing endpoint: the success below ends its failure run, which writes the endpoint's row.
-    await db.update(webhookEndpoints).set({ failingSince: new Date() }).where(eq(webhookEndpoints.id, id));
-    receiver.setMode("hang");
-    await emitMany(a.accountId, 1);
-    pump.wake();
-    expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
-    // Nothing refers to the due row the batch holds, so the delete does not wait for the batch.
-    const deleted = await call("DELETE", `/api/v1/webhooks/${id}`, {
-      headers: { authorization: `Bearer ${a.apiKey}` },
-    });
-    expect(deleted.status).toBe(204);
+    const id = await deleteWhileHeld(a, receiver, pump, (endpointId) =>
+      db.update(webhookEndpoints).set({ failingSince: new Date() }).where(eq(webhookEndpoints.id, endpointId)),
+    );
     expect(receiver.hanging()).toBe(1);
     const openClaims = async () =>
       rowsOf<{ n: number }>(
@@ -300,22 +316,13 @@ test("a held attempt that fails after its endpoint was deleted schedules no retr
   const restoreConfig = overrideConfig({ webhooks: { timeoutMs: 4_000 } });
   const pump = startLockedPump(2, 60_000);
   try {
-    const { id } = await newEndpoint(a.apiKey, receiver.url);
-    receiver.setMode("hang");
-    await emitMany(a.accountId, 1);
-    pump.wake();
-    expect(await until(receiver.hanging, (n) => n === 1)).toBe(1);
-    const [held] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, id));
-    const deleted = await call("DELETE", `/api/v1/webhooks/${id}`, {
-      headers: { authorization: `Bearer ${a.apiKey}` },
-    });
-    expect(deleted.status).toBe(204);
+    const id = await deleteWhileHeld(a, receiver, pump);
     // The attempt has not ended yet, so what its batch records comes after the delete.
     expect(receiver.hanging()).toBe(1);
-    expect(await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, held!.id))).toEqual([]);
+    expect(await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.endpointId, id))).toEqual([]);
     // Stopping waits for the attempt to time out and for its batch to record the failure and commit.
     await pump.stop();
-    expect(await db.select().from(webhookDue).where(eq(webhookDue.deliveryId, held!.id))).toEqual([]);
+    expect(await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).toEqual([]);
   } finally {
     await pump.stop();
     restoreConfig();
