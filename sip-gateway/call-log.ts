@@ -449,9 +449,8 @@ export function callsById(callId: string, accountId?: string): Promise<CallRecor
  * by an earlier process of the same name (a container's pid is often the same after a restart).
  * Other gateways see this one beat, so the lost-call sweep never looks at them. The end
  * is unknown here: it is now, or the longest a call may last if that came first. Answers how
- * many it ended.
+ * many it ended. `open`: this gateway's open calls, read here unless the caller has them.
  */
-/** `open`: this gateway's open calls, read here unless the caller has them. */
 export async function endForgottenCalls(now = Date.now(), open?: CallRecord[]): Promise<number> {
   open ??= await db
     .select()

@@ -133,16 +133,15 @@ export class RedisBroker implements Broker {
     return subscriber;
   }
 
+  async handedOn(): Promise<void> {
+    // A failure was logged by broadcast; an unreachable Redis holds no one up for longer than a prompt answer takes.
+    await settledWithin(this.lastPublish, PROMPT_REDIS_MS);
+  }
+
   /**
    * Never fails, and waits for Redis only before its first connection: the frame reaches this
    * process's sockets at once, and is handed to the other processes that listen when Redis is there.
    */
-  async handedOn(): Promise<void> {
-    const last = this.lastPublish;
-    // A failure was logged by broadcast; an unreachable Redis holds no one up for longer than a prompt answer takes.
-    await settledWithin(last, PROMPT_REDIS_MS);
-  }
-
   async broadcast(topic: string, frame: string, except?: ServerWebSocket<unknown>) {
     deliverLocally(topic, frame, except);
     if (disconnected(this.publisher)) {
