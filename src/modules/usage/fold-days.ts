@@ -53,12 +53,20 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
           t.day::timestamp at time zone 'UTC' as d0, (t.day + 1)::timestamp at time zone 'UTC' as d1
         from jsonb_to_recordset(${chunk}::jsonb) as t(account_id text, room text, day date)
       ),
+      -- Each target's stays and media by a probe of its room's index (\`offset 0\` keeps the subquery
+      -- correlated): joined as tables, the planner hashed every stay there is for each fold once
+      -- its statistics counted the table (autovacuum's analyze), a fold's cost growing with the table.
       stays as (
-        select t.account_id, t.room, t.day, coalesce(p.user_id, p.email, p.occupant_jid) as who,
-          greatest(p.joined_at, t.d0) as s, greatest(least(p.left_at, t.d1), p.joined_at, t.d0) as e
+        select t.account_id, t.room, t.day, p.who, p.s, p.e
         from targets t
-        join participant_sessions p on p.account_id = t.account_id and p.room = t.room
-          and p.left_at is not null and p.joined_at < t.d1 and p.left_at >= t.d0
+        cross join lateral (
+          select coalesce(p.user_id, p.email, p.occupant_jid) as who,
+            greatest(p.joined_at, t.d0) as s, greatest(least(p.left_at, t.d1), p.joined_at, t.d0) as e
+          from participant_sessions p
+          where p.account_id = t.account_id and p.room = t.room
+            and p.left_at is not null and p.joined_at < t.d1 and p.left_at >= t.d0
+          offset 0
+        ) p
       ),
       people as (
         select account_id, room, day, sum(extract(epoch from e - s)) as seconds, count(distinct who) as distinct_people
@@ -77,8 +85,12 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
           sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'recording') as recording,
           max(m.peak_viewers) filter (where m.kind = 'streaming') as viewers
         from targets t
-        join media_sessions m on m.account_id = t.account_id and m.room = t.room
-          and m.ended_at is not null and m.started_at < t.d1 and m.ended_at >= t.d0
+        cross join lateral (
+          select * from media_sessions m
+          where m.account_id = t.account_id and m.room = t.room
+            and m.ended_at is not null and m.started_at < t.d1 and m.ended_at >= t.d0
+          offset 0
+        ) m
         group by t.account_id, t.room, t.day
       ),
       computed as (
