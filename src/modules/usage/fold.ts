@@ -225,6 +225,8 @@ export async function refoldLog({
       }
     };
     await Promise.all(Array.from({ length: concurrency }, folder));
+    // A short listing was the log's last: another would read the whole log again to find nothing.
+    if (rooms.length < ROOMS_PER_LISTING) return folded;
     after = rooms.at(-1)!;
   }
 }
