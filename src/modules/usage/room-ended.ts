@@ -37,7 +37,7 @@ export async function announceEndedRooms(tx: Database, ended: EndedLife[]): Prom
       rooms: [...new Set(lives.map((life) => life.room))],
     };
     const wanted = new Set(lives.map((life) => lifeKey(life.room, life.breakoutId, life.startedAt)));
-    const ended = (await meetingLives(await prepareReport(accountId, window, asOf, tx))).filter(
+    const ended = (await meetingLives(await prepareReport(accountId, window, asOf, tx), "figures")).filter(
       (life) => life.id !== null && wanted.has(lifeKey(life.room, life.breakoutId, life.startedAt)),
     );
     await recordEvents(
