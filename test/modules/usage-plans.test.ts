@@ -16,7 +16,7 @@ import { newAccount } from "../helpers";
 
 test("rebuilding a room's day probes its stays and media instead of scanning the tables", async () => {
   const { accountId } = await newAccount();
-  // 200 rooms of 30 stays and 20 streams each, on one day, then the statistics autovacuum would take
+  // 200 rooms of 30 stays and 20 hourly streams each, then the statistics autovacuum would take
   // (with fewer rows a table of a few pages is cheaper scanned than probed, as the planner rightly finds).
   await db.execute(sql`
     insert into participant_sessions (account_id, room, occupant_jid, user_id, joined_at, left_at)
