@@ -179,7 +179,7 @@ export async function foldBeforeReport(accountId: string, rooms: string[], asked
   return oldest !== null && oldest < askedAt ? oldest : askedAt;
 }
 
-/** How many rooms one listing of the log names: each listing reads the whole log once. */
+/** How many rooms one listing of the log names by default. */
 const ROOMS_PER_LISTING = 50_000;
 
 /** How a refold pages the log, and whose events it folds. */
@@ -190,6 +190,8 @@ export interface RefoldOptions {
   concurrency?: number;
   /** Only this account's events; every account's when absent. */
   accountId?: string;
+  /** How many rooms one listing of the log names; each listing reads the whole log once. */
+  roomsPerListing?: number;
 }
 
 /**
@@ -203,11 +205,12 @@ export async function refoldLog({
   pageSize = 10_000,
   concurrency = 2,
   accountId,
+  roomsPerListing = ROOMS_PER_LISTING,
 }: RefoldOptions = {}): Promise<number> {
   let folded = 0;
   let after: LoggedRoom | null = null;
   for (;;) {
-    const rooms = await roomsAfter(after, ROOMS_PER_LISTING, accountId);
+    const rooms = await roomsAfter(after, roomsPerListing, accountId);
     if (rooms.length === 0) return folded;
     const pages = roomPages(rooms, pageSize).values();
     const folder = async () => {
@@ -226,7 +229,7 @@ export async function refoldLog({
     };
     await Promise.all(Array.from({ length: concurrency }, folder));
     // A short listing was the log's last: another would read the whole log again to find nothing.
-    if (rooms.length < ROOMS_PER_LISTING) return folded;
+    if (rooms.length < roomsPerListing) return folded;
     after = rooms.at(-1)!;
   }
 }
