@@ -93,14 +93,19 @@ async function endCallsOfLostGateways(now: number, open: CallRecord[]): Promise<
   const beats = await redis().hgetall(beatsKey());
   const longestCallMs = config.sip.maxCallSeconds * 1000;
   const { silentAfterMs } = lostTimers();
+  const ending = (call: CallRecord, at: Date) =>
+    // One call whose end cannot be written is left for the next look; the calls after it are still ended
+    // (in a fixed order they would otherwise wait behind it for ever, billed until the report is read).
+    endLostCall(call, at).catch((error: Error) =>
+      log.error({ callId: call.callId, err: error.message }, "sip: the end of a lost call could not be written"),
+    );
   for (const call of open) {
     const lastBeat = call.gateway ? Number(beats[call.gateway]) : Number.NaN;
     if (Number.isFinite(lastBeat)) {
-      if (now - lastBeat >= silentAfterMs)
-        await endLostCall(call, new Date(Math.max(lastBeat, call.startedAt.getTime())));
+      if (now - lastBeat >= silentAfterMs) await ending(call, new Date(Math.max(lastBeat, call.startedAt.getTime())));
     } else if (now - call.startedAt.getTime() > longestCallMs + UNKNOWN_GATEWAY_MARGIN_MS) {
       // No beat known (written before gateways beat, or Redis lost its data): the gateway would have hung up by now.
-      await endLostCall(call, new Date(call.startedAt.getTime() + longestCallMs));
+      await ending(call, new Date(call.startedAt.getTime() + longestCallMs));
     }
   }
 }

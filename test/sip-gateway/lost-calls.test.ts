@@ -1,11 +1,12 @@
 /**
  * A gateway process killed mid-call never writes the call's end; another gateway notices its
  * heartbeat stopped and ends the call at the last beat, so the phone minutes stop there
- * instead of running on until the report is read, and tells it (call.ended) as any end is.
+ * instead of running on until the report is read, and tells it (call.ended) as any end is. A lost
+ * call whose end cannot be written does not hold back the others.
  */
 import { afterAll, expect, test } from "bun:test";
 import { hostname } from "node:os";
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
@@ -143,3 +144,42 @@ test("a call whose gateway is killed mid-call is ended at the gateway's last bea
   // sipp gives up on its BYE to the dead gateway on its own; only its exit is awaited.
   await sipp;
 }, 150_000);
+
+test("a lost call whose end cannot be written does not keep the lost calls after it open", async () => {
+  // Two open calls of a gateway that stopped beating a minute ago; PostgreSQL refuses to end the first.
+  const ghost = `ghost-sip-${crypto.randomUUID().slice(0, 8)}`;
+  await redis().hset(redisKey("sip", "gateways"), ghost, String(Date.now() - 60_000));
+  const open = { caller: "sip:ann@example.com", callee: "sip:room@example.com", transport: "udp", source: "127.0.0.1" };
+  const [stuck, next] = await db
+    .insert(sipCalls)
+    .values([
+      { ...open, callId: `${ghost}-stuck`, gateway: ghost },
+      { ...open, callId: `${ghost}-next`, gateway: ghost },
+    ])
+    .returning();
+  await db.execute(
+    sql.raw(`
+    create function refuse_stuck_end() returns trigger language plpgsql as $$
+    begin
+      if new.call_id = '${stuck!.callId}' and new.ended_at is not null then raise exception 'this end cannot be written'; end if;
+      return new;
+    end $$;
+    create trigger refuse_stuck_end before update on sip_calls for each row execute function refuse_stuck_end()`),
+  );
+  try {
+    await startGateway();
+    const [ended] = await until(
+      () => callsById(next!.callId),
+      (rows) => rows[0]?.endedAt != null,
+      25_000,
+      200,
+    );
+    expect(ended).toMatchObject({ reason: "gateway_lost", gateway: ghost });
+    expect((await callsById(stuck!.callId))[0]?.endedAt).toBeNull();
+  } finally {
+    await db.execute(sql`drop trigger refuse_stuck_end on sip_calls`);
+    await db.execute(sql`drop function refuse_stuck_end()`);
+    await db.delete(sipCalls).where(eq(sipCalls.gateway, ghost));
+    await redis().hdel(redisKey("sip", "gateways"), ghost);
+  }
+}, 60_000);
