@@ -154,6 +154,9 @@ async function replay(account: { accountId: string; apiKey: string }) {
 }
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+/** The replayed day's report of an account, asked with its id and API key as Basic credentials. */
+const dayReport = (account: { accountId: string; apiKey: string }) =>
+  call("POST", ROUTE, { body: DAY, headers: { authorization: basic(account.accountId, account.apiKey) } });
 const minutes = (seconds: number) => Math.round((seconds / 60) * 100) / 100;
 
 /** The report without what depends on when the test ran. */
@@ -185,10 +188,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
       occupantJoined("standup", { id: "zed", occupant_jid: "z@meet.example.com/Z" }, at("09:02:00"), 1),
     );
     await foldQueued();
-    const answer = await call("POST", ROUTE, {
-      body: DAY,
-      headers: { authorization: basic(acme.accountId, acme.apiKey) },
-    });
+    const answer = await dayReport(acme);
     expect(answer.status).toBe(200);
     report = answer.body;
   }, 30_000);
@@ -449,10 +449,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
 
   test("folding the whole log again changes nothing", async () => {
     await refoldLog({ pageSize: 7 });
-    const again = await call("POST", ROUTE, {
-      body: DAY,
-      headers: { authorization: basic(acme.accountId, acme.apiKey) },
-    });
+    const again = await dayReport(acme);
     expect(comparable(again.body)).toEqual(comparable(report));
   }, 30_000);
 
@@ -467,10 +464,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
     await dropFoldedUsage();
     // Nothing is listed as unfolded, so the report's read-after-write step cannot fold a room the listings missed.
     expect(await refoldLog({ accountId: acme.accountId, pageSize: 7, roomsPerListing: 1 })).toBeGreaterThan(0);
-    const again = await call("POST", ROUTE, {
-      body: DAY,
-      headers: { authorization: basic(acme.accountId, acme.apiKey) },
-    });
+    const again = await dayReport(acme);
     expect(comparable(again.body)).toEqual(comparable(report));
   }, 30_000);
 
@@ -485,10 +479,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
       );
     const rivalBefore = await rivalStays();
     expect(rivalBefore.length).toBe(1);
-    const emptied = await call("POST", ROUTE, {
-      body: DAY,
-      headers: { authorization: basic(acme.accountId, acme.apiKey) },
-    });
+    const emptied = await dayReport(acme);
     expect(emptied.body.days).toEqual([]);
     // And its events listed as unfolded again, as after a long outage of every cdr worker: a refold takes them off.
     await db.execute(sql`insert into conference_events_unfolded (event_id, account_id, room)
@@ -510,10 +501,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
       sql`select count(*)::int as n from conference_events_unfolded where account_id = ${acme.accountId}`,
     );
     expect(rowsOf<{ n: number }>(listed)[0]!.n).toBe(0);
-    const again = await call("POST", ROUTE, {
-      body: DAY,
-      headers: { authorization: basic(acme.accountId, acme.apiKey) },
-    });
+    const again = await dayReport(acme);
     expect(comparable(again.body)).toEqual(comparable(report));
     expect(await rivalStays()).toEqual(rivalBefore);
   }, 30_000);
@@ -528,10 +516,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
         .where(eq(conferenceEvents.accountId, mirror.accountId))
     ).map((row) => row.id);
     for (const id of ids.reverse()) await foldEventIds([id]);
-    const answer = await call("POST", ROUTE, {
-      body: DAY,
-      headers: { authorization: basic(mirror.accountId, mirror.apiKey) },
-    });
+    const answer = await dayReport(mirror);
     expect(comparable(answer.body)).toEqual(comparable(report));
   }, 30_000);
 
