@@ -48,16 +48,19 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
   for (let i = 0; i < targets.length; i += 5000) {
     const chunk = JSON.stringify(targets.slice(i, i + 5000));
     const written = await tx.execute(sql`
+      -- Each target numbered: the sorts below (distinct people, presence in time order) group by
+      -- that number instead of the account, room and day, whose text keys made most of their cost.
       with targets as (
-        select t.account_id, t.room, t.day,
+        select t.n, t.account_id, t.room, t.day,
           t.day::timestamp at time zone 'UTC' as d0, (t.day + 1)::timestamp at time zone 'UTC' as d1
-        from jsonb_to_recordset(${chunk}::jsonb) as t(account_id text, room text, day date)
+        from rows from (jsonb_to_recordset(${chunk}::jsonb) as (account_id text, room text, day date))
+          with ordinality as t(account_id, room, day, n)
       ),
       -- Each target's stays and media by a probe of its room's index (\`offset 0\` keeps the subquery
       -- correlated): joined as tables, the planner hashed every stay there is for each fold once
       -- its statistics counted the table (autovacuum's analyze), a fold's cost growing with the table.
       stays as (
-        select t.account_id, t.room, t.day, p.who, p.s, p.e
+        select t.n, p.who, p.s, p.e
         from targets t
         cross join lateral (
           select coalesce(p.user_id, p.email, p.occupant_jid) as who,
@@ -69,17 +72,17 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
         ) p
       ),
       people as (
-        select account_id, room, day, sum(extract(epoch from e - s)) as seconds, count(distinct who) as distinct_people
-        from stays group by account_id, room, day
+        select n, sum(extract(epoch from e - s)) as seconds, count(distinct who) as distinct_people
+        from stays group by n
       ),
       running as (
         -- At one instant leaves count before joins, so a hand-over is not an overlap.
-        select account_id, room, day, sum(delta) over (partition by account_id, room, day order by at, delta rows unbounded preceding) as present
-        from (select account_id, room, day, s as at, 1 as delta from stays union all select account_id, room, day, e, -1 from stays) as points
+        select n, sum(delta) over (partition by n order by at, delta rows unbounded preceding) as present
+        from (select n, s as at, 1 as delta from stays union all select n, e, -1 from stays) as points
       ),
-      peaks as (select account_id, room, day, max(present) as peak from running group by account_id, room, day),
+      peaks as (select n, max(present) as peak from running group by n),
       media as (
-        select t.account_id, t.room, t.day,
+        select t.n,
           sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'phone') as phone,
           sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'streaming') as streaming,
           sum(extract(epoch from greatest(least(m.ended_at, t.d1), m.started_at, t.d0) - greatest(m.started_at, t.d0))) filter (where m.kind = 'recording') as recording,
@@ -91,18 +94,18 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
             and m.ended_at is not null and m.started_at < t.d1 and m.ended_at >= t.d0
           offset 0
         ) m
-        group by t.account_id, t.room, t.day
+        group by t.n
       ),
       computed as (
         select t.account_id, t.room, t.day, round(coalesce(pe.seconds, 0)) as participant_seconds, coalesce(pk.peak, 0) as peak_participants,
           coalesce(pe.distinct_people, 0) as distinct_participants, round(coalesce(me.phone, 0)) as phone_seconds,
           round(coalesce(me.streaming, 0)) as streaming_seconds, round(coalesce(me.recording, 0)) as recording_seconds,
           coalesce(me.viewers, 0) as peak_viewers,
-          pe.room is not null or me.room is not null as used
+          pe.n is not null or me.n is not null as used
         from targets t
-        left join people pe using (account_id, room, day)
-        left join peaks pk using (account_id, room, day)
-        left join media me using (account_id, room, day)
+        left join people pe using (n)
+        left join peaks pk using (n)
+        left join media me using (n)
       ),
       -- A day left with no stay and no media (its only session moved or was rebuilt) keeps no row.
       emptied as (
