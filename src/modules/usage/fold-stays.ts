@@ -44,8 +44,8 @@ function pageEvents(page: FoldPage) {
 
 /**
  * Upserts, in one statement straight from the log, the room lives and stays the page's
- * conference events name, and answers the spans they touched, whether a stay may now be
- * closed at its room's end, and the events that name no stay or life. Within the page, the
+ * conference events name, and answers the spans they touched, the rooms where a stay may now
+ * be closed at its room's end, and the events that name no stay or life. Within the page, the
  * halves of a pair are merged first (latest end, first name known), so each key is written
  * once.
  */
@@ -143,9 +143,14 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
         to_char(joined_at at time zone 'UTC', 'YYYY-MM-DD') as from_day,
         to_char(coalesce(left_at, joined_at) at time zone 'UTC', 'YYYY-MM-DD') as to_day, null::text as id
       from spans group by 2, 3, 4, 5
-      -- Only an ended room life or a stay with no leave can leave a stay to close at the room's end.
-      union all select 'close', null, null, null, null, null
-      where exists (select from lives where ended_at is not null) or exists (select from incoming where left_at is null)
+      -- The rooms where a stay may be left to close at the room's end: those with a stay the page
+      -- leaves without a leave and, for a page by id, those with a life it ends (a stay folded
+      -- earlier may be open). A page of whole rooms holds every half of their stays, so only its own
+      -- stays can be open: a refold of rooms whose people all left skips the close.
+      union all select 'close', account_id, room, null, null, null from (
+        select account_id, room from incoming where left_at is null
+        ${"ids" in page ? sql`union select account_id, room from lives where ended_at is not null` : sql``}
+      ) c group by 2, 3
       -- A life is ended once, by the fold that first sees its destroy; its breakout id and start ride in from_day and id.
       union all select 'ended', account_id, room, breakout_id, null, ${sql.raw(epochMsText("started_at"))} from ending
       -- An anti-join (a plain NOT EXISTS): nested in an OR the check was planned as a scan of usable per event.
@@ -193,7 +198,7 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
     subjects: rows
       .filter((row) => row.what === "subject")
       .map((row) => ({ accountId: row.account_id, subject: row.id })),
-    mayClose: rows.some((row) => row.what === "close"),
+    closable: rows.filter((row) => row.what === "close").map((row) => ({ accountId: row.account_id, room: row.room })),
   };
 }
 

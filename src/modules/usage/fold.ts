@@ -85,7 +85,7 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
     from: event.occurredAt,
     to: event.occurredAt,
   }));
-  await foldFacts(tx, { ids }, rooms, subjects, touched);
+  await foldFacts(tx, { ids }, subjects, touched);
 }
 
 /**
@@ -95,23 +95,17 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
 async function foldRoomsInTransaction(tx: Database, rooms: LoggedRoom[]): Promise<void> {
   await markRoomsFolded(tx, rooms);
   await lockRooms(tx, rooms);
-  await foldFacts(tx, { rooms }, rooms, [], []);
+  await foldFacts(tx, { rooms }, [], []);
 }
 
 /**
  * The fold from the page statement on: sessions upserted, stays closed, media re-paired, rooms
  * ended, days rebuilt. The subjects and spans are those the caller read off the page's events.
  */
-async function foldFacts(
-  tx: Database,
-  page: FoldPage,
-  rooms: Array<{ accountId: string; room: string }>,
-  subjects: MediaSubject[],
-  touched: Touched[],
-): Promise<void> {
+async function foldFacts(tx: Database, page: FoldPage, subjects: MediaSubject[], touched: Touched[]): Promise<void> {
   const conference = await upsertConferenceFacts(tx, page);
   touched.push(...conference.touched);
-  if (conference.mayClose) touched.push(...(await closeStaysAtRoomEnd(tx, rooms)));
+  if (conference.closable.length > 0) touched.push(...(await closeStaysAtRoomEnd(tx, conference.closable)));
   touched.push(...(await rebuildMedia(tx, [...subjects, ...conference.subjects])));
   // Once the lives' stays are closed and their media rebuilt: room.ended carries the report's figures.
   await announceEndedRooms(tx, conference.ended);
