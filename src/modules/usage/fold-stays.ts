@@ -139,10 +139,14 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
         union all select account_id, room, joined_at, previous_left_at from stays_upserted where previous_left_at is not null
         union all select account_id, room, joined_at, left_at from stays_upserted
       )
-      select 'span' as what, account_id, room,
-        to_char(joined_at at time zone 'UTC', 'YYYY-MM-DD') as from_day,
-        to_char(coalesce(left_at, joined_at) at time zone 'UTC', 'YYYY-MM-DD') as to_day, null::text as id
-      from spans group by 2, 3, 4, 5
+      -- Grouped as dates and written as text once per group: to_char for every stay cost more than the grouping.
+      select 'span' as what, account_id, room, to_char(from_day, 'YYYY-MM-DD') as from_day,
+        to_char(to_day, 'YYYY-MM-DD') as to_day, null::text as id
+      from (
+        select account_id, room, (joined_at at time zone 'UTC')::date as from_day,
+          (coalesce(left_at, joined_at) at time zone 'UTC')::date as to_day
+        from spans group by 1, 2, 3, 4
+      ) s
       -- The rooms where a stay may be left to close at the room's end: those with a stay the page
       -- leaves without a leave and, for a page by id, those with a life it ends (a stay folded
       -- earlier may be open). A page of whole rooms holds every half of their stays, so only its own
@@ -162,9 +166,8 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
       ${
         "rooms" in page
           ? sql`-- A page of rooms: each UTC day its events fell on is rebuilt, each stream and call they name re-paired.
-            union all select 'day', account_id, room, day, day, null
-            from (select account_id, room, to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD') as day from page) d
-            group by 2, 3, 4
+            union all select 'day', account_id, room, to_char(day, 'YYYY-MM-DD'), to_char(day, 'YYYY-MM-DD'), null
+            from (select account_id, room, (occurred_at at time zone 'UTC')::date as day from page group by 1, 2, 3) d
             union all select 'subject', account_id, null, null, null, subject from page
             where kind in ${MEDIA_KINDS} and subject is not null group by 2, 6`
           : sql``
