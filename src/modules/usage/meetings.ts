@@ -358,10 +358,11 @@ export async function meetingLives(
   const perRoom = executor !== db && rooms.length > 0;
   // Figures need of a stay only its person (personOf's choice, made here) and its instants: a
   // refold's room.ended read half as many bytes, and parsing them was most of its own CPU.
+  // Nor when it was last updated, which only the report's entries show: each instant is a numeric conversion per stay.
   const stayFields =
     detail === "figures"
-      ? sql`coalesce(user_id, email, occupant_jid), null, null, null, false`
-      : sql`occupant_jid, user_id, name, email, left_estimated`;
+      ? sql`coalesce(user_id, email, occupant_jid), null, null, null, false, ${epochMs(sql`joined_at`)}, ${epochMs(sql`left_at`)}, 0`
+      : sql`occupant_jid, user_id, name, email, left_estimated, ${epochMs(sql`joined_at`)}, ${epochMs(sql`left_at`)}, ${epochMs(sql`updated_at`)}`;
   const stayGroups = slices.map(async ([from, to], index) => {
     const joinedFrom = gte(participantSessions.joinedAt, new Date(from));
     const joinedTo =
@@ -381,8 +382,7 @@ export async function meetingLives(
         )}`;
     return rowsOf<StayGroupRow>(
       await executor.execute(sql`
-        select room, breakout_id, json_agg(json_build_array(${stayFields}, ${epochMs(sql`joined_at`)}, ${epochMs(sql`left_at`)}, ${epochMs(sql`updated_at`)}
-        ))::text as stays
+        select room, breakout_id, json_agg(json_build_array(${stayFields}))::text as stays
         from ${stays}
         group by room, breakout_id`),
     );
