@@ -1,9 +1,10 @@
 /**
- * The days a fold rebuilds read their rooms' stays and media by index probes, whatever the
- * tables' statistics say. Joined plainly, the statement was planned as a hash join over a scan of
- * every stay there is once autovacuum's analyze had counted the table, so each fold's cost grew
- * with all the usage ever folded. The plans are read from PostgreSQL itself (auto_explain, its
- * output sent back as notices), on tables analysed with thousands of other rooms in them.
+ * The days a fold rebuilds read their rooms' stays and media by index probes, and the streams it
+ * rebuilds are deleted by probes of their subjects, whatever the tables' statistics say. Joined
+ * plainly, each statement was planned as a hash join over a scan of every stay or media session
+ * there is, so each fold's cost grew with all the usage ever folded. The plans are read from
+ * PostgreSQL itself (auto_explain, its output sent back as notices), on tables analysed with
+ * thousands of other rooms in them.
  */
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
@@ -11,11 +12,13 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import type { Database } from "../../src/db/client";
 import { db } from "../../src/db/client";
+import { appendEvent } from "../../src/modules/events/service";
 import { rebuildDays, touchedDays } from "../../src/modules/usage/fold-days";
+import { rebuildMedia } from "../../src/modules/usage/fold-media";
 import { newAccount } from "../helpers";
 
-test("rebuilding a room's day probes its stays and media instead of scanning the tables", async () => {
-  const { accountId } = await newAccount();
+/** Tables of 200 rooms, each with 30 stays and 20 hourly streams, analysed as autovacuum would. */
+async function analysedUsage(accountId: string) {
   // 200 rooms of 30 stays and 20 hourly streams each, then the statistics autovacuum would take
   // (with fewer rows a table of a few pages is cheaper scanned than probed, as the planner rightly finds).
   await db.execute(sql`
@@ -30,30 +33,73 @@ test("rebuilding a room's day probes its stays and media instead of scanning the
       timestamptz '2026-11-02 09:10:00+00' + s * interval '1 hour', timestamptz '2026-11-02 09:40:00+00' + s * interval '1 hour'
     from generate_series(1, 200) as r, generate_series(0, 19) as s`);
   await db.execute(sql`analyze participant_sessions, media_sessions`);
+}
 
+/** Runs `work` in a transaction whose statements' plans come back as notices; answers its result and the plans. */
+async function explained<T>(work: (tx: Database) => Promise<T>): Promise<{ result: T; notices: string[] }> {
   const notices: string[] = [];
   const client = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: (notice) => notices.push(notice.message) });
   const handle = drizzle(client) as unknown as Database;
   try {
-    const day = new Date("2026-11-02T12:00:00Z");
-    const changed = await handle.transaction(async (tx) => {
+    const result = await handle.transaction(async (tx) => {
       await tx.execute(sql`load 'auto_explain'`);
       await tx.execute(sql`set local auto_explain.log_min_duration = 0`);
       await tx.execute(sql`set local auto_explain.log_level = notice`);
-      return rebuildDays(tx, touchedDays([{ accountId, room: "room-7", from: day, to: day }]));
+      return work(tx);
     });
-    // The day was rebuilt from the room's 30 stays (an hour each) and the 15 half-hour streams that began on it.
-    expect(changed).toHaveLength(1);
-    expect(changed[0]).toMatchObject({ room: "room-7", participant_seconds: 30 * 3600, streaming_seconds: 15 * 1800 });
-    const plan = notices.find((notice) => notice.includes("Insert on room_usage_daily")) ?? "";
-    const scans = [
-      ...plan.matchAll(/(\w+(?: Only)?) Scan (?:using \S+ )?on (participant_sessions|media_sessions)/g),
-    ].map(([, how, table]) => `${how} ${table}`);
-    expect(new Set(scans.map((scan) => scan.split(" ").at(-1)))).toEqual(
-      new Set(["participant_sessions", "media_sessions"]),
-    );
-    expect(scans.filter((scan) => scan.startsWith("Seq "))).toEqual([]);
+    return { result, notices };
   } finally {
     await client.end();
   }
+}
+
+/** How a plan reads the session tables, as "Seq participant_sessions", "Index media_sessions" and so on. */
+const sessionScans = (plan: string) =>
+  [...plan.matchAll(/(\w+(?: Only)?) Scan (?:using \S+ )?on (participant_sessions|media_sessions)/g)].map(
+    ([, how, table]) => `${how} ${table}`,
+  );
+
+test("rebuilding a room's day probes its stays and media instead of scanning the tables", async () => {
+  const { accountId } = await newAccount();
+  await analysedUsage(accountId);
+  const day = new Date("2026-11-02T12:00:00Z");
+  const { result: changed, notices } = await explained((tx) =>
+    rebuildDays(tx, touchedDays([{ accountId, room: "room-7", from: day, to: day }])),
+  );
+  // The day was rebuilt from the room's 30 stays (an hour each) and the 15 half-hour streams that began on it.
+  expect(changed).toHaveLength(1);
+  expect(changed[0]).toMatchObject({ room: "room-7", participant_seconds: 30 * 3600, streaming_seconds: 15 * 1800 });
+  const scans = sessionScans(notices.find((notice) => notice.includes("Insert on room_usage_daily")) ?? "");
+  expect(new Set(scans.map((scan) => scan.split(" ").at(-1)))).toEqual(
+    new Set(["participant_sessions", "media_sessions"]),
+  );
+  expect(scans.filter((scan) => scan.startsWith("Seq "))).toEqual([]);
+});
+
+test("rebuilding a stream deletes its rows by probes of its subject instead of scanning media_sessions", async () => {
+  const { accountId } = await newAccount();
+  await analysedUsage(accountId);
+  const subject = "room-7-live-3";
+  for (const [kind, at] of [
+    ["stream_started", "2026-11-02T12:10:00Z"],
+    ["stream_stopped", "2026-11-02T12:55:00Z"],
+  ] as const)
+    await appendEvent({
+      accountId,
+      kind,
+      room: "room-7",
+      occurredAt: new Date(at),
+      subject,
+      payload: {},
+      dedupeKey: `${kind}|${subject}`,
+    });
+  const { result: touched, notices } = await explained((tx) => rebuildMedia(tx, [{ accountId, subject }]));
+  // The old row (12:10 to 12:40) was deleted and the stream written again from its events, to 12:55.
+  expect(touched.map((span) => span.to.toISOString()).sort()).toEqual([
+    "2026-11-02T12:40:00.000Z",
+    "2026-11-02T12:55:00.000Z",
+  ]);
+  const scans = sessionScans(notices.find((notice) => notice.includes("Delete on media_sessions")) ?? "");
+  expect(scans.length).toBeGreaterThan(0);
+  expect(scans.filter((scan) => scan.startsWith("Seq "))).toEqual([]);
 });

@@ -115,10 +115,17 @@ export async function rebuildMedia(tx: Database, subjects: MediaSubject[]): Prom
   const bySubject = Map.groupBy(events, (event) => `${event.accountId}|${event.subject}`);
   const intervals = [...bySubject.values()].flatMap(pairMediaEvents);
   const removed = rowsOf<{ account_id: string; room: string; started_at: string; ended_at: string | null }>(
+    // Each subject's rows found by a probe of its index (`offset 0` keeps the subquery correlated),
+    // then deleted by ctid (a row is never updated, only deleted and written again, so its ctid names
+    // it): joined as a table, the list was hashed against a scan of every media session there is,
+    // whatever the statistics said, so each fold's cost grew with the table.
     await tx.execute(sql`
     delete from media_sessions m
-    using jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)
-    where m.account_id = s."accountId" and m.subject = s.subject
+    where m.ctid = any(array(
+      select x.ctid from jsonb_to_recordset(${JSON.stringify(subjects)}::jsonb) as s("accountId" text, subject text)
+      cross join lateral (
+        select ctid from media_sessions where account_id = s."accountId" and subject = s.subject offset 0
+      ) as x))
     returning m.account_id, m.room, m.started_at, m.ended_at`),
   );
   // One statement over a JSON list: the query builder's insert of a page's streams cost more of
