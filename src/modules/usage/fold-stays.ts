@@ -157,10 +157,11 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
       ) c group by 2, 3
       -- A life is ended once, by the fold that first sees its destroy; its breakout id and start ride in from_day and id.
       union all select 'ended', account_id, room, breakout_id, null, ${sql.raw(epochMsText("started_at"))} from ending
-      -- An anti-join (a plain NOT EXISTS): nested in an OR the check was planned as a scan of usable per event.
+      -- A join or a leave is usable when it lists someone (usable holds a row per occupant listed):
+      -- a test of the event itself, where an anti-join against usable hashed every occupant of the page.
       union all select 'unusable', null, null, null, null, id::text from page p
       where p.kind in ${CONFERENCE_KINDS}
-        and not exists (select from usable u where u.id = p.id and p.kind in ('occupant_joined', 'occupant_left'))
+        and not (p.kind in ('occupant_joined', 'occupant_left') and jsonb_array_length(p.occupants) > 0)
         and not (p.kind = 'room_created' and p.created_at is not null)
         and not (p.kind = 'room_destroyed' and p.created_at is not null and p.destroyed_at is not null)
       ${
