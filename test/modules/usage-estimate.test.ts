@@ -7,6 +7,7 @@
 import { expect, test } from "bun:test";
 import { and, asc, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
+import { refoldLog } from "../../src/modules/usage/fold";
 import { roomUsageDaily } from "../../src/modules/usage/schema";
 import { call, newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";
@@ -64,4 +65,36 @@ test("a reported leave a day before the estimated one empties the estimate's lat
   await foldQueued();
   expect(await report()).toEqual([["2026-11-20", 30]]);
   expect(await daily()).toEqual([["2026-11-20", 30]]);
+}, 30_000);
+
+test("a stay's name and id are the first its events gave, in the order they were stored", async () => {
+  const account = await newAccount();
+  const ben: Person = { occupant_jid: "b1@meet.example.com/Bb1" };
+  const created = at("10:00:00");
+  for (const delivery of [
+    roomCreated("names", created),
+    occupantJoined("names", ann, at("10:05:00"), 1),
+    // Ben's join names nobody; his leave is the first to give his name and id.
+    occupantJoined("names", ben, at("10:06:00"), 2),
+    occupantLeft("names", { ...ann, name: "Ann Later", id: "ann-later" }, at("10:05:00"), at("10:30:00"), 1),
+    occupantLeft("names", { ...ben, name: "Ben", id: "ben" }, at("10:06:00"), at("10:40:00"), 0),
+    roomDestroyed("names", created, at("11:00:00"), []),
+  ])
+    expect((await deliver(account.apiKey, delivery)).status).toBeLessThan(300);
+  const users = async () => {
+    const answer = await call("POST", "/api/v1/pricing/cdr", {
+      body: { ...TWO_DAYS, room_name: ["names"] },
+      headers: { authorization: `Bearer ${account.apiKey}` },
+    });
+    return answer.body.rooms[0].users.map((user: any) => [user.name, user.user_id]);
+  };
+  const expected = [
+    ["Ann", "ann"],
+    ["Ben", "ben"],
+  ];
+  // Folded event by event, and again with both halves of each stay in one page.
+  await foldQueued();
+  expect(await users()).toEqual(expected);
+  await refoldLog({ accountId: account.accountId });
+  expect(await users()).toEqual(expected);
 }, 30_000);
