@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import type { ParameterOrJSON, Sql, UnsafeQueryOptions } from "postgres";
 import { config } from "../config";
 
 /** No schema is handed to drizzle: queries name their tables (`db.select().from(table)`), never `db.query.*`. */
@@ -76,6 +77,36 @@ export function guardTransactions(handle: Database): Database {
   });
 }
 
+/**
+ * The driver with every statement prepared on its connection. drizzle names a statement only when
+ * the query is named, and for an unnamed statement with parameters postgres.js first sends Parse and
+ * Describe, waits for the parameters' types, then sends Bind and Execute: two round trips and a
+ * server wake-up more per query, 40 % of a key look-up's rate. A prepared statement is
+ * described once per connection; later runs are one round trip, and the text is not parsed again.
+ * A connection keeps the statements it prepared until it closes (postgres.js closes each within
+ * an hour), so texts that vary (a list of n parameters) stay bounded by that.
+ */
+function preparedByDefault(client: Sql): Sql {
+  return new Proxy(client, {
+    get(target, property) {
+      if (property === "unsafe") {
+        return (query: string, parameters?: ParameterOrJSON<never>[], options?: UnsafeQueryOptions) =>
+          target.unsafe(query, parameters, { ...options, prepare: true });
+      }
+      // A transaction's (and a savepoint's) own handle is the one its callback gets: prepared as well.
+      if (property === "begin" || property === "savepoint") {
+        return (...args: unknown[]) => {
+          const callback = args.pop() as (inner: Sql) => unknown;
+          const open = Reflect.get(target, property, target) as (...all: unknown[]) => unknown;
+          return open.call(target, ...args, (inner: Sql) => callback(preparedByDefault(inner)));
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
 /** Whether the URL names several hosts (`postgres://u@db1,db2:5433/parley`). */
 function severalHosts(url: string): boolean {
   return /^[^:/?#]+:\/\/(?:[^@/?#]*@)?[^/?#]*,/.test(url);
@@ -88,6 +119,10 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const client = postgres(url, {
     max: config.database.poolSize,
+    // Statements are prepared (preparedByDefault); each run is still planned for its own values, as an
+    // unnamed statement is. A plan made once for any values is kept to the few statements that ask
+    // for it (executePrepared): for others it can be far off, as it was for the fold's page.
+    connection: { plan_cache_mode: "force_custom_plan" },
     onnotice: () => {},
     // While PostgreSQL is away a query waits for the next connection attempt; the driver's
     // default spaces attempts up to 20 s apart and gives a silent host 30 s, so requests would
@@ -99,7 +134,7 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
     ...(severalHosts(url) && !/[?&]target_session_attrs=/.test(url) && { target_session_attrs: "read-write" as const }),
   });
   return {
-    db: guardTransactions(drizzle(client) as unknown as Database),
+    db: guardTransactions(drizzle(preparedByDefault(client)) as unknown as Database),
     kind: "postgres",
     close: () => client.end({ timeout: 5 }),
   };

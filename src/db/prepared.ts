@@ -1,16 +1,37 @@
 /**
- * Raw statements run as named prepared statements. `handle.execute` has the driver parse and
- * plan the text on every call; a statement on a hot path (the outbox inside every writing
- * transaction, a webhooks worker's claims) is planned once per connection instead, which
- * is a good part of its cost. Pass the transaction handle inside a transaction.
+ * Statements planned once per connection. Every statement is prepared (src/db/client.ts), and
+ * each run is planned for its own values; a statement on a hot path whose plan does not depend
+ * on its values (the outbox inside every writing transaction) may keep one plan for all of
+ * them instead, which is a good part of its cost. Pass the transaction handle inside a
+ * transaction: only there can the plan mode change for one statement.
  */
 import type { SQL } from "drizzle-orm";
-import { PgDialect } from "drizzle-orm/pg-core";
+import { PgDialect, PgTransaction } from "drizzle-orm/pg-core";
+import type { Sql } from "postgres";
 import type { Database } from "./client";
 
 const dialect = new PgDialect();
 
-/** Runs `query` prepared under `name` (one name per statement text); answers what `execute` answers. */
-export function executePrepared(handle: Database, name: string, query: SQL): Promise<unknown> {
-  return handle._.session.prepareQuery(dialect.sqlToQuery(query), undefined, name, false).execute();
+/** The postgres.js handle a transaction runs on; none on the embedded database. */
+function driverOf(handle: Database): Sql | undefined {
+  const client = (handle._.session as unknown as { client?: Partial<Sql> }).client;
+  return typeof client?.unsafe === "function" ? (client as Sql) : undefined;
+}
+
+/**
+ * Runs `query`; inside a transaction on PostgreSQL, under PostgreSQL's own choice of plan (after
+ * five runs, one plan for any values when it costs no more), as it was before every statement
+ * was prepared. The mode is set for this statement alone and set back after it; the three are
+ * sent together, in order (postgres.js sends a query a microtask after `execute`, in call order).
+ */
+export async function executePrepared(handle: Database, query: SQL): Promise<unknown> {
+  const driver = handle instanceof PgTransaction ? driverOf(handle as unknown as Database) : undefined;
+  if (!driver) return handle.execute(query);
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  const [, rows] = await Promise.all([
+    driver.unsafe("set local plan_cache_mode = auto").execute(),
+    driver.unsafe(text, params as never[]).execute(),
+    driver.unsafe("set local plan_cache_mode to default").execute(),
+  ]);
+  return rows;
 }

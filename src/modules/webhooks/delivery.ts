@@ -17,7 +17,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { type Database, db } from "../../db/client";
-import { executePrepared } from "../../db/prepared";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
@@ -112,9 +111,7 @@ export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.
 export async function claimDue(limit: number): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
-    await executePrepared(
-      db,
-      "webhooks_claim",
+    await db.execute(
       sql`
       with picked as materialized (
         ${dueRows(limit, sql`c.delivery_id, not exists (select 1 from webhook_deliveries d where d.id = c.delivery_id) as gone`)}
@@ -144,9 +141,7 @@ export async function claimDue(limit: number): Promise<Claimed[]> {
  */
 export async function claimLocked(tx: Database, limit: number): Promise<Claimed[]> {
   return rowsOf<Claimed>(
-    await executePrepared(
-      tx,
-      "webhooks_claim_locked",
+    await tx.execute(
       sql`
       with claimed as (
         -- = any(array(…)), not in (…): PostgreSQL joins an IN subquery by hashing and reads every due
@@ -371,9 +366,7 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
     response: outcome.response,
   }));
   const endpoints = [...new Set(sent.map(({ row }) => row.endpoint_id))];
-  await executePrepared(
-    db,
-    "webhooks_record_successes",
+  await db.execute(
     sql`
     with outcome as (
       select * from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb) as o(id bigint, code integer, latency integer, response text)
@@ -445,9 +438,7 @@ export async function recordLocked(
     endpoint: row.endpoint_id,
     sequence: Number(row.sequence),
   }));
-  await executePrepared(
-    tx,
-    "webhooks_record_locked",
+  await tx.execute(
     sql`
       with outcome as (
         select o.*, statement_timestamp() + make_interval(secs => o.wait) as next

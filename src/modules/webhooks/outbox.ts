@@ -46,7 +46,6 @@ export async function recordEvents<T extends EventType>(
   const [row] = rowsOf<{ queued: string | number }>(
     await executePrepared(
       tx,
-      "webhooks_record_events",
       sql`
       with next as (
         insert into event_sequences as s (account_id, last_sequence) values (${accountId}, ${items.length})
