@@ -161,6 +161,8 @@ export function loadConfig(env: Env) {
       url: databaseUrl(read),
       dataDir,
       poolSize: read.integer("DATABASE_POOL_SIZE", 10, 1, 1000),
+      /** A pooled connection idle this long is closed (0: never), so quiet processes give their server slots back. */
+      idleSeconds: read.integer("DATABASE_IDLE_SECONDS", 300, 0, 86_400),
     },
     redis: redisConfig(read),
     log: {

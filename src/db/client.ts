@@ -119,6 +119,7 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const client = postgres(url, {
     max: config.database.poolSize,
+    idle_timeout: config.database.idleSeconds,
     // Statements are prepared (preparedByDefault); each run is still planned for its own values, as an
     // unnamed statement is. A plan made once for any values is kept to the few statements that ask
     // for it (executePrepared): for others it can be far off, as it was for the fold's page.

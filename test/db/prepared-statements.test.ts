@@ -1,4 +1,7 @@
 import { expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { executePrepared } from "../../src/db/prepared";
@@ -47,4 +50,42 @@ test("an error in the prepared statement fails the transaction, with that statem
   // The pool is fine afterwards, and its connections are back in the default mode.
   const mode = rowsOf<{ plan_cache_mode: string }>(await db.execute(sql`show plan_cache_mode`))[0]?.plan_cache_mode;
   expect(mode).toBe("force_custom_plan");
+});
+
+test("a pooled connection idle for DATABASE_IDLE_SECONDS is closed, and opened again when needed", async () => {
+  // A process of its own, since the pool reads its settings once; it reports the backends its queries
+  // ran on, waits while idle until told to go on, then queries once more.
+  const script = `
+    const { db, database } = await import(${JSON.stringify(join(import.meta.dir, "../../src/db/client.ts"))});
+    const { sql: q } = await import("drizzle-orm");
+    const pid = async () => [...(await db.execute(q\`select pg_backend_pid() as pid, pg_sleep(0.2)\`))][0].pid;
+    console.log(JSON.stringify(await Promise.all([pid(), pid(), pid()])));
+    while ((await Bun.file(process.env.GO_FILE).exists()) === false) await Bun.sleep(50);
+    console.log(JSON.stringify([await pid()]));
+    await database.close();`;
+  const go = join(mkdtempSync(join(tmpdir(), "parley-idle-")), "go");
+  const child = Bun.spawn([process.execPath, "-e", script], {
+    cwd: join(import.meta.dir, "../.."),
+    env: { ...process.env, DATABASE_IDLE_SECONDS: "1", DATABASE_POOL_SIZE: "3", GO_FILE: go },
+    stdout: "pipe",
+  });
+  try {
+    const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    const first = JSON.parse((await lines.read()).value!) as number[];
+    expect(new Set(first).size).toBe(3);
+    const alive = async () =>
+      rowsOf<{ pid: number }>(
+        await db.execute(sql`select pid from pg_stat_activity where pid = any(${`{${first.join(",")}}`}::int[])`),
+      ).length;
+    expect(await alive()).toBe(3);
+    // Closed once idle for a second (the ceiling leaves room for a busy machine).
+    for (let waited = 0; (await alive()) > 0 && waited < 10_000; waited += 100) await Bun.sleep(100);
+    expect(await alive()).toBe(0);
+    writeFileSync(go, "");
+    const again = JSON.parse((await lines.read()).value!) as number[];
+    expect(first).not.toContain(again[0]);
+    expect(await child.exited).toBe(0);
+  } finally {
+    child.kill();
+  }
 });
