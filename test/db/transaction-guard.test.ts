@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import { type Database, db, guardTransactions } from "../../src/db/client";
 import { accounts } from "../../src/modules/accounts/schema";
 import { eventsByIds } from "../../src/modules/events/reads";
+import { mapperIdFor } from "../../src/modules/mapper/service";
 import { migratedDataDir } from "../support/parley";
 
 const GUARD = /global database handle was used inside a transaction/;
@@ -21,6 +22,10 @@ test("on PostgreSQL, the global handle refuses work inside a transaction, direct
   const shared = db;
   await expect(db.transaction(async () => shared.select().from(accounts))).rejects.toThrow(GUARD);
   await expect(db.transaction(async () => eventsByIds([1]))).rejects.toThrow(GUARD);
+  // A query built once on the handle (the mapper's look-up) is refused there too.
+  await expect(db.transaction(async () => mapperIdFor("acc_none", "room@conference.example.com"))).rejects.toThrow(
+    GUARD,
+  );
   await expect(
     db.transaction(async () => shared.transaction(async (inner) => inner.execute(sql`select 1`))),
   ).rejects.toThrow(GUARD);

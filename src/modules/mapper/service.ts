@@ -8,11 +8,11 @@
  * adjacent digits gives an id whose check fails, so it is refused before any look-up.
  */
 import { randomInt } from "node:crypto";
-import { and, asc, desc, eq } from "drizzle-orm";
+import { and, asc, desc, eq, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { numericId } from "../../core/record-id";
 import { roomAddress } from "../../core/room-key";
-import { db } from "../../db/client";
+import { builtOnce, db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import type { MappingAnswer } from "./model";
 import { conferenceMappings, phoneNumbers } from "./schema";
@@ -77,6 +77,29 @@ export function normalizeConference(conference: string): string {
   return address;
 }
 
+// The two look-ups of every dial-in, built once rather than by the query builder on each call.
+const mappingOfConference = builtOnce(
+  "mapperIdFor",
+  db
+    .select({ id: conferenceMappings.id })
+    .from(conferenceMappings)
+    .where(
+      and(
+        eq(conferenceMappings.accountId, sql.placeholder("accountId")),
+        eq(conferenceMappings.conference, sql.placeholder("conference")),
+      ),
+    )
+    .prepare("mapper_of_conference"),
+);
+const conferenceOfId = builtOnce(
+  "conferenceForMapperId",
+  db
+    .select({ accountId: conferenceMappings.accountId, conference: conferenceMappings.conference })
+    .from(conferenceMappings)
+    .where(eq(conferenceMappings.id, sql.placeholder("id")))
+    .prepare("mapper_conference_of_id"),
+);
+
 /** Enough to make a collision on every try practically impossible even in a nearly full id space. */
 const MAX_ID_ATTEMPTS = 20;
 
@@ -84,10 +107,7 @@ const MAX_ID_ATTEMPTS = 20;
 export async function mapperIdFor(accountId: string, conference: string): Promise<number> {
   const address = normalizeConference(conference);
   for (let attempt = 0; attempt < MAX_ID_ATTEMPTS; attempt++) {
-    const existing = await db
-      .select({ id: conferenceMappings.id })
-      .from(conferenceMappings)
-      .where(and(eq(conferenceMappings.accountId, accountId), eq(conferenceMappings.conference, address)));
+    const existing = await mappingOfConference.execute({ accountId, conference: address });
     if (existing[0]) return existing[0].id;
     // Nothing is inserted when either the address (a concurrent request won) or the id
     // (another conference holds it) is taken; the next round tells the two apart.
@@ -102,10 +122,7 @@ export async function mapperIdFor(accountId: string, conference: string): Promis
 /** The conference an id stands for, in whichever account owns it; null when unknown or mistyped. */
 export async function conferenceForMapperId(id: number): Promise<{ accountId: string; conference: string } | null> {
   if (!hasValidCheckDigit(id)) return null;
-  const [row] = await db
-    .select({ accountId: conferenceMappings.accountId, conference: conferenceMappings.conference })
-    .from(conferenceMappings)
-    .where(eq(conferenceMappings.id, id));
+  const [row] = await conferenceOfId.execute({ id });
   return row ?? null;
 }
 
