@@ -102,6 +102,7 @@ function preparedByDefault(client: Sql): Sql {
   });
 }
 
+/** Throws when called from inside a transaction callback of the guarded handle, naming the use. */
 function refuseInsideTransaction(use: string): void {
   if (insideTransaction.getStore()) {
     throw new Error(
@@ -144,7 +145,7 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
     idle_timeout: config.database.idleSeconds,
     // Statements are prepared (preparedByDefault); each run is still planned for its own values, as an
     // unnamed statement is. A plan made once for any values is kept to the few statements that ask
-    // for it (executePrepared): for others it can be far off, as it was for the fold's page.
+    // for it (executePlannedOnce): for others it can be far off, as it was for the fold's page.
     connection: { plan_cache_mode: "force_custom_plan" },
     onnotice: () => {},
     // While PostgreSQL is away a query waits for the next connection attempt; the driver's

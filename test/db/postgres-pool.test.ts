@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { executePrepared } from "../../src/db/prepared";
+import { executePlannedOnce } from "../../src/db/planned-once";
 import { rowsOf } from "../../src/db/rows";
 
 test("a statement with parameters runs prepared on its connection, planned for its own values", async () => {
@@ -27,10 +27,10 @@ test("a statement with parameters runs prepared on its connection, planned for i
   });
 });
 
-test("executePrepared runs its statement under PostgreSQL's own plan choice, and only that statement", async () => {
+test("executePlannedOnce runs its statement under PostgreSQL's own plan choice, and only that statement", async () => {
   const modes = await db.transaction(async (tx) => {
     const during = rowsOf<{ mode: string }>(
-      await executePrepared(tx, sql`select current_setting('plan_cache_mode') as mode, ${1}::int as one`),
+      await executePlannedOnce(tx, sql`select current_setting('plan_cache_mode') as mode, ${1}::int as one`),
     )[0]?.mode;
     const after = rowsOf<{ plan_cache_mode: string }>(await tx.execute(sql`show plan_cache_mode`))[0]?.plan_cache_mode;
     return { during, after };
@@ -38,15 +38,15 @@ test("executePrepared runs its statement under PostgreSQL's own plan choice, and
   expect(modes).toEqual({ during: "auto", after: "force_custom_plan" });
   // Outside a transaction it is an ordinary statement (the mode can only change for a transaction).
   const outside = rowsOf<{ mode: string }>(
-    await executePrepared(db, sql`select current_setting('plan_cache_mode') as mode`),
+    await executePlannedOnce(db, sql`select current_setting('plan_cache_mode') as mode`),
   )[0]?.mode;
   expect(outside).toBe("force_custom_plan");
 });
 
 test("an error in the prepared statement fails the transaction, with that statement's error", async () => {
-  await expect(db.transaction(async (tx) => executePrepared(tx, sql`select 1 / ${0}::int as broken`))).rejects.toThrow(
-    /division by zero/,
-  );
+  await expect(
+    db.transaction(async (tx) => executePlannedOnce(tx, sql`select 1 / ${0}::int as broken`)),
+  ).rejects.toThrow(/division by zero/);
   // The pool is fine afterwards, and its connections are back in the default mode.
   const mode = rowsOf<{ plan_cache_mode: string }>(await db.execute(sql`show plan_cache_mode`))[0]?.plan_cache_mode;
   expect(mode).toBe("force_custom_plan");

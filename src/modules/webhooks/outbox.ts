@@ -8,7 +8,7 @@
  */
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { executePrepared } from "../../db/prepared";
+import { executePlannedOnce } from "../../db/planned-once";
 import { rowsOf } from "../../db/rows";
 import { outbox } from "../../queue/outbox";
 import type { EventData, EventType } from "./model";
@@ -44,7 +44,7 @@ export async function recordEvents<T extends EventType>(
   if (data.length === 0) return;
   const items = data.map((item) => ({ id: `evt_${crypto.randomUUID().replaceAll("-", "")}`, data: item }));
   const [row] = rowsOf<{ queued: string | number }>(
-    await executePrepared(
+    await executePlannedOnce(
       tx,
       sql`
       with next as (

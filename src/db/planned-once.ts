@@ -24,7 +24,7 @@ function driverOf(handle: Database): Sql | undefined {
  * was prepared. The mode is set for this statement alone and set back after it; the three are
  * sent together, in order (postgres.js sends a query a microtask after `execute`, in call order).
  */
-export async function executePrepared(handle: Database, query: SQL): Promise<unknown> {
+export async function executePlannedOnce(handle: Database, query: SQL): Promise<unknown> {
   const driver = handle instanceof PgTransaction ? driverOf(handle as unknown as Database) : undefined;
   if (!driver) return handle.execute(query);
   const { sql: text, params } = dialect.sqlToQuery(query);
