@@ -6,6 +6,64 @@ import { sessionViewer, type Viewer } from "./sessions";
 
 /** How often the live feed looks for changes: well inside the 2 seconds the pages promise. */
 const LIVE_TICK_MS = 1_000;
+/**
+ * A feed waits at least this many times as long as its view last took to compute: the overview runs
+ * a week's usage report per account, which on a large deployment takes a good part of a second, and
+ * the console should not spend more than a fifth of a core on it.
+ */
+const BACK_OFF = 4;
+
+/** One computation of a view's figures, shared by the feeds that ask for them meanwhile. */
+class Computation {
+  /** When it ended (while it runs, when it began). */
+  at = Date.now();
+  /** How long it took, in milliseconds. */
+  took = 0;
+  running = true;
+  readonly snapshot: Promise<string>;
+
+  constructor(key: string, compute: () => Promise<unknown>) {
+    const started = performance.now();
+    this.snapshot = compute().then(
+      (value) => {
+        this.running = false;
+        this.at = Date.now();
+        this.took = performance.now() - started;
+        return JSON.stringify(value);
+      },
+      (error: unknown) => {
+        // A failed computation is not kept: the next feed to ask tries again.
+        if (computations.get(key) === this) computations.delete(key);
+        throw error;
+      },
+    );
+  }
+}
+
+const computations = new Map<string, Computation>();
+
+/**
+ * A view's figures as JSON, computed once for every feed of the same view and account that asks
+ * while a computation is under way or within LIVE_TICK_MS after it ended: however many console
+ * pages are open, the figures are computed once a tick, not once a tick per page. Answers the
+ * snapshot and how long its computation took.
+ */
+export async function sharedSnapshot(
+  key: string,
+  compute: () => Promise<unknown>,
+): Promise<{ json: string; took: number }> {
+  const now = Date.now();
+  let current = computations.get(key);
+  if (!current || (!current.running && now - current.at >= LIVE_TICK_MS)) {
+    // Views of accounts no page has asked for in a while are dropped as new ones come.
+    if (computations.size >= 1_000)
+      for (const [old, kept] of computations) if (!kept.running && now - kept.at > 60_000) computations.delete(old);
+    current = new Computation(key, compute);
+    computations.set(key, current);
+  }
+  const json = await current.snapshot;
+  return { json, took: current.took };
+}
 
 /** The figures of one page, for its live feed. */
 const LIVE_VIEWS = {
@@ -34,14 +92,16 @@ export function liveFeed(
         try {
           // The session is read again every few seconds: logging out ends an open feed too.
           if (ticks++ % 5 === 4) await sessionViewer(viewer.sessionId);
-          const snapshot = JSON.stringify(await LIVE_VIEWS[view](accountId));
+          const { json: snapshot, took } = await sharedSnapshot(`${view}|${accountId ?? ""}`, () =>
+            LIVE_VIEWS[view](accountId),
+          );
           if (snapshot !== last) {
             last = snapshot;
             controller.enqueue(encoder.encode(`event: snapshot\ndata: ${snapshot}\n\n`));
           } else if (ticks % 15 === 0) {
             controller.enqueue(encoder.encode(": still here\n\n"));
           }
-          timer = setTimeout(tick, LIVE_TICK_MS);
+          timer = setTimeout(tick, Math.max(LIVE_TICK_MS, BACK_OFF * took));
         } catch (error) {
           // The session ended, the viewer went away, or a dependency failed: the feed ends, and
           // the browser reconnects (or, refused, returns to the sign-in).
