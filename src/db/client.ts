@@ -72,21 +72,29 @@ export function guardTransactions(handle: Database): Database {
   });
 }
 
+/** Statements with more parameters than this run unnamed (see preparedByDefault). */
+const MOST_PREPARED_PARAMETERS = 32;
+
 /**
- * The driver with every statement prepared on its connection. drizzle names a statement only when
+ * The driver with its statements prepared on their connection. drizzle names a statement only when
  * the query is named, and for an unnamed statement with parameters postgres.js first sends Parse and
  * Describe, waits for the parameters' types, then sends Bind and Execute: two round trips and a
  * server wake-up more per query, 40 % of a key look-up's rate. A prepared statement is
  * described once per connection; later runs are one round trip, and the text is not parsed again.
  * A connection keeps the statements it prepared until it closes (postgres.js closes each within
- * an hour), so texts that vary (a list of n parameters) stay bounded by that.
+ * an hour). A statement of many parameters is not prepared: those are the batch writes, whose
+ * text changes with the batch's size and whose parsed form is large, so each size kept on each
+ * connection would cost the server memory for a round trip the batch already shares.
  */
 function preparedByDefault(client: Sql): Sql {
   return new Proxy(client, {
     get(target, property) {
       if (property === "unsafe") {
         return (query: string, parameters?: ParameterOrJSON<never>[], options?: UnsafeQueryOptions) =>
-          target.unsafe(query, parameters, { ...options, prepare: true });
+          target.unsafe(query, parameters, {
+            ...options,
+            prepare: options?.prepare === true || (parameters?.length ?? 0) <= MOST_PREPARED_PARAMETERS,
+          });
       }
       // A transaction's (and a savepoint's) own handle is the one its callback gets: prepared as well.
       if (property === "begin" || property === "savepoint") {

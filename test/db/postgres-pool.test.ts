@@ -27,6 +27,24 @@ test("a statement with parameters runs prepared on its connection, planned for i
   });
 });
 
+test("a statement of many parameters (a batch write, whose text changes with its size) is not kept", async () => {
+  const marker = `batch_${process.pid}_${Date.now()}`;
+  const values = Array.from({ length: 40 }, (_, i) => i);
+  const kept = await db.transaction(async (tx) => {
+    await tx.execute(
+      sql`select ${sql.join(
+        values.map((value) => sql`${value}::int`),
+        sql`, `,
+      )}, 1 as ${sql.identifier(marker)}`,
+    );
+    await tx.execute(sql`select ${1}::int, 2 as ${sql.identifier(`${marker}_small`)}`);
+    return rowsOf<{ statement: string }>(
+      await tx.execute(sql`select statement from pg_prepared_statements where statement like ${`%${marker}%`}`),
+    ).map((row) => row.statement);
+  });
+  expect(kept).toEqual([`select $1::int, 2 as "${marker}_small"`]);
+});
+
 test("executePlannedOnce runs its statement under PostgreSQL's own plan choice, and only that statement", async () => {
   const modes = await db.transaction(async (tx) => {
     const during = rowsOf<{ mode: string }>(
