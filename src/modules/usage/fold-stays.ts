@@ -14,8 +14,16 @@ import { type LoggedRoom, roomsJson } from "./fold-log";
 /** A timestamp as text of its milliseconds since the epoch, read back exactly by JavaScript. */
 const epochMsText = (column: string) => `(floor(extract(epoch from ${column}) * 1000)::bigint)::text`;
 
-/** The events a fold takes: named by id, or every event of some whole rooms (a refold's page). */
-export type FoldPage = { ids: number[] } | { rooms: LoggedRoom[] };
+/**
+ * The events a fold takes: named by id (with the accounts they belong to), or every event of some
+ * whole rooms (a refold's page).
+ */
+export type FoldPage = { ids: number[]; accounts: string[] } | { rooms: LoggedRoom[] };
+
+/** The accounts a page's events belong to, each once. */
+const accountsOf = (page: FoldPage) => [
+  ...new Set("ids" in page ? page.accounts : page.rooms.map((room) => room.accountId)),
+];
 
 const PAGE_COLUMNS = sql.raw(
   "id, account_id, room, kind, breakout_id, room_jid, started_at as created_at, ended_at as destroyed_at, occupants, " +
@@ -27,11 +35,11 @@ const MEDIA_KINDS = sql.raw(`(${MEDIA_EVENT_KINDS.map((kind) => `'${kind}'`).joi
 /**
  * The first value a stay's events gave for a column, in the order of the events and of the
  * occupants each lists: the least of "id, position, value" as text compared byte by byte (a null
- * value makes the whole text null, which min skips). An aggregate with ORDER BY sorted each
- * stay's rows once per column, about half of pairing a page's halves; this needs no sort.
+ * value makes the whole text null, which min skips), the "id, position" part being `k`, made once
+ * per row. An aggregate with ORDER BY sorted each stay's rows once per column, about half of
+ * pairing a page's halves; this needs no sort.
  */
-const firstKnown = (column: string) =>
-  sql.raw(`substr(min((lpad(id::text, 19, '0') || lpad(n::text, 10, '0') || ${column}) collate "C"), 30)`);
+const firstKnown = (column: string) => sql.raw(`substr(min((k || ${column}) collate "C"), 30)`);
 
 /**
  * The page's events: by id, its conference events; by room, every event of the rooms, read once
@@ -70,13 +78,17 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
     await tx.execute(sql`
       with page as (${pageEvents(page)}),
       -- A destroy names the stays of everyone it lists; a join or a leave names its own.
-      usable as materialized (
-        select p.id, o.n, p.account_id, p.room, p.breakout_id, o.occupant->>'jid' as occupant_jid,
+      -- \`offset 0\` keeps it a subquery, so each row and its k are made once (k is read three times)
+      -- and passed on as made: materialized, every row was stored first.
+      usable as (
+        select lpad(p.id::text, 19, '0') || lpad(o.n::text, 10, '0') as k, p.account_id, p.room, p.breakout_id,
+          o.occupant->>'jid' as occupant_jid,
           (o.occupant->>'joinedAt')::timestamptz as joined_at, (o.occupant->>'leftAt')::timestamptz as left_at,
           o.occupant->>'userId' as user_id, o.occupant->>'name' as name, o.occupant->>'email' as email
         from page p
         cross join lateral jsonb_array_elements(p.occupants) with ordinality as o(occupant, n)
         where p.kind in ${CONFERENCE_KINDS}
+        offset 0
       ),
       incoming as (
         select account_id, room, breakout_id, occupant_jid, joined_at, max(left_at) as left_at,
@@ -115,36 +127,59 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
       -- Each account of the page locked once, as a foreign key's check would lock it for every stay: an
       -- account deleted meanwhile waits for this fold, and its trigger then deletes the stays written here.
       owners as (
-        select a.id from accounts a where a.id in (select distinct account_id from page) for key share
+        select a.id from accounts a
+        where a.id = any(array(select jsonb_array_elements_text(${JSON.stringify(accountsOf(page))}::jsonb)))
+        for key share
       ),
-      stays_upserted as (
-        insert into participant_sessions as p (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
-        select account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at from incoming
-        where account_id in (select id from owners)
-        on conflict (account_id, room, breakout_id, occupant_jid, joined_at) do update set
-          user_id = coalesce(p.user_id, excluded.user_id),
-          name = coalesce(p.name, excluded.name),
-          email = coalesce(p.email, excluded.email),
+      -- The page's rooms that hold a stay already: one probe of the key's first columns per room.
+      stayed as (
+        select r.account_id, r.room from (select distinct account_id, room from incoming) r
+        where exists (select from participant_sessions q where q.account_id = r.account_id and q.room = r.room offset 0)
+      ),
+      -- Only the fold writes stays, under its rooms' locks (taken before this statement), so a stay not
+      -- stored yet cannot be written by anyone else before this statement ends: new stays are inserted
+      -- plainly, stored ones updated where they lie. In a room holding stays each stay is looked up by
+      -- its key (\`offset 0\` keeps the probe correlated); in a room holding none, nothing is. An upsert
+      -- checked every stay's key, then took a lock and wrote a second WAL record to confirm the insert:
+      -- a fifth of writing 480,000 new stays.
+      probed as (
+        select i.*, q.ctid as stored, q.left_at as stored_left_at from incoming i
+        left join stayed s on s.account_id = i.account_id and s.room = i.room
+        left join lateral (
+          select q.ctid, q.left_at from participant_sessions q
+          where s.room is not null and q.account_id = i.account_id and q.room = i.room and q.joined_at = i.joined_at
+            and q.breakout_id = i.breakout_id and q.occupant_jid = i.occupant_jid
+          offset 0
+        ) q on true
+        where i.account_id in (select id from owners)
+      ),
+      stays_inserted as (
+        insert into participant_sessions (account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at)
+        select account_id, room, breakout_id, occupant_jid, user_id, name, email, joined_at, left_at from probed
+        where stored is null
+        returning account_id, room, joined_at, left_at
+      ),
+      stays_updated as (
+        update participant_sessions p set
+          user_id = coalesce(p.user_id, i.user_id),
+          name = coalesce(p.name, i.name),
+          email = coalesce(p.email, i.email),
           -- A reported leave replaces an estimated one; an event without a leave keeps what is there.
-          left_at = case when excluded.left_at is null then p.left_at
-            when p.left_estimated then excluded.left_at
-            else greatest(p.left_at, excluded.left_at) end,
-          left_estimated = p.left_estimated and excluded.left_at is null,
+          left_at = case when i.left_at is null then p.left_at
+            when p.left_estimated then i.left_at
+            else greatest(p.left_at, i.left_at) end,
+          left_estimated = p.left_estimated and i.left_at is null,
           updated_at = now()
-        -- An updated stay's leave before this statement (its snapshot still sees the old row): a
-        -- reported leave may be earlier than the estimate it replaces, and the days between are
-        -- rebuilt too. Probed only for a stay that was there (xmax is set on an update), not per stay.
-        returning p.account_id, p.room, p.joined_at, p.left_at,
-          case when p.xmax <> 0 then (
-            select q.left_at from participant_sessions q
-            where q.account_id = p.account_id and q.room = p.room and q.joined_at = p.joined_at
-              and q.breakout_id = p.breakout_id and q.occupant_jid = p.occupant_jid
-          ) end as previous_left_at
+        from probed i where p.ctid = i.stored
+        -- The stay's leave before this statement too: a reported leave may be earlier than the
+        -- estimate it replaces, and the days between are rebuilt too.
+        returning p.account_id, p.room, p.joined_at, p.left_at, i.stored_left_at as previous_left_at
       ),
       spans as (
         select * from lives_upserted
-        union all select account_id, room, joined_at, previous_left_at from stays_upserted where previous_left_at is not null
-        union all select account_id, room, joined_at, left_at from stays_upserted
+        union all select account_id, room, joined_at, previous_left_at from stays_updated where previous_left_at is not null
+        union all select account_id, room, joined_at, left_at from stays_updated
+        union all select account_id, room, joined_at, left_at from stays_inserted
       )
       -- Grouped as dates and written as text once per group: to_char for every stay cost more than the grouping.
       select 'span' as what, account_id, room, to_char(from_day, 'YYYY-MM-DD') as from_day,

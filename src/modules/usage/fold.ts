@@ -85,7 +85,7 @@ async function foldInTransaction(tx: Database, events: FoldableEvent[]): Promise
     from: event.occurredAt,
     to: event.occurredAt,
   }));
-  await foldFacts(tx, { ids }, subjects, touched);
+  await foldFacts(tx, { ids, accounts: events.map((event) => event.accountId) }, subjects, touched);
 }
 
 /**
