@@ -4,7 +4,6 @@
  */
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { executePlannedOnce } from "../../db/planned-once";
 import { rowsOf } from "../../db/rows";
 import { recordEvents } from "../webhooks/outbox";
 
@@ -48,10 +47,7 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
   const changed: SettledDay[] = [];
   for (let i = 0; i < targets.length; i += 5000) {
     const chunk = JSON.stringify(targets.slice(i, i + 5000));
-    // One plan for every fold: the targets come as JSON, on which no estimate depends.
-    const written = await executePlannedOnce(
-      tx,
-      sql`
+    const written = await tx.execute(sql`
       -- Each target numbered: the sorts below (distinct people, presence in time order) group by
       -- that number instead of the account, room and day, whose text keys made most of their cost.
       with targets as (
@@ -130,8 +126,7 @@ export async function rebuildDays(tx: Database, targets: ReturnType<typeof touch
       where (d.participant_seconds, d.peak_participants, d.distinct_participants, d.phone_seconds, d.streaming_seconds, d.recording_seconds, d.peak_viewers)
         is distinct from (excluded.participant_seconds, excluded.peak_participants, excluded.distinct_participants, excluded.phone_seconds,
           excluded.streaming_seconds, excluded.recording_seconds, excluded.peak_viewers)
-      returning account_id, room, day::text as day, participant_seconds, peak_participants, phone_seconds, streaming_seconds, recording_seconds`,
-    );
+      returning account_id, room, day::text as day, participant_seconds, peak_participants, phone_seconds, streaming_seconds, recording_seconds`);
     changed.push(...rowsOf<SettledDay>(written));
   }
   return changed;

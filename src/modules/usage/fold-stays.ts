@@ -3,9 +3,8 @@
  * carry the key, so either may arrive first; a stay left open inside an ended room life is
  * closed at the room's end and marked estimated until a real leave replaces it.
  */
-import { type SQL, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { executePlannedOnce } from "../../db/planned-once";
 import { log } from "../../core/log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
@@ -68,10 +67,6 @@ function pageEvents(page: FoldPage) {
  * once.
  */
 export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
-  // A page of rooms keeps one plan for all pages: its values are lists in JSON, on which no estimate
-  // depends, and planning it for each page cost some 3 % of the fold. A page by id is planned for
-  // its own list of ids.
-  const run = "rooms" in page ? executePlannedOnce : (handle: Database, query: SQL) => handle.execute(query);
   const rows = rowsOf<{
     what: "span" | "close" | "unusable" | "ended" | "day" | "subject";
     account_id: string;
@@ -80,9 +75,7 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
     to_day: string;
     id: string;
   }>(
-    await run(
-      tx,
-      sql`
+    await tx.execute(sql`
       with page as (${pageEvents(page)}),
       -- A destroy names the stays of everyone it lists; a join or a leave names its own.
       -- \`offset 0\` keeps it a subquery, so each row and its k are made once (k is read three times)
@@ -221,8 +214,7 @@ export async function upsertConferenceFacts(tx: Database, page: FoldPage) {
             union all select 'subject', account_id, null, null, null, subject from page
             where kind in ${MEDIA_KINDS} and subject is not null group by 2, 6`
           : sql``
-      }`,
-    ),
+      }`),
   );
   const unusable = rows.filter((row) => row.what === "unusable").map((row) => Number(row.id));
   if (unusable.length > 0) {
