@@ -20,7 +20,7 @@ const ROOMS = Number(process.env.BENCH_ROOMS ?? 10_000);
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 /** Per room: create, destroy, a stream's start and stop, and a join and a leave per participant. */
 const PARTICIPANTS = Math.max(1, Math.floor((EVENTS / ROOMS - 4) / 2));
-const PAGE = Number(process.env.BENCH_PAGE ?? 5_000);
+
 const REPORT_CALLS = Number(process.env.BENCH_REPORT_CALLS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
@@ -31,7 +31,9 @@ const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
-const { refoldLog, sweepUnfolded } = await import("../../src/modules/usage/fold");
+const { REFOLD_PAGE, refoldLog, sweepUnfolded } = await import("../../src/modules/usage/fold");
+// Pages as `refold-usage` makes them.
+const PAGE = Number(process.env.BENCH_PAGE ?? REFOLD_PAGE);
 const { createApp } = await import("../../src/app");
 const { database } = await import("../../src/db/client");
 const { closeRedis } = await import("../../src/queue/connection");

@@ -176,6 +176,9 @@ export async function foldBeforeReport(accountId: string, rooms: string[], asked
 /** How many rooms one listing of the log names by default. */
 const ROOMS_PER_LISTING = 50_000;
 
+/** About how many events a refold's page holds, unless told otherwise. */
+export const REFOLD_PAGE = 10_000;
+
 /** How a refold pages the log, and whose events it folds. */
 export interface RefoldOptions {
   /** About how many events a page holds. */
@@ -196,7 +199,7 @@ export interface RefoldOptions {
  * fold at once, each in its own transaction: PostgreSQL runs them side by side on its cores.
  */
 export async function refoldLog({
-  pageSize = 10_000,
+  pageSize = REFOLD_PAGE,
   concurrency = 2,
   accountId,
   roomsPerListing = ROOMS_PER_LISTING,
