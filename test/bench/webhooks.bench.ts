@@ -4,10 +4,12 @@
  *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_webhooks bun test/bench/webhooks.bench.ts
  *
  * WIPES the database it is given. A receiver answering 204 runs in its own process. The
- * benchmark times BENCH_DELIVERIES (default 2,000) deliveries by one webhooks worker (claim,
- * sign, send, record) and, just before and just after, the same number of POSTs of a
- * catalogue event by a bare fetch loop with WEBHOOK_WORKER_CONCURRENCY requests in flight;
- * it prints the worker's rate, the bare loop's mean and their ratio (target ≥ 0.5), and the
+ * benchmark times BENCH_DELIVERIES (default 20,000) deliveries by one webhooks worker (claim,
+ * sign, send, record) in BENCH_ROUNDS rounds (default 3) and, before and after each, the same
+ * number of POSTs of a catalogue event by a bare fetch loop with WEBHOOK_WORKER_CONCURRENCY
+ * requests in flight (2,000 took the bare loop some 60 ms, its first run half as fast as its
+ * last); it prints each round's ratio against the bare runs around it, their median (target
+ * ≥ 0.5), and the
  * CPU time this process spent per delivery in each (all its threads: the worker shares its
  * process with nothing else while it runs; the receiver and PostgreSQL are not counted). Then it
  * times recordEvent inside the writing transaction with an endpoint subscribed (sequence,
@@ -23,7 +25,8 @@ const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchma
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
 process.env.WEBHOOK_WORKER_CONCURRENCY ??= "16";
 
-const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 2_000);
+const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 20_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2_000);
 const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 
@@ -99,7 +102,7 @@ try {
     sequence: 1,
     data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() },
   });
-  // CPU microseconds of this process per delivery, summed over the runs of each.
+  // CPU microseconds per delivery, the mean over the runs of each.
   const cpu = { bare: 0, worker: 0, peersBare: 0, peersWorker: 0, machineBare: 0, machineWorker: 0 };
   const cpuSince = (since: NodeJS.CpuUsage) => {
     const used = process.cpuUsage(since);
@@ -124,52 +127,63 @@ try {
       }),
     );
     const rate = DELIVERIES / ((performance.now() - started) / 1000);
-    cpu.bare += cpuSince(cpuStarted) / 2;
-    cpu.machineBare += ((await machineCpu()) - machineStarted) / DELIVERIES / 2;
-    cpu.peersBare += spent(peersStarted, await peersCpu()) / DELIVERIES / 2;
+    cpu.bare += cpuSince(cpuStarted) / (ROUNDS + 1);
+    cpu.machineBare += ((await machineCpu()) - machineStarted) / DELIVERIES / (ROUNDS + 1);
+    cpu.peersBare += spent(peersStarted, await peersCpu()) / DELIVERIES / (ROUNDS + 1);
     return rate;
   };
-  const bareBefore = await bareLoop();
 
-  // The worker: events recorded first (their doorbells ring for no one), then one worker delivers them.
   const created = await createAccount("bench", "EdDSA");
   const account = created.account;
   const apiKey = created.apiKey.apiKey;
   await createEndpoint(account.id, { url, event_types: ["room.started"] });
-  for (let i = 0; i < DELIVERIES; i += 100) {
-    await db.transaction(async (tx) => {
-      for (let j = i; j < Math.min(i + 100, DELIVERIES); j++)
-        await recordEvent(tx, account.id, "room.started", {
-          room: `bench-${j}`,
-          breakout_id: "",
-          started_at: new Date().toISOString(),
-        });
-    });
+  let delivered = 0;
+  /** One round of the worker: events recorded first (their doorbells ring for no one), then one worker sends them. */
+  const workerRun = async () => {
+    for (let i = 0; i < DELIVERIES; i += 100) {
+      await db.transaction(async (tx) => {
+        for (let j = i; j < Math.min(i + 100, DELIVERIES); j++)
+          await recordEvent(tx, account.id, "room.started", {
+            room: `bench-${delivered + j}`,
+            breakout_id: "",
+            started_at: new Date().toISOString(),
+          });
+      });
+    }
+    delivered += DELIVERIES;
+    // What the writes above leave to autovacuum is done now, not by a worker of it in the middle of the timed run.
+    await db.execute(sql`vacuum (analyze) events, webhook_deliveries, webhook_due`);
+    const receivedBefore = await received();
+    const workerCpu = process.cpuUsage();
+    const machineStarted = await machineCpu();
+    const peersStarted = await peersCpu();
+    const workerStarted = performance.now();
+    const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
+    // Until the receiver has had them all it is asked, then the database, until every outcome is recorded.
+    while ((await received()) - receivedBefore < DELIVERIES) await Bun.sleep(20);
+    for (;;) {
+      const [row] = (await db.execute(
+        sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`,
+      )) as unknown as Array<{ n: number }>;
+      if (row!.n >= delivered) break;
+      await Bun.sleep(5);
+    }
+    const rate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
+    cpu.worker += cpuSince(workerCpu) / ROUNDS;
+    cpu.machineWorker += ((await machineCpu()) - machineStarted) / DELIVERIES / ROUNDS;
+    cpu.peersWorker += spent(peersStarted, await peersCpu()) / DELIVERIES / ROUNDS;
+    await worker.stop();
+    return rate;
+  };
+  // Each round of the worker between two runs of the bare loop, its ratio against their mean.
+  const bareRates = [await bareLoop()];
+  const workerRates: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    workerRates.push(await workerRun());
+    bareRates.push(await bareLoop());
   }
-  // What the writes above leave to autovacuum is done now, not by a worker of it in the middle of the timed run.
-  await db.execute(sql`vacuum (analyze) events, webhook_deliveries, webhook_due`);
-  const receivedBefore = await received();
-  const workerCpu = process.cpuUsage();
-  const machineStarted = await machineCpu();
-  const peersStarted = await peersCpu();
-  const workerStarted = performance.now();
-  const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
-  // Until the receiver has had them all it is asked, then the database, until every outcome is recorded.
-  while ((await received()) - receivedBefore < DELIVERIES) await Bun.sleep(20);
-  for (;;) {
-    const [row] = (await db.execute(
-      sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`,
-    )) as unknown as Array<{ n: number }>;
-    if (row!.n >= DELIVERIES) break;
-    await Bun.sleep(5);
-  }
-  const workerRate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
-  cpu.worker = cpuSince(workerCpu);
-  cpu.machineWorker = ((await machineCpu()) - machineStarted) / DELIVERIES;
-  cpu.peersWorker = spent(peersStarted, await peersCpu()) / DELIVERIES;
-  await worker.stop();
-  const bareAfter = await bareLoop();
-  const bareRate = (bareBefore + bareAfter) / 2;
+  const ratios = workerRates.map((rate, round) => rate / ((bareRates[round]! + bareRates[round + 1]!) / 2));
+  const median = <T extends number>(values: T[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
   // The outbox inside the writing transaction, one after another.
   const outbox: number[] = [];
@@ -235,11 +249,13 @@ try {
 
   console.log(`deliveries: ${DELIVERIES}, ${CONCURRENCY} in flight, database ${database.kind}`);
   console.log(
-    `  bare fetch loop       ${bareRate.toFixed(0)} /s   (before the ` +
-      `worker ${bareBefore.toFixed(0)}, after ${bareAfter.toFixed(0)})`,
+    `  bare fetch loop       ${median(bareRates).toFixed(0)} /s   (median of ${bareRates.length}: ` +
+      `${bareRates.map((rate) => rate.toFixed(0)).join(", ")})`,
   );
   console.log(
-    `  webhooks worker       ${workerRate.toFixed(0)} /s   ratio ${(workerRate / bareRate).toFixed(2)} (target >= 0.5)`,
+    `  webhooks worker       ${median(workerRates).toFixed(0)} /s   ratio ${median(ratios).toFixed(2)} ` +
+      `(target >= 0.5; median of ${ROUNDS} rounds, each against the bare loop's runs around it: ` +
+      `${ratios.map((ratio) => ratio.toFixed(2)).join(", ")})`,
   );
   console.log(
     `  CPU of this process   worker ${cpu.worker.toFixed(1)} µs a delivery, bare loop ${cpu.bare.toFixed(1)} µs ` +
