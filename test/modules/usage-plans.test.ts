@@ -15,6 +15,8 @@ import { db } from "../../src/db/client";
 import { appendEvent } from "../../src/modules/events/service";
 import { rebuildDays, touchedDays } from "../../src/modules/usage/fold-days";
 import { rebuildMedia } from "../../src/modules/usage/fold-media";
+import { upsertConferenceFacts } from "../../src/modules/usage/fold-stays";
+import { rowsOf } from "../../src/db/rows";
 import { newAccount } from "../helpers";
 
 /** Tables of 200 rooms, each with 30 stays and 20 hourly streams, analysed as autovacuum would. */
@@ -102,4 +104,37 @@ test("rebuilding a stream deletes its rows by probes of its subject instead of s
   const scans = sessionScans(notices.find((notice) => notice.includes("Delete on media_sessions")) ?? "");
   expect(scans.length).toBeGreaterThan(0);
   expect(scans.filter((scan) => scan.startsWith("Seq "))).toEqual([]);
+});
+
+test("the fold's page statement and days' rebuild are planned for each run, not kept from smaller tables", async () => {
+  // A plan kept per connection was made once, when the usage tables were small (just emptied, say), and
+  // stayed while they grew: a second fold of a million events in one process took 170 s instead of 9.
+  const { accountId } = await newAccount();
+  const day = new Date("2026-11-02T12:00:00Z");
+  const plans = await db.transaction(async (tx) => {
+    // Past the five runs after which PostgreSQL may settle on one plan for any values.
+    for (let run = 0; run < 7; run++) {
+      await upsertConferenceFacts(tx, { rooms: [{ accountId, room: `room-${run}`, first: 0, events: 0 }] });
+      await rebuildDays(tx, touchedDays([{ accountId, room: `room-${run}`, from: day, to: day }]));
+    }
+    return rowsOf<{ statement: string; generic_plans: string; custom_plans: string }>(
+      await tx.execute(
+        sql`select statement, generic_plans, custom_plans from pg_prepared_statements
+          where statement like ${"%with page as%"} or statement like ${"%Each target numbered%"}`,
+      ),
+    );
+  });
+  expect(
+    plans.map((plan) => ({
+      page: plan.statement.includes("with page as"),
+      generic: Number(plan.generic_plans),
+      custom: Number(plan.custom_plans),
+    })),
+  ).toEqual(
+    expect.arrayContaining([
+      { page: true, generic: 0, custom: 7 },
+      { page: false, generic: 0, custom: 7 },
+    ]),
+  );
+  expect(plans).toHaveLength(2);
 });
