@@ -11,7 +11,7 @@
  * fold and its floor are timed BENCH_ROUNDS times (default 3) from the same unfolded state,
  * and the median ratio is the figure. Then it times POST /api/v1/pricing/cdr over the 10,000 rooms.
  */
-import { benchDatabase, wipeDatabase } from "../support/bench";
+import { benchDatabase, median, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.DATABASE_POOL_SIZE = "4";
@@ -20,7 +20,6 @@ const ROOMS = Number(process.env.BENCH_ROOMS ?? 10_000);
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 /** Per room: create, destroy, a stream's start and stop, and a join and a leave per participant. */
 const PARTICIPANTS = Math.max(1, Math.floor((EVENTS / ROOMS - 4) / 2));
-
 const REPORT_CALLS = Number(process.env.BENCH_REPORT_CALLS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
@@ -214,6 +213,11 @@ console.log(
     `-> ${Number(sums.folded) === referenceTotal ? "equal" : "DIFFERENT"}`,
 );
 
+/** Every event of the log on the unfolded list again, as the load's trigger left them. */
+const listWholeLog = () =>
+  admin.unsafe(`insert into conference_events_unfolded (event_id, account_id, room)
+    select id, account_id, room from conference_events`);
+
 // The first fold and its floor again, BENCH_ROUNDS in all, from the same unfolded state (the
 // usage tables emptied, the whole log listed and analysed as after the load): on a shared
 // machine one pair of runs moved the ratio by a tenth either way, their median much less.
@@ -223,8 +227,7 @@ for (let round = 2; round <= ROUNDS; round++) {
   await admin.unsafe(
     "truncate participant_sessions, room_sessions, media_sessions, room_usage_daily, conference_events_unfolded",
   );
-  await admin.unsafe(`insert into conference_events_unfolded (event_id, account_id, room)
-     select id, account_id, room from conference_events`);
+  await listWholeLog();
   await admin.unsafe("analyze");
   const [, againMs] = await time(() => refoldLog({ pageSize: PAGE }));
   const floorAgainMs = await floorOnce();
@@ -234,17 +237,15 @@ for (let round = 2; round <= ROUNDS; round++) {
       `ratio ${(againMs / floorAgainMs).toFixed(2)}x`,
   );
 }
-const median = [...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)]!;
 console.log(
-  `ratio fold / the stays alone, median of ${ratios.length} rounds: ${median.toFixed(2)}x (target <= 1.5; ` +
+  `ratio fold / the stays alone, median of ${ratios.length} rounds: ${median(ratios).toFixed(2)}x (target <= 1.5; ` +
     `${ratios.map((ratio) => ratio.toFixed(2)).join(", ")})`,
 );
 await admin.unsafe("drop table stays_floor");
 
 // A backlog, as after every cdr worker was down for a long time: the whole log listed as unfolded
 // again and folded by the sweep, which needs no Redis.
-await admin.unsafe(`insert into conference_events_unfolded (event_id, account_id, room)
-   select id, account_id, room from conference_events`);
+await listWholeLog();
 const [swept, sweepMs] = await time(() => sweepUnfolded(0));
 console.log(
   `sweep of a backlog: ${swept} events in ${seconds(sweepMs)} s (${Math.round(swept / (sweepMs / 1000))} events/s)`,

@@ -21,7 +21,7 @@ const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/app");
 const { overrideConfig } = await import("../../src/config");
-const { closeBench } = await import("../support/bench");
+const { closeBench, median } = await import("../support/bench");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startRecorderWorker } = await import("../../workers/recorder");
@@ -61,7 +61,6 @@ async function firstSegment(playlistUrl: string): Promise<void> {
   throw new Error("no segment within 20 s");
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const queued: number[] = [];
 const direct: number[] = [];
 const playable: number[] = [];

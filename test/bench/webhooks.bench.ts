@@ -9,17 +9,16 @@
  * number of POSTs of a catalogue event by a bare fetch loop with WEBHOOK_WORKER_CONCURRENCY
  * requests in flight (2,000 took the bare loop some 60 ms, its first run half as fast as its
  * last); it prints each round's ratio against the bare runs around it, their median (target
- * ≥ 0.5), and the
- * CPU time this process spent per delivery in each (all its threads: the worker shares its
- * process with nothing else while it runs; the receiver and PostgreSQL are not counted). Then it
- * times recordEvent inside the writing transaction with an endpoint subscribed (sequence,
- * event row and delivery row), BENCH_SAMPLES (default 2,000) times one after another, and
- * the event_sync route that writes through it, and prints p50 and p99 of each (target for
- * the outbox: p99 < 2 ms). Last, WRITERS (8) concurrent writers record events in their own
+ * ≥ 0.5), and the CPU time this process spent per delivery in each (all its threads: the
+ * worker shares its process with nothing else while it runs; the receiver and PostgreSQL are
+ * not counted). Then it times recordEvent inside the writing transaction with an endpoint
+ * subscribed (sequence, event row and delivery row), BENCH_SAMPLES (default 2,000) times one
+ * after another, and the event_sync route that writes through it, and prints p50 and p99 of
+ * each (target for the outbox: p99 < 2 ms). Last, WRITERS (8) concurrent writers record events in their own
  * transactions, all for one account (whose sequence row orders them) and then each for its
  * own, to show what that ordering costs.
  */
-import { benchDatabase, closeBench, wipeDatabase } from "../support/bench";
+import { benchDatabase, closeBench, median, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
@@ -183,7 +182,6 @@ try {
     bareRates.push(await bareLoop());
   }
   const ratios = workerRates.map((rate, round) => rate / ((bareRates[round]! + bareRates[round + 1]!) / 2));
-  const median = <T extends number>(values: T[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
   // The outbox inside the writing transaction, one after another.
   const outbox: number[] = [];

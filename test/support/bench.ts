@@ -16,6 +16,9 @@ export function benchDatabase(needed: string): string {
   return databaseUrl;
 }
 
+/** The middle value of a run's figures (the upper one of the two middle ones when they are even). */
+export const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
 /** Drops everything in the database, for a benchmark that starts from an empty one. */
 export async function wipeDatabase(databaseUrl: string): Promise<void> {
   const { default: postgres } = await import("postgres");
