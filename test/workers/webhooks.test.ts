@@ -321,6 +321,37 @@ describe("with the worker in this process", () => {
     }
   }, 30_000);
 
+  test("an answer is logged as it came, quotes, braces and backslashes too; a NUL byte is replaced", async () => {
+    const a = await newAccount();
+    // Failing first, then answering: the failure and the success are recorded by different statements.
+    let failing = true;
+    const answer = 'got {it}, "thanks"\\ \0end';
+    const receiver = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () => new Response(answer, { status: failing ? 500 : 200 }),
+    });
+    const restoreConfig = overrideConfig({ webhooks: { retrySchedule: Array(100).fill(0.2) } });
+    try {
+      const endpoint = await endpointFor(a.apiKey, `http://127.0.0.1:${receiver.port}/hook`);
+      await emit(a.accountId, "answered");
+      const [failed] = await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.attempts >= 1 && list[0]?.status_code !== null,
+      );
+      expect(failed).toMatchObject({ status_code: 500, response: 'got {it}, "thanks"\\ \uFFFDend' });
+      failing = false;
+      const [logged] = await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list[0]?.status === "succeeded",
+      );
+      expect(logged).toMatchObject({ status_code: 200, response: 'got {it}, "thanks"\\ \uFFFDend' });
+    } finally {
+      restoreConfig();
+      receiver.stop(true);
+    }
+  }, 30_000);
+
   test("a retry or replay of a delivery waiting out its backoff goes now, not when the backoff ends", async () => {
     const a = await newAccount();
     let secret = "";

@@ -268,7 +268,12 @@ export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> 
       "webhook-signature": signature,
     };
     const answer = await post(destination, headers, body, config.webhooks.timeoutMs, RESPONSE_BYTES);
-    return { statusCode: answer.status, response: answer.body, latencyMs: Math.round(performance.now() - started) };
+    return {
+      statusCode: answer.status,
+      // PostgreSQL's text holds no NUL: one in a receiver's answer would fail the whole batch's record.
+      response: answer.body.replaceAll("\0", "\uFFFD"),
+      latencyMs: Math.round(performance.now() - started),
+    };
   } catch (error) {
     const message =
       error instanceof AppError
