@@ -8,9 +8,6 @@
  */
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/postgres-js";
-import postgres from "postgres";
-import type { Database } from "../../src/db/client";
 import { db } from "../../src/db/client";
 import { appendEvent } from "../../src/modules/events/service";
 import { rebuildDays, touchedDays } from "../../src/modules/usage/fold-days";
@@ -18,6 +15,7 @@ import { rebuildMedia } from "../../src/modules/usage/fold-media";
 import { upsertConferenceFacts } from "../../src/modules/usage/fold-stays";
 import { rowsOf } from "../../src/db/rows";
 import { newAccount } from "../helpers";
+import { explained } from "../support/explained";
 
 /** Tables of 200 rooms, each with 30 stays and 20 hourly streams, analysed as autovacuum would. */
 async function analysedUsage(accountId: string) {
@@ -35,24 +33,6 @@ async function analysedUsage(accountId: string) {
       timestamptz '2026-11-02 09:10:00+00' + s * interval '1 hour', timestamptz '2026-11-02 09:40:00+00' + s * interval '1 hour'
     from generate_series(1, 200) as r, generate_series(0, 19) as s`);
   await db.execute(sql`analyze participant_sessions, media_sessions`);
-}
-
-/** Runs `work` in a transaction whose statements' plans come back as notices; answers its result and the plans. */
-async function explained<T>(work: (tx: Database) => Promise<T>): Promise<{ result: T; notices: string[] }> {
-  const notices: string[] = [];
-  const client = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: (notice) => notices.push(notice.message) });
-  const handle = drizzle(client) as unknown as Database;
-  try {
-    const result = await handle.transaction(async (tx) => {
-      await tx.execute(sql`load 'auto_explain'`);
-      await tx.execute(sql`set local auto_explain.log_min_duration = 0`);
-      await tx.execute(sql`set local auto_explain.log_level = notice`);
-      return work(tx);
-    });
-    return { result, notices };
-  } finally {
-    await client.end();
-  }
 }
 
 /** How a plan reads the session tables, as "Seq participant_sessions", "Index media_sessions" and so on. */

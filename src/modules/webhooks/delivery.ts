@@ -108,18 +108,21 @@ export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.
  * the claim's lease, the log row counts the attempt and shows the lease. A due row whose
  * delivery is gone is deleted instead.
  */
-export async function claimDue(limit: number): Promise<Claimed[]> {
+export async function claimDue(handle: Database, limit: number): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
-    await db.execute(
+    await handle.execute(
       sql`
       with picked as materialized (
-        ${dueRows(limit, sql`c.delivery_id, not exists (select 1 from webhook_deliveries d where d.id = c.delivery_id) as gone`)}
+        -- A scalar subquery, probed by the key for each row picked: as not exists (…) PostgreSQL hashed the
+        -- whole delivery log once a claim, and as a join to picked it read the whole due set.
+        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`)}
       ),
-      dropped as (delete from webhook_due w using picked p where w.delivery_id = p.delivery_id and p.gone),
+      -- By ctid: the rows are locked by the claim, so each stays where it lies.
+      dropped as (delete from webhook_due w where w.ctid = any(array(select row from picked where gone))),
       claimed as (
         update webhook_due w set due_at = now() + make_interval(secs => ${leaseSeconds})
-        from picked p where w.delivery_id = p.delivery_id and not p.gone
+        where w.ctid = any(array(select row from picked where not gone))
         returning w.delivery_id, w.due_at
       )
       update webhook_deliveries u

@@ -8,6 +8,7 @@
  * look again: what is due lives in the database alone.
  */
 import { config } from "../../config";
+import { db } from "../../db/client";
 import { log } from "../../core/log";
 import {
   type Claimed,
@@ -74,7 +75,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     const wakesBefore = wakes;
     try {
       const claimedAt = performance.now();
-      const rows = await claimDue(share);
+      const rows = await claimDue(db, share);
       // A short claim took all that was due, unless a wake-up came meanwhile.
       if (rows.length < share && wakes === wakesBefore) more = false;
       const batch = new ClaimedBatch();
