@@ -309,6 +309,36 @@ test("an endpoint deleted while a batch holds its deliveries goes at once; a cla
   }
 }, 30_000);
 
+test("an endpoint deleted with a backlog leaves nothing due that the next claims would have to drop", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+  try {
+    // A backlog many claims long, deleted before any worker runs.
+    const backlogged = await newEndpoint(a.apiKey, receiver.url);
+    await emitMany(a.accountId, 300);
+    const deleted = await call("DELETE", `/api/v1/webhooks/${backlogged.id}`, {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+    });
+    expect(deleted.status).toBe(204);
+    expect(await db.select().from(webhookDue).where(eq(webhookDue.endpointId, backlogged.id))).toEqual([]);
+    // The sweep far off: the next delivery goes on its doorbell alone, as a live one would. Claims that found
+    // only the deleted endpoint's rows took their short answer for an empty due set and waited for the sweep.
+    worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 60_000 });
+    await newEndpoint(a.apiKey, receiver.url);
+    await emitMany(a.accountId, 1);
+    expect(
+      await until(
+        () => receiver.received.length,
+        (n) => n >= 1,
+      ),
+    ).toBe(1);
+  } finally {
+    await worker?.stop();
+    receiver.stop();
+  }
+}, 30_000);
+
 test("a held attempt that fails after its endpoint was deleted schedules no retry for it", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
