@@ -14,7 +14,7 @@ import { rowsOf } from "../../src/db/rows";
 import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
 import { startDeliveryPump } from "../../src/modules/webhooks/pump";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
-import { webhookDeliveries, webhookDue, webhookEndpoints } from "../../src/modules/webhooks/schema";
+import { webhookDeliveries, webhookDue, webhookEndpoints, webhookParked } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
@@ -333,6 +333,34 @@ test("an endpoint deleted with a backlog leaves nothing due that the next claims
         (n) => n >= 1,
       ),
     ).toBe(1);
+  } finally {
+    await worker?.stop();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("a disabled endpoint's backlog is set aside, where no claim reads it, and enabling it sends it all", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+  try {
+    const { id } = await newEndpoint(a.apiKey, receiver.url);
+    await emitMany(a.accountId, 300);
+    const headers = { authorization: `Bearer ${a.apiKey}` };
+    const disabled = await call("PATCH", `/api/v1/webhooks/${id}`, { headers, body: { enabled: false } });
+    expect(disabled.status).toBe(200);
+    expect(await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).toEqual([]);
+    expect((await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).length).toBe(300);
+    worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 60_000 });
+    const enabled = await call("PATCH", `/api/v1/webhooks/${id}`, { headers, body: { enabled: true } });
+    expect(enabled.status).toBe(200);
+    expect(await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).toEqual([]);
+    expect(
+      await until(
+        () => new Set(receiver.received.map((entry) => entry.id)).size,
+        (n) => n === 300,
+      ),
+    ).toBe(300);
   } finally {
     await worker?.stop();
     receiver.stop();

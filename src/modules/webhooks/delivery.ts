@@ -21,7 +21,7 @@ import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
 import { arrayLiteral, rowsOf } from "../../db/rows";
-import { openSecret } from "./service";
+import { openSecret, parkDue } from "./service";
 import { checkWebhookUrl, type WebhookTarget } from "./ssrf";
 import { type Destination, post } from "./http1";
 
@@ -355,8 +355,10 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
       )
       select enabled, disabled_reason from ${NO_FLUSH} left join endpoint on true`),
   );
-  if (endpoint && !endpoint.enabled)
+  if (endpoint && !endpoint.enabled) {
     log.warn({ endpointId: row.endpoint_id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
+    await parkDue(db, [row.endpoint_id]);
+  }
   return status === "pending" && endpoint?.enabled ? { retryInMs: waitSeconds! * 1000 } : {};
 }
 
@@ -527,6 +529,7 @@ export async function recordEndpoints(
       returning w.id, w.enabled, w.disabled_reason`),
   ).filter((endpoint) => !endpoint.enabled);
   const off = new Set(disabled.map((endpoint) => endpoint.id));
+  await parkDue(db, [...off]);
   return {
     disabled,
     retryInMs: finished

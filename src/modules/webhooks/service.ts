@@ -6,13 +6,13 @@
 import { randomBytes } from "node:crypto";
 import { and, asc, desc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { db } from "../../db/client";
+import { type Database, db } from "../../db/client";
 import { outbox } from "../../queue/outbox";
 import { AppError } from "../../core/errors";
 import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
 import { EVENT_TYPES, type EventType } from "./event-types";
 import type { Delivery, Endpoint, EndpointCreate, EndpointUpdate, PublicEvent } from "./model";
-import { rowsOf } from "../../db/rows";
+import { arrayLiteral, rowsOf } from "../../db/rows";
 import { WEBHOOKS_CONSUMER } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
 import { checkWebhookUrl } from "./ssrf";
@@ -160,26 +160,62 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
   return endpointOf(await endpointRow(accountId, id));
 }
 
+/**
+ * Sets aside what of `endpointIds` (disabled) is due, into webhook_parked, where no claim reads
+ * it. A due row a batch holds is skipped, not waited for: its batch records it, and an attempt
+ * given back or retried stays in the due set, skipped by claims while its endpoint is disabled.
+ */
+export async function parkDue(handle: Database, endpointIds: string[]): Promise<void> {
+  if (endpointIds.length === 0) return;
+  await handle.execute(sql`
+    with moved as (
+      delete from webhook_due where ctid = any(array(
+        select ctid from webhook_due where endpoint_id = any(${arrayLiteral(endpointIds)}::text[]) for update skip locked))
+      returning delivery_id, endpoint_id, sequence
+    )
+    insert into webhook_parked (delivery_id, endpoint_id, sequence)
+    -- Not for a delivery gone meanwhile: it could not follow its delivery's deletion.
+    select m.* from moved m where exists (select from webhook_deliveries d where d.id = m.delivery_id)
+    on conflict (delivery_id) do nothing`);
+}
+
+/** Brings back what of an endpoint (enabled again) was set aside, due at once. */
+async function unparkDue(handle: Database, endpointId: string): Promise<void> {
+  await handle.execute(sql`
+    with moved as (delete from webhook_parked where endpoint_id = ${endpointId} returning delivery_id, endpoint_id, sequence)
+    insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
+    select delivery_id, endpoint_id, sequence, now() from moved
+    on conflict (delivery_id) do update set due_at = least(webhook_due.due_at, excluded.due_at)`);
+}
+
 export async function updateEndpoint(accountId: string, id: string, input: EndpointUpdate): Promise<Endpoint> {
   const url = input.url === undefined ? undefined : (await checkWebhookUrl(input.url)).url.toString();
   const enabling = input.enabled === true;
-  const [row] = await db
-    .update(webhookEndpoints)
-    .set({
-      ...(url !== undefined && { url }),
-      ...(input.event_types !== undefined && { eventTypes: input.event_types }),
-      ...(input.description !== undefined && { description: input.description }),
-      ...(input.ordered !== undefined && { ordered: input.ordered }),
-      ...(input.enabled !== undefined && { enabled: input.enabled }),
-      // Enabling starts afresh: the reason and the failure run of the last disable are over.
-      ...(enabling && { disabledReason: null, failingSince: null }),
-      updatedAt: sql`now()`,
-    })
-    .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
-    .returning();
-  if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
-  // Its pending deliveries may go now, not at the next sweep.
-  if (enabling) outbox.ring(db, WEBHOOKS_CONSUMER);
+  // With what it sets aside or brings back: an endpoint enabled must not leave its deliveries set aside.
+  const row = await db.transaction(async (tx) => {
+    const [updated] = await tx
+      .update(webhookEndpoints)
+      .set({
+        ...(url !== undefined && { url }),
+        ...(input.event_types !== undefined && { eventTypes: input.event_types }),
+        ...(input.description !== undefined && { description: input.description }),
+        ...(input.ordered !== undefined && { ordered: input.ordered }),
+        ...(input.enabled !== undefined && { enabled: input.enabled }),
+        // Enabling starts afresh: the reason and the failure run of the last disable are over.
+        ...(enabling && { disabledReason: null, failingSince: null }),
+        updatedAt: sql`now()`,
+      })
+      .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
+      .returning();
+    if (!updated) throw new AppError("not_found", `no webhook endpoint ${id}`);
+    if (input.enabled === false) await parkDue(tx, [id]);
+    if (enabling) {
+      await unparkDue(tx, id);
+      // Its pending deliveries may go now, not at the next sweep.
+      outbox.ring(tx, WEBHOOKS_CONSUMER);
+    }
+    return updated;
+  });
   return endpointOf(row);
 }
 
