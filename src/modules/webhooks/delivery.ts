@@ -494,9 +494,9 @@ export async function recordLocked(
  * whose last outcome succeeded ends it. Outside the batch's transaction: deleting an
  * endpoint locks its row and then waits for its deliveries' rows, so the transaction holding
  * those must not wait for the endpoint's. Nothing to do, and no round trip, when every
- * attempt succeeded at endpoints that were not failing. Answers the endpoints it disabled,
- * and in how many milliseconds each retry the batch scheduled for an endpoint that stays
- * enabled comes due.
+ * attempt succeeded at endpoints that were not failing. Answers the endpoints it disabled (what
+ * of them is due set aside by parkDue), and in how many milliseconds each retry the batch
+ * scheduled for an endpoint that stays enabled comes due.
  */
 export async function recordEndpoints(
   finished: Attempted[],
