@@ -351,6 +351,10 @@ test("a disabled endpoint's backlog is set aside, where no claim reads it, and e
     expect(disabled.status).toBe(200);
     expect(await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).toEqual([]);
     expect((await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).length).toBe(300);
+    // A replay meanwhile sets aside what it queues, too.
+    const replayed = await call("POST", `/api/v1/webhooks/${id}/replay`, { headers, body: { after: 0 } });
+    expect(replayed.body).toEqual({ queued: 300 });
+    expect(await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).toEqual([]);
     worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 60_000 });
     const enabled = await call("PATCH", `/api/v1/webhooks/${id}`, { headers, body: { enabled: true } });
     expect(enabled.status).toBe(200);

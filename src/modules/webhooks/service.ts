@@ -294,13 +294,23 @@ export async function listDeliveries(
 
 /**
  * The `retried` deliveries (id, endpoint_id, sequence) due now in the due set, whether or not
- * they were due already. A row a batch holds is waited for, then added anew.
+ * they were due already (a row a batch holds is waited for, then added anew); set aside instead
+ * while their endpoint is disabled. The endpoint's row is read locked, so an enable or disable
+ * under way is waited for and seen: nothing is set aside behind an enable.
  */
 const DUE_NOW = sql`
+  endpoint as materialized (
+    select e.id, e.enabled from webhook_endpoints e where e.id in (select endpoint_id from retried) for share
+  ),
   due as (
     insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
-    select id, endpoint_id, sequence, now() from retried
+    select r.id, r.endpoint_id, r.sequence, now() from retried r join endpoint e on e.id = r.endpoint_id and e.enabled
     on conflict (delivery_id) do update set due_at = now()
+  ),
+  parked as (
+    insert into webhook_parked (delivery_id, endpoint_id, sequence)
+    select r.id, r.endpoint_id, r.sequence from retried r join endpoint e on e.id = r.endpoint_id and not e.enabled
+    on conflict (delivery_id) do nothing
   )`;
 
 /** Sends one delivery again now, whatever became of it; its receiver de-duplicates by webhook-id. */
