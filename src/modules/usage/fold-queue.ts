@@ -7,7 +7,7 @@
  */
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
-import { rowsOf } from "../../db/rows";
+import { arrayLiteral, rowsOf } from "../../db/rows";
 import { conferenceEvents, conferenceEventsUnfolded } from "../events/schema";
 import { type FoldableEvent, foldableColumns, foldableRows, type LoggedRoom, roomsJson } from "./fold-log";
 
@@ -239,7 +239,7 @@ export async function claimUnfoldedOf(
  */
 export async function markFolded(tx: Database, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
-  await tx.execute(sql`delete from conference_events_unfolded where event_id = any(${`{${ids.join(",")}}`}::bigint[])`);
+  await tx.execute(sql`delete from conference_events_unfolded where event_id = any(${arrayLiteral(ids)}::bigint[])`);
 }
 
 /**

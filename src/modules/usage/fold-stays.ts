@@ -6,7 +6,7 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { log } from "../../core/log";
-import { rowsOf } from "../../db/rows";
+import { arrayLiteral, rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
 import { MEDIA_EVENT_KINDS } from "../events/schema";
 import { type LoggedRoom, roomsJson } from "./fold-log";
@@ -51,7 +51,7 @@ const firstKnown = (column: string) => sql.raw(`substr(min((k || ${column}) coll
 function pageEvents(page: FoldPage) {
   if ("ids" in page)
     return sql`select ${PAGE_COLUMNS} from conference_events
-      where id = any(${`{${page.ids.join(",")}}`}::bigint[]) and kind in ${CONFERENCE_KINDS}`;
+      where id = any(${arrayLiteral(page.ids)}::bigint[]) and kind in ${CONFERENCE_KINDS}`;
   return sql`select e.* from jsonb_to_recordset(${roomsJson(page.rooms)}::jsonb) as k("accountId" text, room text)
     cross join lateral (
       select ${PAGE_COLUMNS} from conference_events c
