@@ -160,6 +160,11 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
   return endpointOf(await endpointRow(accountId, id));
 }
 
+/** Deletes the due rows of `endpointIds` that no batch holds (one a batch holds is skipped, not waited for). */
+const deleteUnheldDue = (endpointIds: string[]) => sql`
+  delete from webhook_due where ctid = any(array(
+    select ctid from webhook_due where endpoint_id = any(${arrayLiteral(endpointIds)}::text[]) for update skip locked))`;
+
 /**
  * Sets aside what of `endpointIds` (disabled) is due, into webhook_parked, where no claim reads
  * it. A due row a batch holds is skipped, not waited for: its batch records it, and an attempt
@@ -168,11 +173,7 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
 export async function parkDue(handle: Database, endpointIds: string[]): Promise<void> {
   if (endpointIds.length === 0) return;
   await handle.execute(sql`
-    with moved as (
-      delete from webhook_due where ctid = any(array(
-        select ctid from webhook_due where endpoint_id = any(${arrayLiteral(endpointIds)}::text[]) for update skip locked))
-      returning delivery_id, endpoint_id, sequence
-    )
+    with moved as (${deleteUnheldDue(endpointIds)} returning delivery_id, endpoint_id, sequence)
     insert into webhook_parked (delivery_id, endpoint_id, sequence)
     -- Not for a delivery gone meanwhile: it could not follow its delivery's deletion.
     select m.* from moved m where exists (select from webhook_deliveries d where d.id = m.delivery_id)
@@ -232,9 +233,7 @@ export async function deleteEndpoint(accountId: string, id: string): Promise<voi
       .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
       .returning({ id: webhookEndpoints.id });
     if (removed.length === 0) throw new AppError("not_found", `no webhook endpoint ${id}`);
-    await tx.execute(sql`
-      delete from webhook_due where ctid = any(array(
-        select ctid from webhook_due where endpoint_id = ${id} for update skip locked))`);
+    await tx.execute(deleteUnheldDue([id]));
   });
 }
 
