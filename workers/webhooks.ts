@@ -13,8 +13,8 @@ import { log } from "../src/core/log";
 import { WEBHOOKS_CONSUMER } from "../src/modules/webhooks/outbox";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { startLockedPump } from "../src/modules/webhooks/locked-pump";
-import { database } from "../src/db/client";
-import { purgeOldEvents } from "../src/modules/webhooks/service";
+import { database, db } from "../src/db/client";
+import { promoteHeads, purgeOldEvents } from "../src/modules/webhooks/service";
 import type { Outbox } from "../src/core/outbox";
 import { outbox as processOutbox } from "../src/queue/outbox";
 import type { Running } from "../src/core/lifecycle";
@@ -38,7 +38,9 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
   const consumer = (options.outbox ?? processOutbox).register({
     name: WEBHOOKS_CONSUMER,
     sweepEveryMs: options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs,
-    async drain() {
+    async drain(due) {
+      // What a head left set aside while it was being recorded (see promoteHeads).
+      if (due === "sweep") await promoteHeads(db, "all");
       pump.wake();
       return 0;
     },

@@ -147,3 +147,41 @@ test("on PGlite: webhooks verified and delivered once each across an outage, the
     receiver.stop();
   }
 }, 60_000);
+
+test("on PGlite: an ordered endpoint's burst goes in sequence order behind a head that failed once", async () => {
+  let secret = "";
+  const receiver = await startReceiver(() => secret);
+  try {
+    const created = await api("POST", "/api/v1/webhooks", {
+      url: receiver.url,
+      event_types: ["room.started"],
+      ordered: true,
+    });
+    expect(created.status).toBe(201);
+    const endpoint = (await created.json()) as { endpoint: { id: string }; secret: string };
+    secret = endpoint.secret;
+    // The head's first attempt fails and is retried (5 s on): the rest wait behind it, set aside.
+    receiver.setMode("error-once");
+    const t0 = 1_900_001_000;
+    for (let i = 0; i < 6; i++) {
+      const room = { event_name: "muc-room-created", room_name: `ordered-${i}`, created_at: t0 + i };
+      expect((await api("POST", "/api/v1/events/room/created", room)).status).toBe(200);
+    }
+    const got = await until(
+      () => receiver.unique(),
+      (list) => list.length >= 6,
+      20_000,
+    );
+    expect(got.every((entry) => entry.verified)).toBe(true);
+    expect(got.map((entry) => entry.event.data.room)).toEqual(Array.from({ length: 6 }, (_, i) => `ordered-${i}`));
+    const log = (await (await api("GET", `/api/v1/webhooks/${endpoint.endpoint.id}/deliveries`)).json()) as {
+      deliveries: Array<{ attempts: number; sequence: number }>;
+    };
+    // The head was tried twice, and nothing behind it went before it succeeded.
+    expect(log.deliveries.sort((x, y) => x.sequence - y.sequence).map((delivery) => delivery.attempts)).toEqual([
+      2, 1, 1, 1, 1, 1,
+    ]);
+  } finally {
+    receiver.stop();
+  }
+}, 30_000);

@@ -27,10 +27,10 @@ async function emitMany(accountId: string, count: number) {
   });
 }
 
-async function newEndpoint(apiKey: string, url: string) {
+async function newEndpoint(apiKey: string, url: string, ordered = false) {
   const created = await call("POST", "/api/v1/webhooks", {
     headers: { authorization: `Bearer ${apiKey}` },
-    body: { url },
+    body: { url, ordered },
   });
   expect(created.status).toBe(201);
   return { id: created.body.endpoint.id as string, secret: created.body.secret as string };
@@ -365,6 +365,59 @@ test("a disabled endpoint's backlog is set aside, where no claim reads it, and e
         (n) => n === 300,
       ),
     ).toBe(300);
+  } finally {
+    await worker?.stop();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("an ordered endpoint keeps only its head due, the rest set aside, and sends them all in order", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+  try {
+    const { id } = await newEndpoint(a.apiKey, receiver.url, true);
+    const dueOf = async () => (await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length;
+    const parkedOf = async () => (await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).length;
+    // Of a backlog behind its head only the head may go: in the due set every claim, for every endpoint, read it all.
+    await emitMany(a.accountId, 300);
+    expect([await dueOf(), await parkedOf()]).toEqual([1, 299]);
+    // A replay of them all keeps it so.
+    const headers = { authorization: `Bearer ${a.apiKey}` };
+    const replayed = await call("POST", `/api/v1/webhooks/${id}/replay`, { headers, body: { after: 0 } });
+    expect(replayed.body).toEqual({ queued: 300 });
+    expect([await dueOf(), await parkedOf()]).toEqual([1, 299]);
+    worker = startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 60_000 });
+    const got = await until(
+      () => receiver.received,
+      (list) => list.length >= 300,
+      20_000,
+    );
+    expect(got.map((entry) => entry.event.sequence)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+    expect([await dueOf(), await parkedOf()]).toEqual([0, 0]);
+  } finally {
+    await worker?.stop();
+    receiver.stop();
+  }
+}, 30_000);
+
+test("the sweep brings forward an ordered endpoint's next delivery that nothing else did", async () => {
+  const a = await newAccount();
+  const receiver = await startReceiver(() => "");
+  let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+  try {
+    const { id } = await newEndpoint(a.apiKey, receiver.url, true);
+    await emitMany(a.accountId, 2);
+    // The head recorded as sent by a worker that died before bringing the next forward.
+    const [head] = await db.delete(webhookDue).where(eq(webhookDue.endpointId, id)).returning();
+    await db.update(webhookDeliveries).set({ status: "succeeded" }).where(eq(webhookDeliveries.id, head!.deliveryId));
+    worker = startWebhooksWorker({ concurrency: 2, sweepIntervalMs: 300 });
+    const got = await until(
+      () => receiver.received,
+      (list) => list.length >= 1,
+    );
+    expect(got.map((entry) => entry.event.sequence)).toEqual([2]);
+    expect(await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).toEqual([]);
   } finally {
     await worker?.stop();
     receiver.stop();

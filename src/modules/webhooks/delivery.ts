@@ -21,7 +21,7 @@ import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
 import { arrayLiteral, rowsOf } from "../../db/rows";
-import { openSecret, parkDue } from "./service";
+import { openSecret, parkDue, promoteHeads } from "./service";
 import { checkWebhookUrl, type WebhookTarget } from "./ssrf";
 import { type Destination, post } from "./http1";
 
@@ -72,7 +72,8 @@ const CLAIMED_COLUMNS = sql`de.url, de.ordered, de.secret::text as secret,
 /**
  * Up to `limit` due rows of webhook_due (as `c`) a claim may take, locked: due, their endpoint
  * enabled and, for an ordered endpoint, no earlier event of it due (a row another batch holds
- * still counts: its delete has not committed). A row whose endpoint is gone is taken too, to
+ * still counts: its delete has not committed) or set aside (a retry or replay sets aside what
+ * its head brings forward). A row whose endpoint is gone is taken too, to
  * be dropped (see webhookDue). SKIP LOCKED lets several workers claim at once without waiting
  * on each other's rows. No order: sorting would read every due row, and a backlog makes each
  * claim as slow as it is long; the scan stops at the limit.
@@ -81,8 +82,9 @@ const dueRows = (limit: number, columns: SQL) => sql`
   select ${columns} from webhook_due c left join webhook_endpoints de on de.id = c.endpoint_id
   -- A retry's timer may fire a little before the database's clock says it is due.
   where c.due_at <= now() + interval '1 second'
-    and (de.id is null or (de.enabled and not (de.ordered and exists (
-      select 1 from webhook_due p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence))))
+    and (de.id is null or (de.enabled and not (de.ordered and (
+      exists (select 1 from webhook_due p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)
+      or exists (select 1 from webhook_parked p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)))))
   limit ${limit}
   for update of c skip locked`;
 
@@ -358,8 +360,17 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
   if (endpoint && !endpoint.enabled) {
     log.warn({ endpointId: row.endpoint_id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
     await parkDue(db, [row.endpoint_id]);
-  }
+  } else if (status === "failed") await promoteNext([row]);
   return status === "pending" && endpoint?.enabled ? { retryInMs: waitSeconds! * 1000 } : {};
+}
+
+/**
+ * Brings forward the next delivery of each ordered endpoint among `rows`, which are done (or
+ * retried: an endpoint whose head is due again brings nothing forward). No round trip when none
+ * is ordered.
+ */
+export function promoteNext(rows: Claimed[]): Promise<void> {
+  return promoteHeads(db, [...new Set(rows.filter((row) => row.ordered).map((row) => row.endpoint_id))]);
 }
 
 export const isSuccess = (outcome: Outcome) =>
@@ -398,6 +409,7 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
     )
     select 1 from ${NO_FLUSH}`,
   );
+  await promoteNext(sent.map(({ row }) => row));
 }
 
 /** An attempt made under a claim held by row locks: its outcome, and when it started (Date.now()). */

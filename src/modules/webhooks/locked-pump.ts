@@ -27,6 +27,7 @@ import {
   claimLocked,
   isSuccess,
   type Outcome,
+  promoteNext,
   recordEndpoints,
   recordLocked,
   recordSuccesses,
@@ -150,9 +151,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         return true;
       });
       if (recorded) {
-        // The next event of an ordered endpoint may go now, and what the batch gave back is due.
-        if (gaveBack || batch.finished.some(({ row }) => row.ordered)) more = true;
         await settleEndpoints(batch.finished);
+        // The next event of an ordered endpoint may go now, and what the batch gave back is due. A wake-up, once the
+        // next is brought forward: a claim that began before finds nothing, and must not end the run of claims.
+        if (gaveBack || batch.finished.some(({ row }) => row.ordered)) wake();
       }
     } catch (error) {
       cut(batch);
@@ -174,6 +176,12 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   };
 
   const settleEndpoints = async (finished: Attempted[]) => {
+    try {
+      // After the commit: a head deleted by the batch's claim is still due to every other transaction until then.
+      await promoteNext(finished.map(({ row }) => row));
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, "bringing forward ordered webhook deliveries failed; the sweep will");
+    }
     try {
       const endpoints = await recordEndpoints(finished);
       for (const endpoint of endpoints.disabled)
@@ -204,7 +212,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       .finally(() => {
         recordingLate = false;
         // The next event of an ordered endpoint may go now.
-        if (sent.some(({ row }) => row.ordered)) more = true;
+        if (sent.some(({ row }) => row.ordered)) wake();
         recordLate();
         fill();
       });
@@ -226,7 +234,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     } else {
       recordingFailures++;
       try {
-        if (await recordFailedAttempt(row, outcome, retries)) more = true;
+        if (await recordFailedAttempt(row, outcome, retries)) wake();
       } finally {
         recordingFailures--;
       }

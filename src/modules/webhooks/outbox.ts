@@ -2,7 +2,8 @@
  * The transactional outbox: a feature records a catalogue event with the transaction handle
  * of the change it describes, so the event exists exactly when the change committed. The
  * same statement queues one delivery per endpoint that wants the event (its log row in
- * webhook_deliveries, and a row in webhook_due, the webhooks consumer's work table); once
+ * webhook_deliveries, and a row in webhook_due, the webhooks consumer's work table, or in
+ * webhook_parked behind an ordered endpoint's earlier delivery); once
  * the transaction has committed, the outbox rings the webhooks workers and the account's
  * event streams in every process.
  */
@@ -66,9 +67,23 @@ export async function recordEvents<T extends EventType>(
         order by stored.sequence, e.id
         returning id, endpoint_id, sequence
       ),
+      -- An ordered endpoint's delivery behind an earlier one of it (this statement's first, or one already due or set
+      -- aside) is set aside (see webhookParked).
+      placed as (
+        select q.*, case when e.ordered then
+            q.sequence > (select min(sequence) from stored)
+            or exists (select from webhook_due d where d.endpoint_id = q.endpoint_id)
+            or exists (select from webhook_parked p where p.endpoint_id = q.endpoint_id)
+          else false end as behind
+        from queued q join webhook_endpoints e on e.id = q.endpoint_id
+      ),
+      parked as (
+        insert into webhook_parked (delivery_id, endpoint_id, sequence)
+        select id, endpoint_id, sequence from placed where behind
+      ),
       due as (
         insert into webhook_due (delivery_id, endpoint_id, sequence)
-        select id, endpoint_id, sequence from queued
+        select id, endpoint_id, sequence from placed where not behind
         returning 1
       )
       select count(*) as queued from due`,

@@ -124,7 +124,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       .finally(() => {
         recording = false;
         // The next event of an ordered endpoint may go now.
-        if (sent.some(({ row }) => row.ordered)) more = true;
+        if (sent.some(({ row }) => row.ordered)) wake();
         record();
         fill();
       });
@@ -139,7 +139,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
         record();
         return;
       }
-      if (await recordFailedAttempt(row, outcome, retries)) more = true;
+      if (await recordFailedAttempt(row, outcome, retries)) wake();
     } finally {
       inFlight--;
       startWaiting();

@@ -127,10 +127,11 @@ export const webhookDue = pgTable(
 );
 
 /**
- * The due deliveries of disabled endpoints, set aside until the endpoint is enabled again. In
- * the due set every claim would scan past them: a backlog of 100,000 left by an endpoint
- * disabled after a day of failures made PostgreSQL's share of every other delivery five to
- * seven times as costly.
+ * Due deliveries no claim may take yet, set aside: a disabled endpoint's, until it is enabled
+ * again, and an ordered endpoint's behind its head (its earliest, the one it keeps in the due
+ * set), each brought forward when the one before it is done (promoteHeads). In the due set
+ * every claim would scan past them: a backlog of 100,000 left by an endpoint disabled after a
+ * day of failures made PostgreSQL's share of every other delivery five to seven times as costly.
  * No batch holds these rows, so unlike the due set's they may follow their delivery's deletion.
  */
 export const webhookParked = pgTable(
@@ -142,5 +143,6 @@ export const webhookParked = pgTable(
     endpointId: text("endpoint_id").notNull(),
     sequence: bigint("sequence", { mode: "number" }).notNull(),
   },
-  (table) => [index("webhook_parked_endpoint_idx").on(table.endpointId)],
+  // An ordered endpoint's next delivery is the first of its rows here.
+  (table) => [index("webhook_parked_endpoint_sequence_idx").on(table.endpointId, table.sequence)],
 );

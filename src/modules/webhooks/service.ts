@@ -180,8 +180,36 @@ export async function parkDue(handle: Database, endpointIds: string[]): Promise<
     on conflict (delivery_id) do nothing`);
 }
 
-/** Brings back what of an endpoint (enabled again) was set aside, due at once. */
-async function unparkDue(handle: Database, endpointId: string): Promise<void> {
+/**
+ * Brings forward the next delivery of each enabled ordered endpoint of `endpointIds` ("all": of
+ * every one) that has nothing earlier due: the first of its rows set aside, due at once. An
+ * ordered endpoint keeps only its head in the due set, since every claim scans the due set and
+ * of a backlog behind a failing head only the head may go. Called once a head is done; the
+ * sweep calls it for every endpoint, for a delivery set aside while its head was being recorded.
+ */
+export async function promoteHeads(handle: Database, endpointIds: string[] | "all"): Promise<void> {
+  if (endpointIds !== "all" && endpointIds.length === 0) return;
+  await handle.execute(sql`
+    with head as (
+      select h.* from webhook_endpoints e cross join lateral (
+        select p.delivery_id, p.endpoint_id, p.sequence from webhook_parked p
+        where p.endpoint_id = e.id order by p.sequence limit 1) h
+      where ${endpointIds === "all" ? sql`true` : sql`e.id = any(${arrayLiteral(endpointIds)}::text[])`}
+        and e.enabled and e.ordered
+        and not exists (select from webhook_due d where d.endpoint_id = h.endpoint_id and d.sequence < h.sequence)
+    ),
+    -- Two callers may pick the same head: the second finds it gone and moves nothing.
+    moved as (delete from webhook_parked p using head h where p.delivery_id = h.delivery_id returning p.*)
+    insert into webhook_due (delivery_id, endpoint_id, sequence) select * from moved
+    on conflict (delivery_id) do nothing`);
+}
+
+/**
+ * Brings back what of an endpoint (enabled, or no longer ordered) was set aside: due at once, an
+ * ordered one's head alone.
+ */
+async function unparkDue(handle: Database, endpointId: string, ordered: boolean): Promise<void> {
+  if (ordered) return promoteHeads(handle, [endpointId]);
   await handle.execute(sql`
     with moved as (delete from webhook_parked where endpoint_id = ${endpointId} returning delivery_id, endpoint_id, sequence)
     insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
@@ -210,8 +238,8 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
       .returning();
     if (!updated) throw new AppError("not_found", `no webhook endpoint ${id}`);
     if (input.enabled === false) await parkDue(tx, [id]);
-    if (enabling) {
-      await unparkDue(tx, id);
+    else if (updated.enabled && (enabling || input.ordered === false)) {
+      await unparkDue(tx, id, updated.ordered);
       // Its pending deliveries may go now, not at the next sweep.
       outbox.ring(tx, WEBHOOKS_CONSUMER);
     }
@@ -294,21 +322,26 @@ export async function listDeliveries(
 /**
  * The `retried` deliveries (id, endpoint_id, sequence) due now in the due set, whether or not
  * they were due already (a row a batch holds is waited for, then added anew); set aside instead
- * while their endpoint is disabled. The endpoint's row is read locked, so an enable or disable
- * under way is waited for and seen: nothing is set aside behind an enable.
+ * while their endpoint is disabled, and for an ordered endpoint unless already due (its head is
+ * then brought forward by promoteHeads, after the statement). The endpoint's row is read locked,
+ * so an enable or disable under way is waited for and seen: nothing is set aside behind an enable.
  */
 const DUE_NOW = sql`
   endpoint as materialized (
-    select e.id, e.enabled from webhook_endpoints e where e.id in (select endpoint_id from retried) for share
+    select e.id, e.enabled, e.ordered from webhook_endpoints e where e.id in (select endpoint_id from retried) for share
+  ),
+  placed as (
+    select r.*, e.enabled and (not e.ordered or exists (select from webhook_due d where d.delivery_id = r.id)) as due
+    from retried r join endpoint e on e.id = r.endpoint_id
   ),
   due as (
     insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
-    select r.id, r.endpoint_id, r.sequence, now() from retried r join endpoint e on e.id = r.endpoint_id and e.enabled
+    select id, endpoint_id, sequence, now() from placed where due
     on conflict (delivery_id) do update set due_at = now()
   ),
   parked as (
     insert into webhook_parked (delivery_id, endpoint_id, sequence)
-    select r.id, r.endpoint_id, r.sequence from retried r join endpoint e on e.id = r.endpoint_id and not e.enabled
+    select id, endpoint_id, sequence from placed where not due
     on conflict (delivery_id) do nothing
   )`;
 
@@ -326,6 +359,7 @@ export async function retryDelivery(accountId: string, endpointId: string, deliv
       select id from retried`),
   );
   if (!row) throw new AppError("not_found", `no delivery ${deliveryId} of webhook endpoint ${endpointId}`);
+  await promoteHeads(db, [endpointId]);
   outbox.ring(db, WEBHOOKS_CONSUMER);
 }
 
@@ -359,6 +393,9 @@ export async function replay(
       ${DUE_NOW}
       select id from retried`),
   );
-  if (queued.length > 0) outbox.ring(db, WEBHOOKS_CONSUMER);
+  if (queued.length > 0) {
+    await promoteHeads(db, [endpointId]);
+    outbox.ring(db, WEBHOOKS_CONSUMER);
+  }
   return queued.length;
 }
