@@ -401,6 +401,20 @@ test("an ordered endpoint keeps only its head due, the rest set aside, and sends
   }
 }, 30_000);
 
+test("an ordered endpoint made unordered has everything it set aside due at once", async () => {
+  const a = await newAccount();
+  const { id } = await newEndpoint(a.apiKey, "http://127.0.0.1:9/hook", true);
+  await emitMany(a.accountId, 50);
+  expect((await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length).toBe(1);
+  const patched = await call("PATCH", `/api/v1/webhooks/${id}`, {
+    headers: { authorization: `Bearer ${a.apiKey}` },
+    body: { ordered: false },
+  });
+  expect(patched.status).toBe(200);
+  expect((await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length).toBe(50);
+  expect(await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).toEqual([]);
+});
+
 test("the sweep brings forward an ordered endpoint's next delivery that nothing else did", async () => {
   const a = await newAccount();
   const receiver = await startReceiver(() => "");
