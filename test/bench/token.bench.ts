@@ -6,10 +6,14 @@
  * before and just after the routes, ratios against the mean), and prints the ratios against the targets:
  *   RS256 token req/s ≥ 0.9 × raw signs/s  (limits and HTTP cost at most a tenth over signing)
  *   EdDSA token req/s ≥ 0.7 × bare req/s  (with the per-account limits counted)
+ * Then the floor of each: the same app in a pool of its own (test/bench/token/sign-only.ts) with
+ * a route that only signs, which no token route can beat; the token routes against it show what
+ * they add to a signature.
  */
 import { cpus, tmpdir } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { type BenchAlgorithm, benchKey, signBenchToken } from "./token/signing";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CORES = cpus().length;
@@ -18,39 +22,24 @@ process.env.DATABASE_URL ??= process.env.TEST_DATABASE_URL ?? "postgres://postgr
 process.env.LOG_LEVEL = "silent";
 
 /** The route's own signer over the same claims, with nothing else around it. */
-async function rawSignRate(algorithm: "RS256" | "EdDSA"): Promise<number> {
-  const { generateKeyPairSync } = await import("node:crypto");
-  const { signJwt } = await import("../../src/modules/token/jwt");
-  const privateKey =
-    algorithm === "RS256"
-      ? generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey
-      : generateKeyPairSync("ed25519").privateKey;
-  const key = { kid: "bench", algorithm, privateKey };
+async function rawSignRate(algorithm: BenchAlgorithm): Promise<number> {
+  const key = benchKey(algorithm);
   const deadline = performance.now() + SECONDS * 1000;
   let signed = 0;
   while (performance.now() < deadline) {
-    const now = Math.floor(Date.now() / 1000);
-    signJwt(key, {
-      iss: "parley",
-      sub: "acc_bench",
-      aud: ["messaging", "media", "parley"],
-      iat: now,
-      exp: now + 86_400,
-      context: { user: { id: "bench", name: "Bench", moderator: false }, group: "acc_bench" },
-      room: "*",
-    });
+    signBenchToken(key);
     signed++;
   }
   return signed / SECONDS;
 }
 
 if (process.argv[2] === "--raw") {
-  console.log(await rawSignRate(process.argv[3] as "RS256" | "EdDSA"));
+  console.log(await rawSignRate(process.argv[3] as BenchAlgorithm));
   process.exit(0);
 }
 
 /** Raw signing on every core at once, as the API pool would use them. */
-async function parallelRawRate(algorithm: "RS256" | "EdDSA"): Promise<number> {
+async function parallelRawRate(algorithm: BenchAlgorithm): Promise<number> {
   const runs = Array.from({ length: CORES }, () =>
     Bun.spawn([process.execPath, import.meta.path, "--raw", algorithm], { stdout: "pipe", env: process.env }),
   );
@@ -88,7 +77,8 @@ interface Measured {
   cpuMicros: number;
 }
 
-async function wrk(url: string, body?: string): Promise<Measured> {
+/** `pids`: the processes whose CPU the requests are charged with; the API pool unless given. */
+async function wrk(url: string, body?: string, pids = [pool.pid]): Promise<Measured> {
   const args = ["wrk", "-t1", "-c32", `-d${SECONDS}s`, "--latency", url];
   if (body) {
     const script = join(tmpdir(), `parley-bench-${process.pid}.lua`);
@@ -98,9 +88,10 @@ async function wrk(url: string, body?: string): Promise<Measured> {
     );
     args.push("-s", script);
   }
-  const cpuBefore = poolCpuSeconds(pool.pid);
+  const cpuOf = () => pids.reduce((sum, pid) => sum + poolCpuSeconds(pid), 0);
+  const cpuBefore = cpuOf();
   const out = await new Response(Bun.spawn(args, { stdout: "pipe" }).stdout).text();
-  const cpu = poolCpuSeconds(pool.pid) - cpuBefore;
+  const cpu = cpuOf() - cpuBefore;
   const rate = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1];
   if (!rate || non2xx) throw new Error(`wrk failed or got errors:\n${out}`);
@@ -133,21 +124,55 @@ const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.m
   stderr: "inherit",
 });
 const base = `http://127.0.0.1:${port}`;
-for (let i = 0; i < 100; i++) {
-  // Bounded: a connection accepted while the pool starts may never be answered.
-  if (
-    await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(1_000) }).then(
-      (r) => r.ok,
-      () => false,
+
+/** Waits, for some 10 s at most, until `url` answers 2xx. */
+async function answering(url: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    // Bounded: a connection accepted while a pool starts may never be answered.
+    if (
+      await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
+        (r) => r.ok,
+        () => false,
+      )
     )
-  )
-    break;
-  await Bun.sleep(100);
+      return;
+    await Bun.sleep(100);
+  }
+}
+await answering(`${base}/readyz`);
+
+/** The floor's pool (see the header) for one algorithm: started, warmed, measured, stopped. */
+async function signOnly(algorithm: BenchAlgorithm): Promise<Measured> {
+  const floorPort = await freePort();
+  const processes = Array.from({ length: CORES }, () =>
+    Bun.spawn([process.execPath, new URL("./token/sign-only.ts", import.meta.url).pathname], {
+      env: { ...process.env, PORT: String(floorPort), SIGN_ALGORITHM: algorithm },
+      stdout: "ignore",
+      stderr: "inherit",
+    }),
+  );
+  try {
+    const url = `http://127.0.0.1:${floorPort}/sign-only`;
+    await answering(url);
+    // 15 s: a route of so little code is compiled sooner than the token routes, warmed for 30.
+    for (let round = 0; round < Math.ceil(15 / SECONDS); round++) await wrk(url, undefined, []);
+    return await wrk(
+      url,
+      undefined,
+      processes.map((child) => child.pid),
+    );
+  } finally {
+    for (const child of processes) child.kill("SIGTERM");
+    await Promise.all(processes.map((child) => child.exited));
+  }
 }
 
 try {
   const tokenBody = (apiKey: string) => JSON.stringify({ apiKey, user: { id: "bench", name: "Bench" } });
-  await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(ed.apiKey.apiKey)); // warm caches and JIT
+  // Warmed until JIT compilation settles: for some 30 s of load its threads keep a few per cent of each
+  // process's core busy, which the RS256 route, a few thousand requests, would be charged with.
+  for (let round = 0; round < Math.ceil(30 / SECONDS); round++)
+    await wrk(`${base}/api/v1/misc/generate-token`, tokenBody((round % 2 ? ed : rsa).apiKey.apiKey));
   /** Raw signing with the pool stopped, so it has the cores to itself. */
   const rawRates = async () => {
     pool.kill("SIGSTOP");
@@ -163,6 +188,9 @@ try {
   const rsaRun = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(rsa.apiKey.apiKey));
   const edRun = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(ed.apiKey.apiKey));
   const [bare, rsaHttp, edHttp] = [bareRun.rate, rsaRun.rate, edRun.rate];
+  pool.kill("SIGSTOP");
+  const floor = { rsa: await signOnly("RS256"), ed: await signOnly("EdDSA") };
+  pool.kill("SIGCONT");
   const rawAfter = await rawRates();
   const rsaRaw = (rawBefore.rsa + rawAfter.rsa) / 2;
   const edRaw = (rawBefore.ed + rawAfter.ed) / 2;
@@ -204,6 +232,18 @@ try {
   console.log(
     `RS256 token vs raw signing by CPU: ${(rawRsaMicros / rsaRun.cpuMicros).toFixed(2)} × raw ` +
       `(${rawRsaMicros.toFixed(1)} µs a signature)`,
+  );
+  console.log(
+    `floor, a pool of the app with a route that only signs: RS256 ${floor.rsa.rate.toFixed(0)}/s = ` +
+      `${(floor.rsa.rate / rsaRaw).toFixed(2)} × raw RS256 ` +
+      `(by CPU ${(rawRsaMicros / floor.rsa.cpuMicros).toFixed(2)}, ` +
+      `${floor.rsa.cpuMicros.toFixed(1)} µs a request), EdDSA ${floor.ed.rate.toFixed(0)}/s = ` +
+      `${(floor.ed.rate / bare).toFixed(2)} × bare (by CPU ${(bareRun.cpuMicros / floor.ed.cpuMicros).toFixed(2)})`,
+  );
+  console.log(
+    `token routes against their floor: RS256 ${(rsaHttp / floor.rsa.rate).toFixed(2)} × (by CPU ` +
+      `${(floor.rsa.cpuMicros / rsaRun.cpuMicros).toFixed(2)}), EdDSA ${(edHttp / floor.ed.rate).toFixed(2)} × ` +
+      `(by CPU ${(floor.ed.cpuMicros / edRun.cpuMicros).toFixed(2)})`,
   );
 } finally {
   pool.kill("SIGTERM");
