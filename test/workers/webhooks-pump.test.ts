@@ -401,18 +401,23 @@ test("an ordered endpoint keeps only its head due, the rest set aside, and sends
   }
 }, 30_000);
 
-test("an ordered endpoint made unordered has everything it set aside due at once", async () => {
+test("an endpoint made unordered has all it set aside due at once, and made ordered again its head", async () => {
   const a = await newAccount();
   const { id } = await newEndpoint(a.apiKey, "http://127.0.0.1:9/hook", true);
+  const counts = async () => [
+    (await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length,
+    (await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).length,
+  ];
+  const patch = (ordered: boolean) =>
+    call("PATCH", `/api/v1/webhooks/${id}`, { headers: { authorization: `Bearer ${a.apiKey}` }, body: { ordered } });
   await emitMany(a.accountId, 50);
-  expect((await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length).toBe(1);
-  const patched = await call("PATCH", `/api/v1/webhooks/${id}`, {
-    headers: { authorization: `Bearer ${a.apiKey}` },
-    body: { ordered: false },
-  });
-  expect(patched.status).toBe(200);
-  expect((await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length).toBe(50);
-  expect(await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).toEqual([]);
+  expect(await counts()).toEqual([1, 49]);
+  expect((await patch(false)).status).toBe(200);
+  expect(await counts()).toEqual([50, 0]);
+  expect((await patch(true)).status).toBe(200);
+  expect(await counts()).toEqual([1, 49]);
+  const [head] = await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id));
+  expect(head!.sequence).toBe(1);
 });
 
 test("the sweep brings forward an ordered endpoint's next delivery that nothing else did", async () => {

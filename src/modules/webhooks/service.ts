@@ -160,20 +160,27 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
   return endpointOf(await endpointRow(accountId, id));
 }
 
-/** Deletes the due rows of `endpointIds` that no batch holds (one a batch holds is skipped, not waited for). */
-const deleteUnheldDue = (endpointIds: string[]) => sql`
+/**
+ * Deletes the due rows of `endpointIds` that no batch holds (one a batch holds is skipped, not waited for); with
+ * `behindHead`, only those after each endpoint's earliest.
+ */
+const deleteUnheldDue = (endpointIds: string[], behindHead = false) => sql`
   delete from webhook_due where ctid = any(array(
-    select ctid from webhook_due where endpoint_id = any(${arrayLiteral(endpointIds)}::text[]) for update skip locked))`;
+    select ctid from webhook_due where endpoint_id = any(${arrayLiteral(endpointIds)}::text[])
+    ${behindHead ? sql`and sequence > (select min(h.sequence) from webhook_due h where h.endpoint_id = webhook_due.endpoint_id)` : sql``}
+    for update skip locked))`;
 
 /**
  * Sets aside what of `endpointIds` (disabled) is due, into webhook_parked, where no claim reads
- * it. A due row a batch holds is skipped, not waited for: its batch records it, and an attempt
- * given back or retried stays in the due set, skipped by claims while its endpoint is disabled.
+ * it; with `behindHead` (an endpoint made ordered) only what is due after its earliest, as if it
+ * had come behind it. A due row a batch holds is skipped, not waited for: its batch records it,
+ * and an attempt given back or retried stays in the due set, skipped by claims while its endpoint
+ * is disabled (or waiting its turn, an ordered endpoint's).
  */
-export async function parkDue(handle: Database, endpointIds: string[]): Promise<void> {
+export async function parkDue(handle: Database, endpointIds: string[], behindHead = false): Promise<void> {
   if (endpointIds.length === 0) return;
   await handle.execute(sql`
-    with moved as (${deleteUnheldDue(endpointIds)} returning delivery_id, endpoint_id, sequence)
+    with moved as (${deleteUnheldDue(endpointIds, behindHead)} returning delivery_id, endpoint_id, sequence)
     insert into webhook_parked (delivery_id, endpoint_id, sequence)
     -- Not for a delivery gone meanwhile: it could not follow its delivery's deletion.
     select m.* from moved m where exists (select from webhook_deliveries d where d.id = m.delivery_id)
@@ -242,7 +249,7 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
       await unparkDue(tx, id, updated.ordered);
       // Its pending deliveries may go now, not at the next sweep.
       outbox.ring(tx, WEBHOOKS_CONSUMER);
-    }
+    } else if (updated.enabled && input.ordered === true) await parkDue(tx, [id], true);
     return updated;
   });
   return endpointOf(row);
