@@ -111,6 +111,7 @@ for (const { account } of [rsa, ed]) {
     await setLimit(account.id, name, 1_000_000_000);
 }
 const { freePort } = await import("../support/ports");
+const { until } = await import("../support/wait");
 const port = await freePort();
 const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.meta.url).pathname], {
   env: {
@@ -126,19 +127,18 @@ const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.m
 const base = `http://127.0.0.1:${port}`;
 
 /** Waits, for some 10 s at most, until `url` answers 2xx. */
-async function answering(url: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
+const answering = (url: string) =>
+  until(
     // Bounded: a connection accepted while a pool starts may never be answered.
-    if (
-      await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
+    () =>
+      fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
         (r) => r.ok,
         () => false,
-      )
-    )
-      return;
-    await Bun.sleep(100);
-  }
-}
+      ),
+    Boolean,
+    10_000,
+    100,
+  );
 await answering(`${base}/readyz`);
 
 /** The floor's pool (see the header) for one algorithm: started, warmed, measured, stopped. */
