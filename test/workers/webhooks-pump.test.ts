@@ -38,6 +38,12 @@ async function newEndpoint(apiKey: string, url: string, ordered = false) {
 
 const endpointFor = async (apiKey: string, url: string) => (await newEndpoint(apiKey, url)).secret;
 
+/** How many of an endpoint's deliveries are due, and how many set aside. */
+const dueAndSetAside = async (endpointId: string) => [
+  (await db.select().from(webhookDue).where(eq(webhookDue.endpointId, endpointId))).length,
+  (await db.select().from(webhookParked).where(eq(webhookParked.endpointId, endpointId))).length,
+];
+
 test("two workers on one backlog send each delivery once", async () => {
   const a = await newAccount();
   let secret = "";
@@ -377,16 +383,14 @@ test("an ordered endpoint keeps only its head due, the rest set aside, and sends
   let worker: ReturnType<typeof startWebhooksWorker> | undefined;
   try {
     const { id } = await newEndpoint(a.apiKey, receiver.url, true);
-    const dueOf = async () => (await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length;
-    const parkedOf = async () => (await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).length;
     // Of a backlog behind its head only the head may go: in the due set every claim, for every endpoint, read it all.
     await emitMany(a.accountId, 300);
-    expect([await dueOf(), await parkedOf()]).toEqual([1, 299]);
+    expect(await dueAndSetAside(id)).toEqual([1, 299]);
     // A replay of them all keeps it so.
     const headers = { authorization: `Bearer ${a.apiKey}` };
     const replayed = await call("POST", `/api/v1/webhooks/${id}/replay`, { headers, body: { after: 0 } });
     expect(replayed.body).toEqual({ queued: 300 });
-    expect([await dueOf(), await parkedOf()]).toEqual([1, 299]);
+    expect(await dueAndSetAside(id)).toEqual([1, 299]);
     worker = startWebhooksWorker({ concurrency: 4, sweepIntervalMs: 60_000 });
     const got = await until(
       () => receiver.received,
@@ -394,7 +398,7 @@ test("an ordered endpoint keeps only its head due, the rest set aside, and sends
       20_000,
     );
     expect(got.map((entry) => entry.event.sequence)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
-    expect([await dueOf(), await parkedOf()]).toEqual([0, 0]);
+    expect(await dueAndSetAside(id)).toEqual([0, 0]);
   } finally {
     await worker?.stop();
     receiver.stop();
@@ -404,18 +408,14 @@ test("an ordered endpoint keeps only its head due, the rest set aside, and sends
 test("an endpoint made unordered has all it set aside due at once, and made ordered again its head", async () => {
   const a = await newAccount();
   const { id } = await newEndpoint(a.apiKey, "http://127.0.0.1:9/hook", true);
-  const counts = async () => [
-    (await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id))).length,
-    (await db.select().from(webhookParked).where(eq(webhookParked.endpointId, id))).length,
-  ];
   const patch = (ordered: boolean) =>
     call("PATCH", `/api/v1/webhooks/${id}`, { headers: { authorization: `Bearer ${a.apiKey}` }, body: { ordered } });
   await emitMany(a.accountId, 50);
-  expect(await counts()).toEqual([1, 49]);
+  expect(await dueAndSetAside(id)).toEqual([1, 49]);
   expect((await patch(false)).status).toBe(200);
-  expect(await counts()).toEqual([50, 0]);
+  expect(await dueAndSetAside(id)).toEqual([50, 0]);
   expect((await patch(true)).status).toBe(200);
-  expect(await counts()).toEqual([1, 49]);
+  expect(await dueAndSetAside(id)).toEqual([1, 49]);
   const [head] = await db.select().from(webhookDue).where(eq(webhookDue.endpointId, id));
   expect(head!.sequence).toBe(1);
 });
