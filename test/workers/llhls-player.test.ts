@@ -1,3 +1,4 @@
+// parallel-test: alone (real-time media: ffmpeg encodes live, Chromium decodes and plays at the wall clock's pace)
 /**
  * A real LL-HLS player: hls.js in Chromium with lowLatencyMode plays a live low-latency
  * stream from Parley's origin, in low-latency mode (blocking reloads, parts), and keeps up.
@@ -36,9 +37,14 @@ test("hls.js in Chromium plays the stream in low-latency mode, loading parts, se
     expect(later.errors.filter((e) => e.includes("fatal"))).toEqual([]);
     // Glass to player, by the program date time of the frame on screen: a sanity bound that a player in
     // plain live mode (three target durations back, and more) would miss; test/bench/llhls.bench.ts measures it.
-    expect(later.latencyMs).not.toBeNull();
-    console.log(`hls.js: ${later.parts} parts, ${later.fragments} segments, latency ${later.latencyMs} ms`);
-    expect(later.latencyMs!).toBeLessThan(6_000);
+    // A player that fell behind at the start catches up at up to 1.5x; it gets ten more seconds to do so.
+    const caughtUp = await until(player.state, (s) => s.latencyMs !== null && s.latencyMs < 6_000, 10_000, 200);
+    console.log(
+      `hls.js: ${caughtUp.parts} parts, ${caughtUp.fragments} segments, latency ${caughtUp.latencyMs} ms, ` +
+        `stalls ${JSON.stringify(caughtUp.stalls)}`,
+    );
+    expect(caughtUp.latencyMs).not.toBeNull();
+    expect(caughtUp.latencyMs!).toBeLessThan(6_000);
   } finally {
     await player.close();
     await stack.stop("llhls-player");
