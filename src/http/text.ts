@@ -14,8 +14,14 @@ const UNSTORABLE_REASON = "must not contain NUL characters or unpaired UTF-16 su
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/**
+ * Any surrogate at all: most strings have none, and this class runs on JSC's regex JIT, where
+ * the lookbehind above makes the full test run in the interpreter.
+ */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
 export function isStorable(value: string): boolean {
-  return !value.includes("\u0000") && !LONE_SURROGATE.test(value);
+  return !value.includes("\u0000") && (!SURROGATE.test(value) || !LONE_SURROGATE.test(value));
 }
 
 FormatRegistry.Set(TEXT_FORMAT, isStorable);
@@ -41,19 +47,41 @@ export interface Unstorable {
 }
 
 /** The first string (value or member name) PostgreSQL could not store, or undefined when all is storable. */
-export function firstUnstorable(value: unknown, where = "", depth = 0): Unstorable | undefined {
+export function firstUnstorable(value: unknown, where = ""): Unstorable | undefined {
+  const found = unstorableWithin(value, 0);
+  if (!found) return undefined;
+  // The path is built on the way out, from the one value found: a body that is all storable costs no strings.
+  const path = joinPath(where, found.path);
+  return { path: found.memberName ? `${path || "body"} (a member name)` : path || "value", reason: found.reason };
+}
+
+const joinPath = (outer: string, inner: string) => (outer && inner ? `${outer}.${inner}` : outer || inner);
+
+/** What `unstorableWithin` found, below the value it was given: a value, or a member name of the object at `path`. */
+interface Found {
+  path: string;
+  memberName: boolean;
+  reason: string;
+}
+
+function unstorableWithin(value: unknown, depth: number): Found | undefined {
   if (typeof value === "string")
-    return isStorable(value) ? undefined : { path: where || "value", reason: UNSTORABLE_REASON };
+    return isStorable(value) ? undefined : { path: "", memberName: false, reason: UNSTORABLE_REASON };
   if (typeof value !== "object" || value === null) return undefined;
-  if (depth >= MAX_DEPTH) return { path: where || "value", reason: `must not nest deeper than ${MAX_DEPTH} levels` };
-  const entries: [string, unknown][] = Array.isArray(value)
-    ? value.map((item, index) => [String(index), item])
-    : Object.entries(value);
-  for (const [key, item] of entries) {
-    const path = where ? `${where}.${key}` : key;
-    if (!isStorable(key)) return { path: `${where || "body"} (a member name)`, reason: UNSTORABLE_REASON };
-    const found = firstUnstorable(item, path, depth + 1);
-    if (found) return found;
+  if (depth >= MAX_DEPTH)
+    return { path: "", memberName: false, reason: `must not nest deeper than ${MAX_DEPTH} levels` };
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      const found = unstorableWithin(value[index], depth + 1);
+      if (found) return { ...found, path: joinPath(String(index), found.path) };
+    }
+    return undefined;
+  }
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    if (!isStorable(key)) return { path: "", memberName: true, reason: UNSTORABLE_REASON };
+    const found = unstorableWithin((value as Record<string, unknown>)[key], depth + 1);
+    if (found) return { ...found, path: joinPath(key, found.path) };
   }
   return undefined;
 }
