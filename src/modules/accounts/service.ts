@@ -18,6 +18,7 @@ import { type CryptoKey, importJWK, type JWK } from "jose";
 import { config, type SigningAlgorithm } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
+import { memoize } from "../../core/memo";
 import { log } from "../../core/log";
 import type { Subscription } from "../../core/pubsub";
 import { pubsub } from "../../queue/redis-pubsub";
@@ -110,9 +111,8 @@ function randomId(prefix: string, bytes: number): string {
   return `${prefix}${randomBytes(bytes).toString("base64url").replace(/[-_]/g, "x")}`;
 }
 
-export function hashApiKey(apiKey: string): string {
-  return createHash("sha256").update(apiKey).digest("hex");
-}
+/** Kept by key (as the limits' counters are): every request with an API key looks its account up by this hash. */
+export const hashApiKey = memoize((apiKey: string) => createHash("sha256").update(apiKey).digest("hex"), 10_000);
 
 const generateKeyPair = promisify(generateNodeKeyPair);
 
