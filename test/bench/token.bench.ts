@@ -141,8 +141,11 @@ const answering = (url: string) =>
   );
 await answering(`${base}/readyz`);
 
-/** The floor's pool (see the header) for one algorithm: started, warmed, measured, stopped. */
-async function signOnly(algorithm: BenchAlgorithm): Promise<Measured> {
+/**
+ * The floor's pool (see the header) for one algorithm: started, warmed, measured, stopped. With
+ * `body`, the contract's floor (POST, see sign-only.ts) is measured too, after the signature's.
+ */
+async function signOnly(algorithm: BenchAlgorithm, body?: string): Promise<{ sign: Measured; contract?: Measured }> {
   const floorPort = await freePort();
   const processes = Array.from({ length: CORES }, () =>
     Bun.spawn([process.execPath, new URL("./token/sign-only.ts", import.meta.url).pathname], {
@@ -155,12 +158,12 @@ async function signOnly(algorithm: BenchAlgorithm): Promise<Measured> {
     const url = `http://127.0.0.1:${floorPort}/sign-only`;
     await answering(url);
     // 15 s: a route of so little code is compiled sooner than the token routes, warmed for 30.
+    const pids = processes.map((child) => child.pid);
     for (let round = 0; round < Math.ceil(15 / SECONDS); round++) await wrk(url, undefined, []);
-    return await wrk(
-      url,
-      undefined,
-      processes.map((child) => child.pid),
-    );
+    const sign = await wrk(url, undefined, pids);
+    if (!body) return { sign };
+    for (let round = 0; round < Math.ceil(15 / SECONDS); round++) await wrk(url, body, []);
+    return { sign, contract: await wrk(url, body, pids) };
   } finally {
     for (const child of processes) child.kill("SIGTERM");
     await Promise.all(processes.map((child) => child.exited));
@@ -189,7 +192,8 @@ try {
   const edRun = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(ed.apiKey.apiKey));
   const [bare, rsaHttp, edHttp] = [bareRun.rate, rsaRun.rate, edRun.rate];
   pool.kill("SIGSTOP");
-  const floor = { rsa: await signOnly("RS256"), ed: await signOnly("EdDSA") };
+  const [rsaFloor, edFloors] = [await signOnly("RS256"), await signOnly("EdDSA", tokenBody(ed.apiKey.apiKey))];
+  const floor = { rsa: rsaFloor.sign, ed: edFloors.sign, edContract: edFloors.contract! };
   pool.kill("SIGCONT");
   const rawAfter = await rawRates();
   const rsaRaw = (rawBefore.rsa + rawAfter.rsa) / 2;
@@ -239,6 +243,13 @@ try {
       `(by CPU ${(rawRsaMicros / floor.rsa.cpuMicros).toFixed(2)}, ` +
       `${floor.rsa.cpuMicros.toFixed(1)} µs a request), EdDSA ${floor.ed.rate.toFixed(0)}/s = ` +
       `${(floor.ed.rate / bare).toFixed(2)} × bare (by CPU ${(bareRun.cpuMicros / floor.ed.cpuMicros).toFixed(2)})`,
+  );
+  console.log(
+    `the contract's floor, a route that reads the key from the body and writes the RateLimit headers: EdDSA ` +
+      `${floor.edContract.rate.toFixed(0)}/s = ${(floor.edContract.rate / bare).toFixed(2)} × bare ` +
+      `(by CPU ${(bareRun.cpuMicros / floor.edContract.cpuMicros).toFixed(2)}); the EdDSA route against it ` +
+      `${(edHttp / floor.edContract.rate).toFixed(2)} × ` +
+      `(by CPU ${(floor.edContract.cpuMicros / edRun.cpuMicros).toFixed(2)})`,
   );
   console.log(
     `token routes against their floor: RS256 ${(rsaHttp / floor.rsa.rate).toFixed(2)} × (by CPU ` +

@@ -1,15 +1,42 @@
 /**
- * The token route's floor, for test/bench/token.bench.ts: Parley's app (its pipeline: request
- * id, log line, metrics, the error shape) with one more route that only signs the claims the
- * route signs, under a key made here, and reads no body, account, key or limit. One such
- * process per core on PORT (reusePort), as the API pool runs. What the token route costs beyond
- * this one is what it adds to a signature; this one against raw signing is what HTTP costs.
+ * The token route's floors, for test/bench/token.bench.ts: Parley's app (its pipeline: request
+ * id, log line, metrics, the error shape) with two more routes under a key made here. GET
+ * /sign-only only signs the claims the route signs, and reads no body, account, key or limit.
+ * POST /sign-only does what the route's contract asks of any token route beyond a signature:
+ * it reads the API key from the JSON body and answers with the RateLimit headers of the route's
+ * three limits; it validates, looks up and counts nothing. One such process per core on PORT
+ * (reusePort), as the API pool runs. What the token route costs beyond these is what it adds.
  */
 import { createApp } from "../../../src/app";
+import { AppError } from "../../../src/core/errors";
+import { rateLimitHeaders } from "../../../src/http/ratelimit";
 import { benchKey, signBenchToken } from "./signing";
 
 const key = benchKey(process.env.SIGN_ALGORITHM === "EdDSA" ? "EdDSA" : "RS256");
 
+/** As long as the route's own: its three policies with the bench's lifted quotas. */
+const headers = rateLimitHeaders(
+  (
+    [
+      ["requests.token", 1],
+      ["requests.per_key", 1],
+      ["tokens.per_key", 2],
+    ] as const
+  ).map(([name, windowSeconds]) => ({
+    name,
+    quota: 1_000_000_000,
+    windowSeconds,
+    remaining: 999_999_999,
+    resetSeconds: 1,
+  })),
+);
+
 createApp()
   .get("/sign-only", () => ({ token: signBenchToken(key) }))
+  .post("/sign-only", ({ body, set }) => {
+    if (typeof (body as { apiKey?: unknown } | undefined)?.apiKey !== "string")
+      throw new AppError("unauthorized", "no apiKey in the body");
+    Object.assign(set.headers, headers);
+    return { token: signBenchToken(key) };
+  })
   .listen({ hostname: "127.0.0.1", port: Number(process.env.PORT), reusePort: true });
