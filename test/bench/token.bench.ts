@@ -1,14 +1,19 @@
 /**
  * Token generation throughput: `bun test/bench/token.bench.ts`.
- * In one run, with wrk as the one load tool against one API pool (API_PROCESSES=2, the
- * machine's cores), it drives POST generate-token for an RS256 and an EdDSA account and
- * the bare /healthz route, measures raw in-process signing on the same number of cores (just
- * before and just after the routes, ratios against the mean), and prints the ratios against the targets:
+ * With wrk as the one load tool against one API pool (API_PROCESSES=2, the machine's cores), it
+ * drives POST generate-token for an RS256 and an EdDSA account and the bare /healthz route,
+ * measures raw in-process signing on the same number of cores (just before and just after the
+ * rounds, ratios against the mean), and prints the ratios against the targets:
  *   RS256 token req/s ≥ 0.9 × raw signs/s  (limits and HTTP cost at most a tenth over signing)
  *   EdDSA token req/s ≥ 0.7 × bare req/s  (with the per-account limits counted)
- * Then the floor of each: the same app in a pool of its own (test/bench/token/sign-only.ts) with
- * a route that only signs, which no token route can beat; the token routes against it show what
- * they add to a signature.
+ * Beside it run the floors: the same app in pools of its own (test/bench/token/sign-only.ts),
+ * with a route that only signs, and for EdDSA also one that does what the route's contract asks
+ * beyond a signature (reads the key from the body, writes the RateLimit headers), and that again
+ * with the account looked up and the limits counted. No token route can beat the first two; the
+ * token routes against them show what they add, and the third what the limits cost.
+ * This machine's speed drifts by a third within minutes, so each figure is taken in BENCH_ROUNDS
+ * rounds (default 3): in each, every route and floor is measured once, the pools not under load
+ * stopped (SIGSTOP), and each ratio is taken within the round; the medians are the verdicts.
  */
 import { cpus, tmpdir } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
@@ -112,6 +117,7 @@ for (const { account } of [rsa, ed]) {
 }
 const { freePort } = await import("../support/ports");
 const { until } = await import("../support/wait");
+const { median } = await import("../support/bench");
 const port = await freePort();
 const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.meta.url).pathname], {
   env: {
@@ -141,11 +147,10 @@ const answering = (url: string) =>
   );
 await answering(`${base}/readyz`);
 
-/**
- * The floor's pool (see the header) for one algorithm: started, warmed, measured, stopped. With
- * `body`, the contract's floor (POST, see sign-only.ts) is measured too, after the signature's.
- */
-async function signOnly(algorithm: BenchAlgorithm, body?: string): Promise<{ sign: Measured; contract?: Measured }> {
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+/** A floor's pool (see the header) for one algorithm: one process per core on one port. */
+async function floorPool(algorithm: BenchAlgorithm) {
   const floorPort = await freePort();
   const processes = Array.from({ length: CORES }, () =>
     Bun.spawn([process.execPath, new URL("./token/sign-only.ts", import.meta.url).pathname], {
@@ -154,109 +159,147 @@ async function signOnly(algorithm: BenchAlgorithm, body?: string): Promise<{ sig
       stderr: "inherit",
     }),
   );
-  try {
-    const url = `http://127.0.0.1:${floorPort}/sign-only`;
-    await answering(url);
-    // 15 s: a route of so little code is compiled sooner than the token routes, warmed for 30.
-    const pids = processes.map((child) => child.pid);
-    for (let round = 0; round < Math.ceil(15 / SECONDS); round++) await wrk(url, undefined, []);
-    const sign = await wrk(url, undefined, pids);
-    if (!body) return { sign };
-    for (let round = 0; round < Math.ceil(15 / SECONDS); round++) await wrk(url, body, []);
-    return { sign, contract: await wrk(url, body, pids) };
-  } finally {
-    for (const child of processes) child.kill("SIGTERM");
-    await Promise.all(processes.map((child) => child.exited));
-  }
+  const url = `http://127.0.0.1:${floorPort}/sign-only`;
+  await answering(url);
+  const signal = (name: "SIGSTOP" | "SIGCONT") => {
+    for (const child of processes) child.kill(name);
+  };
+  return {
+    url,
+    pids: processes.map((child) => child.pid),
+    stop: () => signal("SIGSTOP"),
+    resume: () => signal("SIGCONT"),
+    async close() {
+      signal("SIGCONT");
+      for (const child of processes) child.kill("SIGTERM");
+      await Promise.all(processes.map((child) => child.exited));
+    },
+  };
 }
 
+/** What one round measured: the API pool's routes, then (or first, every other round) the floors. */
+interface Round {
+  bare: Measured;
+  rsaRoute: Measured;
+  edRoute: Measured;
+  rsaSign: Measured;
+  edSign: Measured;
+  edContract: Measured;
+  edLimited: Measured;
+}
+
+const floors: Array<Awaited<ReturnType<typeof floorPool>>> = [];
 try {
   const tokenBody = (apiKey: string) => JSON.stringify({ apiKey, user: { id: "bench", name: "Bench" } });
+  const [rsaBody, edBody] = [tokenBody(rsa.apiKey.apiKey), tokenBody(ed.apiKey.apiKey)];
+  const route = `${base}/api/v1/misc/generate-token`;
   // Warmed until JIT compilation settles: for some 30 s of load its threads keep a few per cent of each
   // process's core busy, which the RS256 route, a few thousand requests, would be charged with.
-  for (let round = 0; round < Math.ceil(30 / SECONDS); round++)
-    await wrk(`${base}/api/v1/misc/generate-token`, tokenBody((round % 2 ? ed : rsa).apiKey.apiKey));
-  /** Raw signing with the pool stopped, so it has the cores to itself. */
-  const rawRates = async () => {
-    pool.kill("SIGSTOP");
-    const rates = { rsa: await parallelRawRate("RS256"), ed: await parallelRawRate("EdDSA") };
-    pool.kill("SIGCONT");
-    return rates;
-  };
-  // Raw signing is measured just before and just after the routes, and each ratio is taken
-  // against the mean: this machine's speed drifts within a run (a lone raw measure moved the RS256
-  // ratio by a tenth between runs).
-  const rawBefore = await rawRates();
-  const bareRun = await wrk(`${base}/healthz`);
-  const rsaRun = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(rsa.apiKey.apiKey));
-  const edRun = await wrk(`${base}/api/v1/misc/generate-token`, tokenBody(ed.apiKey.apiKey));
-  const [bare, rsaHttp, edHttp] = [bareRun.rate, rsaRun.rate, edRun.rate];
+  for (let round = 0; round < Math.ceil(30 / SECONDS); round++) await wrk(route, round % 2 ? edBody : rsaBody);
+  // The floors' pools start and warm while the API pool is stopped: 15 s each route, as they are little code.
   pool.kill("SIGSTOP");
-  const [rsaFloor, edFloors] = [await signOnly("RS256"), await signOnly("EdDSA", tokenBody(ed.apiKey.apiKey))];
-  const floor = { rsa: rsaFloor.sign, ed: edFloors.sign, edContract: edFloors.contract! };
-  pool.kill("SIGCONT");
-  const rawAfter = await rawRates();
-  const rsaRaw = (rawBefore.rsa + rawAfter.rsa) / 2;
-  const edRaw = (rawBefore.ed + rawAfter.ed) / 2;
-
-  const rows = [
-    ["bare GET /healthz", bare, "", ""],
-    ["raw RS256 signs", rsaRaw, "", ""],
-    ["raw EdDSA signs", edRaw, "", ""],
-    [
-      "POST generate-token RS256",
-      rsaHttp,
-      `${(rsaHttp / rsaRaw).toFixed(2)} × raw RS256`,
-      rsaHttp / rsaRaw >= 0.9 ? "ok (≥ 0.9)" : "BELOW 0.9",
-    ],
-    ["POST generate-token EdDSA", edHttp, `${(edHttp / edRaw).toFixed(2)} × raw EdDSA`, ""],
-    [
-      "EdDSA token vs bare route",
-      edHttp,
-      `${(edHttp / bare).toFixed(2)} × bare`,
-      edHttp / bare >= 0.7 ? "ok (≥ 0.7)" : "BELOW 0.7",
-    ],
-  ] as const;
-  console.log(`token benchmark: ${CORES} cores, ${SECONDS} s per run, wrk -t1 -c32`);
-  console.log(
-    `raw signs/s before and after the routes: RS256 ${rawBefore.rsa.toFixed(0)} and ${rawAfter.rsa.toFixed(0)}, ` +
-      `EdDSA ${rawBefore.ed.toFixed(0)} and ${rawAfter.ed.toFixed(0)} (the rows below use the mean)`,
-  );
-  for (const [name, rate, ratio, verdict] of rows) {
-    console.log(`${name.padEnd(28)} ${rate.toFixed(0).padStart(8)} /s  ${ratio.padEnd(20)} ${verdict}`);
+  const rsaFloor = await floorPool("RS256");
+  floors.push(rsaFloor);
+  const edFloor = await floorPool("EdDSA");
+  floors.push(edFloor);
+  const limitedUrl = edFloor.url.replace(/sign-only$/, "sign-limited");
+  for (let round = 0; round < Math.ceil(15 / SECONDS); round++) {
+    await wrk(rsaFloor.url, undefined, []);
+    await wrk(edFloor.url, undefined, []);
+    await wrk(edFloor.url, edBody, []);
+    await wrk(limitedUrl, edBody, []);
   }
-  // The same comparison by the pool's CPU per request, which others' load moves much less.
-  console.log(
-    `pool CPU per request: bare ${bareRun.cpuMicros.toFixed(1)} µs, RS256 ` +
-      `${rsaRun.cpuMicros.toFixed(1)} µs, EdDSA ${edRun.cpuMicros.toFixed(1)} µs`,
-  );
-  console.log(`EdDSA token vs bare route by CPU: ${(bareRun.cpuMicros / edRun.cpuMicros).toFixed(2)} × bare`);
+  rsaFloor.stop();
+  edFloor.stop();
+  /** Raw signing with every pool stopped, so it has the cores to itself. */
+  const rawRates = async () => ({ rsa: await parallelRawRate("RS256"), ed: await parallelRawRate("EdDSA") });
+  const rawBefore = await rawRates();
+  pool.kill("SIGCONT");
+
+  const routes = async () => ({
+    bare: await wrk(`${base}/healthz`),
+    rsaRoute: await wrk(route, rsaBody),
+    edRoute: await wrk(route, edBody),
+  });
+  const floorRuns = async () => {
+    pool.kill("SIGSTOP");
+    rsaFloor.resume();
+    const rsaSign = await wrk(rsaFloor.url, undefined, rsaFloor.pids);
+    rsaFloor.stop();
+    edFloor.resume();
+    const edSign = await wrk(edFloor.url, undefined, edFloor.pids);
+    const edContract = await wrk(edFloor.url, edBody, edFloor.pids);
+    const edLimited = await wrk(limitedUrl, edBody, edFloor.pids);
+    edFloor.stop();
+    pool.kill("SIGCONT");
+    return { rsaSign, edSign, edContract, edLimited };
+  };
+  const rounds: Round[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    if (round % 2 === 0) rounds.push({ ...(await routes()), ...(await floorRuns()) });
+    else rounds.push({ ...(await floorRuns()), ...(await routes()) });
+  }
+  pool.kill("SIGSTOP");
+  const rawAfter = await rawRates();
+  pool.kill("SIGCONT");
+  const rsaRaw = (rawBefore.rsa + rawAfter.rsa) / 2;
   // Raw signing keeps every core busy, so a signature's CPU is the cores' time over the signs.
   const rawRsaMicros = (CORES * 1e6) / rsaRaw;
+
+  console.log(`token benchmark: ${CORES} cores, ${SECONDS} s per run, wrk -t1 -c32, ${ROUNDS} rounds`);
   console.log(
-    `RS256 token vs raw signing by CPU: ${(rawRsaMicros / rsaRun.cpuMicros).toFixed(2)} × raw ` +
-      `(${rawRsaMicros.toFixed(1)} µs a signature)`,
+    `raw signs/s before and after the rounds: RS256 ${rawBefore.rsa.toFixed(0)} and ${rawAfter.rsa.toFixed(0)}, ` +
+      `EdDSA ${rawBefore.ed.toFixed(0)} and ${rawAfter.ed.toFixed(0)} (the RS256 ratios use the mean)`,
   );
-  console.log(
-    `floor, a pool of the app with a route that only signs: RS256 ${floor.rsa.rate.toFixed(0)}/s = ` +
-      `${(floor.rsa.rate / rsaRaw).toFixed(2)} × raw RS256 ` +
-      `(by CPU ${(rawRsaMicros / floor.rsa.cpuMicros).toFixed(2)}, ` +
-      `${floor.rsa.cpuMicros.toFixed(1)} µs a request), EdDSA ${floor.ed.rate.toFixed(0)}/s = ` +
-      `${(floor.ed.rate / bare).toFixed(2)} × bare (by CPU ${(bareRun.cpuMicros / floor.ed.cpuMicros).toFixed(2)})`,
+  for (const [i, r] of rounds.entries()) {
+    console.log(
+      `round ${i + 1}, a second: bare ${r.bare.rate.toFixed(0)}, RS256 route ${r.rsaRoute.rate.toFixed(0)}, ` +
+        `EdDSA route ${r.edRoute.rate.toFixed(0)}, RS256 sign-only ${r.rsaSign.rate.toFixed(0)}, ` +
+        `EdDSA sign-only ${r.edSign.rate.toFixed(0)}, EdDSA contract's floor ${r.edContract.rate.toFixed(0)}, ` +
+        `and with the limits ${r.edLimited.rate.toFixed(0)}`,
+    );
+  }
+  /** A ratio in each round, by rate and by the pools' CPU per request, and the medians of both. */
+  const ratio = (name: string, of: (r: Round) => [rate: number, cpu: number], target?: number) => {
+    const rates = rounds.map((r) => of(r)[0]);
+    const mid = median(rates);
+    const verdict = target === undefined ? "" : mid >= target ? `  ok (≥ ${target})` : `  BELOW ${target}`;
+    console.log(
+      `${name.padEnd(42)} ${mid.toFixed(2)} × (rounds ${rates.map((x) => x.toFixed(2)).join(", ")}; ` +
+        `by CPU ${median(rounds.map((r) => of(r)[1])).toFixed(2)})${verdict}`,
+    );
+  };
+  ratio(
+    "RS256 token route / raw RS256 signing",
+    (r) => [r.rsaRoute.rate / rsaRaw, rawRsaMicros / r.rsaRoute.cpuMicros],
+    0.9,
   );
-  console.log(
-    `the contract's floor, a route that reads the key from the body and writes the RateLimit headers: EdDSA ` +
-      `${floor.edContract.rate.toFixed(0)}/s = ${(floor.edContract.rate / bare).toFixed(2)} × bare ` +
-      `(by CPU ${(bareRun.cpuMicros / floor.edContract.cpuMicros).toFixed(2)}); the EdDSA route against it ` +
-      `${(edHttp / floor.edContract.rate).toFixed(2)} × ` +
-      `(by CPU ${(floor.edContract.cpuMicros / edRun.cpuMicros).toFixed(2)})`,
+  ratio(
+    "EdDSA token route / bare route",
+    (r) => [r.edRoute.rate / r.bare.rate, r.bare.cpuMicros / r.edRoute.cpuMicros],
+    0.7,
   );
-  console.log(
-    `token routes against their floor: RS256 ${(rsaHttp / floor.rsa.rate).toFixed(2)} × (by CPU ` +
-      `${(floor.rsa.cpuMicros / rsaRun.cpuMicros).toFixed(2)}), EdDSA ${(edHttp / floor.ed.rate).toFixed(2)} × ` +
-      `(by CPU ${(floor.ed.cpuMicros / edRun.cpuMicros).toFixed(2)})`,
-  );
+  ratio("RS256 sign-only / raw RS256 signing", (r) => [r.rsaSign.rate / rsaRaw, rawRsaMicros / r.rsaSign.cpuMicros]);
+  ratio("EdDSA sign-only / bare route", (r) => [r.edSign.rate / r.bare.rate, r.bare.cpuMicros / r.edSign.cpuMicros]);
+  ratio("EdDSA contract's floor / bare route", (r) => [
+    r.edContract.rate / r.bare.rate,
+    r.bare.cpuMicros / r.edContract.cpuMicros,
+  ]);
+  ratio("RS256 token route / its sign-only floor", (r) => [
+    r.rsaRoute.rate / r.rsaSign.rate,
+    r.rsaSign.cpuMicros / r.rsaRoute.cpuMicros,
+  ]);
+  ratio("the contract's floor with limits / without", (r) => [
+    r.edLimited.rate / r.edContract.rate,
+    r.edContract.cpuMicros / r.edLimited.cpuMicros,
+  ]);
+  ratio("EdDSA token route / the contract's floor", (r) => [
+    r.edRoute.rate / r.edContract.rate,
+    r.edContract.cpuMicros / r.edRoute.cpuMicros,
+  ]);
 } finally {
+  await Promise.all(floors.map((floor) => floor.close()));
+  pool.kill("SIGCONT");
   pool.kill("SIGTERM");
   await pool.exited;
 }

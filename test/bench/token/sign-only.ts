@@ -4,12 +4,16 @@
  * /sign-only only signs the claims the route signs, and reads no body, account, key or limit.
  * POST /sign-only does what the route's contract asks of any token route beyond a signature:
  * it reads the API key from the JSON body and answers with the RateLimit headers of the route's
- * three limits; it validates, looks up and counts nothing. One such process per core on PORT
- * (reusePort), as the API pool runs. What the token route costs beyond these is what it adds.
+ * three limits; it validates, looks up and counts nothing. POST /sign-limited does that with the
+ * account looked up by the key and the route's limits counted (the headers then theirs): against
+ * the contract's floor, what the limits cost. One such process per core on PORT (reusePort), as
+ * the API pool runs. What the token route costs beyond these is what it adds.
  */
 import { createApp } from "../../../src/app";
 import { AppError } from "../../../src/core/errors";
 import { rateLimitHeaders } from "../../../src/http/ratelimit";
+import { accountForApiKey } from "../../../src/modules/accounts/service";
+import { applyRequestLimit } from "../../../src/modules/limits";
 import { benchKey, signBenchToken } from "./signing";
 
 const key = benchKey(process.env.SIGN_ALGORITHM === "EdDSA" ? "EdDSA" : "RS256");
@@ -37,6 +41,13 @@ createApp()
     if (typeof (body as { apiKey?: unknown } | undefined)?.apiKey !== "string")
       throw new AppError("unauthorized", "no apiKey in the body");
     Object.assign(set.headers, headers);
+    return { token: signBenchToken(key) };
+  })
+  .post("/sign-limited", async ({ body, set }) => {
+    const apiKey = (body as { apiKey?: unknown } | undefined)?.apiKey;
+    if (typeof apiKey !== "string") throw new AppError("unauthorized", "no apiKey in the body");
+    const account = await accountForApiKey(apiKey);
+    await applyRequestLimit(set, "token", { accountId: account.id, apiKey });
     return { token: signBenchToken(key) };
   })
   .listen({ hostname: "127.0.0.1", port: Number(process.env.PORT), reusePort: true });
