@@ -18,9 +18,10 @@
 import { cpus, tmpdir } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type BenchAlgorithm, benchKey, signBenchToken } from "./token/signing";
+import { type BenchAlgorithm, benchKey, signBenchToken, TOKEN_ROUTE_LIMITS } from "./token/signing";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CORES = cpus().length;
 
 process.env.DATABASE_URL ??= process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -112,8 +113,7 @@ const ed = await createAccount("bench-eddsa", "EdDSA");
 // The bench measures throughput, not the per-key limits (docs/limits.md): lift them for its accounts.
 const { setLimit } = await import("../../src/modules/limits/service");
 for (const { account } of [rsa, ed]) {
-  for (const name of ["requests.token", "requests.per_key", "tokens.per_key"] as const)
-    await setLimit(account.id, name, 1_000_000_000);
+  for (const name of TOKEN_ROUTE_LIMITS) await setLimit(account.id, name, 1_000_000_000);
 }
 const { freePort } = await import("../support/ports");
 const { until } = await import("../support/wait");
@@ -146,8 +146,6 @@ const answering = (url: string) =>
     100,
   );
 await answering(`${base}/readyz`);
-
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
 /** A floor's pool (see the header) for one algorithm: one process per core on one port. */
 async function floorPool(algorithm: BenchAlgorithm) {

@@ -14,38 +14,38 @@ import { AppError } from "../../../src/core/errors";
 import { rateLimitHeaders } from "../../../src/http/ratelimit";
 import { accountForApiKey } from "../../../src/modules/accounts/service";
 import { applyRequestLimit } from "../../../src/modules/limits";
-import { benchKey, signBenchToken } from "./signing";
+import { LIMITS } from "../../../src/modules/limits/definitions";
+import { benchKey, signBenchToken, TOKEN_ROUTE_LIMITS } from "./signing";
 
 const key = benchKey(process.env.SIGN_ALGORITHM === "EdDSA" ? "EdDSA" : "RS256");
 
-/** As long as the route's own: its three policies with the bench's lifted quotas. */
+/** As long as the route's own: its limits' policies with the bench's lifted quotas. */
 const headers = rateLimitHeaders(
-  (
-    [
-      ["requests.token", 1],
-      ["requests.per_key", 1],
-      ["tokens.per_key", 2],
-    ] as const
-  ).map(([name, windowSeconds]) => ({
+  TOKEN_ROUTE_LIMITS.map((name) => ({
     name,
     quota: 1_000_000_000,
-    windowSeconds,
+    windowSeconds: LIMITS[name].windowSeconds,
     remaining: 999_999_999,
     resetSeconds: 1,
   })),
 );
 
+/** The API key the body names: what a token route must read before anything else. */
+function apiKeyOf(body: unknown): string {
+  const apiKey = (body as { apiKey?: unknown } | undefined)?.apiKey;
+  if (typeof apiKey !== "string") throw new AppError("unauthorized", "no apiKey in the body");
+  return apiKey;
+}
+
 createApp()
   .get("/sign-only", () => ({ token: signBenchToken(key) }))
   .post("/sign-only", ({ body, set }) => {
-    if (typeof (body as { apiKey?: unknown } | undefined)?.apiKey !== "string")
-      throw new AppError("unauthorized", "no apiKey in the body");
+    apiKeyOf(body);
     Object.assign(set.headers, headers);
     return { token: signBenchToken(key) };
   })
   .post("/sign-limited", async ({ body, set }) => {
-    const apiKey = (body as { apiKey?: unknown } | undefined)?.apiKey;
-    if (typeof apiKey !== "string") throw new AppError("unauthorized", "no apiKey in the body");
+    const apiKey = apiKeyOf(body);
     const account = await accountForApiKey(apiKey);
     await applyRequestLimit(set, "token", { accountId: account.id, apiKey });
     return { token: signBenchToken(key) };

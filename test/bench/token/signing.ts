@@ -9,6 +9,9 @@ import { signJwt } from "../../../src/modules/token/jwt";
 
 export type BenchAlgorithm = "RS256" | "EdDSA";
 
+/** The limits a generate-token request counts: the bench lifts them, the contract's floor writes them. */
+export const TOKEN_ROUTE_LIMITS = ["requests.token", "requests.per_key", "tokens.per_key"] as const;
+
 export function benchKey(algorithm: BenchAlgorithm): SigningKey {
   const privateKey =
     algorithm === "RS256"
