@@ -1,8 +1,9 @@
 /**
  * The LL-HLS origin's waiting, on a stream written straight into Redis as the recorder writes
  * it (no ffmpeg): many blocking reloads of one part all answered when its doorbell rings,
- * one answered by the origin's own poll when the doorbell is lost, and one whose part never
- * comes refused with 503 after three target durations.
+ * one answered by the origin's own poll when the doorbell is lost, a plain reload that reads
+ * the window again when no doorbell has rung for a while, and one whose part never comes
+ * refused with 503 after three target durations.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app";
@@ -11,6 +12,7 @@ import { stopLlhlsOrigin } from "../../src/modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../../src/modules/streaming/llhls/viewers";
 import type { RenditionWindow } from "../../src/modules/streaming/llhls/window";
 import { closeClient, createRedis, redisKey } from "../../src/queue/connection";
+import { until } from "../support/wait";
 
 const redis = createRedis("llhls-origin-test");
 const api = createApp().listen({ hostname: "127.0.0.1", port: 0 });
@@ -18,11 +20,11 @@ const base = `http://127.0.0.1:${api.server!.port}/llhls/v1/live`;
 const PARTS = Array.from({ length: 6 }, () => ({ duration: 0.33333, independent: true }));
 
 /** A stream whose window ends with `next` as the part being written; 1 s target duration. */
-async function writeWindow(stream: string, next: { msn: number; part: number }): Promise<void> {
+async function writeWindow(stream: string, next: { msn: number; part: number }, ended = false): Promise<void> {
   const window: RenditionWindow = {
     partTarget: 0.33334,
     targetDuration: 1,
-    ended: false,
+    ended,
     next,
     segments: [1, 2, next.msn].map((msn) => ({
       msn,
@@ -90,6 +92,20 @@ describe("the LL-HLS origin's blocking reloads", () => {
     expect(await response.text()).toContain('URI="3.3.m4s"');
     // The origin reads the window every half second while anyone waits; three target durations is the ceiling.
     expect(performance.now() - started).toBeLessThan(3_000);
+  });
+
+  test("a plain reload after a lost doorbell reads the window again: the stream's end is not missed", async () => {
+    const stream = "origin-ended-quietly";
+    await startStream(stream);
+    await writeWindow(stream, { msn: 3, part: 2 }, true);
+    // No doorbell rings; a plain reload answers from memory until the window is older than the origin's poll.
+    const ended = await until(
+      () => fetch(`${base}/${stream}/v0/index.m3u8`).then((r) => r.text()),
+      (text) => text.includes("#EXT-X-ENDLIST"),
+      3_000,
+    );
+    expect(ended).toContain("#EXT-X-ENDLIST");
+    expect(ended).not.toContain("#EXT-X-PRELOAD-HINT");
   });
 
   test("a part that does not come within three target durations is a 503 in the error shape", async () => {

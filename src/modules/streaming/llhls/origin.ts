@@ -49,7 +49,8 @@ class RenditionView {
   windowAt = 0;
   private refreshing: Promise<void> | undefined;
   private again = false;
-  private refreshedAt = 0;
+  /** When the window was last read from Redis (Date.now()), whether or not the read succeeded. */
+  refreshedAt = 0;
   /**
    * Settles at the next change a waiter may be waiting for (the window, or bytes of a part
    * being written), then is replaced: the 500 viewers waiting on a part share one promise
@@ -362,6 +363,11 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
       throw new AppError("dependency_down", "the part asked for did not arrive within three target durations");
     if (blockingAnswer(rendition.window!, msn, part) === "too_far")
       throw new AppError("bad_request", "the playlist no longer reaches that far");
+  } else if (Date.now() - rendition.refreshedAt >= POLL_MS) {
+    // No doorbell for a while: the stream ended, paused, or its last doorbell (or the read it
+    // rang for) was lost. A plain reload reads the window again rather than answer an old one
+    // for ever; if Redis fails that read, what this process has is still the best answer.
+    await rendition.refresh().catch(() => {});
   }
   let text = rendition.texts.get(directives.skip);
   if (!text) {
