@@ -49,8 +49,7 @@ class RenditionView {
   windowAt = 0;
   private refreshing: Promise<void> | undefined;
   private again = false;
-  /** When the window was last read from Redis (Date.now()), whether or not the read succeeded. */
-  refreshedAt = 0;
+  private refreshedAt = 0;
   /**
    * Settles at the next change a waiter may be waiting for (the window, or bytes of a part
    * being written), then is replaced: the 500 viewers waiting on a part share one promise
@@ -106,6 +105,11 @@ class RenditionView {
     return this.refreshing;
   }
 
+  /** Reads the window again when no read has begun for POLL_MS (a doorbell may have been lost), else nothing. */
+  refreshIfQuiet(): Promise<void> {
+    return Date.now() - this.refreshedAt >= POLL_MS ? this.refresh() : Promise.resolve();
+  }
+
   private setWindow(window: RenditionWindow): void {
     const before = this.window;
     if (
@@ -138,9 +142,7 @@ class RenditionView {
       expire();
     }, timeoutMs);
     this.waiting++;
-    this.poller ??= setInterval(() => {
-      if (Date.now() - this.refreshedAt >= POLL_MS) this.refresh().catch(() => {});
-    }, POLL_MS);
+    this.poller ??= setInterval(() => this.refreshIfQuiet().catch(() => {}), POLL_MS);
     try {
       while (!ready()) {
         if (expired) return false;
@@ -363,11 +365,11 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
       throw new AppError("dependency_down", "the part asked for did not arrive within three target durations");
     if (blockingAnswer(rendition.window!, msn, part) === "too_far")
       throw new AppError("bad_request", "the playlist no longer reaches that far");
-  } else if (Date.now() - rendition.refreshedAt >= POLL_MS) {
-    // No doorbell for a while: the stream ended, paused, or its last doorbell (or the read it
-    // rang for) was lost. A plain reload reads the window again rather than answer an old one
+  } else {
+    // When no doorbell has rung for a while, the stream ended, paused, or its last doorbell (or
+    // the read it rang for) was lost. A plain reload reads the window again rather than answer an old one
     // for ever; if Redis fails that read, what this process has is still the best answer.
-    await rendition.refresh().catch(() => {});
+    await rendition.refreshIfQuiet().catch(() => {});
   }
   let text = rendition.texts.get(directives.skip);
   if (!text) {
