@@ -11,7 +11,7 @@
  * last); it prints each round's ratio against the bare runs around it, their median (target
  * ≥ 0.5), and the CPU time this process spent per delivery in each (all its threads: the
  * worker shares its process with nothing else while it runs; the receiver and PostgreSQL are
- * not counted). Then it times recordEvent inside the writing transaction with an endpoint
+ * not counted there; they are next, with this process and then each apart). Then it times recordEvent inside the writing transaction with an endpoint
  * subscribed (sequence, event row and delivery row), BENCH_SAMPLES (default 2,000) times one
  * after another, and the event_sync route that writes through it, and prints p50 and p99 of
  * each (target for the outbox: p99 < 2 ms). Last, WRITERS (8) concurrent writers record events in their own
@@ -81,6 +81,9 @@ const peersCpu = async () => {
 /** µs spent between two peersCpu readings, by processes alive at the second. */
 const spent = (before: Map<number, number>, after: Map<number, number>) =>
   [...after].reduce((sum, [pid, time]) => sum + time - (before.get(pid) ?? 0), 0);
+/** µs the receiver spent between two peersCpu readings. */
+const receiverSpent = (before: Map<number, number>, after: Map<number, number>) =>
+  after.get(receiver.pid)! - before.get(receiver.pid)!;
 /** The machine's busy CPU time so far, in µs, every process's (the receiver's and PostgreSQL's too). */
 const machineCpu = async () => {
   const [cpu] = (await Bun.file("/proc/stat").text()).split("\n");
@@ -102,7 +105,16 @@ try {
     data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() },
   });
   // CPU microseconds per delivery, the mean over the runs of each.
-  const cpu = { bare: 0, worker: 0, peersBare: 0, peersWorker: 0, machineBare: 0, machineWorker: 0 };
+  const cpu = {
+    bare: 0,
+    worker: 0,
+    peersBare: 0,
+    peersWorker: 0,
+    receiverBare: 0,
+    receiverWorker: 0,
+    machineBare: 0,
+    machineWorker: 0,
+  };
   const cpuSince = (since: NodeJS.CpuUsage) => {
     const used = process.cpuUsage(since);
     return (used.user + used.system) / DELIVERIES;
@@ -128,7 +140,9 @@ try {
     const rate = DELIVERIES / ((performance.now() - started) / 1000);
     cpu.bare += cpuSince(cpuStarted) / (ROUNDS + 1);
     cpu.machineBare += ((await machineCpu()) - machineStarted) / DELIVERIES / (ROUNDS + 1);
-    cpu.peersBare += spent(peersStarted, await peersCpu()) / DELIVERIES / (ROUNDS + 1);
+    const peersEnded = await peersCpu();
+    cpu.peersBare += spent(peersStarted, peersEnded) / DELIVERIES / (ROUNDS + 1);
+    cpu.receiverBare += receiverSpent(peersStarted, peersEnded) / DELIVERIES / (ROUNDS + 1);
     return rate;
   };
 
@@ -170,7 +184,9 @@ try {
     const rate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
     cpu.worker += cpuSince(workerCpu) / ROUNDS;
     cpu.machineWorker += ((await machineCpu()) - machineStarted) / DELIVERIES / ROUNDS;
-    cpu.peersWorker += spent(peersStarted, await peersCpu()) / DELIVERIES / ROUNDS;
+    const peersEnded = await peersCpu();
+    cpu.peersWorker += spent(peersStarted, peersEnded) / DELIVERIES / ROUNDS;
+    cpu.receiverWorker += receiverSpent(peersStarted, peersEnded) / DELIVERIES / ROUNDS;
     await worker.stop();
     return rate;
   };
@@ -264,6 +280,11 @@ try {
     `  CPU with its peers    worker ${all.worker.toFixed(1)} µs a delivery, bare loop ${all.bare.toFixed(1)} µs ` +
       `(${(all.bare / all.worker).toFixed(2)} ×, the rate that CPU alone would allow; this process, the receiver ` +
       `and PostgreSQL's backends for this database)`,
+  );
+  console.log(
+    `    of which PostgreSQL worker ${(cpu.peersWorker - cpu.receiverWorker).toFixed(1)} µs, bare loop ` +
+      `${(cpu.peersBare - cpu.receiverBare).toFixed(1)} µs; the receiver worker ${cpu.receiverWorker.toFixed(1)} µs, ` +
+      `bare loop ${cpu.receiverBare.toFixed(1)} µs`,
   );
   console.log(
     `  CPU of the machine    worker ${cpu.machineWorker.toFixed(1)} µs a delivery, bare loop ` +

@@ -34,6 +34,12 @@ const signingKey = (secret: string) => Buffer.from(secret.replace(/^whsec_/, "")
 const sign = (key: Buffer, messageId: string, timestamp: number, body: string) =>
   `v1,${new Bun.CryptoHasher("sha256", key).update(`${messageId}.${timestamp}.${body}`).digest("base64")}`;
 
+/**
+ * The columns of a claimed delivery that claimLocked reads from its endpoint; the account is its event's too, since
+ * an endpoint is sent only its own account's events.
+ */
+type EndpointColumn = "account_id" | "url" | "ordered" | "failing" | "secret" | "previous_secret";
+
 export interface Claimed {
   id: string | number;
   attempts: number;
@@ -145,7 +151,7 @@ export async function claimDue(handle: Database, limit: number): Promise<Claimed
  * did.
  */
 export async function claimLocked(tx: Database, limit: number): Promise<Claimed[]> {
-  return rowsOf<Claimed>(
+  const rows = rowsOf<Omit<Claimed, EndpointColumn | "lease">>(
     await tx.execute(
       sql`
       with claimed as (
@@ -155,13 +161,43 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
         delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`)}))
         returning w.delivery_id
       )
-      -- The commit's mode is set in the select list, not joined in: one table fewer to order, 0.8 → 0.5 ms of planning.
-      select d.id, d.attempts + 1 as attempts, '' as lease, d.endpoint_id, de.failing_since is not null as failing,
-        ${CLAIMED_COLUMNS}, ${NO_FLUSH}
-      from claimed c join webhook_deliveries d on d.id = c.delivery_id join webhook_endpoints de on de.id = d.endpoint_id
-        join events ev on ev.id = d.event_id`,
+      select d.id, d.attempts + 1 as attempts, d.endpoint_id, ev.id as event_id, ev.type, ev.sequence,
+        ev.data::text as data, to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at
+      from claimed c join webhook_deliveries d on d.id = c.delivery_id join events ev on ev.id = d.event_id
+      -- The commit's mode, set once: a filter on no column is evaluated before the first row.
+      where (select set_config('synchronous_commit', 'off', true)) is not null`,
     ),
   );
+  if (rows.length === 0) return rows as Claimed[];
+  // The endpoints' columns once each, not on every row: a batch's rows mostly share a few endpoints, and their
+  // columns on each row were a quarter of PostgreSQL's time on the claim (2.3-2.7 → 1.7-1.8 ms a claim of 256)
+  // and half the columns the driver reads.
+  const endpoints = new Map(
+    rowsOf<Pick<Claimed, EndpointColumn> & { id: string }>(
+      await tx.execute(sql`
+        select de.id, de.account_id, de.url, de.ordered, de.failing_since is not null as failing,
+          de.secret::text as secret,
+          case when de.previous_secret_until > now() then de.previous_secret::text end as previous_secret
+        from webhook_endpoints de where de.id = any(${arrayLiteral([...new Set(rows.map((row) => row.endpoint_id))])}::text[])`),
+    ).map((endpoint) => [endpoint.id, endpoint]),
+  );
+  const claimed: Claimed[] = [];
+  for (const row of rows) {
+    const endpoint = endpoints.get(row.endpoint_id);
+    // Deleted since the claim (its deliveries with it): nothing to send, and its due row is gone with the claim.
+    if (!endpoint) continue;
+    claimed.push({
+      ...row,
+      lease: "",
+      account_id: endpoint.account_id,
+      url: endpoint.url,
+      ordered: endpoint.ordered,
+      failing: endpoint.failing,
+      secret: endpoint.secret,
+      previous_secret: endpoint.previous_secret,
+    });
+  }
+  return claimed;
 }
 
 /**
