@@ -11,7 +11,8 @@
  * last); it prints each round's ratio against the bare runs around it, their median (target
  * ≥ 0.5), and the CPU time this process spent per delivery in each (all its threads: the
  * worker shares its process with nothing else while it runs; the receiver and PostgreSQL are
- * not counted there; they are next, with this process and then each apart). Then it times recordEvent inside the writing transaction with an endpoint
+ * not counted there; they are next, with this process and then each apart). Then it times
+ * recordEvent inside the writing transaction with an endpoint
  * subscribed (sequence, event row and delivery row), BENCH_SAMPLES (default 2,000) times one
  * after another, and the event_sync route that writes through it, and prints p50 and p99 of
  * each (target for the outbox: p99 < 2 ms). Last, WRITERS (8) concurrent writers record events in their own
