@@ -304,6 +304,23 @@ export function loadConfig(env: Env) {
     limits: {
       /** Requests per second one client address may send to the routes without a credential; 0 turns it off. */
       publicPerIpPerSecond: read.integer("LIMIT_PUBLIC_PER_IP", 300, 0, 1_000_000),
+      /**
+       * What requests hold open, counted in each API process (docs/limits.md#caps): beyond a
+       * caller's cap 429, beyond the process's 503, both with Retry-After.
+       */
+      held: {
+        /** LL-HLS requests that may wait (blocking reloads, parts) one client address holds; 0 turns it off. */
+        llhlsWaitsPerAddress: read.integer("LIMIT_LLHLS_WAITS_PER_ADDRESS", 64, 0, 1_000_000),
+        llhlsWaitsPerStream: read.integer("LIMIT_LLHLS_WAITS_PER_STREAM", 2_000, 1, 1_000_000),
+        llhlsWaitsPerProcess: read.integer("LIMIT_LLHLS_WAITS_PER_PROCESS", 3_000, 1, 1_000_000),
+        eventStreamsPerKey: read.integer("LIMIT_EVENT_STREAMS_PER_KEY", 10, 1, 1_000_000),
+        eventStreamsPerAccount: read.integer("LIMIT_EVENT_STREAMS_PER_ACCOUNT", 50, 1, 1_000_000),
+        eventStreamsPerProcess: read.integer("LIMIT_EVENT_STREAMS_PER_PROCESS", 500, 1, 1_000_000),
+        socketsPerToken: read.integer("LIMIT_SOCKETS_PER_TOKEN", 20, 1, 1_000_000),
+        socketsPerUser: read.integer("LIMIT_SOCKETS_PER_USER", 50, 1, 1_000_000),
+        socketsPerProcess: read.integer("LIMIT_SOCKETS_PER_PROCESS", 10_000, 1, 1_000_000),
+        topicsPerSocket: read.integer("LIMIT_TOPICS_PER_SOCKET", 100, 1, 100_000),
+      },
     },
     console: {
       /** Signs console sessions; unset means a secret generated once into DATA_DIR/console-secret. */

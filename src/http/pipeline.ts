@@ -116,6 +116,12 @@ export function requestIdOf(request: Request): string {
   return incoming && INCOMING_ID.test(incoming) ? incoming : randomUUID();
 }
 
+/** The Retry-After of a refusal that says when to come back (a limit's or a cap's `retry_after`). */
+function retryAfterOf(error: AppError): string | undefined {
+  const seconds = error.extra?.retry_after;
+  return typeof seconds === "number" ? String(seconds) : undefined;
+}
+
 /** Counts an answered request in the route's metrics and writes its log line. */
 export function recordRequest(method: string, route: string, status: number, info: RequestMeta): void {
   const seconds = (performance.now() - info.startedAt) / 1000;
@@ -133,7 +139,9 @@ export function recordRequest(method: string, route: string, status: number, inf
 export function errorResponse(error: unknown, requestId: string): Response {
   const headers: Record<string, string> = { "x-request-id": requestId };
   const answer = (status: number, body: unknown) => {
-    if (status === 503) headers["retry-after"] = String(DEPENDENCY_RETRY_AFTER_SECONDS);
+    const retry = error instanceof AppError ? retryAfterOf(error) : undefined;
+    if (retry !== undefined) headers["retry-after"] = retry;
+    else if (status === 503) headers["retry-after"] = String(DEPENDENCY_RETRY_AFTER_SECONDS);
     return Response.json(body, { status, headers });
   };
   if (error instanceof AppError)
@@ -186,6 +194,8 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     const appError = error instanceof AppError ? error : cause instanceof AppError ? cause : undefined;
     if (appError) {
       set.status = ERROR_STATUS[appError.code];
+      const retry = retryAfterOf(appError);
+      if (retry !== undefined) set.headers["retry-after"] ??= retry;
       if (appError.code === "dependency_down") set.headers["retry-after"] ??= String(DEPENDENCY_RETRY_AFTER_SECONDS);
       return errorBody(appError.code, appError.message, appError.extra);
     }

@@ -108,7 +108,11 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   .get(
     "/llhls/v1/live/:stream/:rendition/:file",
     // Requests in the form players send are answered before this route, by llhlsMediaRoute (app.ts).
-    ({ params, query }) => mediaAnswer(params.stream, params.rendition, params.file, query),
+    ({ params, query, request, server }) =>
+      mediaAnswer(params.stream, params.rendition, params.file, query, {
+        address: server?.requestIP(request)?.address,
+        signal: request.signal,
+      }),
     {
       params: LlhlsMediaParams,
       query: LlhlsQuery,
