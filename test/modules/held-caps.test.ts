@@ -92,6 +92,8 @@ async function slowestHealthzDuring(flood: () => Promise<unknown>): Promise<numb
 interface Refusal {
   status: number;
   retryAfter: string | null;
+  /** RateLimit-Policy, which the Elysia routes add to a caller's 429. */
+  policy?: string | null;
   code: string;
   ms: number;
 }
@@ -110,6 +112,7 @@ async function refusalOf(response: Response, started: number): Promise<Refusal> 
   return {
     status: response.status,
     retryAfter: response.headers.get("retry-after"),
+    policy: response.headers.get("ratelimit-policy"),
     code: body.error?.code ?? "",
     ms: performance.now() - started,
   };
@@ -401,7 +404,9 @@ describe("Phoenix sockets", () => {
     const refusedClient = await openSockets(ann1!, 1);
     expect(refusedClient.outcomes).toEqual(["refused"]);
     refusedClient.sockets[0]!.disconnect();
-    expectRefused(await Promise.all(Array.from({ length: FLOOD }, () => upgrade(ann1!))), 429, "quota_exceeded");
+    const byTokenFlood = await Promise.all(Array.from({ length: FLOOD }, () => upgrade(ann1!)));
+    expectRefused(byTokenFlood, 429, "quota_exceeded");
+    expect(byTokenFlood[0]!.policy).toBe('"sockets.per_token";q=3');
 
     // Another token of the same user: two more, then the user's cap.
     const second = await openSockets(ann2!, 2);
