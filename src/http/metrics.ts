@@ -117,8 +117,8 @@ function heldLines(byProcess: Record<string, HeldGauge[]>): string[] {
       inUse.push(`parley_held{${labels}} ${gauge.inUse}`);
       for (const [per, cap] of Object.entries(gauge.caps))
         caps.push(`parley_held_cap{${labels},per="${label(per)}"} ${cap}`);
-      for (const [per, count] of Object.entries(gauge.refused))
-        refused.push(`parley_held_refused_total{${labels},per="${label(per)}"} ${count}`);
+      for (const [cap, count] of Object.entries(gauge.refused))
+        refused.push(`parley_held_refused_total{${labels},cap="${label(cap)}"} ${count}`);
     }
   }
   return [...inUse, ...caps, ...refused];

@@ -51,15 +51,17 @@ afterAll(async () => {
   await closeClient(redis);
 });
 
-/** What the API process holds of a resource now, as its /metrics says. */
-async function held(resource: string): Promise<number> {
+/** A series of the API process's /metrics: `name{resource, pid, and the labels given}`. */
+async function metric(name: string, resource: string, more = ""): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  const line = text
-    .split("\n")
-    .find((candidate) => candidate.startsWith(`parley_held{resource="${resource}",pid="${api.child.pid}"}`));
-  if (!line) throw new Error(`no parley_held line for ${resource}`);
-  return Number(line.split(" ").at(-1));
+  const series = `${name}{resource="${resource}",pid="${api.child.pid}"${more}} `;
+  const line = text.split("\n").find((candidate) => candidate.startsWith(series));
+  if (!line) throw new Error(`no ${series}in /metrics`);
+  return Number(line.slice(series.length));
 }
+
+/** What the API process holds of a resource now. */
+const held = (resource: string) => metric("parley_held", resource);
 
 /**
  * /healthz answered while `flood` runs: the slowest of the probes, in ms. Probed by curl,
@@ -220,6 +222,10 @@ describe("LL-HLS requests waiting for a part", () => {
     });
     expectRefused(byProcess, 503, "overloaded");
     expect(slowest).toBeLessThan(100);
+    expect(await metric("parley_held_cap", "llhls_waits", ',per="process"')).toBe(10);
+    expect(await metric("parley_held_cap", "llhls_waits", ',per="address"')).toBe(6);
+    for (const cap of ["address", "stream", "process"])
+      expect(await metric("parley_held_refused_total", "llhls_waits", `,cap="llhls.waits.per_${cap}"`)).toBe(FLOOD);
 
     // Half go away abruptly, the rest are answered by their part: nothing stays held.
     for (const each of holding.slice(0, 5)) each.abort();
