@@ -79,7 +79,7 @@ const waits = new HeldResource({
 /** Who asks, for the caps: the peer's address (absent in-process) and the request's end. */
 export interface MediaClient {
   address?: string;
-  /** Aborts when the client goes away: its slot is free at once, whatever the wait does. */
+  /** Aborts when the client goes away: its slot is free, and its wait ended, at once. */
   signal?: AbortSignal;
 }
 
@@ -114,7 +114,7 @@ export async function mediaAnswer(
     const directives = parseDirectives(query);
     if (typeof directives === "string") throw new AppError("bad_request", directives);
     if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
-    const playlist = () => mediaPlaylistOf(stream, rendition, directives);
+    const playlist = () => mediaPlaylistOf(stream, rendition, directives, client.signal);
     // Only a blocking reload waits; a plain one is answered from what the process has.
     const answer = directives.msn === undefined ? await playlist() : await whileHeld(stream, client, playlist);
     // How long a reload that waited took once the part was
@@ -125,7 +125,7 @@ export async function mediaAnswer(
   if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE, requestId);
   const [msn, part] = file.slice(0, -".m4s".length).split(".").map(Number) as [number, number | undefined];
   if (part === undefined) return media(await segmentOf(stream, rendition, msn), "video/mp4", IMMUTABLE, requestId);
-  const answer = await whileHeld(stream, client, () => partOf(stream, rendition, msn, part));
+  const answer = await whileHeld(stream, client, () => partOf(stream, rendition, msn, part, client.signal));
   return media("bytes" in answer ? answer.bytes : answer.stream, "video/mp4", IMMUTABLE, requestId);
 }
 
