@@ -13,9 +13,9 @@ export interface Frame {
 }
 
 export const PHOENIX_TOPIC = "phoenix";
-/** A topic names a channel and its room (channel ids are at most 128 characters); longer ones are refused unread. */
-export const MAX_TOPIC_LENGTH = 256;
-export const MAX_EVENT_LENGTH = 128;
+/** A topic names a channel and its room (channel ids are at most 128 characters); a longer one gets an error reply. */
+const MAX_TOPIC_LENGTH = 256;
+const MAX_EVENT_LENGTH = 128;
 
 const isRef = (value: unknown): value is string | null =>
   value === null || (typeof value === "string" && value.length <= 64);

@@ -58,11 +58,6 @@ export class HeldResource {
     }));
   }
 
-  /** Slots held in this process now. */
-  get held(): number {
-    return this.inUse;
-  }
-
   /**
    * Takes a slot for the callers named, one key per CallerCap in order (undefined: not counted
    * that way, as a request made in-process has no address), or throws: a
