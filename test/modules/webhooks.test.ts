@@ -240,7 +240,7 @@ describe("SSRF", () => {
     "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", // Teredo: client 127.0.0.1 stored inverted
   ];
 
-  test("IPv6 forms carrying a private or metadata IPv4 address are refused on create, PATCH and the admin route", async () => {
+  test("IPv6 forms carrying a private or metadata IPv4 address are refused: create, PATCH, admin", async () => {
     const a = await newAccount();
     const restore = overrideConfig({ webhooks: { allowPrivateNetworks: false } });
     const bootstrap = {
