@@ -86,14 +86,27 @@ function allowedValues(schema: SchemaError["schema"]): unknown[] | undefined {
 }
 
 /**
+ * The query member a failure of Elysia's per-member check came from: that check (type
+ * `property`) reports the value it read but not the member's name, so the name is the one
+ * member that holds that value. Undefined when none or several do.
+ */
+function queryMemberHolding(request: Request, value: unknown): string | undefined {
+  const holders = [...new URL(request.url).searchParams].filter(
+    ([, raw]) => raw === String(value) || (typeof value === "number" && raw.trim() !== "" && Number(raw) === value),
+  );
+  return holders.length === 1 ? `query.${holders[0]![0]}` : undefined;
+}
+
+/**
  * The first field path and reason of a schema failure, e.g. `body.user.email: Expected string to match 'email' format`.
  */
-function describeValidation(error: { all?: SchemaError[]; type?: string }) {
+function describeValidation(error: { all?: SchemaError[]; type?: string }, request: Request) {
   const first = error.all?.[0];
   if (!first) return "the request does not match the schema";
   const found = deepest(first);
   const path = (found.path ?? "").replace(/^\//, "").replaceAll("/", ".");
-  const where = [error.type === "body" ? "" : error.type, path].filter(Boolean).join(".");
+  const member = error.type === "property" && path === "" ? queryMemberHolding(request, found.value) : undefined;
+  const where = member ?? [error.type === "body" ? "" : error.type, path].filter(Boolean).join(".");
   const allowed = allowedValues(found.schema);
   const reason = allowed
     ? `${JSON.stringify(found.value)} is not one of: ${allowed.join(", ")}`
@@ -213,7 +226,7 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
         // Named exactly even inside a union, where the schema's own report stops at the union.
         const unstorable = firstUnstorable(value, type === "body" ? "" : type);
         if (unstorable) return errorBody("bad_request", `${unstorable.path}: ${unstorable.reason}`);
-        return errorBody("bad_request", describeValidation(error as never));
+        return errorBody("bad_request", describeValidation(error as never, request));
       }
       case "PARSE":
         set.status = 400;

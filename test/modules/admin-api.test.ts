@@ -37,6 +37,17 @@ async function auditWith(action: string, target: string | null) {
   );
 }
 
+describe("audit cursor", () => {
+  test("before is exact: above the largest safe integer it is a 400 naming the field, not a 500", async () => {
+    for (const cursor of ["9223372036854775807", "9300000000000000000", "99999999999999999"]) {
+      const answer = await call("GET", `${ADMIN_PREFIX}/audit?before=${cursor}`, { headers: as(read) });
+      expect([cursor, answer.status, answer.body.error?.message?.split(":")[0]]).toEqual([cursor, 400, "query.before"]);
+    }
+    const largest = await call("GET", `${ADMIN_PREFIX}/audit?before=9007199254740991&limit=1`, { headers: as(read) });
+    expect(largest.status).toBe(200);
+  });
+});
+
 describe("operator tokens", () => {
   test("a full token makes an account whose key works, and the change is in the audit log", async () => {
     const name = `made-${crypto.randomUUID().slice(0, 6)}`;

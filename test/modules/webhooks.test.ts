@@ -63,6 +63,34 @@ describe("outbox", () => {
 });
 
 describe("GET /api/v1/events", () => {
+  test("cursors are exact: the largest safe integer echoes back, a larger one is a 400 naming the field", async () => {
+    const a = await newAccount();
+    const created = await call("POST", "/api/v1/webhooks", {
+      headers: auth(a.apiKey),
+      body: { url: "http://localhost:9/" },
+    });
+    const lists = [
+      ["after", "/api/v1/events/?after="],
+      ["after", "/api/v1/events/stream?after="],
+      ["before", `/api/v1/webhooks/${created.body.endpoint.id}/deliveries?before=`],
+    ];
+    for (const [field, path] of lists) {
+      for (const cursor of ["9223372036854775807", "9300000000000000000", "99999999999999999", "9007199254740993"]) {
+        const answer = await call("GET", `${path}${cursor}`, { headers: auth(a.apiKey) });
+        expect([path, cursor, answer.status, answer.body.error?.code]).toEqual([path, cursor, 400, "bad_request"]);
+        expect(answer.body.error.message).toStartWith(`query.${field}:`);
+      }
+    }
+    const largest = await call("GET", "/api/v1/events/?after=9007199254740991", { headers: auth(a.apiKey) });
+    expect(largest.status).toBe(200);
+    expect(largest.body).toEqual({ events: [], next_after: 9007199254740991 });
+    const replay = await call("POST", `/api/v1/webhooks/${created.body.endpoint.id}/replay`, {
+      headers: auth(a.apiKey),
+      body: { after: 9300000000000000000 },
+    });
+    expect([replay.status, replay.body.error.message.split(":")[0]]).toEqual([400, "after"]);
+  });
+
   test("pages by cursor, filters by type, and shows only the caller's events", async () => {
     const a = await newAccount();
     const b = await newAccount();

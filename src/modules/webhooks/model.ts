@@ -4,6 +4,7 @@
  * fields may be added to an event's data, never removed or changed in meaning.
  */
 import { type Static, t } from "elysia";
+import { Cursor } from "../../http/cursor";
 import { EVENT_TYPES, type EventType } from "./event-types";
 
 export { EVENT_TYPES, type EventType };
@@ -181,8 +182,7 @@ export const WebhooksModel = {
   }),
   eventQuery: t.Object({
     after: t.Optional(
-      t.Integer({
-        minimum: 0,
+      Cursor({
         description: "Sequence number: only later events are listed (0, the default, lists from the oldest kept)",
       }),
     ),
@@ -227,7 +227,7 @@ export const WebhooksModel = {
     next_attempt_at: t.Union([Time("When it is tried next"), t.Null()]),
   }),
   deliveryQuery: t.Object({
-    before: t.Optional(t.Integer({ minimum: 1, description: "Delivery id: only older deliveries are listed" })),
+    before: t.Optional(Cursor({ minimum: 1, description: "Delivery id: only older deliveries are listed" })),
     status: t.Optional(
       t.Union([t.Literal("pending"), t.Literal("succeeded"), t.Literal("failed")], {
         description: "Only deliveries in this state",
@@ -239,7 +239,7 @@ export const WebhooksModel = {
     since: t.Optional(
       t.String({ format: "date-time", description: "Replay every kept event created at or after this time" }),
     ),
-    after: t.Optional(t.Integer({ minimum: 0, description: "Replay every kept event with a larger sequence number" })),
+    after: t.Optional(Cursor({ description: "Replay every kept event with a larger sequence number" })),
   }),
   replayed: t.Object({ queued: t.Integer({ description: "Deliveries queued" }) }),
 };
