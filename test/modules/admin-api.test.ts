@@ -6,7 +6,11 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
+import { db } from "../../src/db/client";
+import { auditEntries } from "../../src/modules/audit/schema";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
 import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
@@ -246,7 +250,64 @@ describe("every command", () => {
     // No secret reaches the log: neither webhook secret nor the operator's password.
     // Nor a webhook URL's query, where receivers often keep a token.
     for (const secret of [hook.secret, newSecret.secret, "correct horse", "s3cret"]) expect(log).not.toContain(secret);
-    expect((await auditWith("add-webhook", account.accountId))!.detail.url).toBe("http://127.0.0.1:9/parley?…");
+    expect((await auditWith("add-webhook", account.accountId))!.detail.url).toBe(
+      `http://127.0.0.1:9/… sha256:${sha256("http://127.0.0.1:9/parley?token=s3cret").slice(0, 8)}`,
+    );
+  });
+});
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+
+describe("webhook URLs redacted", () => {
+  const slack =
+    "http://127.0.0.1:9/services/T0A1B2C3D/B0A1B2C3D/XOXsecretPATH;jsessionid=MATRIXsecret?token=QUERYsecret";
+  const secrets = ["XOXsecretPATH", "MATRIXsecret", "QUERYsecret", "services"];
+
+  test("the audit log keeps scheme, host and port and a fingerprint; a read-only token lists them so", async () => {
+    const owner = await newAccount();
+    const base = `${ADMIN_PREFIX}/accounts/${owner.accountId}/webhooks`;
+    const created = await call("POST", base, { headers: as(full), body: { url: slack } });
+    expect(created.status).toBe(201);
+    const moved = `${slack.replace("9/", "9/other/")}`;
+    const updated = await call("PATCH", `${base}/${created.body.endpoint.id}`, {
+      headers: as(full),
+      body: { url: moved },
+    });
+    expect(updated.status).toBe(200);
+    const added = await auditWith("add-webhook", owner.accountId);
+    const changed = await auditWith("update-webhook", owner.accountId);
+    expect(added!.detail.url).toBe(`http://127.0.0.1:9/… sha256:${sha256(created.body.endpoint.url).slice(0, 8)}`);
+    expect(changed!.detail.url).toBe(`http://127.0.0.1:9/… sha256:${sha256(updated.body.url).slice(0, 8)}`);
+    expect(added!.detail.url).not.toBe(changed!.detail.url);
+
+    const readList = await call("GET", base, { headers: as(read) });
+    expect(readList.status).toBe(200);
+    expect(readList.body.webhooks.map((endpoint: { url: string }) => endpoint.url)).toEqual([changed!.detail.url]);
+    const fullList = await call("GET", base, { headers: as(full) });
+    expect(fullList.body.webhooks[0].url).toBe(updated.body.url);
+    const seenByReader = JSON.stringify([
+      readList.body,
+      (await call("GET", `${ADMIN_PREFIX}/audit?limit=500`, { headers: as(read) })).body,
+    ]);
+    for (const secret of secrets) expect(seenByReader).not.toContain(secret);
+  });
+
+  test("entries written before keep only scheme, host and port once migrated", async () => {
+    const [{ id }] = await db
+      .insert(auditEntries)
+      .values({
+        actor: "local:test",
+        actorKind: "local",
+        action: "add-webhook",
+        target: account.accountId,
+        address: "unix:test",
+        detail: { webhook_id: "wh_old", url: "https://hooks.slack.com:8443/services/T0/B0/OLDsecret;x=1?…" },
+      })
+      .returning({ id: auditEntries.id });
+    const migration = readFileSync(join(import.meta.dir, "../../drizzle/0031_audit_webhook_urls_redacted.sql"), "utf8");
+    await db.execute(sql.raw(migration));
+    const [row] = await db.select().from(auditEntries).where(eq(auditEntries.id, id!));
+    expect(row!.detail).toEqual({ webhook_id: "wh_old", url: "https://hooks.slack.com:8443/…" });
   });
 });
 
