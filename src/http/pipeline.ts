@@ -12,7 +12,7 @@ import { acceptedTypesOf } from "./accepts";
 import { ERROR_STATUS, errorBody } from "./errors";
 import { log } from "../core/log";
 import { observeRequest } from "./metrics";
-import { firstUnstorable } from "./text";
+import { firstUnstorable, isNameSchema, NAME_REASON } from "./text";
 
 interface RequestMeta {
   id: string;
@@ -63,7 +63,7 @@ interface SchemaError {
   message?: string;
   summary?: string;
   value?: unknown;
-  schema?: { enum?: unknown[]; anyOf?: Array<{ const?: unknown }> };
+  schema?: { enum?: unknown[]; anyOf?: Array<{ const?: unknown }>; format?: string };
   errors?: Iterable<SchemaError>[];
 }
 
@@ -116,9 +116,11 @@ function describeValidation(error: { all?: SchemaError[]; type?: string }, reque
   const allowed = allowedValues(found.schema);
   const reason = allowed
     ? `${JSON.stringify(found.value)} is not one of: ${allowed.join(", ")}`
-    : found === first
-      ? (first.summary ?? first.message ?? "invalid")
-      : (found.message ?? "invalid");
+    : isNameSchema(found.schema)
+      ? NAME_REASON
+      : found === first
+        ? (first.summary ?? first.message ?? "invalid")
+        : (found.message ?? "invalid");
   return `${where || error.type || "request"}: ${reason}`;
 }
 

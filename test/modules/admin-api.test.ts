@@ -10,7 +10,10 @@ import { createHash } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { accounts } from "../../src/modules/accounts/schema";
 import { auditEntries } from "../../src/modules/audit/schema";
+import { runCli } from "../../src/sdk/cli";
+import { adminCli } from "../support/admin-cli";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
 import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
@@ -49,6 +52,82 @@ describe("audit cursor", () => {
     }
     const largest = await call("GET", `${ADMIN_PREFIX}/audit?before=9007199254740991&limit=1`, { headers: as(read) });
     expect(largest.status).toBe(200);
+  });
+});
+
+describe("names", () => {
+  const evil = "evil\n\u001b[31mred";
+
+  test("every name a person gives refuses control characters with a 400 naming the field", async () => {
+    const owner = await newAccount();
+    const refusals = [
+      ["POST", `${ADMIN_PREFIX}/accounts`, { name: evil }, "name"],
+      ["POST", `${ADMIN_PREFIX}/accounts/${owner.accountId}/keys`, { label: evil }, "label"],
+      ["POST", `${ADMIN_PREFIX}/operators`, { name: evil, password: "correct horse" }, "name"],
+      ["POST", `${ADMIN_PREFIX}/operator-tokens`, { name: "tab\there", scope: "read" }, "name"],
+      [
+        "POST",
+        `${ADMIN_PREFIX}/accounts/${owner.accountId}/webhooks`,
+        { url: "http://localhost:9/", description: evil },
+        "description",
+      ],
+      ["POST", `${ADMIN_PREFIX}/operator-tokens`, { name: "c1\u009bcontrol", scope: "read" }, "name"],
+    ] as const;
+    for (const [method, path, body, field] of refusals) {
+      const answer = await call(method, path, { headers: as(full), body });
+      expect([path, answer.status, answer.body.error?.message]).toEqual([
+        path,
+        400,
+        `${field}: must not contain control characters (U+0000-U+001F, U+007F-U+009F)`,
+      ]);
+    }
+    const webhook = await call("POST", "/api/v1/webhooks", {
+      headers: as(owner.apiKey),
+      body: { url: "http://localhost:9/", description: evil },
+    });
+    expect(webhook.status).toBe(400);
+    const token = await call("POST", "/api/v1/misc/generate-token", {
+      headers: as(owner.apiKey),
+      body: { user: { id: "bob", name: evil } },
+    });
+    expect([token.status, token.body.error.message]).toEqual([
+      400,
+      "user.name: must not contain control characters (U+0000-U+001F, U+007F-U+009F)",
+    ]);
+    // Printable text of every script, emoji and format characters stay names.
+    const fine = await call("POST", `${ADMIN_PREFIX}/operator-tokens`, {
+      headers: as(full),
+      body: { name: `Zoë 東京 \u200d👩‍💻 ${crypto.randomUUID().slice(0, 6)}`, scope: "read" },
+    });
+    expect(fine.status).toBe(201);
+  });
+
+  test("the command lines print a stored name escaped, and --json as it is", async () => {
+    // Stored before names were checked, or on the database directly.
+    const stored = `${evil}-${crypto.randomUUID().slice(0, 6)}`;
+    await createOperatorToken(bootstrap, stored, "read");
+    const server = app.listen({ hostname: "127.0.0.1", port: 0 });
+    const env = { ...process.env, PARLEY_URL: `http://127.0.0.1:${server.server!.port}`, PARLEY_TOKEN: full };
+    try {
+      const printed: string[] = [];
+      expect(await runCli(["list-operator-tokens"], { env, out: (text) => printed.push(text) })).toBe(0);
+      const text = printed.join("\n");
+      expect(text).not.toContain("\u001b");
+      expect(text).toContain(`evil\\u000a\\u001b[31mred-`);
+      const line = text.split("\n").find((candidate) => candidate.includes("evil"))!;
+      expect(line).toMatch(/^#\d+ {2}evil.*read/);
+      const json: string[] = [];
+      expect(await runCli(["list-operator-tokens", "--json"], { env, out: (text) => json.push(text) })).toBe(0);
+      expect(JSON.parse(json.join("")).map((token: { name: string }) => token.name)).toContain(stored);
+    } finally {
+      await server.stop(true);
+    }
+    const owner = await newAccount();
+    await db.update(accounts).set({ name: stored }).where(eq(accounts.id, owner.accountId));
+    const listed = adminCli("list-accounts");
+    expect(listed.code).toBe(0);
+    expect(listed.out).not.toContain("\u001b");
+    expect(listed.out).toContain(`${owner.accountId}  evil\\u000a\\u001b[31mred-`);
   });
 });
 

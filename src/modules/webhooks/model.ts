@@ -5,6 +5,7 @@
  */
 import { type Static, t } from "elysia";
 import { Cursor } from "../../http/cursor";
+import { Name } from "../../http/text";
 import { EVENT_TYPES, type EventType } from "./event-types";
 
 export { EVENT_TYPES, type EventType };
@@ -192,14 +193,14 @@ export const WebhooksModel = {
   endpointCreate: t.Object({
     url: t.String({ minLength: 1, maxLength: 2048, description: "http or https URL that receives the POSTs" }),
     event_types: t.Optional(t.Union([EventTypeList, t.Null()])),
-    description: t.Optional(t.String({ maxLength: 1024 })),
+    description: t.Optional(Name({ maxLength: 1024 })),
     enabled: t.Optional(t.Boolean({ default: true })),
     ordered: t.Optional(t.Boolean({ default: false, description: "Deliver one event at a time, in sequence order" })),
   }),
   endpointUpdate: t.Object({
     url: t.Optional(t.String({ minLength: 1, maxLength: 2048 })),
     event_types: t.Optional(t.Union([EventTypeList, t.Null()])),
-    description: t.Optional(t.String({ maxLength: 1024 })),
+    description: t.Optional(Name({ maxLength: 1024 })),
     enabled: t.Optional(
       t.Boolean({ description: "true re-enables an endpoint Parley disabled, and its pending deliveries resume" }),
     ),

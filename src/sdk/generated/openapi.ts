@@ -1373,7 +1373,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -1407,7 +1407,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -1441,7 +1441,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -11958,6 +11958,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -11971,6 +11972,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -11984,6 +11986,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -12399,6 +12402,7 @@ export interface operations {
                 "application/json": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -12407,6 +12411,7 @@ export interface operations {
                 "multipart/form-data": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -12415,6 +12420,7 @@ export interface operations {
                 "text/plain": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -14087,6 +14093,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -14096,6 +14103,7 @@ export interface operations {
                     alg?: "RS256" | "ES256" | "EdDSA";
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -14105,6 +14113,7 @@ export interface operations {
                     alg?: "RS256" | "ES256" | "EdDSA";
                 };
                 "text/plain": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -14261,12 +14270,15 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     label?: string;
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     label?: string;
                 };
                 "text/plain": {
+                    /** Format: name */
                     label?: string;
                 };
             };
@@ -16206,16 +16218,19 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
                 };
                 "text/plain": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
@@ -16509,6 +16524,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -16518,6 +16534,7 @@ export interface operations {
                     scope: "read" | "full";
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -16527,6 +16544,7 @@ export interface operations {
                     scope: "read" | "full";
                 };
                 "text/plain": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -16988,6 +17006,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17001,6 +17020,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17014,6 +17034,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17395,6 +17416,7 @@ export interface operations {
                 "application/json": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -17403,6 +17425,7 @@ export interface operations {
                 "multipart/form-data": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -17411,6 +17434,7 @@ export interface operations {
                 "text/plain": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
