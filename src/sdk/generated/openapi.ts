@@ -9177,7 +9177,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -9185,11 +9185,13 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: string | number;
                 };
                 "multipart/form-data": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -9197,11 +9199,13 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: string | number;
                 };
                 "text/plain": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -9209,6 +9213,8 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: string | number;
                 };
             };
         };
@@ -9219,29 +9225,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: string | number;
                         /** @description Seconds the URL stays valid */
                         expires_in: string | number;
                     };
                     "multipart/form-data": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: string | number;
                         /** @description Seconds the URL stays valid */
                         expires_in: string | number;
                     };
                     "text/plain": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: string | number;
                         /** @description Seconds the URL stays valid */
                         expires_in: string | number;
                     };
