@@ -30,7 +30,7 @@ const INCOMING_ID = /^[\w.:-]{1,128}$/;
  * reports it as unparsable.
  */
 const UNPARSABLE = Symbol("unparsable body");
-/** A body declared longer than the limit, left unread: refused once the credential was checked. */
+/** A body over the limit, unread (declared) or read no further (chunked): refused once the credential was checked. */
 const TOO_LARGE = Symbol("body too large");
 const oversize = new WeakSet<Request>();
 /** The media type of a request's non-empty body, as sent ("" when it came without one). */
@@ -40,8 +40,8 @@ function tooLarge(): AppError {
   return new AppError("payload_too_large", `the body may be at most ${config.http.maxBodyBytes} bytes`);
 }
 
-/** Reads a body sent without Content-Length, giving up as soon as it passes the limit. */
-async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Promise<string> {
+/** Reads a body sent without Content-Length, giving up as soon as it passes the limit (then undefined). */
+async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Promise<string | undefined> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -51,7 +51,7 @@ async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Prom
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel().catch(() => {});
-      throw tooLarge();
+      return undefined;
     }
     chunks.push(value);
   }
@@ -207,6 +207,10 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
       contentType === "" || contentType === "application/x-www-form-urlencoded" || contentType.startsWith("text/");
     if (!request.body || (!chunked && !asText)) return;
     const text = chunked ? await readCapped(request.body, config.http.maxBodyBytes) : await request.text();
+    if (text === undefined) {
+      oversize.add(request);
+      return TOO_LARGE;
+    }
     if (chunked && text !== "") bodyType.set(request, mediaType);
     if (asText && /^\s*[[{]/.test(text)) jsonUnderAnotherType.add(request);
     if (contentType === "application/x-www-form-urlencoded") return parseQuery(text);

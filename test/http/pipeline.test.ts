@@ -46,6 +46,17 @@ describe("request pipeline", () => {
       expect([path, garbage.status]).toEqual([path, 401]);
       const known = await call(method, path, oversized(credential));
       expect([path, known.status, known.body.error.code]).toEqual([path, 413, "payload_too_large"]);
+      // Sent without a length (chunked), it is read only until it passes the limit, then judged the same way.
+      const chunked = (authorization?: string) =>
+        app.handle(
+          new Request(`http://parley.test${path}`, {
+            method,
+            headers: { "content-type": "application/json", ...(authorization && { authorization }) },
+            body: new Blob([`{"name":"${"x".repeat(2 * 1024 * 1024)}"}`]).stream(),
+          }),
+        );
+      expect([path, (await chunked()).status]).toEqual([path, 401]);
+      expect([path, (await chunked(credential)).status]).toEqual([path, 413]);
     }
   });
 
