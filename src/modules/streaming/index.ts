@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import { auth } from "../auth";
 import { AppError } from "../../core/errors";
+import { accepts, FORM_OR_JSON } from "../../http/accepts";
 import { ErrorModel, errorResponses } from "../../http/errors";
 import { Text } from "../../http/text";
 import { limits } from "../limits";
@@ -29,6 +30,7 @@ const viewerRoute = {
 
 export const streamingController = new Elysia({ name: "parley.streaming", detail: { tags: ["streaming"] } })
   .use(auth)
+  .use(accepts)
   .use(limits)
   .post("/terraform/v1/hooks/srs/startRecording", ({ account, body }) => startStream(account.id, body), {
     apiKey: true,
@@ -76,6 +78,8 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
           throw new AppError("forbidden", "media-server callbacks need the shared secret from an allowed address");
         }
       },
+      // SRS posts JSON, nginx-rtmp a form.
+      accepts: FORM_OR_JSON,
       params: t.Object({ callback: t.UnionEnum(MEDIA_CALLBACKS) }),
       query: t.Object({ secret: t.Optional(Text({ maxLength: 256 })) }),
       body: t.Optional(t.Record(t.String(), t.Unknown())),

@@ -7,6 +7,7 @@ import { Elysia, t } from "elysia";
 import { accountFromHeader, auth, credentialFrom } from "../auth";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
+import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { HeldResource } from "../limits/held";
 import { credentialCounter } from "../limits/rates";
@@ -95,7 +96,7 @@ export const eventLogController = new Elysia({
     },
     {
       apiKey: true,
-      query: t.Object({ after: t.Optional(t.Integer({ minimum: 0 })), types: t.Optional(t.String()) }),
+      query: t.Object({ after: t.Optional(Cursor()), types: t.Optional(t.String()) }),
       detail: {
         summary:
           "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +

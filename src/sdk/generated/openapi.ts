@@ -1373,7 +1373,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -1407,7 +1407,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -1441,7 +1441,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -9177,7 +9177,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -9185,11 +9185,13 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: string | number;
                 };
                 "multipart/form-data": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -9197,11 +9199,13 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: string | number;
                 };
                 "text/plain": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -9209,6 +9213,8 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: string | number;
                 };
             };
         };
@@ -9219,29 +9225,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: string | number;
                         /** @description Seconds the URL stays valid */
                         expires_in: string | number;
                     };
                     "multipart/form-data": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: string | number;
                         /** @description Seconds the URL stays valid */
                         expires_in: string | number;
                     };
                     "text/plain": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: string | number;
                         /** @description Seconds the URL stays valid */
                         expires_in: string | number;
                     };
@@ -11958,6 +11970,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -11971,6 +11984,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -11984,6 +11998,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -12399,6 +12414,7 @@ export interface operations {
                 "application/json": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -12407,6 +12423,7 @@ export interface operations {
                 "multipart/form-data": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -12415,6 +12432,7 @@ export interface operations {
                 "text/plain": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -14087,6 +14105,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -14096,6 +14115,7 @@ export interface operations {
                     alg?: "RS256" | "ES256" | "EdDSA";
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -14105,6 +14125,7 @@ export interface operations {
                     alg?: "RS256" | "ES256" | "EdDSA";
                 };
                 "text/plain": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -14261,12 +14282,15 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     label?: string;
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     label?: string;
                 };
                 "text/plain": {
+                    /** Format: name */
                     label?: string;
                 };
             };
@@ -16206,16 +16230,19 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
                 };
                 "text/plain": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
@@ -16509,6 +16536,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -16518,6 +16546,7 @@ export interface operations {
                     scope: "read" | "full";
                 };
                 "multipart/form-data": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -16527,6 +16556,7 @@ export interface operations {
                     scope: "read" | "full";
                 };
                 "text/plain": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -16988,6 +17018,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17001,6 +17032,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17014,6 +17046,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17395,6 +17428,7 @@ export interface operations {
                 "application/json": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -17403,6 +17437,7 @@ export interface operations {
                 "multipart/form-data": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -17411,6 +17446,7 @@ export interface operations {
                 "text/plain": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
