@@ -4,6 +4,9 @@
  * 1 the command failed (for example an unknown account), 2 the command was misused.
  */
 import { loadProcessConfig } from "./config";
+import { keepNewFilesPrivate } from "./core/private-dir";
+
+keepNewFilesPrivate();
 
 // The commands' modules open the database as they load: a wrong environment is reported before.
 if (!loadProcessConfig()) process.exit(2);

@@ -6,7 +6,11 @@
  * the socket for the one command: the same routes, answers and audit entries as a running
  * Parley's, with the socket held so that nothing else starts on the folder meanwhile.
  */
+import { keepNewFilesPrivate } from "./core/private-dir";
 import { runCli } from "./sdk/cli";
+
+// Without a running Parley this process writes the data folder itself.
+keepNewFilesPrivate();
 
 const exitCode = await runCli(process.argv.slice(2), {
   async direct(argv, why) {
