@@ -1,9 +1,9 @@
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { config } from "./config";
 import { closeShared } from "./connections";
-import { dependencyFailure } from "./core/errors";
+import { AppError, dependencyFailure } from "./core/errors";
 import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";
 import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
@@ -115,6 +115,7 @@ async function prepareDatabase(): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
+      await sealSecretsAtRest();
       await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
@@ -123,6 +124,36 @@ async function prepareDatabase(): Promise<void> {
       if (attempt === 1 || attempt % 30 === 0) log.warn({ err: failure, attempt }, "waiting for the database");
       await Bun.sleep(DATABASE_WAIT_MS);
     }
+  }
+}
+
+/**
+ * Secrets an older Parley stored in plain text are sealed by the process that migrates, in one
+ * transaction: supervisors starting together wait on the same rows and find none left. A sealing key
+ * that does not open what is sealed already stops the start, and a key file this start made is removed.
+ */
+async function sealSecretsAtRest(): Promise<void> {
+  const [{ sealPlainSigningKeys }, { sealPlainSecrets }, sealing] = await Promise.all([
+    import("./modules/accounts/service"),
+    import("./modules/webhooks/service"),
+    import("./modules/accounts/sealing"),
+  ]);
+  const generated = sealing.prepareSealingKey();
+  try {
+    const sealed = await database.db.transaction(async (tx) => ({
+      signingKeys: await sealPlainSigningKeys(tx),
+      webhookEndpoints: await sealPlainSecrets(tx),
+    }));
+    if (sealed.signingKeys + sealed.webhookEndpoints > 0) log.info(sealed, "sealed the secrets stored in plain text");
+  } catch (error) {
+    if (generated) rmSync(sealing.sealingKeyFile(), { force: true });
+    if (!(error instanceof AppError)) throw error;
+    console.error(`parley: ${error.message}`);
+    process.exit(1);
+  }
+  if (generated) {
+    const file = sealing.sealingKeyFile();
+    log.info({ file }, "generated the key that seals secrets at rest: back it up with the database");
   }
 }
 
