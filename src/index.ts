@@ -85,10 +85,15 @@ async function ensureRedis(): Promise<boolean> {
 if (!loadProcessConfig()) process.exit(2);
 if (!role) {
   // Before anything is written there: a folder an older Parley (or a copy) left readable is closed first.
-  const changed = makePrivate(config.database.dataDir);
-  if (changed > 0) {
+  const { changed, notOurs } = makePrivate(config.database.dataDir);
+  if (changed > 0 || notOurs.length > 0) {
     const { log } = await import("./core/log");
-    log.info({ dataDir: config.database.dataDir, entries: changed }, "made the data folder private to this user");
+    const dataDir = config.database.dataDir;
+    if (changed > 0) log.info({ dataDir, entries: changed }, "made the data folder private to this user");
+    if (notOurs.length > 0) {
+      const first = notOurs.slice(0, 5);
+      log.warn({ dataDir, entries: notOurs.length, first }, "entries of the data folder this user cannot make private");
+    }
   }
   // A private Redis, when one starts, is part of the environment the settings are parsed from.
   if (await ensureRedis()) loadProcessConfig();

@@ -8,11 +8,13 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
+  existsSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from "node:fs";
@@ -234,6 +236,23 @@ describe("on PostgreSQL, started without SIGNING_KEY_SECRET on rows an older Par
 
     expect(await parley.stop("SIGTERM", 20_000)).toBe(0);
     started.pop();
+
+    // The key file lost: the next start refuses, says what to do, and leaves no new key behind.
+    const keyFile = join(dataDir, "sealing-key");
+    renameSync(keyFile, `${keyFile}.kept`);
+    const again = Bun.spawn([process.execPath, "src/index.ts"], {
+      cwd: join(import.meta.dir, ".."),
+      env: parley.env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const killer = setTimeout(() => again.kill("SIGKILL"), 30_000);
+    const [code, stderr] = await Promise.all([again.exited, new Response(again.stderr).text()]);
+    clearTimeout(killer);
+    expect(code).toBe(1);
+    expect(stderr).toContain("sealed with another key than");
+    expect(stderr).toContain("SIGNING_KEY_SECRET");
+    expect(existsSync(keyFile)).toBe(false);
     parley.cleanup();
   }, 90_000);
 });

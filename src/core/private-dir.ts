@@ -16,12 +16,14 @@ export function keepNewFilesPrivate(): void {
 }
 
 /**
- * Creates `dir` when missing and takes group and other permissions off it and everything under
- * it (symbolic links are neither followed nor changed). Returns how many entries it changed.
+ * Creates `dir` when missing and takes group and other permissions off it and everything under it
+ * (symbolic links are neither followed nor changed). Says how many entries it changed, and which it
+ * could not: those another user owns (a file an administrator put there as root, say).
  */
-export function makePrivate(dir: string): number {
+export function makePrivate(dir: string): { changed: number; notOurs: string[] } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   let changed = 0;
+  const notOurs: string[] = [];
   const visit = (path: string) => {
     try {
       const entry = lstatSync(path);
@@ -32,10 +34,12 @@ export function makePrivate(dir: string): number {
       }
       if (entry.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
     } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EPERM" || code === "EACCES") notOurs.push(path);
       // An entry removed meanwhile (one of PGlite's temporary files) is no longer anyone's to read.
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      else if (code !== "ENOENT") throw error;
     }
   };
   visit(dir);
-  return changed;
+  return { changed, notOurs };
 }

@@ -1,5 +1,9 @@
 import { describe, expect, test } from "bun:test";
+import { lstatSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { eq } from "drizzle-orm";
+import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { openPrivateKey, type SealedKey, sealPrivateKey } from "../../src/modules/accounts/sealing";
 import { signingKeys } from "../../drizzle/schema";
@@ -27,8 +31,40 @@ describe("private signing keys at rest", () => {
     expect(() => openPrivateKey({ ...first, data: flipped.toString("base64url") })).toThrow();
   });
 
-  test("a key stored before the secret was set is read as it is", () => {
+  test("a key an older Parley stored in plain text is read as it is", () => {
     const plain = { kty: "OKP", crv: "Ed25519", x: "x", d: "d" };
     expect(openPrivateKey(plain)).toEqual(plain);
+  });
+
+  test("without SIGNING_KEY_SECRET, keys are sealed under a secret generated once into DATA_DIR (0600)", () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "parley-sealing-"));
+    const restore = overrideConfig({ tokens: { signingKeySecret: undefined }, database: { dataDir } });
+    try {
+      const jwk = { kty: "OKP", crv: "Ed25519", x: "x", d: "secret-part" };
+      const stored = sealPrivateKey(jwk);
+      expect(stored.sealed).toBe("A256GCM");
+      expect(JSON.stringify(stored)).not.toContain("secret-part");
+      const file = join(dataDir, "sealing-key");
+      expect(lstatSync(file).mode & 0o777).toBe(0o600);
+      const secret = readFileSync(file, "utf8");
+      expect(openPrivateKey(sealPrivateKey(jwk))).toEqual(jwk);
+      expect(readFileSync(file, "utf8")).toBe(secret);
+      // The file's secret is what SIGNING_KEY_SECRET would be: an operator may move it there.
+      overrideConfig({ tokens: { signingKeySecret: secret } });
+      expect(openPrivateKey(stored)).toEqual(jwk);
+    } finally {
+      restore();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test("a key sealed under another secret is refused with what to do", () => {
+    const sealed = sealPrivateKey({ kty: "OKP", crv: "Ed25519", x: "x", d: "d" });
+    const restore = overrideConfig({ tokens: { signingKeySecret: "another-secret" } });
+    try {
+      expect(() => openPrivateKey(sealed)).toThrow(/sealed with another key than SIGNING_KEY_SECRET/);
+    } finally {
+      restore();
+    }
   });
 });
