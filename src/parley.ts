@@ -20,6 +20,7 @@ const exitCode = await runCli(process.argv.slice(2), {
     const { loadProcessConfig } = await import("./config");
     // The app's modules open the database as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
+    if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();
     const [{ migrate }, { createApp }, { serveLocalSocket }, { closeShared }] = await Promise.all([
       import("./db/migrate"),
       import("./app"),

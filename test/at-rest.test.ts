@@ -214,6 +214,7 @@ describe("on PostgreSQL, started without SIGNING_KEY_SECRET on rows an older Par
       Boolean,
       10_000,
     );
+    expect(sealedLine).toBeDefined();
     expect(JSON.parse(sealedLine!)).toMatchObject({ signingKeys: 1, webhookEndpoints: 1 });
 
     const [row] = await db.select().from(signingKeys).where(eq(signingKeys.kid, kid));

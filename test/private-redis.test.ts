@@ -9,6 +9,8 @@ import { afterAll, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { Redis } from "ioredis";
+import { createAccount } from "../src/modules/accounts/service";
 import { migratedDataDir } from "./support/parley";
 import { until } from "./support/wait";
 
@@ -82,11 +84,13 @@ test("the private Redis listens on no TCP port, refuses the other user, and Ctrl
     expect(afterwards).not.toContain("ECONNREFUSED");
     expect(afterwards).toContain('"signal":"SIGINT"');
     // Its Redis went with it, once Parley had drained.
-    await until(
-      () => existsSync(socket),
-      (exists) => !exists,
-      10_000,
-    );
+    expect(
+      await until(
+        () => existsSync(socket),
+        (exists) => !exists,
+        10_000,
+      ),
+    ).toBe(false);
     expect(run(["pgrep", "-f", `redis-server unixsocket:${socket}`]).code).not.toBe(0);
   } catch (error) {
     throw new Error(`${(error as Error).message}\n--- Parley said:\n${said().slice(-4000)}`);
@@ -96,3 +100,46 @@ test("the private Redis listens on no TCP port, refuses the other user, and Ctrl
     for (const pid of stray.split("\n").filter(Boolean)) process.kill(Number(pid), "SIGKILL");
   }
 }, 120_000);
+
+test("the command line announces on the private Redis of the Parley on its DATA_DIR", async () => {
+  const dataDir = join(parent, "cli");
+  mkdirSync(join(dataDir, "redis"), { recursive: true, mode: 0o700 });
+  const socket = join(dataDir, "redis", "redis.sock");
+  // As `npm start` leaves it running.
+  const redis = Bun.spawn(["redis-server", "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700"], {
+    stdout: "ignore",
+    stderr: "ignore",
+  });
+  expect(await until(() => existsSync(socket), Boolean, 10_000)).toBe(true);
+  const listener = new Redis(socket, { maxRetriesPerRequest: 1 });
+  try {
+    const heard: string[] = [];
+    listener.on("pmessage", (_pattern, channel) => heard.push(channel));
+    const subscribed = await until(
+      () =>
+        listener.psubscribe("*").then(
+          () => true,
+          () => false,
+        ),
+      Boolean,
+      10_000,
+    );
+    expect(subscribed).toBe(true);
+    const { account } = await createAccount("announced");
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
+    delete env.REDIS_URL;
+    const command = Bun.spawn([process.execPath, "src/admin.ts", "rotate-key", account.id], {
+      cwd: ROOT,
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [code, said] = await Promise.all([command.exited, new Response(command.stderr).text()]);
+    expect(code, said).toBe(0);
+    const announced = (channels: string[]) => channels.some((channel) => channel.endsWith("invalidate:accounts"));
+    expect(await until(() => heard, announced, 10_000)).toSatisfy(announced);
+  } finally {
+    listener.disconnect();
+    redis.kill("SIGKILL");
+  }
+});
