@@ -6,7 +6,9 @@ import { eq } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { openPrivateKey, type SealedKey, sealPrivateKey } from "../../src/modules/accounts/sealing";
-import { signingKeys } from "../../drizzle/schema";
+import { sealPlainSigningKeys } from "../../src/modules/accounts/service";
+import { createEndpoint, sealPlainSecrets } from "../../src/modules/webhooks/service";
+import { signingKeys, webhookEndpoints } from "../../drizzle/schema";
 import { call, newAccount } from "../helpers";
 
 describe("private signing keys at rest", () => {
@@ -66,5 +68,24 @@ describe("private signing keys at rest", () => {
     } finally {
       restore();
     }
+  });
+
+  test("rows stored in plain text are sealed once, by one of two starts sealing at the same moment", async () => {
+    const account = await newAccount("RS256");
+    const [row] = await db.select().from(signingKeys).where(eq(signingKeys.kid, account.kid));
+    const plainKey = openPrivateKey(row!.privateJwk);
+    await db.update(signingKeys).set({ privateJwk: plainKey }).where(eq(signingKeys.kid, account.kid));
+    const { endpoint, secret } = await createEndpoint(account.accountId, { url: "http://127.0.0.1:9/hook" });
+    await db.update(webhookEndpoints).set({ secret: { secret } }).where(eq(webhookEndpoints.id, endpoint.id));
+
+    const seal = () => db.transaction(async (tx) => (await sealPlainSigningKeys(tx)) + (await sealPlainSecrets(tx)));
+    const [first, second] = await Promise.all([seal(), seal()]);
+    expect(first + second).toBe(2);
+    expect(await seal()).toBe(0);
+    const [sealedKey] = await db.select().from(signingKeys).where(eq(signingKeys.kid, account.kid));
+    expect(openPrivateKey(sealedKey!.privateJwk)).toEqual(plainKey);
+    const [hook] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, endpoint.id));
+    expect(hook!.secret.sealed).toBe("A256GCM");
+    expect(openPrivateKey(hook!.secret)).toEqual({ secret });
   });
 });
