@@ -21,14 +21,25 @@ const exitCode = await runCli(process.argv.slice(2), {
     // The app's modules open the database as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
     if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();
-    const [{ migrate }, { createApp }, { serveLocalSocket }, { closeShared }] = await Promise.all([
-      import("./db/migrate"),
-      import("./app"),
-      import("./modules/admin/local"),
-      import("./connections"),
-    ]);
+    const [{ migrate }, { sealSecretsAtRest }, { AppError }, { createApp }, { serveLocalSocket }, { closeShared }] =
+      await Promise.all([
+        import("./db/migrate"),
+        import("./sealed-at-rest"),
+        import("./core/errors"),
+        import("./app"),
+        import("./modules/admin/local"),
+        import("./connections"),
+      ]);
     try {
       await migrate();
+      try {
+        await sealSecretsAtRest();
+      } catch (error) {
+        // A sealing key that does not open what is sealed: no command may seal under it.
+        if (!(error instanceof AppError)) throw error;
+        console.error(`parley: ${error.message}`);
+        return 1;
+      }
       const app = createApp();
       const socket = await serveLocalSocket((request) => app.handle(request));
       try {

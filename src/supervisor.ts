@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { config } from "./config";
@@ -112,6 +112,7 @@ async function prepareDatabase(): Promise<void> {
   // Loaded here, and only when a first account may be made: every role's child process imports
   // this module too, and the accounts service brings the JWT library and more along.
   const bootstrap = config.admin.bootstrapAccount ? await import("./modules/accounts/bootstrap") : undefined;
+  const { sealSecretsAtRest } = await import("./sealed-at-rest");
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
@@ -119,41 +120,16 @@ async function prepareDatabase(): Promise<void> {
       await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
+      // The sealing key does not open what is sealed: no wait mends that.
+      if (error instanceof AppError) {
+        console.error(`parley: ${error.message}`);
+        process.exit(1);
+      }
       const failure = dependencyFailure(error);
       if (!failure) throw error;
       if (attempt === 1 || attempt % 30 === 0) log.warn({ err: failure, attempt }, "waiting for the database");
       await Bun.sleep(DATABASE_WAIT_MS);
     }
-  }
-}
-
-/**
- * Secrets an older Parley stored in plain text are sealed by the process that migrates, in one
- * transaction: supervisors starting together wait on the same rows and find none left. A sealing key
- * that does not open what is sealed already stops the start, and a key file this start made is removed.
- */
-async function sealSecretsAtRest(): Promise<void> {
-  const [{ sealPlainSigningKeys }, { sealPlainSecrets }, sealing] = await Promise.all([
-    import("./modules/accounts/service"),
-    import("./modules/webhooks/service"),
-    import("./modules/accounts/sealing"),
-  ]);
-  const generated = sealing.prepareSealingKey();
-  try {
-    const sealed = await database.db.transaction(async (tx) => ({
-      signingKeys: await sealPlainSigningKeys(tx),
-      webhookEndpoints: await sealPlainSecrets(tx),
-    }));
-    if (sealed.signingKeys + sealed.webhookEndpoints > 0) log.info(sealed, "sealed the secrets stored in plain text");
-  } catch (error) {
-    if (generated) rmSync(sealing.sealingKeyFile(), { force: true });
-    if (!(error instanceof AppError)) throw error;
-    console.error(`parley: ${error.message}`);
-    process.exit(1);
-  }
-  if (generated) {
-    const file = sealing.sealingKeyFile();
-    log.info({ file }, "generated the key that seals secrets at rest: back it up with the database");
   }
 }
 

@@ -258,3 +258,29 @@ describe("on PostgreSQL, started without SIGNING_KEY_SECRET on rows an older Par
     parley.cleanup();
   }, 90_000);
 });
+
+describe("the command line working on the database directly", () => {
+  test("refuses, rather than seal under it, a new key that does not open the keys already sealed", async () => {
+    // Sealed under the tests' SIGNING_KEY_SECRET, which the command is not given.
+    await createAccount("sealed-elsewhere");
+    const parent = reachableFolder();
+    folders.push(parent);
+    const dataDir = join(parent, "elsewhere");
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
+    delete env.SIGNING_KEY_SECRET;
+    const command = Bun.spawn([process.execPath, "src/admin.ts", "create-account", "mixed"], {
+      cwd: join(import.meta.dir, ".."),
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [code, stderr] = await Promise.all([command.exited, new Response(command.stderr).text()]);
+    expect(stderr).toContain("sealed with another key than");
+    expect(code).toBe(1);
+    expect(existsSync(join(dataDir, "sealing-key"))).toBe(false);
+    const mixed = rowsOf<{ n: number }>(
+      await db.execute(sql`select count(*)::int as n from accounts where name = 'mixed'`),
+    );
+    expect(mixed[0]!.n).toBe(0);
+  });
+});
