@@ -23,6 +23,9 @@ function redisAnswers(where: { port: number; host: string } | { path: string }):
   });
 }
 
+/** Linux's sun_path holds 108 bytes, the terminating zero included: a longer path cannot be bound. */
+const LONGEST_SOCKET_PATH = 107;
+
 /** How long the private redis-server has to save and exit once Parley has stopped, before it is killed. */
 const REDIS_STOP_MS = 5_000;
 
@@ -35,6 +38,13 @@ const REDIS_STOP_MS = 5_000;
 export async function startPrivateRedis(): Promise<boolean> {
   if (config.redis.explicit || (await redisAnswers({ port: 6379, host: "127.0.0.1" }))) return false;
   const path = privateRedisSocket();
+  if (Buffer.byteLength(path) > LONGEST_SOCKET_PATH) {
+    console.error(
+      `parley: the private Redis's socket path ${path} is longer than a Unix socket allows ` +
+        `(${LONGEST_SOCKET_PATH} bytes): give a shorter DATA_DIR, or a Redis in REDIS_URL`,
+    );
+    process.exit(1);
+  }
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   // One left running by a Parley killed outright is used again.

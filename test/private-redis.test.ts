@@ -143,3 +143,20 @@ test("the command line announces on the private Redis of the Parley on its DATA_
     redis.kill("SIGKILL");
   }
 });
+
+test("a DATA_DIR too long for the private Redis's socket stops the start with what to do", async () => {
+  const dataDir = join(parent, "d".repeat(100));
+  const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
+  delete env.DATABASE_URL;
+  delete env.REDIS_URL;
+  const child = Bun.spawn(
+    ["unshare", "-n", "sh", "-c", `ip link set lo up && exec "${process.execPath}" src/index.ts`],
+    { cwd: ROOT, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" },
+  );
+  const killer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+  const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+  clearTimeout(killer);
+  expect(stderr).toContain("longer than a Unix socket allows");
+  expect(stderr).toContain("REDIS_URL");
+  expect(code).toBe(1);
+});
