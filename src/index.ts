@@ -9,7 +9,7 @@
 import { config, loadProcessConfig } from "./config";
 import { keepNewFilesPrivate, makePrivate } from "./core/private-dir";
 import { portHeldBy } from "./port-guard";
-import { startPrivateRedis } from "./private-redis";
+import { joinPrivateRedis, startPrivateRedis } from "./private-redis";
 import { SUPERVISOR_FLAG } from "./roles";
 
 keepNewFilesPrivate();
@@ -47,6 +47,8 @@ if (!role) {
   }
 }
 if (role) {
+  // A role started alone on this machine, with no Redis named, joins the supervisor's private one.
+  if (await joinPrivateRedis()) loadProcessConfig();
   await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {
   await import("./supervisor").then(({ supervise }) => supervise());

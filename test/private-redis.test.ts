@@ -160,3 +160,31 @@ test("a DATA_DIR too long for the private Redis's socket stops the start with wh
   expect(stderr).toContain("REDIS_URL");
   expect(code).toBe(1);
 });
+
+test("a role started alone on the machine, with no Redis named, joins the private Redis", async () => {
+  const dataDir = join(parent, "role");
+  mkdirSync(join(dataDir, "redis"), { recursive: true, mode: 0o700 });
+  const socket = join(dataDir, "redis", "redis.sock");
+  const redis = Bun.spawn(["redis-server", "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700"], {
+    stdout: "ignore",
+    stderr: "ignore",
+  });
+  const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
+  delete env.REDIS_URL;
+  const role = Bun.spawn([process.execPath, "src/index.ts", "--role=cdr"], {
+    cwd: ROOT,
+    env,
+    stdout: "ignore",
+    stderr: "ignore",
+  });
+  try {
+    expect(await until(() => existsSync(socket), Boolean, 10_000)).toBe(true);
+    const clients = () => run(["redis-cli", "-s", socket, "client", "list"]).said;
+    expect(await until(clients, (list) => list.includes("name=parley:"), 20_000)).toContain("name=parley:");
+  } finally {
+    role.kill("SIGTERM");
+    await Promise.race([role.exited, Bun.sleep(15_000)]);
+    role.kill("SIGKILL");
+    redis.kill("SIGKILL");
+  }
+});
