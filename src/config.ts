@@ -318,8 +318,13 @@ export function loadConfig(env: Env) {
         eventStreamsPerProcess: read.integer("LIMIT_EVENT_STREAMS_PER_PROCESS", 500, 1, 1_000_000),
         socketsPerToken: read.integer("LIMIT_SOCKETS_PER_TOKEN", 20, 1, 1_000_000),
         socketsPerUser: read.integer("LIMIT_SOCKETS_PER_USER", 50, 1, 1_000_000),
+        /** Half the process's sockets: an account minting tokens for many users leaves room for the others. */
+        socketsPerAccount: read.integer("LIMIT_SOCKETS_PER_ACCOUNT", 5_000, 1, 1_000_000),
         socketsPerProcess: read.integer("LIMIT_SOCKETS_PER_PROCESS", 10_000, 1, 1_000_000),
         topicsPerSocket: read.integer("LIMIT_TOPICS_PER_SOCKET", 100, 1, 100_000),
+        /** Console live feeds (one per open console page) one console session holds. */
+        consoleFeedsPerSession: read.integer("LIMIT_CONSOLE_FEEDS_PER_SESSION", 8, 1, 1_000_000),
+        consoleFeedsPerProcess: read.integer("LIMIT_CONSOLE_FEEDS_PER_PROCESS", 100, 1, 1_000_000),
       },
     },
     console: {
