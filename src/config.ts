@@ -322,6 +322,9 @@ export function loadConfig(env: Env) {
         socketsPerAccount: read.integer("LIMIT_SOCKETS_PER_ACCOUNT", 5_000, 1, 1_000_000),
         socketsPerProcess: read.integer("LIMIT_SOCKETS_PER_PROCESS", 10_000, 1, 1_000_000),
         topicsPerSocket: read.integer("LIMIT_TOPICS_PER_SOCKET", 100, 1, 100_000),
+        /** startRecording and stopRecording requests of one account waiting for the recorder at once. */
+        streamingWaitsPerAccount: read.integer("LIMIT_STREAMING_WAITS_PER_ACCOUNT", 100, 1, 1_000_000),
+        streamingWaitsPerProcess: read.integer("LIMIT_STREAMING_WAITS_PER_PROCESS", 500, 1, 1_000_000),
         /** Console live feeds (one per open console page) one console session holds. */
         consoleFeedsPerSession: read.integer("LIMIT_CONSOLE_FEEDS_PER_SESSION", 8, 1, 1_000_000),
         consoleFeedsPerProcess: read.integer("LIMIT_CONSOLE_FEEDS_PER_PROCESS", 100, 1, 1_000_000),

@@ -3,6 +3,7 @@
  * API process started with small caps: LL-HLS requests waiting for a part (per address, not
  * per `viewer=`; per stream; per process), event streams (per API key, per account, per
  * process), Phoenix sockets (per token, per user, per account, per process), topics per socket
+ * startRecording/stopRecording requests waiting for the recorder (per account, per process)
  * and the console's live feeds (per console session, per process). Beyond
  * each cap the answer is a fast 429 or 503 with Retry-After in the error shape, /healthz
  * answers in under 100 ms meanwhile, and closing the held connections, abruptly too, brings
@@ -11,7 +12,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type IncomingMessage, request } from "node:http";
 import { connect as tcpConnect } from "node:net";
+import { inArray } from "drizzle-orm";
+import { db } from "../../src/db/client";
 import { createApiKey } from "../../src/modules/accounts/service";
+import { setLimit } from "../../src/modules/limits/service";
+import { streams } from "../../src/modules/streaming/schema";
 import { llhlsKeys } from "../../src/modules/streaming/llhls/publisher";
 import type { RenditionWindow } from "../../src/modules/streaming/llhls/window";
 import { closeClient, createRedis, redisKey } from "../../src/queue/connection";
@@ -33,6 +38,8 @@ const CAPS = {
   LIMIT_SOCKETS_PER_ACCOUNT: "7",
   LIMIT_SOCKETS_PER_PROCESS: "8",
   LIMIT_TOPICS_PER_SOCKET: "4",
+  LIMIT_STREAMING_WAITS_PER_ACCOUNT: "3",
+  LIMIT_STREAMING_WAITS_PER_PROCESS: "5",
   LIMIT_CONSOLE_FEEDS_PER_SESSION: "3",
   LIMIT_CONSOLE_FEEDS_PER_PROCESS: "5",
 };
@@ -664,6 +671,53 @@ describe("console live feeds", () => {
     expect(
       await until(
         () => held("console_feeds"),
+        (n) => n === 0,
+      ),
+    ).toBe(0);
+  });
+});
+
+describe("startRecording and stopRecording waiting for the recorder", () => {
+  /** A start of the room's stream: no recorder runs here, so it waits until the row leaves `starting`. */
+  async function start(apiKey: string, room: string): Promise<Refusal> {
+    const started = performance.now();
+    const response = await fetch(`${api.http}/terraform/v1/hooks/srs/startRecording`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ room_name: room }),
+    });
+    return refusalOf(response, started);
+  }
+
+  test("per account and per process: 429 or 503 at once, freed when the waits are answered", async () => {
+    const [first, second, third] = [await newAccount(), await newAccount(), await newAccount()];
+    // The flood below passes the streaming rate of 100 a second: it is the cap that must answer.
+    await setLimit(third.accountId, "requests.streaming", 1_000_000);
+    const rooms = [`wait-a-${crypto.randomUUID().slice(0, 8)}`, `wait-b-${crypto.randomUUID().slice(0, 8)}`];
+    const waiting = [
+      ...Array.from({ length: 3 }, () => start(first.apiKey, rooms[0]!)),
+      ...Array.from({ length: 2 }, () => start(second.apiKey, rooms[1]!)),
+    ];
+    expect(
+      await until(
+        () => held("streaming_waits"),
+        (n) => n === 5,
+      ),
+    ).toBe(5);
+    const byAccount = await Promise.all(Array.from({ length: FLOOD }, () => start(first.apiKey, rooms[0]!)));
+    expectRefused(byAccount, 429, "quota_exceeded");
+    expect(byAccount[0]!.policy).toBe('"streaming.waits.per_account";q=3');
+    const { answers: byProcess, slowest } = await floodWhileProbing(() => start(third.apiKey, "wait-c"));
+    expectRefused(byProcess, 503, "overloaded");
+    expect(slowest).toBeLessThan(100);
+    expect(await metric("parley_held_cap", "streaming_waits", ',per="account"')).toBe(3);
+
+    // The recorder gives up: every waiting start is answered, and the slots are free.
+    await db.update(streams).set({ state: "failed", reason: "test" }).where(inArray(streams.room, rooms));
+    for (const answer of await Promise.all(waiting)) expect(answer.status).toBe(503);
+    expect(
+      await until(
+        () => held("streaming_waits"),
         (n) => n === 0,
       ),
     ).toBe(0);
