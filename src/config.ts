@@ -226,6 +226,8 @@ export function loadConfig(env: Env) {
       /** Longest call; the gateway hangs up after it (4 hours). */
       maxCallSeconds: read.integer("SIP_MAX_CALL_SECONDS", 14_400, 1, 604_800),
       maxCalls: read.integer("SIP_MAX_CALLS", 1_000, 1, 100_000),
+      /** Calls at once from one source address, so that one caller cannot take every call; 0 turns it off. */
+      maxCallsPerSource: read.integer("SIP_MAX_CALLS_PER_SOURCE", 250, 0, 100_000),
       /** Larger datagrams or TCP messages are refused (513 when they can be answered). */
       maxMessageBytes: read.integer("SIP_MAX_MESSAGE_BYTES", 16_384, 1_024, 65_507),
       /** Requests per second one source address may send before the excess is dropped; 0 turns the limit off. */
