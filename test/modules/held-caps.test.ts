@@ -679,14 +679,16 @@ describe("console live feeds", () => {
 
 describe("startRecording and stopRecording waiting for the recorder", () => {
   /** A start of the room's stream: no recorder runs here, so it waits until the row leaves `starting`. */
-  async function start(apiKey: string, room: string): Promise<Refusal> {
+  async function start(apiKey: string, room: string): Promise<Refusal & { started?: boolean }> {
     const started = performance.now();
     const response = await fetch(`${api.http}/terraform/v1/hooks/srs/startRecording`, {
       method: "POST",
       headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
       body: JSON.stringify({ room_name: room }),
     });
-    return refusalOf(response, started);
+    // As startRecording's clients read every failure: `started: false` beside the error.
+    const body = (await response.clone().json()) as { started?: boolean };
+    return { ...(await refusalOf(response, started)), started: body.started };
   }
 
   test("per account and per process: 429 or 503 at once, freed when the waits are answered", async () => {
@@ -707,8 +709,10 @@ describe("startRecording and stopRecording waiting for the recorder", () => {
     const byAccount = await Promise.all(Array.from({ length: FLOOD }, () => start(first.apiKey, rooms[0]!)));
     expectRefused(byAccount, 429, "quota_exceeded");
     expect(byAccount[0]!.policy).toBe('"streaming.waits.per_account";q=3');
+    expect(byAccount[0]!.started).toBe(false);
     const { answers: byProcess, slowest } = await floodWhileProbing(() => start(third.apiKey, "wait-c"));
     expectRefused(byProcess, 503, "overloaded");
+    expect(byProcess.every((answer) => answer.started === false)).toBe(true);
     expect(slowest).toBeLessThan(100);
     expect(await metric("parley_held_cap", "streaming_waits", ',per="account"')).toBe(3);
 

@@ -33,6 +33,8 @@ const streamingWaits = new HeldResource({
   ],
   retryAfterSeconds: 5,
   free: "wait for one to be answered",
+  // Every failure of startRecording says so, as its clients read it.
+  extra: { started: false },
 });
 
 /** Runs a start or a stop in one of the account's slots, taken before anything is read or written. */
