@@ -14,6 +14,7 @@ import { type CallHost, PhoneCall } from "./phone-call";
 import { SourceGuard } from "./guard";
 import { mediaFactory } from "./media";
 import { ServerTransactions } from "./merged-requests";
+import { viaSource } from "./message";
 import { memoizedParse } from "./parse-memo";
 import type { ConferenceDirectory } from "./rooms";
 import { TcpEndpoint } from "./tcp-endpoint";
@@ -41,6 +42,8 @@ function advertisedAddress(settings: SipConfig): string {
 
 export class SipGateway implements CallHost {
   readonly calls = new Map<string, PhoneCall>();
+  /** Calls going on per source address (SIP_MAX_CALLS_PER_SOURCE); a source with none has no entry. */
+  private readonly callsBySource = new Map<string, number>();
   private readonly agents: UserAgent[] = [];
   private readonly endpoints: SipEndpoint[] = [];
   private registerer: Registerer | undefined;
@@ -203,15 +206,30 @@ export class SipGateway implements CallHost {
 
   private onInvite(invitation: Invitation, endpoint: SipEndpoint): void {
     const request = invitation.request;
-    if (this.stopping || this.calls.size >= this.parts.settings.maxCalls) {
+    const { maxCalls, maxCallsPerSource } = this.parts.settings;
+    const source = viaSource(request.getHeader("via") ?? "");
+    const fromSource = source === undefined ? 0 : (this.callsBySource.get(source) ?? 0);
+    if (
+      this.stopping ||
+      this.calls.size >= maxCalls ||
+      (maxCallsPerSource > 0 && source !== undefined && fromSource >= maxCallsPerSource)
+    ) {
+      // 503 with Retry-After: a proxy or trunk tries another gateway, or this one later.
       invitation.reject({ statusCode: 503, extraHeaders: ["Retry-After: 5"] });
       return;
     }
+    if (source !== undefined) this.callsBySource.set(source, fromSource + 1);
     const call = new PhoneCall(this, invitation, endpoint.protocol);
     // A second INVITE with the same Call-ID and a new From tag is a new call: key by both.
     const key = `${request.callId}|${request.fromTag}`;
     this.calls.set(key, call);
-    call.finished.then(() => this.calls.delete(key));
+    call.finished.then(() => {
+      this.calls.delete(key);
+      if (source === undefined) return;
+      const left = (this.callsBySource.get(source) ?? 1) - 1;
+      if (left === 0) this.callsBySource.delete(source);
+      else this.callsBySource.set(source, left);
+    });
     call.run().catch((error: Error) => {
       // A caller refused for an outage may redial; 503 tells its proxy to try elsewhere or later.
       const outage = isDependencyDown(error);

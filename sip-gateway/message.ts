@@ -129,6 +129,12 @@ export function parseVia(value: string): ViaParts | undefined {
   };
 }
 
+/** The source address the endpoint stamped on a request's top Via (`received=`), from its first Via header. */
+export function viaSource(via: string): string | undefined {
+  const top = splitValues(via)[0];
+  return top === undefined ? undefined : parseVia(top.trim())?.params.get("received");
+}
+
 export interface Destination {
   host: string;
   port: number;

@@ -257,6 +257,8 @@ export function loadConfig(env: Env) {
       /** Longest call; the gateway hangs up after it (4 hours). */
       maxCallSeconds: read.integer("SIP_MAX_CALL_SECONDS", 14_400, 1, 604_800),
       maxCalls: read.integer("SIP_MAX_CALLS", 1_000, 1, 100_000),
+      /** Calls at once from one source address, so that one caller cannot take every call; 0 turns it off. */
+      maxCallsPerSource: read.integer("SIP_MAX_CALLS_PER_SOURCE", 250, 0, 100_000),
       /** Larger datagrams or TCP messages are refused (513 when they can be answered). */
       maxMessageBytes: read.integer("SIP_MAX_MESSAGE_BYTES", 16_384, 1_024, 65_507),
       /** Requests per second one source address may send before the excess is dropped; 0 turns the limit off. */
@@ -349,8 +351,16 @@ export function loadConfig(env: Env) {
         eventStreamsPerProcess: read.integer("LIMIT_EVENT_STREAMS_PER_PROCESS", 500, 1, 1_000_000),
         socketsPerToken: read.integer("LIMIT_SOCKETS_PER_TOKEN", 20, 1, 1_000_000),
         socketsPerUser: read.integer("LIMIT_SOCKETS_PER_USER", 50, 1, 1_000_000),
+        /** Half the process's sockets: an account minting tokens for many users leaves room for the others. */
+        socketsPerAccount: read.integer("LIMIT_SOCKETS_PER_ACCOUNT", 5_000, 1, 1_000_000),
         socketsPerProcess: read.integer("LIMIT_SOCKETS_PER_PROCESS", 10_000, 1, 1_000_000),
         topicsPerSocket: read.integer("LIMIT_TOPICS_PER_SOCKET", 100, 1, 100_000),
+        /** startRecording and stopRecording requests of one account waiting for the recorder at once. */
+        streamingWaitsPerAccount: read.integer("LIMIT_STREAMING_WAITS_PER_ACCOUNT", 100, 1, 1_000_000),
+        streamingWaitsPerProcess: read.integer("LIMIT_STREAMING_WAITS_PER_PROCESS", 500, 1, 1_000_000),
+        /** Console live feeds (one per open console page) one console session holds. */
+        consoleFeedsPerSession: read.integer("LIMIT_CONSOLE_FEEDS_PER_SESSION", 8, 1, 1_000_000),
+        consoleFeedsPerProcess: read.integer("LIMIT_CONSOLE_FEEDS_PER_PROCESS", 100, 1, 1_000_000),
       },
     },
     console: {

@@ -100,7 +100,7 @@ function merge(into: Record<string, RouteStats>, from: Record<string, RouteStats
 /** The held resources of each process: in use, the caps, and the refusals by cap. */
 function heldLines(byProcess: Record<string, HeldGauge[]>): string[] {
   const inUse = [
-    "# HELP parley_held What an API process holds open now: LL-HLS waits, event streams, sockets, socket topics.",
+    "# HELP parley_held What an API process holds open now: LL-HLS waits, event streams, sockets, topics, feeds.",
     "# TYPE parley_held gauge",
   ];
   const caps = [

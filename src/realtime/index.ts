@@ -26,6 +26,8 @@ const sockets = new HeldResource({
   callers: [
     { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
     { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
+    // Tokens are minted freely for any user id, so only the account bounds what one tenant takes of a process.
+    { name: "sockets.per_account", per: "account", cap: () => config.limits.held.socketsPerAccount, refusal: 429 },
   ],
   retryAfterSeconds: 5,
   free: "close one",
@@ -39,7 +41,7 @@ const UNOPENED_MS = 10_000;
 
 /** The socket's slot, taken before the upgrade so a refusal is an HTTP answer, given back when it closes. */
 function holdSocket(token: string, accountId: string, userId: string): { release: Release; opened: () => void } {
-  const release = sockets.take([credentialCounter(token), `${accountId}:${userId}`]);
+  const release = sockets.take([credentialCounter(token), `${accountId}:${userId}`, accountId]);
   const unopened = setTimeout(release, UNOPENED_MS);
   unopened.unref?.();
   return { release, opened: () => clearTimeout(unopened) };

@@ -6,7 +6,7 @@
 import createClient, { type Client } from "openapi-fetch";
 import { errorFromAnswer, ParleyError } from "./errors.js";
 import type { paths } from "./generated/openapi.js";
-import { type RetryOptions, retrying } from "./retry.js";
+import { type RetryOptions, retryDelayMs, retrying } from "./retry.js";
 import { serverSentEvents } from "./sse.js";
 import type { ParleyEvent, ParleyEventType } from "./webhooks.js";
 
@@ -68,10 +68,13 @@ export class Parley {
   /** The typed client of every route, for what the methods below do not cover: `parley.api.GET("/healthz")`. */
   readonly api: Client<paths>;
   private readonly send: (request: Request) => Promise<Response>;
+  /** One attempt, without retries: for the event stream, which counts its refusals itself. */
+  private readonly sendOnce: (request: Request) => Promise<Response>;
   private readonly credential: string | undefined;
 
   constructor(private readonly options: ParleyOptions) {
     const base = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+    this.sendOnce = base;
     this.send = retrying(base, options.retry);
     this.credential = options.operatorToken ?? options.token ?? options.apiKey;
     this.api = createClient<paths>({
@@ -109,6 +112,7 @@ export class Parley {
   private async raw(
     path: string,
     init: RequestInit & { query?: Record<string, string | undefined> } = {},
+    send = this.send,
   ): Promise<Response> {
     const url = new URL(this.options.baseUrl.replace(/\/+$/, "") + path);
     for (const [name, value] of Object.entries(init.query ?? {}))
@@ -120,7 +124,7 @@ export class Parley {
     });
     let answer: Response;
     try {
-      answer = await this.send(new Request(url, { ...init, headers }));
+      answer = await send(new Request(url, { ...init, headers }));
     } catch (error) {
       throw new ParleyError("network_error", `no answer from Parley: ${(error as Error).message}`, 0);
     }
@@ -368,7 +372,9 @@ export class Parley {
     /**
      * The live stream (Server-Sent Events), from `after` (a sequence; absent: from now on).
      * It reconnects by itself after a dropped connection, sending Last-Event-ID, so nothing is
-     * missed or repeated; it ends when `signal` aborts or the loop breaks.
+     * missed or repeated; it ends when `signal` aborts or the loop breaks. Refused with 429
+     * or 503 (a cap on open streams reached, a dependency down), it waits what Retry-After
+     * says and connects again, as many times in a row as `retry.retries` allows, then throws.
      */
     stream: async function* (
       this: Parley,
@@ -376,13 +382,26 @@ export class Parley {
     ): AsyncGenerator<ParleyEvent> {
       let lastId = options.after === undefined ? undefined : String(options.after);
       let delayMs = 1_000;
+      // Refusals in a row; a stream that opened starts the count again.
+      let refusals = 0;
       while (!options.signal?.aborted) {
+        // Set by the attempt: how long its 429 or 503 asks to wait, undefined when it may not be tried again.
+        const refused: { waitMs?: number } = {};
         try {
-          const answer = await this.raw("/api/v1/events/stream", {
-            query: { types: options.types?.join(",") },
-            headers: { accept: "text/event-stream", ...(lastId === undefined ? {} : { "last-event-id": lastId }) },
-            signal: options.signal,
-          });
+          const answer = await this.raw(
+            "/api/v1/events/stream",
+            {
+              query: { types: options.types?.join(",") },
+              headers: { accept: "text/event-stream", ...(lastId === undefined ? {} : { "last-event-id": lastId }) },
+              signal: options.signal,
+            },
+            async (request) => {
+              const answer = await this.sendOnce(request);
+              refused.waitMs = retryDelayMs(answer, refusals, this.options.retry);
+              return answer;
+            },
+          );
+          refusals = 0;
           if (!answer.body)
             throw new ParleyError("network_error", "the event stream came without a body", answer.status);
           for await (const message of serverSentEvents(answer.body, (ms) => {
@@ -393,8 +412,15 @@ export class Parley {
           }
         } catch (error) {
           if (options.signal?.aborted) return;
-          // Parley refused (a bad key, a bad filter): trying again would be refused again.
-          if (error instanceof ParleyError && error.status >= 400 && error.status < 500) throw error;
+          if (refused.waitMs !== undefined) {
+            refusals++;
+            await sleep(refused.waitMs, options.signal);
+            continue;
+          }
+          // Parley refused (a bad key, a bad filter; a 429 or 503 once its retries are used up):
+          // trying again would be refused again.
+          if (error instanceof ParleyError && ((error.status >= 400 && error.status < 500) || error.status === 503))
+            throw error;
         }
         await sleep(delayMs, options.signal);
       }

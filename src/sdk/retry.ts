@@ -29,22 +29,28 @@ const sleep = (ms: number, signal: AbortSignal | null) =>
   });
 
 /**
- * Wraps `send` so that a 429 or 503 is tried again up to `retries` times, waiting what
- * Retry-After says (or 0.5 s, 1 s, 2 s… without one). The last answer is returned as it came.
+ * How long to wait before sending again after `answer`, the `attempt`th (from 0) in a row to
+ * be refused: what Retry-After says on a 429 or 503 (or 0.5 s, 1 s, 2 s… without one), or
+ * undefined when it is not to be sent again (another status, retries used up, a longer wait).
  */
+export function retryDelayMs(answer: Response, attempt: number, options: RetryOptions = {}): number | undefined {
+  if (!RETRIED.has(answer.status) || attempt >= (options.retries ?? 3)) return undefined;
+  const wait = retryAfterMs(answer.headers.get("retry-after")) ?? 500 * 2 ** attempt;
+  return wait > (options.maxDelayMs ?? 30_000) ? undefined : wait;
+}
+
+/** Wraps `send` so that a 429 or 503 is tried again as retryDelayMs says. The last answer is returned as it came. */
 export function retrying(
   send: (request: Request) => Promise<Response>,
   options: RetryOptions = {},
 ): (request: Request) => Promise<Response> {
   const retries = options.retries ?? 3;
-  const maxDelayMs = options.maxDelayMs ?? 30_000;
   return async (request) => {
     for (let attempt = 0; ; attempt++) {
       // The body is read by the attempt, so each attempt sends its own copy.
       const answer = await send(attempt < retries ? request.clone() : request);
-      if (!RETRIED.has(answer.status) || attempt >= retries) return answer;
-      const wait = retryAfterMs(answer.headers.get("retry-after")) ?? 500 * 2 ** attempt;
-      if (wait > maxDelayMs) return answer;
+      const wait = retryDelayMs(answer, attempt, options);
+      if (wait === undefined) return answer;
       await answer.body?.cancel();
       await sleep(wait, request.signal);
     }

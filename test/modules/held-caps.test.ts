@@ -2,7 +2,9 @@
  * The caps on what a client may hold open (docs/limits.md#caps), flooded against one real
  * API process started with small caps: LL-HLS requests waiting for a part (per address, not
  * per `viewer=`; per stream; per process), event streams (per API key, per account, per
- * process), Phoenix sockets (per token, per user, per process) and topics per socket. Beyond
+ * process), Phoenix sockets (per token, per user, per account, per process), topics per socket
+ * startRecording/stopRecording requests waiting for the recorder (per account, per process)
+ * and the console's live feeds (per console session, per process). Beyond
  * each cap the answer is a fast 429 or 503 with Retry-After in the error shape, /healthz
  * answers in under 100 ms meanwhile, and closing the held connections, abruptly too, brings
  * the process's count in /metrics back to 0.
@@ -10,7 +12,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type IncomingMessage, request } from "node:http";
 import { connect as tcpConnect } from "node:net";
+import { inArray } from "drizzle-orm";
+import { db } from "../../src/db/client";
 import { createApiKey } from "../../src/modules/accounts/service";
+import { setLimit } from "../../src/modules/limits/service";
+import { streams } from "../../src/modules/streaming/schema";
 import { llhlsKeys } from "../../src/modules/streaming/llhls/publisher";
 import type { RenditionWindow } from "../../src/modules/streaming/llhls/window";
 import { closeClient, createRedis, redisKey } from "../../src/queue/connection";
@@ -29,8 +35,13 @@ const CAPS = {
   LIMIT_EVENT_STREAMS_PER_PROCESS: "8",
   LIMIT_SOCKETS_PER_TOKEN: "3",
   LIMIT_SOCKETS_PER_USER: "5",
+  LIMIT_SOCKETS_PER_ACCOUNT: "7",
   LIMIT_SOCKETS_PER_PROCESS: "8",
   LIMIT_TOPICS_PER_SOCKET: "4",
+  LIMIT_STREAMING_WAITS_PER_ACCOUNT: "3",
+  LIMIT_STREAMING_WAITS_PER_PROCESS: "5",
+  LIMIT_CONSOLE_FEEDS_PER_SESSION: "3",
+  LIMIT_CONSOLE_FEEDS_PER_PROCESS: "5",
 };
 /** Refused requests sent once a cap is reached: each must be answered at once. */
 const FLOOD = 40;
@@ -404,7 +415,8 @@ describe("Phoenix sockets", () => {
     const [ann1, ann2, ann3] = await Promise.all(
       ["phone", "laptop", "tablet"].map((device) => tokenFor(account.apiKey, { id: "ann", name: `Ann ${device}` })),
     );
-    const ben = await tokenFor(account.apiKey, { id: "ben", name: "Ben" });
+    // Another account's user: the first account's five stay under its cap of seven.
+    const ben = await tokenFor((await newAccount()).apiKey, { id: "ben", name: "Ben" });
     const cleo = await tokenFor(account.apiKey, { id: "cleo", name: "Cleo" });
 
     const open: Array<ReturnType<typeof connect>> = [];
@@ -425,7 +437,7 @@ describe("Phoenix sockets", () => {
     expect(second.outcomes).toEqual(["open", "open"]);
     expectRefused(await Promise.all(Array.from({ length: FLOOD }, () => upgrade(ann3!))), 429, "quota_exceeded");
 
-    // Another user's three, held by a client process that will be killed, fill the process.
+    // Another account's user's three, held by a client process that will be killed, fill the process.
     const client = Bun.spawn([process.execPath, "test/support/held-sockets.ts", api.ws, ben, "3"], {
       stdout: "pipe",
       stderr: "inherit",
@@ -461,6 +473,55 @@ describe("Phoenix sockets", () => {
     const after = await openSockets(cleo, 1);
     expect(after.outcomes).toEqual(["open"]);
     await disconnect(after.sockets[0]!);
+    expect(
+      await until(
+        () => held("sockets"),
+        (n) => n === 0,
+      ),
+    ).toBe(0);
+  });
+
+  test("per account: its users together, each under their own caps, get 429; other accounts do not", async () => {
+    const account = await newAccount();
+    // Three users of one account, minted as an account does for its users, hold 3 + 3 + 1.
+    const users = await Promise.all(
+      ["pat", "quinn", "ray", "sam"].map((id) => tokenFor(account.apiKey, { id, name: id })),
+    );
+    const open: Array<ReturnType<typeof connect>> = [];
+    for (const [token, count] of [
+      [users[0]!, 3],
+      [users[1]!, 3],
+      [users[2]!, 1],
+    ] as const) {
+      const opened = await openSockets(token, count);
+      open.push(...opened.sockets);
+      expect(opened.outcomes).toEqual(Array(count).fill("open"));
+    }
+    expect(
+      await until(
+        () => held("sockets"),
+        (n) => n === 7,
+      ),
+    ).toBe(7);
+    // A fourth user of the account, who holds nothing, and the third, under its own caps: the account's cap.
+    const byAccount = await Promise.all(
+      Array.from({ length: FLOOD }, (_, i) => upgrade(i % 2 === 0 ? users[3]! : users[2]!)),
+    );
+    expectRefused(byAccount, 429, "quota_exceeded");
+    expect(byAccount[0]!.policy).toBe('"sockets.per_account";q=7');
+    expect(await metric("parley_held_cap", "sockets", ',per="account"')).toBe(7);
+    expect(await metric("parley_held_refused_total", "sockets", ',cap="sockets.per_account"')).toBe(FLOOD);
+    // Another account still gets the process's last socket.
+    const other = await openSockets(await tokenFor((await newAccount()).apiKey, { id: "pat", name: "Pat" }), 1);
+    open.push(...other.sockets);
+    expect(other.outcomes).toEqual(["open"]);
+
+    // One closed, and the account's next user is let in.
+    await disconnect(open.shift()!);
+    const after = await openSockets(users[3]!, 1);
+    open.push(...after.sockets);
+    expect(after.outcomes).toEqual(["open"]);
+    await Promise.all(open.map(disconnect));
     expect(
       await until(
         () => held("sockets"),
@@ -520,6 +581,147 @@ describe("Phoenix sockets", () => {
     expect(
       await until(
         () => held("socket_topics"),
+        (n) => n === 0,
+      ),
+    ).toBe(0);
+  });
+});
+
+describe("console live feeds", () => {
+  /** A console session of the account's owner: its cookie, as the browser keeps it. */
+  async function signIn(apiKey: string): Promise<string> {
+    const answer = await fetch(`${api.http}/console/api/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ api_key: apiKey }),
+    });
+    expect(answer.status).toBe(200);
+    return answer.headers.get("set-cookie")!.split(";")[0]!;
+  }
+
+  /** A live feed as the console page opens it, or its refusal. */
+  async function feed(cookie: string) {
+    const abort = new AbortController();
+    const started = performance.now();
+    const response = await fetch(`${api.http}/console/api/live?view=streams`, {
+      headers: { cookie, accept: "text/event-stream" },
+      signal: abort.signal,
+    });
+    if (response.status !== 200) return { refusal: await refusalOf(response, started), close: () => {} };
+    const reader = response.body!.getReader();
+    // The feed's first snapshot: it is open and being served. The reader is kept, since a
+    // response collected as garbage would close its connection.
+    expect(new TextDecoder().decode((await reader.read()).value)).toStartWith("event: snapshot");
+    return { refusal: undefined, reader, close: () => abort.abort() };
+  }
+
+  /** A feed on a bare TCP connection, which the test can drop without a goodbye. */
+  async function feedRaw(cookie: string) {
+    const socket = tcpConnect(Number(new URL(api.http).port), "127.0.0.1");
+    const head = new Promise<string>((resolve) => socket.once("data", (chunk) => resolve(String(chunk))));
+    socket.write(`GET /console/api/live?view=overview HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${cookie}\r\n\r\n`);
+    expect(await head).toStartWith("HTTP/1.1 200");
+    return socket;
+  }
+
+  test("per console session and per process: 429 or 503 at once, freed on close, abrupt too", async () => {
+    const owner = await newAccount();
+    const [first, second, third] = [await signIn(owner.apiKey), await signIn(owner.apiKey), await signIn(owner.apiKey)];
+
+    const feeds = await Promise.all(Array.from({ length: 3 }, () => feed(first)));
+    expect(feeds.map((each) => each.refusal)).toEqual([undefined, undefined, undefined]);
+    // The same session, a fourth page: 429, the cap named.
+    const bySession = await Promise.all(Array.from({ length: FLOOD }, () => feed(first)));
+    expectRefused(
+      bySession.map((each) => each.refusal!),
+      429,
+      "quota_exceeded",
+    );
+    expect(bySession[0]!.refusal!.policy).toBe('"console_feeds.per_session";q=3');
+
+    // Another session fills the process, on connections that will be dropped.
+    const raw = [await feedRaw(second), await feedRaw(second)];
+    expect(
+      await until(
+        () => held("console_feeds"),
+        (n) => n === 5,
+      ),
+    ).toBe(5);
+    const { answers: byProcess, slowest } = await floodWhileProbing(() => feed(third));
+    expectRefused(
+      byProcess.map((each) => each.refusal!),
+      503,
+      "overloaded",
+    );
+    expect(slowest).toBeLessThan(100);
+    expect(await metric("parley_held_cap", "console_feeds", ',per="console session"')).toBe(3);
+    expect(await metric("parley_held_refused_total", "console_feeds", ',cap="console_feeds.per_session"')).toBe(FLOOD);
+
+    for (const socket of raw) socket.resetAndDestroy();
+    for (const each of feeds) each.close();
+    expect(
+      await until(
+        () => held("console_feeds"),
+        (n) => n === 0,
+      ),
+    ).toBe(0);
+    const reopened = await feed(third);
+    expect(reopened.refusal).toBeUndefined();
+    reopened.close();
+    expect(
+      await until(
+        () => held("console_feeds"),
+        (n) => n === 0,
+      ),
+    ).toBe(0);
+  });
+});
+
+describe("startRecording and stopRecording waiting for the recorder", () => {
+  /** A start of the room's stream: no recorder runs here, so it waits until the row leaves `starting`. */
+  async function start(apiKey: string, room: string): Promise<Refusal & { started?: boolean }> {
+    const started = performance.now();
+    const response = await fetch(`${api.http}/terraform/v1/hooks/srs/startRecording`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ room_name: room }),
+    });
+    // As startRecording's clients read every failure: `started: false` beside the error.
+    const body = (await response.clone().json()) as { started?: boolean };
+    return { ...(await refusalOf(response, started)), started: body.started };
+  }
+
+  test("per account and per process: 429 or 503 at once, freed when the waits are answered", async () => {
+    const [first, second, third] = [await newAccount(), await newAccount(), await newAccount()];
+    // The flood below passes the streaming rate of 100 a second: it is the cap that must answer.
+    await setLimit(third.accountId, "requests.streaming", 1_000_000);
+    const rooms = [`wait-a-${crypto.randomUUID().slice(0, 8)}`, `wait-b-${crypto.randomUUID().slice(0, 8)}`];
+    const waiting = [
+      ...Array.from({ length: 3 }, () => start(first.apiKey, rooms[0]!)),
+      ...Array.from({ length: 2 }, () => start(second.apiKey, rooms[1]!)),
+    ];
+    expect(
+      await until(
+        () => held("streaming_waits"),
+        (n) => n === 5,
+      ),
+    ).toBe(5);
+    const byAccount = await Promise.all(Array.from({ length: FLOOD }, () => start(first.apiKey, rooms[0]!)));
+    expectRefused(byAccount, 429, "quota_exceeded");
+    expect(byAccount[0]!.policy).toBe('"streaming.waits.per_account";q=3');
+    expect(byAccount[0]!.started).toBe(false);
+    const { answers: byProcess, slowest } = await floodWhileProbing(() => start(third.apiKey, "wait-c"));
+    expectRefused(byProcess, 503, "overloaded");
+    expect(byProcess.every((answer) => answer.started === false)).toBe(true);
+    expect(slowest).toBeLessThan(100);
+    expect(await metric("parley_held_cap", "streaming_waits", ',per="account"')).toBe(3);
+
+    // The recorder gives up: every waiting start is answered, and the slots are free.
+    await db.update(streams).set({ state: "failed", reason: "test" }).where(inArray(streams.room, rooms));
+    for (const answer of await Promise.all(waiting)) expect(answer.status).toBe(503);
+    expect(
+      await until(
+        () => held("streaming_waits"),
         (n) => n === 0,
       ),
     ).toBe(0);

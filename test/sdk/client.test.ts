@@ -1,11 +1,13 @@
 /**
  * The SDK's own behaviour against a real Parley (the app on a loopback port): retries after
  * a real rate limit's Retry-After, the event stream resuming with Last-Event-ID across a cut
- * connection, and webhook verification with secrets in rotation.
+ * connection and waiting out a cap's 429 or 503 (a small cap on open streams) a bounded
+ * number of times, and webhook verification with secrets in rotation.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { Webhook } from "standardwebhooks";
+import { overrideConfig } from "../../src/config";
 import { setLimit } from "../../src/modules/limits/service";
 import { Parley, ParleyError, type ParleyEvent, verifyWebhook } from "../../src/sdk/index";
 import { app, newAccount } from "../helpers";
@@ -114,6 +116,88 @@ describe("the event stream", () => {
     } finally {
       proxy.close();
       for (const socket of sockets) socket.destroy();
+    }
+  });
+});
+
+describe("the event stream refused by a cap", () => {
+  /** A client whose event stream requests are timed as they are sent. */
+  function counted(apiKey: string, retry?: { retries: number }) {
+    const attempts: number[] = [];
+    const parley = new Parley({
+      baseUrl,
+      apiKey,
+      retry,
+      fetch: (request) => {
+        if (new URL(request.url).pathname === "/api/v1/events/stream") attempts.push(Date.now());
+        return fetch(request);
+      },
+    });
+    return { parley, attempts };
+  }
+
+  /** An open stream of the key, holding a slot until released. */
+  async function hold(apiKey: string) {
+    const holding = new AbortController();
+    const holder = await fetch(`${baseUrl}/api/v1/events/stream`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+      signal: holding.signal,
+    });
+    const reader = holder.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toStartWith(": parley event stream");
+    // The reader is kept: a response collected as garbage would close its connection.
+    return { reader, release: () => holding.abort() };
+  }
+
+  test("a 429 is waited out for its Retry-After, and the stream opens once the slot is free", async () => {
+    const restore = overrideConfig({ limits: { held: { eventStreamsPerKey: 1 } } });
+    const { apiKey } = await newAccount();
+    const holder = await hold(apiKey);
+    try {
+      const { parley, attempts } = counted(apiKey);
+      await parley.scheduler.createReservation(reservation("after-the-cap"));
+      const controller = new AbortController();
+      const reading = (async () => {
+        for await (const event of parley.events.stream({ after: 0, signal: controller.signal })) return event;
+      })();
+      const deadline = Date.now() + 5_000;
+      while (attempts.length < 1 && Date.now() < deadline) await Bun.sleep(20);
+      // Refused once; the holder goes, and the stream, having waited the 5 s Parley asked, is let in.
+      holder.release();
+      const event = await Promise.race([reading, Bun.sleep(15_000).then(() => undefined)]);
+      controller.abort();
+      expect(event?.type).toBe("reservation.created");
+      expect(attempts.length).toBe(2);
+      expect(attempts[1]! - attempts[0]!).toBeGreaterThanOrEqual(4_900);
+    } finally {
+      holder.release();
+      restore();
+    }
+  });
+
+  test("a 503 while the process is full is waited out `retries` times, then thrown, not tried forever", async () => {
+    const restore = overrideConfig({ limits: { held: { eventStreamsPerProcess: 1 } } });
+    const holder = await hold((await newAccount()).apiKey);
+    try {
+      const { parley, attempts } = counted((await newAccount()).apiKey, { retries: 1 });
+      const controller = new AbortController();
+      const reading = (async () => {
+        for await (const _ of parley.events.stream({ signal: controller.signal })) return "opened";
+        return "ended";
+      })().catch((error: unknown) => error);
+      const outcome = await Promise.race([reading, Bun.sleep(12_000).then(() => "still trying")]);
+      controller.abort();
+      expect(outcome).toBeInstanceOf(ParleyError);
+      expect({ code: (outcome as ParleyError).code, status: (outcome as ParleyError).status }).toEqual({
+        code: "overloaded",
+        status: 503,
+      });
+      // The first attempt and one retry, the Retry-After of 5 s between them.
+      expect(attempts.length).toBe(2);
+      expect(attempts[1]! - attempts[0]!).toBeGreaterThanOrEqual(4_900);
+    } finally {
+      holder.release();
+      restore();
     }
   });
 });

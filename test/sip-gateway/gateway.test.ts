@@ -222,6 +222,39 @@ describe("sip gateway", () => {
     }
   }, 15_000);
 
+  test("one source address holds at most SIP_MAX_CALLS_PER_SOURCE calls: past it 503 with Retry-After", async () => {
+    const capped = await startTestGateway({ accountId: owner.accountId, maxCallSeconds: 3, maxCallsPerSource: 2 });
+    const keys = { extra_header: "Parley-Conference-Room: lobby" };
+    const from = (localIp: string, scenario: string, more: Partial<Parameters<typeof runSipp>[0]> = {}) =>
+      runSipp({ scenario, port: capped.port, service: "gateway", keys, localIp, ...more });
+    try {
+      // Two calls from 127.0.0.2, on until the gateway ends them after 3 s.
+      const holding = from("127.0.0.2", "gateway_bye.xml", { calls: 2 });
+      expect(
+        await until(
+          () => capped.gateway.calls.size,
+          (n) => n === 2,
+        ),
+      ).toBe(2);
+      const refused = await from("127.0.0.2", "full.xml", { extra: ["-trace_msg"] });
+      expectSuccess(refused);
+      expect(refused.messages).toMatch(/SIP\/2\.0 503[\s\S]*Retry-After: 5/);
+      // Another source is not counted with it.
+      expectSuccess(await from("127.0.0.3", "call.xml"));
+      expectSuccess(await holding);
+      expect(
+        await until(
+          () => capped.gateway.calls.size,
+          (n) => n === 0,
+        ),
+      ).toBe(0);
+      // Its calls ended, the source calls again.
+      expectSuccess(await from("127.0.0.2", "call.xml"));
+    } finally {
+      await capped.stop();
+    }
+  }, 20_000);
+
   test("an answered call that never gets its ACK is ended", async () => {
     const run = await runSipp({
       scenario: "no_ack.xml",

@@ -1,6 +1,8 @@
 /** The live feed of a console page: its figures as server-sent events, sent again whenever they change. */
+import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
+import { HeldResource } from "../limits/held";
 import { overview, streamsView } from "./service";
 import { sessionViewer, type Viewer } from "./sessions";
 
@@ -12,6 +14,27 @@ const LIVE_TICK_MS = 1_000;
  * the console should not spend more than a fifth of a core on it.
  */
 const BACK_OFF = 4;
+
+/**
+ * Open live feeds (docs/limits.md#caps): each holds a connection and a timer, and its session is
+ * read from the database every few seconds, so a script with one session cookie opening feeds
+ * by the thousand would fill the process.
+ */
+const feeds = new HeldResource({
+  resource: "console_feeds",
+  what: "console live feeds",
+  perProcess: { name: "console_feeds.per_process", cap: () => config.limits.held.consoleFeedsPerProcess },
+  callers: [
+    {
+      name: "console_feeds.per_session",
+      per: "console session",
+      cap: () => config.limits.held.consoleFeedsPerSession,
+      refusal: 429,
+    },
+  ],
+  retryAfterSeconds: 5,
+  free: "close a console page",
+});
 
 /** One computation of a view's figures, shared by the feeds that ask for them meanwhile. */
 class Computation {
@@ -80,6 +103,7 @@ export function liveFeed(
   accountId: string | undefined,
   view: keyof typeof LIVE_VIEWS,
 ): Response {
+  const release = feeds.take([viewer.sessionId]);
   const encoder = new TextEncoder();
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
@@ -109,6 +133,7 @@ export function liveFeed(
             log.warn({ err: (error as Error).message }, "console live feed ended");
           if (!closed) {
             closed = true;
+            release();
             controller.close();
           }
         }
@@ -117,11 +142,13 @@ export function liveFeed(
     },
     cancel() {
       closed = true;
+      release();
       clearTimeout(timer);
     },
   });
   request.signal.addEventListener("abort", () => {
     closed = true;
+    release();
     clearTimeout(timer);
   });
   return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-store" } });

@@ -35,6 +35,8 @@ export interface HeldDefinition {
   retryAfterSeconds: number;
   /** What frees a slot, for the refusal's message: `close one`. */
   free: string;
+  /** Members the route's clients expect beside `error` in a refusal, such as startRecording's `started: false`. */
+  extra?: Record<string, unknown>;
 }
 
 /** Gives the slot back; a second call does nothing, so every way a connection ends may call it. */
@@ -99,16 +101,17 @@ export class HeldResource {
   }
 
   private refusal(name: string, status: 429 | 503, cap: number, scope: string): AppError {
-    const { what, free, retryAfterSeconds } = this.definition;
+    const { what, free, retryAfterSeconds, extra } = this.definition;
     this.refused[name] = (this.refused[name] ?? 0) + 1;
     const then = `${free}, or retry in ${retryAfterSeconds} s`;
     const message = `cap ${name} reached: at most ${cap} ${what} at once ${scope}; ${then}`;
-    if (status === 503) return new AppError("overloaded", message, { retry_after: retryAfterSeconds });
+    if (status === 503) return new AppError("overloaded", message, { ...extra, retry_after: retryAfterSeconds });
     return new LimitExceeded(
       "quota_exceeded",
       message,
       [{ name, quota: cap, remaining: 0, resetSeconds: retryAfterSeconds }],
       retryAfterSeconds,
+      extra,
     );
   }
 }

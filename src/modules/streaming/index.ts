@@ -1,10 +1,12 @@
 import { Elysia, t } from "elysia";
+import { config } from "../../config";
 import { auth } from "../auth";
 import { AppError } from "../../core/errors";
 import { accepts, FORM_OR_JSON } from "../../http/accepts";
 import { ErrorModel, errorResponses } from "../../http/errors";
 import { Text } from "../../http/text";
 import { limits } from "../limits";
+import { HeldResource } from "../limits/held";
 import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbacks";
 import { startStream, stopStream } from "./control";
 import { LlhlsMediaParams, LlhlsQuery, StreamName, StreamingModel } from "./model";
@@ -12,6 +14,39 @@ import { viewerCount, vodLocation } from "./viewers";
 import { multivariant } from "./llhls/origin";
 import { media, mediaAnswer, PLAYLIST } from "./llhls/route";
 import { isViewerId, newViewerId } from "./llhls/viewers";
+
+/**
+ * startRecording and stopRecording wait up to STREAMING_OPERATION_TIMEOUT_MS (30 s) for the
+ * recorder, each holding its connection and reading the stream's row twice a second: at the
+ * streaming rate of 100 a second, one account could otherwise hold 3,000 (docs/limits.md#caps).
+ */
+const streamingWaits = new HeldResource({
+  resource: "streaming_waits",
+  what: "startRecording and stopRecording requests waiting",
+  perProcess: { name: "streaming.waits.per_process", cap: () => config.limits.held.streamingWaitsPerProcess },
+  callers: [
+    {
+      name: "streaming.waits.per_account",
+      per: "account",
+      cap: () => config.limits.held.streamingWaitsPerAccount,
+      refusal: 429,
+    },
+  ],
+  retryAfterSeconds: 5,
+  free: "wait for one to be answered",
+  // Every failure of startRecording says so, as its clients read it.
+  extra: { started: false },
+});
+
+/** Runs a start or a stop in one of the account's slots, taken before anything is read or written. */
+async function waiting<T>(accountId: string, operation: () => Promise<T>): Promise<T> {
+  const release = streamingWaits.take([accountId]);
+  try {
+    return await operation();
+  } finally {
+    release();
+  }
+}
 
 const NotStarted = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
 const StreamFailure = t.Composite([ErrorModel, NotStarted], { additionalProperties: true });
@@ -32,27 +67,40 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   .use(auth)
   .use(accepts)
   .use(limits)
-  .post("/terraform/v1/hooks/srs/startRecording", ({ account, body }) => startStream(account.id, body), {
-    apiKey: true,
-    limit: "streaming",
-    body: StreamingModel.start,
-    response: {
-      200: StreamingModel.started,
-      ...errorResponses(400, 401),
-      409: StreamFailure,
-      422: StreamFailure,
-      503: StreamFailure,
-      504: StreamFailure,
+  .post(
+    "/terraform/v1/hooks/srs/startRecording",
+    ({ account, body }) => waiting(account.id, () => startStream(account.id, body)),
+    {
+      apiKey: true,
+      limit: "streaming",
+      body: StreamingModel.start,
+      response: {
+        200: StreamingModel.started,
+        ...errorResponses(400, 401),
+        409: StreamFailure,
+        422: StreamFailure,
+        503: StreamFailure,
+        504: StreamFailure,
+      },
+      detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder)" },
     },
-    detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder)" },
-  })
-  .post("/terraform/v1/hooks/srs/stopRecording", ({ account, body }) => stopStream(account.id, body.room_name), {
-    apiKey: true,
-    limit: "streaming",
-    body: StreamingModel.stop,
-    response: { 200: StreamingModel.stopped, ...errorResponses(400, 401, 404), 503: StreamFailure, 504: StreamFailure },
-    detail: { summary: "Stop the room's live stream (waits up to 30 s)" },
-  })
+  )
+  .post(
+    "/terraform/v1/hooks/srs/stopRecording",
+    ({ account, body }) => waiting(account.id, () => stopStream(account.id, body.room_name)),
+    {
+      apiKey: true,
+      limit: "streaming",
+      body: StreamingModel.stop,
+      response: {
+        200: StreamingModel.stopped,
+        ...errorResponses(400, 401, 404),
+        503: StreamFailure,
+        504: StreamFailure,
+      },
+      detail: { summary: "Stop the room's live stream (waits up to 30 s)" },
+    },
+  )
   .get(
     "/terraform/v1/hooks/srs/live/viewers/count/:stream_name",
     ({ params }) => viewerCount(params.stream_name),
