@@ -42,7 +42,7 @@ export const eventLogController = new Elysia({
   // The catalogue union built from a map loses which data goes with which
   // type, so TypeScript cannot match it; the runtime check still does.
   .get(
-    "/",
+    "",
     async ({ account, query }) =>
       (await listEvents(account.id, {
         after: query.after,
@@ -90,7 +90,7 @@ export const webhooksController = new Elysia({
   .use(auth)
   .onTransform(authenticateFirst)
   .post(
-    "/",
+    "",
     async ({ account, body, set }) => {
       set.status = 201;
       return createEndpoint(account.id, body);
@@ -102,7 +102,7 @@ export const webhooksController = new Elysia({
       detail: { summary: "Add a webhook endpoint; its whsec_ signing secret is shown only in this answer" },
     },
   )
-  .get("/", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
+  .get("", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
     apiKey: true,
     response: { 200: t.Object({ endpoints: t.Array(WebhooksModel.endpoint) }), ...errorResponses(401) },
     detail: { summary: "The account's webhook endpoints" },
