@@ -50,6 +50,16 @@ const STATUS_DESCRIPTIONS: Record<string, string> = {
   "504": "The operation did not finish within 30 seconds",
 };
 
+/**
+ * An answer of content types other than JSON alone, for a route's `detail.responses`: each
+ * type with its schema (a TypeBox model or plain JSON Schema), as `{ "text/csv": Csv }`.
+ */
+export function answerOf(description: string, types: Record<string, object>) {
+  const content = Object.fromEntries(Object.entries(types).map(([type, schema]) => [type, { schema }]));
+  // TypeBox models are JSON Schema, which OpenAPI 3.1's types do not know by that name.
+  return { description, content: content as Record<string, { schema: Record<string, never> }> };
+}
+
 /** The one error answer, for `detail.responses` of guards, limits and routes. */
 export function errorAnswer(status: keyof typeof STATUS_DESCRIPTIONS, description?: string) {
   return {

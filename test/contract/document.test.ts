@@ -83,6 +83,46 @@ describe("the published OpenAPI description", () => {
     expect(doc.paths["/api/v1/webhooks/{id}"].delete.responses["204"].description).toBeString();
   });
 
+  test("the routes that send other than JSON, or take forms, say so", async () => {
+    const doc = await described();
+    const typesOf = (path: string, method: string, status: string) =>
+      Object.keys(doc.paths[path][method].responses[status].content).sort();
+    expect(typesOf("/llhls/v1/live/{stream}", "get", "200")).toEqual(["application/vnd.apple.mpegurl"]);
+    expect(typesOf("/llhls/v1/live/{stream}/{rendition}/{file}", "get", "200")).toEqual([
+      "application/vnd.apple.mpegurl",
+      "video/mp4",
+    ]);
+    expect(typesOf("/api/v1/jitsi/asap-keys/{file}", "get", "200")).toEqual(["application/x-pem-file"]);
+    expect(typesOf("/api/v1/pricing/cdr", "post", "200")).toEqual(["application/json", "text/csv"]);
+    expect(typesOf("/api/v1/events/stream", "get", "200")).toEqual(["text/event-stream"]);
+    const bodyTypes = (path: string) => Object.keys(doc.paths[path].post.requestBody.content).sort();
+    expect(bodyTypes("/api/v1/scheduler/conference")).toEqual([
+      "application/json",
+      "application/x-www-form-urlencoded",
+    ]);
+    expect(bodyTypes("/terraform/v1/hooks/srs/{callback}")).toEqual([
+      "application/json",
+      "application/x-www-form-urlencoded",
+    ]);
+    expect(bodyTypes("/api/v1/webhooks")).toEqual(["application/json"]);
+  });
+
+  test("each route lists the errors its guard, limit and input can cause", async () => {
+    const doc = await described();
+    const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses);
+    // API key, path parameter, no limit: 400, 401, 404, 503.
+    expect(statuses("/api/v1/webhooks/{id}", "get")).toEqual(["200", "400", "401", "404", "503"]);
+    // Token guard (scope: 403), a body, the messaging limit.
+    expect(statuses("/api/v1/messaging/rooms/create", "post")).toEqual(
+      expect.arrayContaining(["400", "401", "403", "413", "415", "429", "503"]),
+    );
+    // Public, limited per address.
+    expect(statuses("/terraform/v1/hooks/srs/live/viewers/count/{stream_name}", "get")).toContain("429");
+    expect(statuses("/healthz", "get")).toEqual(["200"]);
+    for (const [name, operation] of operations(doc))
+      expect({ name, has500: "500" in operation.responses }).toEqual({ name, has500: false });
+  });
+
   test("the error code is one of the server's codes", async () => {
     const doc = await described();
     const codes = doc.components.schemas.Error.properties.error.properties.code.enum;

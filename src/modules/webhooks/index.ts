@@ -7,6 +7,7 @@ import { Elysia, t } from "elysia";
 import { accountFromHeader, auth } from "../auth";
 import { AppError } from "../../core/errors";
 import { errorResponses } from "../../http/errors";
+import { answerOf, errorAnswers } from "../../http/openapi";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
@@ -76,7 +77,14 @@ export const eventLogController = new Elysia({
           "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +
           "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
         responses: {
-          200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } },
+          200: answerOf("The live stream of events (text/event-stream)", {
+            "text/event-stream": {
+              type: "string",
+              description: "Events as `id: <sequence>`, `event: <type>` and `data: <the event as JSON>` lines",
+            },
+          }),
+          // A Last-Event-ID that is not a sequence number.
+          ...errorAnswers("422"),
         },
       },
     },

@@ -45,7 +45,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Public keys that verify Parley's tokens (JWK Set) */
+        /** Public keys that verify Parley's tokens (JWK Set, RFC 7517), every account's; no credential */
         get: operations["get.well-knownJwks.json"];
         put?: never;
         post?: never;
@@ -1354,10 +1354,33 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        keys: {
+                        keys: ({
+                            /** @description RSA, OKP or EC */
+                            kty: string;
+                            /** @description The key's id: a token's header names it */
+                            kid: string;
+                            /** @description RS256, EdDSA or ES256 */
+                            alg?: string;
+                            /** @description sig */
+                            use?: string;
+                            n?: string;
+                            e?: string;
+                            crv?: string;
+                            x?: string;
+                            y?: string;
+                        } & {
                             [key: string]: unknown;
-                        }[];
+                        })[];
                     };
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1380,7 +1403,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "application/x-pem-file": string;
                 };
             };
             /** @description The request is malformed: a parameter or the body does not match the schema */
@@ -1394,6 +1417,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1909,6 +1941,25 @@ export interface operations {
         };
         requestBody: {
             content: {
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * Format: text
+                     * @description The room (node of its JID)
+                     */
+                    name?: string;
+                    /**
+                     * Format: text
+                     * @description yyyy-MM-dd'T'HH:mm:ss.SSS and Z or +0000
+                     */
+                    start_time?: string;
+                    /**
+                     * Format: text
+                     * @description Bare JID of the user who opens the room
+                     */
+                    mail_owner?: string;
+                } & {
+                    [key: string]: unknown;
+                };
                 "application/json": {
                     /**
                      * Format: text
@@ -3343,6 +3394,81 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * Format: text
+                     * @description SRS: on_publish, on_play, …
+                     */
+                    action?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: publish, play, done, …
+                     */
+                    call?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the stream's name
+                     */
+                    stream?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the stream's name
+                     */
+                    name?: string;
+                    /**
+                     * Format: text
+                     * @description The RTMP application (live)
+                     */
+                    app?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the connection's id
+                     */
+                    client_id?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the connection's id
+                     */
+                    clientid?: string;
+                } & {
+                    [key: string]: unknown;
+                };
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * Format: text
+                     * @description SRS: on_publish, on_play, …
+                     */
+                    action?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: publish, play, done, …
+                     */
+                    call?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the stream's name
+                     */
+                    stream?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the stream's name
+                     */
+                    name?: string;
+                    /**
+                     * Format: text
+                     * @description The RTMP application (live)
+                     */
+                    app?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the connection's id
+                     */
+                    client_id?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the connection's id
+                     */
+                    clientid?: string;
+                } & {
                     [key: string]: unknown;
                 };
             };
@@ -3431,13 +3557,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4) */
+            /** @description The multivariant playlist */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/vnd.apple.mpegurl": string;
                 };
             };
             /** @description The request is malformed: a parameter or the body does not match the schema */
@@ -3487,13 +3613,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4) */
+            /** @description The media playlist (…/index.m3u8), or fMP4 media (init.mp4, a segment, a part) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/vnd.apple.mpegurl": string;
+                    "video/mp4": string;
                 };
             };
             /** @description The request is malformed: a parameter or the body does not match the schema */
@@ -6211,7 +6338,6 @@ export interface operations {
                         occupant_jid: string;
                         /** @description When the occupant joined (unix time, seconds) */
                         joined_at: number;
-                        left_at: number;
                         /**
                          * Format: text
                          * @description From the JWT user context, when token auth is used
@@ -6223,6 +6349,8 @@ export interface operations {
                         id?: string | number;
                         /** @description Milliseconds, with include_speaker_stats */
                         total_dominant_speaker_time?: number;
+                        /** @description When the occupant left (unix time, seconds) */
+                        left_at: number;
                     } & {
                         [key: string]: unknown;
                     };
@@ -6808,7 +6936,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/event-stream */
+            /** @description The live stream of events (text/event-stream) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6828,6 +6956,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7625,7 +7762,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description OK */
+            /** @description The report: JSON, or CSV when the request's Accept names text/csv */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7806,7 +7943,8 @@ export interface operations {
                             /** @description Stays still open at as_of, counted up to it */
                             open_stays: number;
                         };
-                    } | string;
+                    };
+                    "text/csv": string;
                 };
             };
             /** @description The request is malformed: a parameter or the body does not match the schema */
@@ -10164,6 +10302,48 @@ export interface operations {
                             address: string;
                             /** @description What was asked for; never a secret */
                             detail: {
+                                /** @description An account's, operator's or token's name; set-limit: the limit's */
+                                name?: string;
+                                /** @description set-limit: the new value, or default */
+                                value?: number | "default";
+                                signing_algorithm?: string;
+                                algorithm?: string;
+                                /** @description A signing key's id */
+                                kid?: string;
+                                /** @description revoke-signing-key: the key that replaced a current one */
+                                new_kid?: string;
+                                /** @description An API key's id */
+                                key_id?: number;
+                                /** @description The first characters of an API key, to recognise it */
+                                key_prefix?: string;
+                                label?: string;
+                                jitsi_domain?: string;
+                                number_id?: number;
+                                country_code?: string;
+                                formatted_number?: string;
+                                toll_free?: boolean;
+                                is_default?: boolean;
+                                webhook_id?: string;
+                                /** @description A webhook's URL without its query string */
+                                url?: string;
+                                event_types?: string[] | null;
+                                description?: string;
+                                enabled?: boolean;
+                                ordered?: boolean;
+                                /** @description replay-webhook: replayed events since this time */
+                                since?: string;
+                                after?: number;
+                                /** @description replay-webhook: deliveries queued */
+                                queued?: number;
+                                /** @description refold-usage: events folded */
+                                events?: number;
+                                /** @description refold-usage: how long it took */
+                                ms?: number;
+                                /** @description An operator token's scope */
+                                scope?: string;
+                                /** @description The first characters of an operator token */
+                                prefix?: string;
+                            } & {
                                 [key: string]: unknown;
                             };
                         }[];
