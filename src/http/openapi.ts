@@ -60,10 +60,29 @@ export function answerOf(description: string, types: Record<string, object>) {
   return { description, content: content as Record<string, { schema: Record<string, never> }> };
 }
 
+const RETRY_AFTER: { description: string; schema: { type: "integer" } } = {
+  description: "Seconds to wait before trying again",
+  schema: { type: "integer" },
+};
+
+/** The headers that come with an error: when to retry, and for a limit the state of its policies (docs/limits.md). */
+const ERROR_HEADERS: Record<string, Record<string, { description: string; schema: { type: "integer" | "string" } }>> = {
+  "429": {
+    "Retry-After": RETRY_AFTER,
+    "RateLimit-Policy": {
+      description: 'The quota of each limit that applied: "name";q=100;w=1',
+      schema: { type: "string" },
+    },
+    RateLimit: { description: 'What is left of each: "name";r=0;t=1', schema: { type: "string" } },
+  },
+  "503": { "Retry-After": RETRY_AFTER },
+};
+
 /** The one error answer, for `detail.responses` of guards, limits and routes. */
 export function errorAnswer(status: keyof typeof STATUS_DESCRIPTIONS, description?: string) {
   return {
     description: description ?? STATUS_DESCRIPTIONS[status] ?? "Error",
+    ...(ERROR_HEADERS[status] ? { headers: ERROR_HEADERS[status] } : {}),
     content: { [JSON_TYPE]: { schema: { $ref: ERROR_SCHEMA_REF } } },
   };
 }
@@ -155,13 +174,13 @@ function describeOperation(route: RouteToDescribe, operation: Json, declared: Js
     // The builder leaves schema keywords (an array's `items`) beside a response's content: only these belong there.
     const { content, description, headers } = answer as Json;
     const typed = onlyJson(content);
+    // An error answer's model describes the shape; what the status means says more.
+    const own = description === ErrorModel.description ? undefined : description;
     responses[status] = {
-      description: description ?? STATUS_DESCRIPTIONS[status] ?? "Answer",
+      description: own ?? STATUS_DESCRIPTIONS[status] ?? "Answer",
       ...(headers ? { headers } : {}),
       ...(typed ? { content: typed } : {}),
     };
-    const described = responses[status] as Json;
-    if (description === ErrorModel.description) described.description = STATUS_DESCRIPTIONS[status] ?? "Error";
   }
   for (const status of pipelineErrors(route, operation)) responses[status] ??= errorAnswer(status);
   Object.assign(responses, declared);

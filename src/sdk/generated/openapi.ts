@@ -1630,6 +1630,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1639,6 +1645,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1697,6 +1705,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1706,6 +1720,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1799,6 +1815,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1860,6 +1882,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1915,6 +1943,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1924,6 +1958,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2132,6 +2168,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2141,6 +2183,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2217,6 +2261,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2226,6 +2276,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2314,6 +2366,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2323,6 +2381,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2411,6 +2471,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2420,6 +2486,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2482,6 +2550,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2491,6 +2565,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2643,6 +2719,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2652,6 +2734,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2735,6 +2819,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2744,6 +2834,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2827,6 +2919,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2836,6 +2934,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2919,6 +3019,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2928,6 +3034,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3093,6 +3201,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3102,6 +3216,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3213,6 +3329,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3222,6 +3344,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3299,6 +3423,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3363,6 +3493,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3691,6 +3827,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3769,6 +3911,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3778,6 +3926,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3908,6 +4058,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3917,6 +4073,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4016,6 +4174,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4025,6 +4189,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4168,6 +4334,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4177,6 +4349,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4282,6 +4456,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4291,6 +4471,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4433,6 +4615,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4442,6 +4630,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4545,6 +4735,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4554,6 +4750,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4682,6 +4880,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4691,6 +4895,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4833,6 +5039,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4842,6 +5054,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4946,6 +5160,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4955,6 +5175,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5035,6 +5257,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5044,6 +5272,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5128,6 +5358,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5137,6 +5373,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5222,6 +5460,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5231,6 +5475,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5314,6 +5560,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5323,6 +5575,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5423,6 +5677,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5432,6 +5692,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5532,6 +5794,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5541,6 +5809,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5617,6 +5887,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5626,6 +5902,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5708,6 +5986,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5717,6 +6001,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5823,6 +6109,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5832,6 +6124,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5891,6 +6185,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5992,6 +6288,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6001,6 +6303,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6154,6 +6458,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6163,6 +6473,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6287,6 +6599,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6296,6 +6614,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6420,6 +6740,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6429,6 +6755,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6916,6 +7244,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6975,6 +7305,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7035,6 +7367,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7149,6 +7483,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7227,6 +7563,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7283,6 +7621,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7399,6 +7739,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7481,6 +7823,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7566,6 +7910,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7628,6 +7974,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7728,6 +8076,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8004,6 +8354,12 @@ export interface operations {
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8013,6 +8369,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8087,6 +8445,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8184,6 +8544,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8281,6 +8643,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8352,6 +8716,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8453,6 +8819,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8527,6 +8895,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8632,6 +9002,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8702,6 +9074,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8827,6 +9201,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8903,6 +9279,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8981,6 +9359,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9052,6 +9432,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9158,6 +9540,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9206,6 +9590,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9309,6 +9695,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9367,6 +9755,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9465,6 +9855,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9536,6 +9928,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9617,6 +10011,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9752,6 +10148,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9825,6 +10223,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9952,6 +10352,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10045,6 +10447,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10156,6 +10560,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10251,6 +10657,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10373,6 +10781,8 @@ export interface operations {
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
