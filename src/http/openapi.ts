@@ -5,8 +5,8 @@
  * - answers carry the content types Parley sends (JSON unless a route declares its own),
  *   and bodies the types it accepts (JSON unless a route lists more);
  * - the errors the pipeline itself answers are added from what the route takes: 400 for
- *   any parameter or body that is validated, 404 for a path naming a resource, 413 and 415
- *   for a body; guards and limits declare theirs (401, 403, 429, 503) as `detail.responses`
+ *   every route (its query string is checked, whatever its schema), 404 for a path naming a
+ *   resource, 413 and 415 for a body; guards and limits declare theirs (401, 403, 429, 503) as `detail.responses`
  *   of their macros, merged here with the route's own;
  * - every error answer refers to the one `Error` schema, whose `code` lists the server's codes;
  * - Elysia's coercing number types (`string | integer`) are written as the number they are,
@@ -35,7 +35,7 @@ const STATUS_DESCRIPTIONS: Record<string, string> = {
   "202": "Accepted",
   "204": "No Content",
   "302": "Found: the Location header holds the address",
-  "400": "The request is malformed: a parameter or the body does not match the schema",
+  "400": "The request is malformed: a parameter, the query string or the body does not match the schema",
   "401": "No credential, or one that is unknown, revoked or expired",
   "403": "The credential does not allow this",
   "404": "No such resource",
@@ -149,11 +149,12 @@ function prepared(hooks: Json): { hooks: Json; responses: Json; bodyTypes?: stri
   return { hooks: { ...hooks, response, detail }, responses: responses as Json, bodyTypes };
 }
 
-/** The errors the pipeline answers for any route that takes this input (src/http/pipeline.ts). */
+/** The errors the pipeline answers for a route that takes this input (src/http/pipeline.ts). */
 function pipelineErrors(route: RouteToDescribe, operation: Json): string[] {
-  const statuses: string[] = [];
+  // 400 on every route: besides validation, the pipeline refuses any query string that holds
+  // text PostgreSQL cannot store (src/http/text.ts), named in a schema or not.
+  const statuses = ["400"];
   const parameters = (operation.parameters ?? []) as Json[];
-  if (parameters.length > 0 || route.hooks.body) statuses.push("400");
   if (parameters.some((parameter) => parameter.in === "path")) statuses.push("404");
   if (route.hooks.body) statuses.push("413", "415");
   return statuses;

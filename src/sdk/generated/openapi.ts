@@ -1297,6 +1297,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getReadyz: {
@@ -1320,6 +1329,15 @@ export interface operations {
                         database: string;
                         redis: string;
                     };
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
@@ -1374,6 +1392,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -1406,7 +1433,7 @@ export interface operations {
                     "application/x-pem-file": string;
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1492,7 +1519,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1579,7 +1606,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1684,7 +1711,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1764,7 +1791,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1861,7 +1888,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1929,6 +1956,15 @@ export interface operations {
                         reservation_id: number | null;
                         ended_at: string | null;
                     }[];
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No credential, or one that is unknown, revoked or expired */
@@ -2044,7 +2080,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2231,7 +2267,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2324,7 +2360,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2429,7 +2465,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2536,6 +2572,15 @@ export interface operations {
                         timezone: string;
                         pin?: string;
                     }[];
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No credential, or one that is unknown, revoked or expired */
@@ -2649,7 +2694,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2789,7 +2834,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2889,7 +2934,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2989,7 +3034,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3118,7 +3163,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3281,7 +3326,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3402,7 +3447,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3472,7 +3517,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3621,7 +3666,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3702,7 +3747,7 @@ export interface operations {
                     "application/vnd.apple.mpegurl": string;
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3759,7 +3804,7 @@ export interface operations {
                     "video/mp4": string;
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3806,7 +3851,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3888,6 +3933,15 @@ export interface operations {
                             created_at: string;
                         }[];
                     };
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No credential, or one that is unknown, revoked or expired */
@@ -3992,7 +4046,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4126,7 +4180,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4286,7 +4340,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4390,7 +4444,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4567,7 +4621,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4687,7 +4741,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4814,7 +4868,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4991,7 +5045,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5094,7 +5148,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5209,7 +5263,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5310,7 +5364,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5412,7 +5466,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5512,7 +5566,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5629,7 +5683,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5746,7 +5800,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5848,7 +5902,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5938,7 +5992,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6052,7 +6106,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6155,7 +6209,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6240,7 +6294,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6410,7 +6464,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6551,7 +6605,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6692,7 +6746,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7214,7 +7268,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7275,7 +7329,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7353,6 +7407,15 @@ export interface operations {
                             updated_at: string;
                         }[];
                     };
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No credential, or one that is unknown, revoked or expired */
@@ -7435,7 +7498,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7533,7 +7596,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7591,7 +7654,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7682,7 +7745,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7793,7 +7856,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7880,7 +7943,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7944,7 +8007,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8019,7 +8082,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8297,7 +8360,7 @@ export interface operations {
                     "text/csv": string;
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8433,6 +8496,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
@@ -8496,7 +8568,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8586,7 +8658,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8677,7 +8749,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8762,7 +8834,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8856,7 +8928,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8936,7 +9008,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9044,7 +9116,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9126,7 +9198,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9240,7 +9312,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9320,7 +9392,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9402,7 +9474,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9483,7 +9555,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9578,6 +9650,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
@@ -9629,7 +9710,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9743,6 +9824,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
@@ -9807,7 +9897,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9889,7 +9979,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9981,7 +10071,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10082,7 +10172,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10184,7 +10274,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10286,7 +10376,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10408,7 +10498,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10494,7 +10584,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10600,7 +10690,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10760,7 +10850,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is malformed: a parameter or the body does not match the schema */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
