@@ -1573,6 +1573,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     "getApiV1Conference-mapperConferenceMapper": {
@@ -1854,6 +1863,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     "getApiV1Conference-mapperByAccountIdPhoneNumberList": {
@@ -1915,6 +1933,15 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description What is left of each: "name";r=0;t=1 */
                     RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
