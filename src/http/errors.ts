@@ -43,6 +43,8 @@ export const ErrorModel = t.Object(
     error: t.Object({
       code: t.UnionEnum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]], {
         description: "What went wrong, one of a fixed list (docs/architecture.md); the status follows from it",
+        // UnionEnum gives its first value as default, which an answer's code has not.
+        default: undefined,
       }),
       message: t.String({ description: "For people: what was wrong, naming the field where one was" }),
     }),

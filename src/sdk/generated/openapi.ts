@@ -1258,7 +1258,6 @@ export interface components {
             error: {
                 /**
                  * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                 * @default bad_request
                  * @enum {string}
                  */
                 code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -1652,7 +1651,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -1837,7 +1835,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2135,7 +2132,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2156,7 +2152,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2196,7 +2191,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2217,7 +2211,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2415,7 +2408,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2520,7 +2512,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -2749,7 +2740,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -3218,7 +3208,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -3258,7 +3247,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -3306,7 +3294,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
@@ -3434,7 +3421,6 @@ export interface operations {
                         error: {
                             /**
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
-                             * @default bad_request
                              * @enum {string}
                              */
                             code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
