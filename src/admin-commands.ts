@@ -38,6 +38,7 @@ import {
   updateEndpoint,
 } from "./modules/webhooks/service";
 import { closeRedis } from "./queue/connection";
+import { terminalSafe } from "./sdk/terminal";
 
 const USAGE = `usage: npm run admin <command> [options]
 
@@ -81,6 +82,9 @@ its own for the command, with --json on every command and an audit entry for eac
 class UsageError extends Error {}
 
 /** The password from piped stdin (first line), or asked for on the terminal without echo. */
+/** One line of plain output: a stored name, label or URL stays on its line and cannot steer the terminal. */
+const print = (line = "") => console.log(terminalSafe(line));
+
 async function readPassword(): Promise<string> {
   if (!process.stdin.isTTY) return (await Bun.stdin.text()).split(/\r?\n/)[0] ?? "";
   const stty = (mode: string) => Bun.spawnSync(["stty", mode], { stdin: "inherit" });
@@ -89,7 +93,7 @@ async function readPassword(): Promise<string> {
     return prompt("password:") ?? "";
   } finally {
     stty("echo");
-    console.log();
+    print();
   }
 }
 
@@ -120,10 +124,10 @@ const COMMANDS: Record<
       need(name, "<name>"),
       algorithmOption(options.alg as string | undefined),
     );
-    console.log(`account   ${account.id} (${account.name})`);
-    console.log(`signing   ${account.signingAlgorithm}, kid ${kid}`);
-    console.log(`api key   ${apiKey.apiKey}`);
-    console.log("Keep the API key now: it is stored only as a hash and cannot be shown again.");
+    print(`account   ${account.id} (${account.name})`);
+    print(`signing   ${account.signingAlgorithm}, kid ${kid}`);
+    print(`api key   ${apiKey.apiKey}`);
+    print("Keep the API key now: it is stored only as a hash and cannot be shown again.");
   },
   async "list-accounts"(_args, options) {
     const rows = await listAccounts();
@@ -132,13 +136,13 @@ const COMMANDS: Record<
       return;
     }
     for (const account of rows) {
-      console.log(
+      print(
         `${account.id}  ${account.name}  ${account.signingAlgorithm}  jitsi ` +
           `domain ${account.jitsiDomain}  created ${account.createdAt.toISOString()}`,
       );
       for (const key of account.apiKeys) {
         const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "active";
-        console.log(`  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`);
+        print(`  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`);
       }
       for (const key of account.signingKeys) {
         const state = !key.retiredAt
@@ -146,36 +150,36 @@ const COMMANDS: Record<
           : key.verifyUntil && key.verifyUntil <= key.retiredAt
             ? `revoked ${key.verifyUntil.toISOString()}`
             : `retired, verifies until ${key.verifyUntil?.toISOString()}`;
-        console.log(`  signing ${key.kid}  ${key.algorithm}  ${state}`);
+        print(`  signing ${key.kid}  ${key.algorithm}  ${state}`);
       }
     }
-    if (rows.length === 0) console.log("no accounts");
+    if (rows.length === 0) print("no accounts");
   },
   async "create-key"([accountId], options) {
     const key = await createApiKey(need(accountId, "<account-id>"), (options.label as string | undefined) ?? "");
-    console.log(`api key #${key.id}   ${key.apiKey}`);
-    console.log("Keep the API key now: it is stored only as a hash and cannot be shown again.");
+    print(`api key #${key.id}   ${key.apiKey}`);
+    print("Keep the API key now: it is stored only as a hash and cannot be shown again.");
   },
   async "revoke-key"([keyId]) {
     const id = Number(need(keyId, "<key-id>"));
     if (!Number.isInteger(id)) throw new UsageError("<key-id> is the number shown by list-accounts");
     await revokeApiKey(id);
-    console.log(`api key #${id} revoked`);
+    print(`api key #${id} revoked`);
   },
   async "rotate-key"([accountId], options) {
     const kid = await rotateSigningKey(
       need(accountId, "<account-id>"),
       algorithmOption(options.alg as string | undefined),
     );
-    console.log(`new signing key ${kid}; earlier keys keep verifying until their tokens expire`);
+    print(`new signing key ${kid}; earlier keys keep verifying until their tokens expire`);
   },
   async "revoke-signing-key"([kid]) {
     const { accountId, newKid } = await revokeSigningKey(need(kid, "<kid>"));
-    console.log(`signing key ${kid} of ${accountId} revoked${newKid ? `; new current key ${newKid}` : ""}`);
+    print(`signing key ${kid} of ${accountId} revoked${newKid ? `; new current key ${newKid}` : ""}`);
   },
   async "set-jitsi-domain"([accountId, domain]) {
     const account = await setJitsiDomain(need(accountId, "<account-id>"), need(domain, "<domain|*>"));
-    console.log(`media tokens of ${account.id} now carry sub ${account.jitsiDomain}`);
+    print(`media tokens of ${account.id} now carry sub ${account.jitsiDomain}`);
   },
   async "add-number"([accountId, countryCode, formattedNumber], options) {
     const account = await getAccount(need(accountId, "<account-id>"));
@@ -185,13 +189,13 @@ const COMMANDS: Record<
       tollFree: options["toll-free"] === true,
       isDefault: options.default === true,
     });
-    console.log(`number #${number.id}   ${describeNumber(number)}`);
+    print(`number #${number.id}   ${describeNumber(number)}`);
   },
   async "set-default-number"([numberId]) {
     const id = Number(need(numberId, "<number-id>"));
     if (!Number.isInteger(id)) throw new UsageError("<number-id> is the number shown by list-numbers");
     const number = await setDefaultPhoneNumber(id);
-    console.log(`number #${number.id} (${number.formattedNumber}) is now the default of account ${number.accountId}`);
+    print(`number #${number.id} (${number.formattedNumber}) is now the default of account ${number.accountId}`);
   },
   async "list-numbers"([accountId], options) {
     const account = await getAccount(need(accountId, "<account-id>"));
@@ -201,19 +205,19 @@ const COMMANDS: Record<
       return;
     }
     for (const number of numbers) {
-      console.log(`#${number.id}  ${describeNumber(number)}`);
+      print(`#${number.id}  ${describeNumber(number)}`);
     }
-    if (numbers.length === 0) console.log("no numbers");
+    if (numbers.length === 0) print("no numbers");
   },
   async "create-operator"([name]) {
     const operator = await createOperator(need(name, "<name>"), await readPassword());
-    console.log(`operator #${operator.id} ${operator.name}: sign in at /console`);
+    print(`operator #${operator.id} ${operator.name}: sign in at /console`);
   },
   async "remove-number"([numberId]) {
     const id = Number(need(numberId, "<number-id>"));
     if (!Number.isInteger(id)) throw new UsageError("<number-id> is the number shown by list-numbers");
     const removed = await removePhoneNumber(id);
-    console.log(`number #${removed.id} (${removed.formattedNumber}) removed from account ${removed.accountId}`);
+    print(`number #${removed.id} (${removed.formattedNumber}) removed from account ${removed.accountId}`);
   },
   async "show-limits"([accountId], options) {
     const limits = await reportLimits(need(accountId, "<account-id>"));
@@ -224,9 +228,7 @@ const COMMANDS: Record<
     for (const limit of limits) {
       const source = limit.overridden ? `set (default ${limit.default})` : "default";
       const used = limit.used === undefined ? "" : `  used ${limit.used}`;
-      console.log(
-        `${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`,
-      );
+      print(`${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`);
     }
   },
   async "set-limit"([accountId, name, value]) {
@@ -236,13 +238,13 @@ const COMMANDS: Record<
     if (parsed !== null && !(Number.isSafeInteger(parsed) && parsed >= 0))
       throw new UsageError("<value> is a whole number of at least 0, or default");
     await setLimit(need(accountId, "<account-id>"), limit, parsed);
-    console.log(parsed === null ? `${limit} is back to its default` : `${limit} set to ${parsed}`);
+    print(parsed === null ? `${limit} is back to its default` : `${limit} set to ${parsed}`);
   },
   async "refold-usage"([accountId]) {
     if (accountId !== undefined) await getAccount(accountId);
     const started = performance.now();
     const folded = await refoldLog({ accountId });
-    console.log(`folded ${folded} events again in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    print(`folded ${folded} events again in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   },
 };
 
@@ -263,9 +265,9 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
       description: options.description as string | undefined,
       ordered: options.ordered === true,
     });
-    console.log(`webhook   ${endpoint.id}  ${endpoint.url}`);
-    console.log(`secret    ${secret}`);
-    console.log("Keep the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).");
+    print(`webhook   ${endpoint.id}  ${endpoint.url}`);
+    print(`secret    ${secret}`);
+    print("Keep the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).");
   },
   async "list-webhooks"([accountId], options) {
     const endpoints = await listEndpoints((await getAccount(need(accountId, "<account-id>"))).id);
@@ -278,9 +280,9 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
         ? "enabled"
         : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
       const events = endpoint.event_types?.join(",") ?? "all events";
-      console.log(`${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`);
+      print(`${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`);
     }
-    if (endpoints.length === 0) console.log("no webhooks");
+    if (endpoints.length === 0) print("no webhooks");
   },
   async "update-webhook"([accountId, webhookId], options) {
     const endpoint = await updateEndpoint(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"), {
@@ -290,13 +292,13 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
       enabled: options.enable === true ? true : options.disable === true ? false : undefined,
       ordered: options.ordered === true ? true : options.unordered === true ? false : undefined,
     });
-    console.log(`webhook ${endpoint.id} updated: ${endpoint.url}, ${endpoint.enabled ? "enabled" : "disabled"}`);
+    print(`webhook ${endpoint.id} updated: ${endpoint.url}, ${endpoint.enabled ? "enabled" : "disabled"}`);
   },
   async "rotate-webhook-secret"([accountId, webhookId]) {
     const { endpoint, secret } = await rotateSecret(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
-    console.log(`webhook   ${endpoint.id}`);
-    console.log(`secret    ${secret}`);
-    console.log("The old secret keeps signing beside this one for 24 hours.");
+    print(`webhook   ${endpoint.id}`);
+    print(`secret    ${secret}`);
+    print("The old secret keeps signing beside this one for 24 hours.");
   },
   async "replay-webhook"([accountId, webhookId], options) {
     const after = options.after === undefined ? undefined : Number(options.after);
@@ -307,11 +309,11 @@ const WEBHOOK_COMMANDS: typeof COMMANDS = {
       since: options.since as string | undefined,
       after,
     });
-    console.log(`${queued} deliveries queued`);
+    print(`${queued} deliveries queued`);
   },
   async "remove-webhook"([accountId, webhookId]) {
     await deleteEndpoint(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
-    console.log(`webhook ${webhookId} removed`);
+    print(`webhook ${webhookId} removed`);
   },
 };
 Object.assign(COMMANDS, WEBHOOK_COMMANDS);
@@ -360,7 +362,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
       return 2;
     }
     if (error instanceof AppError) {
-      console.error(`error: ${error.message}`);
+      console.error(`error: ${terminalSafe(error.message)}`);
       return 1;
     }
     throw error;

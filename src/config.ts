@@ -132,6 +132,30 @@ function redisConfig(read: EnvReader) {
 }
 
 /** Every setting from `env`, or a ConfigError naming every bad variable. Reads nothing else and changes nothing. */
+/**
+ * What a presigned upload may be: files a chat shows or offers for download. Never a type a
+ * browser runs when the bucket is served from a web origin (a page, an image with scripts, a
+ * script): that would be stored XSS, so listing one is a configuration error.
+ */
+const UPLOAD_CONTENT_TYPES =
+  "image/png,image/jpeg,image/gif,image/webp,image/avif,application/pdf,text/plain," +
+  "audio/mpeg,audio/ogg,audio/wav,audio/webm,audio/mp4,video/mp4,video/webm,video/ogg,video/quicktime," +
+  "application/octet-stream";
+const ACTIVE_CONTENT = new RegExp(
+  "^(text/html|text/xml|application/xml|text/xsl|[^/]+/[^/]*\\+xml|[^/]+/(x-)?(java|ecma)script|" +
+    "text/x-component|multipart/x-mixed-replace)$",
+);
+
+function uploadContentTypes(read: EnvReader): string[] {
+  const types = read.list("UPLOAD_CONTENT_TYPES", UPLOAD_CONTENT_TYPES).map((type) => type.toLowerCase());
+  const active = types.find((type) => ACTIVE_CONTENT.test(type));
+  if (active === undefined) return types;
+  return read.problem(
+    `UPLOAD_CONTENT_TYPES must not list ${active}: a browser runs it as a page or script wherever the bucket is served`,
+    UPLOAD_CONTENT_TYPES.split(","),
+  );
+}
+
 export function loadConfig(env: Env) {
   const read = new EnvReader(env);
   const port = read.integer("PORT", 3000, 0, 65535);
@@ -191,6 +215,10 @@ export function loadConfig(env: Env) {
       forcePathStyle: read.boolean("S3_FORCE_PATH_STYLE", false),
       /** How long a presigned upload URL stays valid, in seconds. */
       presignExpirySeconds: read.integer("S3_PRESIGN_EXPIRY_SECONDS", 900, 1, 604_800),
+      /** The content types a presigned upload may carry. */
+      uploadContentTypes: uploadContentTypes(read),
+      /** The largest presigned upload, in bytes: 25 MiB unless set (a single PUT takes at most 5 GiB). */
+      uploadMaxBytes: read.integer("UPLOAD_MAX_BYTES", 26_214_400, 1, 5_368_709_120),
     },
     sip: {
       /** Off: the supervisor runs no sip role, for deployments without phone access. */
@@ -304,6 +332,23 @@ export function loadConfig(env: Env) {
     limits: {
       /** Requests per second one client address may send to the routes without a credential; 0 turns it off. */
       publicPerIpPerSecond: read.integer("LIMIT_PUBLIC_PER_IP", 300, 0, 1_000_000),
+      /**
+       * What requests hold open, counted in each API process (docs/limits.md#caps): beyond a
+       * caller's cap 429, beyond the process's 503, both with Retry-After.
+       */
+      held: {
+        /** LL-HLS requests that may wait (blocking reloads, parts) one client address holds; 0 turns it off. */
+        llhlsWaitsPerAddress: read.integer("LIMIT_LLHLS_WAITS_PER_ADDRESS", 64, 0, 1_000_000),
+        llhlsWaitsPerStream: read.integer("LIMIT_LLHLS_WAITS_PER_STREAM", 2_000, 1, 1_000_000),
+        llhlsWaitsPerProcess: read.integer("LIMIT_LLHLS_WAITS_PER_PROCESS", 3_000, 1, 1_000_000),
+        eventStreamsPerKey: read.integer("LIMIT_EVENT_STREAMS_PER_KEY", 10, 1, 1_000_000),
+        eventStreamsPerAccount: read.integer("LIMIT_EVENT_STREAMS_PER_ACCOUNT", 50, 1, 1_000_000),
+        eventStreamsPerProcess: read.integer("LIMIT_EVENT_STREAMS_PER_PROCESS", 500, 1, 1_000_000),
+        socketsPerToken: read.integer("LIMIT_SOCKETS_PER_TOKEN", 20, 1, 1_000_000),
+        socketsPerUser: read.integer("LIMIT_SOCKETS_PER_USER", 50, 1, 1_000_000),
+        socketsPerProcess: read.integer("LIMIT_SOCKETS_PER_PROCESS", 10_000, 1, 1_000_000),
+        topicsPerSocket: read.integer("LIMIT_TOPICS_PER_SOCKET", 100, 1, 100_000),
+      },
     },
     console: {
       /** Signs console sessions; unset means a secret generated once into DATA_DIR/console-secret. */

@@ -30,6 +30,8 @@ export type ErrorCode =
   /** A per-account quota (live streams, recordings, stored chat bytes) is full. */
   | "quota_exceeded"
   | "internal"
+  /** This process holds as many of something (sockets, event streams, LL-HLS waits) as it may; see docs/limits.md. */
+  | "overloaded"
   | "dependency_down"
   | "timeout";
 

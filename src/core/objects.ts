@@ -13,9 +13,14 @@ export interface ObjectStore {
   presignedGetUrl(key: string, expiresIn: number): Promise<string>;
   /**
    * An address that takes one plain PUT of the object for `expiresIn` seconds, only with
-   * `contentType` (it is signed), so a browser can upload without passing through Parley.
+   * `contentType` and exactly `contentLength` bytes (both signed), so a browser can upload
+   * without passing through Parley and no larger than asked.
    */
-  presignedPutUrl(key: string, contentType: string, expiresIn: number): Promise<string>;
+  presignedPutUrl(
+    key: string,
+    upload: { contentType: string; contentLength: number },
+    expiresIn: number,
+  ): Promise<string>;
   delete(key: string): Promise<void>;
 }
 

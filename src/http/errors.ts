@@ -27,6 +27,7 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   quota_exceeded: 429,
   internal: 500,
+  overloaded: 503,
   dependency_down: 503,
   timeout: 504,
 } as const satisfies Record<ErrorCode, number>;

@@ -19,12 +19,32 @@ interface RouteStats {
   total: number;
 }
 
+/** What a process holds open of one capped resource now (src/modules/limits/held.ts), and its caps. */
+export interface HeldGauge {
+  resource: string;
+  inUse: number;
+  /** Each cap by whom it counts: `process`, or a caller (`address`, `API key`, …), the most one of them may hold. */
+  caps: Record<string, number>;
+  /** Refusals so far, by the cap that refused. */
+  refused: Record<string, number>;
+}
+
 interface Snapshot {
   at: number;
   routes: Record<string, RouteStats>;
+  /** Absent in a snapshot of a process from before held resources were reported. */
+  held?: HeldGauge[];
 }
 
 const routes: Record<string, RouteStats> = {};
+const heldSources: Array<() => HeldGauge> = [];
+
+/** Adds a capped resource to every snapshot of this process. */
+export function reportHeld(source: () => HeldGauge): void {
+  heldSources.push(source);
+}
+
+const heldNow = () => heldSources.map((source) => source());
 
 function statsFor(table: Record<string, RouteStats>, key: string): RouteStats {
   let stats = table[key];
@@ -46,7 +66,7 @@ export function observeRequest(method: string, route: string, status: number, se
 const snapshotKey = () => redisKey("metrics");
 
 async function publishSnapshot(): Promise<void> {
-  const snapshot: Snapshot = { at: Date.now(), routes };
+  const snapshot: Snapshot = { at: Date.now(), routes, held: heldNow() };
   await withinRedis(promptRedis(), "publishing metrics", () =>
     promptRedis().hset(snapshotKey(), String(process.pid), JSON.stringify(snapshot)),
   );
@@ -77,10 +97,39 @@ function merge(into: Record<string, RouteStats>, from: Record<string, RouteStats
   }
 }
 
+/** The held resources of each process: in use, the caps, and the refusals by cap. */
+function heldLines(byProcess: Record<string, HeldGauge[]>): string[] {
+  const inUse = [
+    "# HELP parley_held What an API process holds open now: LL-HLS waits, event streams, sockets, socket topics.",
+    "# TYPE parley_held gauge",
+  ];
+  const caps = [
+    "# HELP parley_held_cap The most an API process may hold (per=process), or one caller in it (per=<caller>).",
+    "# TYPE parley_held_cap gauge",
+  ];
+  const refused = [
+    "# HELP parley_held_refused_total Requests refused at a cap (429 a caller's, 503 the process's).",
+    "# TYPE parley_held_refused_total counter",
+  ];
+  for (const [pid, gauges] of Object.entries(byProcess)) {
+    for (const gauge of gauges) {
+      const labels = `resource="${label(gauge.resource)}",pid="${pid}"`;
+      inUse.push(`parley_held{${labels}} ${gauge.inUse}`);
+      for (const [per, cap] of Object.entries(gauge.caps))
+        caps.push(`parley_held_cap{${labels},per="${label(per)}"} ${cap}`);
+      for (const [cap, count] of Object.entries(gauge.refused))
+        refused.push(`parley_held_refused_total{${labels},cap="${label(cap)}"} ${count}`);
+    }
+  }
+  return [...inUse, ...caps, ...refused];
+}
+
 const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
 
 export async function renderMetrics(): Promise<string> {
   const merged: Record<string, RouteStats> = {};
+  // Caps are per process, so what each holds is shown apart, by pid.
+  const held: Record<string, HeldGauge[]> = {};
   try {
     await publishSnapshot();
     const stored = await withinRedis(promptRedis(), "reading metrics", () => promptRedis().hgetall(snapshotKey()));
@@ -89,7 +138,10 @@ export async function renderMetrics(): Promise<string> {
     for (const [pid, raw] of Object.entries(stored)) {
       const snapshot = JSON.parse(raw) as Snapshot;
       if (now - snapshot.at > SNAPSHOT_STALE_MS) stale.push(pid);
-      else merge(merged, snapshot.routes);
+      else {
+        merge(merged, snapshot.routes);
+        held[pid] = snapshot.held ?? [];
+      }
     }
     if (stale.length > 0)
       await withinRedis(promptRedis(), "dropping stale metrics", () =>
@@ -99,6 +151,7 @@ export async function renderMetrics(): Promise<string> {
     // Without Redis the other processes' snapshots are out of
     // reach (nothing was merged yet): this process's own counts.
     merge(merged, routes);
+    held[String(process.pid)] = heldNow();
   }
   const lines = [
     "# HELP parley_http_requests_total HTTP requests answered, by route and status.",
@@ -124,6 +177,7 @@ export async function renderMetrics(): Promise<string> {
     lines.push(`parley_http_request_duration_seconds_sum{${labels}} ${stats.sum}`);
     lines.push(`parley_http_request_duration_seconds_count{${labels}} ${stats.total}`);
   }
+  lines.push(...heldLines(held));
   lines.push("# HELP parley_queue_jobs Jobs in each BullMQ queue, by state.", "# TYPE parley_queue_jobs gauge");
   for (const [queue, counts] of Object.entries(await queueDepths())) {
     for (const [state, count] of Object.entries(counts)) {

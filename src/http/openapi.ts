@@ -3,7 +3,7 @@
  * builder turns each route's TypeBox models into an operation; this module then makes the
  * result exact, in one pass over the routes, rather than by hand in every route:
  * - answers carry the content types Parley sends (JSON unless a route declares its own),
- *   and bodies the types it accepts (JSON unless a route lists more);
+ *   and bodies the types it accepts (JSON unless the route's `accepts` lists more, src/http/accepts.ts);
  * - the errors the pipeline itself answers are added from what the route takes: 400 for
  *   every route (its query string is checked, whatever its schema), 404 for a path naming a
  *   resource, 413 and 415 for a body; guards and limits declare theirs (401, 403, 429, 503) as `detail.responses`

@@ -8,10 +8,11 @@ import { Elysia } from "elysia";
 import { parseQuery } from "elysia/parse-query";
 import { config } from "../config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, loggableError } from "../core/errors";
+import { acceptedTypesOf } from "./accepts";
 import { ERROR_STATUS, errorBody } from "./errors";
 import { log } from "../core/log";
 import { observeRequest } from "./metrics";
-import { firstUnstorable } from "./text";
+import { firstUnstorable, isNameSchema, NAME_REASON } from "./text";
 
 interface RequestMeta {
   id: string;
@@ -29,13 +30,18 @@ const INCOMING_ID = /^[\w.:-]{1,128}$/;
  * reports it as unparsable.
  */
 const UNPARSABLE = Symbol("unparsable body");
+/** A body over the limit, unread (declared) or read no further (chunked): refused once the credential was checked. */
+const TOO_LARGE = Symbol("body too large");
+const oversize = new WeakSet<Request>();
+/** The media type of a request's non-empty body, as sent ("" when it came without one). */
+const bodyType = new WeakMap<Request, string>();
 
 function tooLarge(): AppError {
   return new AppError("payload_too_large", `the body may be at most ${config.http.maxBodyBytes} bytes`);
 }
 
-/** Reads a body sent without Content-Length, giving up as soon as it passes the limit. */
-async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Promise<string> {
+/** Reads a body sent without Content-Length, giving up as soon as it passes the limit (then undefined). */
+async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Promise<string | undefined> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -45,7 +51,7 @@ async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Prom
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel().catch(() => {});
-      throw tooLarge();
+      return undefined;
     }
     chunks.push(value);
   }
@@ -57,7 +63,7 @@ interface SchemaError {
   message?: string;
   summary?: string;
   value?: unknown;
-  schema?: { enum?: unknown[]; anyOf?: Array<{ const?: unknown }> };
+  schema?: { enum?: unknown[]; anyOf?: Array<{ const?: unknown }>; format?: string };
   errors?: Iterable<SchemaError>[];
 }
 
@@ -86,20 +92,35 @@ function allowedValues(schema: SchemaError["schema"]): unknown[] | undefined {
 }
 
 /**
+ * The query member a failure of Elysia's per-member check came from: that check (type
+ * `property`) reports the value it read but not the member's name, so the name is the one
+ * member that holds that value. Undefined when none or several do.
+ */
+function queryMemberHolding(request: Request, value: unknown): string | undefined {
+  const holders = [...new URL(request.url).searchParams].filter(
+    ([, raw]) => raw === String(value) || (typeof value === "number" && raw.trim() !== "" && Number(raw) === value),
+  );
+  return holders.length === 1 ? `query.${holders[0]![0]}` : undefined;
+}
+
+/**
  * The first field path and reason of a schema failure, e.g. `body.user.email: Expected string to match 'email' format`.
  */
-function describeValidation(error: { all?: SchemaError[]; type?: string }) {
+function describeValidation(error: { all?: SchemaError[]; type?: string }, request: Request) {
   const first = error.all?.[0];
   if (!first) return "the request does not match the schema";
   const found = deepest(first);
   const path = (found.path ?? "").replace(/^\//, "").replaceAll("/", ".");
-  const where = [error.type === "body" ? "" : error.type, path].filter(Boolean).join(".");
+  const member = error.type === "property" && path === "" ? queryMemberHolding(request, found.value) : undefined;
+  const where = member ?? [error.type === "body" ? "" : error.type, path].filter(Boolean).join(".");
   const allowed = allowedValues(found.schema);
   const reason = allowed
     ? `${JSON.stringify(found.value)} is not one of: ${allowed.join(", ")}`
-    : found === first
-      ? (first.summary ?? first.message ?? "invalid")
-      : (found.message ?? "invalid");
+    : isNameSchema(found.schema)
+      ? NAME_REASON
+      : found === first
+        ? (first.summary ?? first.message ?? "invalid")
+        : (found.message ?? "invalid");
   return `${where || error.type || "request"}: ${reason}`;
 }
 
@@ -110,10 +131,35 @@ function describeValidation(error: { all?: SchemaError[]; type?: string }) {
  */
 const jsonUnderAnotherType = new WeakSet<Request>();
 
+/**
+ * Why the request's body is refused before its content is looked at: larger than the limit
+ * (413), or of a type the route does not take (415). Asked once the route's guard has checked
+ * the credential, so a caller without one learns neither.
+ */
+function bodyRefusal(request: Request): AppError | undefined {
+  if (oversize.has(request)) return tooLarge();
+  const sent = bodyType.get(request);
+  const accepted = acceptedTypesOf(request);
+  if (sent === undefined || accepted.includes(sent)) return undefined;
+  const came = sent ? `came with content-type: ${request.headers.get("content-type")}` : "came without a content-type";
+  if (jsonUnderAnotherType.has(request) && accepted.includes("application/json"))
+    return new AppError(
+      "unsupported_media_type",
+      `the body is JSON but ${came}; send it with content-type: application/json`,
+    );
+  return new AppError("unsupported_media_type", `the body ${came}; this route takes ${accepted.join(" or ")}`);
+}
+
 /** The id a request is answered and logged with: the caller's, when it sent a sane one. */
 export function requestIdOf(request: Request): string {
   const incoming = request.headers.get("x-request-id");
   return incoming && INCOMING_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/** The Retry-After of a refusal that says when to come back (a limit's or a cap's `retry_after`). */
+function retryAfterOf(error: AppError): string | undefined {
+  const seconds = error.extra?.retry_after;
+  return typeof seconds === "number" ? String(seconds) : undefined;
 }
 
 /** Counts an answered request in the route's metrics and writes its log line. */
@@ -133,7 +179,9 @@ export function recordRequest(method: string, route: string, status: number, inf
 export function errorResponse(error: unknown, requestId: string): Response {
   const headers: Record<string, string> = { "x-request-id": requestId };
   const answer = (status: number, body: unknown) => {
-    if (status === 503) headers["retry-after"] = String(DEPENDENCY_RETRY_AFTER_SECONDS);
+    const retry = error instanceof AppError ? retryAfterOf(error) : undefined;
+    if (retry !== undefined) headers["retry-after"] = retry;
+    else if (status === 503) headers["retry-after"] = String(DEPENDENCY_RETRY_AFTER_SECONDS);
     return Response.json(body, { status, headers });
   };
   if (error instanceof AppError)
@@ -152,18 +200,26 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     const id = requestIdOf(request);
     meta.set(request, { id, startedAt: performance.now() });
     set.headers["x-request-id"] = id;
-    if (Number(request.headers.get("content-length") ?? 0) > config.http.maxBodyBytes) throw tooLarge();
+    if (Number(request.headers.get("content-length") ?? 0) > config.http.maxBodyBytes) oversize.add(request);
   })
   // Bun's own limit answers a bare 413 before any hook runs, so it is set far above
   // MAX_BODY_BYTES (src/server.ts) and the limit is kept here, in the error shape: a declared
   // length above, a body without one (chunked) while it is read. Declared bodies parse as usual.
   // Form and text bodies are read here too, to notice JSON sent under their type.
   .onParse({ as: "global" }, async ({ request, contentType }) => {
+    if (oversize.has(request)) return TOO_LARGE;
     const chunked = !request.headers.has("content-length");
+    const mediaType = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+    if (request.body && !chunked && Number(request.headers.get("content-length")) > 0) bodyType.set(request, mediaType);
     const asText =
       contentType === "" || contentType === "application/x-www-form-urlencoded" || contentType.startsWith("text/");
     if (!request.body || (!chunked && !asText)) return;
     const text = chunked ? await readCapped(request.body, config.http.maxBodyBytes) : await request.text();
+    if (text === undefined) {
+      oversize.add(request);
+      return TOO_LARGE;
+    }
+    if (chunked && text !== "") bodyType.set(request, mediaType);
     if (asText && /^\s*[[{]/.test(text)) jsonUnderAnotherType.add(request);
     if (contentType === "application/x-www-form-urlencoded") return parseQuery(text);
     if (contentType !== "application/json") return text;
@@ -176,7 +232,9 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
   })
   // Declared fields are checked by their Text type during validation; this catches the
   // free-form rest (callback bodies, query members no schema names) before a handler sees it.
-  .onBeforeHandle({ as: "global" }, ({ body, query, params }) => {
+  .onBeforeHandle({ as: "global" }, ({ request, body, query, params }) => {
+    const refusal = bodyRefusal(request);
+    if (refusal) throw refusal;
     const found = firstUnstorable(body) ?? firstUnstorable(query, "query") ?? firstUnstorable(params, "params");
     if (found) throw new AppError("bad_request", `${found.path}: ${found.reason}`);
   })
@@ -186,6 +244,8 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     const appError = error instanceof AppError ? error : cause instanceof AppError ? cause : undefined;
     if (appError) {
       set.status = ERROR_STATUS[appError.code];
+      const retry = retryAfterOf(appError);
+      if (retry !== undefined) set.headers["retry-after"] ??= retry;
       if (appError.code === "dependency_down") set.headers["retry-after"] ??= String(DEPENDENCY_RETRY_AFTER_SECONDS);
       return errorBody(appError.code, appError.message, appError.extra);
     }
@@ -198,9 +258,15 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     }
     switch (code) {
       case "VALIDATION": {
+        const refusal = bodyRefusal(request);
+        if (refusal) {
+          set.status = ERROR_STATUS[refusal.code];
+          return errorBody(refusal.code, refusal.message);
+        }
         set.status = 400;
         const { value, type } = error as { value?: unknown; type?: string };
         if (value === UNPARSABLE) return errorBody("invalid_json", "the request body could not be parsed");
+        // A route that takes forms too: JSON sent as one fails its schema for its content type.
         if (type === "body" && jsonUnderAnotherType.has(request)) {
           set.status = ERROR_STATUS.unsupported_media_type;
           const declared = request.headers.get("content-type");
@@ -213,7 +279,7 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
         // Named exactly even inside a union, where the schema's own report stops at the union.
         const unstorable = firstUnstorable(value, type === "body" ? "" : type);
         if (unstorable) return errorBody("bad_request", `${unstorable.path}: ${unstorable.reason}`);
-        return errorBody("bad_request", describeValidation(error as never));
+        return errorBody("bad_request", describeValidation(error as never, request));
       }
       case "PARSE":
         set.status = 400;

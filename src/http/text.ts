@@ -37,6 +37,26 @@ export function Text(options: StringOptions = {}) {
   return t.String({ format: TEXT_FORMAT, ...options });
 }
 
+const NAME_FORMAT = "name";
+/** Unicode's control characters (C0, DEL, C1): a newline or an escape in a name rewrites a terminal or a log line. */
+const CONTROL = /\p{Cc}/u;
+export const NAME_REASON = "must not contain control characters (U+0000-U+001F, U+007F-U+009F)";
+
+FormatRegistry.Set(NAME_FORMAT, (value) => !CONTROL.test(value) && isStorable(value));
+
+/**
+ * The type of every name a person gives something and others are shown: accounts, operators,
+ * tokens, key labels, webhook descriptions, end users. Text without control characters.
+ */
+export function Name(options: StringOptions = {}) {
+  return t.String({ format: NAME_FORMAT, ...options });
+}
+
+/** Whether a schema found failing is a Name's, so the answer says why. */
+export function isNameSchema(schema: { format?: unknown } | undefined): boolean {
+  return schema?.format === NAME_FORMAT;
+}
+
 /** JSON nested deeper than this is refused rather than walked (no request of Parley's comes near). */
 const MAX_DEPTH = 64;
 

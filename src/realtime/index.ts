@@ -7,11 +7,14 @@
  */
 import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
+import { config } from "../config";
 import { AppError } from "../core/errors";
 import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";
 import { actorFrom } from "../modules/auth/actor";
 import { verifyAccessToken } from "../modules/auth/access-token";
+import { HeldResource, type Release } from "../modules/limits/held";
+import { credentialCounter } from "../modules/limits/rates";
 import { closeConnection, connectionOf, openConnection } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
@@ -33,6 +36,33 @@ Every frame, both ways, is a JSON array \`[join_ref, ref, topic, event, payload]
 - On rtc, any other event is relayed to the other members with \`from\` set to the sender's user id.
 - Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.`;
 
+/** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
+const sockets = new HeldResource({
+  resource: "sockets",
+  what: "sockets",
+  perProcess: { name: "sockets.per_process", cap: () => config.limits.held.socketsPerProcess },
+  callers: [
+    { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
+    { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
+  ],
+  retryAfterSeconds: 5,
+  free: "close one",
+});
+
+/**
+ * An upgrade that was checked but never opened (Bun refused the handshake, or it answered
+ * 400 to a request that was not one) gives its slot back after this long.
+ */
+const UNOPENED_MS = 10_000;
+
+/** The socket's slot, taken before the upgrade so a refusal is an HTTP answer, given back when it closes. */
+function holdSocket(token: string, accountId: string, userId: string): { release: Release; opened: () => void } {
+  const release = sockets.take([credentialCounter(token), `${accountId}:${userId}`]);
+  const unopened = setTimeout(release, UNOPENED_MS);
+  unopened.unref?.();
+  return { release, opened: () => clearTimeout(unopened) };
+}
+
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
   // In transform, before the query is validated: a caller without a valid token learns nothing more.
   .derive(async ({ query, server }) => {
@@ -44,8 +74,9 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
         `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`,
       );
     }
+    const held = holdSocket(query.token, session.accountId, session.user.id);
     // The server is handed on explicitly: Elysia's context exposes it only to code that names it.
-    return { session, bunServer: server };
+    return { session, bunServer: server, held };
   })
   .ws(SOCKET_PATH, {
     query: t.Object({
@@ -59,16 +90,19 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
       description: SOCKET_DESCRIPTION,
       responses: {
         101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
-        ...errorAnswers("400", "401", "403", "503"),
+        // 429: the sockets a token or a user may hold are open; 503: those of the process (docs/limits.md#caps).
+        ...errorAnswers("400", "401", "403", "429", "503"),
       },
     },
     open(ws) {
+      ws.data.held.opened();
       openConnection(ws.raw as ServerWebSocket<unknown>, ws.data.bunServer as never, actorFrom(ws.data.session));
     },
     message(ws, message) {
       connectionOf(ws.raw as ServerWebSocket<unknown>)?.receive(message);
     },
     async close(ws) {
+      ws.data.held.release();
       await closeConnection(ws.raw as ServerWebSocket<unknown>);
     },
   });

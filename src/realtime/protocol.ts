@@ -13,6 +13,7 @@ export interface Frame {
 }
 
 export const PHOENIX_TOPIC = "phoenix";
+/** A topic names a channel and its room (channel ids are at most 128 characters); a longer one gets an error reply. */
 const MAX_TOPIC_LENGTH = 256;
 const MAX_EVENT_LENGTH = 128;
 
@@ -35,11 +36,27 @@ export function decodeFrame(message: unknown): Frame | { error: string } {
   const joinRef = typeof rawJoinRef === "number" ? String(rawJoinRef) : rawJoinRef;
   const ref = typeof rawRef === "number" ? String(rawRef) : rawRef;
   if (!isRef(joinRef) || !isRef(ref)) return { error: "join_ref and ref must be strings or null" };
-  if (typeof topic !== "string" || topic === "" || topic.length > MAX_TOPIC_LENGTH)
-    return { error: "topic must be a non-empty string" };
-  if (typeof event !== "string" || event === "" || event.length > MAX_EVENT_LENGTH)
-    return { error: "event must be a non-empty string" };
+  if (typeof topic !== "string" || topic === "") return { error: "topic must be a non-empty string" };
+  if (typeof event !== "string" || event === "") return { error: "event must be a non-empty string" };
   return { joinRef, ref, topic, event, payload };
+}
+
+/**
+ * Why a well-formed frame is refused unhandled, with an error reply (the socket stays open,
+ * and the client's join or push learns why), or undefined.
+ */
+export function oversized(frame: Frame): { reason: string; message: string } | undefined {
+  if (frame.topic.length > MAX_TOPIC_LENGTH)
+    return {
+      reason: "topic too long",
+      message: `topic: at most ${MAX_TOPIC_LENGTH} characters, got ${frame.topic.length}`,
+    };
+  if (frame.event.length > MAX_EVENT_LENGTH)
+    return {
+      reason: "event too long",
+      message: `event: at most ${MAX_EVENT_LENGTH} characters, got ${frame.event.length}`,
+    };
+  return undefined;
 }
 
 export function encodeFrame(

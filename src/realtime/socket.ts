@@ -9,6 +9,7 @@ import type { Server, ServerWebSocket } from "bun";
 import { config } from "../config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
+import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
 import { limitSocketMessage } from "../modules/limits/rates";
 import type { Actor } from "../modules/auth/actor";
@@ -17,7 +18,7 @@ import type { PresenceEntry } from "./broker";
 import { attachServer } from "./local-broker";
 import { type Channel, channelOf, type Member, registeredChannels } from "./channel";
 import { presenceDiff, presenceState } from "./presence";
-import { broadcastFrame, decodeFrame, encodeFrame, type Frame, PHOENIX_TOPIC, replyFrame } from "./protocol";
+import { broadcastFrame, decodeFrame, encodeFrame, type Frame, oversized, PHOENIX_TOPIC, replyFrame } from "./protocol";
 import { accountTopic } from "./topics";
 
 /** Frames a socket may have waiting; a client that floods past this is disconnected. */
@@ -39,6 +40,16 @@ export const SHUTTING_DOWN = {
 } as const;
 /** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
 class ShuttingDown extends Error {}
+
+/** Topics joined by every socket of this process, and joins refused at LIMIT_TOPICS_PER_SOCKET, for /metrics. */
+let topicsJoined = 0;
+let topicsRefused = 0;
+reportHeld(() => ({
+  resource: "socket_topics",
+  inUse: topicsJoined,
+  caps: { socket: config.limits.held.topicsPerSocket },
+  refused: { "socket.topics": topicsRefused },
+}));
 
 interface Membership {
   channel: Channel;
@@ -160,6 +171,11 @@ export class Connection {
       this.ws.close(CLOSE_UNSUPPORTED_DATA, frame.error);
       return;
     }
+    const tooLong = oversized(frame);
+    if (tooLong) {
+      this.send(replyFrame(frame, "error", tooLong));
+      return;
+    }
     // Topics name rooms and payloads become messages: both reach PostgreSQL.
     const unstorable = firstUnstorable(frame.topic, "topic") ?? firstUnstorable(frame.payload, "payload");
     if (unstorable) {
@@ -236,6 +252,14 @@ export class Connection {
       this.send(replyFrame(frame, "error", { reason: "unmatched topic" }));
       return;
     }
+    // Each topic costs a subscription, a presence entry and the broker's interest: refused before the channel's checks.
+    const cap = config.limits.held.topicsPerSocket;
+    if (!this.joined.has(frame.topic) && this.joined.size >= cap) {
+      topicsRefused++;
+      const message = `at most ${cap} topics joined at once per socket; leave one first, or open another socket`;
+      this.send(replyFrame(frame, "error", { reason: "too many topics", message }));
+      return;
+    }
     const welcome = await route.channel.join(this.actor, route.name);
     // Read once the channel has admitted the actor: a caller it refuses learns nothing more.
     const listed = listedOnJoin(frame.payload);
@@ -257,6 +281,7 @@ export class Connection {
       presenceRef: randomUUID(),
     };
     this.joined.set(frame.topic, membership);
+    topicsJoined++;
     this.ws.subscribe(membership.scoped);
     await broker().subscribe(membership.scoped);
     this.send(replyFrame(frame, "ok", {}));
@@ -292,7 +317,7 @@ export class Connection {
 
   /** Forgets a membership and tells the others; tolerant of a broker that has gone away. */
   private async leave(topic: string, membership: Membership): Promise<void> {
-    this.joined.delete(topic);
+    if (this.joined.delete(topic)) topicsJoined--;
     if (!this.closed) this.ws.unsubscribe(membership.scoped);
     const entry: PresenceEntry = { key: this.actor.userId, meta: { phx_ref: membership.presenceRef } };
     try {

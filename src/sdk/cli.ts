@@ -8,6 +8,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { Parley } from "./client.js";
 import { ParleyError } from "./errors.js";
+import { terminalSafe, terminalSafeDeep } from "./terminal.js";
 import { checkSocket, SocketProblem, unixSocketFetch } from "./unix-socket.js";
 
 /** Exit codes: documented in the usage text and docs/cli.md. */
@@ -117,6 +118,21 @@ async function readPassword(): Promise<string> {
 }
 
 const date = (value: string | null | undefined) => value ?? "-";
+
+/**
+ * The client whose answers plain output is built from, every string in them terminalSafe:
+ * a name is whatever was stored, and a line of output must stay one line.
+ */
+function printable(parley: Parley): Parley {
+  const admin = new Proxy(parley.admin, {
+    get(target, key) {
+      const member = Reflect.get(target, key);
+      if (typeof member !== "function") return member;
+      return async (...args: unknown[]) => terminalSafeDeep(await member.apply(target, args));
+    },
+  });
+  return { admin } as Parley;
+}
 
 const COMMANDS: Record<string, Command> = {
   async "create-account"(parley, [name], options) {
@@ -478,7 +494,7 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
   }
   try {
     const parley = await target(hooks.env ?? process.env);
-    const { json, text } = await command(parley, args, values as Options);
+    const { json, text } = await command(values.json ? parley : printable(parley), args, values as Options);
     out(values.json ? JSON.stringify(json, null, 2) : text);
     return EXIT.done;
   } catch (error) {
@@ -497,14 +513,14 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
     }
     if (error instanceof ParleyError) {
       if (error.status === 401 || error.status === 403) {
-        err(`parley: ${credentialMessage(error)}`);
+        err(`parley: ${terminalSafe(credentialMessage(error))}`);
         return EXIT.refused;
       }
       if (error.status === 0) {
         err(`parley: ${error.message}`);
         return EXIT.unreachable;
       }
-      err(`error: ${error.message}`);
+      err(`error: ${terminalSafe(error.message)}`);
       return EXIT.failed;
     }
     throw error;

@@ -309,11 +309,12 @@ export class Parley {
     presign: (body: RequestBody<"/api/v1/misc/get-presigned", "post">) =>
       this.ok(this.api.POST("/api/v1/misc/get-presigned", { body })),
     /**
-     * Presigns `fileName` and PUTs the bytes there with the content
+     * Presigns `fileName` for the bytes' size and PUTs them there with the content
      * type the signature names; resolves with the object's key.
      */
     upload: async (fileName: string, fileType: string, bytes: Blob | ArrayBuffer | Uint8Array): Promise<string> => {
-      const signed = await this.uploads.presign({ fileName, fileType });
+      const fileSize = bytes instanceof Blob ? bytes.size : bytes.byteLength;
+      const signed = await this.uploads.presign({ fileName, fileType, fileSize });
       // The bytes go to object storage, not to Parley: the global fetch, whatever reaches Parley.
       const put = await globalThis.fetch(signed.presigned_url, {
         method: "PUT",

@@ -26,12 +26,18 @@ export const objects: ObjectStore = {
     return getSignedUrl(await s3(), new GetObjectCommand({ Bucket: bucket(), Key: key }), { expiresIn });
   },
 
-  async presignedPutUrl(key, contentType, expiresIn) {
+  async presignedPutUrl(key, { contentType, contentLength }, expiresIn) {
     const [{ PutObjectCommand }, { getSignedUrl }] = await sdk();
-    return getSignedUrl(await s3(), new PutObjectCommand({ Bucket: bucket(), Key: key, ContentType: contentType }), {
+    const command = new PutObjectCommand({
+      Bucket: bucket(),
+      Key: key,
+      ContentType: contentType,
+      ContentLength: contentLength,
+    });
+    return getSignedUrl(await s3(), command, {
       expiresIn,
-      // Signed, so the store takes the upload only with the content type asked for here.
-      signableHeaders: new Set(["content-type"]),
+      // Signed, so the store takes the upload only with the content type and the size asked for here.
+      signableHeaders: new Set(["content-type", "content-length"]),
     });
   },
 

@@ -46,6 +46,9 @@ const RECEIVER_JOIN = JSON.stringify(process.env.BENCH_PRESENCE === "off" ? { pr
 
 benchDatabase("TEST_DATABASE_URL (a database the benchmark may write to)");
 process.env.BOOTSTRAP_ACCOUNT = "false";
+// Every receiving socket uses one token, and 10,000 of them with the sender pass the default per process.
+process.env.LIMIT_SOCKETS_PER_TOKEN = process.env.LIMIT_SOCKETS_PER_USER = "1000000";
+process.env.LIMIT_SOCKETS_PER_PROCESS = "1000000";
 
 const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");

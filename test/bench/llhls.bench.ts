@@ -244,6 +244,10 @@ async function manyViewers(): Promise<void> {
   const origin = await startApiProcess({
     DATA_DIR: join(tmpdir(), `parley-bench-data-${process.pid}`),
     API_PROCESSES: "1",
+    // Every viewer comes from 127.0.0.1, as they would through a CDN: the per-address cap is off, the rest raised.
+    LIMIT_LLHLS_WAITS_PER_ADDRESS: "0",
+    LIMIT_LLHLS_WAITS_PER_STREAM: String(Math.max(2_000, VIEWERS * 2)),
+    LIMIT_LLHLS_WAITS_PER_PROCESS: String(Math.max(3_000, VIEWERS * 2)),
   });
   const originMaster = ladderStarted.low_latency_hls_url.replace(base, origin.http);
   const cpuSeconds = async (pid = origin.child.pid) => {

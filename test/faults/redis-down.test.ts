@@ -78,7 +78,7 @@ describe("Redis down", () => {
       json(
         "POST",
         "/api/v1/misc/get-presigned",
-        { fileName: `f${nextSerial()}.png`, fileType: "image/png" },
+        { fileName: `f${nextSerial()}.png`, fileType: "image/png", fileSize: 1 },
         `Bearer ${token}`,
       ),
     "media on_publish": () =>

@@ -1,7 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { renderMetrics } from "../../src/http/metrics";
+import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { EVENT_TYPES } from "../../src/modules/webhooks/model";
 import { app, call, newAccount } from "../helpers";
+
+const operator = { operator: { kind: "local" as const, name: "local:test", scope: "full" as const }, address: "t" };
 
 describe("request pipeline", () => {
   test("every response carries a request id, the caller's when it is sane", async () => {
@@ -17,6 +21,99 @@ describe("request pipeline", () => {
     const answer = await call("GET", "/api/v1/nothing-here");
     expect(answer.status).toBe(404);
     expect(answer.body).toEqual({ error: { code: "not_found", message: "no such route" } });
+  });
+
+  test("an oversized body is checked after the credential: 401 without one, 413 with one", async () => {
+    const { apiKey } = await newAccount();
+    const token = (await createOperatorToken(operator, `big-${crypto.randomUUID().slice(0, 6)}`, "full")).token;
+    const oversized = (authorization?: string) => ({
+      raw: "{}",
+      headers: {
+        "content-type": "application/json",
+        "content-length": String(50 * 1024 * 1024),
+        ...(authorization && { authorization }),
+      },
+    });
+    const routes = [
+      ["POST", `${ADMIN_PREFIX}/accounts`, `Bearer ${token}`],
+      ["POST", "/api/v1/webhooks", apiKey],
+      ["POST", "/api/v1/scheduler/conference", apiKey],
+    ] as const;
+    for (const [method, path, credential] of routes) {
+      const anonymous = await call(method, path, oversized());
+      expect([path, anonymous.status]).toEqual([path, 401]);
+      const garbage = await call(method, path, oversized("Bearer pop_garbage"));
+      expect([path, garbage.status]).toEqual([path, 401]);
+      const known = await call(method, path, oversized(credential));
+      expect([path, known.status, known.body.error.code]).toEqual([path, 413, "payload_too_large"]);
+      // Sent without a length (chunked), it is read only until it passes the limit, then judged the same way.
+      const chunked = (authorization?: string) =>
+        app.handle(
+          new Request(`http://parley.test${path}`, {
+            method,
+            headers: { "content-type": "application/json", ...(authorization && { authorization }) },
+            body: new Blob([`{"name":"${"x".repeat(2 * 1024 * 1024)}"}`]).stream(),
+          }),
+        );
+      expect([path, (await chunked()).status]).toEqual([path, 401]);
+      expect([path, (await chunked(credential)).status]).toEqual([path, 413]);
+    }
+  });
+
+  test("a non-empty body of a type the route does not take is 415, whatever its schema", async () => {
+    const { apiKey } = await newAccount();
+    const asForm = (raw: string, authorization?: string) => ({
+      raw,
+      headers: { "content-type": "application/x-www-form-urlencoded", ...(authorization && { authorization }) },
+    });
+    // curl -d: JSON under curl's form type, to a route whose every field is optional.
+    const token = await call(
+      "POST",
+      "/api/v1/misc/generate-token",
+      asForm(`{"apiKey":"${apiKey}","user":{"id":"bob","name":"Bob"},"scope":"messaging","exp":"5m"}`, apiKey),
+    );
+    expect(token.status).toBe(415);
+    expect(token.body.error).toEqual({
+      code: "unsupported_media_type",
+      message:
+        "the body is JSON but came with content-type: application/x-www-form-urlencoded; " +
+        "send it with content-type: application/json",
+    });
+    const created = await call("POST", "/api/v1/webhooks", {
+      headers: { authorization: apiKey },
+      body: { url: "http://localhost:9/" },
+    });
+    const id = created.body.endpoint.id;
+    const patched = await call("PATCH", `/api/v1/webhooks/${id}`, asForm("enabled=false", apiKey));
+    expect([patched.status, patched.body.error.message]).toEqual([
+      415,
+      "the body came with content-type: application/x-www-form-urlencoded; this route takes application/json",
+    ]);
+    expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: { authorization: apiKey } })).body.enabled).toBe(
+      true,
+    );
+    const cdr = await call("POST", "/api/v1/pricing/cdr", asForm("from=2030-01-01&to=2030-02-01", `Bearer ${apiKey}`));
+    expect(cdr.status).toBe(415);
+    for (const contentType of ["text/plain", "multipart/form-data; boundary=x", "application/xml"]) {
+      const answer = await call("POST", "/api/v1/misc/generate-token", {
+        raw: `--x\r\n<a/>`,
+        headers: { authorization: apiKey, "content-type": contentType },
+      });
+      expect([contentType, answer.status, answer.body.error?.code]).toEqual([
+        contentType,
+        415,
+        "unsupported_media_type",
+      ]);
+    }
+    // An empty body is no body, and Prosody's form keeps working where forms are taken.
+    const empty = await call("POST", "/api/v1/misc/generate-token", asForm("", apiKey));
+    expect(empty.status).toBe(200);
+    const conference = await call(
+      "POST",
+      "/api/v1/scheduler/conference",
+      asForm(`name=form${Date.now()}&start_time=${new Date().toISOString()}&mail_owner=owner@example.com`, apiKey),
+    );
+    expect(conference.status).toBe(200);
   });
 
   test("a declared oversized body is 413 in the error shape", async () => {
@@ -61,7 +158,7 @@ describe("request pipeline", () => {
     expect((await bare.json()).error.message).toBe(
       "the body is JSON but came without a content-type; send it with content-type: application/json",
     );
-    // A form that is a form is judged by the schema as before.
+    // A form that is a form is judged by the schema as before where forms are taken.
     const form = await call("POST", "/api/v1/scheduler/reservation", {
       raw: "name=typed",
       headers: { authorization: apiKey, "content-type": "application/x-www-form-urlencoded" },

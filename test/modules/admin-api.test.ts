@@ -6,7 +6,14 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
+import { db } from "../../src/db/client";
+import { accounts } from "../../src/modules/accounts/schema";
+import { auditEntries } from "../../src/modules/audit/schema";
+import { runCli } from "../../src/sdk/cli";
+import { adminCli } from "../support/admin-cli";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
 import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
@@ -36,6 +43,93 @@ async function auditWith(action: string, target: string | null) {
     (entry) => entry.action === action && entry.target === target,
   );
 }
+
+describe("audit cursor", () => {
+  test("before is exact: above the largest safe integer it is a 400 naming the field, not a 500", async () => {
+    for (const cursor of ["9223372036854775807", "9300000000000000000", "99999999999999999"]) {
+      const answer = await call("GET", `${ADMIN_PREFIX}/audit?before=${cursor}`, { headers: as(read) });
+      expect([cursor, answer.status, answer.body.error?.message?.split(":")[0]]).toEqual([cursor, 400, "query.before"]);
+    }
+    const largest = await call("GET", `${ADMIN_PREFIX}/audit?before=9007199254740991&limit=1`, { headers: as(read) });
+    expect(largest.status).toBe(200);
+  });
+});
+
+describe("names", () => {
+  const evil = "evil\n\u001b[31mred";
+
+  test("every name a person gives refuses control characters with a 400 naming the field", async () => {
+    const owner = await newAccount();
+    const refusals = [
+      ["POST", `${ADMIN_PREFIX}/accounts`, { name: evil }, "name"],
+      ["POST", `${ADMIN_PREFIX}/accounts/${owner.accountId}/keys`, { label: evil }, "label"],
+      ["POST", `${ADMIN_PREFIX}/operators`, { name: evil, password: "correct horse" }, "name"],
+      ["POST", `${ADMIN_PREFIX}/operator-tokens`, { name: "tab\there", scope: "read" }, "name"],
+      [
+        "POST",
+        `${ADMIN_PREFIX}/accounts/${owner.accountId}/webhooks`,
+        { url: "http://localhost:9/", description: evil },
+        "description",
+      ],
+      ["POST", `${ADMIN_PREFIX}/operator-tokens`, { name: "c1\u009bcontrol", scope: "read" }, "name"],
+    ] as const;
+    for (const [method, path, body, field] of refusals) {
+      const answer = await call(method, path, { headers: as(full), body });
+      expect([path, answer.status, answer.body.error?.message]).toEqual([
+        path,
+        400,
+        `${field}: must not contain control characters (U+0000-U+001F, U+007F-U+009F)`,
+      ]);
+    }
+    const webhook = await call("POST", "/api/v1/webhooks", {
+      headers: as(owner.apiKey),
+      body: { url: "http://localhost:9/", description: evil },
+    });
+    expect(webhook.status).toBe(400);
+    const token = await call("POST", "/api/v1/misc/generate-token", {
+      headers: as(owner.apiKey),
+      body: { user: { id: "bob", name: evil } },
+    });
+    expect([token.status, token.body.error.message]).toEqual([
+      400,
+      "user.name: must not contain control characters (U+0000-U+001F, U+007F-U+009F)",
+    ]);
+    // Printable text of every script, emoji and format characters stay names.
+    const fine = await call("POST", `${ADMIN_PREFIX}/operator-tokens`, {
+      headers: as(full),
+      body: { name: `Zoë 東京 \u200d👩‍💻 ${crypto.randomUUID().slice(0, 6)}`, scope: "read" },
+    });
+    expect(fine.status).toBe(201);
+  });
+
+  test("the command lines print a stored name escaped, and --json as it is", async () => {
+    // Stored before names were checked, or on the database directly.
+    const stored = `${evil}-${crypto.randomUUID().slice(0, 6)}`;
+    await createOperatorToken(bootstrap, stored, "read");
+    const server = app.listen({ hostname: "127.0.0.1", port: 0 });
+    const env = { ...process.env, PARLEY_URL: `http://127.0.0.1:${server.server!.port}`, PARLEY_TOKEN: full };
+    try {
+      const printed: string[] = [];
+      expect(await runCli(["list-operator-tokens"], { env, out: (text) => printed.push(text) })).toBe(0);
+      const text = printed.join("\n");
+      expect(text).not.toContain("\u001b");
+      expect(text).toContain(`evil\\u000a\\u001b[31mred-`);
+      const line = text.split("\n").find((candidate) => candidate.includes("evil"))!;
+      expect(line).toMatch(/^#\d+ {2}evil.*read/);
+      const json: string[] = [];
+      expect(await runCli(["list-operator-tokens", "--json"], { env, out: (text) => json.push(text) })).toBe(0);
+      expect(JSON.parse(json.join("")).map((token: { name: string }) => token.name)).toContain(stored);
+    } finally {
+      await server.stop(true);
+    }
+    const owner = await newAccount();
+    await db.update(accounts).set({ name: stored }).where(eq(accounts.id, owner.accountId));
+    const listed = adminCli("list-accounts");
+    expect(listed.code).toBe(0);
+    expect(listed.out).not.toContain("\u001b");
+    expect(listed.out).toContain(`${owner.accountId}  evil\\u000a\\u001b[31mred-`);
+  });
+});
 
 describe("operator tokens", () => {
   test("a full token makes an account whose key works, and the change is in the audit log", async () => {
@@ -235,7 +329,64 @@ describe("every command", () => {
     // No secret reaches the log: neither webhook secret nor the operator's password.
     // Nor a webhook URL's query, where receivers often keep a token.
     for (const secret of [hook.secret, newSecret.secret, "correct horse", "s3cret"]) expect(log).not.toContain(secret);
-    expect((await auditWith("add-webhook", account.accountId))!.detail.url).toBe("http://127.0.0.1:9/parley?…");
+    expect((await auditWith("add-webhook", account.accountId))!.detail.url).toBe(
+      `http://127.0.0.1:9/… sha256:${sha256("http://127.0.0.1:9/parley?token=s3cret").slice(0, 8)}`,
+    );
+  });
+});
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+
+describe("webhook URLs redacted", () => {
+  const slack =
+    "http://127.0.0.1:9/services/T0A1B2C3D/B0A1B2C3D/XOXsecretPATH;jsessionid=MATRIXsecret?token=QUERYsecret";
+  const secrets = ["XOXsecretPATH", "MATRIXsecret", "QUERYsecret", "services"];
+
+  test("the audit log keeps scheme, host and port and a fingerprint; a read-only token lists them so", async () => {
+    const owner = await newAccount();
+    const base = `${ADMIN_PREFIX}/accounts/${owner.accountId}/webhooks`;
+    const created = await call("POST", base, { headers: as(full), body: { url: slack } });
+    expect(created.status).toBe(201);
+    const moved = `${slack.replace("9/", "9/other/")}`;
+    const updated = await call("PATCH", `${base}/${created.body.endpoint.id}`, {
+      headers: as(full),
+      body: { url: moved },
+    });
+    expect(updated.status).toBe(200);
+    const added = await auditWith("add-webhook", owner.accountId);
+    const changed = await auditWith("update-webhook", owner.accountId);
+    expect(added!.detail.url).toBe(`http://127.0.0.1:9/… sha256:${sha256(created.body.endpoint.url).slice(0, 8)}`);
+    expect(changed!.detail.url).toBe(`http://127.0.0.1:9/… sha256:${sha256(updated.body.url).slice(0, 8)}`);
+    expect(added!.detail.url).not.toBe(changed!.detail.url);
+
+    const readList = await call("GET", base, { headers: as(read) });
+    expect(readList.status).toBe(200);
+    expect(readList.body.webhooks.map((endpoint: { url: string }) => endpoint.url)).toEqual([changed!.detail.url]);
+    const fullList = await call("GET", base, { headers: as(full) });
+    expect(fullList.body.webhooks[0].url).toBe(updated.body.url);
+    const seenByReader = JSON.stringify([
+      readList.body,
+      (await call("GET", `${ADMIN_PREFIX}/audit?limit=500`, { headers: as(read) })).body,
+    ]);
+    for (const secret of secrets) expect(seenByReader).not.toContain(secret);
+  });
+
+  test("entries written before keep only scheme, host and port once migrated", async () => {
+    const [{ id }] = await db
+      .insert(auditEntries)
+      .values({
+        actor: "local:test",
+        actorKind: "local",
+        action: "add-webhook",
+        target: account.accountId,
+        address: "unix:test",
+        detail: { webhook_id: "wh_old", url: "https://hooks.slack.com:8443/services/T0/B0/OLDsecret;x=1?…" },
+      })
+      .returning({ id: auditEntries.id });
+    const migration = readFileSync(join(import.meta.dir, "../../drizzle/0031_audit_webhook_urls_redacted.sql"), "utf8");
+    await db.execute(sql.raw(migration));
+    const [row] = await db.select().from(auditEntries).where(eq(auditEntries.id, id!));
+    expect(row!.detail).toEqual({ webhook_id: "wh_old", url: "https://hooks.slack.com:8443/…" });
   });
 });
 

@@ -338,7 +338,7 @@ describe("route families in one process", () => {
       messaging: await call("GET", "/api/v1/messaging/rooms", { headers: bearer }),
       uploads: await call("POST", "/api/v1/misc/get-presigned", {
         headers: bearer,
-        body: { fileName: "a.png", fileType: "png" },
+        body: { fileName: "a.png", fileType: "png", fileSize: 1 },
       }),
       usage: await call("POST", "/api/v1/pricing/cdr", {
         headers: basic,

@@ -345,6 +345,28 @@ describe("search", () => {
   });
 });
 
+describe("content types", () => {
+  test("a content type naming markup or script is refused; the content of any other is text", async () => {
+    await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "typed" });
+    for (const contentType of [
+      "text/html",
+      "html",
+      "application/xhtml+xml",
+      "image/svg+xml",
+      "text/javascript",
+      "js",
+    ]) {
+      await expect(
+        post("alice", "typed", { content: "<img src=x onerror=alert(1)>", content_type: contentType }),
+      ).rejects.toMatchObject({ code: "validation_failed", message: expect.stringContaining("content_type:") });
+    }
+    for (const contentType of ["text", "markdown", "text/markdown", "image", "transcript", "location"]) {
+      const stored = await post("alice", "typed", { content: "<b>as typed</b>", content_type: contentType });
+      expect([stored.content_type, stored.content]).toEqual([contentType, "<b>as typed</b>"]);
+    }
+  });
+});
+
 describe("polls over REST", () => {
   test("is_voted, votes and voting; one answer per user, changeable", async () => {
     await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "vote" });

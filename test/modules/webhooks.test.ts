@@ -6,7 +6,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
+import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { events, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { purgeOldEvents } from "../../src/modules/webhooks/service";
@@ -60,6 +63,34 @@ describe("outbox", () => {
 });
 
 describe("GET /api/v1/events", () => {
+  test("cursors are exact: the largest safe integer echoes back, a larger one is a 400 naming the field", async () => {
+    const a = await newAccount();
+    const created = await call("POST", "/api/v1/webhooks", {
+      headers: auth(a.apiKey),
+      body: { url: "http://localhost:9/" },
+    });
+    const lists = [
+      ["after", "/api/v1/events/?after="],
+      ["after", "/api/v1/events/stream?after="],
+      ["before", `/api/v1/webhooks/${created.body.endpoint.id}/deliveries?before=`],
+    ];
+    for (const [field, path] of lists) {
+      for (const cursor of ["9223372036854775807", "9300000000000000000", "99999999999999999", "9007199254740993"]) {
+        const answer = await call("GET", `${path}${cursor}`, { headers: auth(a.apiKey) });
+        expect([path, cursor, answer.status, answer.body.error?.code]).toEqual([path, cursor, 400, "bad_request"]);
+        expect(answer.body.error.message).toStartWith(`query.${field}:`);
+      }
+    }
+    const largest = await call("GET", "/api/v1/events/?after=9007199254740991", { headers: auth(a.apiKey) });
+    expect(largest.status).toBe(200);
+    expect(largest.body).toEqual({ events: [], next_after: 9007199254740991 });
+    const replay = await call("POST", `/api/v1/webhooks/${created.body.endpoint.id}/replay`, {
+      headers: auth(a.apiKey),
+      body: { after: 9300000000000000000 },
+    });
+    expect([replay.status, replay.body.error.message.split(":")[0]]).toEqual([400, "after"]);
+  });
+
   test("pages by cursor, filters by type, and shows only the caller's events", async () => {
     const a = await newAccount();
     const b = await newAccount();
@@ -222,6 +253,55 @@ describe("SSRF", () => {
       body: { url: refusedAlways[0] },
     });
     expect(moved.status).toBe(422);
+  });
+
+  /** IPv6 forms that carry a private or metadata IPv4 address, each with the address it carries. */
+  const carriers = [
+    "http://[64:ff9b::a9fe:a9fe]/", // NAT64: 169.254.169.254
+    "http://[64:ff9b::a00:1]:6379/", // NAT64: 10.0.0.1
+    "http://[64:ff9b:1::a00:1]/", // NAT64 local use: 10.0.0.1
+    "http://[::127.0.0.1]/", // IPv4-compatible
+    "http://[::ffff:0:a00:1]/", // IPv4-translated: 10.0.0.1
+    "http://[::ffff:10.0.0.1]/", // IPv4-mapped
+    "http://[2002:7f00:1::]/", // 6to4: 127.0.0.1
+    "http://[2002:a9fe:a9fe::1]/", // 6to4: 169.254.169.254
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", // Teredo: client 127.0.0.1 stored inverted
+  ];
+
+  test("IPv6 forms carrying a private or metadata IPv4 address are refused: create, PATCH, admin", async () => {
+    const a = await newAccount();
+    const restore = overrideConfig({ webhooks: { allowPrivateNetworks: false } });
+    const bootstrap = {
+      operator: { kind: "local" as const, name: "local:test", scope: "full" as const },
+      address: "unix:test",
+    };
+    const operator = (await createOperatorToken(bootstrap, `ssrf-${crypto.randomUUID().slice(0, 6)}`, "full")).token;
+    try {
+      const public4 = await call("POST", "/api/v1/webhooks", {
+        headers: auth(a.apiKey),
+        body: { url: "http://[64:ff9b::5db8:d70e]/" }, // NAT64 to a public address
+      });
+      expect(public4.status).toBe(201);
+      const id = public4.body.endpoint.id;
+      const answers: string[] = [];
+      for (const url of carriers) {
+        const created = await call("POST", "/api/v1/webhooks", { headers: auth(a.apiKey), body: { url } });
+        const patched = await call("PATCH", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey), body: { url } });
+        const admin = await call("POST", `${ADMIN_PREFIX}/accounts/${a.accountId}/webhooks`, {
+          headers: { authorization: `Bearer ${operator}` },
+          body: { url },
+        });
+        answers.push(`${url} ${created.status} ${patched.status} ${admin.status}`);
+      }
+      expect(answers).toEqual(carriers.map((url) => `${url} 422 422 422`));
+    } finally {
+      restore();
+    }
+    // Metadata stays refused inside any form even where private networks are allowed.
+    for (const url of [carriers[0]!, carriers[7]!, "http://[64:ff9b:1::a9fe:a9fe]/"]) {
+      const answer = await call("POST", "/api/v1/webhooks", { headers: auth(a.apiKey), body: { url } });
+      expect([url, answer.status]).toEqual([url, 422]);
+    }
   });
 
   test("loopback and private networks are refused unless WEBHOOK_ALLOW_PRIVATE_NETWORKS is set", async () => {

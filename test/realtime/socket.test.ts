@@ -344,6 +344,24 @@ describe("raw frames", () => {
     expect(await bigClosed).toBe(1009);
   });
 
+  test("a 10 KB topic is refused as too long with an error reply, and the socket stays open", async () => {
+    const socket = connect(base, aliceToken);
+    const refused = await join(socket.channel(`rtc:${"x".repeat(10_000)}`)).catch(
+      (error: { response: unknown }) => error.response,
+    );
+    expect(refused).toEqual({ reason: "topic too long", message: "topic: at most 256 characters, got 10004" });
+    // An event name past its cap is refused the same way, on a topic the socket has joined.
+    const channel = socket.channel("rtc:short");
+    await join(channel);
+    expect(await push(channel, "e".repeat(129), {})).toEqual({
+      status: "error",
+      response: { reason: "event too long", message: "event: at most 128 characters, got 129" },
+    });
+    expect((await push(channel, "offer", {})).status).toBe("ok");
+    expect(socket.isConnected()).toBe(true);
+    await disconnect(socket);
+  });
+
   test("well-formed frames with bad content get an error reply", async () => {
     const ws = await open(aliceToken);
     ws.send(JSON.stringify(["1", "1", "chat:lobby", "phx_join", {}]));

@@ -66,7 +66,7 @@ test("in Chromium the SDK runs chat routes, presigns an upload as a user, types 
       const messages: unknown[] = [];
       for await (const message of bob.chat.allMessages("from-a-browser")) messages.push(message);
       // The PUT itself goes to the bucket, another origin: whether it may is the bucket's CORS setting, not Parley's.
-      const { key } = await bob.uploads.presign({ fileName: "browser/note.txt", fileType: "txt" });
+      const { key } = await bob.uploads.presign({ fileName: "browser/note.txt", fileType: "txt", fileSize: 5 });
       let refused: { isParleyError: boolean; code: string; status: number } | undefined;
       try {
         await new Parley({ baseUrl: location.origin, token: "not-a-token" }).chat.rooms();

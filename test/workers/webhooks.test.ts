@@ -239,6 +239,23 @@ describe("with the worker in this process", () => {
     }
   }, 30_000);
 
+  test("an address carrying a private IPv4 one is refused again at connect time", async () => {
+    const a = await newAccount();
+    // Saved while private networks were allowed; the attempt is checked under the settings in force then.
+    const endpoint = await endpointFor(a.apiKey, "http://[64:ff9b::7f00:1]:9/");
+    const restore = overrideConfig({ webhooks: { allowPrivateNetworks: false } });
+    try {
+      await emit(a.accountId, "nat64");
+      const [attempt] = await until(
+        () => deliveries(a.apiKey, endpoint.id),
+        (list) => list.length > 0 && list[0].attempts > 0,
+      );
+      expect(attempt.response).toStartWith("refused: url: 64:ff9b::7f00:1 resolves to 64:ff9b::7f00:1, which carries");
+    } finally {
+      restore();
+    }
+  }, 30_000);
+
   test("an endpoint failing for 24 hours straight is disabled with a reason", async () => {
     const a = await newAccount();
     const receiver = await startReceiver(() => "");

@@ -207,11 +207,15 @@ export const adminController = new Elysia({
       detail: { summary: "Revoke an operator token: it stops working at once (revoke-operator-token)" },
     },
   )
-  .get("/accounts/:id/webhooks", async ({ params }) => ({ webhooks: await adminListWebhooks(params.id) }), {
-    params: AdminModel.accountParams,
-    response: { 200: AdminModel.webhooks, ...errorResponses(401, 404) },
-    detail: { summary: "The account's webhook endpoints (list-webhooks)" },
-  })
+  .get(
+    "/accounts/:id/webhooks",
+    async ({ caller, params }) => ({ webhooks: await adminListWebhooks(caller, params.id) }),
+    {
+      params: AdminModel.accountParams,
+      response: { 200: AdminModel.webhooks, ...errorResponses(401, 404) },
+      detail: { summary: "The account's webhook endpoints (list-webhooks)" },
+    },
+  )
   .post(
     "/accounts/:id/webhooks",
     async ({ caller, params, body, set }) => {

@@ -1,5 +1,6 @@
 /** The admin API's wire types, declared once: validation, the handlers' answers and OpenAPI read them. */
 import { t } from "elysia";
+import { Name } from "../../http/text";
 import { SIGNING_ALGORITHMS } from "../../config";
 import { WebhooksModel } from "../webhooks/model";
 
@@ -74,7 +75,7 @@ export const AdminModel = {
       }),
     ),
   }),
-  createAccount: t.Object({ name: t.String({ minLength: 1, maxLength: 128 }), alg: Algorithm }),
+  createAccount: t.Object({ name: Name({ minLength: 1, maxLength: 128 }), alg: Algorithm }),
   createdAccount: t.Object({
     account: t.Object({ id: t.String(), name: t.String(), signing_algorithm: t.String() }),
     api_key: t.String({ description: "Shown only in this answer: it is stored as a hash" }),
@@ -82,7 +83,7 @@ export const AdminModel = {
     kid: t.String({ description: "The account's signing key" }),
   }),
   // Bodies whose members are all optional may be left out.
-  createKey: t.Optional(t.Object({ label: t.Optional(t.String({ maxLength: 128 })) })),
+  createKey: t.Optional(t.Object({ label: t.Optional(Name({ maxLength: 128 })) })),
   createdKey: t.Object({
     key_id: t.Integer(),
     api_key: t.String({ description: "Shown only in this answer" }),
@@ -128,7 +129,7 @@ export const AdminModel = {
     operators: t.Array(t.Object({ id: t.Integer(), name: t.String(), created_at: Time("When it was made") })),
   }),
   createOperator: t.Object({
-    name: t.String({ minLength: 1, maxLength: 64 }),
+    name: Name({ minLength: 1, maxLength: 64 }),
     password: t.String({
       minLength: 8,
       maxLength: 1024,
@@ -151,7 +152,7 @@ export const AdminModel = {
       }),
     ),
   }),
-  createOperatorToken: t.Object({ name: t.String({ minLength: 1, maxLength: 128 }), scope: Scope }),
+  createOperatorToken: t.Object({ name: Name({ minLength: 1, maxLength: 128 }), scope: Scope }),
   createdOperatorToken: t.Object({
     id: t.Integer(),
     name: t.String(),

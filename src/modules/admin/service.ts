@@ -29,6 +29,7 @@ import {
   createEndpoint,
   deleteEndpoint,
   listEndpoints,
+  redactedUrl,
   replay,
   rotateSecret,
   updateEndpoint,
@@ -213,15 +214,11 @@ export async function adminCreateOperator(caller: Caller, name: string, password
   return operator;
 }
 
-export async function adminListWebhooks(accountId: string) {
-  return listEndpoints((await getAccount(accountId)).id);
-}
-
-/** A webhook URL without its query, where receivers often keep a token (Parley refuses a user and password in it). */
-function urlForLog(url: string | undefined): string | undefined {
-  if (url === undefined || !URL.canParse(url)) return url === undefined ? undefined : "(not a URL)";
-  const parsed = new URL(url);
-  return `${parsed.origin}${parsed.pathname}${parsed.search ? "?…" : ""}`;
+/** An operator token that may only read sees each URL redacted: the path and query may hold the receiver's token. */
+export async function adminListWebhooks(caller: Caller, accountId: string) {
+  const endpoints = await listEndpoints((await getAccount(accountId)).id);
+  if (caller.operator.scope === "full") return endpoints;
+  return endpoints.map((endpoint) => ({ ...endpoint, url: redactedUrl(endpoint.url) }));
 }
 
 export async function adminAddWebhook(caller: Caller, accountId: string, input: EndpointCreate) {
@@ -232,7 +229,7 @@ export async function adminAddWebhook(caller: Caller, accountId: string, input: 
     target: account.id,
     detail: {
       webhook_id: created.endpoint.id,
-      url: urlForLog(created.endpoint.url),
+      url: redactedUrl(created.endpoint.url),
       event_types: created.endpoint.event_types,
       ordered: created.endpoint.ordered,
     },
@@ -245,7 +242,7 @@ export async function adminUpdateWebhook(caller: Caller, accountId: string, webh
   await recordAfter(caller, {
     action: "update-webhook",
     target: accountId,
-    detail: { webhook_id: webhookId, ...input, ...(input.url !== undefined && { url: urlForLog(input.url) }) },
+    detail: { webhook_id: webhookId, ...input, ...(input.url !== undefined && { url: redactedUrl(endpoint.url) }) },
   });
   return endpoint;
 }

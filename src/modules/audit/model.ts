@@ -1,5 +1,6 @@
 /** The audit log's wire types: the admin API and the console answer with the same entries. */
 import { t } from "elysia";
+import { Cursor } from "../../http/cursor";
 
 const Time = (description: string) => t.String({ format: "date-time", description });
 
@@ -60,7 +61,7 @@ export const AuditModel = {
   query: t.Object({
     limit: t.Optional(t.Integer({ minimum: 1, maximum: 500, default: 50 })),
     before: t.Optional(
-      t.Integer({ minimum: 1, description: "An entry id (next_before of the previous page): only older entries" }),
+      Cursor({ minimum: 1, description: "An entry id (next_before of the previous page): only older entries" }),
     ),
   }),
   page: t.Object({

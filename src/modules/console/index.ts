@@ -7,6 +7,7 @@ import { Elysia, t } from "elysia";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
+import { Name } from "../../http/text";
 import { listAudit } from "../audit/service";
 import { AuditModel } from "../audit/model";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
@@ -164,12 +165,12 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       const { account, apiKey } = await createAccount(name);
       return { account, api_key: apiKey };
     },
-    { body: t.Object({ name: t.String({ maxLength: 128 }) }) },
+    { body: t.Object({ name: Name({ maxLength: 128 }) }) },
   )
   .post(
     `${API}/accounts/:account/keys`,
     async ({ viewer, params, body }) => createApiKey(requireAccount(viewer, params.account), body.label ?? ""),
-    { body: t.Object({ label: t.Optional(t.String({ maxLength: 128 })) }) },
+    { body: t.Object({ label: t.Optional(Name({ maxLength: 128 })) }) },
   )
   .delete(
     `${API}/accounts/:account/keys/:key`,

@@ -391,10 +391,11 @@ function rate(name: LimitName, key: string, limits: AccountLimits, per: string):
 }
 
 /**
- * A short, stable name for an API key in Redis; the key itself never leaves the process. Only
- * keys that authenticated get here; the bound keeps a process with very many of them in check.
+ * A short, stable name for an API key (or a token) in Redis and in the caps' counts; the
+ * credential itself is kept nowhere. Only credentials that authenticated get here; the bound
+ * keeps a process with very many of them in check.
  */
-const apiKeyCounter = memoize(
+export const credentialCounter = memoize(
   (apiKey: string) => createHash("sha256").update(apiKey).digest("base64url").slice(0, 22),
   10_000,
 );
@@ -410,7 +411,7 @@ export async function limitRequest(family: RouteFamily, who: RequestIdentity): P
   const limits = await limitsOf(who.accountId);
   const checks = [rate(`requests.${family}`, who.accountId, limits, "account")];
   if (who.apiKey !== undefined) {
-    const key = apiKeyCounter(who.apiKey);
+    const key = credentialCounter(who.apiKey);
     checks.push(rate("requests.per_key", key, limits, "API key"));
     if (family === "token") checks.push(rate("tokens.per_key", key, limits, "API key"));
   }

@@ -19,6 +19,12 @@ const POLL_OPTIONS_MIN = 2;
 const POLL_OPTIONS_MAX = 20;
 const POLL_OPTION_MAX_CHARS = 200;
 const CONTENT_TYPE = /^[a-z][a-z0-9_.+/-]{0,63}$/;
+/**
+ * Words of a content type that ask a client to run the content as markup or code. A message's
+ * content is text whatever its type (docs/chat.md): a type such as text/html would invite a
+ * client to put another user's words into a page, so it is refused rather than stored.
+ */
+const ACTIVE_WORDS = new Set(["html", "xhtml", "svg", "xml", "xsl", "xslt", "javascript", "ecmascript", "js"]);
 
 /** The fields a `new_message` payload may carry: each is checked here, whatever the client sent. */
 interface NewMessage {
@@ -67,6 +73,13 @@ function checkDraft(payload: unknown): Draft {
     throw new AppError(
       "validation_failed",
       "content_type: lower-case letters, digits and _ . + / -, at most 64 characters",
+    );
+  }
+  const active = contentType.split(/[/+._-]/).find((word) => ACTIVE_WORDS.has(word));
+  if (active !== undefined) {
+    throw new AppError(
+      "validation_failed",
+      `content_type: ${contentType} names ${active}; content is shown as text, so markup and script types are refused`,
     );
   }
   const options = contentType === "poll" ? checkPollOptions(input.options) : undefined;

@@ -5,6 +5,7 @@
  */
 import { Elysia, t } from "elysia";
 import { auth } from "../auth";
+import { accepts, FORM_OR_JSON } from "../../http/accepts";
 import { errorResponses } from "../../http/errors";
 import { limits } from "../limits";
 import { Text } from "../../http/text";
@@ -29,6 +30,7 @@ const nameParams = t.Object({
 
 export const schedulerController = new Elysia({ name: "parley.scheduler", detail: { tags: ["scheduler"] } })
   .use(auth)
+  .use(accepts)
   .use(limits)
   .get(`${PREFIX}/conference`, ({ account }) => listConferences(account.id), {
     apiKey: true,
@@ -39,6 +41,8 @@ export const schedulerController = new Elysia({ name: "parley.scheduler", detail
   .post(`${PREFIX}/conference`, ({ account, body }) => openConference(account.id, body), {
     apiKey: true,
     limit: "scheduler",
+    // Prosody's mod_reservations posts a form.
+    accepts: FORM_OR_JSON,
     body: ConferenceModel.open,
     response: {
       200: ConferenceModel.conference,
@@ -48,11 +52,7 @@ export const schedulerController = new Elysia({ name: "parley.scheduler", detail
       422: ConferenceModel.refusal,
       ...errorResponses(400, 401),
     },
-    detail: {
-      summary: "Prosody's mod_reservations: may this room start now? (form-encoded)",
-      // Prosody posts a form; JSON is accepted too.
-      requestBody: { content: { "application/x-www-form-urlencoded": {}, "application/json": {} } },
-    },
+    detail: { summary: "Prosody's mod_reservations: may this room start now? (form-encoded)" },
   })
   .get(`${PREFIX}/conference/room/:name`, ({ account, params }) => conferenceForRoom(account.id, params.name), {
     apiKey: true,
@@ -84,6 +84,8 @@ export const schedulerController = new Elysia({ name: "parley.scheduler", detail
   .post(`${PREFIX}/reservation`, ({ account, body }) => createReservation(account.id, body), {
     apiKey: true,
     limit: "scheduler",
+    // A form-encoded reservation is read like JSON (docs/scheduling.md).
+    accepts: FORM_OR_JSON,
     body: ReservationModel.create,
     response: { 200: ReservationModel.reservation, 409: ConferenceModel.conflict, ...errorResponses(400, 401, 422) },
     detail: { summary: "Reserve a room; an overlapping reservation of the same room is 409 with conflict_id" },

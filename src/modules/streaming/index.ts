@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import { auth } from "../auth";
 import { AppError } from "../../core/errors";
+import { accepts, FORM_OR_JSON } from "../../http/accepts";
 import { ErrorModel, errorResponses } from "../../http/errors";
 import { answerOf } from "../../http/openapi";
 import { Text } from "../../http/text";
@@ -51,6 +52,7 @@ const viewerRoute = {
 
 export const streamingController = new Elysia({ name: "parley.streaming", detail: { tags: ["streaming"] } })
   .use(auth)
+  .use(accepts)
   .use(limits)
   .post("/terraform/v1/hooks/srs/startRecording", ({ account, body }) => startStream(account.id, body), {
     apiKey: true,
@@ -98,14 +100,13 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
           throw new AppError("forbidden", "media-server callbacks need the shared secret from an allowed address");
         }
       },
+      // SRS posts JSON, nginx-rtmp a form.
+      accepts: FORM_OR_JSON,
       params: t.Object({ callback: t.UnionEnum(MEDIA_CALLBACKS) }),
       query: t.Object({ secret: t.Optional(Text({ maxLength: 256 })) }),
       body: t.Optional(MediaCallbackBody),
       response: { 200: StreamingModel.callbackReply, ...errorResponses(400, 403, 404, 503) },
-      detail: {
-        summary: "Media-server callback (SRS JSON or nginx-rtmp form): publish, play and their ends",
-        requestBody: { content: { "application/json": {}, "application/x-www-form-urlencoded": {} } },
-      },
+      detail: { summary: "Media-server callback (SRS JSON or nginx-rtmp form): publish, play and their ends" },
     },
   )
   .get(
@@ -136,7 +137,11 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   .get(
     "/llhls/v1/live/:stream/:rendition/:file",
     // Requests in the form players send are answered before this route, by llhlsMediaRoute (app.ts).
-    ({ params, query }) => mediaAnswer(params.stream, params.rendition, params.file, query),
+    ({ params, query, request, server }) =>
+      mediaAnswer(params.stream, params.rendition, params.file, query, {
+        address: server?.requestIP(request)?.address,
+        signal: request.signal,
+      }),
     {
       params: LlhlsMediaParams,
       query: LlhlsQuery,

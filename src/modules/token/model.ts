@@ -1,10 +1,10 @@
 /** The wire types of token generation: the route validates with them and the service takes their static types. */
 import { t } from "elysia";
-import { Text } from "../../http/text";
+import { Name, Text } from "../../http/text";
 
 const TokenUserModel = t.Object({
   id: t.Optional(Text({ maxLength: 256, description: "Generated when absent" })),
-  name: t.Optional(Text({ maxLength: 256 })),
+  name: t.Optional(Name({ maxLength: 256 })),
   email: t.Optional(Text({ format: "email", maxLength: 320 })),
   avatar: t.Optional(Text({ format: "uri", maxLength: 2048 })),
   moderator: t.Optional(t.Boolean()),

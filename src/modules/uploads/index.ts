@@ -9,14 +9,10 @@ import { presignUpload } from "./service";
 export const uploadsController = new Elysia({ name: "parley.uploads", detail: { tags: ["messaging"] } })
   .use(auth)
   .use(limits)
-  .post(
-    "/api/v1/misc/get-presigned",
-    async ({ session, body }) => presignUpload(session.accountId, body.fileName, body.fileType),
-    {
-      bearer: "messaging",
-      limit: "uploads",
-      body: UploadModel.request,
-      response: { 200: UploadModel.response, ...errorResponses(400, 401, 403, 422, 503) },
-      detail: { summary: "Presigned PUT URL into the account's object storage" },
-    },
-  );
+  .post("/api/v1/misc/get-presigned", async ({ session, body }) => presignUpload(session.accountId, body), {
+    bearer: "messaging",
+    limit: "uploads",
+    body: UploadModel.request,
+    response: { 200: UploadModel.response, ...errorResponses(400, 401, 403, 422, 503) },
+    detail: { summary: "Presigned PUT URL into the account's object storage" },
+  });

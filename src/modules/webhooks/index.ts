@@ -4,10 +4,14 @@
  * delivery log, retry and replay. Every route takes the account's API key.
  */
 import { Elysia, t } from "elysia";
-import { accountFromHeader, auth } from "../auth";
+import { accountFromHeader, auth, credentialFrom } from "../auth";
+import { config } from "../../config";
 import { AppError } from "../../core/errors";
+import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { answerOf, errorAnswers } from "../../http/openapi";
+import { HeldResource } from "../limits/held";
+import { credentialCounter } from "../limits/rates";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
@@ -25,6 +29,24 @@ import {
 import { eventStream } from "./stream";
 
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
+
+/** Open event streams: each keeps a connection, a database cursor and a wake-up listener. */
+const eventStreams = new HeldResource({
+  resource: "event_streams",
+  what: "event streams",
+  perProcess: { name: "event_streams.per_process", cap: () => config.limits.held.eventStreamsPerProcess },
+  callers: [
+    { name: "event_streams.per_key", per: "API key", cap: () => config.limits.held.eventStreamsPerKey, refusal: 429 },
+    {
+      name: "event_streams.per_account",
+      per: "account",
+      cap: () => config.limits.held.eventStreamsPerAccount,
+      refusal: 429,
+    },
+  ],
+  retryAfterSeconds: 5,
+  free: "close one",
+});
 
 /**
  * Runs before the request is validated, so a caller without a
@@ -63,15 +85,19 @@ export const eventLogController = new Elysia({
       const resume = headers["last-event-id"] ?? (query.after === undefined ? undefined : String(query.after));
       if (resume !== undefined && !/^\d{1,15}$/.test(resume.trim()))
         throw new AppError("validation_failed", "Last-Event-ID: must be an event's sequence number");
+      const types = parseTypes(query.types);
+      const key = credentialCounter(credentialFrom(headers.authorization)!);
+      const release = eventStreams.take([key, account.id]);
       return eventStream(
         account.id,
-        { after: resume === undefined ? undefined : Number(resume), types: parseTypes(query.types) },
+        { after: resume === undefined ? undefined : Number(resume), types },
         request.signal,
+        release,
       );
     },
     {
       apiKey: true,
-      query: t.Object({ after: t.Optional(t.Integer({ minimum: 0 })), types: t.Optional(t.String()) }),
+      query: t.Object({ after: t.Optional(Cursor()), types: t.Optional(t.String()) }),
       detail: {
         summary:
           "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +

@@ -4,6 +4,8 @@
  * fields may be added to an event's data, never removed or changed in meaning.
  */
 import { type Static, t } from "elysia";
+import { Cursor } from "../../http/cursor";
+import { Name } from "../../http/text";
 import { EVENT_TYPES, type EventType } from "./event-types";
 
 export { EVENT_TYPES, type EventType };
@@ -181,8 +183,7 @@ export const WebhooksModel = {
   }),
   eventQuery: t.Object({
     after: t.Optional(
-      t.Integer({
-        minimum: 0,
+      Cursor({
         description: "Sequence number: only later events are listed (0, the default, lists from the oldest kept)",
       }),
     ),
@@ -192,14 +193,14 @@ export const WebhooksModel = {
   endpointCreate: t.Object({
     url: t.String({ minLength: 1, maxLength: 2048, description: "http or https URL that receives the POSTs" }),
     event_types: t.Optional(t.Union([EventTypeList, t.Null()])),
-    description: t.Optional(t.String({ maxLength: 1024 })),
+    description: t.Optional(Name({ maxLength: 1024 })),
     enabled: t.Optional(t.Boolean({ default: true })),
     ordered: t.Optional(t.Boolean({ default: false, description: "Deliver one event at a time, in sequence order" })),
   }),
   endpointUpdate: t.Object({
     url: t.Optional(t.String({ minLength: 1, maxLength: 2048 })),
     event_types: t.Optional(t.Union([EventTypeList, t.Null()])),
-    description: t.Optional(t.String({ maxLength: 1024 })),
+    description: t.Optional(Name({ maxLength: 1024 })),
     enabled: t.Optional(
       t.Boolean({ description: "true re-enables an endpoint Parley disabled, and its pending deliveries resume" }),
     ),
@@ -227,7 +228,7 @@ export const WebhooksModel = {
     next_attempt_at: t.Union([Time("When it is tried next"), t.Null()]),
   }),
   deliveryQuery: t.Object({
-    before: t.Optional(t.Integer({ minimum: 1, description: "Delivery id: only older deliveries are listed" })),
+    before: t.Optional(Cursor({ minimum: 1, description: "Delivery id: only older deliveries are listed" })),
     status: t.Optional(
       t.Union([t.Literal("pending"), t.Literal("succeeded"), t.Literal("failed")], {
         description: "Only deliveries in this state",
@@ -239,7 +240,7 @@ export const WebhooksModel = {
     since: t.Optional(
       t.String({ format: "date-time", description: "Replay every kept event created at or after this time" }),
     ),
-    after: t.Optional(t.Integer({ minimum: 0, description: "Replay every kept event with a larger sequence number" })),
+    after: t.Optional(Cursor({ description: "Replay every kept event with a larger sequence number" })),
   }),
   replayed: t.Object({ queued: t.Integer({ description: "Deliveries queued" }) }),
 };

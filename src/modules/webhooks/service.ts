@@ -3,7 +3,7 @@
  * webhook endpoints, their delivery log, manual retries and replays. Every query names the
  * account, so no account ever reaches another's events, endpoints or deliveries.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { and, asc, desc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { type Database, db } from "../../db/client";
@@ -145,6 +145,18 @@ async function endpointRow(accountId: string, id: string): Promise<EndpointRow> 
     .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)));
   if (!row) throw new AppError("not_found", `no webhook endpoint ${id}`);
   return row;
+}
+
+/**
+ * A webhook URL as the audit log and a read-only operator see it: scheme, host and port, with
+ * the path, matrix parameters and query (where receivers keep their tokens: Slack's and
+ * Discord's paths, `;jsessionid=`, `?token=`) replaced by `…`, and the first 8 hex digits of
+ * the whole URL's SHA-256 to tell two URLs of one host apart. A URL that does not parse keeps nothing.
+ */
+export function redactedUrl(url: string): string {
+  const fingerprint = createHash("sha256").update(url).digest("hex").slice(0, 8);
+  const origin = URL.canParse(url) ? new URL(url).origin : "(not a URL)";
+  return `${origin}/… sha256:${fingerprint}`;
 }
 
 export async function listEndpoints(accountId: string): Promise<Endpoint[]> {

@@ -3,7 +3,8 @@
  * every attempt, against every address its host resolves to then (a name may be rebound to
  * an internal address after it was checked). Loopback and private networks are refused
  * unless WEBHOOK_ALLOW_PRIVATE_NETWORKS is set; link-local, cloud metadata and other
- * special addresses are refused always.
+ * special addresses are refused always. An IPv6 address that carries an IPv4 one (NAT64,
+ * 6to4, Teredo, mapped and compatible forms) is judged by the IPv4 address inside too.
  */
 import { lookup } from "node:dns/promises";
 import { BlockList, isIP } from "node:net";
@@ -48,6 +49,8 @@ const PRIVATE = blockList(
   [
     ["::1", 128],
     ["fc00::", 7],
+    // NAT64's local-use prefix (RFC 8215): a translator inside the operator's own network.
+    ["64:ff9b:1::", 48],
   ],
 );
 
@@ -61,12 +64,68 @@ function refused(message: string): AppError {
   return new AppError("validation_failed", `url: ${message}`);
 }
 
+/** The eight 16-bit groups of an IPv6 address in text (a trailing dotted quad counts as two). */
+function groupsOf(address: string): number[] {
+  const parse = (part: string): number[] =>
+    part === ""
+      ? []
+      : part.split(":").flatMap((group) => {
+          if (!group.includes(".")) return [Number.parseInt(group, 16)];
+          const [a = 0, b = 0, c = 0, d = 0] = group.split(".").map(Number);
+          return [(a << 8) | b, (c << 8) | d];
+        });
+  const [head = "", tail] = address.split("::");
+  const left = parse(head);
+  const right = tail === undefined ? [] : parse(tail);
+  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+
+function ipv4Of(high: number, low: number): string {
+  return [high >> 8, high & 0xff, low >> 8, low & 0xff].join(".");
+}
+
+/**
+ * The IPv4 addresses an IPv6 address carries, which a translator, tunnel or dual stack may
+ * hand the connection to: IPv4-compatible (::/96), IPv4-mapped (::ffff:0:0/96), IPv4-translated
+ * (::ffff:0:0:0/96), NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48 at every RFC 6052
+ * position its prefix length may put it), 6to4 (2002::/16) and Teredo (2001::/32: the server,
+ * and the client stored inverted).
+ */
+export function embeddedIpv4(address: string): string[] {
+  const g = groupsOf(address);
+  const zeroUpTo = (end: number) => g.slice(0, end).every((group) => group === 0);
+  // :: and ::1 are IPv6's own unspecified and loopback addresses, judged as such.
+  if (zeroUpTo(6) && g[6] !== 0) return [ipv4Of(g[6]!, g[7]!)];
+  if (zeroUpTo(5) && g[5] === 0xffff) return [ipv4Of(g[6]!, g[7]!)];
+  if (zeroUpTo(4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6]!, g[7]!)];
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 0) return [ipv4Of(g[6]!, g[7]!)];
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) {
+    // RFC 6052 skips bits 64-71 (the "u" octet): /48 puts the address around it, /56 and /64
+    // after it. A candidate in 0.0.0.0/8 is the zero bits of a longer prefix, not an address.
+    return [
+      ipv4Of(g[3]!, ((g[4]! & 0xff) << 8) | (g[5]! >> 8)),
+      ipv4Of(((g[3]! & 0xff) << 8) | (g[4]! & 0xff), g[5]!),
+      ipv4Of(((g[4]! & 0xff) << 8) | (g[5]! >> 8), ((g[5]! & 0xff) << 8) | (g[6]! >> 8)),
+      ipv4Of(g[6]!, g[7]!),
+    ].filter((candidate) => !candidate.startsWith("0."));
+  }
+  if (g[0] === 0x2002) return [ipv4Of(g[1]!, g[2]!)];
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[2]!, g[3]!), ipv4Of(g[6]! ^ 0xffff, g[7]! ^ 0xffff)];
+  return [];
+}
+
 /** Why an address may not receive webhooks, or undefined when it may. */
 export function refusalOf(address: string): string | undefined {
   const family = isIP(address) === 6 ? "ipv6" : "ipv4";
   if (ALWAYS_REFUSED.check(address, family)) return `${address} is a link-local, metadata or reserved address`;
   if (!config.webhooks.allowPrivateNetworks && PRIVATE.check(address, family)) {
     return `${address} is a loopback or private address (set WEBHOOK_ALLOW_PRIVATE_NETWORKS to allow it)`;
+  }
+  if (family === "ipv6") {
+    for (const inner of embeddedIpv4(address)) {
+      const reason = refusalOf(inner);
+      if (reason) return `${address}, which carries ${reason}`;
+    }
   }
   return undefined;
 }

@@ -58,10 +58,12 @@ function follow(accountId: string, wake: () => void): () => void {
   };
 }
 
+/** `release` gives back the stream's slot (limits/held.ts) once it ends, however it ends. */
 export function eventStream(
   accountId: string,
   from: { after?: number; types?: EventType[] },
   signal: AbortSignal,
+  release: () => void,
 ): Response {
   const encoder = new TextEncoder();
   let closed = false;
@@ -71,6 +73,7 @@ export function eventStream(
   let unfollow: (() => void) | undefined;
   const close = () => {
     closed = true;
+    release();
     unfollow?.();
     unfollow = undefined;
     wake?.();

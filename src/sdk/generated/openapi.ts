@@ -1260,7 +1260,7 @@ export interface components {
                  * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                  * @enum {string}
                  */
-                code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                 /** @description For people: what was wrong, naming the field where one was */
                 message: string;
             };
@@ -1482,7 +1482,7 @@ export interface operations {
                          * @description Generated when absent
                          */
                         id?: string;
-                        /** Format: text */
+                        /** Format: name */
                         name?: string;
                         /** Format: email */
                         email?: string;
@@ -1653,7 +1653,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -1837,7 +1837,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2134,7 +2134,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2154,7 +2154,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2193,7 +2193,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2213,7 +2213,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2410,7 +2410,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2514,7 +2514,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -2647,6 +2647,35 @@ export interface operations {
         };
         requestBody: {
             content: {
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * Format: text
+                     * @description E-mail address of the owner
+                     */
+                    mail_owner: string;
+                    /**
+                     * Format: text
+                     * @description The room as users type it: up to 255 printable characters ("Design Review", "Café")
+                     */
+                    name: string;
+                    /** @description Minutes; a number or a numeric string */
+                    duration: number | string;
+                    /**
+                     * Format: text
+                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)
+                     */
+                    start_time: string;
+                    /**
+                     * Format: text
+                     * @description IANA zone; default America/New_York ("America/New York" accepted)
+                     */
+                    timezone?: string;
+                    /**
+                     * Format: text
+                     * @description Letters and digits
+                     */
+                    pin?: string;
+                };
                 "application/json": {
                     /**
                      * Format: text
@@ -2742,7 +2771,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -3210,7 +3239,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -3249,7 +3278,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -3296,7 +3325,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -3423,7 +3452,7 @@ export interface operations {
                              * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
                              * @enum {string}
                              */
-                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "overloaded" | "dependency_down" | "timeout";
                             /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
@@ -3587,7 +3616,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
+                "application/x-www-form-urlencoded": {
                     /**
                      * Format: text
                      * @description SRS: on_publish, on_play, …
@@ -3626,7 +3655,7 @@ export interface operations {
                 } & {
                     [key: string]: unknown;
                 };
-                "application/x-www-form-urlencoded": {
+                "application/json": {
                     /**
                      * Format: text
                      * @description SRS: on_publish, on_play, …
@@ -6090,7 +6119,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
+                     * @description Path inside the account's folder, such as chat/photo.png; normalised to NFKC
                      */
                     fileName: string;
                     /**
@@ -6098,6 +6127,8 @@ export interface operations {
                      * @description Extension ("png") or MIME type ("image/png")
                      */
                     fileType: string;
+                    /** @description The file's size in bytes, at most UPLOAD_MAX_BYTES: the upload must be exactly this long */
+                    fileSize: number;
                 };
             };
         };
@@ -6109,11 +6140,13 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description PUT the file here, with the Content-Type given below */
+                        /** @description PUT the file here, with the Content-Type and Content-Length given below */
                         presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
+                        /** @description The object's key: the account id, a slash, then fileName as normalised */
                         key: string;
                         content_type: string;
+                        /** @description The size signed into the URL: the PUT must carry exactly this many bytes */
+                        content_length: number;
                         /** @description Seconds the URL stays valid */
                         expires_in: number;
                     };
@@ -6243,6 +6276,21 @@ export interface operations {
             /** @description The credential does not allow this */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7466,6 +7514,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -7721,6 +7770,7 @@ export interface operations {
                 "application/json": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -8550,6 +8600,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
@@ -8652,6 +8703,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     label?: string;
                 };
             };
@@ -9704,6 +9756,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
@@ -9878,6 +9931,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** Format: name */
                     name: string;
                     /**
                      * @description read: GET routes only; full: every route
@@ -10140,6 +10194,7 @@ export interface operations {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -10352,6 +10407,7 @@ export interface operations {
                 "application/json": {
                     url?: string;
                     event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;

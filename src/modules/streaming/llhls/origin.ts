@@ -129,18 +129,21 @@ class RenditionView {
   }
 
   /**
-   * Waits until `ready` holds or `timeoutMs` passes; answers whether it held. Woken by the
-   * doorbell, and while anyone waits the window is read every POLL_MS, should one be missed.
+   * Waits until `ready` holds, `timeoutMs` passes or `gone` aborts (the viewer left); answers
+   * whether it held. Woken by the doorbell, and while anyone waits the window is read every
+   * POLL_MS, should one be missed.
    */
-  async waitFor(ready: () => boolean, timeoutMs: number): Promise<boolean> {
+  async waitFor(ready: () => boolean, timeoutMs: number, gone?: AbortSignal): Promise<boolean> {
     if (ready()) return true;
     let expired = false;
     let expire: () => void = () => {};
     const deadline = new Promise<void>((resolve) => (expire = resolve));
-    const timer = setTimeout(() => {
+    const stop = () => {
       expired = true;
       expire();
-    }, timeoutMs);
+    };
+    const timer = setTimeout(stop, timeoutMs);
+    gone?.addEventListener("abort", stop, { once: true });
     this.waiting++;
     this.poller ??= setInterval(() => this.refreshIfQuiet().catch(() => {}), POLL_MS);
     try {
@@ -151,6 +154,7 @@ class RenditionView {
       return true;
     } finally {
       clearTimeout(timer);
+      gone?.removeEventListener("abort", stop);
       if (--this.waiting === 0) {
         clearInterval(this.poller);
         this.poller = undefined;
@@ -346,7 +350,12 @@ export interface PlaylistAnswer {
 }
 
 /** A rendition's media playlist, once it holds what the delivery directives ask for (RFC 8216bis 6.2.5.2). */
-export async function mediaPlaylistOf(stream: string, name: string, directives: Directives): Promise<PlaylistAnswer> {
+export async function mediaPlaylistOf(
+  stream: string,
+  name: string,
+  directives: Directives,
+  gone?: AbortSignal,
+): Promise<PlaylistAnswer> {
   const rendition = await renditionOf(stream, name);
   const blocking = directives.msn !== undefined;
   let waited = false;
@@ -360,7 +369,8 @@ export async function mediaPlaylistOf(stream: string, name: string, directives: 
     }
     const waitMs = BLOCK_TARGET_DURATIONS * rendition.window!.targetDuration * 1000;
     waited = blockingAnswer(rendition.window!, msn, part) === "wait";
-    const answered = await rendition.waitFor(() => blockingAnswer(rendition.window!, msn, part) !== "wait", waitMs);
+    const ready = () => blockingAnswer(rendition.window!, msn, part) !== "wait";
+    const answered = await rendition.waitFor(ready, waitMs, gone);
     if (!answered)
       throw new AppError("dependency_down", "the part asked for did not arrive within three target durations");
     if (blockingAnswer(rendition.window!, msn, part) === "too_far")
@@ -420,7 +430,13 @@ export type PartAnswer = { bytes: Buffer } | { stream: ReadableStream<Uint8Array
  * A part. One that exists is answered whole; the preload-hinted part is answered as it is
  * written, its bytes passed on as they arrive, once the first ones are there.
  */
-export async function partOf(stream: string, name: string, msn: number, part: number): Promise<PartAnswer> {
+export async function partOf(
+  stream: string,
+  name: string,
+  msn: number,
+  part: number,
+  gone?: AbortSignal,
+): Promise<PartAnswer> {
   const rendition = await renditionOf(stream, name);
   const key = `${msn}.${part}`;
   const window = rendition.window!;
@@ -437,6 +453,7 @@ export async function partOf(stream: string, name: string, msn: number, part: nu
   const started = await rendition.waitFor(
     () => growing.have > 0 || growing.done || !rendition.growing.has(key) || !samePart(rendition.window!, msn, part),
     waitMs,
+    gone,
   );
   if (!started) throw new AppError("dependency_down", "the hinted part did not begin within three target durations");
   let listener: (chunk: Buffer | undefined) => void = () => {};

@@ -9,9 +9,12 @@
  * its generic per-request work (lifecycle hooks, schema validation, header merging); any
  * other request goes to the Elysia route, which validates it and answers as before.
  */
-import type { BunRequest } from "bun";
+import type { BunRequest, Server } from "bun";
+import { config } from "../../../config";
 import { AppError } from "../../../core/errors";
 import { errorResponse, recordRequest, requestIdOf } from "../../../http/pipeline";
+import { HeldResource, type Release } from "../../limits/held";
+import { addressCounter } from "../../limits/rates";
 import { LlhlsMediaParams, LlhlsQuery } from "../model";
 import { initSegment, mediaPlaylistOf, partOf, segmentOf } from "./origin";
 import { isViewerId, viewerSeen } from "./viewers";
@@ -50,19 +53,70 @@ export function media(
 
 export type MediaQuery = typeof LlhlsQuery.static;
 
+/**
+ * Requests that may wait for a part (a blocking reload, a part): each holds its connection
+ * until the part exists, up to three target durations. Counted per client address, not per
+ * `viewer=`, which a client makes up at will.
+ */
+const waits = new HeldResource({
+  resource: "llhls_waits",
+  what: "LL-HLS requests waiting for a part",
+  perProcess: { name: "llhls.waits.per_process", cap: () => config.limits.held.llhlsWaitsPerProcess },
+  callers: [
+    {
+      name: "llhls.waits.per_address",
+      per: "address",
+      cap: () => config.limits.held.llhlsWaitsPerAddress,
+      refusal: 429,
+    },
+    { name: "llhls.waits.per_stream", per: "stream", cap: () => config.limits.held.llhlsWaitsPerStream, refusal: 503 },
+  ],
+  // A player asks again within a part's duration anyway.
+  retryAfterSeconds: 1,
+  free: "let one be answered",
+});
+
+/** Who asks, for the caps: the peer's address (absent in-process) and the request's end. */
+export interface MediaClient {
+  address?: string;
+  /** Aborts when the client goes away: its slot is free, and its wait ended, at once. */
+  signal?: AbortSignal;
+}
+
+function holdWait(stream: string, client: MediaClient): Release {
+  const release = waits.take([client.address === undefined ? undefined : addressCounter(client.address), stream]);
+  client.signal?.addEventListener("abort", release, { once: true });
+  return () => {
+    client.signal?.removeEventListener("abort", release);
+    release();
+  };
+}
+
+async function whileHeld<T>(stream: string, client: MediaClient, work: () => Promise<T>): Promise<T> {
+  const release = holdWait(stream, client);
+  try {
+    return await work();
+  } finally {
+    release();
+  }
+}
+
 /** A rendition's media playlist (blocking reloads and delta updates), init segment, segment or part. */
 export async function mediaAnswer(
   stream: string,
   rendition: string,
   file: string,
   query: MediaQuery,
+  client: MediaClient,
   requestId?: string,
 ): Promise<Response> {
   if (file === "index.m3u8") {
     const directives = parseDirectives(query);
     if (typeof directives === "string") throw new AppError("bad_request", directives);
     if (isViewerId(query.viewer)) viewerSeen(stream, query.viewer);
-    const answer = await mediaPlaylistOf(stream, rendition, directives);
+    const playlist = () => mediaPlaylistOf(stream, rendition, directives, client.signal);
+    // Only a blocking reload waits; a plain one is answered from what the process has.
+    const answer = directives.msn === undefined ? await playlist() : await whileHeld(stream, client, playlist);
     // How long a reload that waited took once the part was
     // there: what the origin adds, for operators and benchmarks.
     const timing = answer.afterPartMs === undefined ? undefined : `part;dur=${answer.afterPartMs.toFixed(2)}`;
@@ -71,7 +125,7 @@ export async function mediaAnswer(
   if (file === "init.mp4") return media(await initSegment(stream, rendition), "video/mp4", IMMUTABLE, requestId);
   const [msn, part] = file.slice(0, -".m4s".length).split(".").map(Number) as [number, number | undefined];
   if (part === undefined) return media(await segmentOf(stream, rendition, msn), "video/mp4", IMMUTABLE, requestId);
-  const answer = await partOf(stream, rendition, msn, part);
+  const answer = await whileHeld(stream, client, () => partOf(stream, rendition, msn, part, client.signal));
   return media("bytes" in answer ? answer.bytes : answer.stream, "video/mp4", IMMUTABLE, requestId);
 }
 
@@ -112,14 +166,15 @@ function plainQuery(url: string): MediaQuery | undefined {
 
 /** The route for Bun: requests it cannot vouch for are handed to `elysia`, the app's own handling. */
 export function llhlsMediaRoute(elysia: (request: Request) => Response | Promise<Response>) {
-  return async (request: BunRequest): Promise<Response> => {
+  return async (request: BunRequest, server: Server<unknown>): Promise<Response> => {
     const { stream, rendition, file } = request.params;
     const query = plainQuery(request.url);
     if (!query || !STREAM(stream) || !RENDITION(rendition) || !FILE(file)) return elysia(request);
     const info = { id: requestIdOf(request), startedAt: performance.now() };
     let response: Response;
     try {
-      response = await mediaAnswer(stream, rendition, file, query, info.id);
+      const client = { address: server.requestIP(request)?.address, signal: request.signal };
+      response = await mediaAnswer(stream, rendition, file, query, client, info.id);
     } catch (error) {
       response = errorResponse(error, info.id);
     }
