@@ -3,11 +3,11 @@
  * builder turns each route's TypeBox models into an operation; this module then makes the
  * result exact, in one pass over the routes, rather than by hand in every route:
  * - answers carry the content types Parley sends (JSON unless a route declares its own),
- *   and bodies the types it accepts (JSON unless the route's `accepts` lists more, src/http/accepts.ts);
- * - the errors the pipeline itself answers are added from what the route takes: 400 for
- *   every route (its query string is checked, whatever its schema), 404 for a path naming a
- *   resource, 413 and 415 for a body; guards and limits declare theirs (401, 403, 429, 503) as `detail.responses`
- *   of their macros, merged here with the route's own;
+ *   and bodies the types it accepts (JSON unless the route's `accepts` lists more);
+ * - the errors the pipeline itself answers are added: 400 and 413 on every route, 415 on
+ *   every method that may carry a body, 404 where the path names a resource; guards,
+ *   limits and caps declare theirs (401, 403, 429, 503) as `detail.responses`, merged here
+ *   with the route's own;
  * - every error answer refers to the one `Error` schema, whose `code` lists the server's codes;
  * - Elysia's coercing number types (`string | integer`) are written as the number they are,
  *   and `nullable` (a 3.0 word) is dropped where `type: "null"` already says it.
@@ -41,8 +41,8 @@ const STATUS_DESCRIPTIONS: Record<string, string> = {
   "404": "No such resource",
   "405": "Missing or malformed input (the conference mapper's status for it)",
   "409": "Conflict with the current state",
-  "413": "The body is larger than the server accepts (MAX_BODY_BYTES)",
-  "415": "The body is JSON sent under another content type",
+  "413": "The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES)",
+  "415": "The body is of a type the route does not take (JSON unless it says more)",
   "419": "The reservation's time is over (Jicofo's reservation contract)",
   "422": "Well-formed but invalid",
   "429": "A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry",
@@ -149,14 +149,17 @@ function prepared(hooks: Json): { hooks: Json; responses: Json; bodyTypes?: stri
   return { hooks: { ...hooks, response, detail }, responses: responses as Json, bodyTypes };
 }
 
-/** The errors the pipeline answers for a route that takes this input (src/http/pipeline.ts). */
-function pipelineErrors(route: RouteToDescribe, operation: Json): string[] {
-  // 400 on every route: besides validation, the pipeline refuses any query string that holds
-  // text PostgreSQL cannot store (src/http/text.ts), named in a schema or not.
-  const statuses = ["400"];
+/**
+ * The errors the pipeline answers for a route, whatever its handler does (src/http/pipeline.ts):
+ * 400 for any query string holding text PostgreSQL cannot store (named in a schema or not),
+ * 413 for a declared length over MAX_BODY_BYTES, and on a method that may carry a body, 415
+ * for one of a type the route does not take; 404 where the path names a resource.
+ */
+function pipelineErrors(method: string, operation: Json): string[] {
+  const statuses = ["400", "413"];
+  if (!["GET", "HEAD"].includes(method)) statuses.push("415");
   const parameters = (operation.parameters ?? []) as Json[];
   if (parameters.some((parameter) => parameter.in === "path")) statuses.push("404");
-  if (route.hooks.body) statuses.push("413", "415");
   return statuses;
 }
 
@@ -183,7 +186,8 @@ function describeOperation(route: RouteToDescribe, operation: Json, declared: Js
       ...(typed ? { content: typed } : {}),
     };
   }
-  for (const status of pipelineErrors(route, operation)) responses[status] ??= errorAnswer(status);
+  const method = route.method === "WS" ? "GET" : route.method;
+  for (const status of pipelineErrors(method, operation)) responses[status] ??= errorAnswer(status);
   Object.assign(responses, declared);
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
 

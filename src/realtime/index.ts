@@ -90,8 +90,9 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
       description: SOCKET_DESCRIPTION,
       responses: {
         101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
-        // 429: the sockets a token or a user may hold are open; 503: those of the process (docs/limits.md#caps).
-        ...errorAnswers("400", "401", "403", "429", "503"),
+        ...errorAnswers("400", "401", "403", "503"),
+        // The caps on open sockets (docs/limits.md#caps).
+        ...sockets.answers(),
       },
     },
     open(ws) {

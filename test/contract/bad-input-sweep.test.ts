@@ -29,7 +29,7 @@ beforeAll(async () => {
   narrowToken = await tokenFor(apiKey, { id: "sweeper", name: "Sweeper" }, "media");
 });
 
-function askings(operation: Json): Asked[] {
+function askings(method: string, operation: Json): Asked[] {
   const json = { "content-type": "application/json" };
   const asked: Asked[] = [
     { what: "no credential" },
@@ -38,6 +38,19 @@ function askings(operation: Json): Asked[] {
     { what: "a token of another scope", headers: { authorization: `Bearer ${narrowToken}` } },
     { what: "a path parameter too long", headers: { authorization: `Bearer ${apiKey}` }, pathValue: "x".repeat(300) },
   ];
+  // Every route, whatever it takes: a declared length over the limit, and (where a body may
+  // come) a body of a type it does not take.
+  asked.push({
+    what: "a Content-Length over the limit",
+    headers: { authorization: `Bearer ${apiKey}`, "content-length": String(64 * 1024 * 1024) },
+  });
+  if (method !== "get") {
+    asked.push({
+      what: "a body of a type no route takes",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/x-sweep" },
+      raw: "sweep",
+    });
+  }
   if (operation.requestBody) {
     const key = { authorization: `Bearer ${apiKey}` };
     asked.push(
@@ -63,7 +76,7 @@ describe("every operation, asked wrongly, answers only what it declares", () => 
       for (const [method, operation] of Object.entries(item as Json)) {
         // The socket's upgrade needs a WebSocket client: test/realtime covers its refusals.
         if (path === "/api/v1/messaging/websocket") continue;
-        for (const asking of askings(operation)) {
+        for (const asking of askings(method, operation)) {
           const filled = path.replace(/\{[^}]+\}/g, asking.pathValue ?? "sweep-1");
           // Only the status and headers are read: the event stream's body never ends.
           const answer = await app.handle(

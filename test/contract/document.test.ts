@@ -120,16 +120,16 @@ describe("the published OpenAPI description", () => {
   test("each route lists the errors its guard, limit and input can cause", async () => {
     const doc = await described();
     const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses);
-    // API key, path parameter, no limit: 400, 401, 404, 503.
-    expect(statuses("/api/v1/webhooks/{id}", "get")).toEqual(["200", "400", "401", "404", "503"]);
+    // API key, path parameter, no limit: 400, 401, 404, 413 (a declared length), 503.
+    expect(statuses("/api/v1/webhooks/{id}", "get")).toEqual(["200", "400", "401", "404", "413", "503"]);
     // Token guard (scope: 403), a body, the messaging limit.
     expect(statuses("/api/v1/messaging/rooms/create", "post")).toEqual(
       expect.arrayContaining(["400", "401", "403", "413", "415", "429", "503"]),
     );
     // Public, limited per address.
     expect(statuses("/terraform/v1/hooks/srs/live/viewers/count/{stream_name}", "get")).toContain("429");
-    // Even a route without parameters refuses a query string PostgreSQL could not store.
-    expect(statuses("/healthz", "get")).toEqual(["200", "400"]);
+    // Even a route without parameters refuses an unstorable query string and a length over the limit.
+    expect(statuses("/healthz", "get")).toEqual(["200", "400", "413"]);
     expect((await call("GET", "/healthz?a=%00")).status).toBe(400);
     // Every route but the liveness probe reads PostgreSQL or Redis, which may be down.
     const without503 = operations(doc).filter(([, operation]) => !("503" in operation.responses));

@@ -11,7 +11,7 @@ import { startStream, stopStream } from "./control";
 import { LlhlsMediaParams, LlhlsQuery, StreamName, StreamingModel } from "./model";
 import { viewerCount, vodLocation } from "./viewers";
 import { multivariant } from "./llhls/origin";
-import { media, mediaAnswer, PLAYLIST } from "./llhls/route";
+import { media, mediaAnswer, mediaWaitRefusals, PLAYLIST } from "./llhls/route";
 import { isViewerId, newViewerId } from "./llhls/viewers";
 
 const NotStarted = t.Object({ started: t.Literal(false) }, { additionalProperties: true });
@@ -153,6 +153,8 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
             [PLAYLIST]: PLAYLIST_BODY,
             "video/mp4": MP4_BODY,
           }),
+          // A blocking reload or a part waits, under caps on the waits (docs/limits.md#caps).
+          ...mediaWaitRefusals(),
         },
       },
     },

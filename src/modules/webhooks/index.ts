@@ -109,8 +109,9 @@ export const eventLogController = new Elysia({
               description: "Events as `id: <sequence>`, `event: <type>` and `data: <the event as JSON>` lines",
             },
           }),
-          // A Last-Event-ID that is not a sequence number.
+          // A Last-Event-ID that is not a sequence number; the caps on open streams.
           ...errorAnswers("422"),
+          ...eventStreams.answers(),
         },
       },
     },

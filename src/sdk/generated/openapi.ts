@@ -1305,6 +1305,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getReadyz: {
@@ -1332,6 +1341,15 @@ export interface operations {
             };
             /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1400,6 +1418,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -1443,6 +1470,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1536,7 +1572,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1545,7 +1581,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1661,6 +1697,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -1729,6 +1774,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1845,6 +1899,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -1914,6 +1977,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1993,6 +2065,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2163,7 +2244,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2172,7 +2253,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2314,6 +2395,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -2416,6 +2506,15 @@ export interface operations {
                         };
                         message?: string;
                     };
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
@@ -2522,6 +2621,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -2603,6 +2720,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2780,7 +2906,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2789,7 +2915,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2907,6 +3033,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -3007,6 +3142,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -3100,6 +3244,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3248,7 +3410,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3257,7 +3419,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3396,7 +3558,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3405,7 +3567,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3507,6 +3669,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
@@ -3570,6 +3741,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3735,7 +3915,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3744,7 +3924,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3800,6 +3980,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3864,9 +4053,35 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3904,6 +4119,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3997,6 +4221,15 @@ export interface operations {
             };
             /** @description The credential does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4124,7 +4357,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4133,7 +4366,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4251,6 +4484,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4418,6 +4660,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -4522,7 +4773,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4531,7 +4782,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4699,6 +4950,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -4812,6 +5072,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4946,7 +5215,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4955,7 +5224,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5123,6 +5392,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -5226,7 +5504,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5235,7 +5513,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5341,6 +5619,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -5435,6 +5722,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5544,6 +5840,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -5637,6 +5951,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5761,6 +6084,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -5878,6 +6219,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -5964,6 +6323,15 @@ export interface operations {
             };
             /** @description The credential does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6063,6 +6431,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6179,7 +6556,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6188,7 +6565,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6275,6 +6652,15 @@ export interface operations {
             };
             /** @description The credential does not allow this */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6373,7 +6759,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6382,7 +6768,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6543,7 +6929,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6552,7 +6938,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6684,7 +7070,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6693,7 +7079,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6825,7 +7211,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6834,7 +7220,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7347,6 +7733,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
@@ -7408,9 +7803,33 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Well-formed but invalid */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7481,6 +7900,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7578,7 +8006,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -7587,7 +8015,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7685,6 +8113,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -7736,6 +8173,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7835,7 +8290,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -7844,7 +8299,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7946,6 +8401,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -8033,6 +8506,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -8090,6 +8572,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8172,7 +8672,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8181,7 +8681,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8450,7 +8950,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8459,7 +8959,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8577,6 +9077,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -8659,7 +9168,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8668,7 +9177,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8759,7 +9268,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8768,7 +9277,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8843,6 +9352,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8935,7 +9462,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8944,7 +9471,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9022,6 +9549,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9109,7 +9654,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9118,7 +9663,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9201,6 +9746,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9308,7 +9862,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9317,7 +9871,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9413,6 +9967,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -9493,6 +10065,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -9559,6 +10149,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9656,7 +10255,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9665,7 +10264,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9726,6 +10325,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9812,7 +10420,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9821,7 +10429,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9901,6 +10509,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9991,7 +10608,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10000,7 +10617,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10075,6 +10692,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10158,6 +10793,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10276,7 +10920,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10285,7 +10929,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10371,6 +11015,24 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10481,7 +11143,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10490,7 +11152,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10603,6 +11265,24 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -10689,7 +11369,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10698,7 +11378,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10795,7 +11475,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10804,7 +11484,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is JSON sent under another content type */
+            /** @description The body is of a type the route does not take (JSON unless it says more) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10930,6 +11610,15 @@ export interface operations {
             };
             /** @description No credential, or one that is unknown, revoked or expired */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body, or the length the request declares, is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
