@@ -5,8 +5,11 @@
  * exits 2, as the other entry points do.
  */
 import { loadProcessConfig } from "../src/config";
+import { joinPrivateRedis } from "../src/private-redis";
 
 if (!loadProcessConfig()) process.exit(2);
+// Alone on a machine whose Parley runs a private Redis, with no Redis named: that one.
+if (await joinPrivateRedis()) loadProcessConfig();
 const { runAlone } = await import("./role");
 runAlone().catch((error: Error) => {
   console.error(`parley sip gateway: ${error.message}`);

@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from "./config";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
+import { sealSecretsAtRest } from "./sealed-at-rest";
 import { AppError } from "./core/errors";
 import {
   createAccount,
@@ -354,6 +355,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
   }
   try {
     await migrate();
+    await sealSecretsAtRest();
     await run(args, values);
     return 0;
   } catch (error) {

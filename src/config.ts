@@ -117,8 +117,11 @@ function redisConfig(read: EnvReader) {
     /**
      * With sentinels, only its credentials, database number and scheme
      * (rediss: for TLS) are used: the master's address comes from Sentinel.
+     * An absolute path is a Unix socket's (`/run/redis.sock?db=2`), as ioredis reads it.
      */
-    url: read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
+    url: read.optionalText("REDIS_URL")?.startsWith("/")
+      ? read.text("REDIS_URL", "")
+      : read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
     sentinels,
     /** The master group Sentinel watches (`sentinel monitor <name> ...`). */
     sentinelName: read.text("REDIS_SENTINEL_NAME", "mymaster"),

@@ -6,13 +6,13 @@
  * since PGlite cannot be shared between processes. A second Parley on a port one already
  * serves is refused before it opens anything (src/port-guard.ts).
  */
-import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
-import { connect } from "node:net";
-import { resolve } from "node:path";
 import { config, loadProcessConfig } from "./config";
+import { keepNewFilesPrivate, makePrivate } from "./core/private-dir";
 import { portHeldBy } from "./port-guard";
+import { joinPrivateRedis, startPrivateRedis } from "./private-redis";
 import { SUPERVISOR_FLAG } from "./roles";
+
+keepNewFilesPrivate();
 
 const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--role=".length);
 /**
@@ -24,47 +24,21 @@ const parentPid =
   Number(process.argv.find((arg) => arg.startsWith(`${SUPERVISOR_FLAG}=`))?.slice(SUPERVISOR_FLAG.length + 1)) ||
   process.ppid;
 
-function redisAnswers(port: number, host: string): Promise<boolean> {
-  return new Promise((done) => {
-    const socket = connect({ port, host, timeout: 1_000 }, () => socket.end(() => done(true)));
-    socket.on("error", () => done(false));
-    socket.on("timeout", () => {
-      socket.destroy();
-      done(false);
-    });
-  });
-}
-
-/**
- * With no REDIS_URL or REDIS_SENTINELS and nothing on the default port, run a private redis-server for this service.
- */
-async function ensureRedis(): Promise<void> {
-  if (process.env.REDIS_URL || process.env.REDIS_SENTINELS || (await redisAnswers(6379, "127.0.0.1"))) return;
-  const port = 6390;
-  const dir = resolve(process.env.DATA_DIR ?? "./data", "redis");
-  mkdirSync(dir, { recursive: true });
-  if (!(await redisAnswers(port, "127.0.0.1"))) {
-    const child = spawn(
-      "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "60 1", "--appendonly", "no"],
-      {
-        stdio: "ignore",
-      },
-    );
-    child.on("error", (error) => {
-      console.error(`parley: no Redis reachable and redis-server could not start: ${error.message}`);
-      process.exit(1);
-    });
-    process.on("exit", () => child.kill("SIGTERM"));
-    for (let i = 0; i < 50 && !(await redisAnswers(port, "127.0.0.1")); i++) await Bun.sleep(100);
-  }
-  process.env.REDIS_URL = `redis://127.0.0.1:${port}`;
-}
-
-// A private Redis, when one starts, is part of the environment the settings are parsed from.
-if (!role) await ensureRedis();
 if (!loadProcessConfig()) process.exit(2);
 if (!role) {
+  // Before anything is written there: a folder an older Parley (or a copy) left readable is closed first.
+  const { changed, notOurs } = makePrivate(config.database.dataDir);
+  if (changed > 0 || notOurs.length > 0) {
+    const { log } = await import("./core/log");
+    const dataDir = config.database.dataDir;
+    if (changed > 0) log.info({ dataDir, entries: changed }, "made the data folder private to this user");
+    if (notOurs.length > 0) {
+      const first = notOurs.slice(0, 5);
+      log.warn({ dataDir, entries: notOurs.length, first }, "entries of the data folder this user cannot make private");
+    }
+  }
+  // A private Redis, when one starts, is part of the environment the settings are parsed from.
+  if (await startPrivateRedis()) loadProcessConfig();
   // Before the database is opened: a second Parley on the port must not join the first one's pool.
   const held = await portHeldBy(config.http.host, config.http.port);
   if (held) {
@@ -73,6 +47,8 @@ if (!role) {
   }
 }
 if (role) {
+  // A role started alone on this machine, with no Redis named, joins the supervisor's private one.
+  if (await joinPrivateRedis()) loadProcessConfig();
   await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {
   await import("./supervisor").then(({ supervise }) => supervise());

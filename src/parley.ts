@@ -6,7 +6,11 @@
  * the socket for the one command: the same routes, answers and audit entries as a running
  * Parley's, with the socket held so that nothing else starts on the folder meanwhile.
  */
+import { keepNewFilesPrivate } from "./core/private-dir";
 import { runCli } from "./sdk/cli";
+
+// Without a running Parley this process writes the data folder itself.
+keepNewFilesPrivate();
 
 const exitCode = await runCli(process.argv.slice(2), {
   async direct(argv, why) {
@@ -16,14 +20,26 @@ const exitCode = await runCli(process.argv.slice(2), {
     const { loadProcessConfig } = await import("./config");
     // The app's modules open the database as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
-    const [{ migrate }, { createApp }, { serveLocalSocket }, { closeShared }] = await Promise.all([
-      import("./db/migrate"),
-      import("./app"),
-      import("./modules/admin/local"),
-      import("./connections"),
-    ]);
+    if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();
+    const [{ migrate }, { sealSecretsAtRest }, { AppError }, { createApp }, { serveLocalSocket }, { closeShared }] =
+      await Promise.all([
+        import("./db/migrate"),
+        import("./sealed-at-rest"),
+        import("./core/errors"),
+        import("./app"),
+        import("./modules/admin/local"),
+        import("./connections"),
+      ]);
     try {
       await migrate();
+      try {
+        await sealSecretsAtRest();
+      } catch (error) {
+        // A sealing key that does not open what is sealed: no command may seal under it.
+        if (!(error instanceof AppError)) throw error;
+        console.error(`parley: ${error.message}`);
+        return 1;
+      }
       const app = createApp();
       const socket = await serveLocalSocket((request) => app.handle(request));
       try {

@@ -3,7 +3,7 @@ import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { config } from "./config";
 import { closeShared } from "./connections";
-import { dependencyFailure } from "./core/errors";
+import { AppError, dependencyFailure } from "./core/errors";
 import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";
 import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
@@ -112,12 +112,19 @@ async function prepareDatabase(): Promise<void> {
   // Loaded here, and only when a first account may be made: every role's child process imports
   // this module too, and the accounts service brings the JWT library and more along.
   const bootstrap = config.admin.bootstrapAccount ? await import("./modules/accounts/bootstrap") : undefined;
+  const { sealSecretsAtRest } = await import("./sealed-at-rest");
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
+      await sealSecretsAtRest();
       await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
+      // The sealing key does not open what is sealed: no wait mends that.
+      if (error instanceof AppError) {
+        console.error(`parley: ${error.message}`);
+        process.exit(1);
+      }
       const failure = dependencyFailure(error);
       if (!failure) throw error;
       if (attempt === 1 || attempt % 30 === 0) log.warn({ err: failure, attempt }, "waiting for the database");

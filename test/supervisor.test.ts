@@ -220,6 +220,9 @@ describe("embedded database", () => {
       expect(response.status).toBe(200);
       service.kill("SIGTERM");
       expect(await service.exited).toBe(0);
+      // Private to this user throughout, the files PGlite unpacks and writes 0666 and 0644 included.
+      const open = Bun.spawnSync(["find", dataDir, "-perm", "/077", "!", "-type", "l"]).stdout.toString();
+      expect(open).toBe("");
     } finally {
       service.kill("SIGKILL");
       rmSync(dataDir, { recursive: true, force: true });

@@ -22,6 +22,13 @@ export function whenStopping(hook: () => void): void {
   stoppingHooks.push(hook);
 }
 
+/** Run once a stop has drained everything, before the process exits: for what the roles needed until the end. */
+const stoppedHooks: Array<() => Promise<void>> = [];
+
+export function whenStopped(hook: () => Promise<void>): void {
+  stoppedHooks.push(hook);
+}
+
 /**
  * Runs `stop` on the first SIGTERM or SIGINT, then exits. A stop that hangs (a job waiting on a
  * database that never answers) must not keep the process up forever: after `limitMs` it exits 1.
@@ -37,13 +44,15 @@ export function onStopSignal(stop: () => Promise<void>, limitMs = config.http.sh
       log.error({ limitMs }, "stop did not finish in time; exiting with work unfinished");
       process.exit(1);
     }, limitMs).unref();
-    stop().then(
-      () => process.exit(0),
-      (error: Error) => {
-        log.error({ err: error.message }, "stop failed");
-        process.exit(1);
-      },
-    );
+    stop()
+      .then(() => Promise.all(stoppedHooks.map((hook) => hook())))
+      .then(
+        () => process.exit(0),
+        (error: Error) => {
+          log.error({ err: error.message }, "stop failed");
+          process.exit(1);
+        },
+      );
   };
   process.on("SIGTERM", handler);
   process.on("SIGINT", handler);

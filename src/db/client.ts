@@ -9,6 +9,7 @@ import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { ParameterOrJSON, Sql, UnsafeQueryOptions } from "postgres";
 import { config } from "../config";
+import { makePrivate } from "../core/private-dir";
 
 /** No schema is handed to drizzle: queries name their tables (`db.select().from(table)`), never `db.query.*`. */
 export type Database = PgDatabase<PgQueryResultHKT>;
@@ -235,9 +236,11 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   const { PGlite } = await import("@electric-sql/pglite");
   const { pg_trgm } = await import("@electric-sql/pglite/contrib/pg_trgm");
   const { drizzle } = await import("drizzle-orm/pglite");
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
   const client = await PGlite.create(dataDir, { extensions: { pg_trgm } });
+  // PGlite unpacks a new database's files 0666 and rewrites some 0644 as it starts, whatever the umask.
+  makePrivate(dataDir);
   return {
     db: guardTransactions(drizzle(client) as unknown as Database),
     kind: "pglite",

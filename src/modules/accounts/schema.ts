@@ -42,7 +42,7 @@ export const signingKeys = pgTable(
     kid: text("kid").primaryKey(),
     accountId: accountIdColumn(),
     algorithm: text("algorithm").notNull(),
-    /** A JWK, or one sealed with SIGNING_KEY_SECRET (see sealing.ts). */
+    /** A sealed JWK (see sealing.ts); a plain one an older Parley stored is sealed at the next start. */
     privateJwk: jsonb("private_jwk").$type<StoredPrivateKey>().notNull(),
     publicJwk: jsonb("public_jwk").$type<JsonWebKey>().notNull(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),

@@ -1,11 +1,16 @@
 /**
- * Private signing keys at rest. With SIGNING_KEY_SECRET set, a private JWK is stored sealed
- * with AES-256-GCM under a key derived from that secret, so a database dump alone cannot
- * sign tokens. Keys stored before the secret was set stay readable as they are.
+ * Secrets at rest: private signing keys and webhook secrets are always stored sealed with
+ * AES-256-GCM, under a key derived (HKDF) from SIGNING_KEY_SECRET or, when it is unset, from a
+ * random secret generated once into DATA_DIR/sealing-key (0600). A database dump, a backup, the
+ * WAL or a replica then holds no usable secret. Rows an older Parley stored in plain text are
+ * read as they are, and sealed by the next start (resealAtRest).
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
+import { secretKeptIn } from "../../core/kept-secret";
 
 // A type, not an interface, so it fits the JWK shape of the column as well.
 export type SealedKey = {
@@ -20,18 +25,34 @@ export type PrivateJwk = Record<string, unknown>;
 
 export type StoredPrivateKey = PrivateJwk | SealedKey;
 
-let derived: Buffer | undefined;
+/** The generated sealing secret's file, used when SIGNING_KEY_SECRET is unset. */
+export const sealingKeyFile = () => join(config.database.dataDir, "sealing-key");
 
-function sealingKey(secret: string): Buffer {
-  derived ??= Buffer.from(hkdfSync("sha256", secret, "parley", "signing-key-sealing", 32));
-  return derived;
+/** Where the sealing secret comes from, for messages: the setting or the file. */
+export const sealingKeySource = () => (config.tokens.signingKeySecret ? "SIGNING_KEY_SECRET" : sealingKeyFile());
+
+let derived: { secret: string; key: Buffer } | undefined;
+
+function sealingKey(): Buffer {
+  const secret = config.tokens.signingKeySecret ?? secretKeptIn(sealingKeyFile());
+  if (derived?.secret !== secret) {
+    derived = { secret, key: Buffer.from(hkdfSync("sha256", secret, "parley", "signing-key-sealing", 32)) };
+  }
+  return derived.key;
 }
 
-export function sealPrivateKey(jwk: PrivateJwk): StoredPrivateKey {
-  const secret = config.tokens.signingKeySecret;
-  if (!secret) return jwk;
+/** Reads the sealing secret now, generating its file on a first start; true when it was generated. */
+export function prepareSealingKey(): boolean {
+  const generated = !config.tokens.signingKeySecret && !existsSync(sealingKeyFile());
+  sealingKey();
+  return generated;
+}
+
+export const isSealed = (stored: StoredPrivateKey): stored is SealedKey => stored.sealed === "A256GCM";
+
+export function sealPrivateKey(jwk: PrivateJwk): SealedKey {
   const iv = randomBytes(12);
-  const cipher = createCipheriv("aes-256-gcm", sealingKey(secret), iv);
+  const cipher = createCipheriv("aes-256-gcm", sealingKey(), iv);
   const data = Buffer.concat([cipher.update(JSON.stringify(jwk), "utf8"), cipher.final()]);
   return {
     sealed: "A256GCM",
@@ -42,12 +63,17 @@ export function sealPrivateKey(jwk: PrivateJwk): StoredPrivateKey {
 }
 
 export function openPrivateKey(stored: StoredPrivateKey): PrivateJwk {
-  if (stored.sealed !== "A256GCM") return stored;
-  const sealed = stored as SealedKey;
-  const secret = config.tokens.signingKeySecret;
-  if (!secret) throw new AppError("internal", "a signing key is sealed but SIGNING_KEY_SECRET is not set");
-  const decipher = createDecipheriv("aes-256-gcm", sealingKey(secret), Buffer.from(sealed.iv, "base64url"));
-  decipher.setAuthTag(Buffer.from(sealed.tag, "base64url"));
-  const plain = Buffer.concat([decipher.update(Buffer.from(sealed.data, "base64url")), decipher.final()]);
-  return JSON.parse(plain.toString("utf8")) as PrivateJwk;
+  if (!isSealed(stored)) return stored;
+  const decipher = createDecipheriv("aes-256-gcm", sealingKey(), Buffer.from(stored.iv, "base64url"));
+  decipher.setAuthTag(Buffer.from(stored.tag, "base64url"));
+  try {
+    const plain = Buffer.concat([decipher.update(Buffer.from(stored.data, "base64url")), decipher.final()]);
+    return JSON.parse(plain.toString("utf8")) as PrivateJwk;
+  } catch {
+    throw new AppError(
+      "internal",
+      `a secret in the database was sealed with another key than ${sealingKeySource()}: set SIGNING_KEY_SECRET ` +
+        "to the secret it was sealed with, or put back the sealing-key file it was sealed with (docs/security.md)",
+    );
+  }
 }

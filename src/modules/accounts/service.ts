@@ -16,7 +16,7 @@ import { promisify } from "node:util";
 import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { type CryptoKey, importJWK, type JWK } from "jose";
 import { config, type SigningAlgorithm } from "../../config";
-import { db } from "../../db/client";
+import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { memoize } from "../../core/memo";
 import { log } from "../../core/log";
@@ -386,4 +386,30 @@ export async function publicKeySet(): Promise<{ keys: Record<string, unknown>[] 
     .where(or(isNull(signingKeys.verifyUntil), gt(signingKeys.verifyUntil, new Date())))
     .orderBy(asc(signingKeys.createdAt));
   return { keys: rows.map((row) => ({ ...row.publicJwk })) };
+}
+
+/**
+ * Seals the signing keys an older Parley stored in plain text, in the caller's transaction, once a key
+ * already sealed is found to open with this sealing key (openPrivateKey throws, naming the fix, when
+ * not). Returns how many it sealed: a second run, here or in a process waiting on the same rows, finds none.
+ */
+export async function sealPlainSigningKeys(tx: Database): Promise<number> {
+  const [sealed] = await tx
+    .select({ privateJwk: signingKeys.privateJwk })
+    .from(signingKeys)
+    .where(sql`${signingKeys.privateJwk} ->> 'sealed' is not null`)
+    .limit(1);
+  if (sealed) openPrivateKey(sealed.privateJwk);
+  const plain = await tx
+    .select({ kid: signingKeys.kid, privateJwk: signingKeys.privateJwk })
+    .from(signingKeys)
+    .where(sql`${signingKeys.privateJwk} ->> 'sealed' is null`)
+    .for("update");
+  for (const { kid, privateJwk } of plain) {
+    await tx
+      .update(signingKeys)
+      .set({ privateJwk: sealPrivateKey(privateJwk) })
+      .where(eq(signingKeys.kid, kid));
+  }
+  return plain.length;
 }

@@ -4,13 +4,13 @@
  * cookie's short-lived JWT names it, and logout revokes the row.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { and, eq, gt, isNull, lt } from "drizzle-orm";
 import type { RateLimiterRedis } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
+import { secretKeptIn } from "../../core/kept-secret";
 import { redis, redisKey } from "../../queue/connection";
 import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts/service";
 import { operators } from "../operators/schema";
@@ -25,41 +25,7 @@ let secret: string | undefined;
 
 /** CONSOLE_SECRET, or one generated on first use and kept in the data folder for every process. */
 export function consoleSecret(): string {
-  secret ??= config.console.secret ?? secretFromDataFolder();
-  return secret;
-}
-
-/** The secret kept in `file`: undefined when there is none, "" when the file is empty. */
-function keptSecret(file: string): string | undefined {
-  try {
-    return readFileSync(file, "utf8").trim();
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
-}
-
-function secretFromDataFolder(): string {
-  const file = resolve(config.database.dataDir, "console-secret");
-  const kept = keptSecret(file);
-  if (kept) return kept;
-  mkdirSync(config.database.dataDir, { recursive: true });
-  // Written whole under a name of this process's own, then put in place in one step: API processes
-  // starting together read either no secret or a whole one. Written in place, a process could read
-  // the file between its creation and its write, take the empty secret, and die of it.
-  const draft = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
-  writeFileSync(draft, randomBytes(32).toString("base64url"), { mode: 0o600 });
-  try {
-    // An empty file (a write cut short) is replaced; otherwise the first process to link its secret wins.
-    if (kept === "") renameSync(draft, file);
-    else linkSync(draft, file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-  } finally {
-    rmSync(draft, { force: true });
-  }
-  const secret = keptSecret(file);
-  if (!secret) throw new Error(`the console secret could not be kept in ${file}`);
+  secret ??= config.console.secret ?? secretKeptIn(resolve(config.database.dataDir, "console-secret"));
   return secret;
 }
 

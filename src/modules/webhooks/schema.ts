@@ -52,7 +52,7 @@ export const webhookEndpoints = pgTable(
     enabled: boolean("enabled").notNull().default(true),
     /** Deliver one at a time in sequence order: a failing event holds back the later ones. */
     ordered: boolean("ordered").notNull().default(false),
-    /** The `whsec_` secret, sealed like signing keys when SIGNING_KEY_SECRET is set. */
+    /** The `whsec_` secret, sealed like signing keys (see accounts/sealing.ts). */
     secret: jsonb("secret").$type<StoredPrivateKey>().notNull(),
     /** The secret before the last rotation, still signing beside the new one until previousSecretUntil. */
     previousSecret: jsonb("previous_secret").$type<StoredPrivateKey>(),

@@ -9,7 +9,7 @@ import { config } from "../../config";
 import { type Database, db } from "../../db/client";
 import { outbox } from "../../queue/outbox";
 import { AppError } from "../../core/errors";
-import { openPrivateKey, sealPrivateKey } from "../accounts/sealing";
+import { isSealed, openPrivateKey, type StoredPrivateKey, sealPrivateKey } from "../accounts/sealing";
 import { EVENT_TYPES, type EventType } from "./event-types";
 import type { Delivery, Endpoint, EndpointCreate, EndpointUpdate, PublicEvent } from "./model";
 import { arrayLiteral, rowsOf } from "../../db/rows";
@@ -115,6 +115,36 @@ function newSecret(): string {
 
 const sealSecret = (secret: string) => sealPrivateKey({ secret });
 export const openSecret = (stored: EndpointRow["secret"]) => openPrivateKey(stored).secret as string;
+
+/**
+ * Seals the secrets (current and previous) an older Parley stored in plain text, in the caller's
+ * transaction, once a secret already sealed is found to open with this sealing key. Returns how many
+ * endpoints it changed: a second run, here or in a process waiting on the same rows, finds none.
+ */
+export async function sealPlainSecrets(tx: Database): Promise<number> {
+  const [sealed] = await tx
+    .select({ secret: webhookEndpoints.secret })
+    .from(webhookEndpoints)
+    .where(sql`${webhookEndpoints.secret} ->> 'sealed' is not null`)
+    .limit(1);
+  if (sealed) openSecret(sealed.secret);
+  const plain = await tx
+    .select({ id: webhookEndpoints.id, secret: webhookEndpoints.secret, previous: webhookEndpoints.previousSecret })
+    .from(webhookEndpoints)
+    .where(
+      sql`${webhookEndpoints.secret} ->> 'sealed' is null
+        or (${webhookEndpoints.previousSecret} is not null and ${webhookEndpoints.previousSecret} ->> 'sealed' is null)`,
+    )
+    .for("update");
+  const sealedNow = (stored: StoredPrivateKey) => (isSealed(stored) ? stored : sealPrivateKey(stored));
+  for (const { id, secret, previous } of plain) {
+    await tx
+      .update(webhookEndpoints)
+      .set({ secret: sealedNow(secret), previousSecret: previous && sealedNow(previous) })
+      .where(eq(webhookEndpoints.id, id));
+  }
+  return plain.length;
+}
 
 export async function createEndpoint(
   accountId: string,
