@@ -164,7 +164,7 @@ export const webhooksController = new Elysia({
     {
       apiKey: true,
       params: IdParams,
-      response: { 204: t.Void(), ...errorResponses(401, 404) },
+      response: { 204: t.Void({ description: "Removed, and its delivery log with it" }), ...errorResponses(401, 404) },
       detail: { summary: "Remove a webhook endpoint and its delivery log" },
     },
   )

@@ -8146,7 +8146,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description No Content */
+            /** @description Removed, and its delivery log with it */
             204: {
                 headers: {
                     [name: string]: unknown;
