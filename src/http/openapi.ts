@@ -78,17 +78,21 @@ const ERROR_HEADERS: Record<string, Record<string, { description: string; schema
   "503": { "Retry-After": RETRY_AFTER },
 };
 
-/** The one error answer, for `detail.responses` of guards, limits and routes. */
-export function errorAnswer(status: keyof typeof STATUS_DESCRIPTIONS, description?: string) {
+/**
+ * The one error answer, a new object each time: Elysia merges a route's `detail` into the
+ * objects it already holds, so a shared one would gather other routes' answers.
+ */
+function errorAnswer(status: string) {
+  const headers = ERROR_HEADERS[status];
   return {
-    description: description ?? STATUS_DESCRIPTIONS[status] ?? "Error",
-    ...(ERROR_HEADERS[status] ? { headers: ERROR_HEADERS[status] } : {}),
+    description: STATUS_DESCRIPTIONS[status] ?? "Error",
+    ...(headers ? { headers: structuredClone(headers) } : {}),
     content: { [JSON_TYPE]: { schema: { $ref: ERROR_SCHEMA_REF } } },
   };
 }
 
-/** `detail.responses` declaring error answers of the one shape, e.g. for a guard's macro. */
-export function errorAnswers(...statuses: Array<keyof typeof STATUS_DESCRIPTIONS>) {
+/** `detail.responses` declaring error answers of the one shape, for guards, limits, caps and routes. */
+export function errorAnswers(...statuses: string[]) {
   return Object.fromEntries(statuses.map((status) => [status, errorAnswer(status)]));
 }
 
