@@ -16,11 +16,15 @@ export function acceptedTypesOf(request: Request): readonly string[] {
   return declared.get(request) ?? JSON_BODY;
 }
 
-/** A route opts in with `{ accepts: FORM_OR_JSON }`; the macro records it in transform, before validation. */
+/**
+ * A route opts in with `{ accepts: FORM_OR_JSON }`; the macro records it in transform, before
+ * validation, and lists the types as the body's in the OpenAPI description (src/http/openapi.ts).
+ */
 export const accepts = new Elysia({ name: "parley.accepts" }).macro({
   accepts: (types: readonly string[]) => ({
     transform({ request }: { request: Request }) {
       declared.set(request, types);
     },
+    detail: { requestBody: { content: Object.fromEntries(types.map((type) => [type, {}])) } },
   }),
 });

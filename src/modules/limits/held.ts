@@ -7,6 +7,7 @@
  */
 import { AppError } from "../../core/errors";
 import { reportHeld } from "../../http/metrics";
+import { errorAnswers } from "../../http/openapi";
 import { LimitExceeded } from "./service";
 
 /** One way to count callers: by address, API key, account, token, user, stream. */
@@ -87,6 +88,12 @@ export class HeldResource {
       this.inUse--;
       this.count(keys, -1);
     };
+  }
+
+  /** The refusals this cap answers, as a route's `detail.responses` declare them (src/http/openapi.ts). */
+  answers() {
+    const perCaller = this.definition.callers.some((caller) => caller.refusal === 429);
+    return perCaller ? errorAnswers("429", "503") : errorAnswers("503");
   }
 
   private count(keys: Array<string | undefined>, by: 1 | -1): void {

@@ -32,7 +32,8 @@ async function numbersOf(accountId: string) {
 /** The 405 body also carries `message` at the top, where mapper clients look for it. */
 const MapperError = t.Composite([ErrorModel, t.Object({ message: t.Optional(t.String()) })]);
 
-const mappingResponses = { 200: MapperModel.mapping, 405: MapperError, ...errorResponses(401, 404) };
+// 503: the account and its mappings are read from the database, credential or not (the API key guard adds 401).
+const mappingResponses = { 200: MapperModel.mapping, 405: MapperError, ...errorResponses(404, 503) };
 
 export const mapperController = new Elysia({ name: "parley.mapper", detail: { tags: ["conference-mapper"] } })
   .use(auth)
@@ -85,7 +86,7 @@ export const mapperController = new Elysia({ name: "parley.mapper", detail: { ta
       publicLimit: true,
       params: MapperModel.accountParams,
       query: MapperModel.numbersQuery,
-      response: { 200: PhoneNumberList, ...errorResponses(404) },
+      response: { 200: PhoneNumberList, ...errorResponses(404, 503) },
       detail: {
         summary:
           "As phoneNumberList, for a browser: the account in the path, no credential (jitsi-meet's dialInNumbersUrl)",

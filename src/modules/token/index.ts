@@ -25,7 +25,8 @@ export const tokenController = new Elysia({ name: "parley.token", detail: { tags
   },
   {
     body: TokenModel.request,
-    response: { 200: TokenModel.response, ...errorResponses(400, 401, 422, 429) },
+    // 503: the key and the signing key are read from the database.
+    response: { 200: TokenModel.response, ...errorResponses(400, 401, 422, 429, 503) },
     detail: { summary: "Issue a signed JWT for an end user of the account", security: [{ apiKey: [] }, {}] },
   },
 );

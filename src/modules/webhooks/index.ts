@@ -9,6 +9,7 @@ import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
+import { answerOf, errorAnswers } from "../../http/openapi";
 import { HeldResource } from "../limits/held";
 import { credentialCounter } from "../limits/rates";
 import { WebhooksModel } from "./model";
@@ -64,7 +65,7 @@ export const eventLogController = new Elysia({
   // The catalogue union built from a map loses which data goes with which
   // type, so TypeScript cannot match it; the runtime check still does.
   .get(
-    "/",
+    "",
     async ({ account, query }) =>
       (await listEvents(account.id, {
         after: query.after,
@@ -102,7 +103,15 @@ export const eventLogController = new Elysia({
           "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +
           "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
         responses: {
-          200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } },
+          200: answerOf("The live stream of events (text/event-stream)", {
+            "text/event-stream": {
+              type: "string",
+              description: "Events as `id: <sequence>`, `event: <type>` and `data: <the event as JSON>` lines",
+            },
+          }),
+          // A Last-Event-ID that is not a sequence number; the caps on open streams.
+          ...errorAnswers("422"),
+          ...eventStreams.answers(),
         },
       },
     },
@@ -116,7 +125,7 @@ export const webhooksController = new Elysia({
   .use(auth)
   .onTransform(authenticateFirst)
   .post(
-    "/",
+    "",
     async ({ account, body, set }) => {
       set.status = 201;
       return createEndpoint(account.id, body);
@@ -128,7 +137,7 @@ export const webhooksController = new Elysia({
       detail: { summary: "Add a webhook endpoint; its whsec_ signing secret is shown only in this answer" },
     },
   )
-  .get("/", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
+  .get("", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
     apiKey: true,
     response: { 200: t.Object({ endpoints: t.Array(WebhooksModel.endpoint) }), ...errorResponses(401) },
     detail: { summary: "The account's webhook endpoints" },
@@ -155,7 +164,7 @@ export const webhooksController = new Elysia({
     {
       apiKey: true,
       params: IdParams,
-      response: { 204: t.Void(), ...errorResponses(401, 404) },
+      response: { 204: t.Void({ description: "Removed, and its delivery log with it" }), ...errorResponses(401, 404) },
       detail: { summary: "Remove a webhook endpoint and its delivery log" },
     },
   )

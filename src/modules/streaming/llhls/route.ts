@@ -76,6 +76,9 @@ const waits = new HeldResource({
   free: "let one be answered",
 });
 
+/** The refusals of the waits' caps, for the media route's OpenAPI description. */
+export const mediaWaitRefusals = () => waits.answers();
+
 /** Who asks, for the caps: the peer's address (absent in-process) and the request's end. */
 export interface MediaClient {
   address?: string;
