@@ -70,7 +70,8 @@ check(
   listed.some((each) => each.id === reservationId),
   "the new reservation is listed",
 );
-const deleted = await deleteApiV1SchedulerReservationById({ client: account, path: { id: reservationId } });
+// The path takes the id as text: `1`, or `1.0` as Prosody's modules send it.
+const deleted = await deleteApiV1SchedulerReservationById({ client: account, path: { id: String(reservationId) } });
 check(
   deleted.response?.ok === true,
   `delete the reservation: ${deleted.response?.status} ${JSON.stringify(deleted.error)}`,

@@ -60,9 +60,8 @@ describe("Prism's validating proxy against a description that lacks a status and
     // Parley's own answer, passed on: the 401 the description no longer lists.
     expect(refused.status).toBe(401);
     expect(JSON.parse(refused.body).error.code).toBe("unauthorized");
-    expect(refused.found).toEqual([
-      "response: Unable to match the returned status code with those defined in the document: 200 (Warning)",
-    ]);
+    expect(refused.found).toHaveLength(1);
+    expect(refused.found[0]).toStartWith("response: Unable to match the returned status code with those defined");
   });
 
   test("a route the description does not describe is a violation", async () => {
