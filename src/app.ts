@@ -1,12 +1,11 @@
 /** Builds the Elysia application from the feature controllers. Tests import this. */
-import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { config } from "./config";
 import { database } from "./db/client";
 import { pipeline } from "./http/pipeline";
 import { adminController } from "./modules/admin";
 import { consoleController } from "./modules/console";
-import { swaggerAssets } from "./modules/console/swagger";
+import { apiReference } from "./modules/console/swagger";
 import { eventsController } from "./modules/events";
 import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper";
@@ -50,49 +49,6 @@ export function createApp() {
       // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
       .use(limitHeaders)
       .use(pipeline)
-      .use(
-        swagger({
-          path: "/swagger",
-          // The plugin's page loads its viewer from scalarCDN: pointing it at Parley itself serves
-          // swagger-ui from the npm package, so the reference works without internet access.
-          scalarCDN: "/swagger/assets/viewer.js",
-          scalarConfig: { customCss: "" },
-          documentation: {
-            info: {
-              title: "Parley",
-              version: "1",
-              description: "Self-hostable backend for real-time communication apps",
-            },
-            components: {
-              securitySchemes: {
-                apiKey: {
-                  type: "apiKey",
-                  in: "header",
-                  name: "Authorization",
-                  description: "The account's API key, raw or after Bearer",
-                },
-                bearer: {
-                  type: "http",
-                  scheme: "bearer",
-                  bearerFormat: "JWT",
-                  description: "A token from generate-token",
-                },
-                basic: {
-                  type: "http",
-                  scheme: "basic",
-                  description: "Any username (the account id reads best) and the API key as password",
-                },
-                operatorToken: {
-                  type: "http",
-                  scheme: "bearer",
-                  bearerFormat: "pop_…",
-                  description: "An operator token, for the admin API only (docs/admin-api.md)",
-                },
-              },
-            },
-          },
-        }),
-      )
       .use(systemController)
       .use(tokenController)
       .use(mapperController)
@@ -106,7 +62,7 @@ export function createApp() {
       .use(webhooksController)
       .use(usageController)
       .use(adminController)
-      .use(swaggerAssets)
+      .use(apiReference())
       .use(consoleController)
   );
 }

@@ -35,14 +35,22 @@ export function errorBody(code: string, message: string, extra?: Record<string, 
   return { ...extra, error: { code, message } };
 }
 
+/** Where the published description keeps the error shape (src/http/openapi.ts). */
+export const ERROR_SCHEMA_REF = "#/components/schemas/Error";
+
 export const ErrorModel = t.Object(
   {
     error: t.Object({
-      code: t.String({ examples: ["token_expired"] }),
-      message: t.String(),
+      code: t.UnionEnum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]], {
+        description: "What went wrong, one of a fixed list (docs/architecture.md); the status follows from it",
+      }),
+      message: t.String({ description: "For people: what was wrong, naming the field where one was" }),
     }),
   },
-  { additionalProperties: true, description: "Parley's error shape" },
+  {
+    additionalProperties: true,
+    description: "Parley's error shape; some answers add members beside `error`, such as `conflict_id`",
+  },
 );
 
 /** Response schemas for the error statuses a route may answer. */

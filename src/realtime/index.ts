@@ -8,12 +8,30 @@
 import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
 import { AppError } from "../core/errors";
+import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";
 import { actorFrom } from "../modules/auth/actor";
 import { verifyAccessToken } from "../modules/auth/access-token";
 import { closeConnection, connectionOf, openConnection } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
+
+/** The frames in words, for the OpenAPI description, which has no way to describe a socket's messages. */
+const SOCKET_DESCRIPTION = `A WebSocket upgrade (\`Upgrade: websocket\`) that speaks the Phoenix channels protocol,
+version 2, so the \`phoenix\` npm client works unchanged (docs/realtime.md). The token is checked before the
+upgrade: a bad one is answered 401 or 403 in the error shape and no socket opens.
+
+Every frame, both ways, is a JSON array \`[join_ref, ref, topic, event, payload]\`:
+- \`phx_join\` on \`chat:<channel_id>\` (a stored room the user may enter) or \`rtc:<channel_id>\` (relayed, not stored)
+  joins; the answer is \`phx_reply\` with \`{status: "ok" | "error", response}\`. \`phx_leave\` leaves (then
+  \`phx_close\`); \`heartbeat\` on topic \`phoenix\` is answered \`phx_reply {status: "ok", response: {}}\`.
+- After a chat join: \`presence_state\`, \`archived_message_count {count}\` and that many \`archived_message\`
+  (oldest first); everyone gets \`user_joined\` and \`presence_diff\`.
+- Pushes on chat: \`new_message {content, content_type?, options?, parent_id?}\` (reply \`{message}\`, broadcast
+  \`new_message\`) and \`new_vote {message_id, answer}\` (reply \`{poll_answer}\`, broadcast \`new_vote\`). REST
+  edits and deletes broadcast \`message_updated\` and \`message_deleted\`; leaving broadcasts \`user_left\`.
+- On rtc, any other event is relayed to the other members with \`from\` set to the sender's user id.
+- Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.`;
 
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
   // In transform, before the query is validated: a caller without a valid token learns nothing more.
@@ -30,8 +48,20 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
     return { session, bunServer: server };
   })
   .ws(SOCKET_PATH, {
-    query: t.Object({ token: t.Optional(Text({ maxLength: 8192 })), vsn: t.Optional(Text({ maxLength: 16 })) }),
-    detail: { summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id> and rtc:<channel_id>" },
+    query: t.Object({
+      token: t.Optional(Text({ maxLength: 8192, description: "A messaging token from generate-token (required)" })),
+      vsn: t.Optional(
+        Text({ maxLength: 16, description: "The Phoenix protocol version: 2.0.0, the client's default" }),
+      ),
+    }),
+    detail: {
+      summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id> and rtc:<channel_id>",
+      description: SOCKET_DESCRIPTION,
+      responses: {
+        101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
+        ...errorAnswers("400", "401", "403", "503"),
+      },
+    },
     open(ws) {
       openConnection(ws.raw as ServerWebSocket<unknown>, ws.data.bunServer as never, actorFrom(ws.data.session));
     },

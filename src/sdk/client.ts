@@ -235,16 +235,16 @@ export class Parley {
         const page = await this.chat.messages(channelId, { size, offset });
         return "messages" in page ? page.messages : [];
       }),
-    message: (channelId: string, messageId: string | number) =>
+    message: (channelId: string, messageId: number) =>
       this.ok(
         this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}", {
-          params: { path: { channel_id: channelId, message_id: String(messageId) } },
+          params: { path: { channel_id: channelId, message_id: messageId } },
         }),
       ),
-    editMessage: (channelId: string, messageId: string | number, content: string) =>
+    editMessage: (channelId: string, messageId: number, content: string) =>
       this.ok(
         this.api.PUT("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}", {
-          params: { path: { channel_id: channelId, message_id: String(messageId) } },
+          params: { path: { channel_id: channelId, message_id: messageId } },
           body: { content },
         }),
       ),
@@ -266,24 +266,24 @@ export class Parley {
       ),
     replies: (
       channelId: string,
-      messageId: string | number,
+      messageId: number,
       query: QueryOf<"/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/messages_replies", "get"> = {},
     ) =>
       this.ok(
         this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/messages_replies", {
-          params: { path: { channel_id: channelId, message_id: String(messageId) }, query },
+          params: { path: { channel_id: channelId, message_id: messageId }, query },
         }),
       ),
-    vote: (channelId: string, messageId: string | number, optionId: string | number) =>
+    vote: (channelId: string, messageId: number, optionId: number) =>
       this.ok(
         this.api.POST("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/poll/{poll_option_id}", {
-          params: { path: { channel_id: channelId, message_id: String(messageId), poll_option_id: String(optionId) } },
+          params: { path: { channel_id: channelId, message_id: messageId, poll_option_id: optionId } },
         }),
       ),
-    votes: (channelId: string, messageId: string | number) =>
+    votes: (channelId: string, messageId: number) =>
       this.ok(
         this.api.GET("/api/v1/messaging/rooms/{channel_id}/messages/{message_id}/poll/votes", {
-          params: { path: { channel_id: channelId, message_id: String(messageId) } },
+          params: { path: { channel_id: channelId, message_id: messageId } },
         }),
       ),
     addUser: (channelId: string, userId: string) =>
@@ -348,8 +348,8 @@ export class Parley {
   /** The account's event log and event stream (docs/webhooks.md); account API key. */
   readonly events = {
     /** One page of the log: `{ events, next_after }`. */
-    list: (query: QueryOf<"/api/v1/events/", "get"> = {}) =>
-      this.ok(this.api.GET("/api/v1/events/", { params: { query } })),
+    list: (query: QueryOf<"/api/v1/events", "get"> = {}) =>
+      this.ok(this.api.GET("/api/v1/events", { params: { query } })),
     /** Every kept event after `after` (0: the oldest kept), page by page, ending when it has caught up. */
     all: async function* (
       this: Parley,
@@ -359,7 +359,7 @@ export class Parley {
       for (;;) {
         const page = await this.events.list({ after, limit: options.pageSize ?? 100, types: options.types?.join(",") });
         yield* page.events;
-        const next = Number(page.next_after);
+        const next = page.next_after;
         if (page.events.length === 0 || next === after) return;
         after = next;
       }
@@ -403,8 +403,8 @@ export class Parley {
   /** Webhook endpoints and their deliveries (docs/webhooks.md); account API key. */
   readonly webhooks = {
     /** A new endpoint and its signing secret (`whsec_…`), shown this once. */
-    create: (body: RequestBody<"/api/v1/webhooks/", "post">) => this.ok(this.api.POST("/api/v1/webhooks/", { body })),
-    list: () => this.ok(this.api.GET("/api/v1/webhooks/")),
+    create: (body: RequestBody<"/api/v1/webhooks", "post">) => this.ok(this.api.POST("/api/v1/webhooks", { body })),
+    list: () => this.ok(this.api.GET("/api/v1/webhooks")),
     get: (id: string) => this.ok(this.api.GET("/api/v1/webhooks/{id}", { params: { path: { id } } })),
     update: (id: string, body: RequestBody<"/api/v1/webhooks/{id}", "patch">) =>
       this.ok(this.api.PATCH("/api/v1/webhooks/{id}", { params: { path: { id } }, body })),

@@ -5,7 +5,7 @@ import type { paths } from "./generated/openapi.js";
 
 /** One event of Parley's catalogue (docs/webhooks.md): narrow it by `type` to get its `data`. */
 export type ParleyEvent =
-  paths["/api/v1/events/"]["get"]["responses"][200]["content"]["application/json"]["events"][number];
+  paths["/api/v1/events"]["get"]["responses"][200]["content"]["application/json"]["events"][number];
 export type ParleyEventType = ParleyEvent["type"];
 /** The event of one type, e.g. `EventOf<"room.ended">`. */
 export type EventOf<T extends ParleyEventType> = Extract<ParleyEvent, { type: T }>;

@@ -10,6 +10,7 @@ import { WebhooksModel } from "../webhooks/model";
 import { AuditModel } from "../audit/model";
 import { listAudit } from "../audit/service";
 import { operatorGuard } from "./guard";
+import { errorAnswers } from "../../http/openapi";
 import { isLocalRequest } from "./local";
 import { AdminModel } from "./model";
 import {
@@ -42,7 +43,8 @@ export const ADMIN_PREFIX = "/api/v1/admin";
 export const adminController = new Elysia({
   name: "parley.admin",
   prefix: ADMIN_PREFIX,
-  detail: { tags: ["admin"], security: [{ operatorToken: [] }] },
+  // Operator tokens are looked up in the database: without it, 503. Write routes list their 403 (a read-only token).
+  detail: { tags: ["admin"], security: [{ operatorToken: [] }], responses: errorAnswers("401", "503") },
 })
   .use(operatorGuard)
   .get("/accounts", async () => ({ accounts: await accountsReport() }), {

@@ -12,6 +12,7 @@ import { Elysia } from "elysia";
 import { accountForApiKey } from "../accounts/service";
 import { type Scope, verifyAccessToken } from "./access-token";
 import { AppError } from "../../core/errors";
+import { errorAnswers } from "../../http/openapi";
 
 /** The credential in an Authorization header, with any `Bearer ` prefix removed. */
 export function credentialFrom(authorization: string | undefined): string | undefined {
@@ -61,7 +62,11 @@ export const auth = new Elysia({ name: "parley.auth" }).macro({
     async resolve(context) {
       return { account: await apiKeyGuard.resolved(context) };
     },
-    detail: { security: [{ apiKey: [] }] },
+    // Keys are looked up in the database: without it, 503. A getter: Elysia merges a macro's
+    // detail into each route by reference, so a shared object would collect other routes' answers.
+    get detail() {
+      return { security: [{ apiKey: [] }], responses: errorAnswers("401", "503") };
+    },
   },
   bearer: (scope: Scope) => {
     const bearerGuard = guard((authorization) => tokenFromHeader(authorization, scope));
@@ -71,7 +76,8 @@ export const auth = new Elysia({ name: "parley.auth" }).macro({
       async resolve(context) {
         return { session: await bearerGuard.resolved(context) };
       },
-      detail: { security: [{ bearer: [] }] },
+      // 403: a token whose scope does not cover the service; 503: signing keys live in the database.
+      detail: { security: [{ bearer: [] }], responses: errorAnswers("401", "403", "503") },
     };
   },
 });
@@ -110,6 +116,9 @@ export const platformAuth = new Elysia({ name: "parley.auth.platform" }).macro({
     async resolve(context) {
       return { accountId: await platformGuard.resolved(context) };
     },
-    detail: { security: [{ bearer: [] }, { basic: [] }] },
+    get detail() {
+      const security: Array<Record<string, string[]>> = [{ bearer: [] }, { basic: [] }];
+      return { security, responses: errorAnswers("401", "403", "503") };
+    },
   },
 });

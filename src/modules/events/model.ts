@@ -77,9 +77,13 @@ export const EventsModel = {
       event_name: t.Literal("muc-occupant-left"),
       ...roomFields,
       active_occupants_count: t.Optional(t.Integer({ minimum: 0 })),
-      occupant: t.Composite([Occupant, t.Object({ left_at: UnixSeconds("When the occupant left") })], {
-        additionalProperties: true,
-      }),
+      // Occupant's optional left_at left out first: composing both would make it an allOf of the two.
+      occupant: t.Composite(
+        [t.Omit(Occupant, ["left_at"]), t.Object({ left_at: UnixSeconds("When the occupant left") })],
+        {
+          additionalProperties: true,
+        },
+      ),
     },
     { additionalProperties: true },
   ),

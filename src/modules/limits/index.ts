@@ -7,6 +7,7 @@
  */
 import { Elysia } from "elysia";
 import { credentialFrom } from "../auth";
+import { errorAnswers } from "../../http/openapi";
 import { rateLimitHeaders } from "../../http/ratelimit";
 import type { RouteFamily } from "./definitions";
 import { limitPublicRequest, limitRequest, type RequestIdentity } from "./rates";
@@ -56,8 +57,13 @@ export const limits = new Elysia({ name: "parley.limits" }).macro({
     async beforeHandle(context) {
       await applyRequestLimit(context.set, family, identityOf(context as unknown as Authenticated));
     },
+    detail: { responses: errorAnswers("429") },
   }),
   publicLimit: {
+    // A getter, as the auth macros' (src/modules/auth): a fresh object for each route.
+    get detail() {
+      return { responses: errorAnswers("429") };
+    },
     async beforeHandle({ request, server, set }) {
       // In-process calls (tests, app.handle) have no peer address to count by.
       const address = server?.requestIP(request)?.address;

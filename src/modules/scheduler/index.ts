@@ -48,7 +48,11 @@ export const schedulerController = new Elysia({ name: "parley.scheduler", detail
       422: ConferenceModel.refusal,
       ...errorResponses(400, 401),
     },
-    detail: { summary: "Prosody's mod_reservations: may this room start now? (form-encoded)" },
+    detail: {
+      summary: "Prosody's mod_reservations: may this room start now? (form-encoded)",
+      // Prosody posts a form; JSON is accepted too.
+      requestBody: { content: { "application/x-www-form-urlencoded": {}, "application/json": {} } },
+    },
   })
   .get(`${PREFIX}/conference/room/:name`, ({ account, params }) => conferenceForRoom(account.id, params.name), {
     apiKey: true,

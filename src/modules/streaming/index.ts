@@ -2,6 +2,7 @@ import { Elysia, t } from "elysia";
 import { auth } from "../auth";
 import { AppError } from "../../core/errors";
 import { ErrorModel, errorResponses } from "../../http/errors";
+import { answerOf } from "../../http/openapi";
 import { Text } from "../../http/text";
 import { limits } from "../limits";
 import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbacks";
@@ -19,6 +20,27 @@ const LlhlsMedia = {
   200: t.Any({ description: "playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4)" }),
   ...errorResponses(400, 404, 503),
 };
+
+/** The two LL-HLS bodies: a playlist's text (RFC 8216 with Apple's low-latency tags) and fMP4 media. */
+const PLAYLIST_BODY = { type: "string", description: "An M3U8 playlist, beginning #EXTM3U" };
+const MP4_BODY = { type: "string", format: "binary", description: "fMP4: init segment, segment or part" };
+
+/**
+ * What SRS (JSON) and nginx-rtmp (form) send with a callback: Parley reads the stream's name,
+ * the client and which callback it is; the servers' other members are allowed and ignored.
+ */
+const MediaCallbackBody = t.Object(
+  {
+    action: t.Optional(Text({ maxLength: 64, description: "SRS: on_publish, on_play, …" })),
+    call: t.Optional(Text({ maxLength: 64, description: "nginx-rtmp: publish, play, done, …" })),
+    stream: t.Optional(Text({ maxLength: 256, description: "SRS: the stream's name" })),
+    name: t.Optional(Text({ maxLength: 256, description: "nginx-rtmp: the stream's name" })),
+    app: t.Optional(Text({ maxLength: 256, description: "The RTMP application (live)" })),
+    client_id: t.Optional(Text({ maxLength: 256, description: "SRS: the connection's id" })),
+    clientid: t.Optional(Text({ maxLength: 256, description: "nginx-rtmp: the connection's id" })),
+  },
+  { additionalProperties: true },
+);
 
 const viewerRoute = {
   publicLimit: true,
@@ -78,9 +100,12 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       },
       params: t.Object({ callback: t.UnionEnum(MEDIA_CALLBACKS) }),
       query: t.Object({ secret: t.Optional(Text({ maxLength: 256 })) }),
-      body: t.Optional(t.Record(t.String(), t.Unknown())),
+      body: t.Optional(MediaCallbackBody),
       response: { 200: StreamingModel.callbackReply, ...errorResponses(400, 403, 404, 503) },
-      detail: { summary: "Media-server callback (SRS JSON or nginx-rtmp form): publish, play and their ends" },
+      detail: {
+        summary: "Media-server callback (SRS JSON or nginx-rtmp form): publish, play and their ends",
+        requestBody: { content: { "application/json": {}, "application/x-www-form-urlencoded": {} } },
+      },
     },
   )
   .get(
@@ -102,7 +127,10 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       }),
       query: LlhlsQuery,
       response: LlhlsMedia,
-      detail: { summary: "A low-latency stream's multivariant playlist (Apple LL-HLS)" },
+      detail: {
+        summary: "A low-latency stream's multivariant playlist (Apple LL-HLS)",
+        responses: { 200: answerOf("The multivariant playlist", { [PLAYLIST]: PLAYLIST_BODY }) },
+      },
     },
   )
   .get(
@@ -115,6 +143,12 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
       response: LlhlsMedia,
       detail: {
         summary: "A rendition's media playlist (with blocking reload and delta updates), init segment, segment or part",
+        responses: {
+          200: answerOf("The media playlist (…/index.m3u8), or fMP4 media (init.mp4, a segment, a part)", {
+            [PLAYLIST]: PLAYLIST_BODY,
+            "video/mp4": MP4_BODY,
+          }),
+        },
       },
     },
   )

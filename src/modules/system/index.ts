@@ -4,6 +4,7 @@ import { pingDatabase } from "../../db/client";
 import { pingRedis } from "../../queue/connection";
 import { AppError } from "../../core/errors";
 import { ErrorModel } from "../../http/errors";
+import { answerOf } from "../../http/openapi";
 import { publicKeyPemByKidHash, publicKeySet } from "../accounts/service";
 
 /** Where Jitsi's Prosody fetches a token's public key: `asap_key_server` names this path. */
@@ -30,6 +31,23 @@ const Readiness = t.Object({
   redis: t.String(),
 });
 
+/** A public key as JWK (RFC 7517): RSA keys have n and e, Ed25519 and EC keys crv and x (and EC y). */
+const Jwk = t.Object(
+  {
+    kty: t.String({ description: "RSA, OKP or EC" }),
+    kid: t.String({ description: "The key's id: a token's header names it" }),
+    alg: t.Optional(t.String({ description: "RS256, EdDSA or ES256" })),
+    use: t.Optional(t.String({ description: "sig" })),
+    n: t.Optional(t.String()),
+    e: t.Optional(t.String()),
+    crv: t.Optional(t.String()),
+    x: t.Optional(t.String()),
+    y: t.Optional(t.String()),
+  },
+  { additionalProperties: true },
+);
+const JwkSet = t.Object({ keys: t.Array(Jwk) });
+
 export const systemController = new Elysia({ name: "parley.system", detail: { tags: ["system"] } })
   .get("/healthz", () => ({ status: "ok" }), {
     response: t.Object({ status: t.String() }),
@@ -55,11 +73,15 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
     "/.well-known/jwks.json",
     async ({ set }) => {
       set.headers["cache-control"] = "public, max-age=60";
-      return publicKeySet();
+      // Stored as the JWK the key pair exported (src/modules/accounts/service.ts), which JwkSet describes.
+      return (await publicKeySet()) as typeof JwkSet.static;
     },
     {
-      response: t.Object({ keys: t.Array(t.Record(t.String(), t.Unknown())) }),
-      detail: { summary: "Public keys that verify Parley's tokens (JWK Set)" },
+      response: { 200: JwkSet, 503: ErrorModel },
+      detail: {
+        summary: "Public keys that verify Parley's tokens (JWK Set, RFC 7517), every account's; no credential",
+        security: [],
+      },
     },
   )
   .get(
@@ -74,8 +96,11 @@ export const systemController = new Elysia({ name: "parley.system", detail: { ta
     },
     {
       params: t.Object({ file: t.String({ maxLength: 80, description: "<SHA-256 of the kid, hex>.pem" }) }),
-      response: { 200: t.String({ description: "The public key, PEM (SPKI)" }), 404: ErrorModel },
+      response: { 200: t.String({ description: "The public key, PEM (SPKI)" }), 404: ErrorModel, 503: ErrorModel },
       detail: {
+        responses: {
+          200: answerOf("The public key, PEM (SPKI)", { "application/x-pem-file": { type: "string" } }),
+        },
         summary:
           "A signing key's public key as PEM, for Jitsi's Prosody token " +
           "auth (its asap_key_server); no credential, public keys only",

@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import { platformAuth } from "../auth";
 import { errorResponses } from "../../http/errors";
+import { answerOf } from "../../http/openapi";
 import { limits } from "../limits";
 import { UsageModel } from "./model";
 import { usageReportCsv, usageReportJson } from "./report-stream";
@@ -27,6 +28,12 @@ export const usageController = new Elysia({ name: "parley.usage", detail: { tags
       response: { 200: t.Union([UsageModel.report, UsageModel.csv]), ...errorResponses(400, 401, 403, 422) },
       detail: {
         summary: "Video call usage report (call detail records)",
+        responses: {
+          200: answerOf("The report: JSON, or CSV when the request's Accept names text/csv", {
+            "application/json": UsageModel.report,
+            "text/csv": UsageModel.csv,
+          }),
+        },
         description:
           "Meetings that started in the window, with each participant's stay, media use and Parley's totals. " +
           "Send `Accept: text/csv` for the same as CSV: one line per participant " +

@@ -7,6 +7,7 @@ import { Elysia, t } from "elysia";
 import { accountFromHeader, auth } from "../auth";
 import { AppError } from "../../core/errors";
 import { errorResponses } from "../../http/errors";
+import { answerOf, errorAnswers } from "../../http/openapi";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
@@ -42,7 +43,7 @@ export const eventLogController = new Elysia({
   // The catalogue union built from a map loses which data goes with which
   // type, so TypeScript cannot match it; the runtime check still does.
   .get(
-    "/",
+    "",
     async ({ account, query }) =>
       (await listEvents(account.id, {
         after: query.after,
@@ -76,7 +77,14 @@ export const eventLogController = new Elysia({
           "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +
           "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
         responses: {
-          200: { description: "text/event-stream", content: { "text/event-stream": { schema: { type: "string" } } } },
+          200: answerOf("The live stream of events (text/event-stream)", {
+            "text/event-stream": {
+              type: "string",
+              description: "Events as `id: <sequence>`, `event: <type>` and `data: <the event as JSON>` lines",
+            },
+          }),
+          // A Last-Event-ID that is not a sequence number.
+          ...errorAnswers("422"),
         },
       },
     },
@@ -90,7 +98,7 @@ export const webhooksController = new Elysia({
   .use(auth)
   .onTransform(authenticateFirst)
   .post(
-    "/",
+    "",
     async ({ account, body, set }) => {
       set.status = 201;
       return createEndpoint(account.id, body);
@@ -102,7 +110,7 @@ export const webhooksController = new Elysia({
       detail: { summary: "Add a webhook endpoint; its whsec_ signing secret is shown only in this answer" },
     },
   )
-  .get("/", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
+  .get("", async ({ account }) => ({ endpoints: await listEndpoints(account.id) }), {
     apiKey: true,
     response: { 200: t.Object({ endpoints: t.Array(WebhooksModel.endpoint) }), ...errorResponses(401) },
     detail: { summary: "The account's webhook endpoints" },

@@ -38,6 +38,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Public keys that verify Parley's tokens (JWK Set, RFC 7517), every account's; no credential */
+        get: operations["get.well-knownJwks.json"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jitsi/asap-keys/{file}": {
         parameters: {
             query?: never;
@@ -625,6 +642,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/messaging/websocket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Phoenix channels socket (protocol v2): topics chat:<channel_id> and rtc:<channel_id>
+         * @description A WebSocket upgrade (`Upgrade: websocket`) that speaks the Phoenix channels protocol,
+         *     version 2, so the `phoenix` npm client works unchanged (docs/realtime.md). The token is checked before the
+         *     upgrade: a bad one is answered 401 or 403 in the error shape and no socket opens.
+         *
+         *     Every frame, both ways, is a JSON array `[join_ref, ref, topic, event, payload]`:
+         *     - `phx_join` on `chat:<channel_id>` (a stored room the user may enter) or `rtc:<channel_id>` (relayed, not stored)
+         *       joins; the answer is `phx_reply` with `{status: "ok" | "error", response}`. `phx_leave` leaves (then
+         *       `phx_close`); `heartbeat` on topic `phoenix` is answered `phx_reply {status: "ok", response: {}}`.
+         *     - After a chat join: `presence_state`, `archived_message_count {count}` and that many `archived_message`
+         *       (oldest first); everyone gets `user_joined` and `presence_diff`.
+         *     - Pushes on chat: `new_message {content, content_type?, options?, parent_id?}` (reply `{message}`, broadcast
+         *       `new_message`) and `new_vote {message_id, answer}` (reply `{poll_answer}`, broadcast `new_vote`). REST
+         *       edits and deletes broadcast `message_updated` and `message_deleted`; leaving broadcasts `user_left`.
+         *     - On rtc, any other event is relayed to the other members with `from` set to the sender's user id.
+         *     - Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.
+         */
+        get: operations["getApiV1MessagingWebsocket"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events/room/created": {
         parameters: {
             query?: never;
@@ -693,7 +744,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/events/": {
+    "/api/v1/events": {
         parameters: {
             query?: never;
             header?: never;
@@ -727,7 +778,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/webhooks/": {
+    "/api/v1/webhooks": {
         parameters: {
             query?: never;
             header?: never;
@@ -1201,7 +1252,23 @@ export interface paths {
 }
 export type webhooks = Record<string, never>;
 export interface components {
-    schemas: never;
+    schemas: {
+        /** @description Parley's error shape; some answers add members beside `error`, such as `conflict_id` */
+        Error: {
+            error: {
+                /**
+                 * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                 * @default bad_request
+                 * @enum {string}
+                 */
+                code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                /** @description For people: what was wrong, naming the field where one was */
+                message: string;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+    };
     responses: never;
     parameters: never;
     requestBodies: never;
@@ -1219,6 +1286,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1227,12 +1295,15 @@ export interface operations {
                     "application/json": {
                         status: string;
                     };
-                    "multipart/form-data": {
-                        status: string;
-                    };
-                    "text/plain": {
-                        status: string;
-                    };
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1246,6 +1317,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1257,20 +1329,18 @@ export interface operations {
                         database: string;
                         redis: string;
                     };
-                    "multipart/form-data": {
-                        /** @description ok; degraded (Redis down: still serving); unavailable (the database is down) */
-                        status: string;
-                        database: string;
-                        redis: string;
-                    };
-                    "text/plain": {
-                        /** @description ok; degraded (Redis down: still serving); unavailable (the database is down) */
-                        status: string;
-                        database: string;
-                        redis: string;
-                    };
                 };
             };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1282,18 +1352,62 @@ export interface operations {
                         database: string;
                         redis: string;
                     };
-                    "multipart/form-data": {
-                        /** @description ok; degraded (Redis down: still serving); unavailable (the database is down) */
-                        status: string;
-                        database: string;
-                        redis: string;
+                };
+            };
+        };
+    };
+    "get.well-knownJwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: ({
+                            /** @description RSA, OKP or EC */
+                            kty: string;
+                            /** @description The key's id: a token's header names it */
+                            kid: string;
+                            /** @description RS256, EdDSA or ES256 */
+                            alg?: string;
+                            /** @description sig */
+                            use?: string;
+                            n?: string;
+                            e?: string;
+                            crv?: string;
+                            x?: string;
+                            y?: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
                     };
-                    "text/plain": {
-                        /** @description ok; degraded (Redis down: still serving); unavailable (the database is down) */
-                        status: string;
-                        database: string;
-                        redis: string;
-                    };
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1316,38 +1430,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
-                    "multipart/form-data": string;
-                    "text/plain": string;
+                    "application/x-pem-file": string;
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1395,77 +1505,10 @@ export interface operations {
                      */
                     room?: string;
                 };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description API key of the account
-                     */
-                    apiKey?: string;
-                    user?: {
-                        /**
-                         * Format: text
-                         * @description Generated when absent
-                         */
-                        id?: string;
-                        /** Format: text */
-                        name?: string;
-                        /** Format: email */
-                        email?: string;
-                        /** Format: uri */
-                        avatar?: string;
-                        moderator?: boolean;
-                    };
-                    exp?: string | number;
-                    nbf?: string | number;
-                    /**
-                     * Format: text
-                     * @description messaging, media, parley, or empty for all
-                     */
-                    scope?: string;
-                    /**
-                     * Format: text
-                     * @description media scope only: the one conference room the token admits to, as users type it or as Jitsi names it; any room when absent
-                     * @example Design Review
-                     */
-                    room?: string;
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description API key of the account
-                     */
-                    apiKey?: string;
-                    user?: {
-                        /**
-                         * Format: text
-                         * @description Generated when absent
-                         */
-                        id?: string;
-                        /** Format: text */
-                        name?: string;
-                        /** Format: email */
-                        email?: string;
-                        /** Format: uri */
-                        avatar?: string;
-                        moderator?: boolean;
-                    };
-                    exp?: string | number;
-                    nbf?: string | number;
-                    /**
-                     * Format: text
-                     * @description messaging, media, parley, or empty for all
-                     */
-                    scope?: string;
-                    /**
-                     * Format: text
-                     * @description media scope only: the one conference room the token admits to, as users type it or as Jitsi names it; any room when absent
-                     * @example Design Review
-                     */
-                    room?: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1474,128 +1517,60 @@ export interface operations {
                     "application/json": {
                         token: string;
                     };
-                    "multipart/form-data": {
-                        token: string;
-                    };
-                    "text/plain": {
-                        token: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1603,15 +1578,9 @@ export interface operations {
     "getApiV1Conference-mapperConferenceMapper": {
         parameters: {
             query?: {
-                /**
-                 * @description room@conference.domain; creates or returns the mapping; wins over id
-                 * @example standup@conference.meet.example.com
-                 */
+                /** @description room@conference.domain; creates or returns the mapping; wins over id */
                 conference?: string;
-                /**
-                 * @description a numeric id to look up; used only without conference
-                 * @example 123456789
-                 */
+                /** @description a numeric id to look up; used only without conference */
                 id?: string;
                 /** @description alias of id */
                 cid?: string;
@@ -1622,6 +1591,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1634,80 +1604,36 @@ export interface operations {
                         /** @description false when the id maps to nothing */
                         conference: string | false;
                     };
-                    "multipart/form-data": {
-                        message: string;
-                        /** @description 6–10 digits, the last one a Damm check digit */
-                        id: number;
-                        /** @description false when the id maps to nothing */
-                        conference: string | false;
-                    };
-                    "text/plain": {
-                        message: string;
-                        /** @description 6–10 digits, the last one a Damm check digit */
-                        id: number;
-                        /** @description false when the id maps to nothing */
-                        conference: string | false;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Missing or malformed input (the conference mapper's status for it) */
             405: {
                 headers: {
                     [name: string]: unknown;
@@ -1715,28 +1641,43 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1768,53 +1709,50 @@ export interface operations {
                         /** @description The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first. */
                         default: boolean;
                     }[];
-                    "multipart/form-data": {
-                        /** @example US */
-                        countryCode: string;
-                        /** @example +1 512 555 0100 */
-                        formattedNumber: string;
-                        tollFree: boolean;
-                        /** @description The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first. */
-                        default: boolean;
-                    }[];
-                    "text/plain": {
-                        /** @example US */
-                        countryCode: string;
-                        /** @example +1 512 555 0100 */
-                        formattedNumber: string;
-                        tollFree: boolean;
-                        /** @description The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first. */
-                        default: boolean;
-                    }[];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1822,15 +1760,9 @@ export interface operations {
     "getApiV1Conference-mapperByAccountIdConferenceMapper": {
         parameters: {
             query?: {
-                /**
-                 * @description room@conference.domain; creates or returns the mapping; wins over id
-                 * @example standup@conference.meet.example.com
-                 */
+                /** @description room@conference.domain; creates or returns the mapping; wins over id */
                 conference?: string;
-                /**
-                 * @description a numeric id to look up; used only without conference
-                 * @example 123456789
-                 */
+                /** @description a numeric id to look up; used only without conference */
                 id?: string;
                 /** @description alias of id */
                 cid?: string;
@@ -1844,6 +1776,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1856,80 +1789,36 @@ export interface operations {
                         /** @description false when the id maps to nothing */
                         conference: string | false;
                     };
-                    "multipart/form-data": {
-                        message: string;
-                        /** @description 6–10 digits, the last one a Damm check digit */
-                        id: number;
-                        /** @description false when the id maps to nothing */
-                        conference: string | false;
-                    };
-                    "text/plain": {
-                        message: string;
-                        /** @description 6–10 digits, the last one a Damm check digit */
-                        id: number;
-                        /** @description false when the id maps to nothing */
-                        conference: string | false;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Missing or malformed input (the conference mapper's status for it) */
             405: {
                 headers: {
                     [name: string]: unknown;
@@ -1937,28 +1826,32 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -1993,53 +1886,39 @@ export interface operations {
                         /** @description The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first. */
                         default: boolean;
                     }[];
-                    "multipart/form-data": {
-                        /** @example US */
-                        countryCode: string;
-                        /** @example +1 512 555 0100 */
-                        formattedNumber: string;
-                        tollFree: boolean;
-                        /** @description The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first. */
-                        default: boolean;
-                    }[];
-                    "text/plain": {
-                        /** @example US */
-                        countryCode: string;
-                        /** @example +1 512 555 0100 */
-                        formattedNumber: string;
-                        tollFree: boolean;
-                        /** @description The number to offer first; jitsi-meet shows it in the meeting's invite. Listed first. */
-                        default: boolean;
-                    }[];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -2053,13 +1932,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         /** @description The room (JID node) as Prosody sent it */
                         name: string;
                         /** @description The bare JID Prosody sent */
@@ -2073,74 +1953,53 @@ export interface operations {
                         duration: number;
                         /** @constant */
                         timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    }[];
-                    "multipart/form-data": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    }[];
-                    "text/plain": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
+                        reservation_id: number | null;
+                        ended_at: string | null;
                     }[];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -2154,6 +2013,25 @@ export interface operations {
         };
         requestBody: {
             content: {
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * Format: text
+                     * @description The room (node of its JID)
+                     */
+                    name?: string;
+                    /**
+                     * Format: text
+                     * @description yyyy-MM-dd'T'HH:mm:ss.SSS and Z or +0000
+                     */
+                    start_time?: string;
+                    /**
+                     * Format: text
+                     * @description Bare JID of the user who opens the room
+                     */
+                    mail_owner?: string;
+                } & {
+                    [key: string]: unknown;
+                };
                 "application/json": {
                     /**
                      * Format: text
@@ -2173,54 +2051,17 @@ export interface operations {
                 } & {
                     [key: string]: unknown;
                 };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description The room (node of its JID)
-                     */
-                    name?: string;
-                    /**
-                     * Format: text
-                     * @description yyyy-MM-dd'T'HH:mm:ss.SSS and Z or +0000
-                     */
-                    start_time?: string;
-                    /**
-                     * Format: text
-                     * @description Bare JID of the user who opens the room
-                     */
-                    mail_owner?: string;
-                } & {
-                    [key: string]: unknown;
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description The room (node of its JID)
-                     */
-                    name?: string;
-                    /**
-                     * Format: text
-                     * @description yyyy-MM-dd'T'HH:mm:ss.SSS and Z or +0000
-                     */
-                    start_time?: string;
-                    /**
-                     * Format: text
-                     * @description Bare JID of the user who opens the room
-                     */
-                    mail_owner?: string;
-                } & {
-                    [key: string]: unknown;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         /** @description The room (JID node) as Prosody sent it */
                         name: string;
                         /** @description The bare JID Prosody sent */
@@ -2234,105 +2075,30 @@ export interface operations {
                         duration: number;
                         /** @constant */
                         timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "text/plain": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
+                        reservation_id: number | null;
+                        ended_at: string | null;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2340,30 +2106,20 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
                 };
             };
+            /** @description Conflict with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2371,33 +2127,39 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
-                        conflict_id: string | number;
-                        message?: string;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        conflict_id: string | number;
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        conflict_id: string | number;
+                        conflict_id: number;
                         message?: string;
                     };
                 };
             };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The reservation's time is over (Jicofo's reservation contract) */
             419: {
                 headers: {
                     [name: string]: unknown;
@@ -2405,30 +2167,20 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
                 };
             };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2436,28 +2188,43 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -2474,13 +2241,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         /** @description The room (JID node) as Prosody sent it */
                         name: string;
                         /** @description The bare JID Prosody sent */
@@ -2494,103 +2262,62 @@ export interface operations {
                         duration: number;
                         /** @constant */
                         timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "text/plain": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
+                        reservation_id: number | null;
+                        ended_at: string | null;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -2607,13 +2334,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         /** @description The room (JID node) as Prosody sent it */
                         name: string;
                         /** @description The bare JID Prosody sent */
@@ -2627,76 +2355,30 @@ export interface operations {
                         duration: number;
                         /** @constant */
                         timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "text/plain": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
+                        reservation_id: number | null;
+                        ended_at: string | null;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2704,28 +2386,43 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -2742,13 +2439,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         /** @description The room (JID node) as Prosody sent it */
                         name: string;
                         /** @description The bare JID Prosody sent */
@@ -2762,76 +2460,30 @@ export interface operations {
                         duration: number;
                         /** @constant */
                         timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
-                    };
-                    "text/plain": {
-                        id: string | number;
-                        /** @description The room (JID node) as Prosody sent it */
-                        name: string;
-                        /** @description The bare JID Prosody sent */
-                        mail_owner: string;
-                        /**
-                         * @description UTC, as Prosody sent it or the reservation's start
-                         * @example 2030-01-15T15:00:00.000Z
-                         */
-                        start_time: string;
-                        /** @description Seconds (Jicofo's reservation contract) */
-                        duration: number;
-                        /** @constant */
-                        timezone: "UTC";
-                        reservation_id: ((string | number) | null) | null;
-                        ended_at: (string | null) | null;
+                        reservation_id: number | null;
+                        ended_at: string | null;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2839,28 +2491,43 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         message?: string;
                     };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        message?: string;
-                    };
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -2874,63 +2541,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    }[];
-                    "multipart/form-data": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    }[];
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         /**
                          * @description As given
                          * @example Design Review
@@ -2956,33 +2574,48 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -3025,124 +2658,17 @@ export interface operations {
                      */
                     pin?: string;
                 };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description E-mail address of the owner
-                     */
-                    mail_owner: string;
-                    /**
-                     * Format: text
-                     * @description The room as users type it: up to 255 printable characters ("Design Review", "Café")
-                     */
-                    name: string;
-                    /** @description Minutes; a number or a numeric string */
-                    duration: number | string;
-                    /**
-                     * Format: text
-                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)
-                     */
-                    start_time: string;
-                    /**
-                     * Format: text
-                     * @description IANA zone; default America/New_York ("America/New York" accepted)
-                     */
-                    timezone?: string;
-                    /**
-                     * Format: text
-                     * @description Letters and digits
-                     */
-                    pin?: string;
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description E-mail address of the owner
-                     */
-                    mail_owner: string;
-                    /**
-                     * Format: text
-                     * @description The room as users type it: up to 255 printable characters ("Design Review", "Café")
-                     */
-                    name: string;
-                    /** @description Minutes; a number or a numeric string */
-                    duration: number | string;
-                    /**
-                     * Format: text
-                     * @description YYYY-MM-DDTHH:MM, seconds allowed, in timezone unless it ends in an offset (Z, +05:30)
-                     */
-                    start_time: string;
-                    /**
-                     * Format: text
-                     * @description IANA zone; default America/New_York ("America/New York" accepted)
-                     */
-                    timezone?: string;
-                    /**
-                     * Format: text
-                     * @description Letters and digits
-                     */
-                    pin?: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         /**
                          * @description As given
                          * @example Design Review
@@ -3168,64 +2694,25 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Conflict with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3233,60 +2720,71 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
-                        conflict_id: string | number;
-                        message?: string;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        conflict_id: string | number;
-                        message?: string;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        conflict_id: string | number;
+                        conflict_id: number;
                         message?: string;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -3303,63 +2801,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         /**
                          * @description As given
                          * @example Design Review
@@ -3385,62 +2834,57 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -3457,63 +2901,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         /**
                          * @description As given
                          * @example Design Review
@@ -3539,62 +2934,57 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -3611,63 +3001,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        /**
-                         * @description As given
-                         * @example Design Review
-                         */
-                        name: string;
-                        /**
-                         * @description The room as Jitsi names it (jitsi-meet's getBackendSafeRoomName)
-                         * @example design%20review
-                         */
-                        room_key: string;
-                        /** @example owner@example.com */
-                        mail_owner: string;
-                        /**
-                         * @description As given, local to timezone
-                         * @example 2030-01-15T10:00
-                         */
-                        start_time: string;
-                        /** @description Minutes */
-                        duration: number;
-                        /** @description As given; when absent, the zone applied: UTC or the offset of a start_time that has one, else America/New_York */
-                        timezone: string;
-                        pin?: string;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         /**
                          * @description As given
                          * @example Design Review
@@ -3693,62 +3034,57 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -3803,97 +3139,12 @@ export interface operations {
                      */
                     profile?: string;
                     /** @description 10 ms units: 6000 is one minute (the default) */
-                    reconnect_window?: string | (string | number);
-                };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description Room the recorder joins, in any spelling of its room key (`Design Review`, `design%20review`), optionally @conference.domain
-                     */
-                    room_name: string;
-                    stream_keys?: {
-                        /**
-                         * Format: text
-                         * @description Platform name (youtube, facebook, twitch, ...)
-                         */
-                        key: string;
-                        /**
-                         * Format: text
-                         * @description That platform's stream key
-                         */
-                        value: string;
-                    }[];
-                    stream_urls?: string[];
-                    is_low_latency?: boolean;
-                    /**
-                     * Format: text
-                     * @description H264 (default) or H265
-                     */
-                    codec?: string;
-                    is_recording?: boolean;
-                    multi_bitrate?: boolean;
-                    is_vod?: boolean;
-                    username?: boolean;
-                    audio_only?: boolean;
-                    /**
-                     * Format: text
-                     * @description mobile, or left out for desktop
-                     */
-                    layout?: string;
-                    /**
-                     * Format: text
-                     * @description HD, or left out for adaptive
-                     */
-                    profile?: string;
-                    /** @description 10 ms units: 6000 is one minute (the default) */
-                    reconnect_window?: string | (string | number);
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description Room the recorder joins, in any spelling of its room key (`Design Review`, `design%20review`), optionally @conference.domain
-                     */
-                    room_name: string;
-                    stream_keys?: {
-                        /**
-                         * Format: text
-                         * @description Platform name (youtube, facebook, twitch, ...)
-                         */
-                        key: string;
-                        /**
-                         * Format: text
-                         * @description That platform's stream key
-                         */
-                        value: string;
-                    }[];
-                    stream_urls?: string[];
-                    is_low_latency?: boolean;
-                    /**
-                     * Format: text
-                     * @description H264 (default) or H265
-                     */
-                    codec?: string;
-                    is_recording?: boolean;
-                    multi_bitrate?: boolean;
-                    is_vod?: boolean;
-                    username?: boolean;
-                    audio_only?: boolean;
-                    /**
-                     * Format: text
-                     * @description mobile, or left out for desktop
-                     */
-                    layout?: string;
-                    /**
-                     * Format: text
-                     * @description HD, or left out for adaptive
-                     */
-                    profile?: string;
-                    /** @description 10 ms units: 6000 is one minute (the default) */
-                    reconnect_window?: string | (string | number);
+                    reconnect_window?: string | number;
                 };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3910,88 +3161,27 @@ export interface operations {
                         rtmp_url: string;
                         flv_url: string;
                     };
-                    "multipart/form-data": {
-                        /** @constant */
-                        started: true;
-                        stream_name: string;
-                        pod_name: string;
-                        hls_url: string;
-                        low_latency_hls_url: string;
-                        vod_url: string;
-                        rtmp_url: string;
-                        flv_url: string;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        started: true;
-                        stream_name: string;
-                        pod_name: string;
-                        hls_url: string;
-                        low_latency_hls_url: string;
-                        vod_url: string;
-                        rtmp_url: string;
-                        flv_url: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Conflict with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3999,26 +3189,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         /** @constant */
@@ -4026,6 +3203,25 @@ export interface operations {
                     };
                 };
             };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4033,26 +3229,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         /** @constant */
@@ -4060,40 +3243,33 @@ export interface operations {
                     };
                 };
             };
-            503: {
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The operation did not finish within 30 seconds */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -4101,26 +3277,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         /** @constant */
@@ -4146,23 +3309,10 @@ export interface operations {
                      */
                     room_name: string;
                 };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description Room the recorder joins, in any spelling of its room key (`Design Review`, `design%20review`), optionally @conference.domain
-                     */
-                    room_name: string;
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description Room the recorder joins, in any spelling of its room key (`Design Review`, `design%20review`), optionally @conference.domain
-                     */
-                    room_name: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4174,141 +3324,80 @@ export interface operations {
                         stream_name: string;
                         pod_name: string;
                     };
-                    "multipart/form-data": {
-                        /** @constant */
-                        started: false;
-                        stream_name: string;
-                        pod_name: string;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        started: false;
-                        stream_name: string;
-                        pod_name: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            503: {
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The operation did not finish within 30 seconds */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -4316,26 +3405,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                        /** @constant */
-                        started: false;
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
+                            /**
+                             * @description What went wrong, one of a fixed list (docs/architecture.md); the status follows from it
+                             * @default bad_request
+                             * @enum {string}
+                             */
+                            code: "bad_request" | "invalid_json" | "validation_failed" | "unauthorized" | "invalid_api_key" | "invalid_token" | "operator_credential_required" | "invalid_operator_token" | "token_expired" | "forbidden" | "not_found" | "conflict" | "invalid_mapper_input" | "reservation_expired" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "quota_exceeded" | "internal" | "dependency_down" | "timeout";
+                            /** @description For people: what was wrong, naming the field where one was */
                             message: string;
                         };
                         /** @constant */
@@ -4356,6 +3432,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4363,83 +3440,53 @@ export interface operations {
                 content: {
                     "application/json": {
                         [key: string]: {
-                            current_viewers: string | number;
+                            current_viewers: number;
                             /** @description seconds since the stream started */
-                            uptime: string | number;
-                        };
-                    };
-                    "multipart/form-data": {
-                        [key: string]: {
-                            current_viewers: string | number;
-                            /** @description seconds since the stream started */
-                            uptime: string | number;
-                        };
-                    };
-                    "text/plain": {
-                        [key: string]: {
-                            current_viewers: string | number;
-                            /** @description seconds since the stream started */
-                            uptime: string | number;
+                            uptime: number;
                         };
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -4455,6 +3502,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4462,83 +3510,53 @@ export interface operations {
                 content: {
                     "application/json": {
                         [key: string]: {
-                            current_viewers: string | number;
+                            current_viewers: number;
                             /** @description seconds since the stream started */
-                            uptime: string | number;
-                        };
-                    };
-                    "multipart/form-data": {
-                        [key: string]: {
-                            current_viewers: string | number;
-                            /** @description seconds since the stream started */
-                            uptime: string | number;
-                        };
-                    };
-                    "text/plain": {
-                        [key: string]: {
-                            current_viewers: string | number;
-                            /** @description seconds since the stream started */
-                            uptime: string | number;
+                            uptime: number;
                         };
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -4557,147 +3575,149 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * Format: text
+                     * @description SRS: on_publish, on_play, …
+                     */
+                    action?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: publish, play, done, …
+                     */
+                    call?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the stream's name
+                     */
+                    stream?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the stream's name
+                     */
+                    name?: string;
+                    /**
+                     * Format: text
+                     * @description The RTMP application (live)
+                     */
+                    app?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the connection's id
+                     */
+                    client_id?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the connection's id
+                     */
+                    clientid?: string;
+                } & {
                     [key: string]: unknown;
                 };
-                "multipart/form-data": {
-                    [key: string]: unknown;
-                };
-                "text/plain": {
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * Format: text
+                     * @description SRS: on_publish, on_play, …
+                     */
+                    action?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: publish, play, done, …
+                     */
+                    call?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the stream's name
+                     */
+                    stream?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the stream's name
+                     */
+                    name?: string;
+                    /**
+                     * Format: text
+                     * @description The RTMP application (live)
+                     */
+                    app?: string;
+                    /**
+                     * Format: text
+                     * @description SRS: the connection's id
+                     */
+                    client_id?: string;
+                    /**
+                     * Format: text
+                     * @description nginx-rtmp: the connection's id
+                     */
+                    clientid?: string;
+                } & {
                     [key: string]: unknown;
                 };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        code: string | number;
-                    };
-                    "multipart/form-data": {
-                        code: string | number;
-                    };
-                    "text/plain": {
-                        code: string | number;
+                        code: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -4712,109 +3732,46 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @example weekly-5f2c9a1b7e4d03c68a91f2b5d0e7c4a1.m3u8 */
                 stream: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4) */
+            /** @description The multivariant playlist */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
-                    "multipart/form-data": unknown;
-                    "text/plain": unknown;
+                    "application/vnd.apple.mpegurl": string;
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -4830,111 +3787,48 @@ export interface operations {
             header?: never;
             path: {
                 stream: string;
-                /** @example v0 */
                 rendition: string;
-                /** @example index.m3u8 */
                 file: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description playlist (application/vnd.apple.mpegurl) or fMP4 (video/mp4) */
+            /** @description The media playlist (…/index.m3u8), or fMP4 media (init.mp4, a segment, a part) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
-                    "multipart/form-data": unknown;
-                    "text/plain": unknown;
+                    "application/vnd.apple.mpegurl": string;
+                    "video/mp4": string;
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -4950,68 +3844,53 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Found: the Location header holds the address */
             302: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -5025,6 +3904,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5032,59 +3912,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         rooms: {
-                            id: string | number;
+                            id: number;
                             /** @description The account */
                             app_id: string;
                             /** @description User id of the owner */
                             created_by: string;
                             /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        rooms: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        rooms: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
+                            owner_id: number;
                             /** @description Equals the channel id */
                             session_id: string;
                             channel_id: string;
@@ -5101,62 +3935,57 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -5183,35 +4012,10 @@ export interface operations {
                      */
                     status?: "active" | "inactive";
                 };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description The room's channel id
-                     */
-                    channel_id: string;
-                    allowed_user_ids?: string[];
-                    /**
-                     * @default active
-                     * @enum {string}
-                     */
-                    status?: "active" | "inactive";
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description The room's channel id
-                     */
-                    channel_id: string;
-                    allowed_user_ids?: string[];
-                    /**
-                     * @default active
-                     * @enum {string}
-                     */
-                    status?: "active" | "inactive";
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -5219,59 +4023,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         room: {
-                            id: string | number;
+                            id: number;
                             /** @description The account */
                             app_id: string;
                             /** @description User id of the owner */
                             created_by: string;
                             /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "text/plain": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
+                            owner_id: number;
                             /** @description Equals the channel id */
                             session_id: string;
                             channel_id: string;
@@ -5288,149 +4046,93 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Conflict with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -5447,6 +4149,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5454,59 +4157,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         room: {
-                            id: string | number;
+                            id: number;
                             /** @description The account */
                             app_id: string;
                             /** @description User id of the owner */
                             created_by: string;
                             /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "text/plain": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
+                            owner_id: number;
                             /** @description Equals the channel id */
                             session_id: string;
                             channel_id: string;
@@ -5523,149 +4180,75 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -5674,8 +4257,8 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Default 20, at most 100 */
-                size?: string | number;
-                offset?: string | number;
+                size?: number;
+                offset?: number;
                 /** @description Comma-separated message ids */
                 message_ids?: string;
                 group_by_day?: boolean;
@@ -5689,6 +4272,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5696,9 +4280,9 @@ export interface operations {
                 content: {
                     "application/json": {
                         messages: {
-                            id: string | number;
+                            id: number;
                             channel_id: string;
-                            parent_id: ((string | number) | null) | null;
+                            parent_id: number | null;
                             /** @description The text, or a poll's question */
                             content: string;
                             /**
@@ -5713,12 +4297,12 @@ export interface operations {
                             /** Format: date-time */
                             updated_at: string;
                             /** @description Top-level messages only */
-                            reply_count?: string | number;
+                            reply_count?: number;
                             /** @description Polls only */
                             options?: {
-                                id: string | number;
+                                id: number;
                                 text: string;
-                                vote_count: string | number;
+                                vote_count: number;
                             }[];
                         }[];
                     } | {
@@ -5727,9 +4311,9 @@ export interface operations {
                             /** @description UTC day, YYYY-MM-DD */
                             day: string;
                             messages: {
-                                id: string | number;
+                                id: number;
                                 channel_id: string;
-                                parent_id: ((string | number) | null) | null;
+                                parent_id: number | null;
                                 /** @description The text, or a poll's question */
                                 content: string;
                                 /**
@@ -5744,281 +4328,87 @@ export interface operations {
                                 /** Format: date-time */
                                 updated_at: string;
                                 /** @description Top-level messages only */
-                                reply_count?: string | number;
+                                reply_count?: number;
                                 /** @description Polls only */
                                 options?: {
-                                    id: string | number;
+                                    id: number;
                                     text: string;
-                                    vote_count: string | number;
-                                }[];
-                            }[];
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        messages: {
-                            id: string | number;
-                            channel_id: string;
-                            parent_id: ((string | number) | null) | null;
-                            /** @description The text, or a poll's question */
-                            content: string;
-                            /**
-                             * @example text
-                             * @example poll
-                             */
-                            content_type: string;
-                            created_by: string;
-                            created_by_name: string;
-                            /** Format: date-time */
-                            inserted_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Top-level messages only */
-                            reply_count?: string | number;
-                            /** @description Polls only */
-                            options?: {
-                                id: string | number;
-                                text: string;
-                                vote_count: string | number;
-                            }[];
-                        }[];
-                    } | {
-                        /** @description With group_by_day=true */
-                        days: {
-                            /** @description UTC day, YYYY-MM-DD */
-                            day: string;
-                            messages: {
-                                id: string | number;
-                                channel_id: string;
-                                parent_id: ((string | number) | null) | null;
-                                /** @description The text, or a poll's question */
-                                content: string;
-                                /**
-                                 * @example text
-                                 * @example poll
-                                 */
-                                content_type: string;
-                                created_by: string;
-                                created_by_name: string;
-                                /** Format: date-time */
-                                inserted_at: string;
-                                /** Format: date-time */
-                                updated_at: string;
-                                /** @description Top-level messages only */
-                                reply_count?: string | number;
-                                /** @description Polls only */
-                                options?: {
-                                    id: string | number;
-                                    text: string;
-                                    vote_count: string | number;
-                                }[];
-                            }[];
-                        }[];
-                    };
-                    "text/plain": {
-                        messages: {
-                            id: string | number;
-                            channel_id: string;
-                            parent_id: ((string | number) | null) | null;
-                            /** @description The text, or a poll's question */
-                            content: string;
-                            /**
-                             * @example text
-                             * @example poll
-                             */
-                            content_type: string;
-                            created_by: string;
-                            created_by_name: string;
-                            /** Format: date-time */
-                            inserted_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Top-level messages only */
-                            reply_count?: string | number;
-                            /** @description Polls only */
-                            options?: {
-                                id: string | number;
-                                text: string;
-                                vote_count: string | number;
-                            }[];
-                        }[];
-                    } | {
-                        /** @description With group_by_day=true */
-                        days: {
-                            /** @description UTC day, YYYY-MM-DD */
-                            day: string;
-                            messages: {
-                                id: string | number;
-                                channel_id: string;
-                                parent_id: ((string | number) | null) | null;
-                                /** @description The text, or a poll's question */
-                                content: string;
-                                /**
-                                 * @example text
-                                 * @example poll
-                                 */
-                                content_type: string;
-                                created_by: string;
-                                created_by_name: string;
-                                /** Format: date-time */
-                                inserted_at: string;
-                                /** Format: date-time */
-                                updated_at: string;
-                                /** @description Top-level messages only */
-                                reply_count?: string | number;
-                                /** @description Polls only */
-                                options?: {
-                                    id: string | number;
-                                    text: string;
-                                    vote_count: string | number;
+                                    vote_count: number;
                                 }[];
                             }[];
                         }[];
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6038,21 +4428,12 @@ export interface operations {
                 "application/json": {
                     /** @description true deletes every message of the room */
                     is_empty?: boolean;
-                    message_ids?: (string | number)[];
-                };
-                "multipart/form-data": {
-                    /** @description true deletes every message of the room */
-                    is_empty?: boolean;
-                    message_ids?: (string | number)[];
-                };
-                "text/plain": {
-                    /** @description true deletes every message of the room */
-                    is_empty?: boolean;
-                    message_ids?: (string | number)[];
+                    message_ids?: number[];
                 };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6061,157 +4442,95 @@ export interface operations {
                     "application/json": {
                         message: string;
                     };
-                    "multipart/form-data": {
-                        message: string;
-                    };
-                    "text/plain": {
-                        message: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6222,8 +4541,8 @@ export interface operations {
                 /** @description Case-insensitive; % and _ match themselves */
                 search_term: string;
                 /** @description Default 20, at most 100 */
-                size?: string | number;
-                offset?: string | number;
+                size?: number;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -6234,6 +4553,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6241,9 +4561,9 @@ export interface operations {
                 content: {
                     "application/json": {
                         messages: {
-                            id: string | number;
+                            id: number;
                             channel_id: string;
-                            parent_id: ((string | number) | null) | null;
+                            parent_id: number | null;
                             /** @description The text, or a poll's question */
                             content: string;
                             /**
@@ -6258,12 +4578,12 @@ export interface operations {
                             /** Format: date-time */
                             updated_at: string;
                             /** @description Top-level messages only */
-                            reply_count?: string | number;
+                            reply_count?: number;
                             /** @description Polls only */
                             options?: {
-                                id: string | number;
+                                id: number;
                                 text: string;
-                                vote_count: string | number;
+                                vote_count: number;
                             }[];
                         }[];
                     } | {
@@ -6272,9 +4592,9 @@ export interface operations {
                             /** @description UTC day, YYYY-MM-DD */
                             day: string;
                             messages: {
-                                id: string | number;
+                                id: number;
                                 channel_id: string;
-                                parent_id: ((string | number) | null) | null;
+                                parent_id: number | null;
                                 /** @description The text, or a poll's question */
                                 content: string;
                                 /**
@@ -6289,281 +4609,87 @@ export interface operations {
                                 /** Format: date-time */
                                 updated_at: string;
                                 /** @description Top-level messages only */
-                                reply_count?: string | number;
+                                reply_count?: number;
                                 /** @description Polls only */
                                 options?: {
-                                    id: string | number;
+                                    id: number;
                                     text: string;
-                                    vote_count: string | number;
-                                }[];
-                            }[];
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        messages: {
-                            id: string | number;
-                            channel_id: string;
-                            parent_id: ((string | number) | null) | null;
-                            /** @description The text, or a poll's question */
-                            content: string;
-                            /**
-                             * @example text
-                             * @example poll
-                             */
-                            content_type: string;
-                            created_by: string;
-                            created_by_name: string;
-                            /** Format: date-time */
-                            inserted_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Top-level messages only */
-                            reply_count?: string | number;
-                            /** @description Polls only */
-                            options?: {
-                                id: string | number;
-                                text: string;
-                                vote_count: string | number;
-                            }[];
-                        }[];
-                    } | {
-                        /** @description With group_by_day=true */
-                        days: {
-                            /** @description UTC day, YYYY-MM-DD */
-                            day: string;
-                            messages: {
-                                id: string | number;
-                                channel_id: string;
-                                parent_id: ((string | number) | null) | null;
-                                /** @description The text, or a poll's question */
-                                content: string;
-                                /**
-                                 * @example text
-                                 * @example poll
-                                 */
-                                content_type: string;
-                                created_by: string;
-                                created_by_name: string;
-                                /** Format: date-time */
-                                inserted_at: string;
-                                /** Format: date-time */
-                                updated_at: string;
-                                /** @description Top-level messages only */
-                                reply_count?: string | number;
-                                /** @description Polls only */
-                                options?: {
-                                    id: string | number;
-                                    text: string;
-                                    vote_count: string | number;
-                                }[];
-                            }[];
-                        }[];
-                    };
-                    "text/plain": {
-                        messages: {
-                            id: string | number;
-                            channel_id: string;
-                            parent_id: ((string | number) | null) | null;
-                            /** @description The text, or a poll's question */
-                            content: string;
-                            /**
-                             * @example text
-                             * @example poll
-                             */
-                            content_type: string;
-                            created_by: string;
-                            created_by_name: string;
-                            /** Format: date-time */
-                            inserted_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Top-level messages only */
-                            reply_count?: string | number;
-                            /** @description Polls only */
-                            options?: {
-                                id: string | number;
-                                text: string;
-                                vote_count: string | number;
-                            }[];
-                        }[];
-                    } | {
-                        /** @description With group_by_day=true */
-                        days: {
-                            /** @description UTC day, YYYY-MM-DD */
-                            day: string;
-                            messages: {
-                                id: string | number;
-                                channel_id: string;
-                                parent_id: ((string | number) | null) | null;
-                                /** @description The text, or a poll's question */
-                                content: string;
-                                /**
-                                 * @example text
-                                 * @example poll
-                                 */
-                                content_type: string;
-                                created_by: string;
-                                created_by_name: string;
-                                /** Format: date-time */
-                                inserted_at: string;
-                                /** Format: date-time */
-                                updated_at: string;
-                                /** @description Top-level messages only */
-                                reply_count?: string | number;
-                                /** @description Polls only */
-                                options?: {
-                                    id: string | number;
-                                    text: string;
-                                    vote_count: string | number;
+                                    vote_count: number;
                                 }[];
                             }[];
                         }[];
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6575,21 +4701,22 @@ export interface operations {
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
+                message_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         channel_id: string;
-                        parent_id: ((string | number) | null) | null;
+                        parent_id: number | null;
                         /** @description The text, or a poll's question */
                         content: string;
                         /**
@@ -6604,211 +4731,85 @@ export interface operations {
                         /** Format: date-time */
                         updated_at: string;
                         /** @description Top-level messages only */
-                        reply_count?: string | number;
+                        reply_count?: number;
                         /** @description Polls only */
                         options?: {
-                            id: string | number;
+                            id: number;
                             text: string;
-                            vote_count: string | number;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        channel_id: string;
-                        parent_id: ((string | number) | null) | null;
-                        /** @description The text, or a poll's question */
-                        content: string;
-                        /**
-                         * @example text
-                         * @example poll
-                         */
-                        content_type: string;
-                        created_by: string;
-                        created_by_name: string;
-                        /** Format: date-time */
-                        inserted_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Top-level messages only */
-                        reply_count?: string | number;
-                        /** @description Polls only */
-                        options?: {
-                            id: string | number;
-                            text: string;
-                            vote_count: string | number;
-                        }[];
-                    };
-                    "text/plain": {
-                        id: string | number;
-                        channel_id: string;
-                        parent_id: ((string | number) | null) | null;
-                        /** @description The text, or a poll's question */
-                        content: string;
-                        /**
-                         * @example text
-                         * @example poll
-                         */
-                        content_type: string;
-                        created_by: string;
-                        created_by_name: string;
-                        /** Format: date-time */
-                        inserted_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Top-level messages only */
-                        reply_count?: string | number;
-                        /** @description Polls only */
-                        options?: {
-                            id: string | number;
-                            text: string;
-                            vote_count: string | number;
+                            vote_count: number;
                         }[];
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6820,7 +4821,7 @@ export interface operations {
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
+                message_id: number;
             };
             cookie?: never;
         };
@@ -6830,26 +4831,19 @@ export interface operations {
                     /** Format: text */
                     content?: string;
                 };
-                "multipart/form-data": {
-                    /** Format: text */
-                    content?: string;
-                };
-                "text/plain": {
-                    /** Format: text */
-                    content?: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
+                        id: number;
                         channel_id: string;
-                        parent_id: ((string | number) | null) | null;
+                        parent_id: number | null;
                         /** @description The text, or a poll's question */
                         content: string;
                         /**
@@ -6864,211 +4858,103 @@ export interface operations {
                         /** Format: date-time */
                         updated_at: string;
                         /** @description Top-level messages only */
-                        reply_count?: string | number;
+                        reply_count?: number;
                         /** @description Polls only */
                         options?: {
-                            id: string | number;
+                            id: number;
                             text: string;
-                            vote_count: string | number;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        channel_id: string;
-                        parent_id: ((string | number) | null) | null;
-                        /** @description The text, or a poll's question */
-                        content: string;
-                        /**
-                         * @example text
-                         * @example poll
-                         */
-                        content_type: string;
-                        created_by: string;
-                        created_by_name: string;
-                        /** Format: date-time */
-                        inserted_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Top-level messages only */
-                        reply_count?: string | number;
-                        /** @description Polls only */
-                        options?: {
-                            id: string | number;
-                            text: string;
-                            vote_count: string | number;
-                        }[];
-                    };
-                    "text/plain": {
-                        id: string | number;
-                        channel_id: string;
-                        parent_id: ((string | number) | null) | null;
-                        /** @description The text, or a poll's question */
-                        content: string;
-                        /**
-                         * @example text
-                         * @example poll
-                         */
-                        content_type: string;
-                        created_by: string;
-                        created_by_name: string;
-                        /** Format: date-time */
-                        inserted_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Top-level messages only */
-                        reply_count?: string | number;
-                        /** @description Polls only */
-                        options?: {
-                            id: string | number;
-                            text: string;
-                            vote_count: string | number;
+                            vote_count: number;
                         }[];
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7077,20 +4963,21 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Default 20, at most 100 */
-                size?: string | number;
-                offset?: string | number;
+                size?: number;
+                offset?: number;
                 group_by_day?: boolean;
             };
             header?: never;
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
+                message_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7098,9 +4985,9 @@ export interface operations {
                 content: {
                     "application/json": {
                         messages: {
-                            id: string | number;
+                            id: number;
                             channel_id: string;
-                            parent_id: ((string | number) | null) | null;
+                            parent_id: number | null;
                             /** @description The text, or a poll's question */
                             content: string;
                             /**
@@ -7115,12 +5002,12 @@ export interface operations {
                             /** Format: date-time */
                             updated_at: string;
                             /** @description Top-level messages only */
-                            reply_count?: string | number;
+                            reply_count?: number;
                             /** @description Polls only */
                             options?: {
-                                id: string | number;
+                                id: number;
                                 text: string;
-                                vote_count: string | number;
+                                vote_count: number;
                             }[];
                         }[];
                     } | {
@@ -7129,9 +5016,9 @@ export interface operations {
                             /** @description UTC day, YYYY-MM-DD */
                             day: string;
                             messages: {
-                                id: string | number;
+                                id: number;
                                 channel_id: string;
-                                parent_id: ((string | number) | null) | null;
+                                parent_id: number | null;
                                 /** @description The text, or a poll's question */
                                 content: string;
                                 /**
@@ -7146,281 +5033,87 @@ export interface operations {
                                 /** Format: date-time */
                                 updated_at: string;
                                 /** @description Top-level messages only */
-                                reply_count?: string | number;
+                                reply_count?: number;
                                 /** @description Polls only */
                                 options?: {
-                                    id: string | number;
+                                    id: number;
                                     text: string;
-                                    vote_count: string | number;
-                                }[];
-                            }[];
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        messages: {
-                            id: string | number;
-                            channel_id: string;
-                            parent_id: ((string | number) | null) | null;
-                            /** @description The text, or a poll's question */
-                            content: string;
-                            /**
-                             * @example text
-                             * @example poll
-                             */
-                            content_type: string;
-                            created_by: string;
-                            created_by_name: string;
-                            /** Format: date-time */
-                            inserted_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Top-level messages only */
-                            reply_count?: string | number;
-                            /** @description Polls only */
-                            options?: {
-                                id: string | number;
-                                text: string;
-                                vote_count: string | number;
-                            }[];
-                        }[];
-                    } | {
-                        /** @description With group_by_day=true */
-                        days: {
-                            /** @description UTC day, YYYY-MM-DD */
-                            day: string;
-                            messages: {
-                                id: string | number;
-                                channel_id: string;
-                                parent_id: ((string | number) | null) | null;
-                                /** @description The text, or a poll's question */
-                                content: string;
-                                /**
-                                 * @example text
-                                 * @example poll
-                                 */
-                                content_type: string;
-                                created_by: string;
-                                created_by_name: string;
-                                /** Format: date-time */
-                                inserted_at: string;
-                                /** Format: date-time */
-                                updated_at: string;
-                                /** @description Top-level messages only */
-                                reply_count?: string | number;
-                                /** @description Polls only */
-                                options?: {
-                                    id: string | number;
-                                    text: string;
-                                    vote_count: string | number;
-                                }[];
-                            }[];
-                        }[];
-                    };
-                    "text/plain": {
-                        messages: {
-                            id: string | number;
-                            channel_id: string;
-                            parent_id: ((string | number) | null) | null;
-                            /** @description The text, or a poll's question */
-                            content: string;
-                            /**
-                             * @example text
-                             * @example poll
-                             */
-                            content_type: string;
-                            created_by: string;
-                            created_by_name: string;
-                            /** Format: date-time */
-                            inserted_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Top-level messages only */
-                            reply_count?: string | number;
-                            /** @description Polls only */
-                            options?: {
-                                id: string | number;
-                                text: string;
-                                vote_count: string | number;
-                            }[];
-                        }[];
-                    } | {
-                        /** @description With group_by_day=true */
-                        days: {
-                            /** @description UTC day, YYYY-MM-DD */
-                            day: string;
-                            messages: {
-                                id: string | number;
-                                channel_id: string;
-                                parent_id: ((string | number) | null) | null;
-                                /** @description The text, or a poll's question */
-                                content: string;
-                                /**
-                                 * @example text
-                                 * @example poll
-                                 */
-                                content_type: string;
-                                created_by: string;
-                                created_by_name: string;
-                                /** Format: date-time */
-                                inserted_at: string;
-                                /** Format: date-time */
-                                updated_at: string;
-                                /** @description Top-level messages only */
-                                reply_count?: string | number;
-                                /** @description Polls only */
-                                options?: {
-                                    id: string | number;
-                                    text: string;
-                                    vote_count: string | number;
+                                    vote_count: number;
                                 }[];
                             }[];
                         }[];
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7432,24 +5125,19 @@ export interface operations {
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
+                message_id: number;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
                 "application/json": {
-                    reply_message_ids: (string | number)[];
-                };
-                "multipart/form-data": {
-                    reply_message_ids: (string | number)[];
-                };
-                "text/plain": {
-                    reply_message_ids: (string | number)[];
+                    reply_message_ids: number[];
                 };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7458,157 +5146,95 @@ export interface operations {
                     "application/json": {
                         message: string;
                     };
-                    "multipart/form-data": {
-                        message: string;
-                    };
-                    "text/plain": {
-                        message: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7620,12 +5246,13 @@ export interface operations {
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
+                message_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7634,157 +5261,77 @@ export interface operations {
                     "application/json": {
                         is_voted: boolean;
                     };
-                    "multipart/form-data": {
-                        is_voted: boolean;
-                    };
-                    "text/plain": {
-                        is_voted: boolean;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7796,12 +5343,13 @@ export interface operations {
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
+                message_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7810,169 +5358,81 @@ export interface operations {
                     "application/json": {
                         votes: {
                             /** @description Poll option id */
-                            answer: string | number;
-                            user_id: string;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        votes: {
-                            /** @description Poll option id */
-                            answer: string | number;
-                            user_id: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        votes: {
-                            /** @description Poll option id */
-                            answer: string | number;
+                            answer: number;
                             user_id: string;
                         }[];
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7984,13 +5444,14 @@ export interface operations {
             path: {
                 /** @description The room's channel id */
                 channel_id: string;
-                message_id: string | number;
-                poll_option_id: string | number;
+                message_id: number;
+                poll_option_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7999,169 +5460,81 @@ export interface operations {
                     "application/json": {
                         poll_answer: {
                             /** @description Poll option id */
-                            answer: string | number;
-                            user_id: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        poll_answer: {
-                            /** @description Poll option id */
-                            answer: string | number;
-                            user_id: string;
-                        };
-                    };
-                    "text/plain": {
-                        poll_answer: {
-                            /** @description Poll option id */
-                            answer: string | number;
+                            answer: number;
                             user_id: string;
                         };
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8179,6 +5552,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -8190,163 +5564,77 @@ export interface operations {
                             name: string;
                         };
                     };
-                    "multipart/form-data": {
-                        user: {
-                            id: string;
-                            name: string;
-                        };
-                    };
-                    "text/plain": {
-                        user: {
-                            id: string;
-                            name: string;
-                        };
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8364,6 +5652,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -8371,59 +5660,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         room: {
-                            id: string | number;
+                            id: number;
                             /** @description The account */
                             app_id: string;
                             /** @description User id of the owner */
                             created_by: string;
                             /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "text/plain": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
+                            owner_id: number;
                             /** @description Equals the channel id */
                             session_id: string;
                             channel_id: string;
@@ -8440,149 +5683,75 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8600,6 +5769,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -8607,59 +5777,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         room: {
-                            id: string | number;
+                            id: number;
                             /** @description The account */
                             app_id: string;
                             /** @description User id of the owner */
                             created_by: string;
                             /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
-                            /** @description Equals the channel id */
-                            session_id: string;
-                            channel_id: string;
-                            /** @description Empty: anyone in the account */
-                            allowed_user_ids: string[];
-                            /**
-                             * @example active
-                             * @example inactive
-                             */
-                            status: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
-                    "text/plain": {
-                        room: {
-                            id: string | number;
-                            /** @description The account */
-                            app_id: string;
-                            /** @description User id of the owner */
-                            created_by: string;
-                            /** @description Numeric chat-user id of the owner */
-                            owner_id: string | number;
+                            owner_id: number;
                             /** @description Equals the channel id */
                             session_id: string;
                             channel_id: string;
@@ -8676,149 +5800,75 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8829,8 +5879,8 @@ export interface operations {
                 /** @description Case-insensitive; % and _ match themselves */
                 search_term: string;
                 /** @description Default 20, at most 100 */
-                size?: string | number;
-                offset?: string | number;
+                size?: number;
+                offset?: number;
             };
             header?: never;
             path?: never;
@@ -8838,6 +5888,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -8849,134 +5900,68 @@ export interface operations {
                             name: string;
                         }[];
                     };
-                    "multipart/form-data": {
-                        users: {
-                            id: string;
-                            name: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        users: {
-                            id: string;
-                            name: string;
-                        }[];
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8993,6 +5978,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -9004,163 +5990,77 @@ export interface operations {
                             name: string;
                         }[];
                     };
-                    "multipart/form-data": {
-                        users: {
-                            id: string;
-                            name: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        users: {
-                            id: string;
-                            name: string;
-                        }[];
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9186,33 +6086,10 @@ export interface operations {
                      */
                     fileType: string;
                 };
-                "multipart/form-data": {
-                    /**
-                     * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
-                     */
-                    fileName: string;
-                    /**
-                     * Format: text
-                     * @description Extension ("png") or MIME type ("image/png")
-                     */
-                    fileType: string;
-                };
-                "text/plain": {
-                    /**
-                     * Format: text
-                     * @description Path inside the account's folder, such as chat/photo.png
-                     */
-                    fileName: string;
-                    /**
-                     * Format: text
-                     * @description Extension ("png") or MIME type ("image/png")
-                     */
-                    fileType: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -9225,171 +6102,149 @@ export interface operations {
                         key: string;
                         content_type: string;
                         /** @description Seconds the URL stays valid */
-                        expires_in: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @description PUT the file here, with the Content-Type given below */
-                        presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
-                        key: string;
-                        content_type: string;
-                        /** @description Seconds the URL stays valid */
-                        expires_in: string | number;
-                    };
-                    "text/plain": {
-                        /** @description PUT the file here, with the Content-Type given below */
-                        presigned_url: string;
-                        /** @description The object's key: the account id, a slash, then fileName */
-                        key: string;
-                        content_type: string;
-                        /** @description Seconds the URL stays valid */
-                        expires_in: string | number;
+                        expires_in: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
             503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getApiV1MessagingWebsocket: {
+        parameters: {
+            query?: {
+                /** @description A messaging token from generate-token (required) */
+                token?: string;
+                /** @description The Phoenix protocol version: 2.0.0, the client's default */
+                vsn?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2 */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9424,51 +6279,10 @@ export interface operations {
                 } & {
                     [key: string]: unknown;
                 };
-                "multipart/form-data": {
-                    /** @constant */
-                    event_name: "muc-room-created";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    /** @description When the room was created (unix time, seconds) */
-                    created_at: number;
-                } & {
-                    [key: string]: unknown;
-                };
-                "text/plain": {
-                    /** @constant */
-                    event_name: "muc-room-created";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    /** @description When the room was created (unix time, seconds) */
-                    created_at: number;
-                } & {
-                    [key: string]: unknown;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -9478,101 +6292,77 @@ export interface operations {
                         /** @description false when the same delivery was stored before (a retry); it is counted once */
                         stored: boolean;
                     };
-                    "multipart/form-data": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
-                    "text/plain": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9659,155 +6449,10 @@ export interface operations {
                 } & {
                     [key: string]: unknown;
                 };
-                "multipart/form-data": {
-                    /** @constant */
-                    event_name: "muc-room-destroyed";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    /** @description When the room was created (unix time, seconds) */
-                    created_at: number;
-                    /** @description When the room was destroyed (unix time, seconds) */
-                    destroyed_at: number;
-                    /** @description Every occupant since the room was created */
-                    all_occupants?: ({
-                        /**
-                         * Format: text
-                         * @description Full XMPP jid of the occupant's connection
-                         */
-                        occupant_jid: string;
-                        /** @description When the occupant joined (unix time, seconds) */
-                        joined_at: number;
-                        /** @description When the occupant left (unix time, seconds) */
-                        left_at?: number;
-                        /**
-                         * Format: text
-                         * @description From the JWT user context, when token auth is used
-                         */
-                        name?: string;
-                        /** Format: text */
-                        email?: string;
-                        /** @description User id from the JWT user context */
-                        id?: string | number;
-                        /** @description Milliseconds, with include_speaker_stats */
-                        total_dominant_speaker_time?: number;
-                    } & {
-                        [key: string]: unknown;
-                    })[] | {
-                        [key: string]: {
-                            /**
-                             * Format: text
-                             * @description Full XMPP jid of the occupant's connection
-                             */
-                            occupant_jid: string;
-                            /** @description When the occupant joined (unix time, seconds) */
-                            joined_at: number;
-                            /** @description When the occupant left (unix time, seconds) */
-                            left_at?: number;
-                            /**
-                             * Format: text
-                             * @description From the JWT user context, when token auth is used
-                             */
-                            name?: string;
-                            /** Format: text */
-                            email?: string;
-                            /** @description User id from the JWT user context */
-                            id?: string | number;
-                            /** @description Milliseconds, with include_speaker_stats */
-                            total_dominant_speaker_time?: number;
-                        } & {
-                            [key: string]: unknown;
-                        };
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
-                "text/plain": {
-                    /** @constant */
-                    event_name: "muc-room-destroyed";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    /** @description When the room was created (unix time, seconds) */
-                    created_at: number;
-                    /** @description When the room was destroyed (unix time, seconds) */
-                    destroyed_at: number;
-                    /** @description Every occupant since the room was created */
-                    all_occupants?: ({
-                        /**
-                         * Format: text
-                         * @description Full XMPP jid of the occupant's connection
-                         */
-                        occupant_jid: string;
-                        /** @description When the occupant joined (unix time, seconds) */
-                        joined_at: number;
-                        /** @description When the occupant left (unix time, seconds) */
-                        left_at?: number;
-                        /**
-                         * Format: text
-                         * @description From the JWT user context, when token auth is used
-                         */
-                        name?: string;
-                        /** Format: text */
-                        email?: string;
-                        /** @description User id from the JWT user context */
-                        id?: string | number;
-                        /** @description Milliseconds, with include_speaker_stats */
-                        total_dominant_speaker_time?: number;
-                    } & {
-                        [key: string]: unknown;
-                    })[] | {
-                        [key: string]: {
-                            /**
-                             * Format: text
-                             * @description Full XMPP jid of the occupant's connection
-                             */
-                            occupant_jid: string;
-                            /** @description When the occupant joined (unix time, seconds) */
-                            joined_at: number;
-                            /** @description When the occupant left (unix time, seconds) */
-                            left_at?: number;
-                            /**
-                             * Format: text
-                             * @description From the JWT user context, when token auth is used
-                             */
-                            name?: string;
-                            /** Format: text */
-                            email?: string;
-                            /** @description User id from the JWT user context */
-                            id?: string | number;
-                            /** @description Milliseconds, with include_speaker_stats */
-                            total_dominant_speaker_time?: number;
-                        } & {
-                            [key: string]: unknown;
-                        };
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -9817,101 +6462,77 @@ export interface operations {
                         /** @description false when the same delivery was stored before (a retry); it is counted once */
                         stored: boolean;
                     };
-                    "multipart/form-data": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
-                    "text/plain": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9941,95 +6562,7 @@ export interface operations {
                      * @description Present when is_breakout is true
                      */
                     breakout_room_id?: string;
-                    active_occupants_count?: string | number;
-                    occupant: {
-                        /**
-                         * Format: text
-                         * @description Full XMPP jid of the occupant's connection
-                         */
-                        occupant_jid: string;
-                        /** @description When the occupant joined (unix time, seconds) */
-                        joined_at: number;
-                        /** @description When the occupant left (unix time, seconds) */
-                        left_at?: number;
-                        /**
-                         * Format: text
-                         * @description From the JWT user context, when token auth is used
-                         */
-                        name?: string;
-                        /** Format: text */
-                        email?: string;
-                        /** @description User id from the JWT user context */
-                        id?: string | number;
-                        /** @description Milliseconds, with include_speaker_stats */
-                        total_dominant_speaker_time?: number;
-                    } & {
-                        [key: string]: unknown;
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
-                "multipart/form-data": {
-                    /** @constant */
-                    event_name: "muc-occupant-joined";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    active_occupants_count?: string | number;
-                    occupant: {
-                        /**
-                         * Format: text
-                         * @description Full XMPP jid of the occupant's connection
-                         */
-                        occupant_jid: string;
-                        /** @description When the occupant joined (unix time, seconds) */
-                        joined_at: number;
-                        /** @description When the occupant left (unix time, seconds) */
-                        left_at?: number;
-                        /**
-                         * Format: text
-                         * @description From the JWT user context, when token auth is used
-                         */
-                        name?: string;
-                        /** Format: text */
-                        email?: string;
-                        /** @description User id from the JWT user context */
-                        id?: string | number;
-                        /** @description Milliseconds, with include_speaker_stats */
-                        total_dominant_speaker_time?: number;
-                    } & {
-                        [key: string]: unknown;
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
-                "text/plain": {
-                    /** @constant */
-                    event_name: "muc-occupant-joined";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    active_occupants_count?: string | number;
+                    active_occupants_count?: number;
                     occupant: {
                         /**
                          * Format: text
@@ -10060,6 +6593,7 @@ export interface operations {
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -10069,101 +6603,77 @@ export interface operations {
                         /** @description false when the same delivery was stored before (a retry); it is counted once */
                         stored: boolean;
                     };
-                    "multipart/form-data": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
-                    "text/plain": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -10193,7 +6703,7 @@ export interface operations {
                      * @description Present when is_breakout is true
                      */
                     breakout_room_id?: string;
-                    active_occupants_count?: string | number;
+                    active_occupants_count?: number;
                     occupant: {
                         /**
                          * Format: text
@@ -10202,7 +6712,6 @@ export interface operations {
                         occupant_jid: string;
                         /** @description When the occupant joined (unix time, seconds) */
                         joined_at: number;
-                        left_at: number;
                         /**
                          * Format: text
                          * @description From the JWT user context, when token auth is used
@@ -10214,92 +6723,8 @@ export interface operations {
                         id?: string | number;
                         /** @description Milliseconds, with include_speaker_stats */
                         total_dominant_speaker_time?: number;
-                    } & {
-                        [key: string]: unknown;
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
-                "multipart/form-data": {
-                    /** @constant */
-                    event_name: "muc-occupant-left";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    active_occupants_count?: string | number;
-                    occupant: {
-                        /**
-                         * Format: text
-                         * @description Full XMPP jid of the occupant's connection
-                         */
-                        occupant_jid: string;
-                        /** @description When the occupant joined (unix time, seconds) */
-                        joined_at: number;
+                        /** @description When the occupant left (unix time, seconds) */
                         left_at: number;
-                        /**
-                         * Format: text
-                         * @description From the JWT user context, when token auth is used
-                         */
-                        name?: string;
-                        /** Format: text */
-                        email?: string;
-                        /** @description User id from the JWT user context */
-                        id?: string | number;
-                        /** @description Milliseconds, with include_speaker_stats */
-                        total_dominant_speaker_time?: number;
-                    } & {
-                        [key: string]: unknown;
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
-                "text/plain": {
-                    /** @constant */
-                    event_name: "muc-occupant-left";
-                    /**
-                     * Format: text
-                     * @description Room name (the main room's, for a breakout room)
-                     */
-                    room_name: string;
-                    /** Format: text */
-                    room_jid?: string;
-                    is_breakout?: boolean;
-                    /**
-                     * Format: text
-                     * @description Present when is_breakout is true
-                     */
-                    breakout_room_id?: string;
-                    active_occupants_count?: string | number;
-                    occupant: {
-                        /**
-                         * Format: text
-                         * @description Full XMPP jid of the occupant's connection
-                         */
-                        occupant_jid: string;
-                        /** @description When the occupant joined (unix time, seconds) */
-                        joined_at: number;
-                        left_at: number;
-                        /**
-                         * Format: text
-                         * @description From the JWT user context, when token auth is used
-                         */
-                        name?: string;
-                        /** Format: text */
-                        email?: string;
-                        /** @description User id from the JWT user context */
-                        id?: string | number;
-                        /** @description Milliseconds, with include_speaker_stats */
-                        total_dominant_speaker_time?: number;
                     } & {
                         [key: string]: unknown;
                     };
@@ -10309,6 +6734,7 @@ export interface operations {
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -10318,101 +6744,77 @@ export interface operations {
                         /** @description false when the same delivery was stored before (a retry); it is counted once */
                         stored: boolean;
                     };
-                    "multipart/form-data": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
-                    "text/plain": {
-                        /** @description false when the same delivery was stored before (a retry); it is counted once */
-                        stored: boolean;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -10421,10 +6823,10 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Sequence number: only later events are listed (0, the default, lists from the oldest kept) */
-                after?: string | number;
+                after?: number;
                 /** @description Comma-separated event types to list (default every type) */
                 types?: string;
-                limit?: string | number;
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -10432,6 +6834,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -10448,7 +6851,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "room.started";
                             data: {
@@ -10472,7 +6875,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "room.ended";
                             data: {
@@ -10491,13 +6894,13 @@ export interface operations {
                                  */
                                 ended_at: string;
                                 /** @description How long the room lived */
-                                duration_seconds: string | number;
+                                duration_seconds: number;
                                 /** @description The meeting's length in minutes, rounded up */
-                                minutes: string | number;
+                                minutes: number;
                                 /** @description usage.participant_minutes rounded up to a whole minute */
-                                participant_minutes: string | number;
+                                participant_minutes: number;
                                 /** @description Participants the room had over its life: usage.distinct_participants */
-                                participants: string | number;
+                                participants: number;
                                 /** @description The meeting, as the usage report's room_details.MeetingId names it */
                                 meeting_id: string;
                                 /** @description The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation */
@@ -10511,11 +6914,11 @@ export interface operations {
                                     /** @description Recording time, in minutes with two decimals */
                                     recording_minutes: number;
                                     /** @description Most participants present at once */
-                                    peak_participants: string | number;
+                                    peak_participants: number;
                                     /** @description Different people (by user id, else e-mail, else connection jid) */
-                                    distinct_participants: string | number;
+                                    distinct_participants: number;
                                     /** @description Most viewers of a live stream of the room at once */
-                                    peak_viewers: string | number;
+                                    peak_viewers: number;
                                 };
                             };
                         } | {
@@ -10528,7 +6931,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "participant.joined";
                             data: {
@@ -10560,7 +6963,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "participant.left";
                             data: {
@@ -10587,7 +6990,7 @@ export interface operations {
                                  */
                                 left_at: string;
                                 /** @description Length of the stay in minutes, rounded up */
-                                minutes: string | number;
+                                minutes: number;
                             };
                         } | {
                             /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
@@ -10599,19 +7002,19 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "conference.started";
                             data: {
-                                conference_id: string | number;
+                                conference_id: number;
                                 /** @description The room name, lowercased as Jitsi uses it */
                                 room: string;
                                 /** @description Who opened the room (bare JID) */
                                 mail_owner: string;
                                 start_time: string;
                                 /** @description Seconds the conference may last */
-                                duration: string | number;
-                                reservation_id: (string | number) | null;
+                                duration: number;
+                                reservation_id: number | null;
                             };
                         } | {
                             /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
@@ -10623,11 +7026,11 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "conference.ended";
                             data: {
-                                conference_id: string | number;
+                                conference_id: number;
                                 /** @description The room name, lowercased as Jitsi uses it */
                                 room: string;
                                 /**
@@ -10646,11 +7049,11 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "reservation.created";
                             data: {
-                                reservation_id: string | number;
+                                reservation_id: number;
                                 /** @description The room name, lowercased as Jitsi uses it */
                                 room: string;
                                 mail_owner: string;
@@ -10670,11 +7073,11 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "reservation.deleted";
                             data: {
-                                reservation_id: string | number;
+                                reservation_id: number;
                                 /** @description The room name, lowercased as Jitsi uses it */
                                 room: string;
                             };
@@ -10688,7 +7091,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "stream.started";
                             data: {
@@ -10711,7 +7114,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "stream.failed";
                             data: {
@@ -10734,7 +7137,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "stream.stopped";
                             data: {
@@ -10757,7 +7160,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "recording.ready";
                             data: {
@@ -10782,7 +7185,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "call.started";
                             data: {
@@ -10810,7 +7213,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "call.ended";
                             data: {
@@ -10829,7 +7232,7 @@ export interface operations {
                                 ended_at: string;
                                 answered: boolean;
                                 /** @description From answer to hang-up; 0 for an unanswered call */
-                                duration_seconds: string | number;
+                                duration_seconds: number;
                                 reason: string | null;
                             };
                         } | {
@@ -10842,7 +7245,7 @@ export interface operations {
                              */
                             created_at: string;
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
+                            sequence: number;
                             /** @constant */
                             type: "usage.day_settled";
                             data: {
@@ -10853,955 +7256,54 @@ export interface operations {
                                 day: string;
                                 /** @description The room name, lowercased as Jitsi uses it */
                                 room: string;
-                                participant_seconds: string | number;
-                                peak_participants: string | number;
-                                phone_seconds: string | number;
-                                streaming_seconds: string | number;
-                                recording_seconds: string | number;
+                                participant_seconds: number;
+                                peak_participants: number;
+                                phone_seconds: number;
+                                streaming_seconds: number;
+                                recording_seconds: number;
                             };
                         })[];
                         /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
-                        next_after: string | number;
-                    };
-                    "multipart/form-data": {
-                        events: ({
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "room.started";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the room was created
-                                 */
-                                started_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "room.ended";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the room was created
-                                 */
-                                started_at: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the room was destroyed
-                                 */
-                                ended_at: string;
-                                /** @description How long the room lived */
-                                duration_seconds: string | number;
-                                /** @description The meeting's length in minutes, rounded up */
-                                minutes: string | number;
-                                /** @description usage.participant_minutes rounded up to a whole minute */
-                                participant_minutes: string | number;
-                                /** @description Participants the room had over its life: usage.distinct_participants */
-                                participants: string | number;
-                                /** @description The meeting, as the usage report's room_details.MeetingId names it */
-                                meeting_id: string;
-                                /** @description The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation */
-                                usage: {
-                                    /** @description Sum of the meeting's stays, in minutes with two decimals */
-                                    participant_minutes: number;
-                                    /** @description Phone talk time, in minutes with two decimals */
-                                    phone_minutes: number;
-                                    /** @description Live streaming time, in minutes with two decimals */
-                                    streaming_minutes: number;
-                                    /** @description Recording time, in minutes with two decimals */
-                                    recording_minutes: number;
-                                    /** @description Most participants present at once */
-                                    peak_participants: string | number;
-                                    /** @description Different people (by user id, else e-mail, else connection jid) */
-                                    distinct_participants: string | number;
-                                    /** @description Most viewers of a live stream of the room at once */
-                                    peak_viewers: string | number;
-                                };
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "participant.joined";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                participant: {
-                                    /** @description Full XMPP jid of the occupant's connection */
-                                    occupant_jid: string;
-                                    /** @description User id from the JWT user context */
-                                    id: string | null;
-                                    name: string | null;
-                                    email: string | null;
-                                };
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant joined
-                                 */
-                                joined_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "participant.left";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                participant: {
-                                    /** @description Full XMPP jid of the occupant's connection */
-                                    occupant_jid: string;
-                                    /** @description User id from the JWT user context */
-                                    id: string | null;
-                                    name: string | null;
-                                    email: string | null;
-                                };
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant joined
-                                 */
-                                joined_at: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant left
-                                 */
-                                left_at: string;
-                                /** @description Length of the stay in minutes, rounded up */
-                                minutes: string | number;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "conference.started";
-                            data: {
-                                conference_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description Who opened the room (bare JID) */
-                                mail_owner: string;
-                                start_time: string;
-                                /** @description Seconds the conference may last */
-                                duration: string | number;
-                                reservation_id: (string | number) | null;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "conference.ended";
-                            data: {
-                                conference_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the conference ended
-                                 */
-                                ended_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "reservation.created";
-                            data: {
-                                reservation_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                mail_owner: string;
-                                /** @description As given, local to timezone */
-                                start_time: string;
-                                /** @description Minutes */
-                                duration: number;
-                                timezone: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "reservation.deleted";
-                            data: {
-                                reservation_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "stream.started";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description Whether the stream is recorded */
-                                recording: boolean;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "stream.failed";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The named reason, such as recorder_failed or timeout */
-                                reason: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "stream.stopped";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description Why it stopped: requested, timeout, ... */
-                                reason: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "recording.ready";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The recording's key in the S3 bucket */
-                                object_key: string;
-                                /** @description Where the recording plays (GET redirects to the file); empty unless the stream was started with is_vod */
-                                vod_url: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "call.started";
-                            data: {
-                                /** @description The SIP Call-ID */
-                                call_id: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The caller's SIP URI */
-                                caller: string | null;
-                                /** @description The called SIP URI */
-                                callee: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When the call was answered
-                                 */
-                                started_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "call.ended";
-                            data: {
-                                /** @description The SIP Call-ID */
-                                call_id: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The caller's SIP URI */
-                                caller: string | null;
-                                /** @description The called SIP URI */
-                                callee: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When the call ended
-                                 */
-                                ended_at: string;
-                                answered: boolean;
-                                /** @description From answer to hang-up; 0 for an unanswered call */
-                                duration_seconds: string | number;
-                                reason: string | null;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "usage.day_settled";
-                            data: {
-                                /**
-                                 * Format: date
-                                 * @description The UTC day
-                                 */
-                                day: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                participant_seconds: string | number;
-                                peak_participants: string | number;
-                                phone_seconds: string | number;
-                                streaming_seconds: string | number;
-                                recording_seconds: string | number;
-                            };
-                        })[];
-                        /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
-                        next_after: string | number;
-                    };
-                    "text/plain": {
-                        events: ({
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "room.started";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the room was created
-                                 */
-                                started_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "room.ended";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the room was created
-                                 */
-                                started_at: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the room was destroyed
-                                 */
-                                ended_at: string;
-                                /** @description How long the room lived */
-                                duration_seconds: string | number;
-                                /** @description The meeting's length in minutes, rounded up */
-                                minutes: string | number;
-                                /** @description usage.participant_minutes rounded up to a whole minute */
-                                participant_minutes: string | number;
-                                /** @description Participants the room had over its life: usage.distinct_participants */
-                                participants: string | number;
-                                /** @description The meeting, as the usage report's room_details.MeetingId names it */
-                                meeting_id: string;
-                                /** @description The usage report's media_usage figures for this meeting when its end was folded: the same stays, the same computation */
-                                usage: {
-                                    /** @description Sum of the meeting's stays, in minutes with two decimals */
-                                    participant_minutes: number;
-                                    /** @description Phone talk time, in minutes with two decimals */
-                                    phone_minutes: number;
-                                    /** @description Live streaming time, in minutes with two decimals */
-                                    streaming_minutes: number;
-                                    /** @description Recording time, in minutes with two decimals */
-                                    recording_minutes: number;
-                                    /** @description Most participants present at once */
-                                    peak_participants: string | number;
-                                    /** @description Different people (by user id, else e-mail, else connection jid) */
-                                    distinct_participants: string | number;
-                                    /** @description Most viewers of a live stream of the room at once */
-                                    peak_viewers: string | number;
-                                };
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "participant.joined";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                participant: {
-                                    /** @description Full XMPP jid of the occupant's connection */
-                                    occupant_jid: string;
-                                    /** @description User id from the JWT user context */
-                                    id: string | null;
-                                    name: string | null;
-                                    email: string | null;
-                                };
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant joined
-                                 */
-                                joined_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "participant.left";
-                            data: {
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The breakout room's id, or empty for the main room */
-                                breakout_id: string;
-                                participant: {
-                                    /** @description Full XMPP jid of the occupant's connection */
-                                    occupant_jid: string;
-                                    /** @description User id from the JWT user context */
-                                    id: string | null;
-                                    name: string | null;
-                                    email: string | null;
-                                };
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant joined
-                                 */
-                                joined_at: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant left
-                                 */
-                                left_at: string;
-                                /** @description Length of the stay in minutes, rounded up */
-                                minutes: string | number;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "conference.started";
-                            data: {
-                                conference_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description Who opened the room (bare JID) */
-                                mail_owner: string;
-                                start_time: string;
-                                /** @description Seconds the conference may last */
-                                duration: string | number;
-                                reservation_id: (string | number) | null;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "conference.ended";
-                            data: {
-                                conference_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the conference ended
-                                 */
-                                ended_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "reservation.created";
-                            data: {
-                                reservation_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                mail_owner: string;
-                                /** @description As given, local to timezone */
-                                start_time: string;
-                                /** @description Minutes */
-                                duration: number;
-                                timezone: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "reservation.deleted";
-                            data: {
-                                reservation_id: string | number;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "stream.started";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description Whether the stream is recorded */
-                                recording: boolean;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "stream.failed";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The named reason, such as recorder_failed or timeout */
-                                reason: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "stream.stopped";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description Why it stopped: requested, timeout, ... */
-                                reason: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "recording.ready";
-                            data: {
-                                /** @description The stream's id */
-                                stream_id: string;
-                                /** @description The stream's public name (its URLs end with it) */
-                                stream_name: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The recording's key in the S3 bucket */
-                                object_key: string;
-                                /** @description Where the recording plays (GET redirects to the file); empty unless the stream was started with is_vod */
-                                vod_url: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "call.started";
-                            data: {
-                                /** @description The SIP Call-ID */
-                                call_id: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The caller's SIP URI */
-                                caller: string | null;
-                                /** @description The called SIP URI */
-                                callee: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When the call was answered
-                                 */
-                                started_at: string;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "call.ended";
-                            data: {
-                                /** @description The SIP Call-ID */
-                                call_id: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                /** @description The caller's SIP URI */
-                                caller: string | null;
-                                /** @description The called SIP URI */
-                                callee: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When the call ended
-                                 */
-                                ended_at: string;
-                                answered: boolean;
-                                /** @description From answer to hang-up; 0 for an unanswered call */
-                                duration_seconds: string | number;
-                                reason: string | null;
-                            };
-                        } | {
-                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
-                            id: string;
-                            account_id: string;
-                            /**
-                             * Format: date-time
-                             * @description When the change it describes was committed
-                             */
-                            created_at: string;
-                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
-                            sequence: string | number;
-                            /** @constant */
-                            type: "usage.day_settled";
-                            data: {
-                                /**
-                                 * Format: date
-                                 * @description The UTC day
-                                 */
-                                day: string;
-                                /** @description The room name, lowercased as Jitsi uses it */
-                                room: string;
-                                participant_seconds: string | number;
-                                peak_participants: string | number;
-                                phone_seconds: string | number;
-                                streaming_seconds: string | number;
-                                recording_seconds: string | number;
-                            };
-                        })[];
-                        /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
-                        next_after: string | number;
+                        next_after: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -11809,7 +7311,7 @@ export interface operations {
     getApiV1EventsStream: {
         parameters: {
             query?: {
-                after?: string | number;
+                after?: number;
                 types?: string;
             };
             header?: never;
@@ -11818,13 +7320,51 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/event-stream */
+            /** @description The live stream of events (text/event-stream) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "text/event-stream": string;
+                };
+            };
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -11838,6 +7378,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -11866,81 +7407,35 @@ export interface operations {
                             updated_at: string;
                         }[];
                     };
-                    "multipart/form-data": {
-                        endpoints: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        endpoints: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        }[];
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -11967,35 +7462,10 @@ export interface operations {
                      */
                     ordered?: boolean;
                 };
-                "multipart/form-data": {
-                    /** @description http or https URL that receives the POSTs */
-                    url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @default true */
-                    enabled?: boolean;
-                    /**
-                     * @description Deliver one event at a time, in sequence order
-                     * @default false
-                     */
-                    ordered?: boolean;
-                };
-                "text/plain": {
-                    /** @description http or https URL that receives the POSTs */
-                    url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @default true */
-                    enabled?: boolean;
-                    /**
-                     * @description Deliver one event at a time, in sequence order
-                     * @default false
-                     */
-                    ordered?: boolean;
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -12026,143 +7496,62 @@ export interface operations {
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
                     };
-                    "multipart/form-data": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
-                    "text/plain": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -12178,6 +7567,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -12204,106 +7594,44 @@ export interface operations {
                          */
                         updated_at: string;
                     };
-                    "multipart/form-data": {
-                        id: string;
-                        url: string;
-                        event_types: string[] | null;
-                        description: string;
-                        enabled: boolean;
-                        ordered: boolean;
-                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                        disabled_reason: string | null;
-                        failing_since: string | null;
-                        /**
-                         * Format: date-time
-                         * @description When it was made
-                         */
-                        created_at: string;
-                        /**
-                         * Format: date-time
-                         * @description When it last changed
-                         */
-                        updated_at: string;
-                    };
-                    "text/plain": {
-                        id: string;
-                        url: string;
-                        event_types: string[] | null;
-                        description: string;
-                        enabled: boolean;
-                        ordered: boolean;
-                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                        disabled_reason: string | null;
-                        failing_since: string | null;
-                        /**
-                         * Format: date-time
-                         * @description When it was made
-                         */
-                        created_at: string;
-                        /**
-                         * Format: date-time
-                         * @description When it last changed
-                         */
-                        updated_at: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -12319,68 +7647,49 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description No Content */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -12404,25 +7713,10 @@ export interface operations {
                     enabled?: boolean;
                     ordered?: boolean;
                 };
-                "multipart/form-data": {
-                    url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
-                    enabled?: boolean;
-                    ordered?: boolean;
-                };
-                "text/plain": {
-                    url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
-                    enabled?: boolean;
-                    ordered?: boolean;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -12449,164 +7743,71 @@ export interface operations {
                          */
                         updated_at: string;
                     };
-                    "multipart/form-data": {
-                        id: string;
-                        url: string;
-                        event_types: string[] | null;
-                        description: string;
-                        enabled: boolean;
-                        ordered: boolean;
-                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                        disabled_reason: string | null;
-                        failing_since: string | null;
-                        /**
-                         * Format: date-time
-                         * @description When it was made
-                         */
-                        created_at: string;
-                        /**
-                         * Format: date-time
-                         * @description When it last changed
-                         */
-                        updated_at: string;
-                    };
-                    "text/plain": {
-                        id: string;
-                        url: string;
-                        event_types: string[] | null;
-                        description: string;
-                        enabled: boolean;
-                        ordered: boolean;
-                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                        disabled_reason: string | null;
-                        failing_since: string | null;
-                        /**
-                         * Format: date-time
-                         * @description When it was made
-                         */
-                        created_at: string;
-                        /**
-                         * Format: date-time
-                         * @description When it last changed
-                         */
-                        updated_at: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -12622,6 +7823,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -12652,114 +7854,44 @@ export interface operations {
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
                     };
-                    "multipart/form-data": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
-                    "text/plain": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -12768,10 +7900,10 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Delivery id: only older deliveries are listed */
-                before?: string | number;
+                before?: number;
                 /** @description Only deliveries in this state */
                 status?: "pending" | "succeeded" | "failed";
-                limit?: string | number;
+                limit?: number;
             };
             header?: never;
             path: {
@@ -12781,6 +7913,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -12788,65 +7921,21 @@ export interface operations {
                 content: {
                     "application/json": {
                         deliveries: {
-                            id: string | number;
+                            id: number;
                             event_id: string;
                             event_type: string;
-                            sequence: string | number;
+                            sequence: number;
                             /**
                              * @default pending
                              * @enum {string}
                              */
                             status: "pending" | "succeeded" | "failed";
                             /** @description Attempts made so far */
-                            attempts: string | number;
+                            attempts: number;
                             last_attempt_at: string | null;
                             /** @description HTTP status of the last answer; null when none came */
-                            status_code: (string | number) | null;
-                            latency_ms: (string | number) | null;
-                            /** @description First kilobyte of the last answer, or why there was none */
-                            response: string | null;
-                            next_attempt_at: string | null;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        deliveries: {
-                            id: string | number;
-                            event_id: string;
-                            event_type: string;
-                            sequence: string | number;
-                            /**
-                             * @default pending
-                             * @enum {string}
-                             */
-                            status: "pending" | "succeeded" | "failed";
-                            /** @description Attempts made so far */
-                            attempts: string | number;
-                            last_attempt_at: string | null;
-                            /** @description HTTP status of the last answer; null when none came */
-                            status_code: (string | number) | null;
-                            latency_ms: (string | number) | null;
-                            /** @description First kilobyte of the last answer, or why there was none */
-                            response: string | null;
-                            next_attempt_at: string | null;
-                        }[];
-                    };
-                    "text/plain": {
-                        deliveries: {
-                            id: string | number;
-                            event_id: string;
-                            event_type: string;
-                            sequence: string | number;
-                            /**
-                             * @default pending
-                             * @enum {string}
-                             */
-                            status: "pending" | "succeeded" | "failed";
-                            /** @description Attempts made so far */
-                            attempts: string | number;
-                            last_attempt_at: string | null;
-                            /** @description HTTP status of the last answer; null when none came */
-                            status_code: (string | number) | null;
-                            latency_ms: (string | number) | null;
+                            status_code: number | null;
+                            latency_ms: number | null;
                             /** @description First kilobyte of the last answer, or why there was none */
                             response: string | null;
                             next_attempt_at: string | null;
@@ -12854,91 +7943,42 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -12955,6 +7995,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Accepted */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -12962,74 +8003,46 @@ export interface operations {
                 content: {
                     "application/json": {
                         /** @description Deliveries queued */
-                        queued: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @description Deliveries queued */
-                        queued: string | number;
-                    };
-                    "text/plain": {
-                        /** @description Deliveries queued */
-                        queued: string | number;
+                        queued: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -13052,29 +8065,12 @@ export interface operations {
                      */
                     since?: string;
                     /** @description Replay every kept event with a larger sequence number */
-                    after?: string | number;
-                };
-                "multipart/form-data": {
-                    /**
-                     * Format: date-time
-                     * @description Replay every kept event created at or after this time
-                     */
-                    since?: string;
-                    /** @description Replay every kept event with a larger sequence number */
-                    after?: string | number;
-                };
-                "text/plain": {
-                    /**
-                     * Format: date-time
-                     * @description Replay every kept event created at or after this time
-                     */
-                    since?: string;
-                    /** @description Replay every kept event with a larger sequence number */
-                    after?: string | number;
+                    after?: number;
                 };
             };
         };
         responses: {
+            /** @description Accepted */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -13082,132 +8078,73 @@ export interface operations {
                 content: {
                     "application/json": {
                         /** @description Deliveries queued */
-                        queued: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @description Deliveries queued */
-                        queued: string | number;
-                    };
-                    "text/plain": {
-                        /** @description Deliveries queued */
-                        queued: string | number;
+                        queued: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -13235,37 +8172,10 @@ export interface operations {
                      */
                     end_date?: string;
                 };
-                "multipart/form-data": {
-                    /** @description Rooms to report; absent or empty for every room of the account */
-                    room_name?: string[];
-                    /**
-                     * Format: text
-                     * @description ISO 8601 date-time (a bare date is midnight UTC); default 7 days before end_date
-                     */
-                    start_date?: string;
-                    /**
-                     * Format: text
-                     * @description ISO 8601 date-time; default now
-                     */
-                    end_date?: string;
-                };
-                "text/plain": {
-                    /** @description Rooms to report; absent or empty for every room of the account */
-                    room_name?: string[];
-                    /**
-                     * Format: text
-                     * @description ISO 8601 date-time (a bare date is midnight UTC); default 7 days before end_date
-                     */
-                    start_date?: string;
-                    /**
-                     * Format: text
-                     * @description ISO 8601 date-time; default now
-                     */
-                    end_date?: string;
-                };
             };
         };
         responses: {
+            /** @description The report: JSON, or CSV when the request's Accept names text/csv */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -13356,11 +8266,11 @@ export interface operations {
                                 /** @description Time the room was recorded, in minutes with two decimals */
                                 recording_minutes: number;
                                 /** @description Most participants present at once */
-                                peak_participants: string | number;
+                                peak_participants: number;
                                 /** @description Different people (by user id, else e-mail, else connection jid) */
-                                distinct_participants: string | number;
+                                distinct_participants: number;
                                 /** @description Most viewers of a live stream of the room at once */
-                                peak_viewers: string | number;
+                                peak_viewers: number;
                                 /** @description Live streams and recordings that started during this meeting */
                                 streams: {
                                     /** @description Name of the live stream */
@@ -13377,7 +8287,7 @@ export interface operations {
                                     /** @description How long it ran; up to as_of while it runs, in minutes with two decimals */
                                     minutes: number;
                                     /** @description Most viewers reported at once (streams; 0 for recordings) */
-                                    peak_viewers: string | number;
+                                    peak_viewers: number;
                                 }[];
                                 /** @description Phone calls that started during this meeting */
                                 calls: {
@@ -13415,9 +8325,9 @@ export interface operations {
                             /** @description The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of), in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Most participants present at once that day, breakout rooms included */
-                            peak_participants: string | number;
+                            peak_participants: number;
                             /** @description Different people present that day */
-                            distinct_participants: string | number;
+                            distinct_participants: number;
                             /** @description Phone talk time inside the day, in minutes with two decimals */
                             phone_minutes: number;
                             /** @description Live streaming time inside the day, in minutes with two decimals */
@@ -13425,12 +8335,12 @@ export interface operations {
                             /** @description Recording time inside the day, in minutes with two decimals */
                             recording_minutes: number;
                             /** @description Highest peak of a live stream running that day */
-                            peak_viewers: string | number;
+                            peak_viewers: number;
                         }[];
                         /** @description Totals of the listed rooms */
                         totals: {
                             /** @description Number of entries in rooms */
-                            rooms: string | number;
+                            rooms: number;
                             /** @description Sum over rooms: every stay of the listed meetings, an open stay up to as_of, in minutes with two decimals */
                             participant_minutes: number;
                             /** @description Sum over rooms, in minutes with two decimals */
@@ -13440,481 +8350,94 @@ export interface operations {
                             /** @description Sum over rooms, in minutes with two decimals */
                             recording_minutes: number;
                             /** @description Largest peak of any one room */
-                            peak_participants: string | number;
+                            peak_participants: number;
                             /** @description Different people across all rooms */
-                            distinct_participants: string | number;
+                            distinct_participants: number;
                             /** @description Stays still open at as_of, counted up to it */
-                            open_stays: string | number;
+                            open_stays: number;
                         };
-                    } | string;
-                    "multipart/form-data": {
-                        /**
-                         * Format: date-time
-                         * @description Start of the window: meetings that started at or after it are listed (ISO 8601, UTC)
-                         */
-                        start_date: string;
-                        /**
-                         * Format: date-time
-                         * @description End of the window: meetings that started at or before it are listed (ISO 8601, UTC)
-                         */
-                        end_date: string;
-                        /**
-                         * Format: date-time
-                         * @description The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it (ISO 8601, UTC)
-                         */
-                        as_of: string;
-                        /** @description One entry per meeting (life of a room) that started in the window, oldest first */
-                        rooms: {
-                            /** @description The room key (as jitsi-meet names the room: `design%20review`); room_name filters on it, in any spelling */
-                            room_id: string;
-                            /** @description Who owns the room and which meeting this is */
-                            room_details: {
-                                /** @description Parley account that owns the room */
-                                OwnerId: string;
-                                /** @description XMPP conference domain the room lives on (from room_jid); null when unknown */
-                                AppId: string | null;
-                                /** @description This meeting: room[/breakout]@unix-seconds-of-creation, unique per account */
-                                MeetingId: string;
-                            };
-                            /** @description A main room, or a breakout room of room_id */
-                            room_type: "conference" | "breakout";
-                            /** @description active while the room exists, inactive once destroyed */
-                            status: "active" | "inactive";
-                            /** @description True when Parley never heard the room's create or destroy and built the meeting from its participants and media alone */
-                            inferred: boolean;
-                            /**
-                             * Format: date-time
-                             * @description When the room was created (ISO 8601, UTC)
-                             */
-                            StartedAt: string;
-                            /** @description When the room was destroyed; null while it lasts */
-                            EndedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When Parley first recorded this meeting (ISO 8601, UTC)
-                             */
-                            CreatedAt: string;
-                            /**
-                             * Format: date-time
-                             * @description When Parley last changed this meeting's record (ISO 8601, UTC)
-                             */
-                            UpdatedAt: string;
-                            /** @description Every stay of a participant in the meeting, in join order */
-                            users: {
-                                /** @description User id from the Jitsi token's user context; null for guests */
-                                user_id: string | null;
-                                /** @description Display name from the token's user context */
-                                name: string | null;
-                                /** @description E-mail from the token's user context */
-                                email: string | null;
-                                /** @description Full XMPP jid of the connection that stayed in the room */
-                                occupant_jid: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant joined (ISO 8601, UTC)
-                                 */
-                                joined_at: string;
-                                /** @description When the participant left; null while the stay is open at as_of; null while it lasts */
-                                left_at: string | null;
-                                /** @description True when no leave was reported and left_at is the room's end */
-                                left_estimated: boolean;
-                                /** @description Length of the stay; an open stay counts up to as_of, in minutes with two decimals */
-                                minutes: number;
-                            }[];
-                            /** @description Parley's totals for this meeting, with its streams and calls */
-                            media_usage: {
-                                /** @description Sum of the meeting's stays, each from join to leave; an open stay counts up to as_of, in minutes with two decimals */
-                                participant_minutes: number;
-                                /** @description Talk time of phone calls into the room, in minutes with two decimals */
-                                phone_minutes: number;
-                                /** @description Time the room was streamed live, in minutes with two decimals */
-                                streaming_minutes: number;
-                                /** @description Time the room was recorded, in minutes with two decimals */
-                                recording_minutes: number;
-                                /** @description Most participants present at once */
-                                peak_participants: string | number;
-                                /** @description Different people (by user id, else e-mail, else connection jid) */
-                                distinct_participants: string | number;
-                                /** @description Most viewers of a live stream of the room at once */
-                                peak_viewers: string | number;
-                                /** @description Live streams and recordings that started during this meeting */
-                                streams: {
-                                    /** @description Name of the live stream */
-                                    stream_name: string;
-                                    /** @description A live stream, or its recording */
-                                    kind: "streaming" | "recording";
-                                    /**
-                                     * Format: date-time
-                                     * @description When it started (ISO 8601, UTC)
-                                     */
-                                    started_at: string;
-                                    /** @description When it stopped; null while it lasts */
-                                    ended_at: string | null;
-                                    /** @description How long it ran; up to as_of while it runs, in minutes with two decimals */
-                                    minutes: number;
-                                    /** @description Most viewers reported at once (streams; 0 for recordings) */
-                                    peak_viewers: string | number;
-                                }[];
-                                /** @description Phone calls that started during this meeting */
-                                calls: {
-                                    /** @description SIP Call-ID */
-                                    call_id: string;
-                                    /** @description Calling party */
-                                    caller: string | null;
-                                    /** @description Called number or address */
-                                    callee: string | null;
-                                    /** @description Whether the gateway answered the call */
-                                    answered: boolean;
-                                    /** @description Why the call ended, as the gateway reported it */
-                                    reason: string | null;
-                                    /**
-                                     * Format: date-time
-                                     * @description When the call was answered (when it ended, for an unanswered call) (ISO 8601, UTC)
-                                     */
-                                    started_at: string;
-                                    /** @description When the call ended; null while it lasts */
-                                    ended_at: string | null;
-                                    /** @description Talk time (up to as_of while the call lasts); 0 for an unanswered call, in minutes with two decimals */
-                                    minutes: number;
-                                }[];
-                            };
-                        }[];
-                        /** @description The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals */
-                        days: {
-                            /** @description Room name */
-                            room_name: string;
-                            /**
-                             * Format: date
-                             * @description UTC day
-                             */
-                            date: string;
-                            /** @description The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of), in minutes with two decimals */
-                            participant_minutes: number;
-                            /** @description Most participants present at once that day, breakout rooms included */
-                            peak_participants: string | number;
-                            /** @description Different people present that day */
-                            distinct_participants: string | number;
-                            /** @description Phone talk time inside the day, in minutes with two decimals */
-                            phone_minutes: number;
-                            /** @description Live streaming time inside the day, in minutes with two decimals */
-                            streaming_minutes: number;
-                            /** @description Recording time inside the day, in minutes with two decimals */
-                            recording_minutes: number;
-                            /** @description Highest peak of a live stream running that day */
-                            peak_viewers: string | number;
-                        }[];
-                        /** @description Totals of the listed rooms */
-                        totals: {
-                            /** @description Number of entries in rooms */
-                            rooms: string | number;
-                            /** @description Sum over rooms: every stay of the listed meetings, an open stay up to as_of, in minutes with two decimals */
-                            participant_minutes: number;
-                            /** @description Sum over rooms, in minutes with two decimals */
-                            phone_minutes: number;
-                            /** @description Sum over rooms, in minutes with two decimals */
-                            streaming_minutes: number;
-                            /** @description Sum over rooms, in minutes with two decimals */
-                            recording_minutes: number;
-                            /** @description Largest peak of any one room */
-                            peak_participants: string | number;
-                            /** @description Different people across all rooms */
-                            distinct_participants: string | number;
-                            /** @description Stays still open at as_of, counted up to it */
-                            open_stays: string | number;
-                        };
-                    } | string;
-                    "text/plain": {
-                        /**
-                         * Format: date-time
-                         * @description Start of the window: meetings that started at or after it are listed (ISO 8601, UTC)
-                         */
-                        start_date: string;
-                        /**
-                         * Format: date-time
-                         * @description End of the window: meetings that started at or before it are listed (ISO 8601, UTC)
-                         */
-                        end_date: string;
-                        /**
-                         * Format: date-time
-                         * @description The instant the report is complete to: every event acknowledged before it is counted, and a stay, stream or call still open counts up to it (ISO 8601, UTC)
-                         */
-                        as_of: string;
-                        /** @description One entry per meeting (life of a room) that started in the window, oldest first */
-                        rooms: {
-                            /** @description The room key (as jitsi-meet names the room: `design%20review`); room_name filters on it, in any spelling */
-                            room_id: string;
-                            /** @description Who owns the room and which meeting this is */
-                            room_details: {
-                                /** @description Parley account that owns the room */
-                                OwnerId: string;
-                                /** @description XMPP conference domain the room lives on (from room_jid); null when unknown */
-                                AppId: string | null;
-                                /** @description This meeting: room[/breakout]@unix-seconds-of-creation, unique per account */
-                                MeetingId: string;
-                            };
-                            /** @description A main room, or a breakout room of room_id */
-                            room_type: "conference" | "breakout";
-                            /** @description active while the room exists, inactive once destroyed */
-                            status: "active" | "inactive";
-                            /** @description True when Parley never heard the room's create or destroy and built the meeting from its participants and media alone */
-                            inferred: boolean;
-                            /**
-                             * Format: date-time
-                             * @description When the room was created (ISO 8601, UTC)
-                             */
-                            StartedAt: string;
-                            /** @description When the room was destroyed; null while it lasts */
-                            EndedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When Parley first recorded this meeting (ISO 8601, UTC)
-                             */
-                            CreatedAt: string;
-                            /**
-                             * Format: date-time
-                             * @description When Parley last changed this meeting's record (ISO 8601, UTC)
-                             */
-                            UpdatedAt: string;
-                            /** @description Every stay of a participant in the meeting, in join order */
-                            users: {
-                                /** @description User id from the Jitsi token's user context; null for guests */
-                                user_id: string | null;
-                                /** @description Display name from the token's user context */
-                                name: string | null;
-                                /** @description E-mail from the token's user context */
-                                email: string | null;
-                                /** @description Full XMPP jid of the connection that stayed in the room */
-                                occupant_jid: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When the participant joined (ISO 8601, UTC)
-                                 */
-                                joined_at: string;
-                                /** @description When the participant left; null while the stay is open at as_of; null while it lasts */
-                                left_at: string | null;
-                                /** @description True when no leave was reported and left_at is the room's end */
-                                left_estimated: boolean;
-                                /** @description Length of the stay; an open stay counts up to as_of, in minutes with two decimals */
-                                minutes: number;
-                            }[];
-                            /** @description Parley's totals for this meeting, with its streams and calls */
-                            media_usage: {
-                                /** @description Sum of the meeting's stays, each from join to leave; an open stay counts up to as_of, in minutes with two decimals */
-                                participant_minutes: number;
-                                /** @description Talk time of phone calls into the room, in minutes with two decimals */
-                                phone_minutes: number;
-                                /** @description Time the room was streamed live, in minutes with two decimals */
-                                streaming_minutes: number;
-                                /** @description Time the room was recorded, in minutes with two decimals */
-                                recording_minutes: number;
-                                /** @description Most participants present at once */
-                                peak_participants: string | number;
-                                /** @description Different people (by user id, else e-mail, else connection jid) */
-                                distinct_participants: string | number;
-                                /** @description Most viewers of a live stream of the room at once */
-                                peak_viewers: string | number;
-                                /** @description Live streams and recordings that started during this meeting */
-                                streams: {
-                                    /** @description Name of the live stream */
-                                    stream_name: string;
-                                    /** @description A live stream, or its recording */
-                                    kind: "streaming" | "recording";
-                                    /**
-                                     * Format: date-time
-                                     * @description When it started (ISO 8601, UTC)
-                                     */
-                                    started_at: string;
-                                    /** @description When it stopped; null while it lasts */
-                                    ended_at: string | null;
-                                    /** @description How long it ran; up to as_of while it runs, in minutes with two decimals */
-                                    minutes: number;
-                                    /** @description Most viewers reported at once (streams; 0 for recordings) */
-                                    peak_viewers: string | number;
-                                }[];
-                                /** @description Phone calls that started during this meeting */
-                                calls: {
-                                    /** @description SIP Call-ID */
-                                    call_id: string;
-                                    /** @description Calling party */
-                                    caller: string | null;
-                                    /** @description Called number or address */
-                                    callee: string | null;
-                                    /** @description Whether the gateway answered the call */
-                                    answered: boolean;
-                                    /** @description Why the call ended, as the gateway reported it */
-                                    reason: string | null;
-                                    /**
-                                     * Format: date-time
-                                     * @description When the call was answered (when it ended, for an unanswered call) (ISO 8601, UTC)
-                                     */
-                                    started_at: string;
-                                    /** @description When the call ended; null while it lasts */
-                                    ended_at: string | null;
-                                    /** @description Talk time (up to as_of while the call lasts); 0 for an unanswered call, in minutes with two decimals */
-                                    minutes: number;
-                                }[];
-                            };
-                        }[];
-                        /** @description The listed meetings' usage per room name and UTC day they ran on (breakout rooms in their main room); the days add up to the totals */
-                        days: {
-                            /** @description Room name */
-                            room_name: string;
-                            /**
-                             * Format: date
-                             * @description UTC day
-                             */
-                            date: string;
-                            /** @description The listed meetings' participant time inside the day (stays crossing midnight are split; an open stay counts up to as_of), in minutes with two decimals */
-                            participant_minutes: number;
-                            /** @description Most participants present at once that day, breakout rooms included */
-                            peak_participants: string | number;
-                            /** @description Different people present that day */
-                            distinct_participants: string | number;
-                            /** @description Phone talk time inside the day, in minutes with two decimals */
-                            phone_minutes: number;
-                            /** @description Live streaming time inside the day, in minutes with two decimals */
-                            streaming_minutes: number;
-                            /** @description Recording time inside the day, in minutes with two decimals */
-                            recording_minutes: number;
-                            /** @description Highest peak of a live stream running that day */
-                            peak_viewers: string | number;
-                        }[];
-                        /** @description Totals of the listed rooms */
-                        totals: {
-                            /** @description Number of entries in rooms */
-                            rooms: string | number;
-                            /** @description Sum over rooms: every stay of the listed meetings, an open stay up to as_of, in minutes with two decimals */
-                            participant_minutes: number;
-                            /** @description Sum over rooms, in minutes with two decimals */
-                            phone_minutes: number;
-                            /** @description Sum over rooms, in minutes with two decimals */
-                            streaming_minutes: number;
-                            /** @description Sum over rooms, in minutes with two decimals */
-                            recording_minutes: number;
-                            /** @description Largest peak of any one room */
-                            peak_participants: string | number;
-                            /** @description Different people across all rooms */
-                            distinct_participants: string | number;
-                            /** @description Stays still open at as_of, counted up to it */
-                            open_stays: string | number;
-                        };
-                    } | string;
+                    };
+                    "text/csv": string;
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A rate limit or quota is used up: Retry-After and the RateLimit headers say when to retry */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    /** @description The quota of each limit that applied: "name";q=100;w=1 */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of each: "name";r=0;t=1 */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -13928,6 +8451,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -13946,81 +8470,7 @@ export interface operations {
                             /** @description The sub of the account's media tokens */
                             jitsi_domain: string;
                             keys: {
-                                id: string | number;
-                                label: string;
-                                /** @description The key's first characters, to tell keys apart; the key itself is never shown again */
-                                prefix: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was made
-                                 */
-                                created_at: string;
-                                revoked_at: string | null;
-                            }[];
-                            signing_keys: {
-                                kid: string;
-                                algorithm: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was made
-                                 */
-                                created_at: string;
-                                retired_at: string | null;
-                                verify_until: string | null;
-                            }[];
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        accounts: {
-                            id: string;
-                            name: string;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            signing_algorithm: string;
-                            /** @description The sub of the account's media tokens */
-                            jitsi_domain: string;
-                            keys: {
-                                id: string | number;
-                                label: string;
-                                /** @description The key's first characters, to tell keys apart; the key itself is never shown again */
-                                prefix: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was made
-                                 */
-                                created_at: string;
-                                revoked_at: string | null;
-                            }[];
-                            signing_keys: {
-                                kid: string;
-                                algorithm: string;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was made
-                                 */
-                                created_at: string;
-                                retired_at: string | null;
-                                verify_until: string | null;
-                            }[];
-                        }[];
-                    };
-                    "text/plain": {
-                        accounts: {
-                            id: string;
-                            name: string;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            signing_algorithm: string;
-                            /** @description The sub of the account's media tokens */
-                            jitsi_domain: string;
-                            keys: {
-                                id: string | number;
+                                id: number;
                                 label: string;
                                 /** @description The key's first characters, to tell keys apart; the key itself is never shown again */
                                 prefix: string;
@@ -14046,33 +8496,33 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -14095,27 +8545,10 @@ export interface operations {
                      */
                     alg?: "RS256" | "ES256" | "EdDSA";
                 };
-                "multipart/form-data": {
-                    name: string;
-                    /**
-                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
-                     * @default RS256
-                     * @enum {string}
-                     */
-                    alg?: "RS256" | "ES256" | "EdDSA";
-                };
-                "text/plain": {
-                    name: string;
-                    /**
-                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
-                     * @default RS256
-                     * @enum {string}
-                     */
-                    alg?: "RS256" | "ES256" | "EdDSA";
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -14129,121 +8562,66 @@ export interface operations {
                         };
                         /** @description Shown only in this answer: it is stored as a hash */
                         api_key: string;
-                        key_id: string | number;
-                        /** @description The account's signing key */
-                        kid: string;
-                    };
-                    "multipart/form-data": {
-                        account: {
-                            id: string;
-                            name: string;
-                            signing_algorithm: string;
-                        };
-                        /** @description Shown only in this answer: it is stored as a hash */
-                        api_key: string;
-                        key_id: string | number;
-                        /** @description The account's signing key */
-                        kid: string;
-                    };
-                    "text/plain": {
-                        account: {
-                            id: string;
-                            name: string;
-                            signing_algorithm: string;
-                        };
-                        /** @description Shown only in this answer: it is stored as a hash */
-                        api_key: string;
-                        key_id: string | number;
+                        key_id: number;
                         /** @description The account's signing key */
                         kid: string;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -14263,154 +8641,86 @@ export interface operations {
                 "application/json": {
                     label?: string;
                 };
-                "multipart/form-data": {
-                    label?: string;
-                };
-                "text/plain": {
-                    label?: string;
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        key_id: string | number;
-                        /** @description Shown only in this answer */
-                        api_key: string;
-                        prefix: string;
-                    };
-                    "multipart/form-data": {
-                        key_id: string | number;
-                        /** @description Shown only in this answer */
-                        api_key: string;
-                        prefix: string;
-                    };
-                    "text/plain": {
-                        key_id: string | number;
+                        key_id: number;
                         /** @description Shown only in this answer */
                         api_key: string;
                         prefix: string;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -14420,12 +8730,13 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                keyId: string | number;
+                keyId: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -14434,134 +8745,55 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         revoked: true;
-                        key_id: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @constant */
-                        revoked: true;
-                        key_id: string | number;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        revoked: true;
-                        key_id: string | number;
+                        key_id: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -14586,25 +8818,10 @@ export interface operations {
                      */
                     alg?: "RS256" | "ES256" | "EdDSA";
                 };
-                "multipart/form-data": {
-                    /**
-                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
-                     * @default RS256
-                     * @enum {string}
-                     */
-                    alg?: "RS256" | "ES256" | "EdDSA";
-                };
-                "text/plain": {
-                    /**
-                     * @description Signing algorithm of the account's tokens (default SIGNING_ALGORITHM)
-                     * @default RS256
-                     * @enum {string}
-                     */
-                    alg?: "RS256" | "ES256" | "EdDSA";
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -14615,132 +8832,71 @@ export interface operations {
                         /** @description The new current key; earlier keys verify until their tokens expire */
                         kid: string;
                     };
-                    "multipart/form-data": {
-                        account_id: string;
-                        /** @description The new current key; earlier keys verify until their tokens expire */
-                        kid: string;
-                    };
-                    "text/plain": {
-                        account_id: string;
-                        /** @description The new current key; earlier keys verify until their tokens expire */
-                        kid: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -14756,6 +8912,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -14769,138 +8926,53 @@ export interface operations {
                         /** @description The key made current in its place, when the revoked one was current */
                         new_kid: string | null;
                     };
-                    "multipart/form-data": {
-                        /** @constant */
-                        revoked: true;
-                        account_id: string;
-                        kid: string;
-                        /** @description The key made current in its place, when the revoked one was current */
-                        new_kid: string | null;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        revoked: true;
-                        account_id: string;
-                        kid: string;
-                        /** @description The key made current in its place, when the revoked one was current */
-                        new_kid: string | null;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -14921,17 +8993,10 @@ export interface operations {
                     /** @description meet.example.com, a tenant name, or * */
                     domain: string;
                 };
-                "multipart/form-data": {
-                    /** @description meet.example.com, a tenant name, or * */
-                    domain: string;
-                };
-                "text/plain": {
-                    /** @description meet.example.com, a tenant name, or * */
-                    domain: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -14941,159 +9006,80 @@ export interface operations {
                         account_id: string;
                         jitsi_domain: string;
                     };
-                    "multipart/form-data": {
-                        account_id: string;
-                        jitsi_domain: string;
-                    };
-                    "text/plain": {
-                        account_id: string;
-                        jitsi_domain: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -15110,6 +9096,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -15117,31 +9104,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         numbers: {
-                            id: string | number;
-                            account_id: string;
-                            /** @description ISO 3166-1 alpha-2 */
-                            country_code: string;
-                            formatted_number: string;
-                            toll_free: boolean;
-                            /** @description The number jitsi-meet shows first */
-                            is_default: boolean;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        numbers: {
-                            id: string | number;
-                            account_id: string;
-                            /** @description ISO 3166-1 alpha-2 */
-                            country_code: string;
-                            formatted_number: string;
-                            toll_free: boolean;
-                            /** @description The number jitsi-meet shows first */
-                            is_default: boolean;
-                        }[];
-                    };
-                    "text/plain": {
-                        numbers: {
-                            id: string | number;
+                            id: number;
                             account_id: string;
                             /** @description ISO 3166-1 alpha-2 */
                             country_code: string;
@@ -15153,62 +9116,42 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -15234,54 +9177,17 @@ export interface operations {
                     /** @description Make it the number jitsi-meet shows first */
                     default?: boolean;
                 };
-                "multipart/form-data": {
-                    /** @description ISO 3166-1 alpha-2 code, e.g. US */
-                    country: string;
-                    /** @description As people write it: +1 555 0100 */
-                    number: string;
-                    toll_free?: boolean;
-                    /** @description Make it the number jitsi-meet shows first */
-                    default?: boolean;
-                };
-                "text/plain": {
-                    /** @description ISO 3166-1 alpha-2 code, e.g. US */
-                    country: string;
-                    /** @description As people write it: +1 555 0100 */
-                    number: string;
-                    toll_free?: boolean;
-                    /** @description Make it the number jitsi-meet shows first */
-                    default?: boolean;
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        account_id: string;
-                        /** @description ISO 3166-1 alpha-2 */
-                        country_code: string;
-                        formatted_number: string;
-                        toll_free: boolean;
-                        /** @description The number jitsi-meet shows first */
-                        is_default: boolean;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        account_id: string;
-                        /** @description ISO 3166-1 alpha-2 */
-                        country_code: string;
-                        formatted_number: string;
-                        toll_free: boolean;
-                        /** @description The number jitsi-meet shows first */
-                        is_default: boolean;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         account_id: string;
                         /** @description ISO 3166-1 alpha-2 */
                         country_code: string;
@@ -15292,178 +9198,87 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Conflict with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -15473,39 +9288,20 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string | number;
+                id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        account_id: string;
-                        /** @description ISO 3166-1 alpha-2 */
-                        country_code: string;
-                        formatted_number: string;
-                        toll_free: boolean;
-                        /** @description The number jitsi-meet shows first */
-                        is_default: boolean;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        account_id: string;
-                        /** @description ISO 3166-1 alpha-2 */
-                        country_code: string;
-                        formatted_number: string;
-                        toll_free: boolean;
-                        /** @description The number jitsi-meet shows first */
-                        is_default: boolean;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         account_id: string;
                         /** @description ISO 3166-1 alpha-2 */
                         country_code: string;
@@ -15516,120 +9312,51 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -15639,12 +9366,13 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string | number;
+                id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -15653,31 +9381,7 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         removed: true;
-                        id: string | number;
-                        account_id: string;
-                        /** @description ISO 3166-1 alpha-2 */
-                        country_code: string;
-                        formatted_number: string;
-                        toll_free: boolean;
-                        /** @description The number jitsi-meet shows first */
-                        is_default: boolean;
-                    };
-                    "multipart/form-data": {
-                        /** @constant */
-                        removed: true;
-                        id: string | number;
-                        account_id: string;
-                        /** @description ISO 3166-1 alpha-2 */
-                        country_code: string;
-                        formatted_number: string;
-                        toll_free: boolean;
-                        /** @description The number jitsi-meet shows first */
-                        is_default: boolean;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        removed: true;
-                        id: string | number;
+                        id: number;
                         account_id: string;
                         /** @description ISO 3166-1 alpha-2 */
                         country_code: string;
@@ -15688,120 +9392,51 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -15818,6 +9453,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -15836,90 +9472,44 @@ export interface operations {
                             used: number | null;
                         }[];
                     };
-                    "multipart/form-data": {
-                        account_id: string;
-                        limits: {
-                            name: string;
-                            value: number;
-                            default: number;
-                            overridden: boolean;
-                            per: string;
-                            description: string;
-                            /** @description What the account uses now, for quotas counted in the database; null for the others */
-                            used: number | null;
-                        }[];
-                    };
-                    "text/plain": {
-                        account_id: string;
-                        limits: {
-                            name: string;
-                            value: number;
-                            default: number;
-                            overridden: boolean;
-                            per: string;
-                            description: string;
-                            /** @description What the account uses now, for quotas counted in the database; null for the others */
-                            used: number | null;
-                        }[];
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -15939,19 +9529,12 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @description A whole number, or "default" to drop the account's own value */
-                    value: (string | number) | "default";
-                };
-                "multipart/form-data": {
-                    /** @description A whole number, or "default" to drop the account's own value */
-                    value: (string | number) | "default";
-                };
-                "text/plain": {
-                    /** @description A whole number, or "default" to drop the account's own value */
-                    value: (string | number) | "default";
+                    value: number | "default";
                 };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -15970,148 +9553,71 @@ export interface operations {
                             used: number | null;
                         }[];
                     };
-                    "multipart/form-data": {
-                        account_id: string;
-                        limits: {
-                            name: string;
-                            value: number;
-                            default: number;
-                            overridden: boolean;
-                            per: string;
-                            description: string;
-                            /** @description What the account uses now, for quotas counted in the database; null for the others */
-                            used: number | null;
-                        }[];
-                    };
-                    "text/plain": {
-                        account_id: string;
-                        limits: {
-                            name: string;
-                            value: number;
-                            default: number;
-                            overridden: boolean;
-                            per: string;
-                            description: string;
-                            /** @description What the account uses now, for quotas counted in the database; null for the others */
-                            used: number | null;
-                        }[];
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16125,6 +9631,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -16132,29 +9639,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         operators: {
-                            id: string | number;
-                            name: string;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        operators: {
-                            id: string | number;
-                            name: string;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        operators: {
-                            id: string | number;
+                            id: number;
                             name: string;
                             /**
                              * Format: date-time
@@ -16165,33 +9650,33 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16210,181 +9695,93 @@ export interface operations {
                     /** @description At least 8 characters; stored as an argon2id hash */
                     password: string;
                 };
-                "multipart/form-data": {
-                    name: string;
-                    /** @description At least 8 characters; stored as an argon2id hash */
-                    password: string;
-                };
-                "text/plain": {
-                    name: string;
-                    /** @description At least 8 characters; stored as an argon2id hash */
-                    password: string;
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        name: string;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        name: string;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         name: string;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description Conflict with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16398,6 +9795,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -16405,49 +9803,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         tokens: {
-                            id: string | number;
-                            name: string;
-                            /**
-                             * @description read: GET routes only; full: every route
-                             * @default read
-                             * @enum {string}
-                             */
-                            scope: "read" | "full";
-                            prefix: string;
-                            created_by: string;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            last_used_at: string | null;
-                            revoked_at: string | null;
-                        }[];
-                    };
-                    "multipart/form-data": {
-                        tokens: {
-                            id: string | number;
-                            name: string;
-                            /**
-                             * @description read: GET routes only; full: every route
-                             * @default read
-                             * @enum {string}
-                             */
-                            scope: "read" | "full";
-                            prefix: string;
-                            created_by: string;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            last_used_at: string | null;
-                            revoked_at: string | null;
-                        }[];
-                    };
-                    "text/plain": {
-                        tokens: {
-                            id: string | number;
+                            id: number;
                             name: string;
                             /**
                              * @description read: GET routes only; full: every route
@@ -16468,33 +9824,33 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16517,60 +9873,17 @@ export interface operations {
                      */
                     scope: "read" | "full";
                 };
-                "multipart/form-data": {
-                    name: string;
-                    /**
-                     * @description read: GET routes only; full: every route
-                     * @default read
-                     * @enum {string}
-                     */
-                    scope: "read" | "full";
-                };
-                "text/plain": {
-                    name: string;
-                    /**
-                     * @description read: GET routes only; full: every route
-                     * @default read
-                     * @enum {string}
-                     */
-                    scope: "read" | "full";
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        id: string | number;
-                        name: string;
-                        /**
-                         * @description read: GET routes only; full: every route
-                         * @default read
-                         * @enum {string}
-                         */
-                        scope: "read" | "full";
-                        prefix: string;
-                        /** @description pop_…, shown only in this answer: it is stored as a hash */
-                        token: string;
-                    };
-                    "multipart/form-data": {
-                        id: string | number;
-                        name: string;
-                        /**
-                         * @description read: GET routes only; full: every route
-                         * @default read
-                         * @enum {string}
-                         */
-                        scope: "read" | "full";
-                        prefix: string;
-                        /** @description pop_…, shown only in this answer: it is stored as a hash */
-                        token: string;
-                    };
-                    "text/plain": {
-                        id: string | number;
+                        id: number;
                         name: string;
                         /**
                          * @description read: GET routes only; full: every route
@@ -16584,91 +9897,60 @@ export interface operations {
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16678,12 +9960,13 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string | number;
+                id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -16692,134 +9975,55 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         revoked: true;
-                        id: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @constant */
-                        revoked: true;
-                        id: string | number;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        revoked: true;
-                        id: string | number;
+                        id: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16836,6 +10040,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -16864,110 +10069,44 @@ export interface operations {
                             updated_at: string;
                         }[];
                     };
-                    "multipart/form-data": {
-                        webhooks: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        }[];
-                    };
-                    "text/plain": {
-                        webhooks: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        }[];
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -16997,35 +10136,10 @@ export interface operations {
                      */
                     ordered?: boolean;
                 };
-                "multipart/form-data": {
-                    /** @description http or https URL that receives the POSTs */
-                    url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @default true */
-                    enabled?: boolean;
-                    /**
-                     * @description Deliver one event at a time, in sequence order
-                     * @default false
-                     */
-                    ordered?: boolean;
-                };
-                "text/plain": {
-                    /** @description http or https URL that receives the POSTs */
-                    url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @default true */
-                    enabled?: boolean;
-                    /**
-                     * @description Deliver one event at a time, in sequence order
-                     * @default false
-                     */
-                    ordered?: boolean;
-                };
             };
         };
         responses: {
+            /** @description Created */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -17056,201 +10170,80 @@ export interface operations {
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
                     };
-                    "multipart/form-data": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
-                    "text/plain": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -17268,6 +10261,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -17278,103 +10272,53 @@ export interface operations {
                         removed: true;
                         webhook_id: string;
                     };
-                    "multipart/form-data": {
-                        /** @constant */
-                        removed: true;
-                        webhook_id: string;
-                    };
-                    "text/plain": {
-                        /** @constant */
-                        removed: true;
-                        webhook_id: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -17400,25 +10344,10 @@ export interface operations {
                     enabled?: boolean;
                     ordered?: boolean;
                 };
-                "multipart/form-data": {
-                    url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
-                    enabled?: boolean;
-                    ordered?: boolean;
-                };
-                "text/plain": {
-                    url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
-                    description?: string;
-                    /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
-                    enabled?: boolean;
-                    ordered?: boolean;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -17445,193 +10374,80 @@ export interface operations {
                          */
                         updated_at: string;
                     };
-                    "multipart/form-data": {
-                        id: string;
-                        url: string;
-                        event_types: string[] | null;
-                        description: string;
-                        enabled: boolean;
-                        ordered: boolean;
-                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                        disabled_reason: string | null;
-                        failing_since: string | null;
-                        /**
-                         * Format: date-time
-                         * @description When it was made
-                         */
-                        created_at: string;
-                        /**
-                         * Format: date-time
-                         * @description When it last changed
-                         */
-                        updated_at: string;
-                    };
-                    "text/plain": {
-                        id: string;
-                        url: string;
-                        event_types: string[] | null;
-                        description: string;
-                        enabled: boolean;
-                        ordered: boolean;
-                        /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                        disabled_reason: string | null;
-                        failing_since: string | null;
-                        /**
-                         * Format: date-time
-                         * @description When it was made
-                         */
-                        created_at: string;
-                        /**
-                         * Format: date-time
-                         * @description When it last changed
-                         */
-                        updated_at: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -17649,6 +10465,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -17679,143 +10496,53 @@ export interface operations {
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
                     };
-                    "multipart/form-data": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
-                    "text/plain": {
-                        endpoint: {
-                            id: string;
-                            url: string;
-                            event_types: string[] | null;
-                            description: string;
-                            enabled: boolean;
-                            ordered: boolean;
-                            /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
-                            disabled_reason: string | null;
-                            failing_since: string | null;
-                            /**
-                             * Format: date-time
-                             * @description When it was made
-                             */
-                            created_at: string;
-                            /**
-                             * Format: date-time
-                             * @description When it last changed
-                             */
-                            updated_at: string;
-                        };
-                        /** @description The whsec_ signing secret, shown only now */
-                        secret: string;
-                    };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -17840,29 +10567,12 @@ export interface operations {
                      */
                     since?: string;
                     /** @description Replay every kept event with a larger sequence number */
-                    after?: string | number;
-                };
-                "multipart/form-data": {
-                    /**
-                     * Format: date-time
-                     * @description Replay every kept event created at or after this time
-                     */
-                    since?: string;
-                    /** @description Replay every kept event with a larger sequence number */
-                    after?: string | number;
-                };
-                "text/plain": {
-                    /**
-                     * Format: date-time
-                     * @description Replay every kept event created at or after this time
-                     */
-                    since?: string;
-                    /** @description Replay every kept event with a larger sequence number */
-                    after?: string | number;
+                    after?: number;
                 };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -17870,161 +10580,82 @@ export interface operations {
                 content: {
                     "application/json": {
                         /** @description Deliveries queued */
-                        queued: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @description Deliveries queued */
-                        queued: string | number;
-                    };
-                    "text/plain": {
-                        /** @description Deliveries queued */
-                        queued: string | number;
+                        queued: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Well-formed but invalid */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -18042,17 +10673,10 @@ export interface operations {
                     /** @description The account's id (acc_…) */
                     account_id?: string;
                 };
-                "multipart/form-data": {
-                    /** @description The account's id (acc_…) */
-                    account_id?: string;
-                };
-                "text/plain": {
-                    /** @description The account's id (acc_…) */
-                    account_id?: string;
-                };
             };
         };
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -18060,138 +10684,75 @@ export interface operations {
                 content: {
                     "application/json": {
                         /** @description Events folded again */
-                        events: string | number;
+                        events: number;
                         /** @description How long it took */
-                        ms: string | number;
-                    };
-                    "multipart/form-data": {
-                        /** @description Events folded again */
-                        events: string | number;
-                        /** @description How long it took */
-                        ms: string | number;
-                    };
-                    "text/plain": {
-                        /** @description Events folded again */
-                        events: string | number;
-                        /** @description How long it took */
-                        ms: string | number;
+                        ms: number;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The credential does not allow this */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No such resource */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts (MAX_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is JSON sent under another content type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -18199,9 +10760,9 @@ export interface operations {
     getApiV1AdminAudit: {
         parameters: {
             query?: {
-                limit?: string | number;
+                limit?: number;
                 /** @description An entry id (next_before of the previous page): only older entries */
-                before?: string | number;
+                before?: number;
             };
             header?: never;
             path?: never;
@@ -18209,6 +10770,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description OK */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -18216,7 +10778,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         entries: {
-                            id: string | number;
+                            id: number;
                             /**
                              * Format: date-time
                              * @description When the change was made
@@ -18238,130 +10800,83 @@ export interface operations {
                             address: string;
                             /** @description What was asked for; never a secret */
                             detail: {
+                                /** @description An account's, operator's or token's name; set-limit: the limit's */
+                                name?: string;
+                                /** @description set-limit: the new value, or default */
+                                value?: number | "default";
+                                signing_algorithm?: string;
+                                algorithm?: string;
+                                /** @description A signing key's id */
+                                kid?: string;
+                                /** @description revoke-signing-key: the key that replaced a current one */
+                                new_kid?: string;
+                                /** @description An API key's id */
+                                key_id?: number;
+                                /** @description The first characters of an API key, to recognise it */
+                                key_prefix?: string;
+                                label?: string;
+                                jitsi_domain?: string;
+                                number_id?: number;
+                                country_code?: string;
+                                formatted_number?: string;
+                                toll_free?: boolean;
+                                is_default?: boolean;
+                                webhook_id?: string;
+                                /** @description A webhook's URL without its query string */
+                                url?: string;
+                                event_types?: string[] | null;
+                                description?: string;
+                                enabled?: boolean;
+                                ordered?: boolean;
+                                /** @description replay-webhook: replayed events since this time */
+                                since?: string;
+                                after?: number;
+                                /** @description replay-webhook: deliveries queued */
+                                queued?: number;
+                                /** @description refold-usage: events folded */
+                                events?: number;
+                                /** @description refold-usage: how long it took */
+                                ms?: number;
+                                /** @description An operator token's scope */
+                                scope?: string;
+                                /** @description The first characters of an operator token */
+                                prefix?: string;
+                            } & {
                                 [key: string]: unknown;
                             };
                         }[];
                         /** @description Pass as before for the next page; null on the last page */
-                        next_before: (string | number) | null;
-                    };
-                    "multipart/form-data": {
-                        entries: {
-                            id: string | number;
-                            /**
-                             * Format: date-time
-                             * @description When the change was made
-                             */
-                            at: string;
-                            /** @description The operator token's name, or local:<uid> for the Unix socket */
-                            actor: string;
-                            /**
-                             * @description token: an operator token; local: the Unix socket
-                             * @default token
-                             * @enum {string}
-                             */
-                            actor_kind: "token" | "local";
-                            /** @description The command's name: create-account, set-limit, … */
-                            action: string;
-                            /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
-                            target: string | null;
-                            /** @description The caller's IP address, or unix:<socket path> */
-                            address: string;
-                            /** @description What was asked for; never a secret */
-                            detail: {
-                                [key: string]: unknown;
-                            };
-                        }[];
-                        /** @description Pass as before for the next page; null on the last page */
-                        next_before: (string | number) | null;
-                    };
-                    "text/plain": {
-                        entries: {
-                            id: string | number;
-                            /**
-                             * Format: date-time
-                             * @description When the change was made
-                             */
-                            at: string;
-                            /** @description The operator token's name, or local:<uid> for the Unix socket */
-                            actor: string;
-                            /**
-                             * @description token: an operator token; local: the Unix socket
-                             * @default token
-                             * @enum {string}
-                             */
-                            actor_kind: "token" | "local";
-                            /** @description The command's name: create-account, set-limit, … */
-                            action: string;
-                            /** @description What it changed: an account id, key:<id>, token:<id>, operator:<id>; null for every account */
-                            target: string | null;
-                            /** @description The caller's IP address, or unix:<socket path> */
-                            address: string;
-                            /** @description What was asked for; never a secret */
-                            detail: {
-                                [key: string]: unknown;
-                            };
-                        }[];
-                        /** @description Pass as before for the next page; null on the last page */
-                        next_before: (string | number) | null;
+                        next_before: number | null;
                     };
                 };
             };
-            /** @description Parley's error shape */
+            /** @description The request is malformed: a parameter, the query string or the body does not match the schema */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Parley's error shape */
+            /** @description No credential, or one that is unknown, revoked or expired */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "multipart/form-data": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
-                    "text/plain": {
-                        error: {
-                            /** @example token_expired */
-                            code: string;
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service Parley depends on (PostgreSQL, Redis) is unavailable: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
