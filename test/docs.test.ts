@@ -2,7 +2,8 @@
  * Keeps README.md and docs/ true: every relative link resolves, the configuration page and
  * src/config.ts name the same variables, and the pages' curl examples, run with the real
  * curl against a real Parley started as `npm start` would (embedded database, fresh data
- * folder, the bootstrap account's key in data/first-api-key), answer as the pages say; the
+ * folder, the bootstrap account's key in data/first-api-key), answer as the pages say, through
+ * Prism's validating proxy, which fails any answer the served OpenAPI description does not declare; the
  * command line examples of docs/cli.md run against it, and docs/sdk.md's JavaScript examples
  * run on Node with the SDK installed from its tarball. No page shows a command that begins
  * with a bare `bun`, which a fresh machine does not have on its PATH. docs/architecture.md
@@ -17,6 +18,7 @@ import { ROLES } from "../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
 import { type Parley, startParley } from "./support/parley";
 import { installedSdk, NODE_ONLY_PATH } from "./support/sdk-package";
+import { startValidatingProxy, type ValidatingProxy } from "./support/validating-proxy";
 
 const ROOT = resolve(import.meta.dir, "..");
 
@@ -465,11 +467,24 @@ class Shell {
 const CURL_WRAPPER = `
 curl() {
   local n; n=$(( $(cat "$DOC_CURL_LOG/count") + 1 )); echo "$n" > "$DOC_CURL_LOG/count"
-  command curl --max-time 10 -o "$DOC_CURL_LOG/$n.body" -w '%{http_code}' "$@" > "$DOC_CURL_LOG/$n.status"
+  command curl --max-time 10 -o "$DOC_CURL_LOG/$n.body" -D "$DOC_CURL_LOG/$n.headers" -w '%{http_code}' "$@" \
+    > "$DOC_CURL_LOG/$n.status"
   local rc=$?
   cat "$DOC_CURL_LOG/$n.body" 2>/dev/null
   return $rc
 }`;
+
+/** The headers curl wrote with -D (of the last answer, when it followed a redirect). */
+function curlHeaders(file: string): Headers {
+  const headers = new Headers();
+  if (!existsSync(file)) return headers;
+  for (const line of readFileSync(file, "utf8").split("\r\n")) {
+    if (line.startsWith("HTTP/")) for (const name of [...headers.keys()]) headers.delete(name);
+    const colon = line.indexOf(":");
+    if (colon > 0) headers.append(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return headers;
+}
 
 /**
  * Settings the pages tell a reader to start Parley with (`NAME=value npm start` in a code
@@ -497,6 +512,7 @@ function startSettings(): Record<string, string> {
 describe("curl examples against a running Parley", () => {
   let workspace: string;
   let parley: Parley | undefined;
+  let proxy: ValidatingProxy | undefined;
   let base: string;
   let port: number;
   let apiKey: string;
@@ -523,6 +539,8 @@ describe("curl examples against a running Parley", () => {
       },
     });
     ({ base, port } = parley);
+    // Responses only: pages show requests that are wrong on purpose, and the answers Parley gives them.
+    proxy = await startValidatingProxy(base, { validateRequests: false });
     apiKey = await parley.firstApiKey();
     const issue = async (scope: string) => {
       const answer = await fetch(`${base}/api/v1/misc/generate-token`, {
@@ -537,6 +555,7 @@ describe("curl examples against a running Parley", () => {
   }, 70_000);
 
   afterAll(async () => {
+    await proxy?.stop();
     await parley?.close();
     if (workspace) rmSync(workspace, { recursive: true, force: true });
   });
@@ -605,7 +624,7 @@ describe("curl examples against a running Parley", () => {
             const code = hook
               ? await hook.run(shell)
               : withGenerated(command.code)
-                  .replaceAll("localhost:3000", `127.0.0.1:${port}`)
+                  .replaceAll("localhost:3000", `127.0.0.1:${proxy!.port}`)
                   .replaceAll("acc_XXXX", accountId);
             await shell.run(code);
             const count = Number(readFileSync(join(log, "count"), "utf8"));
@@ -617,6 +636,8 @@ describe("curl examples against a running Parley", () => {
               last = { status, body };
               if (status === 0 || status >= 500)
                 problems.push(`${command.code}\n  -> ${status === 0 ? "no answer" : status} ${body.slice(0, 300)}`);
+              for (const found of proxy!.violations(curlHeaders(join(log, `${n}.headers`))))
+                problems.push(`${command.code}\n  -> ${status} breaks the OpenAPI description: ${found}`);
             }
             if (command.hasCurl && !last) problems.push(`${command.code}\n  -> curl never ran`);
             if (!command.answer || !last) continue;

@@ -4,7 +4,10 @@
  * PostgreSQL. Tokens checked against the JWKS, a reservation and Prosody's conference check,
  * chat over the unmodified phoenix client, a stream start and stop (the command recorder), a
  * SIP call from sipp, event_sync deliveries, and the usage report that folds them all. Every
- * wait is bounded and a hang fails naming what was awaited, with Parley's last output.
+ * wait is bounded and a hang fails naming what was awaited, with Parley's last output. On
+ * PostgreSQL every HTTP request and answer goes through Prism's validating proxy and fails on
+ * anything the served OpenAPI description does not declare (the socket and the JWKS fetch go
+ * straight to Parley; test/docs.test.ts sends the pages' examples on the embedded database through it).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createRemoteJWKSet, jwtVerify } from "jose";
@@ -14,6 +17,7 @@ import { type Person, roomFields } from "../support/event-sync";
 import { http, type Parley, recordersOf, startParley, within } from "../support/parley";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 import { runSipp } from "../support/sipp";
+import { startValidatingProxy } from "../support/validating-proxy";
 
 const GRACE_MS = 20_000;
 // Says it publishes, then runs until stopped, as a real recorder would.
@@ -31,8 +35,8 @@ const minutesBetween = (from: string, to: string) =>
   Math.round((Math.round((Date.parse(to) - Date.parse(from)) / 1000) / 60) * 100) / 100;
 
 const MODES = [
-  { name: "the embedded database (PGlite, no DATABASE_URL)", embedded: true },
-  { name: "PostgreSQL (DATABASE_URL)", embedded: false },
+  { name: "the embedded database (PGlite, no DATABASE_URL)", embedded: true, validated: false },
+  { name: "PostgreSQL (DATABASE_URL), through the validating proxy", embedded: false, validated: true },
 ];
 
 for (const mode of MODES) {
@@ -62,6 +66,8 @@ for (const mode of MODES) {
           SCHEDULER_CHECK_OWNER: "true",
         },
       });
+      // Requests are validated too: the flows send only what the description should accept.
+      if (mode.validated) parley.via = await startValidatingProxy(parley.base, { validateRequests: true });
       if (mode.embedded) {
         apiKey = await within(parley, "data/first-api-key", 20_000, async () => {
           const file = Bun.file(`${parley.dataDir}/first-api-key`);

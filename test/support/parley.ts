@@ -10,6 +10,7 @@ import type { Subprocess } from "bun";
 import { Redis } from "ioredis";
 import { madeOnce } from "./made-once";
 import { freePort } from "./ports";
+import type { ValidatingProxy } from "./validating-proxy";
 import { isAlive, until } from "./wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -33,6 +34,8 @@ export interface Parley {
   dataDir: string;
   env: Record<string, string>;
   process: Subprocess;
+  /** A validating proxy in front of it: http() then sends through it and fails on what it finds. */
+  via?: ValidatingProxy;
   /** The last lines Parley wrote, for failure messages. */
   tail(lines?: number): string;
   /** Runs `bun src/admin.ts ...` against the same database, bounded in time. */
@@ -112,7 +115,11 @@ export interface Answer {
   body: any;
 }
 
-/** One HTTP request to a running Parley, bounded in time; a failure to connect shows what Parley said. */
+/**
+ * One HTTP request to a running Parley (through its validating proxy when it has one), bounded in
+ * time; a failure to connect shows what Parley said, and an answer that breaks the OpenAPI
+ * description what the proxy found.
+ */
 export async function http(
   parley: Parley,
   method: string,
@@ -131,11 +138,19 @@ export async function http(
   }
   let response: Response;
   try {
-    response = await fetch(`${parley.base}${path}`, { method, headers, body, signal: AbortSignal.timeout(15_000) });
+    const base = parley.via?.base ?? parley.base;
+    response = await fetch(`${base}${path}`, { method, headers, body, signal: AbortSignal.timeout(15_000) });
   } catch (error) {
     throw new Error(`${method} ${path}: ${(error as Error).message}\n--- Parley said:\n${parley.tail()}`);
   }
   const text = await response.text();
+  const found = parley.via?.violations(response.headers) ?? [];
+  if (found.length > 0) {
+    throw new Error(
+      `${method} ${path}: ${response.status} breaks Parley's OpenAPI description, as Prism's proxy reads it:\n  ` +
+        `${found.join("\n  ")}\n--- the answer: ${text.slice(0, 300)}`,
+    );
+  }
   let parsed: unknown = text;
   try {
     parsed = JSON.parse(text);
@@ -269,6 +284,7 @@ export async function spawnParley(options: ParleyOptions): Promise<{ parley: Par
     },
     cleanup() {
       child.kill("SIGKILL");
+      void parley.via?.stop();
       if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
