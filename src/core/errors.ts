@@ -30,6 +30,8 @@ export type ErrorCode =
   /** A per-account quota (live streams, recordings, stored chat bytes) is full. */
   | "quota_exceeded"
   | "internal"
+  /** A feature this deployment left without its settings (uploads without S3): asking again will not help. */
+  | "not_configured"
   | "dependency_down"
   | "timeout";
 

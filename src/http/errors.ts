@@ -27,6 +27,8 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   quota_exceeded: 429,
   internal: 500,
+  /** Permanent until an operator sets the feature up; 501 and no Retry-After, so clients do not retry it. */
+  not_configured: 501,
   dependency_down: 503,
   timeout: 504,
 } as const satisfies Record<ErrorCode, number>;

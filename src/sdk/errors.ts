@@ -24,6 +24,7 @@ export type ParleyErrorCode =
   | "rate_limited"
   | "quota_exceeded"
   | "internal"
+  | "not_configured"
   | "dependency_down"
   | "timeout";
 

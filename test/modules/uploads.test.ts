@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { overrideConfig } from "../../src/config";
 import { call, newAccount, tokenFor } from "../helpers";
 
 const ROUTE = "/api/v1/misc/get-presigned";
@@ -82,5 +83,18 @@ describe("POST /api/v1/misc/get-presigned", () => {
     // Media tokens are signed RS256 only (what Jitsi verifies), so they come from an RS256 account.
     const media = await tokenFor((await newAccount("RS256")).apiKey, { id: "alice" }, "media");
     expect((await presign({ fileName: "a.png", fileType: "png" }, media)).status).toBe(403);
+  });
+
+  test("without S3_BUCKET: 501 not_configured naming the setting, and no Retry-After", async () => {
+    const restore = overrideConfig({ storage: { bucket: undefined } });
+    try {
+      const answer = await presign({ fileName: "a.png", fileType: "png" });
+      expect(answer.status).toBe(501);
+      expect(answer.body.error.code).toBe("not_configured");
+      expect(answer.body.error.message).toContain("S3_BUCKET");
+      expect(answer.headers.get("retry-after")).toBeNull();
+    } finally {
+      restore();
+    }
   });
 });

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { Webhook } from "standardwebhooks";
+import { overrideConfig } from "../../src/config";
 import { setLimit } from "../../src/modules/limits/service";
 import { Parley, ParleyError, type ParleyEvent, verifyWebhook } from "../../src/sdk/index";
 import { app, newAccount } from "../helpers";
@@ -53,6 +54,36 @@ describe("retries", () => {
         expect(error).toBeInstanceOf(ParleyError);
         expect({ code: error.code, status: error.status }).toEqual({ code: "rate_limited", status: 429 });
       }
+    }
+  });
+});
+
+describe("a feature this Parley is not set up for", () => {
+  test("uploads without S3 fail at once with not_configured, asked once and not retried", async () => {
+    const { apiKey } = await newAccount();
+    let asked = 0;
+    const counting = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch(request) {
+        if (new URL(request.url).pathname === "/api/v1/misc/get-presigned") asked++;
+        return app.handle(request);
+      },
+    });
+    const restore = overrideConfig({ storage: { bucket: undefined } });
+    try {
+      const parley = new Parley({ baseUrl: `http://127.0.0.1:${counting.port}`, apiKey });
+      const token = await parley.generateToken({ scope: "messaging" });
+      const failure = await parley
+        .with({ token })
+        .uploads.presign({ fileName: "a.png", fileType: "png" })
+        .catch((error) => error);
+      expect(failure).toBeInstanceOf(ParleyError);
+      expect({ code: failure.code, status: failure.status }).toEqual({ code: "not_configured", status: 501 });
+      expect(asked).toBe(1);
+    } finally {
+      restore();
+      counting.stop(true);
     }
   });
 });
