@@ -578,7 +578,7 @@ describe("curl examples against a running Parley", () => {
       (fence) => /^(sh|bash|shell)$/.test(fence.info) && /\bcurl\s/.test(fence.body),
     );
     if (blocks.length === 0) continue;
-    test(`${page}: every curl example answers below 500 (or the 5xx it shows), in the shape the page shows`, async () => {
+    test(`${page}: curl examples answer below 500 (or the 5xx it shows), in the shape the page shows`, async () => {
       const log = mkdtempSync(join(tmpdir(), "parley-docs-curl-"));
       writeFileSync(join(log, "count"), "0");
       const shell = new Shell(workspace, {
