@@ -221,6 +221,15 @@ describe("commands", () => {
   });
 });
 
+test("the tarball docs/sdk.md packs is one git ignores, wherever npm pack puts it", () => {
+  const block = parse(read("docs/sdk.md")).fences.find((fence) => fence.body.includes("npm pack"))!;
+  const packed = /#\s*(\S+\.tgz)/.exec(block.body)![1]!;
+  for (const place of [packed, packed.split("/").pop()!]) {
+    const ignored = Bun.spawnSync(["git", "check-ignore", "-q", place], { cwd: ROOT });
+    expect({ place, ignored: ignored.exitCode === 0 }).toEqual({ place, ignored: true });
+  }
+});
+
 describe("configuration", () => {
   /** Names read by loadConfig, watched through the environment it is given, plus names written in the source. */
   function variablesRead(): Set<string> {
