@@ -3,15 +3,15 @@
  * starts API_PROCESSES API processes on one port (reusePort) and one of every other
  * role, restarts a child that dies, and on SIGTERM/SIGINT drains them all and exits 0.
  * On the embedded database (no DATABASE_URL) every role runs inside this one process,
- * since PGlite cannot be shared between processes. A second Parley on a port one already
- * serves is refused before it opens anything (src/port-guard.ts).
+ * since PGlite cannot be shared between processes. A Parley whose ports are taken (a second
+ * one on the same settings) is refused before it starts or opens anything (src/port-guard.ts).
  */
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
-import { config, loadProcessConfig } from "./config";
-import { portHeldBy } from "./port-guard";
+import { loadConfig, loadProcessConfig } from "./config";
+import { listenersRefusal } from "./port-guard";
 import { SUPERVISOR_FLAG } from "./roles";
 
 const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--role=".length);
@@ -61,17 +61,18 @@ async function ensureRedis(): Promise<void> {
   process.env.REDIS_URL = `redis://127.0.0.1:${port}`;
 }
 
-// A private Redis, when one starts, is part of the environment the settings are parsed from.
-if (!role) await ensureRedis();
-if (!loadProcessConfig()) process.exit(2);
 if (!role) {
-  // Before the database is opened: a second Parley on the port must not join the first one's pool.
-  const held = await portHeldBy(config.http.host, config.http.port);
-  if (held) {
-    console.error(`parley: ${held}`);
+  // Before a private Redis starts or the database opens: a second Parley on the port must not join the first
+  // one's pool, nor leave anything behind. Settings that do not parse are reported by loadProcessConfig below.
+  const refused = await (async () => listenersRefusal(loadConfig(process.env)))().catch(() => undefined);
+  if (refused) {
+    console.error(refused);
     process.exit(1);
   }
 }
+// A private Redis, when one starts, is part of the environment the settings are parsed from.
+if (!role) await ensureRedis();
+if (!loadProcessConfig()) process.exit(2);
 if (role) {
   await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {
