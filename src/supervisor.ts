@@ -148,10 +148,22 @@ async function prepareDatabase(): Promise<void> {
     } catch (error) {
       const failure = dependencyFailure(error);
       if (!failure) throw error;
-      if (attempt === 1 || attempt % 30 === 0) log.warn({ err: failure, attempt }, "waiting for the database");
+      if (attempt === 1 || attempt % 30 === 0) {
+        const address = databaseAddress();
+        log.warn(
+          { setting: "DATABASE_URL", address, err: failure, attempt },
+          `waiting for the database at DATABASE_URL ${address} (${failure}); trying every second. ` +
+            "Nothing is served until it answers: migrations run first, then the API listens",
+        );
+      }
       await Bun.sleep(DATABASE_WAIT_MS);
     }
   }
+}
+
+/** DATABASE_URL without its credentials: the hosts and the database name. */
+function databaseAddress(): string {
+  return (config.database.url ?? "").replace(/\/\/[^@/]*@/, "//").replace(/\?.*$/, "");
 }
 
 /** How long a supervisor waits for its API pool to answer before it gives up announcing it. */
@@ -208,9 +220,11 @@ export async function supervise(): Promise<void> {
   await prepareDatabase();
   if (database.kind === "pglite") {
     log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
-    await superviseInProcess();
+    // Announced once the API answers, while the other roles start: a role waiting for an unreachable
+    // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
+    await Promise.all([superviseInProcess(), announce()]);
   } else {
     await superviseChildren();
+    await announce();
   }
-  await announce();
 }
