@@ -11,7 +11,7 @@ import { freePort } from "./support/ports";
 
 const ROOT = resolve(import.meta.dir, "..");
 
-test("with the registry out of reach, the first start says it installs, then why it cannot, within seconds", async () => {
+test("the registry out of reach: the first start says it installs, then why it cannot, in seconds", async () => {
   const checkout = mkdtempSync(join(tmpdir(), "parley-bootstrap-"));
   try {
     mkdirSync(join(checkout, ".ci"));
@@ -31,7 +31,7 @@ test("with the registry out of reach, the first start says it installs, then why
     clearTimeout(killer);
     expect(code).toBe(1);
     expect(Date.now() - started).toBeLessThan(30_000);
-    expect(said).toContain(`parley: installing the npm packages of package-lock.json (bun among them) from ${registry}`);
+    expect(said).toContain(`installing the npm packages of package-lock.json (bun among them) from ${registry};`);
     expect(said).toContain(`parley: the npm registry ${registry} cannot be reached (reason: connect ECONNREFUSED`);
     expect(said).toContain("npm config set registry");
   } finally {

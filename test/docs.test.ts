@@ -15,7 +15,8 @@ import { join, posix, resolve } from "node:path";
 import { loadConfig } from "../src/config";
 import { ROLES } from "../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
-import { type Parley, startParley } from "./support/parley";
+import { type Parley, startParley, within } from "./support/parley";
+import { freePort } from "./support/ports";
 import { installedSdk, NODE_ONLY_PATH } from "./support/sdk-package";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -701,19 +702,76 @@ describe("curl examples against a running Parley", () => {
     expect(problems).toEqual([]);
   }, 180_000);
 
+  /** An endpoint for a receiver on `port`, its secret, and a reservation made: its event is on its way there. */
+  async function deliverTo(port: number): Promise<{ secret: string; send(): Promise<void> }> {
+    const call = (path: string, body: unknown) =>
+      fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then((answer) => answer.json() as Promise<any>);
+    const added = await call("/api/v1/webhooks", {
+      url: `http://127.0.0.1:${port}/`,
+      event_types: ["reservation.created"],
+    });
+    if (!added.secret) throw new Error(`adding the endpoint failed: ${JSON.stringify(added)}`);
+    return {
+      secret: added.secret,
+      async send() {
+        await call("/api/v1/scheduler/reservation", {
+          name: `sdk-webhook-${crypto.randomUUID()}`,
+          mail_owner: "alice@example.com",
+          start_time: new Date(Date.now() + 3_600_000).toISOString(),
+          duration: 30,
+        });
+      },
+    };
+  }
+
   test("docs/sdk.md: every JavaScript example runs on Node with the installed package", async () => {
     const app = await installedSdk();
     const problems: string[] = [];
     const examples = parse(read("docs/sdk.md")).fences.filter((fence) => fence.info === "js");
+    // The webhooks example is a receiver that listens and verifies what Parley sends it.
+    let verifiedDeliveries = 0;
     try {
       for (const [index, example] of examples.entries()) {
         writeFileSync(join(app, `example-${index}.mjs`), example.body);
+        // A receiver listens until stopped: it is given an endpoint's secret, and passes once it verified a delivery.
+        const receiving = example.body.includes(".listen(");
+        const receiverPort = await freePort();
+        const delivery = receiving ? await deliverTo(receiverPort) : undefined;
         const node = Bun.spawn(["node", `example-${index}.mjs`], {
           cwd: app,
-          env: { PATH: NODE_ONLY_PATH, HOME: app, PARLEY_URL: base, PARLEY_API_KEY: apiKey },
+          env: {
+            PATH: NODE_ONLY_PATH,
+            HOME: app,
+            PARLEY_URL: base,
+            PARLEY_API_KEY: apiKey,
+            ...(delivery && { PORT: String(receiverPort), PARLEY_WEBHOOK_SECRET: delivery.secret }),
+          },
           stdout: "pipe",
           stderr: "pipe",
         });
+        if (delivery) {
+          const said: string[] = [];
+          const reading = (async () => {
+            for await (const chunk of node.stdout) said.push(new TextDecoder().decode(chunk));
+          })();
+          const listening = await within(undefined, "the receiver to listen", 15_000, async () =>
+            said.join("").includes("listening") ? true : undefined,
+          ).catch(() => false);
+          if (listening) await delivery.send();
+          const verified = await within(undefined, "a verified delivery", 20_000, async () =>
+            /verified reservation\.created evt_/.test(said.join("")) ? true : undefined,
+          ).catch(() => false);
+          node.kill("SIGTERM");
+          const stderr = await new Response(node.stderr).text();
+          await reading;
+          if (verified) verifiedDeliveries++;
+          else problems.push(`example ${index + 1} (a receiver):\n  -> said ${said.join("").slice(0, 300)} ${stderr}`);
+          continue;
+        }
         const killer = setTimeout(() => node.kill("SIGKILL"), 30_000);
         const [stderr, code] = await Promise.all([new Response(node.stderr).text(), node.exited]);
         clearTimeout(killer);
@@ -727,5 +785,6 @@ describe("curl examples against a running Parley", () => {
     }
     expect(examples.length).toBeGreaterThan(3);
     expect(problems).toEqual([]);
+    expect(verifiedDeliveries).toBe(1);
   }, 240_000);
 });

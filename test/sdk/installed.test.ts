@@ -15,6 +15,7 @@ import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Parley, startParley } from "../support/parley";
+import { freePort } from "../support/ports";
 import { installedSdk, NODE_ONLY_PATH } from "../support/sdk-package";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -354,6 +355,32 @@ async function drive(command: string[], env: Record<string, string>): Promise<st
 }
 
 describe("the installed package as a library", () => {
+  test("on Node, a client without baseUrl and a request nobody answers say what is wrong", async () => {
+    const port = await freePort();
+    const script = `
+      import { Parley } from "@parley/server-sdk";
+      try { new Parley({}); console.log("made"); } catch (error) { console.log(error.name + ": " + error.message); }
+      const parley = new Parley({ baseUrl: "http://127.0.0.1:${port}", apiKey: "prl_x" });
+      await parley.generateToken().catch((error) => console.log(error.code + ": " + error.message));
+    `;
+    const run = await finish(
+      Bun.spawn(["node", "--input-type=module", "-e", script], {
+        cwd: app,
+        env: { PATH: NODE_ONLY_PATH, HOME: app },
+        stdout: "pipe",
+        stderr: "pipe",
+      }),
+    );
+    const [made, unanswered] = run.out.trim().split("\n");
+    expect(made).toStartWith(
+      "TypeError: new Parley({ baseUrl }) needs baseUrl, the http(s) address where Parley answers",
+    );
+    expect(made).toEndWith("got undefined");
+    const url = `http://127.0.0.1:${port}/api/v1/misc/generate-token`;
+    expect(unanswered).toStartWith(`network_error: no answer from Parley to POST ${url}: fetch failed: `);
+    expect(unanswered).toContain(`ECONNREFUSED 127.0.0.1:${port}`);
+  }, 60_000);
+
   test("the installed package drives every route family on Node without Bun", async () => {
     const passed = await drive(["node"], {
       PATH: NODE_ONLY_PATH,
