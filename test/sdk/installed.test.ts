@@ -285,6 +285,9 @@ describe("errors", () => {
       ["set-limit", "acc_x"],
       ["list-accounts", "--no-such-flag"],
       ["set-limit", "acc_x", "requests.usage", "lots"],
+      // Stray arguments: a command takes what its usage line lists, no more.
+      ["list-accounts", "[--json]"],
+      ["show-limits", "acc_x", "extra"],
     ]) {
       const run = await installedParley(args, env);
       expect({ args, code: run.code }).toEqual({ args, code: 2 });
@@ -299,6 +302,38 @@ describe("errors", () => {
     expect(urlWithoutToken.code).toBe(2);
     expect(urlWithoutToken.err).toContain("PARLEY_TOKEN is not");
   });
+
+  test("create-operator on a terminal says the minimum and asks twice; a short or differing one fails", async () => {
+    // A real terminal (a pty, from util-linux's script): the password is asked for, not read from a pipe.
+    const onTerminal = async (name: string, typed: string) => {
+      const child = Bun.spawn(
+        ["script", "-qec", `${process.execPath} src/parley.ts create-operator ${name}`, "/dev/null"],
+        {
+          cwd: ROOT,
+          env: { ...process.env, DATA_DIR: parley!.dataDir, LOG_LEVEL: "silent" },
+          stdin: "pipe",
+          stdout: "pipe",
+          stderr: "pipe",
+        },
+      );
+      const run = await finish(child, typed);
+      return { code: run.code, said: Bun.stripANSI(run.out) };
+    };
+    const short = await onTerminal("tty-short", "short\n");
+    expect(short.said).toContain("password (at least 8 characters): ");
+    expect(short.said).toContain("parley: the password has 5 characters; it needs at least 8");
+    expect(short.code).toBe(2);
+    const differing = await onTerminal("tty-differ", "long enough one\nlong enough two\n");
+    expect(differing.said).toContain("the same password again: ");
+    expect(differing.said).toContain("parley: the two passwords differ; no operator was made");
+    expect(differing.code).toBe(2);
+    const same = await onTerminal("tty-same", "long enough one\nlong enough one\n");
+    expect(same.said).toContain("tty-same: sign in at /console");
+    expect(same.code).toBe(0);
+    const operators = json(await npmParley(["audit", "--limit", "50", "--json"], { DATA_DIR: parley!.dataDir }));
+    const made = operators.entries.filter((entry: { action: string }) => entry.action === "create-operator");
+    expect(made.map((entry: { target: string }) => entry.target)).not.toContain("tty-differ");
+  }, 60_000);
 
   test("a command Parley refuses (an unknown account): exit 1 with its message", async () => {
     const run = await installedParley(["list-numbers", "acc_unknown"], { DATA_DIR: parley!.dataDir });
