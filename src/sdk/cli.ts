@@ -313,7 +313,7 @@ const COMMANDS: Record<string, Command> = {
         `#${entry.id}  ${entry.at}  ${entry.actor} ` +
         `(${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
     );
-    if (page.next_before !== null) lines.push(`older: parley audit --before ${page.next_before}`);
+    if (page.next_before !== null) lines.push(`older: ${invocation} audit --before ${page.next_before}`);
     return { json: page, text: page.entries.length > 0 ? lines.join("\n") : "no changes recorded" };
   },
   async "add-webhook"(parley, [accountId, url], options) {
@@ -424,7 +424,7 @@ async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
     if (!env.PARLEY_TOKEN)
       throw new UsageError(
         "PARLEY_URL is set but PARLEY_TOKEN is not: give an operator token " +
-          "(parley create-operator-token <name>, run beside that Parley)",
+          `(${invocation} create-operator-token <name>, run beside that Parley)`,
       );
     return new Parley({ baseUrl: env.PARLEY_URL, operatorToken: env.PARLEY_TOKEN, headers });
   }
@@ -449,11 +449,11 @@ function credentialMessage(error: ParleyError): string {
   if (error.code === "operator_credential_required") {
     return (
       "PARLEY_TOKEN is not an operator token: an account's API key or token never " +
-      "passes the admin API (make one with parley create-operator-token <name>)"
+      `passes the admin API (make one with ${invocation} create-operator-token <name>)`
     );
   }
   if (error.code === "invalid_operator_token")
-    return "PARLEY_TOKEN is unknown or revoked: make a new one with parley create-operator-token <name>";
+    return `PARLEY_TOKEN is unknown or revoked: make a new one with ${invocation} create-operator-token <name>`;
   return error.message;
 }
 
@@ -463,13 +463,19 @@ export interface CliHooks {
    * launcher: on the database directly); absent, that is an error.
    */
   direct?: (argv: string[], why: string) => Promise<number>;
+  /** How the user runs the command, for the commands its messages suggest: `npx parley` unless said. */
+  invocation?: string;
   out?: Print;
   err?: Print;
   env?: NodeJS.ProcessEnv;
 }
 
 /** Runs one command line; resolves with the exit code (EXIT). */
+/** How the user runs this command line (CliHooks.invocation), for the commands its messages suggest. */
+let invocation = "npx parley";
+
 export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<number> {
+  invocation = hooks.invocation ?? "npx parley";
   const out = hooks.out ?? ((text: string) => console.log(text));
   const err = hooks.err ?? ((text: string) => console.error(text));
   let parsed: ReturnType<typeof parseArgs>;

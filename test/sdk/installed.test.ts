@@ -335,6 +335,16 @@ describe("errors", () => {
     expect(made.map((entry: { target: string }) => entry.target)).not.toContain("tty-differ");
   }, 60_000);
 
+  test("the commands a message suggests are written as the user runs them", async () => {
+    // Two changes, so that one page of one entry has an older one to point to.
+    for (const name of ["suggested-1", "suggested-2"])
+      json(await npmParley(["create-account", name, "--json"], { DATA_DIR: parley!.dataDir }));
+    const fromRepository = await npmParley(["audit", "--limit", "1"], { DATA_DIR: parley!.dataDir });
+    expect(fromRepository.out).toMatch(/^older: npm run parley -- audit --before \d+$/m);
+    const installed = await installedParley(["audit", "--limit", "1"], { DATA_DIR: parley!.dataDir });
+    expect(installed.out).toMatch(/^older: npx parley audit --before \d+$/m);
+  });
+
   test("a command Parley refuses (an unknown account): exit 1 with its message", async () => {
     const run = await installedParley(["list-numbers", "acc_unknown"], { DATA_DIR: parley!.dataDir });
     expect(run.code).toBe(1);
