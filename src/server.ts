@@ -62,7 +62,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
   const ownsSocket = database.kind === "pglite" || process.argv.includes(LOCAL_SOCKET_FLAG);
   const localSocket = ownsSocket ? await serveLocalSocket((request) => app.handle(request)) : undefined;
   const server = app.server!;
-  log.info({ port: server.port }, "api listening");
+  log.info({ host: config.http.host, port: server.port }, "api listening");
   return {
     port: server.port ?? config.http.port,
     async stop() {
