@@ -3,6 +3,7 @@ import { swagger } from "@elysiajs/swagger";
 import { Elysia } from "elysia";
 import { config } from "./config";
 import { database } from "./db/client";
+import { knowRoutes } from "./http/methods";
 import { pipeline } from "./http/pipeline";
 import { adminController } from "./modules/admin";
 import { consoleController } from "./modules/console";
@@ -45,70 +46,71 @@ export function createApp() {
     // by Bun's router directly (src/modules/streaming/llhls/route.ts), the rest by the app.
     serve: { routes: { [LLHLS_MEDIA_PATH]: { GET: llhlsMediaRoute(byApp) } } },
   });
-  return (
-    app
-      // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
-      .use(limitHeaders)
-      .use(pipeline)
-      .use(
-        swagger({
-          path: "/swagger",
-          // The plugin's page loads its viewer from scalarCDN: pointing it at Parley itself serves
-          // swagger-ui from the npm package, so the reference works without internet access.
-          scalarCDN: "/swagger/assets/viewer.js",
-          scalarConfig: { customCss: "" },
-          documentation: {
-            info: {
-              title: "Parley",
-              version: "1",
-              description: "Self-hostable backend for real-time communication apps",
-            },
-            components: {
-              securitySchemes: {
-                apiKey: {
-                  type: "apiKey",
-                  in: "header",
-                  name: "Authorization",
-                  description: "The account's API key, raw or after Bearer",
-                },
-                bearer: {
-                  type: "http",
-                  scheme: "bearer",
-                  bearerFormat: "JWT",
-                  description: "A token from generate-token",
-                },
-                basic: {
-                  type: "http",
-                  scheme: "basic",
-                  description: "Any username (the account id reads best) and the API key as password",
-                },
-                operatorToken: {
-                  type: "http",
-                  scheme: "bearer",
-                  bearerFormat: "pop_…",
-                  description: "An operator token, for the admin API only (docs/admin-api.md)",
-                },
+  const built = app
+    // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
+    .use(limitHeaders)
+    .use(pipeline)
+    .use(
+      swagger({
+        path: "/swagger",
+        // The plugin's page loads its viewer from scalarCDN: pointing it at Parley itself serves
+        // swagger-ui from the npm package, so the reference works without internet access.
+        scalarCDN: "/swagger/assets/viewer.js",
+        scalarConfig: { customCss: "" },
+        documentation: {
+          info: {
+            title: "Parley",
+            version: "1",
+            description: "Self-hostable backend for real-time communication apps",
+          },
+          components: {
+            securitySchemes: {
+              apiKey: {
+                type: "apiKey",
+                in: "header",
+                name: "Authorization",
+                description: "The account's API key, raw or after Bearer",
+              },
+              bearer: {
+                type: "http",
+                scheme: "bearer",
+                bearerFormat: "JWT",
+                description: "A token from generate-token",
+              },
+              basic: {
+                type: "http",
+                scheme: "basic",
+                description: "Any username (the account id reads best) and the API key as password",
+              },
+              operatorToken: {
+                type: "http",
+                scheme: "bearer",
+                bearerFormat: "pop_…",
+                description: "An operator token, for the admin API only (docs/admin-api.md)",
               },
             },
           },
-        }),
-      )
-      .use(systemController)
-      .use(tokenController)
-      .use(mapperController)
-      .use(schedulerController)
-      .use(streamingController)
-      .use(messagingController)
-      .use(uploadsController)
-      .use(realtimeController)
-      .use(eventsController)
-      .use(eventLogController)
-      .use(webhooksController)
-      .use(usageController)
-      .use(adminController)
-      .use(swaggerAssets)
-      .use(consoleController)
-  );
+        },
+      }),
+    )
+    .use(systemController)
+    .use(tokenController)
+    .use(mapperController)
+    .use(schedulerController)
+    .use(streamingController)
+    .use(messagingController)
+    .use(uploadsController)
+    .use(realtimeController)
+    .use(eventsController)
+    .use(eventLogController)
+    .use(webhooksController)
+    .use(usageController)
+    .use(adminController)
+    .use(swaggerAssets)
+    .use(consoleController);
+  // A request with a method its path does not take is answered 405 by the pipeline, from this table.
+  knowRoutes(built.routes);
+  return built;
 }
 
 export type App = ReturnType<typeof createApp>;

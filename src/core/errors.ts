@@ -18,6 +18,8 @@ export type ErrorCode =
   | "token_expired"
   | "forbidden"
   | "not_found"
+  /** The path exists, but not for this method (the answer's Allow header lists those it takes). */
+  | "method_not_allowed"
   | "conflict"
   /** The conference mapper's answer to missing or malformed input, as the interface fixes it. */
   | "invalid_mapper_input"

@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   token_expired: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   /** The interface fixes this status for the conference mapper's missing or malformed input. */
   invalid_mapper_input: 405,

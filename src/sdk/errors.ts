@@ -16,6 +16,7 @@ export type ParleyErrorCode =
   | "token_expired"
   | "forbidden"
   | "not_found"
+  | "method_not_allowed"
   | "conflict"
   | "invalid_mapper_input"
   | "reservation_expired"
