@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { consoleAssets } from "../../src/modules/console/bundle";
-import { app } from "../helpers";
+import { app, newAccount } from "../helpers";
 import { type Chromium, startChromium } from "../support/browser";
 
 // A browser test waits on pages, workers and Chromium; each test still bounds its own waits.
@@ -39,6 +39,27 @@ test("/swagger lists the routes with every outside address blocked", async () =>
   expect(context.blocked).toEqual([]);
   expect(failed).toEqual([]);
   await context.close();
+});
+
+test("the body /swagger offers for generate-token, with a real API key in it, is taken", async () => {
+  const { apiKey } = await newAccount("RS256");
+  const context = await chromium.context();
+  const page = await context.newPage();
+  await page.goto(`${base}/swagger`);
+  const operation = page.locator(".opblock-post", { hasText: "/api/v1/misc/generate-token" }).first();
+  await operation.locator(".opblock-summary").click();
+  await operation.getByRole("button", { name: "Try it out" }).click();
+  const offered = JSON.parse(await operation.locator("textarea.body-param__text").inputValue());
+  await context.close();
+  const answer = await fetch(`${base}/api/v1/misc/generate-token`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...offered, apiKey }),
+  });
+  expect({ status: answer.status, offered, body: await answer.json() }).toMatchObject({
+    status: 200,
+    body: { token: expect.any(String) },
+  });
 });
 
 test("the reference page names no outside address for its viewer", async () => {

@@ -1371,21 +1371,34 @@ export interface operations {
                         /**
                          * Format: text
                          * @description Generated when absent
+                         * @example alice
                          */
                         id?: string;
-                        /** Format: text */
+                        /**
+                         * Format: text
+                         * @example Alice
+                         */
                         name?: string;
-                        /** Format: email */
+                        /**
+                         * Format: email
+                         * @example alice@example.com
+                         */
                         email?: string;
-                        /** Format: uri */
+                        /**
+                         * Format: uri
+                         * @example https://example.com/alice.png
+                         */
                         avatar?: string;
                         moderator?: boolean;
                     };
+                    /** @example 2h */
                     exp?: string | number;
+                    /** @example  */
                     nbf?: string | number;
                     /**
                      * Format: text
                      * @description messaging, media, parley, or empty for all
+                     * @example media
                      */
                     scope?: string;
                     /**
@@ -1405,21 +1418,34 @@ export interface operations {
                         /**
                          * Format: text
                          * @description Generated when absent
+                         * @example alice
                          */
                         id?: string;
-                        /** Format: text */
+                        /**
+                         * Format: text
+                         * @example Alice
+                         */
                         name?: string;
-                        /** Format: email */
+                        /**
+                         * Format: email
+                         * @example alice@example.com
+                         */
                         email?: string;
-                        /** Format: uri */
+                        /**
+                         * Format: uri
+                         * @example https://example.com/alice.png
+                         */
                         avatar?: string;
                         moderator?: boolean;
                     };
+                    /** @example 2h */
                     exp?: string | number;
+                    /** @example  */
                     nbf?: string | number;
                     /**
                      * Format: text
                      * @description messaging, media, parley, or empty for all
+                     * @example media
                      */
                     scope?: string;
                     /**
@@ -1439,21 +1465,34 @@ export interface operations {
                         /**
                          * Format: text
                          * @description Generated when absent
+                         * @example alice
                          */
                         id?: string;
-                        /** Format: text */
+                        /**
+                         * Format: text
+                         * @example Alice
+                         */
                         name?: string;
-                        /** Format: email */
+                        /**
+                         * Format: email
+                         * @example alice@example.com
+                         */
                         email?: string;
-                        /** Format: uri */
+                        /**
+                         * Format: uri
+                         * @example https://example.com/alice.png
+                         */
                         avatar?: string;
                         moderator?: boolean;
                     };
+                    /** @example 2h */
                     exp?: string | number;
+                    /** @example  */
                     nbf?: string | number;
                     /**
                      * Format: text
                      * @description messaging, media, parley, or empty for all
+                     * @example media
                      */
                     scope?: string;
                     /**
