@@ -29,6 +29,10 @@ test("/swagger lists the routes with every outside address blocked", async () =>
   const page = await context.newPage();
   const failed: string[] = [];
   page.on("requestfailed", (request) => failed.push(request.url()));
+  const refused: string[] = [];
+  page.on("response", (response) => {
+    if (response.status() >= 400) refused.push(`${response.status()} ${response.url()}`);
+  });
   await page.goto(`${base}/swagger`);
   const route = page.locator(".opblock-summary-path", { hasText: "/api/v1/misc/generate-token" });
   await route.first().waitFor({ timeout: 15_000 });
@@ -38,7 +42,12 @@ test("/swagger lists the routes with every outside address blocked", async () =>
   // The viewer came from Parley itself: nothing was even asked of another address.
   expect(context.blocked).toEqual([]);
   expect(failed).toEqual([]);
+  expect(refused).toEqual([]);
   await context.close();
+  // What a browser asks for beside the page (headless Chromium may not): an icon, not a 404.
+  const icon = await fetch(`${base}/favicon.ico`);
+  expect(icon.status).toBe(200);
+  expect(icon.headers.get("content-type")).toBe("image/png");
 });
 
 test("the body /swagger offers for generate-token, with a real API key in it, is taken", async () => {

@@ -42,6 +42,14 @@ export const swaggerAssets = new Elysia({ name: "parley.swagger-assets", detail:
     "/swagger/assets/viewer.js",
     () => new Response(BOOT, { headers: { "content-type": "text/javascript; charset=utf-8" } }),
   )
+  // Browsers ask for /favicon.ico on every page without an icon of its own, /swagger among them: swagger-ui's icon.
+  .get(
+    "/favicon.ico",
+    () =>
+      new Response(Bun.file(resolve(distDir, "favicon-32x32.png")), {
+        headers: { "content-type": "image/png", "cache-control": "public, max-age=86400" },
+      }),
+  )
   .get("/swagger/assets/:file", ({ params }) => {
     const type = ASSETS[params.file];
     if (!type) throw new AppError("not_found", "no such asset");
