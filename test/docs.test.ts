@@ -2,9 +2,10 @@
  * Keeps README.md and docs/ true: every relative link resolves, the configuration page and
  * src/config.ts name the same variables, and the pages' curl examples, run with the real
  * curl against a real Parley started as `npm start` would (embedded database, fresh data
- * folder, the bootstrap account's key in data/first-api-key), answer as the pages say; the
- * command line examples of docs/cli.md run against it, and docs/sdk.md's JavaScript examples
- * run on Node with the SDK installed from its tarball. No page shows a command that begins
+ * folder, the bootstrap account's key in data/first-api-key, only the settings the pages
+ * give), answer as the pages say; every page's `npm run parley` blocks run against it as
+ * printed, from a checkout beside it; docs/sdk.md's JavaScript examples run on Node with the
+ * SDK installed from its tarball, its webhook receiver verifying a real delivery. No page shows a command that begins
  * with a bare `bun`, which a fresh machine does not have on its PATH. docs/architecture.md
  * lists the roles of src/roles.ts and every module folder.
  */
@@ -678,21 +679,36 @@ describe("curl examples against a running Parley", () => {
   }
 
   // After the pages' own examples, which expect a Parley where only they have made rooms and reservations.
-  test("docs/cli.md: every command runs through the running Parley's socket and exits 0", async () => {
+  test("every page's npm run parley commands run as printed, through Parley's socket, and exit 0", async () => {
     // In the checkout beside the running Parley, as the page says, with nothing set but a PATH and a HOME.
     const shell = new Shell(workspace, { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace });
     const problems: string[] = [];
     let ran = 0;
     try {
-      for (const block of parse(read("docs/cli.md")).fences.filter((fence) => fence.info === "sh")) {
-        for (const command of commands(block.body)) {
+      const blocks = pages().flatMap((page) =>
+        parse(read(page))
+          .fences.filter((fence) => fence.info === "sh" && /npm run parley /.test(fence.body))
+          .map((fence) => ({ page, fence })),
+      );
+      expect(blocks.map(({ page }) => page)).toEqual(
+        expect.arrayContaining([
+          "docs/cli.md",
+          "docs/tokens.md",
+          "docs/mapper.md",
+          "docs/limits.md",
+          "docs/console.md",
+        ]),
+      );
+      for (const { page, fence } of blocks) {
+        for (const command of commands(fence.body)) {
+          // Its standard input is not the shell's own, where the next commands wait (a command may read stdin).
           const output = await shell.run(
-            `{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1; __rc=$?`,
+            `{ ${command.code.replaceAll("localhost:3000", `127.0.0.1:${port}`)} ; } 2>&1 </dev/null; __rc=$?`,
             60_000,
           );
           ran++;
           const code = await shell.value("__rc");
-          if (code !== "0") problems.push(`${command.code}\n  -> exit ${code}: ${output.slice(0, 400)}`);
+          if (code !== "0") problems.push(`${page}: ${command.code}\n  -> exit ${code}: ${output.slice(0, 400)}`);
         }
       }
     } finally {
