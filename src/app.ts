@@ -2,6 +2,7 @@
 import { Elysia } from "elysia";
 import { config } from "./config";
 import { database } from "./db/client";
+import { knowRoutes } from "./http/methods";
 import { pipeline } from "./http/pipeline";
 import { adminController } from "./modules/admin";
 import { consoleController } from "./modules/console";
@@ -44,27 +45,28 @@ export function createApp() {
     // by Bun's router directly (src/modules/streaming/llhls/route.ts), the rest by the app.
     serve: { routes: { [LLHLS_MEDIA_PATH]: { GET: llhlsMediaRoute(byApp) } } },
   });
-  return (
-    app
-      // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
-      .use(limitHeaders)
-      .use(pipeline)
-      .use(systemController)
-      .use(tokenController)
-      .use(mapperController)
-      .use(schedulerController)
-      .use(streamingController)
-      .use(messagingController)
-      .use(uploadsController)
-      .use(realtimeController)
-      .use(eventsController)
-      .use(eventLogController)
-      .use(webhooksController)
-      .use(usageController)
-      .use(adminController)
-      .use(apiReference())
-      .use(consoleController)
-  );
+  const built = app
+    // Before the pipeline: its error hook writes the body, this one the RateLimit headers of a 429.
+    .use(limitHeaders)
+    .use(pipeline)
+    .use(systemController)
+    .use(tokenController)
+    .use(mapperController)
+    .use(schedulerController)
+    .use(streamingController)
+    .use(messagingController)
+    .use(uploadsController)
+    .use(realtimeController)
+    .use(eventsController)
+    .use(eventLogController)
+    .use(webhooksController)
+    .use(usageController)
+    .use(adminController)
+    .use(apiReference())
+    .use(consoleController);
+  // A request with a method its path does not take is answered 405 by the pipeline, from this table.
+  knowRoutes(built.routes);
+  return built;
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -166,7 +166,8 @@ export function loadConfig(env: Env) {
   const dataDir = resolve(read.text("DATA_DIR", "./data"));
   const loaded = {
     http: {
-      host: read.text("HOST", "0.0.0.0"),
+      /** Loopback until told otherwise: a first `npm start` serves this machine only (docs/configuration.md). */
+      host: read.text("HOST", "127.0.0.1"),
       port,
       /** API processes the supervisor starts; each listens on PORT with reusePort. */
       processes: read.integer("API_PROCESSES", cpus().length, 1, 256),
@@ -226,7 +227,8 @@ export function loadConfig(env: Env) {
     sip: {
       /** Off: the supervisor runs no sip role, for deployments without phone access. */
       enabled: read.boolean("SIP_ENABLED", true),
-      bindAddress: read.text("SIP_BIND_ADDRESS", "0.0.0.0"),
+      /** Loopback until told otherwise, as HOST. */
+      bindAddress: read.text("SIP_BIND_ADDRESS", "127.0.0.1"),
       /** Address written into Via, Contact and the SDP answer; the bind address unless that is a wildcard. */
       publicAddress: read.optionalText("SIP_PUBLIC_ADDRESS"),
       /** 0 turns that transport off. */

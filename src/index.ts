@@ -3,12 +3,12 @@
  * starts API_PROCESSES API processes on one port (reusePort) and one of every other
  * role, restarts a child that dies, and on SIGTERM/SIGINT drains them all and exits 0.
  * On the embedded database (no DATABASE_URL) every role runs inside this one process,
- * since PGlite cannot be shared between processes. A second Parley on a port one already
- * serves is refused before it opens anything (src/port-guard.ts).
+ * since PGlite cannot be shared between processes. A Parley whose ports are taken (a second
+ * one on the same settings) is refused before it starts or opens anything (src/port-guard.ts).
  */
 import { config, loadProcessConfig } from "./config";
 import { keepNewFilesPrivate, makePrivate } from "./core/private-dir";
-import { portHeldBy } from "./port-guard";
+import { listenersRefusal } from "./port-guard";
 import { joinPrivateRedis, startPrivateRedis } from "./private-redis";
 import { SUPERVISOR_FLAG } from "./roles";
 
@@ -26,6 +26,13 @@ const parentPid =
 
 if (!loadProcessConfig()) process.exit(2);
 if (!role) {
+  // Before a private Redis starts or the database opens: a second Parley on the ports must not join the first
+  // one's pool, nor leave anything behind.
+  const refused = await listenersRefusal(config).catch(() => undefined);
+  if (refused) {
+    console.error(refused);
+    process.exit(1);
+  }
   // Before anything is written there: a folder an older Parley (or a copy) left readable is closed first.
   const { changed, notOurs } = makePrivate(config.database.dataDir);
   if (changed > 0 || notOurs.length > 0) {
@@ -39,12 +46,6 @@ if (!role) {
   }
   // A private Redis, when one starts, is part of the environment the settings are parsed from.
   if (await startPrivateRedis()) loadProcessConfig();
-  // Before the database is opened: a second Parley on the port must not join the first one's pool.
-  const held = await portHeldBy(config.http.host, config.http.port);
-  if (held) {
-    console.error(`parley: ${held}`);
-    process.exit(1);
-  }
 }
 if (role) {
   // A role started alone on this machine, with no Redis named, joins the supervisor's private one.

@@ -13,6 +13,7 @@ import { runCli } from "./sdk/cli";
 keepNewFilesPrivate();
 
 const exitCode = await runCli(process.argv.slice(2), {
+  invocation: "npm run parley --",
   async direct(argv, why) {
     console.error(`parley: ${why.replace(/ \(set DATA_DIR.*$/, "")}; working on the database directly`);
     // The app logs to stdout, where the command's own answer goes: only its errors are wanted here.
@@ -44,7 +45,7 @@ const exitCode = await runCli(process.argv.slice(2), {
       const socket = await serveLocalSocket((request) => app.handle(request));
       try {
         // Without a socket of its own another Parley has started meanwhile, and answers instead.
-        return await runCli(argv);
+        return await runCli(argv, { invocation: "npm run parley --" });
       } finally {
         await socket?.stop();
       }

@@ -1,4 +1,9 @@
 /**
+ * Every port a Parley listens on is checked before it opens anything, so a clash (a second
+ * Parley on the defaults, or another program) is refused with one message naming each port
+ * and the setting that moves it, and leaves nothing behind. A listener that still fails to
+ * bind later (a race, an address gone meanwhile) gives the same message (`cannotListen`).
+ *
  * One Parley per port. The API processes listen with reusePort so the supervisor's pool
  * shares PORT, which would also let a second Parley join in silently and take part of the
  * requests. So the supervisor first binds PORT once without reusePort: the kernel refuses
@@ -9,6 +14,7 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import { resolve } from "node:path";
+import type { Config } from "./config";
 
 /** True when nothing listens on host:port, as a bind without reusePort finds. */
 function portIsFree(host: string, port: number): Promise<boolean> {
@@ -132,13 +138,112 @@ function describeHolder(pid: number): string {
   return `pid ${info.pid} (${info.command}${where ? `; ${where}` : ""})`;
 }
 
-/** Why PORT cannot be served, naming what holds it, or undefined when it is free. */
-export async function portHeldBy(host: string, port: number): Promise<string | undefined> {
-  if (port === 0 || (await portIsFree(host, port))) return undefined;
+/** Who holds a TCP port, as far as this user can see. */
+function heldBy(port: number): string {
   const pids = holders(listeningInodes(port));
-  const held =
-    pids.length > 0
-      ? `held by ${[...new Set(pids.map(describeHolder))].join(" and ")}`
-      : `held by a process this user cannot see (\`ss -ltnp 'sport = :${port}'\` as root names it)`;
-  return `port ${port} is already in use, ${held}. Stop that process, or start this Parley with another PORT.`;
+  return pids.length > 0
+    ? `held by ${[...new Set(pids.map(describeHolder))].join(" and ")}`
+    : `held by a process this user cannot see (\`ss -ltnp 'sport = :${port}'\` as root names it)`;
+}
+
+/** A socket a Parley listens on, and the setting that moves it. */
+interface Listener {
+  setting: string;
+  what: string;
+  protocol: "tcp" | "udp";
+  host: string;
+  port: number;
+  /** Why it is not listened on at all (0, or a role turned off). */
+  off?: string;
+}
+
+/** Every listener of a Parley with these settings, the ones turned off included. */
+function listenersOf(config: Config): Listener[] {
+  const sip = config.sip;
+  const sipOff = sip.enabled ? undefined : "off (SIP_ENABLED=false)";
+  const listeners: Listener[] = [
+    { setting: "PORT", what: "HTTP: API, console, /swagger", protocol: "tcp", ...config.http },
+    { setting: "SIP_UDP_PORT", what: "SIP over UDP", protocol: "udp", host: sip.bindAddress, port: sip.udpPort },
+    { setting: "SIP_TCP_PORT", what: "SIP over TCP", protocol: "tcp", host: sip.bindAddress, port: sip.tcpPort },
+    { setting: "SIP_TLS_PORT", what: "SIP over TLS", protocol: "tcp", host: sip.bindAddress, port: sip.tls.port },
+    { setting: "METRICS_PORT", what: "Prometheus metrics", protocol: "tcp", ...config.metrics },
+  ];
+  return listeners.map((listener) => ({
+    ...listener,
+    off: listener.setting.startsWith("SIP_") && sipOff ? sipOff : listener.port === 0 ? "off (0)" : undefined,
+  }));
+}
+
+/** Why the listener cannot bind now (its error code, and who holds a TCP port), or undefined. */
+async function bindProblem(listener: Listener): Promise<string | undefined> {
+  if (listener.protocol === "tcp") {
+    try {
+      if (await portIsFree(listener.host, listener.port)) return undefined;
+      return `in use, ${heldBy(listener.port)}`;
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    }
+  }
+  try {
+    (await Bun.udpSocket({ hostname: listener.host, port: listener.port })).close();
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === "EADDRINUSE" ? "in use" : (code ?? (error as Error).message);
+  }
+}
+
+const EXPLAINED: Record<string, string> = {
+  EADDRNOTAVAIL: "EADDRNOTAVAIL: not an address of this machine",
+  EACCES: "EACCES: a port below 1024 needs privileges",
+};
+
+/** The table of every listener, with the problems found, and how to move them. */
+function refusal(config: Config, headline: string, problems: Map<string, string>): string {
+  const rows = listenersOf(config).map((listener) => {
+    const where = listener.off ?? `${listener.host}:${listener.port}/${listener.protocol}`;
+    const problem = problems.get(listener.setting);
+    const state = problem === undefined ? "" : `  <- ${EXPLAINED[problem] ?? problem}`;
+    return `  ${`${listener.setting}=${listener.port}`.padEnd(20)} ${listener.what.padEnd(30)} ${where}${state}`;
+  });
+  return [
+    `parley: ${headline}`,
+    "A Parley listens on each of these; set the marked ones to free ports (0 turns SIP transports and metrics off):",
+    ...rows,
+    "A second Parley on this machine needs its own of each, and its own DATA_DIR on the embedded database, e.g.",
+    "  PORT=3001 SIP_UDP_PORT=5070 SIP_TCP_PORT=5070 METRICS_PORT=9465 DATA_DIR=./data-2 npm start",
+  ].join("\n");
+}
+
+/**
+ * Why a Parley with these settings cannot listen, naming every port and its setting, or
+ * undefined when each listener can bind. Binds each once and lets go: nothing is opened.
+ */
+export async function listenersRefusal(config: Config): Promise<string | undefined> {
+  const problems = new Map<string, string>();
+  for (const listener of listenersOf(config)) {
+    if (listener.off) continue;
+    const problem = await bindProblem(listener);
+    if (problem) problems.set(listener.setting, problem);
+  }
+  if (problems.size === 0) return undefined;
+  const [setting, problem] = [...problems][0]!;
+  const { host, port, protocol } = listenersOf(config).find((listener) => listener.setting === setting)!;
+  const headline =
+    setting === "PORT" && problem.startsWith("in use")
+      ? `port ${port} is already in use, ${problem.slice("in use, ".length)}. ` +
+        "Stop that process, or start this Parley with another PORT."
+      : `cannot listen on ${host}:${port}/${protocol} (${setting}): ${EXPLAINED[problem] ?? problem}.`;
+  return refusal(config, headline, problems);
+}
+
+/** Whether an error is a listener's failure to bind (in use, not an address here, not allowed). */
+export function isBindFailure(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === "EADDRINUSE" || code === "EADDRNOTAVAIL" || code === "EACCES";
+}
+
+/** The refusal for a listener that failed to bind after the check (`isBindFailure`). */
+export function cannotListen(config: Config, error: unknown): string {
+  return refusal(config, `a listener could not bind: ${(error as Error).message}.`, new Map());
 }

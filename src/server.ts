@@ -22,32 +22,25 @@ const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
 /**
  * GET /metrics on METRICS_HOST:METRICS_PORT, loopback by default: the per-route counts are
  * for the operator's Prometheus, not for anyone who can reach the API. A port held by
- * something else costs the metrics, not the API.
+ * something else refuses the start like any other listener's (src/port-guard.ts): a
+ * Parley that silently went without its metrics would be found out only by its alerts.
  */
 function listenForMetrics(): Server<undefined> | undefined {
   if (config.metrics.port === 0) return undefined;
-  try {
-    return Bun.serve({
-      hostname: config.metrics.host,
-      port: config.metrics.port,
-      reusePort: true,
-      async fetch(request) {
-        if (new URL(request.url).pathname !== "/metrics")
-          return new Response("only /metrics is served here\n", { status: 404 });
-        return new Response(await renderMetrics(), { headers: { "content-type": PROMETHEUS_TEXT } });
-      },
-      error: (error) => {
-        log.warn({ err: error.message }, "metrics could not be rendered");
-        return new Response("metrics unavailable\n", { status: 503 });
-      },
-    });
-  } catch (error) {
-    log.error(
-      { host: config.metrics.host, port: config.metrics.port, err: (error as Error).message },
-      "metrics listener could not start; the API runs without it",
-    );
-    return undefined;
-  }
+  return Bun.serve({
+    hostname: config.metrics.host,
+    port: config.metrics.port,
+    reusePort: true,
+    async fetch(request) {
+      if (new URL(request.url).pathname !== "/metrics")
+        return new Response("only /metrics is served here\n", { status: 404 });
+      return new Response(await renderMetrics(), { headers: { "content-type": PROMETHEUS_TEXT } });
+    },
+    error: (error) => {
+      log.warn({ err: error.message }, "metrics could not be rendered");
+      return new Response("metrics unavailable\n", { status: 503 });
+    },
+  });
 }
 
 export async function startApiServer(): Promise<Running & { port: number }> {
@@ -69,7 +62,7 @@ export async function startApiServer(): Promise<Running & { port: number }> {
   const ownsSocket = database.kind === "pglite" || process.argv.includes(LOCAL_SOCKET_FLAG);
   const localSocket = ownsSocket ? await serveLocalSocket((request) => app.handle(request)) : undefined;
   const server = app.server!;
-  log.info({ port: server.port }, "api listening");
+  log.info({ host: config.http.host, port: server.port }, "api listening");
   return {
     port: server.port ?? config.http.port,
     async stop() {

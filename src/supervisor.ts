@@ -10,11 +10,15 @@ import { database } from "./db/client";
 import { migrate } from "./db/migrate";
 import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
 import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
+import { cannotListen, isBindFailure } from "./port-guard";
 
 const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
 /** A child that lived this long is considered healthy again, and its restart delay resets. */
 const HEALTHY_AFTER_MS = 30_000;
+
+/** A role's exit when a listener cannot bind: restarting it would fail the same way, so the supervisor stops. */
+const CANNOT_LISTEN_EXIT_CODE = 78;
 
 /** A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. */
 export async function runRole(name: string, parentPid?: number): Promise<void> {
@@ -28,18 +32,36 @@ export async function runRole(name: string, parentPid?: number): Promise<void> {
     await closeShared();
     return;
   }
-  runUntilStopped(await ROLES[name](), closeShared, parentPid);
+  let running: Running;
+  try {
+    running = await ROLES[name]();
+  } catch (error) {
+    if (!isBindFailure(error)) throw error;
+    console.error(cannotListen(config, error));
+    await closeShared();
+    process.exit(CANNOT_LISTEN_EXIT_CODE);
+  }
+  runUntilStopped(running, closeShared, parentPid);
 }
 
 async function superviseInProcess(): Promise<void> {
   guardAgainstStrayErrors();
   const running: Running[] = [];
-  // Installed first: a signal during a slow role start must still drain what already runs.
-  onStopSignal(async () => {
+  const stopAll = async () => {
     await Promise.all(running.map((role) => role.stop()));
     await closeShared();
-  });
-  for (const name of Object.keys(ROLES) as Role[]) if (isRoleEnabled(name)) running.push(await ROLES[name]());
+  };
+  // Installed first: a signal during a slow role start must still drain what already runs.
+  onStopSignal(stopAll);
+  try {
+    for (const name of Object.keys(ROLES) as Role[]) if (isRoleEnabled(name)) running.push(await ROLES[name]());
+  } catch (error) {
+    if (!isBindFailure(error)) throw error;
+    // What started is stopped and the database closed, so no socket, pid file or lock is left behind.
+    console.error(cannotListen(config, error));
+    await stopAll();
+    process.exit(1);
+  }
 }
 
 interface Child {
@@ -70,6 +92,12 @@ async function superviseChildren(): Promise<void> {
     child.process.exited.then((code) => {
       children.delete(child);
       if (stopping) return;
+      if (code === CANNOT_LISTEN_EXIT_CODE) {
+        // The child said which listener and why; the others are stopped and the supervisor exits 1.
+        process.exitCode = 1;
+        process.kill(process.pid, "SIGTERM");
+        return;
+      }
       const nextDelay =
         Date.now() - child.startedAt > HEALTHY_AFTER_MS
           ? RESTART_DELAY_MIN_MS
@@ -127,10 +155,22 @@ async function prepareDatabase(): Promise<void> {
       }
       const failure = dependencyFailure(error);
       if (!failure) throw error;
-      if (attempt === 1 || attempt % 30 === 0) log.warn({ err: failure, attempt }, "waiting for the database");
+      if (attempt === 1 || attempt % 30 === 0) {
+        const address = databaseAddress();
+        log.warn(
+          { setting: "DATABASE_URL", address, err: failure, attempt },
+          `waiting for the database at DATABASE_URL ${address} (${failure}); trying every second. ` +
+            "Nothing is served until it answers: migrations run first, then the API listens",
+        );
+      }
       await Bun.sleep(DATABASE_WAIT_MS);
     }
   }
+}
+
+/** DATABASE_URL without its credentials: the hosts and the database name. */
+function databaseAddress(): string {
+  return (config.database.url ?? "").replace(/\/\/[^@/]*@/, "//").replace(/\?.*$/, "");
 }
 
 /** How long a supervisor waits for its API pool to answer before it gives up announcing it. */
@@ -187,9 +227,11 @@ export async function supervise(): Promise<void> {
   await prepareDatabase();
   if (database.kind === "pglite") {
     log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
-    await superviseInProcess();
+    // Announced once the API answers, while the other roles start: a role waiting for an unreachable
+    // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
+    await Promise.all([superviseInProcess(), announce()]);
   } else {
     await superviseChildren();
+    await announce();
   }
-  await announce();
 }

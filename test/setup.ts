@@ -28,6 +28,9 @@ process.env.OPERATOR_PASSWORD_MEMORY_KIB ??= "1024";
 // suite's processes held up to 51 of the shared server's 100 at once, so a second suite on the
 // machine was refused connections ("too many clients").
 process.env.DATABASE_POOL_SIZE ??= "4";
+// No metrics listener unless a test gives its Parley a port of its own (test/support/parley.ts does): a
+// start whose METRICS_PORT is taken is refused, and the fixed default would be shared by test files in parallel.
+process.env.METRICS_PORT ??= "0";
 
 // Parley reads its configuration once, so the real S3 server must be up before that.
 const shared = process.env.TEST_S3_ENDPOINT;

@@ -160,6 +160,38 @@ for (const mode of [
       expect((await fresh(`${first.base}/readyz`)).status).toBe(200);
     }, 90_000);
 
+    test("another PORT and DATA_DIR, SIP and metrics ports taken: every port named, nothing left", async () => {
+      const first = await started();
+      // A program of another kind on the SIP port over UDP; the metrics port is the first Parley's.
+      const sipHolder = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0 });
+      const folder = mkdtempSync(join(tmpdir(), "parley-third-"));
+      try {
+        const metricsPort = new URL(first.metrics).port;
+        const second = await startAnother(first, {
+          PORT: String(await freePort()),
+          DATA_DIR: folder,
+          SIP_ENABLED: "true",
+          SIP_UDP_PORT: String(sipHolder.port),
+          SIP_TCP_PORT: String(await freePort()),
+          REDIS_PREFIX: `parley-test-third-${crypto.randomUUID()}`,
+        });
+        expect(second.code).toBe(1);
+        const row = (setting: string) => second.said.split("\n").find((line) => line.trim().startsWith(`${setting}=`));
+        for (const setting of ["PORT", "SIP_UDP_PORT", "SIP_TCP_PORT", "SIP_TLS_PORT", "METRICS_PORT"])
+          expect(row(setting)).toBeDefined();
+        expect(row("SIP_UDP_PORT")).toContain(`127.0.0.1:${sipHolder.port}/udp  <- in use`);
+        expect(row("METRICS_PORT")).toContain(`:${metricsPort}/tcp  <- in use, held by pid ${first.process.pid}`);
+        expect(row("PORT")).not.toContain("<-");
+        expect(row("SIP_TLS_PORT")).toContain("off (0)");
+        expect(second.said).not.toMatch(/FATAL|uncaught|\n\s+at /);
+        // Refused before it started or opened anything: no socket, pid file, private Redis or database.
+        expect(readdirSync(folder)).toEqual([]);
+      } finally {
+        sipHolder.close();
+        rmSync(folder, { recursive: true, force: true });
+      }
+    }, 90_000);
+
     // Last, on the embedded Parley that has just refused a second one.
     if (mode.embedded)
       test("a Parley killed outright does not keep the next start on its port and folder from serving", async () => {

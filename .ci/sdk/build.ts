@@ -1,11 +1,13 @@
 /**
- * `npm run build:sdk`: the installable package @parley/server-sdk in dist/sdk. The types are
- * generated again from the app first (so a build always matches the server it was built
- * beside, unless --keep-types), then src/sdk is compiled by the repository's TypeScript into ESM with
- * declarations, and the package's manifest written with its two runtime dependencies at the
- * versions the repository tests them with. `npm pack dist/sdk` makes the tarball.
+ * `npm run build:sdk`: the installable package @parley/server-sdk in dist/sdk. src/sdk is
+ * compiled by the repository's TypeScript into ESM with declarations, with the committed types
+ * of the API (src/sdk/generated/openapi.ts, which test/sdk/types.test.ts holds to what the app
+ * describes; `npm run sdk:types` writes them again after a route changes), and the package's
+ * manifest written with its two runtime dependencies at the versions the repository tests them
+ * with. So a build needs neither the database nor the generator's own tools, and works beside a
+ * running Parley. `npm pack ./dist/sdk --pack-destination dist` makes the tarball.
  */
-import { chmodSync, cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -23,13 +25,7 @@ function run(command: string[], cwd = ROOT): void {
   }
 }
 
-if (!existsSync(join(import.meta.dir, "node_modules/openapi-typescript"))) {
-  run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], import.meta.dir);
-}
-// --keep-types builds from the committed types, so that the test comparing them with the app
-// (test/sdk/types.test.ts) is not answered by a build that rewrote them first.
-if (!process.argv.includes("--keep-types")) run([process.execPath, join(import.meta.dir, "generate-types.ts")]);
-
+console.log(`build:sdk: compiling src/sdk into ${OUT}`);
 rmSync(OUT, { recursive: true, force: true });
 run([join(ROOT, "node_modules/.bin/tsc"), "-p", join(ROOT, "src/sdk/tsconfig.json"), "--outDir", OUT]);
 chmodSync(join(OUT, "bin.js"), 0o755);

@@ -18,6 +18,8 @@ export type ErrorCode =
   | "token_expired"
   | "forbidden"
   | "not_found"
+  /** The path exists, but not for this method (the answer's Allow header lists those it takes). */
+  | "method_not_allowed"
   | "conflict"
   /** The conference mapper's answer to missing or malformed input, as the interface fixes it. */
   | "invalid_mapper_input"
@@ -32,6 +34,8 @@ export type ErrorCode =
   | "internal"
   /** This process holds as many of something (sockets, event streams, LL-HLS waits) as it may; see docs/limits.md. */
   | "overloaded"
+  /** A feature this deployment left without its settings (uploads without S3): asking again will not help. */
+  | "not_configured"
   | "dependency_down"
   | "timeout";
 

@@ -47,7 +47,8 @@ export function onStopSignal(stop: () => Promise<void>, limitMs = config.http.sh
     stop()
       .then(() => Promise.all(stoppedHooks.map((hook) => hook())))
       .then(
-        () => process.exit(0),
+        // 0 unless the process set another code before stopping itself (a supervisor whose role could not listen).
+        () => process.exit(process.exitCode ?? 0),
         (error: Error) => {
           log.error({ err: error.message }, "stop failed");
           process.exit(1);

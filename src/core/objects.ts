@@ -6,7 +6,7 @@
 import type { Readable } from "node:stream";
 
 export interface ObjectStore {
-  /** False when no store is set up; every other call then fails with `dependency_down`. */
+  /** False when no store is set up; every other call then fails with `not_configured`. */
   configured(): boolean;
   put(key: string, body: Readable | Uint8Array, meta: { contentLength: number; contentType: string }): Promise<void>;
   /** An address anyone may read the object at for `expiresIn` seconds. */

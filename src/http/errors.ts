@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   token_expired: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   /** The interface fixes this status for the conference mapper's missing or malformed input. */
   invalid_mapper_input: 405,
@@ -28,6 +29,8 @@ export const ERROR_STATUS = {
   quota_exceeded: 429,
   internal: 500,
   overloaded: 503,
+  /** Permanent until an operator sets the feature up; 501 and no Retry-After, so clients do not retry it. */
+  not_configured: 501,
   dependency_down: 503,
   timeout: 504,
 } as const satisfies Record<ErrorCode, number>;

@@ -11,6 +11,7 @@ import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, loggableEr
 import { acceptedTypesOf } from "./accepts";
 import { ERROR_STATUS, errorBody } from "./errors";
 import { log } from "../core/log";
+import { methodsServed } from "./methods";
 import { observeRequest } from "./metrics";
 import { firstUnstorable, isNameSchema, NAME_REASON } from "./text";
 
@@ -284,9 +285,20 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
       case "PARSE":
         set.status = 400;
         return errorBody("invalid_json", "the request body could not be parsed");
-      case "NOT_FOUND":
+      case "NOT_FOUND": {
+        const { pathname } = new URL(request.url);
+        const served = methodsServed(pathname);
+        if (served && !served.includes(request.method)) {
+          set.status = ERROR_STATUS.method_not_allowed;
+          set.headers.allow = served.join(", ");
+          return errorBody(
+            "method_not_allowed",
+            `${request.method} is not served on ${pathname}; it answers ${served.join(", ")}`,
+          );
+        }
         set.status = 404;
         return errorBody("not_found", "no such route");
+      }
       default: {
         const status =
           typeof (error as { status?: unknown }).status === "number" ? (error as { status: number }).status : 500;

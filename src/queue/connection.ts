@@ -17,19 +17,33 @@ export function createRedis(purpose: string, options: RedisOptions = {}): Redis 
     retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_AT_MOST_MS),
     ...options,
   });
-  // ioredis reconnects by itself. The listener turns its errors from unhandled ones into one log
-  // line per outage and connection (not one per attempt, two a second), and one when it is back.
+  // ioredis reconnects by itself. The listener turns its errors from unhandled ones into one line
+  // per outage and connection (not one per attempt, two a second), and one when it is back; the
+  // first connection of the process to lose Redis says at warn which setting and address, and
+  // what works meanwhile, the others at debug.
   let lostAt: number | undefined;
   client.on("error", (error: Error) => {
     const connected = client.status === "ready";
     if (!connected && lostAt !== undefined) return;
     if (!connected) lostAt = Date.now();
-    log.warn({ redis: purpose, err: error.message }, "Redis connection error");
+    if (outage) {
+      log.debug({ redis: purpose, err: error.message }, "Redis connection error");
+      return;
+    }
+    outage = true;
+    const { setting, address } = redisAddress();
+    log.warn(
+      { redis: purpose, setting, address, err: error.message },
+      `Redis at ${setting} ${address} cannot be reached (${error.message}); trying again every 0.5 s. Meanwhile ` +
+        "tokens, scheduling, the mapper, chat on this process, uploads, usage reports and the console work; " +
+        "recordings, viewer counts and fan-out to other processes wait for it (docs/fault-injection.md#redis-down)",
+    );
   });
   client.on("ready", () => {
     if (lostAt === undefined) return;
     log.info({ redis: purpose, awayMs: Date.now() - lostAt }, "Redis connection back");
     lostAt = undefined;
+    if ([...made].every((other) => other.status === "ready")) outage = false;
   });
   made.add(client);
   client.once("end", () => made.delete(client));
@@ -57,6 +71,21 @@ function sentinelOptions(): RedisOptions {
     // rediss: in REDIS_URL keeps TLS to the master Sentinel names (the sentinels are asked in plain).
     enableTLSForSentinelMode: config.redis.url.startsWith("rediss:"),
   };
+}
+
+/** Whether this process has said that Redis is away (once an outage, whichever connection noticed first). */
+let outage = false;
+
+/** The setting that names Redis, and its address without credentials. */
+function redisAddress(): { setting: string; address: string } {
+  const { sentinels, sentinelName, url } = config.redis;
+  if (sentinels.length > 0)
+    return {
+      setting: "REDIS_SENTINELS",
+      address: `${sentinels.map(({ host, port }) => `${host}:${port}`).join(",")} (master ${sentinelName})`,
+    };
+  const parsed = new URL(url);
+  return { setting: "REDIS_URL", address: `${parsed.protocol}//${parsed.host}${parsed.pathname}` };
 }
 
 /** The longest wait between two attempts to reach a Redis that is away. */

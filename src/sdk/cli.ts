@@ -33,7 +33,8 @@ const USAGE = `usage: parley <command> [arguments] [--json]
   show-limits <account-id>                          the account's limits, defaults and overrides (docs/limits.md)
   set-limit <account-id> <name> <value|default>     change one limit of the account; applies on every process at once
   create-operator <name>                            a console operator (sees every account); the
-                                                    password is read from stdin, or asked for
+                                                    password (at least 8 characters) is read from
+                                                    stdin, or asked for twice
   create-operator-token <name> [--read-only]        a token for scripts and remote use (PARLEY_TOKEN); printed once
   list-operator-tokens                              operator tokens (never the secrets)
   revoke-operator-token <id>                        the token stops working at once
@@ -63,7 +64,26 @@ Where it sends the command:
 Exit codes: 0 done, 1 Parley refused the command (unknown account, bad value), 2 misused,
 3 the credential was refused, 4 no Parley to talk to.`;
 
-class UsageError extends Error {}
+class UsageError extends Error {
+  constructor(
+    message: string,
+    /** Whether the usage helps: not for a password typed differently twice. */
+    readonly showUsage = true,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * How many arguments each command takes, as USAGE lists them (`<…>`, optional ones too): a
+ * stray one is misuse, not something to ignore (`list-accounts [--json]` copied with its brackets).
+ */
+const ARITY = new Map(
+  USAGE.split("\n").flatMap((line) => {
+    const listed = /^ {2}([a-z][a-z-]+)((?: \S+)*)/.exec(line);
+    return listed ? [[listed[1]!, (listed[2]!.match(/</g) ?? []).length] as const] : [];
+  }),
+);
 
 /** No running Parley could be reached: the launcher in the repository then works on the database itself. */
 class NoParley extends Error {}
@@ -100,7 +120,13 @@ function types(value: string | boolean | undefined) {
   return value.split(",").map((type) => type.trim()) as never;
 }
 
-/** The password from piped stdin (first line), or asked for on the terminal without echo. */
+/** The shortest operator password the server takes (src/modules/operators/service.ts), said in the prompt. */
+const PASSWORD_MIN_CHARS = 8;
+
+/**
+ * The password from piped stdin (first line), or asked for twice on the terminal without echo:
+ * a typing mistake nobody saw would otherwise become the password.
+ */
 async function readPassword(): Promise<string> {
   if (!process.stdin.isTTY) {
     const chunks: Buffer[] = [];
@@ -108,13 +134,29 @@ async function readPassword(): Promise<string> {
     return Buffer.concat(chunks).toString("utf8").split(/\r?\n/)[0] ?? "";
   }
   const terminal = createInterface({ input: process.stdin, output: process.stdout, terminal: true });
-  process.stdout.write("password: ");
   // Nothing typed is echoed: readline writes through this, which writes nothing.
   (terminal as unknown as { _writeToOutput: (text: string) => void })._writeToOutput = () => {};
-  const password = await new Promise<string>((done) => terminal.question("", done));
-  terminal.close();
-  process.stdout.write("\n");
-  return password;
+  // Lines typed ahead (both answers before the first prompt) wait in the iterator, where question() would lose them.
+  const lines = terminal[Symbol.asyncIterator]();
+  const ask = async (prompt: string) => {
+    process.stdout.write(prompt);
+    const line = await lines.next();
+    process.stdout.write("\n");
+    return line.done ? "" : line.value;
+  };
+  try {
+    const password = await ask(`password (at least ${PASSWORD_MIN_CHARS} characters): `);
+    if (password.length < PASSWORD_MIN_CHARS)
+      throw new UsageError(
+        `the password has ${password.length} characters; it needs at least ${PASSWORD_MIN_CHARS}`,
+        false,
+      );
+    if ((await ask("the same password again: ")) !== password)
+      throw new UsageError("the two passwords differ; no operator was made", false);
+    return password;
+  } finally {
+    terminal.close();
+  }
 }
 
 const date = (value: string | null | undefined) => value ?? "-";
@@ -287,7 +329,7 @@ const COMMANDS: Record<string, Command> = {
         `#${entry.id}  ${entry.at}  ${entry.actor} ` +
         `(${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
     );
-    if (page.next_before !== null) lines.push(`older: parley audit --before ${page.next_before}`);
+    if (page.next_before !== null) lines.push(`older: ${invocation} audit --before ${page.next_before}`);
     return { json: page, text: page.entries.length > 0 ? lines.join("\n") : "no changes recorded" };
   },
   async "add-webhook"(parley, [accountId, url], options) {
@@ -398,7 +440,7 @@ async function target(env: NodeJS.ProcessEnv): Promise<Parley> {
     if (!env.PARLEY_TOKEN)
       throw new UsageError(
         "PARLEY_URL is set but PARLEY_TOKEN is not: give an operator token " +
-          "(parley create-operator-token <name>, run beside that Parley)",
+          `(${invocation} create-operator-token <name>, run beside that Parley)`,
       );
     return new Parley({ baseUrl: env.PARLEY_URL, operatorToken: env.PARLEY_TOKEN, headers });
   }
@@ -423,11 +465,11 @@ function credentialMessage(error: ParleyError): string {
   if (error.code === "operator_credential_required") {
     return (
       "PARLEY_TOKEN is not an operator token: an account's API key or token never " +
-      "passes the admin API (make one with parley create-operator-token <name>)"
+      `passes the admin API (make one with ${invocation} create-operator-token <name>)`
     );
   }
   if (error.code === "invalid_operator_token")
-    return "PARLEY_TOKEN is unknown or revoked: make a new one with parley create-operator-token <name>";
+    return `PARLEY_TOKEN is unknown or revoked: make a new one with ${invocation} create-operator-token <name>`;
   return error.message;
 }
 
@@ -437,13 +479,19 @@ export interface CliHooks {
    * launcher: on the database directly); absent, that is an error.
    */
   direct?: (argv: string[], why: string) => Promise<number>;
+  /** How the user runs the command, for the commands its messages suggest: `npx parley` unless said. */
+  invocation?: string;
   out?: Print;
   err?: Print;
   env?: NodeJS.ProcessEnv;
 }
 
 /** Runs one command line; resolves with the exit code (EXIT). */
+/** How the user runs this command line (CliHooks.invocation), for the commands its messages suggest. */
+let invocation = "npx parley";
+
 export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<number> {
+  invocation = hooks.invocation ?? "npx parley";
   const out = hooks.out ?? ((text: string) => console.log(text));
   const err = hooks.err ?? ((text: string) => console.error(text));
   let parsed: ReturnType<typeof parseArgs>;
@@ -492,6 +540,13 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
     err(`unknown command "${name}"\n\n${USAGE}`);
     return EXIT.usage;
   }
+  const arity = ARITY.get(name) ?? 0;
+  if (args.length > arity) {
+    err(
+      `${name} takes ${arity} argument${arity === 1 ? "" : "s"}; not these: ${args.slice(arity).join(" ")}\n\n${USAGE}`,
+    );
+    return EXIT.usage;
+  }
   try {
     const parley = await target(hooks.env ?? process.env);
     const { json, text } = await command(values.json ? parley : printable(parley), args, values as Options);
@@ -499,7 +554,7 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
     return EXIT.done;
   } catch (error) {
     if (error instanceof UsageError) {
-      err(`${error.message}\n\n${USAGE}`);
+      err(error.showUsage ? `${error.message}\n\n${USAGE}` : `parley: ${error.message}`);
       return EXIT.usage;
     }
     if (error instanceof NoParley || (error instanceof SocketProblem && error.kind === "stale")) {

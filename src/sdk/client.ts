@@ -64,6 +64,37 @@ interface Result<T> {
   response: Response;
 }
 
+/** Refuses a missing or unusable baseUrl when the client is made, not at its first request. */
+function checkBaseUrl(baseUrl: unknown): void {
+  const usable = typeof baseUrl === "string" && URL.canParse(baseUrl) && /^https?:$/.test(new URL(baseUrl).protocol);
+  if (!usable)
+    throw new TypeError(
+      "new Parley({ baseUrl }) needs baseUrl, the http(s) address where Parley answers (its PUBLIC_URL, " +
+        `e.g. http://localhost:3000 or https://parley.example.com); got ${JSON.stringify(baseUrl) ?? "undefined"}`,
+    );
+}
+
+/** An error's message with those of its causes: Node's fetch says only "fetch failed", its cause says why. */
+function causes(error: unknown): string {
+  const parts: string[] = [];
+  for (let current = error, depth = 0; current instanceof Error && depth < 4; current = current.cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    parts.push(
+      typeof code === "string" && !current.message.includes(code) ? `${current.message} (${code})` : current.message,
+    );
+  }
+  return parts.length > 0 ? parts.join(": ") : String(error);
+}
+
+/** A request that got no answer: its method and URL, and why, from the fetch error and its causes. */
+function noAnswer(request: Request, error: unknown): ParleyError {
+  return new ParleyError(
+    "network_error",
+    `no answer from Parley to ${request.method} ${request.url}: ${causes(error)}`,
+    0,
+  );
+}
+
 export class Parley {
   /** The typed client of every route, for what the methods below do not cover: `parley.api.GET("/healthz")`. */
   readonly api: Client<paths>;
@@ -73,7 +104,17 @@ export class Parley {
   private readonly credential: string | undefined;
 
   constructor(private readonly options: ParleyOptions) {
-    const base = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+    checkBaseUrl(options?.baseUrl);
+    const fetchOnce = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+    const base = async (request: Request) => {
+      try {
+        return await fetchOnce(request);
+      } catch (error) {
+        // The caller's own abort is theirs to handle as it is.
+        if (request.signal.aborted) throw error;
+        throw noAnswer(request, error);
+      }
+    };
     this.sendOnce = base;
     this.send = retrying(base, options.retry);
     this.credential = options.operatorToken ?? options.token ?? options.apiKey;
@@ -102,7 +143,7 @@ export class Parley {
       result = await pending;
     } catch (error) {
       if (error instanceof ParleyError) throw error;
-      throw new ParleyError("network_error", `no answer from Parley: ${(error as Error).message}`, 0);
+      throw new ParleyError("network_error", `no answer from Parley at ${this.options.baseUrl}: ${causes(error)}`, 0);
     }
     if (!result.response.ok) throw errorFromAnswer(result.response.status, result.error);
     return result.data as T;
@@ -126,7 +167,8 @@ export class Parley {
     try {
       answer = await send(new Request(url, { ...init, headers }));
     } catch (error) {
-      throw new ParleyError("network_error", `no answer from Parley: ${(error as Error).message}`, 0);
+      if (error instanceof ParleyError) throw error;
+      throw new ParleyError("network_error", `no answer from Parley at ${url}: ${causes(error)}`, 0);
     }
     if (answer.ok) return answer;
     const text = await answer.text();

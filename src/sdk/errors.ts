@@ -16,6 +16,7 @@ export type ParleyErrorCode =
   | "token_expired"
   | "forbidden"
   | "not_found"
+  | "method_not_allowed"
   | "conflict"
   | "invalid_mapper_input"
   | "reservation_expired"
@@ -25,6 +26,7 @@ export type ParleyErrorCode =
   | "quota_exceeded"
   | "internal"
   | "overloaded"
+  | "not_configured"
   | "dependency_down"
   | "timeout";
 

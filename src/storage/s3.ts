@@ -17,7 +17,12 @@ export function storageConfigured(): boolean {
  * Parley process spends loading its modules, and most processes never touch the bucket.
  */
 export function s3(): Promise<S3Client> {
-  if (!storageConfigured()) throw new AppError("dependency_down", "object storage is not configured (S3_BUCKET)");
+  if (!storageConfigured())
+    throw new AppError(
+      "not_configured",
+      "uploads and recordings need object storage, which this Parley has not been given: " +
+        "set S3_BUCKET (with S3_ENDPOINT, S3_REGION and keys as docs/configuration.md says) and restart it",
+    );
   client ??= import("@aws-sdk/client-s3").then(
     ({ S3Client }) =>
       new S3Client({

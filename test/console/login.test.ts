@@ -10,6 +10,7 @@ import { db } from "../../src/db/client";
 import { consoleSessions } from "../../src/modules/console/schema";
 import { listAccounts, revokeApiKey } from "../../src/modules/accounts/service";
 import { consoleSecret, loginBlockedFor, operatorLogin } from "../../src/modules/console/sessions";
+import { recordChange } from "../../src/modules/audit/service";
 import { createOperator } from "../../src/modules/operators/service";
 import { newAccount } from "../helpers";
 import type { Chromium } from "../support/browser";
@@ -33,6 +34,20 @@ afterAll(async () => {
 });
 
 const signInAsOperator = (page: Page, password?: string, name?: string) => ui.signIn(page, password, name);
+
+describe("the sign-in page", () => {
+  test("says where each credential comes from", async () => {
+    const context = await chromium.context();
+    const page = await context.newPage();
+    await page.goto(`${base}/console`);
+    const operatorForm = page.locator("#operator-login");
+    const ownerForm = page.locator("#account-login");
+    await operatorForm.getByText("npm run parley -- create-operator <name>").waitFor();
+    await ownerForm.getByText("data/first-api-key").waitFor();
+    await ownerForm.getByText("npm run parley -- create-key <account-id>").waitFor();
+    await context.close();
+  });
+});
 
 describe("operator", () => {
   test("signs in, sees the overview, signs out; the old cookie no longer works", async () => {
@@ -139,6 +154,36 @@ describe("operator", () => {
       status: 403,
       body: { error: { code: "forbidden", message: expect.stringContaining("X-CSRF-Token") } },
     });
+    await context.close();
+  });
+});
+
+describe("the audit page", () => {
+  test("at 1280 px a long detail wraps inside the table's box instead of widening it", async () => {
+    const long = Object.fromEntries(
+      Array.from({ length: 12 }, (_, index) => [`field_${index}`, crypto.randomUUID().replaceAll("-", "")]),
+    );
+    await recordChange(
+      db,
+      { operator: { kind: "local", name: "local:0", scope: "full" }, address: "unix:/tmp/parley.sock" },
+      { action: "set-limit", target: "acc_wide", detail: long },
+    );
+    const context = await chromium.context({ width: 1280, height: 860 });
+    const page = await context.newPage();
+    await signInAsOperator(page);
+    await page.locator("[data-figure=rooms_open]").waitFor();
+    await page.evaluate(() => {
+      location.hash = "#/audit";
+    });
+    await page.getByText("acc_wide").first().waitFor();
+    const box = await page
+      .locator(".table-wrap")
+      .first()
+      .evaluate((wrap) => ({
+        scroll: wrap.scrollWidth,
+        client: wrap.clientWidth,
+      }));
+    expect(box.scroll).toBeLessThanOrEqual(box.client);
     await context.close();
   });
 });

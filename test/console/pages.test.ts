@@ -246,6 +246,10 @@ describe("scheduler and phone", () => {
     expect(await page.getByRole("cell", { name: "quarterly review", exact: true }).count()).toBe(0);
 
     await page.getByRole("link", { name: "Phone" }).click();
+    // No numbers yet: the page says the command that adds one, as the repository runs it.
+    await page
+      .getByText("Dial-in numbers: none; add one on the server with npm run parley -- add-number <account-id>")
+      .waitFor();
     await page.getByLabel("Conference address").fill("weekly@conference.meet.example.com");
     await page.getByRole("button", { name: "Look up" }).click();
     const mapped = await call(

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { consoleAssets } from "../../src/modules/console/bundle";
-import { app } from "../helpers";
+import { app, newAccount } from "../helpers";
 import { type Chromium, startChromium } from "../support/browser";
 
 // A browser test waits on pages, workers and Chromium; each test still bounds its own waits.
@@ -29,6 +29,10 @@ test("/swagger lists the routes with every outside address blocked", async () =>
   const page = await context.newPage();
   const failed: string[] = [];
   page.on("requestfailed", (request) => failed.push(request.url()));
+  const refused: string[] = [];
+  page.on("response", (response) => {
+    if (response.status() >= 400) refused.push(`${response.status()} ${response.url()}`);
+  });
   await page.goto(`${base}/swagger`);
   const route = page.locator(".opblock-summary-path", { hasText: "/api/v1/misc/generate-token" });
   await route.first().waitFor({ timeout: 15_000 });
@@ -38,7 +42,33 @@ test("/swagger lists the routes with every outside address blocked", async () =>
   // The viewer came from Parley itself: nothing was even asked of another address.
   expect(context.blocked).toEqual([]);
   expect(failed).toEqual([]);
+  expect(refused).toEqual([]);
   await context.close();
+  // What a browser asks for beside the page (headless Chromium may not): an icon, not a 404.
+  const icon = await fetch(`${base}/favicon.ico`);
+  expect(icon.status).toBe(200);
+  expect(icon.headers.get("content-type")).toBe("image/png");
+});
+
+test("the body /swagger offers for generate-token, with a real API key in it, is taken", async () => {
+  const { apiKey } = await newAccount("RS256");
+  const context = await chromium.context();
+  const page = await context.newPage();
+  await page.goto(`${base}/swagger`);
+  const operation = page.locator(".opblock-post", { hasText: "/api/v1/misc/generate-token" }).first();
+  await operation.locator(".opblock-summary").click();
+  await operation.getByRole("button", { name: "Try it out" }).click();
+  const offered = JSON.parse(await operation.locator("textarea.body-param__text").inputValue());
+  await context.close();
+  const answer = await fetch(`${base}/api/v1/misc/generate-token`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...offered, apiKey }),
+  });
+  expect({ status: answer.status, offered, body: await answer.json() }).toMatchObject({
+    status: 200,
+    body: { token: expect.any(String) },
+  });
 });
 
 test("the reference page names no outside address for its viewer", async () => {

@@ -15,7 +15,7 @@ import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { createEndpoint } from "../../src/modules/webhooks/service";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
-import { call, newAccount } from "../helpers";
+import { call } from "../helpers";
 import { cutOff, POLLED, screenshot, seriousViolations, watchProblems } from "../support/browser";
 import { foldQueued } from "../support/cdr-worker";
 import { type ConsoleUnderTest, startConsole } from "../support/console";
@@ -33,16 +33,20 @@ const WIDTHS = [
   ["phone", { width: 390, height: 844 }],
 ] as const;
 
+/** Pages name an account by its name, not its id. */
+const ACCOUNT_NAME = `Globex ${crypto.randomUUID().slice(0, 6)}`;
+
 let ui: ConsoleUnderTest;
 let worker: RecorderWorker;
-let account: Awaited<ReturnType<typeof newAccount>>;
+let account: { accountId: string; apiKey: string };
 let message: { id: number; inserted_at: string };
 let failedStream: string;
 const operator = { name: `views-${crypto.randomUUID().slice(0, 6)}`, password: "views password" };
 
 beforeAll(async () => {
   ui = await startConsole(operator);
-  account = await newAccount();
+  const made = await createAccount(ACCOUNT_NAME, "EdDSA");
+  account = { accountId: made.account.id, apiKey: made.apiKey.apiKey };
   worker = await startRecorderWorker(commandDriver(RECORDER));
 
   const now = Math.floor(Date.now() / 1000);
@@ -59,6 +63,8 @@ beforeAll(async () => {
   await foldQueued();
 
   const actor = { accountId: account.accountId, userId: "ann", name: "Ann", moderator: false };
+  // A room with nothing in it comes first: the chat page opens on one that has messages.
+  await createRoom(actor, { channelId: "announcements" });
   await createRoom(actor, { channelId: "general" });
   message = await postMessage(actor, "general", { content: "hello from Ann" });
   await createReservation(account.accountId, {
@@ -175,6 +181,11 @@ describe("every page", () => {
         await screenshot(page, `views-${name}-${label}`);
 
         if (name === "overview") {
+          await page
+            .getByRole("table", { name: "Failures in the last 24 hours" })
+            .getByRole("cell", { name: ACCOUNT_NAME, exact: true })
+            .first()
+            .waitFor();
           // No calls in this account: the calls chart's scale is a few units, not 0–100.
           const calls = await page.evaluate(() => {
             const plot = window.parleyCharts["overview-calls"]!;
@@ -185,6 +196,8 @@ describe("every page", () => {
         }
         if (name === "usage") {
           await page.getByRole("cell", { name: "weekly sync ☕", exact: true }).waitFor();
+          // Every stay has ended: said in words, not "0 stays still open are counted".
+          await page.getByText(/to the leave; none is still open, as of /).waitFor();
           // One tick per day, at the UTC midnights the bars stand on, labelled as days.
           const axis = await page.evaluate(() => {
             const plot = window.parleyCharts["usage-minutes"]! as unknown as {
@@ -216,6 +229,7 @@ describe("every page", () => {
           const row = page.getByRole("row", { name: new RegExp(failedStream) });
           await row.getByText("failed", { exact: true }).waitFor();
           await row.getByText(/recorder_exited/).waitFor();
+          await row.getByRole("cell", { name: ACCOUNT_NAME, exact: true }).waitFor();
         }
         if (name === "chat") {
           // The message's time as the viewer reads it, and its author's name.

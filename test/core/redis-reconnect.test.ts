@@ -39,7 +39,12 @@ test("an outage is one line when it starts and one when it ends; the connection 
     ).toBe("ready");
     expect(await client.ping()).toBe("PONG");
 
-    expect(lines(warn, "Redis connection error")).toHaveLength(1);
+    // The process's other connections (the shared test Redis) are up: this one is the first to say it.
+    const lost = warn.mock.calls.filter(([fields]) => (fields as { redis?: string }).redis === purpose);
+    expect(lost).toHaveLength(1);
+    expect(lost[0]![0]).toMatchObject({ setting: "REDIS_URL", address: `${redis.url}` });
+    expect(lost[0]![1]).toContain(`Redis at REDIS_URL ${redis.url} cannot be reached (`);
+    expect(lost[0]![1]).toContain("Meanwhile");
     const back = lines(info, "Redis connection back");
     expect(back).toHaveLength(1);
     expect((back[0]![0] as { awayMs: number }).awayMs).toBeGreaterThanOrEqual(2_000);

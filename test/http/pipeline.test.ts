@@ -116,6 +116,25 @@ describe("request pipeline", () => {
     expect(conference.status).toBe(200);
   });
 
+  test("a path with another method than its routes take is 405, with Allow, in the error shape", async () => {
+    const wrong = await call("GET", "/api/v1/misc/generate-token");
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get("allow")).toBe("POST");
+    expect(wrong.body).toEqual({
+      error: {
+        code: "method_not_allowed",
+        message: "GET is not served on /api/v1/misc/generate-token; it answers POST",
+      },
+    });
+    // A path with a parameter, served with two methods.
+    const put = await call("PUT", "/api/v1/scheduler/reservation/123");
+    expect(put.status).toBe(405);
+    expect(put.headers.get("allow")).toBe("DELETE, GET");
+    // A method the path does take still reaches its route; an unknown path is still 404.
+    expect((await call("POST", "/api/v1/misc/generate-token", { body: {} })).status).toBe(401);
+    expect((await call("DELETE", "/api/v1/nothing-here")).status).toBe(404);
+  });
+
   test("a declared oversized body is 413 in the error shape", async () => {
     const answer = await call("POST", "/api/v1/misc/generate-token", {
       raw: "{}",

@@ -159,4 +159,17 @@ describe("POST /api/v1/misc/get-presigned", () => {
     const media = await tokenFor((await newAccount("RS256")).apiKey, { id: "alice" }, "media");
     expect((await presign({ fileName: "a.png", fileType: "png", fileSize: 10 }, media)).status).toBe(403);
   });
+
+  test("without S3_BUCKET: 501 not_configured naming the setting, and no Retry-After", async () => {
+    const restore = overrideConfig({ storage: { bucket: undefined } });
+    try {
+      const answer = await presign({ fileName: "a.png", fileType: "png", fileSize: 1024 });
+      expect(answer.status).toBe(501);
+      expect(answer.body.error.code).toBe("not_configured");
+      expect(answer.body.error.message).toContain("S3_BUCKET");
+      expect(answer.headers.get("retry-after")).toBeNull();
+    } finally {
+      restore();
+    }
+  });
 });

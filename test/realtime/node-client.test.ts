@@ -1,8 +1,9 @@
 /**
  * docs/realtime.md's Node.js block, run as written with the machine's `node` (Node.js 20,
  * which has no global WebSocket) and the `ws` package as the phoenix client's transport,
- * against a running Parley: the message it posts is stored. And why the page needs it: the
- * same client without a transport never connects on Node.js 20.
+ * against a running Parley with no rooms yet: it makes the room, and the message it posts is
+ * stored. A refused join is printed and ends it with 1, never a silent wait. And why the page
+ * needs `ws`: the same client without a transport never connects on Node.js 20.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -39,14 +40,6 @@ describe("the phoenix client on the machine's Node.js", () => {
       body: { apiKey, user: { id: "nodejs", name: "Node" }, scope: "messaging" },
     });
     token = issued.body.token;
-    expect(
-      (
-        await http(parley, "POST", "/api/v1/messaging/rooms/create", {
-          body: { channel_id: "general" },
-          auth: `Bearer ${token}`,
-        })
-      ).status,
-    ).toBe(201);
   }, 90_000);
 
   afterAll(async () => {
@@ -54,12 +47,12 @@ describe("the phoenix client on the machine's Node.js", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function runNode(code: string) {
+  async function runNode(code: string, as = token) {
     const file = join(dir, `client-${crypto.randomUUID()}.mjs`);
-    writeFileSync(file, code.replaceAll("ws://localhost:3000", parley.ws));
+    writeFileSync(file, code.replaceAll("localhost:3000", `127.0.0.1:${parley.port}`));
     const child = Bun.spawn(["node", file], {
       cwd: dir,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TOKEN: token },
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TOKEN: as },
       stdout: "pipe",
       stderr: "pipe",
     });
@@ -83,6 +76,26 @@ describe("the phoenix client on the machine's Node.js", () => {
       auth: `Bearer ${token}`,
     });
     expect(JSON.stringify(listed.body)).toContain("hello from Node.js");
+  }, 30_000);
+
+  test("a join the server refuses is printed, and the script ends with 1", async () => {
+    // Another account whose room "general" is open to bob only: alice's join is refused.
+    const { apiKey } = await newAccount();
+    const tokenOf = async (id: string) =>
+      (
+        await http(parley, "POST", "/api/v1/misc/generate-token", {
+          body: { apiKey, user: { id, name: id }, scope: "messaging" },
+        })
+      ).body.token as string;
+    const made = await http(parley, "POST", "/api/v1/messaging/rooms/create", {
+      body: { channel_id: "general", allowed_user_ids: ["bob"] },
+      auth: `Bearer ${await tokenOf("bob")}`,
+    });
+    expect(made.status).toBe(201);
+    const run = await runNode(documentedBlock(), await tokenOf("alice"));
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain("joining chat:general was refused");
+    expect(run.stderr).toContain("forbidden");
   }, 30_000);
 
   test.skipIf(nodeMajor >= 22)(

@@ -59,6 +59,36 @@ describe("retries", () => {
   });
 });
 
+describe("a feature this Parley is not set up for", () => {
+  test("uploads without S3 fail at once with not_configured, asked once and not retried", async () => {
+    const { apiKey } = await newAccount();
+    let asked = 0;
+    const counting = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch(request) {
+        if (new URL(request.url).pathname === "/api/v1/misc/get-presigned") asked++;
+        return app.handle(request);
+      },
+    });
+    const restore = overrideConfig({ storage: { bucket: undefined } });
+    try {
+      const parley = new Parley({ baseUrl: `http://127.0.0.1:${counting.port}`, apiKey });
+      const token = await parley.generateToken({ scope: "messaging" });
+      const failure = await parley
+        .with({ token })
+        .uploads.presign({ fileName: "a.png", fileType: "png", fileSize: 1024 })
+        .catch((error) => error);
+      expect(failure).toBeInstanceOf(ParleyError);
+      expect({ code: failure.code, status: failure.status }).toEqual({ code: "not_configured", status: 501 });
+      expect(asked).toBe(1);
+    } finally {
+      restore();
+      counting.stop(true);
+    }
+  });
+});
+
 describe("the event stream", () => {
   test("resumes with Last-Event-ID after the connection is cut, missing and repeating nothing", async () => {
     const { apiKey } = await newAccount();

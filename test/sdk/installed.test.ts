@@ -15,6 +15,7 @@ import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Parley, startParley } from "../support/parley";
+import { freePort } from "../support/ports";
 import { installedSdk, NODE_ONLY_PATH } from "../support/sdk-package";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -284,6 +285,9 @@ describe("errors", () => {
       ["set-limit", "acc_x"],
       ["list-accounts", "--no-such-flag"],
       ["set-limit", "acc_x", "requests.usage", "lots"],
+      // Stray arguments: a command takes what its usage line lists, no more.
+      ["list-accounts", "[--json]"],
+      ["show-limits", "acc_x", "extra"],
     ]) {
       const run = await installedParley(args, env);
       expect({ args, code: run.code }).toEqual({ args, code: 2 });
@@ -297,6 +301,48 @@ describe("errors", () => {
     const urlWithoutToken = await installedParley(["list-accounts"], { PARLEY_URL: parley!.base });
     expect(urlWithoutToken.code).toBe(2);
     expect(urlWithoutToken.err).toContain("PARLEY_TOKEN is not");
+  });
+
+  test("create-operator on a terminal says the minimum and asks twice; a short or differing one fails", async () => {
+    // A real terminal (a pty, from util-linux's script): the password is asked for, not read from a pipe.
+    const onTerminal = async (name: string, typed: string) => {
+      const child = Bun.spawn(
+        ["script", "-qec", `${process.execPath} src/parley.ts create-operator ${name}`, "/dev/null"],
+        {
+          cwd: ROOT,
+          env: { ...process.env, DATA_DIR: parley!.dataDir, LOG_LEVEL: "silent" },
+          stdin: "pipe",
+          stdout: "pipe",
+          stderr: "pipe",
+        },
+      );
+      const run = await finish(child, typed);
+      return { code: run.code, said: Bun.stripANSI(run.out) };
+    };
+    const short = await onTerminal("tty-short", "short\n");
+    expect(short.said).toContain("password (at least 8 characters): ");
+    expect(short.said).toContain("parley: the password has 5 characters; it needs at least 8");
+    expect(short.code).toBe(2);
+    const differing = await onTerminal("tty-differ", "long enough one\nlong enough two\n");
+    expect(differing.said).toContain("the same password again: ");
+    expect(differing.said).toContain("parley: the two passwords differ; no operator was made");
+    expect(differing.code).toBe(2);
+    const same = await onTerminal("tty-same", "long enough one\nlong enough one\n");
+    expect(same.said).toContain("tty-same: sign in at /console");
+    expect(same.code).toBe(0);
+    const operators = json(await npmParley(["audit", "--limit", "50", "--json"], { DATA_DIR: parley!.dataDir }));
+    const made = operators.entries.filter((entry: { action: string }) => entry.action === "create-operator");
+    expect(made.map((entry: { target: string }) => entry.target)).not.toContain("tty-differ");
+  }, 60_000);
+
+  test("the commands a message suggests are written as the user runs them", async () => {
+    // Two changes, so that one page of one entry has an older one to point to.
+    for (const name of ["suggested-1", "suggested-2"])
+      json(await npmParley(["create-account", name, "--json"], { DATA_DIR: parley!.dataDir }));
+    const fromRepository = await npmParley(["audit", "--limit", "1"], { DATA_DIR: parley!.dataDir });
+    expect(fromRepository.out).toMatch(/^older: npm run parley -- audit --before \d+$/m);
+    const installed = await installedParley(["audit", "--limit", "1"], { DATA_DIR: parley!.dataDir });
+    expect(installed.out).toMatch(/^older: npx parley audit --before \d+$/m);
   });
 
   test("a command Parley refuses (an unknown account): exit 1 with its message", async () => {
@@ -354,6 +400,32 @@ async function drive(command: string[], env: Record<string, string>): Promise<st
 }
 
 describe("the installed package as a library", () => {
+  test("on Node, a client without baseUrl and a request nobody answers say what is wrong", async () => {
+    const port = await freePort();
+    const script = `
+      import { Parley } from "@parley/server-sdk";
+      try { new Parley({}); console.log("made"); } catch (error) { console.log(error.name + ": " + error.message); }
+      const parley = new Parley({ baseUrl: "http://127.0.0.1:${port}", apiKey: "prl_x" });
+      await parley.generateToken().catch((error) => console.log(error.code + ": " + error.message));
+    `;
+    const run = await finish(
+      Bun.spawn(["node", "--input-type=module", "-e", script], {
+        cwd: app,
+        env: { PATH: NODE_ONLY_PATH, HOME: app },
+        stdout: "pipe",
+        stderr: "pipe",
+      }),
+    );
+    const [made, unanswered] = run.out.trim().split("\n");
+    expect(made).toStartWith(
+      "TypeError: new Parley({ baseUrl }) needs baseUrl, the http(s) address where Parley answers",
+    );
+    expect(made).toEndWith("got undefined");
+    const url = `http://127.0.0.1:${port}/api/v1/misc/generate-token`;
+    expect(unanswered).toStartWith(`network_error: no answer from Parley to POST ${url}: fetch failed: `);
+    expect(unanswered).toContain(`ECONNREFUSED 127.0.0.1:${port}`);
+  }, 60_000);
+
   test("the installed package drives every route family on Node without Bun", async () => {
     const passed = await drive(["node"], {
       PATH: NODE_ONLY_PATH,

@@ -4,16 +4,44 @@
  * package's code and its dependencies, as a browser bundle) stays under 20 KB gzipped.
  */
 import { expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { generateTypes, TYPES_FILE } from "../../.ci/sdk/generate-types";
 import type { ErrorCode } from "../../src/core/errors";
 import type { ParleyErrorCode } from "../../src/sdk/index";
 import { sdkBuild } from "../support/sdk-package";
 
-test("src/sdk/generated/openapi.ts is what the running app describes (npm run build:sdk writes it)", async () => {
+const ROOT = resolve(import.meta.dir, "../..");
+
+test("src/sdk/generated/openapi.ts is what the running app describes (npm run sdk:types writes it)", async () => {
   expect(readFileSync(TYPES_FILE, "utf8") === (await generateTypes())).toBe(true);
 }, 60_000);
+
+test("building the SDK and writing its types open no database: both work while a Parley holds the embedded one", () => {
+  const work = mkdtempSync(join(tmpdir(), "parley-sdk-build-"));
+  try {
+    // The lock a running Parley holds on its data folder (src/db/client.ts): this process, alive.
+    const data = join(work, "data");
+    mkdirSync(data);
+    const stat = readFileSync(`/proc/${process.pid}/stat`, "utf8");
+    const startedAt = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    writeFileSync(join(data, "parley.pid"), `${process.pid} ${startedAt}`);
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work, DATA_DIR: data };
+    const build = Bun.spawnSync(["npm", "run", "build:sdk", "--", "--out", join(work, "sdk")], {
+      cwd: ROOT,
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect({ code: build.exitCode, said: build.stderr.toString() }).toEqual({ code: 0, said: "" });
+    expect(build.stdout.toString()).toContain("@parley/server-sdk");
+    const check = Bun.spawnSync(["npm", "run", "sdk:types", "--", "--check"], { cwd: ROOT, env, stderr: "pipe" });
+    expect({ code: check.exitCode, said: check.stderr.toString() }).toEqual({ code: 0, said: "" });
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}, 120_000);
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 // Checked by tsc: the type is `false`, and this line an error, when the two lists part.

@@ -22,6 +22,11 @@ export interface ParleyOptions {
   env?: Record<string, string>;
   /** A data folder to start on again (kept at cleanup: its owner removes it); a new temp one otherwise. */
   dataDir?: string;
+  /**
+   * true: none of the test run's settings (test/setup.ts's S3, sealing secret, …) reach it, only
+   * its ports, its Redis and `env`, as a reader's `npm start` with the settings a page gives.
+   */
+  asReader?: boolean;
 }
 
 export interface Parley {
@@ -209,8 +214,11 @@ export async function spawnParley(options: ParleyOptions): Promise<{ parley: Par
   const port = await freePort();
   const sipPort = await freePort();
   const metricsPort = await freePort();
+  const inherited = options.asReader
+    ? { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dataDir, REDIS_URL: process.env.REDIS_URL! }
+    : (process.env as Record<string, string>);
   const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
+    ...inherited,
     PORT: String(port),
     METRICS_PORT: String(metricsPort),
     HOST: "127.0.0.1",

@@ -59,18 +59,14 @@ function cached(kind: string, make: (into: string) => void): Promise<string> {
 
 let built: Promise<SdkBuild> | undefined;
 
-/** The package as `npm run build:sdk -- --keep-types` builds it, and the tarball `npm pack` makes of it. */
+/** The package as `npm run build:sdk` builds it, and the tarball `npm pack` makes of it. */
 export async function sdkBuild(): Promise<SdkBuild> {
   // Under node_modules/ rather than the system's temp folder: bundling the built package
   // resolves its dependencies from the repository's node_modules, as an app's would.
   built ??= (async () => {
     const into = await cached("sdk", (building) => {
       const folder = join(building, "sdk");
-      run(
-        [process.execPath, ".ci/sdk/build.ts", "--keep-types", "--out", folder],
-        ROOT,
-        "npm run build:sdk -- --keep-types",
-      );
+      run([process.execPath, ".ci/sdk/build.ts", "--out", folder], ROOT, "npm run build:sdk");
       run(["npm", "pack", folder, "--pack-destination", building, "--loglevel=error"], ROOT, "npm pack");
     });
     const tarball = readdirSync(into).find((name) => name.endsWith(".tgz"));

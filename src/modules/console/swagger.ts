@@ -96,21 +96,31 @@ export function apiReference() {
   };
   // Every route is registered by the time anyone asks, so the description is built once.
   let described: Record<string, unknown> | undefined;
-  return reference
-    .get("/swagger", () => new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } }))
-    .get("/swagger/json", () => {
-      described ??= describeApi(app.getGlobalRoutes(), app.getGlobalDefinitions().type, DOCUMENT_BASE);
-      return described;
-    })
-    .get(
-      "/swagger/assets/viewer.js",
-      () => new Response(BOOT, { headers: { "content-type": "text/javascript; charset=utf-8" } }),
-    )
-    .get("/swagger/assets/:file", ({ params }) => {
-      const type = ASSETS[params.file];
-      if (!type) throw new AppError("not_found", "no such asset");
-      return new Response(Bun.file(resolve(distDir, params.file)), {
-        headers: { "content-type": type, "cache-control": "public, max-age=86400" },
-      });
-    });
+  return (
+    reference
+      .get("/swagger", () => new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } }))
+      .get("/swagger/json", () => {
+        described ??= describeApi(app.getGlobalRoutes(), app.getGlobalDefinitions().type, DOCUMENT_BASE);
+        return described;
+      })
+      .get(
+        "/swagger/assets/viewer.js",
+        () => new Response(BOOT, { headers: { "content-type": "text/javascript; charset=utf-8" } }),
+      )
+      // Browsers ask for /favicon.ico on every page without an icon of its own, /swagger among them: swagger-ui's icon.
+      .get(
+        "/favicon.ico",
+        () =>
+          new Response(Bun.file(resolve(distDir, "favicon-32x32.png")), {
+            headers: { "content-type": "image/png", "cache-control": "public, max-age=86400" },
+          }),
+      )
+      .get("/swagger/assets/:file", ({ params }) => {
+        const type = ASSETS[params.file];
+        if (!type) throw new AppError("not_found", "no such asset");
+        return new Response(Bun.file(resolve(distDir, params.file)), {
+          headers: { "content-type": type, "cache-control": "public, max-age=86400" },
+        });
+      })
+  );
 }

@@ -13,6 +13,6 @@ export const uploadsController = new Elysia({ name: "parley.uploads", detail: { 
     bearer: "messaging",
     limit: "uploads",
     body: UploadModel.request,
-    response: { 200: UploadModel.response, ...errorResponses(400, 401, 403, 422, 503) },
+    response: { 200: UploadModel.response, ...errorResponses(400, 401, 403, 422, 501, 503) },
     detail: { summary: "Presigned PUT URL into the account's object storage" },
   });

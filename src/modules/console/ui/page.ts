@@ -12,3 +12,8 @@ export interface PageContext {
   /** Called when the page is left: closes live feeds and players. */
   onLeave(cleanup: () => void): void;
 }
+
+/** An account as people know it: its name, or its id when the list does not have it (yet). */
+export function accountName(context: PageContext, id: string): string {
+  return context.accounts.find((account) => account.id === id)?.name ?? id;
+}

@@ -19,7 +19,7 @@ export async function auditPage(root: HTMLElement): Promise<void> {
         entry.action,
         entry.target ?? "—",
         entry.address,
-        JSON.stringify(entry.detail),
+        h("code", { class: "detail" }, JSON.stringify(entry.detail)),
       ]);
     before = page.next_before ?? undefined;
     list.replaceChildren(

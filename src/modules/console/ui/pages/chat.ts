@@ -3,6 +3,9 @@ import { api } from "../api";
 import { field, h, notice, table, when } from "../dom";
 import type { PageContext } from "../page";
 
+/** Rooms looked into for one with messages when the page opens: a bound on the requests an opening costs. */
+const ROOMS_LOOKED_INTO = 10;
+
 export async function chatPage(root: HTMLElement, context: PageContext): Promise<void> {
   const rooms = await api("get", "/chat/rooms", { query: { account: context.account } });
   const status = notice();
@@ -12,12 +15,15 @@ export async function chatPage(root: HTMLElement, context: PageContext): Promise
     { name: "channel" },
     ...rooms.map((room) => h("option", { value: room.channel_id }, room.channel_id)),
   );
-  const show = async () => {
-    const channel = picker.value;
-    if (!channel) return;
+  const latestIn = async (channel: string) => {
     const list = await api("get", "/chat/messages", { query: { account: context.account, channel } });
     // Asked without group_by_day, the list is flat.
-    const latest = "messages" in list ? list.messages : list.days.flatMap((day) => day.messages);
+    return "messages" in list ? list.messages : list.days.flatMap((day) => day.messages);
+  };
+  const show = async (known?: Awaited<ReturnType<typeof latestIn>>) => {
+    const channel = picker.value;
+    if (!channel) return;
+    const latest = known ?? (await latestIn(channel));
     messages.replaceChildren(
       table(
         `Latest messages in ${channel}`,
@@ -59,5 +65,12 @@ export async function chatPage(root: HTMLElement, context: PageContext): Promise
     status,
     messages,
   );
+  // Opens on a room with something to read: the first of the first few rooms that has messages, else the first.
+  for (const room of rooms.slice(0, ROOMS_LOOKED_INTO)) {
+    const latest = await latestIn(room.channel_id);
+    if (latest.length === 0) continue;
+    picker.value = room.channel_id;
+    return show(latest);
+  }
   await show();
 }

@@ -3,7 +3,7 @@ import { roomLabel } from "../../../../core/room-key";
 import { timeChart } from "../charts";
 import { h, table, when } from "../dom";
 import { liveFeed } from "../live";
-import type { PageContext } from "../page";
+import { accountName, type PageContext } from "../page";
 
 function figure(label: string, value: number, name: string): HTMLElement {
   return h("div", { class: "figure" }, h("dt", {}, label), h("dd", { "data-figure": name }, value));
@@ -53,7 +53,7 @@ export function overviewPage(root: HTMLElement, context: PageContext): void {
         failures.map((failure) => [
           when(failure.at),
           failure.kind,
-          failure.account_id,
+          accountName(context, failure.account_id),
           roomLabel(failure.room),
           failure.subject,
           failure.reason,

@@ -13,7 +13,7 @@ export async function phonePage(root: HTMLElement, context: PageContext): Promis
       "Dial-in numbers",
       ["Id", "Country", "Number", "Toll-free"],
       numbers.map((number) => [number.id, number.countryCode, number.formattedNumber, number.tollFree ? "yes" : "no"]),
-      "none; add them with the admin command add-number.",
+      "none; add one on the server with npm run parley -- add-number <account-id> <country> <number>.",
     ),
     h("h2", {}, "Mapper id of a room"),
     h(

@@ -3,7 +3,7 @@ import { roomLabel } from "../../../../core/room-key";
 import { api } from "../api";
 import { h, notice, table, when } from "../dom";
 import { liveFeed, type StreamView } from "../live";
-import type { PageContext } from "../page";
+import { accountName, type PageContext } from "../page";
 
 const LIVE = ["starting", "running", "stopping"];
 /** Where bundle.ts serves hls.js's light build; a variable, so the bundler does not follow it. */
@@ -63,7 +63,7 @@ export function streamsPage(root: HTMLElement, context: PageContext): void {
         ["Stream", "Account", "Room", "State", "Reason", "Viewers", "Peak", "Started", "Actions"],
         streams.map((stream) => [
           stream.stream_name,
-          stream.account_id,
+          accountName(context, stream.account_id),
           roomLabel(stream.room),
           h("span", { class: `state state-${stream.state}`, "data-stream-state": stream.stream_name }, stream.state),
           stream.reason ?? "",

@@ -54,8 +54,12 @@ export async function usagePage(root: HTMLElement, context: PageContext): Promis
         "p",
         { class: "definition", "data-as-of": report.as_of },
         `Participant minutes: every stay in the meetings that started in this window, to the leave; ${
-          report.totals.open_stays === 1 ? "1 stay still open is" : `${report.totals.open_stays} stays still open are`
-        } counted up to `,
+          report.totals.open_stays === 0
+            ? "none is still open, as of"
+            : report.totals.open_stays === 1
+              ? "1 stay still open is counted up to"
+              : `${report.totals.open_stays} stays still open are counted up to`
+        } `,
         when(report.as_of),
         ". Chart, table and CSV count the same stays.",
       ),
