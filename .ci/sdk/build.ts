@@ -2,7 +2,7 @@
  * `npm run build:sdk`: the installable package @parley/server-sdk in dist/sdk. The types are
  * generated again from the app first (so a build always matches the server it was built
  * beside, unless --keep-types), then src/sdk is compiled by the repository's TypeScript into ESM with
- * declarations, and the package's manifest written with its two runtime dependencies at the
+ * declarations, and the package's manifest written with its three runtime dependencies at the
  * versions the repository tests them with. `npm pack dist/sdk` makes the tarball.
  */
 import { chmodSync, cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -12,8 +12,11 @@ const ROOT = resolve(import.meta.dir, "../..");
 // --out <folder> builds elsewhere: the tests build their own copy, so that two at once never share one.
 const outAt = process.argv.indexOf("--out");
 const OUT = outAt === -1 ? join(ROOT, "dist/sdk") : resolve(process.argv[outAt + 1] ?? "");
-/** The SDK's runtime dependencies: typed fetch over the generated types, and the Standard Webhooks verifier. */
-const RUNTIME_DEPENDENCIES = ["openapi-fetch", "standardwebhooks"];
+/**
+ * The SDK's runtime dependencies: typed fetch over the generated types, the Standard Webhooks
+ * verifier, and the Phoenix client that `parley load-test` holds chat sockets with.
+ */
+const RUNTIME_DEPENDENCIES = ["openapi-fetch", "standardwebhooks", "phoenix"];
 
 function run(command: string[], cwd = ROOT): void {
   const done = Bun.spawnSync(command, { cwd, stdout: "inherit", stderr: "inherit", env: { ...process.env, LOG_LEVEL: "silent" } });
