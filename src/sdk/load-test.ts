@@ -217,6 +217,7 @@ export async function runLoadTest(options: LoadTestOptions): Promise<LoadTestRes
   };
   process.once("SIGINT", interrupt);
   try {
+    if (options.rates.token <= 0) tallies.token.skip("--rate token=0");
     // Setup first, so that every part starts its load at the same moment.
     const chat = await setUpChat(base, parley, id, options, tallies.chat, cleanups);
     const webhooks = await setUpWebhooks(parley, id, options, tallies, cleanups);
@@ -541,14 +542,21 @@ async function setUpLlhls(base: string, options: LoadTestOptions, tally: Tally) 
   if (!variant) return tally.skip(`stream ${options.stream} has no variant in its playlist`, "failed");
   const media = new URL(variant.trim(), master);
   const viewer = async (running: () => boolean) => {
-    let query = "";
+    // The playlist's own query (the viewer id it hands out) is kept beside the blocking reload's.
+    let blocking: Record<string, string> = {};
     let waited: URL | undefined;
     while (running()) {
-      const playlist = await fetch(`${media}${query}`).catch((error: unknown) => error as Error);
+      const asked = new URL(media);
+      for (const [name, value] of Object.entries(blocking)) asked.searchParams.set(name, value);
+      const playlist = await fetch(asked).catch((error: unknown) => error as Error);
       if (playlist instanceof Error || !playlist.ok) {
-        tally.fail(playlist instanceof Error ? playlist.message : `playlist ${playlist.status}`);
+        tally.fail(
+          playlist instanceof Error
+            ? playlist.message
+            : `playlist ${playlist.status} ${(await playlist.text()).slice(0, 200)}`,
+        );
         await sleep(1000);
-        query = "";
+        blocking = {};
         waited = undefined;
         continue;
       }
@@ -572,12 +580,12 @@ async function setUpLlhls(base: string, options: LoadTestOptions, tally: Tally) 
       if (!hint) {
         tally.fail("the media playlist has no preload hint");
         await sleep(1000);
-        query = "";
+        blocking = {};
         waited = undefined;
         continue;
       }
       waited = new URL(hint, media);
-      query = `?_HLS_msn=${sequence + lines.filter(isUri).length}&_HLS_part=${partsSince}`;
+      blocking = { _HLS_msn: String(sequence + lines.filter(isUri).length), _HLS_part: String(partsSince) };
     }
   };
   return {
