@@ -213,7 +213,7 @@ export async function runLoadTest(options: LoadTestOptions): Promise<LoadTestRes
   let stopAt = Number.POSITIVE_INFINITY;
   const running = () => performance.now() < stopAt;
   const interrupt = () => {
-    stopAt = 0;
+    stopAt = performance.now();
   };
   process.once("SIGINT", interrupt);
   try {
@@ -250,12 +250,13 @@ export async function runLoadTest(options: LoadTestOptions): Promise<LoadTestRes
         runEvents(base, auth, id, options.rates.events, running, tallies.events, webhooks),
         llhls?.run(running),
       ]);
-      // Broadcasts and webhooks still on their way are waited for, up to the slowest objective.
+      // Broadcasts and webhooks still on their way are waited for (5 s at most), then counted as lost.
       await Promise.all([chat?.settle(), webhooks?.settle()]);
     } finally {
       clearInterval(ticker);
     }
-    const seconds = (performance.now() - started) / 1000;
+    // Throughput is over the time the load was offered, not the wait for the last answers.
+    const seconds = Math.max(0.001, (Math.min(stopAt, performance.now()) - started) / 1000);
     const parts = Object.fromEntries(PARTS.map((part) => [part, tallies[part].result(seconds)])) as Record<
       PartName,
       PartResult

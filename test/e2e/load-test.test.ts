@@ -39,7 +39,9 @@ async function loadTest(...args: string[]) {
 
 describe("parley load-test", () => {
   test("every part runs against a running Parley, passes, and leaves nothing behind", async () => {
-    const run = await loadTest("--duration", "3s", "--json", "--receivers", "4");
+    // The latency objectives are what a test on a shared, busy machine can hold: errors keep their default.
+    const generous = ["token", "chat", "events", "webhooks"].flatMap((part) => ["--objective", `${part}.p99<10s`]);
+    const run = await loadTest("--duration", "3s", "--json", "--receivers", "4", ...generous);
     if (run.code !== 0) throw new Error(`exit ${run.code}\n${run.stdout}\n${run.stderr}\n${parley.tail()}`);
     const result = JSON.parse(run.stdout);
     expect(result.pass).toBe(true);
@@ -52,7 +54,10 @@ describe("parley load-test", () => {
     expect(result.parts.chat.operations % 4).toBe(0);
     expect(result.parts.llhls.status).toBe("skipped");
     expect(result.parts.llhls.reason).toContain("--stream");
-    expect(result.objectives.some((entry: { objective: string }) => entry.objective === "token.p99<250ms")).toBe(true);
+    const judged = result.objectives.map((entry: { objective: string; part: string }) => entry.objective);
+    expect(judged.filter((objective: string) => objective === "*.errors<1%")).toHaveLength(4);
+    expect(judged).toContain("token.p99<10s");
+    expect(judged).not.toContain("token.p99<250ms");
     // The progress line, once a second, on stderr.
     expect(run.stderr).toMatch(/load-test \d+s\/3s {2}token \d+\/0e/);
 
