@@ -109,10 +109,11 @@ export function parseObjective(text: string): Objective | undefined {
   };
 }
 
-/** The defaults, each replaced by a given objective on the same part and metric. */
+/** The defaults, each replaced by a given objective on its metric for its part (or every part: `*`). */
 export function withDefaults(given: Objective[]): Objective[] {
   const defaults = DEFAULT_OBJECTIVES.map((text) => parseObjective(text)!);
-  const same = (a: Objective, b: Objective) => a.part === b.part && a.metric === b.metric;
+  const same = (fallback: Objective, chosen: Objective) =>
+    fallback.metric === chosen.metric && (chosen.part === "*" || fallback.part === chosen.part);
   return [...defaults.filter((objective) => !given.some((other) => same(objective, other))), ...given];
 }
 
