@@ -50,7 +50,8 @@ const USAGE = `usage: parley <command> [arguments] [--json]
                                                     send the kept events again to the endpoint
   remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log
   load-test --url <url> --key <api-key> [--duration 60s] [--rate token=20,chat=10,events=8]
-            [--receivers 10] [--senders 2] [--stream <name> --viewers 5] [--sink-url <url> --sink-port n]
+            [--receivers 10] [--senders 2] [--stream <name|url> | --start-stream] [--viewers 5]
+            [--sink-url <url> --sink-port n]
             [--objective part.metric<value]...
                                                     a mixed load (tokens, chat sockets, event_sync,
                                                     webhooks, LL-HLS viewers) on any Parley, by an

@@ -9,10 +9,10 @@
  * - events: event_sync deliveries, a room's life (created, joined, left, destroyed) at a time;
  * - webhooks: the deliveries of those events to a sink this process serves, signatures verified,
  *   timed from the event_sync delivery that caused them;
- * - llhls: blocking LL-HLS viewers of a live stream named by --stream.
+ * - llhls: blocking LL-HLS viewers of a live stream named by --stream, or started by --start-stream.
  *
- * What it creates is named `loadtest-<id>`; the webhook endpoint is removed and the chat room
- * emptied at the end.
+ * What it creates is named `loadtest-<id>`; the webhook endpoint is removed, the chat room
+ * emptied and a stream it started stopped at the end.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -46,7 +46,10 @@ export interface LoadTestOptions {
   receivers: number;
   senders: number;
   viewers: number;
+  /** A live stream's name, or its multivariant playlist's URL. */
   stream?: string;
+  /** Start a low-latency stream for the run (a recorder and media server must serve the target). */
+  startStream: boolean;
   /** The sink's address as the target reaches it; the sink then listens on all interfaces. */
   sinkUrl?: string;
   sinkPort: number;
@@ -222,7 +225,7 @@ export async function runLoadTest(options: LoadTestOptions): Promise<LoadTestRes
     // Setup first, so that every part starts its load at the same moment.
     const chat = await setUpChat(base, parley, id, options, tallies.chat, cleanups);
     const webhooks = await setUpWebhooks(parley, id, options, tallies, cleanups);
-    const llhls = await setUpLlhls(base, options, tallies.llhls);
+    const llhls = await setUpLlhls(base, parley, id, options, tallies.llhls, cleanups);
 
     const started = performance.now();
     stopAt = Math.min(stopAt, started + options.durationMs);
@@ -395,6 +398,8 @@ async function setUpChat(
 
 interface WebhookSink {
   sent(key: string): void;
+  /** The delivery that would have caused it failed: no webhook is owed. */
+  forget(key: string): void;
   settle(): Promise<void>;
 }
 
@@ -454,6 +459,7 @@ async function setUpWebhooks(
   }
   return {
     sent: (key) => sentAt.set(key, performance.now()),
+    forget: (key) => sentAt.delete(key),
     async settle() {
       const deadline = performance.now() + 5_000;
       while (sentAt.size > 0 && performance.now() < deadline) await sleep(50);
@@ -523,25 +529,75 @@ async function runEvents(
       const answer = await timed(tally, () =>
         fetch(`${base}/api/v1/events/${path}`, { method: "POST", headers, body: JSON.stringify(body) }),
       );
-      if (!answer) return;
+      if (!answer) {
+        if (type) sink?.forget(`${type} ${room}`);
+        return;
+      }
       await answer.arrayBuffer();
     }
   });
 }
 
+/** The live stream's multivariant playlist: the one named, or one started for the run and stopped after it. */
+async function liveStream(
+  base: string,
+  parley: Parley,
+  id: string,
+  options: LoadTestOptions,
+  cleanups: Array<() => Promise<void>>,
+): Promise<{ master: URL } | { skipped: string }> {
+  if (options.stream) {
+    const named = /^https?:\/\//.test(options.stream)
+      ? options.stream
+      : `${base}/llhls/v1/live/${encodeURIComponent(options.stream)}.m3u8`;
+    return { master: new URL(named) };
+  }
+  if (!options.startStream)
+    return { skipped: "no live stream: name one with --stream, or start one with --start-stream (docs/cli.md)" };
+  const room = `loadtest-${id}`;
+  let started: { low_latency_hls_url?: string };
+  try {
+    started = (await parley.streaming.start({ room_name: room, is_low_latency: true })) as typeof started;
+  } catch (error) {
+    return { skipped: `Parley did not start a stream: ${message(error)}` };
+  }
+  cleanups.push(async () => {
+    await parley.streaming.stop(room);
+  });
+  if (!started.low_latency_hls_url) return { skipped: "the stream started has no low-latency playlist" };
+  const master = new URL(started.low_latency_hls_url);
+  // The recorder needs a few seconds to publish its first parts: the load waits for them.
+  const deadline = performance.now() + 30_000;
+  while (performance.now() < deadline) {
+    const answer = await fetch(master).catch(() => undefined);
+    if (answer?.ok) {
+      const variant = (await answer.text()).split("\n").find((line) => line.includes(".m3u8"));
+      const media = variant ? await fetch(new URL(variant, master)).catch(() => undefined) : undefined;
+      if (media?.ok && (await media.text()).includes("#EXT-X-PRELOAD-HINT")) return { master };
+    } else await answer?.arrayBuffer();
+    await sleep(250);
+  }
+  return { skipped: `the stream ${room} did not go live within 30 s (a recorder and media server must be running)` };
+}
+
 /** Blocking-reload viewers: each asks for the next part as an LL-HLS player does, and fetches it. */
-async function setUpLlhls(base: string, options: LoadTestOptions, tally: Tally) {
-  if (!options.stream)
-    return tally.skip("no --stream named: the load test starts no stream; start one (docs/streaming.md) and name it");
+async function setUpLlhls(
+  base: string,
+  parley: Parley,
+  id: string,
+  options: LoadTestOptions,
+  tally: Tally,
+  cleanups: Array<() => Promise<void>>,
+) {
   if (options.viewers <= 0) return tally.skip("--viewers 0");
-  const master = new URL(`${base}/llhls/v1/live/${encodeURIComponent(options.stream)}.m3u8`);
+  const stream = await liveStream(base, parley, id, options, cleanups);
+  if ("skipped" in stream) return tally.skip(stream.skipped);
+  const { master } = stream;
   const answer = await fetch(master).catch((error: unknown) => error as Error);
   if (answer instanceof Error || !answer.ok)
-    return tally.skip(
-      `stream ${options.stream} is not live here (${answer instanceof Error ? answer.message : answer.status})`,
-    );
+    return tally.skip(`${master} is not live (${answer instanceof Error ? answer.message : answer.status})`);
   const variant = (await answer.text()).split("\n").find((line) => line.trim() !== "" && !line.startsWith("#"));
-  if (!variant) return tally.skip(`stream ${options.stream} has no variant in its playlist`, "failed");
+  if (!variant) return tally.skip(`${master} lists no variant`, "failed");
   const media = new URL(variant.trim(), master);
   const viewer = async (running: () => boolean) => {
     // The playlist's own query (the viewer id it hands out) is kept beside the blocking reload's.

@@ -1,12 +1,11 @@
 /**
- * `parley load-test --stream`: its LL-HLS viewers on a live low-latency stream (a recorder
- * worker running ffmpeg's test pattern into a private nginx-rtmp), each blocking on the hinted
- * part and fetching it, with the other parts off.
+ * `parley load-test --start-stream`: it starts a low-latency stream (a recorder worker running
+ * ffmpeg's test pattern into a private nginx-rtmp), its LL-HLS viewers each block on the hinted
+ * part and fetch it, with the other parts off, and the stream is stopped at the end.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join, resolve } from "node:path";
 import { type LlhlsStack, startLlhlsStack } from "../support/llhls-stack";
-import { until } from "../support/wait";
 
 const ROOT = resolve(import.meta.dir, "../..");
 let stack: LlhlsStack;
@@ -17,33 +16,14 @@ afterAll(async () => {
   await stack?.close();
 });
 
-test("load-test's viewers fetch the parts of a named live stream", async () => {
-  const started = await stack.start({ room_name: "loadtest-llhls", is_low_latency: true });
-  expect(started.status).toBe(200);
-  const url: string = started.body.low_latency_hls_url;
-  const stream = url.slice(url.lastIndexOf("/") + 1, -".m3u8".length);
-  // Live once its media playlist hints a part.
-  await until(
-    async () => {
-      const master = await fetch(url).then((r) => (r.ok ? r.text() : ""));
-      const variant = master.split("\n").find((line) => line.includes("index.m3u8"));
-      return variant ? fetch(new URL(variant, url)).then((r) => r.text()) : "";
-    },
-    (text) => text.includes("#EXT-X-PRELOAD-HINT"),
-    30_000,
-  );
-  const extra = ["--stream", stream, "--viewers", "2", "--rate", "token=0,chat=0,events=0", "--duration", "3s"];
+test("load-test --start-stream starts a stream, its viewers fetch its parts, and it is stopped after", async () => {
   const run = Bun.spawn(
     [
       process.execPath,
       join(ROOT, "src/parley.ts"),
       "load-test",
-      "--url",
-      stack.base,
-      "--key",
-      stack.apiKey,
-      "--json",
-      ...extra,
+      ...["--url", stack.base, "--key", stack.apiKey, "--json", "--start-stream", "--viewers", "2"],
+      ...["--rate", "token=0,chat=0,events=0", "--duration", "3s"],
     ],
     { cwd: ROOT, stdout: "pipe", stderr: "pipe", stdin: "ignore" },
   );
@@ -59,5 +39,7 @@ test("load-test's viewers fetch the parts of a named live stream", async () => {
   expect(result.parts.llhls.operations).toBeGreaterThan(4);
   expect(result.parts.llhls.errors).toBe(0);
   expect(result.parts.token.status).toBe("skipped");
-  await stack.stop("loadtest-llhls");
+  // Stopped by the load test: stopping it again finds no stream.
+  const again = await stack.stop(result.id);
+  expect(again.status).toBe(404);
 }, 60_000);
