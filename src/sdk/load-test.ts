@@ -54,7 +54,7 @@ export interface LoadTestOptions {
   sinkUrl?: string;
   sinkPort: number;
   objectives: Objective[];
-  /** Called once a second with the progress line. */
+  /** Called once a second with the progress line, and with what could not be cleaned up. */
   progress?: (line: string) => void;
 }
 
@@ -224,7 +224,7 @@ export async function runLoadTest(options: LoadTestOptions): Promise<LoadTestRes
     if (options.rates.token <= 0) tallies.token.skip("--rate token=0");
     // Setup first, so that every part starts its load at the same moment.
     const chat = await setUpChat(base, parley, id, options, tallies.chat, cleanups);
-    const webhooks = await setUpWebhooks(parley, id, options, tallies, cleanups);
+    const webhooks = await setUpWebhooks(parley, id, options, tallies.webhooks, cleanups);
     const llhls = await setUpLlhls(base, parley, id, options, tallies.llhls, cleanups);
 
     const started = performance.now();
@@ -277,7 +277,8 @@ export async function runLoadTest(options: LoadTestOptions): Promise<LoadTestRes
     };
   } finally {
     process.off("SIGINT", interrupt);
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    for (const cleanup of cleanups.reverse())
+      await cleanup().catch((error: unknown) => options.progress?.(`load-test: could not clean up: ${message(error)}`));
   }
 }
 
@@ -408,10 +409,9 @@ async function setUpWebhooks(
   parley: Parley,
   id: string,
   options: LoadTestOptions,
-  tallies: Record<PartName, Tally>,
+  tally: Tally,
   cleanups: Array<() => Promise<void>>,
 ): Promise<WebhookSink | undefined> {
-  const tally = tallies.webhooks;
   if (options.rates.events <= 0) {
     tally.skip("nothing to deliver: --rate events=0");
     return undefined;
