@@ -89,6 +89,42 @@ describe("parley load-test", () => {
     expect(run.stdout).toMatch(/FAIL$/m);
   }, 30_000);
 
+  test("Ctrl-C ends the load early and still removes what it made", async () => {
+    const child = Bun.spawn(
+      [
+        process.execPath,
+        join(ROOT, "src/parley.ts"),
+        "load-test",
+        "--url",
+        parley.base,
+        "--key",
+        key,
+        "--json",
+        "--objective",
+        "*.p99<10s",
+      ],
+      { cwd: ROOT, stdout: "pipe", stderr: "pipe", stdin: "ignore" },
+    );
+    const killer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+    // Interrupted once the load is under way: after its first progress line.
+    const reader = child.stderr.getReader();
+    let said = "";
+    while (!said.includes("load-test 1s/60s")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      said += new TextDecoder().decode(value);
+    }
+    child.kill("SIGINT");
+    const [stdout, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);
+    clearTimeout(killer);
+    const result = JSON.parse(stdout);
+    expect(code).toBe(0);
+    expect(result.duration_s).toBeLessThan(10);
+    expect(result.parts.webhooks.status).toBe("ran");
+    const hooks = await http(parley, "GET", "/api/v1/webhooks/", { auth: `Bearer ${key}` });
+    expect(hooks.body.endpoints).toEqual([]);
+  }, 30_000);
+
   test("a refused key exits 3 and a bad objective 2, before any load", async () => {
     const refused = await Bun.spawn(
       [process.execPath, join(ROOT, "src/parley.ts"), "load-test", "--url", parley.base, "--key", "pk_nope"],
