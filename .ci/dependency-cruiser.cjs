@@ -24,10 +24,10 @@ module.exports = {
     },
     {
       name: "sdk-is-a-leaf",
-      comment: "src/sdk is the installable client (@parley/server-sdk): it imports only itself, Node's built-ins and its two runtime packages, never the server.",
+      comment: "src/sdk is the installable client (@parley/server-sdk): it imports only itself, Node's built-ins and its three runtime packages, never the server.",
       severity: "error",
       from: { path: "^src/sdk/" },
-      to: { pathNot: ["^src/sdk/", "(^|node_modules/)(openapi-fetch|standardwebhooks)(/|$)"], dependencyTypesNot: ["core"] },
+      to: { pathNot: ["^src/sdk/", "(^|node_modules/)(openapi-fetch|standardwebhooks|phoenix)(/|$)"], dependencyTypesNot: ["core"] },
     },
     {
       name: "no-cycle",

@@ -3,7 +3,7 @@
  * compiled by the repository's TypeScript into ESM with declarations, with the committed types
  * of the API (src/sdk/generated/openapi.ts, which test/sdk/types.test.ts holds to what the app
  * describes; `npm run sdk:types` writes them again after a route changes), and the package's
- * manifest written with its two runtime dependencies at the versions the repository tests them
+ * manifest written with its three runtime dependencies at the versions the repository tests them
  * with. So a build needs neither the database nor the generator's own tools, and works beside a
  * running Parley. `npm pack ./dist/sdk --pack-destination dist` makes the tarball.
  */
@@ -14,8 +14,11 @@ const ROOT = resolve(import.meta.dir, "../..");
 // --out <folder> builds elsewhere: the tests build their own copy, so that two at once never share one.
 const outAt = process.argv.indexOf("--out");
 const OUT = outAt === -1 ? join(ROOT, "dist/sdk") : resolve(process.argv[outAt + 1] ?? "");
-/** The SDK's runtime dependencies: typed fetch over the generated types, and the Standard Webhooks verifier. */
-const RUNTIME_DEPENDENCIES = ["openapi-fetch", "standardwebhooks"];
+/**
+ * The SDK's runtime dependencies: typed fetch over the generated types, the Standard Webhooks
+ * verifier, and the Phoenix client that `parley load-test` holds chat sockets with.
+ */
+const RUNTIME_DEPENDENCIES = ["openapi-fetch", "standardwebhooks", "phoenix"];
 
 function run(command: string[], cwd = ROOT): void {
   const done = Bun.spawnSync(command, { cwd, stdout: "inherit", stderr: "inherit", env: { ...process.env, LOG_LEVEL: "silent" } });

@@ -7,12 +7,13 @@ import { resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { Parley } from "./client.js";
+import { loadTestCommand } from "./load-test-command.js";
 import { ParleyError } from "./errors.js";
 import { terminalSafe, terminalSafeDeep } from "./terminal.js";
 import { checkSocket, SocketProblem, unixSocketFetch } from "./unix-socket.js";
 
 /** Exit codes: documented in the usage text and docs/cli.md. */
-const EXIT = { done: 0, failed: 1, usage: 2, refused: 3, unreachable: 4 } as const;
+const EXIT = { done: 0, failed: 1, usage: 2, refused: 3, unreachable: 4, missed: 5 } as const;
 
 const USAGE = `usage: parley <command> [arguments] [--json]
 
@@ -49,6 +50,13 @@ const USAGE = `usage: parley <command> [arguments] [--json]
   replay-webhook <account-id> <webhook-id> (--since time | --after sequence)
                                                     send the kept events again to the endpoint
   remove-webhook <account-id> <webhook-id>          delete the endpoint and its delivery log
+  load-test --url <url> --key <api-key> [--duration 60s] [--rate token=20,chat=10,events=8]
+            [--receivers 10] [--senders 2] [--stream <name|url> | --start-stream] [--viewers 5]
+            [--sink-url <url> --sink-port n]
+            [--objective part.metric<value]...
+                                                    a mixed load (tokens, chat sockets, event_sync,
+                                                    webhooks, LL-HLS viewers) on any Parley, by an
+                                                    account's API key; exits 5 when an objective is missed
   refold-usage [<account-id>]                       fold the event log again into the usage tables (every
                                                     account, or one): after restoring events, or to repair usage;
                                                     it runs inside the running Parley, so it is safe while it serves
@@ -62,7 +70,7 @@ Where it sends the command:
                        the installed parley says so and exits 4
 
 Exit codes: 0 done, 1 Parley refused the command (unknown account, bad value), 2 misused,
-3 the credential was refused, 4 no Parley to talk to.`;
+3 the credential was refused, 4 no Parley to talk to, 5 a load test missed an objective.`;
 
 class UsageError extends Error {
   constructor(
@@ -494,6 +502,12 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
   invocation = hooks.invocation ?? "npx parley";
   const out = hooks.out ?? ((text: string) => console.log(text));
   const err = hooks.err ?? ((text: string) => console.error(text));
+  // A load test takes an account's key and the target's URL, never the operator's channel.
+  if (argv[0] === "load-test") {
+    const code = await loadTestCommand(argv.slice(1), out, err);
+    if (code === "usage") err(USAGE);
+    return code === "usage" ? EXIT.usage : EXIT[code];
+  }
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({
