@@ -56,6 +56,8 @@ test("the body /swagger offers for generate-token, with a real API key in it, is
   const page = await context.newPage();
   await page.goto(`${base}/swagger`);
   const operation = page.locator(".opblock-post", { hasText: "/api/v1/misc/generate-token" }).first();
+  // swagger-ui lays out every route before the first shows: on a busy machine that takes seconds.
+  await operation.waitFor({ timeout: 20_000 });
   await operation.locator(".opblock-summary").click();
   await operation.getByRole("button", { name: "Try it out" }).click();
   const offered = JSON.parse(await operation.locator("textarea.body-param__text").inputValue());
@@ -69,7 +71,7 @@ test("the body /swagger offers for generate-token, with a real API key in it, is
     status: 200,
     body: { token: expect.any(String) },
   });
-});
+}, 45_000);
 
 test("the reference page names no outside address for its viewer", async () => {
   const html = await (await fetch(`${base}/swagger`)).text();

@@ -75,16 +75,17 @@ async function metric(name: string, resource: string, more = ""): Promise<number
 const held = (resource: string) => metric("parley_held", resource);
 
 /** Probes of /healthz taken while a flood is in flight, and as many before it. */
-const PROBES = 5;
+const PROBES = 7;
 /**
- * /healthz must answer in under 100 ms during a flood. On a machine another suite keeps busy a
- * quiet probe can take longer than that, so the bound is also allowed 3 × the slowest of the
- * probes taken just before the flood: what is checked is that the flood itself does not slow
- * the process, which a process holding what it refused (or spinning on it) would.
+ * /healthz must answer in under 100 ms during a flood, judged by the median probe so that one
+ * probe the scheduler delayed does not decide it. On a machine another suite keeps busy a quiet
+ * probe can take longer than that, so the bound is also allowed 3 × the median of the probes
+ * taken just before the flood: what is checked is that the flood itself does not slow the
+ * process, which a process holding what it refused (or spinning on it) would.
  */
 const HEALTHY_MS = 100;
 
-/** The slowest of PROBES probes of /healthz in ms, each timed by curl on its own clock. */
+/** The median of PROBES probes of /healthz in ms, each timed by curl on its own clock. */
 async function probeHealth(): Promise<number> {
   const times: number[] = [];
   while (times.length < PROBES) {
@@ -101,12 +102,12 @@ async function probeHealth(): Promise<number> {
     expect(status).toBe("200");
     times.push(Number(seconds) * 1000);
   }
-  return Math.max(...times);
+  return times.sort((a, b) => a - b)[Math.floor(PROBES / 2)]!;
 }
 
 /**
  * Sends `one` in rounds of FLOOD at once until PROBES probes of /healthz, each taken while a
- * round is in flight, have been answered, and checks the slowest against HEALTHY_MS (see
+ * round is in flight, have been answered, and checks their median against HEALTHY_MS (see
  * there); the answers of every round. curl times each probe, so the flood's client work here is
  * not counted.
  */
@@ -118,10 +119,10 @@ async function floodWhileProbing<T>(one: () => Promise<T>): Promise<{ answers: T
     do answers.push(...(await Promise.all(Array.from({ length: FLOOD }, one))));
     while (probing);
   })();
-  const slowest = await probeHealth();
+  const flooded = await probeHealth();
   probing = false;
   await flooding;
-  expect(slowest).toBeLessThan(Math.max(HEALTHY_MS, 3 * quiet));
+  expect(flooded).toBeLessThan(Math.max(HEALTHY_MS, 3 * quiet));
   return { answers };
 }
 
