@@ -197,8 +197,9 @@ function holds(pid: number, startedAt: string): boolean {
 
 /**
  * PGlite has no lock of its own: a second process on the same folder (the command line in
- * direct mode beside a running server, or a second server) works on its own copy of the pages, so neither sees the
- * other's writes and the folder is corrupted when both write. A pid file keeps it to one.
+ * direct mode beside a running server, or a second server) works on its own copy of the
+ * pages, so neither sees the other's writes and the folder is corrupted when both write. A
+ * pid file keeps it to one.
  */
 function lockDataDir(dataDir: string): () => void {
   const file = join(dataDir, "parley.pid");

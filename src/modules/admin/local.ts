@@ -57,10 +57,10 @@ export interface LocalSocket {
 }
 
 /**
- * Serves `handle` on DATA_DIR/parley.sock, its requests acting as `operator`. A socket file left by a process that died is
- * removed; one another running Parley answers on, or a file that is no socket, is left
- * alone, and this process serves none (undefined). Nor does it when the socket cannot be
- * made (its folder cannot be made, say): the API runs on without it.
+ * Serves `handle` on DATA_DIR/parley.sock, its requests acting as `operator`. A socket file
+ * left by a process that died is removed; one another running Parley answers on, or a file
+ * that is no socket, is left alone, and this process serves none (undefined). Nor does it
+ * when the socket cannot be made (its folder cannot be made, say): the API runs on without it.
  */
 export async function serveLocalSocket(
   handle: (request: Request) => Response | Promise<Response>,
