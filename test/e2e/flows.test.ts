@@ -10,6 +10,7 @@
  * straight to Parley; test/docs.test.ts sends the pages' examples on the embedded database through it).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { renameSync } from "node:fs";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { Socket } from "phoenix";
 import { CLOSE_SERVICE_RESTART } from "../../src/realtime/socket";
@@ -82,13 +83,30 @@ for (const mode of MODES) {
 
     afterAll(() => parley?.cleanup());
 
-    test("the command line beside the running server goes to it through its local socket", async () => {
+    test("the command line beside the running server goes through its socket; without it PGlite refuses", async () => {
       // On PGlite too, whose folder admits one process: the command is the running Parley's to do.
       const listed = await parley.admin("list-accounts");
       expect(listed.code, listed.stderr).toBe(0);
       expect(listed.stderr).toBe("");
       expect(listed.stdout).toMatch(/^acc_\w+ {2}/);
       if (!mode.embedded) expect(listed.stdout).toContain("e2e");
+      if (mode.embedded) {
+        // Its socket out of reach (moved aside): the command line falls back to direct mode, which the
+        // database the running Parley holds refuses, naming the holder and what to do instead.
+        const socket = `${parley.dataDir}/parley.sock`;
+        renameSync(socket, `${socket}.aside`);
+        try {
+          const refused = await parley.admin("list-accounts");
+          expect(refused.code).toBe(1);
+          expect(refused.stdout).toBe("");
+          expect(refused.stderr).toContain(
+            `embedded database in ${parley.dataDir} is open in process ${parley.process.pid}`,
+          );
+          expect(refused.stderr).toContain("stop that one first, or let it take the command");
+        } finally {
+          renameSync(`${socket}.aside`, socket);
+        }
+      }
       expect((await http(parley, "GET", "/readyz")).status).toBe(200);
     }, 40_000);
 
