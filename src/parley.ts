@@ -1,10 +1,13 @@
 /**
- * `npm run parley -- <command>` in the repository: the `parley` command line (src/sdk/cli.ts).
- * With a Parley running here (DATA_DIR/parley.sock answers) or PARLEY_URL set, the command
- * goes to its admin API. With none running, this process opens the database itself (a first
- * account before the first start, work while Parley is stopped) and serves the admin API on
- * the socket for the one command: the same routes, answers and audit entries as a running
- * Parley's, with the socket held so that nothing else starts on the folder meanwhile.
+ * `npm run parley -- <command>` in the repository (`npm run admin` is the same): the one
+ * `parley` command line (src/sdk/cli.ts). With a Parley running here (DATA_DIR/parley.sock
+ * answers) or PARLEY_URL set, the command goes to its admin API. With none running, this
+ * process opens the database itself (a first account before the first start, work while
+ * Parley is stopped) and serves the admin API on the socket for the one command (direct
+ * mode): the same routes, services, answers and audit entries as a running Parley's, the
+ * entries by `local:<uid>:direct`, with the socket held so that nothing else starts on the
+ * folder meanwhile. A Parley that holds the embedded database without answering on the
+ * socket (still starting, say) makes the database refuse this process (src/db/client.ts).
  */
 import { keepNewFilesPrivate } from "./core/private-dir";
 import { runCli } from "./sdk/cli";
@@ -22,15 +25,21 @@ const exitCode = await runCli(process.argv.slice(2), {
     // The app's modules open the database as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
     if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();
-    const [{ migrate }, { sealSecretsAtRest }, { AppError }, { createApp }, { serveLocalSocket }, { closeShared }] =
-      await Promise.all([
-        import("./db/migrate"),
-        import("./sealed-at-rest"),
-        import("./core/errors"),
-        import("./app"),
-        import("./modules/admin/local"),
-        import("./connections"),
-      ]);
+    const [
+      { migrate },
+      { sealSecretsAtRest },
+      { AppError },
+      { createApp },
+      { localOperator, serveLocalSocket },
+      { closeShared },
+    ] = await Promise.all([
+      import("./db/migrate"),
+      import("./sealed-at-rest"),
+      import("./core/errors"),
+      import("./app"),
+      import("./modules/admin/local"),
+      import("./connections"),
+    ]);
     try {
       await migrate();
       try {
@@ -42,7 +51,7 @@ const exitCode = await runCli(process.argv.slice(2), {
         return 1;
       }
       const app = createApp();
-      const socket = await serveLocalSocket((request) => app.handle(request));
+      const socket = await serveLocalSocket((request) => app.handle(request), localOperator("direct"));
       try {
         // Without a socket of its own another Parley has started meanwhile, and answers instead.
         return await runCli(argv, { invocation: "npm run parley --" });

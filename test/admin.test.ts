@@ -1,14 +1,18 @@
-/** The admin command line as an operator runs it: output, exit codes, and effect on the API. */
+/**
+ * The `parley` command line in direct mode (no Parley running: it opens the database itself),
+ * as an operator runs it: output, exit codes, the audit log, and effect on the API.
+ */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { db } from "../src/db/client";
 import { listenForInvalidations } from "../src/modules/accounts/service";
+import { auditEntries } from "../src/modules/audit/schema";
 import { operators } from "../src/modules/operators/schema";
 import { call } from "./helpers";
 import { eventually } from "./support/wait";
 import { adminCli, adminCliWithInput } from "./support/admin-cli";
 
-describe("npm run admin", () => {
+describe("parley in direct mode", () => {
   // As in every API process: cached keys are dropped when the admin command broadcasts.
   beforeAll(() => listenForInvalidations());
 
@@ -29,7 +33,7 @@ describe("npm run admin", () => {
     expect(listed.out).not.toContain(apiKey);
     expect(listed.out).not.toContain(secondKey);
     const account = JSON.parse(listed.out).find((row: { id: string }) => row.id === accountId);
-    expect(account.apiKeys.map((key: { label: string }) => key.label)).toEqual(["default", "ci"]);
+    expect(account.keys.map((key: { label: string }) => key.label)).toEqual(["default", "ci"]);
 
     // Used once so this process has it cached; the revocation must still reach it.
     expect((await call("POST", "/api/v1/misc/generate-token", { body: { apiKey: secondKey } })).status).toBe(200);
@@ -75,6 +79,33 @@ describe("npm run admin", () => {
     expect(adminCli("revoke-signing-key", "no-such-kid").code).toBe(1);
   }, 30_000);
 
+  test("a change leaves the admin API's audit entry, by the local operator in direct mode", async () => {
+    const created = adminCli("create-account", "Audited");
+    expect(created.code).toBe(0);
+    const accountId = /account\s+(acc_\w+)/.exec(created.out)![1]!;
+    expect(adminCli("set-limit", accountId, "requests.scheduler", "7").code).toBe(0);
+    const entries = await db.select().from(auditEntries).where(eq(auditEntries.target, accountId));
+    const actor = `local:${process.getuid!()}:direct`;
+    expect(entries.map(({ action, actor, actorKind }) => ({ action, actor, actorKind }))).toEqual([
+      { action: "create-account", actor, actorKind: "local" },
+      { action: "set-limit", actor, actorKind: "local" },
+    ]);
+    expect(entries[1]!.detail).toEqual({ name: "requests.scheduler", value: 7 });
+    // The same log the running Parley's entries go to, read by the same command.
+    const audit = adminCli("audit", "--json");
+    expect(audit.code).toBe(0);
+    expect(JSON.parse(audit.out).entries).toContainEqual(
+      expect.objectContaining({ actor, action: "set-limit", target: accountId }),
+    );
+    // A read changes nothing and is not recorded.
+    expect(adminCli("show-limits", accountId).code).toBe(0);
+    const after = await db
+      .select()
+      .from(auditEntries)
+      .where(and(eq(auditEntries.target, accountId), eq(auditEntries.actor, actor)));
+    expect(after).toHaveLength(2);
+  }, 30_000);
+
   test("misuse exits 2 with the usage; an unknown account exits 1", () => {
     expect(adminCli().code).toBe(2);
     expect(adminCli("frobnicate").code).toBe(2);
@@ -85,7 +116,7 @@ describe("npm run admin", () => {
   }, 30_000);
 });
 
-describe("npm run admin create-operator", () => {
+describe("parley create-operator in direct mode", () => {
   const withPassword = (password: string, ...args: string[]) =>
     adminCliWithInput(`${password}\n`, "create-operator", ...args);
 
@@ -114,7 +145,7 @@ describe("npm run admin create-operator", () => {
     });
     expect(withPassword("short", `x${name}`)).toMatchObject({
       code: 1,
-      err: expect.stringContaining("at least 8 characters"),
+      err: expect.stringContaining("password: Expected string length greater or equal to 8"),
     });
     expect(withPassword("a long enough password").code).toBe(2);
   });

@@ -268,7 +268,7 @@ describe("the command line working on the database directly", () => {
     const dataDir = join(parent, "elsewhere");
     const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
     delete env.SIGNING_KEY_SECRET;
-    const command = Bun.spawn([process.execPath, "src/admin.ts", "create-account", "mixed"], {
+    const command = Bun.spawn([process.execPath, "src/parley.ts", "create-account", "mixed"], {
       cwd: join(import.meta.dir, ".."),
       env,
       stdout: "pipe",

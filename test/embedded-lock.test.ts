@@ -1,6 +1,7 @@
 /**
- * The embedded database's folder lock (DATA_DIR/parley.pid), through the admin CLI: a folder
- * held by a live process is refused; a pid file whose pid now belongs to another process (a
+ * The embedded database's folder lock (DATA_DIR/parley.pid), through the command line in
+ * direct mode (no socket answers, so it opens the database itself): a folder held by a live
+ * process is refused, naming what to do; a pid file whose pid now belongs to another process (a
  * restart after a crash, where pids are reused, as in containers) is taken over.
  */
 import { afterAll, expect, test } from "bun:test";
@@ -31,7 +32,7 @@ async function admin(...args: string[]) {
     LOG_LEVEL: "silent",
   };
   delete env.DATABASE_URL;
-  const cli = Bun.spawn([process.execPath, join(root, "src/admin.ts"), ...args], {
+  const cli = Bun.spawn([process.execPath, join(root, "src/parley.ts"), ...args], {
     cwd: root,
     env,
     stdout: "pipe",
@@ -54,11 +55,15 @@ test("a folder held by a live process is refused; a pid reused by another proces
   const refused = await admin("list-accounts");
   expect(refused.code).toBe(1);
   expect(refused.stderr).toContain(`is open in process ${other.pid}`);
+  expect(refused.stderr).toContain("stop that one first, or let it take the command: `npm run parley -- <command>`");
+  expect(refused.stderr).toContain(`If no Parley runs, delete ${join(dataDir, "parley.pid")}`);
 
   // The same pid, but a process that started at another time: the holder is gone.
   writeFileSync(join(dataDir, "parley.pid"), `${other.pid} 1`);
   const taken = await admin("list-accounts");
-  expect(taken.stderr).toBe("");
+  expect(taken.stderr).toBe(
+    `parley: no running Parley found: no socket at ${join(dataDir, "parley.sock")}; working on the database directly\n`,
+  );
   expect(taken.code).toBe(0);
   expect(taken.stdout).toContain("no accounts");
   // Released on exit.

@@ -128,7 +128,7 @@ test("the command line announces on the private Redis of the Parley on its DATA_
     const { account } = await createAccount("announced");
     const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
     delete env.REDIS_URL;
-    const command = Bun.spawn([process.execPath, "src/admin.ts", "rotate-key", account.id], {
+    const command = Bun.spawn([process.execPath, "src/parley.ts", "rotate-key", account.id], {
       cwd: ROOT,
       env,
       stdout: "pipe",

@@ -196,9 +196,10 @@ function holds(pid: number, startedAt: string): boolean {
 }
 
 /**
- * PGlite has no lock of its own: a second process on the same folder (the admin CLI beside a
- * running server, or a second server) works on its own copy of the pages, so neither sees the
- * other's writes and the folder is corrupted when both write. A pid file keeps it to one.
+ * PGlite has no lock of its own: a second process on the same folder (the command line in
+ * direct mode beside a running server, or a second server) works on its own copy of the
+ * pages, so neither sees the other's writes and the folder is corrupted when both write. A
+ * pid file keeps it to one.
  */
 function lockDataDir(dataDir: string): () => void {
   const file = join(dataDir, "parley.pid");
@@ -214,8 +215,9 @@ function lockDataDir(dataDir: string): () => void {
       if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && holds(holder, startedAt)) {
         console.error(
           `parley: the embedded database in ${dataDir} is open in process ${holder} (a running Parley). ` +
-            "Only one process can use it: stop that one first, or run Parley on PostgreSQL (DATABASE_URL) " +
-            `to use the admin CLI while it serves. If no Parley runs, delete ${file}.`,
+            "Only one process can use it: stop that one first, or let it take the command: `npm run parley " +
+            "-- <command>` reaches it through DATA_DIR/parley.sock once it serves. On PostgreSQL " +
+            `(DATABASE_URL) several processes share one database. If no Parley runs, delete ${file}.`,
         );
         process.exit(1);
       }

@@ -39,8 +39,8 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-test("an operator made with the admin command signs in to the console on PGlite", async () => {
-  const admin = Bun.spawn([process.execPath, "src/admin.ts", "create-operator", "root"], {
+test("an operator made with the command line signs in to the console on PGlite", async () => {
+  const admin = Bun.spawn([process.execPath, "src/parley.ts", "create-operator", "root"], {
     cwd: root,
     env,
     stdin: new Blob(["first operator password\n"]),

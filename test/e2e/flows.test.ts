@@ -10,6 +10,7 @@
  * straight to Parley; test/docs.test.ts sends the pages' examples on the embedded database through it).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { renameSync } from "node:fs";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { Socket } from "phoenix";
 import { CLOSE_SERVICE_RESTART } from "../../src/realtime/socket";
@@ -82,18 +83,29 @@ for (const mode of MODES) {
 
     afterAll(() => parley?.cleanup());
 
-    test("the admin CLI beside the running server", async () => {
+    test("the command line beside the running server goes through its socket; without it PGlite refuses", async () => {
+      // On PGlite too, whose folder admits one process: the command is the running Parley's to do.
       const listed = await parley.admin("list-accounts");
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(listed.stderr).toBe("");
+      expect(listed.stdout).toMatch(/^acc_\w+ {2}/);
+      if (!mode.embedded) expect(listed.stdout).toContain("e2e");
       if (mode.embedded) {
-        // PGlite holds its folder for one process: the CLI says so instead of writing a copy the server never sees.
-        expect(listed.code).toBe(1);
-        expect(listed.stderr).toContain(
-          `embedded database in ${parley.dataDir} is open in process ${parley.process.pid}`,
-        );
-        expect(listed.stderr).toContain("DATABASE_URL");
-      } else {
-        expect(listed.code, listed.stderr).toBe(0);
-        expect(listed.stdout).toContain("e2e");
+        // Its socket out of reach (moved aside): the command line falls back to direct mode, which the
+        // database the running Parley holds refuses, naming the holder and what to do instead.
+        const socket = `${parley.dataDir}/parley.sock`;
+        renameSync(socket, `${socket}.aside`);
+        try {
+          const refused = await parley.admin("list-accounts");
+          expect(refused.code).toBe(1);
+          expect(refused.stdout).toBe("");
+          expect(refused.stderr).toContain(
+            `embedded database in ${parley.dataDir} is open in process ${parley.process.pid}`,
+          );
+          expect(refused.stderr).toContain("stop that one first, or let it take the command");
+        } finally {
+          renameSync(`${socket}.aside`, socket);
+        }
       }
       expect((await http(parley, "GET", "/readyz")).status).toBe(200);
     }, 40_000);

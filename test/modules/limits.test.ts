@@ -124,7 +124,9 @@ describe("rates across two API processes", () => {
     }
     const shown = adminCli("show-limits", account.accountId, "--json");
     expect(shown.code).toBe(0);
-    const scheduler = JSON.parse(shown.out).find((limit: { name: string }) => limit.name === "requests.scheduler");
+    const scheduler = JSON.parse(shown.out).limits.find(
+      (limit: { name: string }) => limit.name === "requests.scheduler",
+    );
     expect(scheduler).toMatchObject({ value: 0, overridden: true, default: 500 });
 
     expect(adminCli("set-limit", account.accountId, "requests.scheduler", "default").code).toBe(0);

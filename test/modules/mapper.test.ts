@@ -286,8 +286,8 @@ describe("GET /api/v1/conference-mapper/phoneNumberList and the admin commands",
     expect((await call("GET", NUMBERS)).status).toBe(401);
 
     const listed = adminCli("list-numbers", a.accountId, "--json");
-    const rows = JSON.parse(listed.out) as Array<{ id: number; formattedNumber: string }>;
-    const us = rows.find((row) => row.formattedNumber === "+1 512 555 0100")!;
+    const rows = JSON.parse(listed.out) as Array<{ id: number; formatted_number: string }>;
+    const us = rows.find((row) => row.formatted_number === "+1 512 555 0100")!;
     expect(adminCli("remove-number", String(us.id)).code).toBe(0);
     expect(adminCli("remove-number", String(us.id)).code).toBe(1);
     expect((await call("GET", NUMBERS, { headers: { authorization: a.apiKey } })).body).toEqual([expected[0]]);

@@ -468,7 +468,7 @@ describe("POST /api/v1/pricing/cdr over a replayed day", () => {
     expect(comparable(again.body)).toEqual(comparable(report));
   }, 30_000);
 
-  test("`admin refold-usage` rebuilds one account's usage from its log and leaves the others' alone", async () => {
+  test("`parley refold-usage` rebuilds one account's usage from its log and leaves the others' alone", async () => {
     await dropFoldedUsage();
     // A refold rewrites every stay it folds (updated_at): the other account's must not move.
     const rivalStays = async () =>

@@ -344,7 +344,7 @@ describe("SSRF", () => {
   });
 });
 
-describe("admin command line", () => {
+describe("the command line", () => {
   test("add, list, update, rotate, replay and remove webhooks as the API does", async () => {
     const a = await newAccount();
     const b = await newAccount();

@@ -253,11 +253,12 @@ describe("errors", () => {
     expect(direct.code).toBe(0);
     expect(direct.err).toContain("working on the database directly");
     expect(direct.out).toMatch(/api key\s+\S{20,}/);
-    // The same admin API served for the one command: its change is in the audit log, as the local operator's.
+    // The same admin API served for the one command: its change is in the audit log, by local:<uid>:direct.
     const accountId = /account\s+(acc_\S+)/.exec(direct.out)?.[1];
     const audit = json(await npmParley(["audit", "--json"], { DATA_DIR: dataDir }));
     expect(audit.entries.find((entry: { target: string }) => entry.target === accountId)).toMatchObject({
       action: "create-account",
+      actor: `local:${process.getuid!()}:direct`,
       actor_kind: "local",
     });
   }, 60_000);

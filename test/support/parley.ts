@@ -43,7 +43,7 @@ export interface Parley {
   via?: ValidatingProxy;
   /** The last lines Parley wrote, for failure messages. */
   tail(lines?: number): string;
-  /** Runs `bun src/admin.ts ...` against the same database, bounded in time. */
+  /** Runs `bun src/parley.ts ...` beside it (through its local socket), bounded in time. */
   admin(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
   /** Sends the signal and resolves with the exit code, or "still running" after `withinMs`. */
   stop(signal: "SIGTERM" | "SIGKILL", withinMs: number): Promise<number | "still running">;
@@ -257,7 +257,7 @@ export async function spawnParley(options: ParleyOptions): Promise<{ parley: Par
     process: child,
     tail: (lines = 40) => output.join("").split("\n").slice(-lines).join("\n"),
     async admin(...args) {
-      const cli = Bun.spawn([process.execPath, join(ROOT, "src/admin.ts"), ...args], {
+      const cli = Bun.spawn([process.execPath, join(ROOT, "src/parley.ts"), ...args], {
         cwd: ROOT,
         env,
         stdout: "pipe",

@@ -8,13 +8,14 @@
 import { Elysia } from "elysia";
 import { AppError } from "../../core/errors";
 import type { Caller, Operator } from "../audit/service";
-import { isLocalRequest, localOperator, socketPath } from "./local";
+import { isLocalRequest, localOperatorOf, socketPath } from "./local";
 import { OPERATOR_TOKEN_PREFIX, operatorForToken } from "./tokens";
 
 const READ_METHODS = new Set(["GET", "HEAD"]);
 
 async function operatorOf(request: Request): Promise<Operator> {
-  if (isLocalRequest(request)) return localOperator();
+  const local = localOperatorOf(request);
+  if (local) return local;
   const bearer = /^Bearer\s+(\S+)$/i.exec(request.headers.get("authorization") ?? "")?.[1];
   if (!bearer?.startsWith(OPERATOR_TOKEN_PREFIX)) {
     throw new AppError(

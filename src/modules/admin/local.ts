@@ -1,9 +1,11 @@
 /**
  * The local operator's way in: a Unix socket in the data folder (mode 0600, so only the user
  * Parley runs as, and root, can connect). A request that arrives on it acts as `local:<uid>`
- * with full scope and needs no credential. The mark is the Request object itself, held in a
- * WeakSet by the socket's own server before the app sees it: nothing a TCP client sends
- * (no header, no address) can put a request there.
+ * with full scope and needs no credential; on the socket the command line serves for its own
+ * command in direct mode (src/parley.ts), as `local:<uid>:direct`, so the audit log tells the
+ * two apart. The mark is the Request object itself, held in a WeakMap by the socket's own
+ * server before the app sees it: nothing a TCP client sends (no header, no address) can put a
+ * request there.
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
 import { connect } from "node:net";
@@ -12,7 +14,7 @@ import { config } from "../../config";
 import { log } from "../../core/log";
 import type { Operator } from "../audit/service";
 
-const localRequests = new WeakSet<Request>();
+const localRequests = new WeakMap<Request, Operator>();
 
 export const SOCKET_NAME = "parley.sock";
 /** The argument by which the supervisor picks the one API process that serves the socket. */
@@ -26,8 +28,15 @@ export function isLocalRequest(request: Request): boolean {
   return localRequests.has(request);
 }
 
-export function localOperator(): Operator {
-  return { kind: "local", name: `local:${process.getuid?.() ?? "unknown"}`, scope: "full" };
+/** Who a request on the local socket acts as; undefined for any other request. */
+export function localOperatorOf(request: Request): Operator | undefined {
+  return localRequests.get(request);
+}
+
+/** The local operator: the user Parley runs as; `direct` for the command line's own socket. */
+export function localOperator(mode: "serving" | "direct" = "serving"): Operator {
+  const name = `local:${process.getuid?.() ?? "unknown"}`;
+  return { kind: "local", name: mode === "direct" ? `${name}:direct` : name, scope: "full" };
 }
 
 /** Whether a process answers on the socket: refused or absent means the file is stale. */
@@ -48,13 +57,14 @@ export interface LocalSocket {
 }
 
 /**
- * Serves `handle` on DATA_DIR/parley.sock. A socket file left by a process that died is
- * removed; one another running Parley answers on, or a file that is no socket, is left
- * alone, and this process serves none (undefined). Nor does it when the socket cannot be
- * made (its folder cannot be made, say): the API runs on without it.
+ * Serves `handle` on DATA_DIR/parley.sock, its requests acting as `operator`. A socket file
+ * left by a process that died is removed; one another running Parley answers on, or a file
+ * that is no socket, is left alone, and this process serves none (undefined). Nor does it
+ * when the socket cannot be made (its folder cannot be made, say): the API runs on without it.
  */
 export async function serveLocalSocket(
   handle: (request: Request) => Response | Promise<Response>,
+  operator: Operator = localOperator(),
 ): Promise<LocalSocket | undefined> {
   const path = socketPath();
   if (existsSync(path)) {
@@ -93,7 +103,7 @@ export async function serveLocalSocket(
       fetch(request, socketServer) {
         // A refold of a long event log answers when done: the connection waits for it.
         socketServer.timeout(request, 0);
-        localRequests.add(request);
+        localRequests.set(request, operator);
         return handle(request);
       },
     });

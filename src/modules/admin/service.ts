@@ -1,5 +1,5 @@
 /**
- * The operator's commands (the ones `npm run admin` lists), each on the service that owns the
+ * The operator's commands (the ones the `parley` command line lists), each on the service that owns the
  * data, followed by its audit entry. Those services commit on their own, so the entry is
  * written right after the change (audit.ts says what happens should that write fail).
  */

@@ -1,7 +1,7 @@
 /**
  * The names of the public event catalogue's types, in catalogue order. Apart from the
  * catalogue's models (./model.ts) so that what only checks a name, such as the webhooks
- * worker and the admin CLI, does not load the schema library the models are built with.
+ * worker, does not load the schema library the models are built with.
  */
 const NAMES = [
   "room.started",
