@@ -49,6 +49,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     driver,
     local: new Map(),
     reserved: 0,
+    reservedUnits: 0,
     closing: false,
   };
   const { pod } = worker;
@@ -86,7 +87,10 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   // As often as a worker may go silent before it counts as lost: a lost worker's streams end
   // within twice that of its last beat.
   const reconciler = setInterval(() => void reconcileNow(), config.streaming.lostAfterMs);
-  log.info({ pod, driver: driver.name, capacity: config.streaming.capacity }, "recorder worker ready");
+  log.info(
+    { pod, driver: driver.name, capacity: config.streaming.capacity, units: config.streaming.workerUnits },
+    "recorder worker ready",
+  );
 
   return {
     podName: pod,

@@ -243,6 +243,23 @@ describe("start and stop", () => {
     }
   }, 15_000);
 
+  test("admission counts cost units, not streams: a cheap stream fits where a costly one waits", async () => {
+    // One video stream with audio (30 units) and one audio-only stream (5) fit in 40; a second video one does not.
+    const restore = overrideConfig({ streaming: { capacity: 10, workerUnits: 40, operationTimeoutMs: 1_500 } });
+    try {
+      expect((await start({ room_name: "units-video" })).status).toBe(200);
+      expect((await start({ room_name: "units-audio", audio_only: true })).status).toBe(200);
+      const waiting = await start({ room_name: "units-second-video" });
+      expect(waiting.status).toBe(504);
+      expect(worker.active().length).toBe(2);
+      expect((await stop("units-video")).status).toBe(200);
+      expect((await start({ room_name: "units-second-video" })).status).toBe(200);
+      for (const room of ["units-audio", "units-second-video"]) expect((await stop(room)).status).toBe(200);
+    } finally {
+      restore();
+    }
+  }, 15_000);
+
   test("with two workers, every stop reaches the stream's own worker, whichever worker takes the job", async () => {
     const restore = overrideConfig({ streaming: { podName: `${config.streaming.podName}-second` } });
     const second = await startRecorderWorker(commandDriver(RECORDER));

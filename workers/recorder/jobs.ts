@@ -7,6 +7,7 @@
 import { DelayedError, type Job } from "bullmq";
 import { config } from "../../src/config";
 import { log } from "../../src/core/log";
+import { streamCost } from "../../src/modules/streaming/cost";
 import { wantsRecording } from "../../src/modules/streaming/options";
 import { getStream, LIVE_STATES, liveStreams } from "../../src/modules/streaming/stream";
 import { claimStream, markRunning } from "../../src/modules/streaming/transitions";
@@ -27,6 +28,19 @@ import { recordingPathOf } from "./recordings";
  */
 const START_BACKSTOP_MARGIN_MS = 2_000;
 
+/** Units this worker's streams and the starts under way hold. */
+export function unitsUsed(worker: RecorderHost): number {
+  let used = worker.reservedUnits;
+  for (const entry of worker.local.values()) used += streamCost(entry.stream.options);
+  return used;
+}
+
+/** Whether a stream of `cost` units fits: both the unit budget and STREAMING_CAPACITY leave room. */
+function hasRoom(worker: RecorderHost, cost: number): boolean {
+  const s = config.streaming;
+  return worker.local.size + worker.reserved < s.capacity && unitsUsed(worker) + cost <= s.workerUnits;
+}
+
 /** The channel a worker takes stops relayed to its own streams on. */
 export const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
 
@@ -37,12 +51,16 @@ export async function startJob(
 ): Promise<void> {
   const stream = await getStream(job.data.streamId);
   if (stream?.state !== "starting" || worker.local.has(stream.id)) return;
-  if (worker.local.size + worker.reserved >= config.streaming.capacity) {
+  const cost = streamCost(stream.options);
+  if (!hasRoom(worker, cost)) {
     // Full: hand the job back so a worker with room can take it (the request gives up after 30 s).
     await job.moveToDelayed(Date.now() + 500, token);
     throw new DelayedError();
   }
   worker.reserved++;
+  // Reserved until the recorder is among the worker's streams, which count it from then on.
+  let reservedUnits = cost;
+  worker.reservedUnits += reservedUnits;
   try {
     const s = config.streaming;
     const recordingPath = wantsRecording(stream.options) ? recordingPathOf(stream) : undefined;
@@ -62,6 +80,8 @@ export async function startJob(
     const ingests = [{ setting: "STREAMING_RTMP_INGEST_URL", url: s.rtmpIngestUrl }];
     const entry: LocalRecorder = { stream, recorder, recordingPath, ingests, llhls };
     worker.local.set(stream.id, entry);
+    worker.reservedUnits -= reservedUnits;
+    reservedUnits = 0;
     failOnExit(worker, entry);
     if (!(await claimStream(stream.id, { podName: worker.pod, host: worker.host, pid: recorder.pid }))) {
       await stopLocal(worker, entry, "stopped", "requested");
@@ -87,6 +107,7 @@ export async function startJob(
     log.info({ stream: stream.streamName, pod: worker.pod, driver: worker.driver.name }, "stream running");
   } finally {
     worker.reserved--;
+    worker.reservedUnits -= reservedUnits;
   }
 }
 

@@ -29,6 +29,8 @@ export interface RecorderHost {
   local: Map<string, LocalRecorder>;
   /** Starts under way, counted against STREAMING_CAPACITY with the running streams. */
   reserved: number;
+  /** Cost units (streaming/cost.ts) of the starts under way not yet among `local`. */
+  reservedUnits: number;
   /** Shutting down: recorders that exit now were stopped, not failed. */
   closing: boolean;
 }
