@@ -32,7 +32,7 @@ import {
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
-import { podCommands, reconcile, relayedStop, startJob, stopJob } from "./recorder/jobs";
+import { podCommands, reconcile, roomOf, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";
 
@@ -54,7 +54,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   };
   const { pod } = worker;
   mkdirSync(config.streaming.recordingDir, { recursive: true });
-  const heartbeat = await startHeartbeat(pod, worker.host);
+  const heartbeat = await startHeartbeat(pod, worker.host, () => roomOf(worker));
 
   const subscription = pubsub().subscribe("recorder-commands", [podCommands(pod)], (_channel, message) => {
     relayedStop(worker, message).catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));

@@ -32,20 +32,30 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   .use(auth)
   .use(accepts)
   .use(limits)
-  .post("/terraform/v1/hooks/srs/startRecording", ({ account, body }) => startStream(account.id, body), {
-    apiKey: true,
-    limit: "streaming",
-    body: StreamingModel.start,
-    response: {
-      200: StreamingModel.started,
-      ...errorResponses(400, 401),
-      409: StreamFailure,
-      422: StreamFailure,
-      503: StreamFailure,
-      504: StreamFailure,
+  .post(
+    "/terraform/v1/hooks/srs/startRecording",
+    async ({ account, body, set }) => {
+      const answer = await startStream(account.id, body);
+      // Accepted, not done: it starts by itself once a recorder worker has room.
+      if (!answer.started) set.status = 202;
+      return answer;
     },
-    detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder)" },
-  })
+    {
+      apiKey: true,
+      limit: "streaming",
+      body: StreamingModel.start,
+      response: {
+        200: StreamingModel.started,
+        202: StreamingModel.queued,
+        ...errorResponses(400, 401),
+        409: StreamFailure,
+        422: StreamFailure,
+        503: StreamFailure,
+        504: StreamFailure,
+      },
+      detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder; 202 when queued)" },
+    },
+  )
   .post("/terraform/v1/hooks/srs/stopRecording", ({ account, body }) => stopStream(account.id, body.room_name), {
     apiKey: true,
     limit: "streaming",
