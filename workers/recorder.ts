@@ -32,7 +32,7 @@ import {
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
-import { podCommands, reconcile, roomOf, relayedStop, startJob, stopJob } from "./recorder/jobs";
+import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";
 
@@ -43,6 +43,7 @@ export interface RecorderWorker extends Running {
 }
 
 export async function startRecorderWorker(driver: RecorderDriver = driverFromConfig()): Promise<RecorderWorker> {
+  let draining = false;
   const worker: RecorderHost = {
     pod: config.streaming.podName,
     host: hostname(),
@@ -50,6 +51,11 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     local: new Map(),
     reserved: 0,
     reservedUnits: 0,
+    roomFreed: () => {
+      // A worker shutting down frees its room for the others, not for itself.
+      if (draining) return;
+      takeQueued(worker).catch((error: Error) => log.warn({ err: error.message }, "queued streams not taken"));
+    },
     closing: false,
   };
   const { pod } = worker;
@@ -96,6 +102,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     podName: pod,
     active: () => [...worker.local.keys()],
     async stop() {
+      draining = true;
       clearInterval(reconciler);
       await occupancy.stop();
       await closeWorker(jobs, workerOptions.connection as Redis);

@@ -246,7 +246,7 @@ describe("start and stop", () => {
     }
   }, 15_000);
 
-  test("a start no worker has room for is queued at once, starts by itself once room frees, leaves on a stop", async () => {
+  test("a start no worker has room for is queued at once, starts once room frees, leaves on a stop", async () => {
     const restore = overrideConfig({ streaming: { capacity: 1 } });
     try {
       expect((await start({ room_name: "first-of-one" })).status).toBe(200);

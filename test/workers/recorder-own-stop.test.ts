@@ -42,6 +42,7 @@ test("a reconciliation during its own worker's stop leaves the stream stopped, n
     local: new Map(),
     reserved: 0,
     reservedUnits: 0,
+    roomFreed: () => {},
     closing: false,
   };
   const recorder: RecorderProcess = {

@@ -18,7 +18,7 @@ import {
   queuedStreams,
   type Stream,
 } from "../../src/modules/streaming/stream";
-import { claimStream, markQueued, markRunning } from "../../src/modules/streaming/transitions";
+import { claimStream, markQueued, markRunning, takeStream } from "../../src/modules/streaming/transitions";
 import { pubsub } from "../../src/queue/redis-pubsub";
 import {
   enqueue,
@@ -46,6 +46,9 @@ const START_BACKSTOP_MARGIN_MS = 2_000;
 
 /** How soon a start no worker had room for is offered again: the bound on a queued stream's wait once units free. */
 const QUEUED_RETRY_MS = 500;
+
+/** How many of the first queued streams a worker whose room freed looks at: a freed stream may make room for a few. */
+const TAKE_AT_ONCE = 8;
 
 /** Units this worker's streams and the starts under way hold. */
 export function unitsUsed(worker: RecorderHost): number {
@@ -101,12 +104,38 @@ export async function startJob(
     await job.moveToDelayed(Date.now() + QUEUED_RETRY_MS, token);
     throw new DelayedError();
   }
+  await launch(worker, stream, job.data.destinations);
+}
+
+/**
+ * When this worker's room frees, it takes the first queued streams that fit it itself, rather
+ * than wait for their jobs' next offer, which may as well go to a full worker: a queued stream
+ * starts as soon as the units are there. Their jobs, when they come, find them taken.
+ */
+export async function takeQueued(worker: RecorderHost): Promise<void> {
+  const queue = await getQueue(QUEUE_NAMES.recorder);
+  const launches: Promise<void>[] = [];
+  for (const stream of await queuedStreams(TAKE_AT_ONCE)) {
+    if (!hasRoom(worker, streamCost(stream.options))) continue;
+    const job = (await queue.getJob(`start-${stream.id}`)) as Job<RecorderStartJob> | undefined;
+    const destinations = job?.data.destinations ?? openDestinations(stream.queuedDestinations);
+    // Not awaited here: each reserves its units before its first wait, so the next is judged with them counted.
+    launches.push(launch(worker, stream, destinations));
+  }
+  await Promise.all(launches);
+}
+
+/** Runs the stream's recorder here, once this worker has taken it, until it publishes or fails. */
+async function launch(worker: RecorderHost, stream: Stream, destinations: string[]): Promise<void> {
+  const cost = streamCost(stream.options);
   worker.reserved++;
   // Reserved until the recorder is among the worker's streams, which count it from then on.
   let reservedUnits = cost;
   worker.reservedUnits += reservedUnits;
-  await reportRoom(worker.pod, roomOf(worker));
   try {
+    // One worker takes it: another that fetched its job, or took it from the queue, finds it taken.
+    if (!(await takeStream(stream.id, worker.pod))) return;
+    await reportRoom(worker.pod, roomOf(worker));
     const s = config.streaming;
     const recordingPath = wantsRecording(stream.options) ? recordingPathOf(stream) : undefined;
     const spec: RecorderSpec = {
@@ -116,7 +145,7 @@ export async function startJob(
       accountId: stream.accountId,
       options: stream.options,
       ingestUrl: `${s.rtmpIngestUrl}/${stream.streamName}`,
-      destinations: job.data.destinations,
+      destinations,
       recordingPath,
     };
     const recorder = worker.driver.start(spec);

@@ -79,8 +79,14 @@ export async function liveStreams(): Promise<Stream[]> {
   return db.select().from(streams).where(inArray(streams.state, LIVE_STATES));
 }
 
-export async function queuedStreams(): Promise<Stream[]> {
-  return db.select().from(streams).where(eq(streams.state, "queued")).orderBy(asc(streams.createdAt));
+/** The queued streams, first first (at most `limit` of them). */
+export async function queuedStreams(limit = 10_000): Promise<Stream[]> {
+  return db
+    .select()
+    .from(streams)
+    .where(eq(streams.state, "queued"))
+    .orderBy(asc(streams.createdAt), asc(streams.id))
+    .limit(limit);
 }
 
 /** The queued streams ahead of this one, first first. */

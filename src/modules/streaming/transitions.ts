@@ -27,15 +27,25 @@ export interface RecorderPlace {
 }
 
 /**
- * Claims the recorder slot before the recorder runs, so reconciliation can find its process:
- * a queued stream is starting from here on, and its sealed destinations are dropped. Once only:
- * a start job made again for a stream another worker took meanwhile finds it claimed.
+ * A worker takes the stream, before it runs a recorder for it: once only, so two workers that
+ * both got to it (its start job and a worker with freed room taking the queue's first) never
+ * both record it. A queued stream is starting from here on, and its sealed destinations dropped.
  */
+export async function takeStream(streamId: string, podName: string): Promise<boolean> {
+  const taken = await db
+    .update(streams)
+    .set({ podName, state: "starting", queuedDestinations: null })
+    .where(and(eq(streams.id, streamId), inArray(streams.state, ["queued", "starting"]), isNull(streams.podName)))
+    .returning({ id: streams.id });
+  return taken.length > 0;
+}
+
+/** Names the recorder's process before it publishes, so reconciliation can find it. */
 export async function claimStream(streamId: string, place: RecorderPlace): Promise<boolean> {
   const claimed = await db
     .update(streams)
-    .set({ ...place, state: "starting", queuedDestinations: null })
-    .where(and(eq(streams.id, streamId), inArray(streams.state, ["queued", "starting"]), isNull(streams.podName)))
+    .set(place)
+    .where(and(eq(streams.id, streamId), eq(streams.state, "starting"), eq(streams.podName, place.podName)))
     .returning({ id: streams.id });
   return claimed.length > 0;
 }
