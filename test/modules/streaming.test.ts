@@ -12,6 +12,8 @@ import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { appendEvent } from "../../src/modules/events/service";
+import { streamCost } from "../../src/modules/streaming/cost";
+import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
@@ -60,6 +62,16 @@ afterAll(async () => {
   await worker.stop();
   await stopStateSubscriber();
   restoreConfig();
+});
+
+test("a stream's cost follows what it asks for, as docs/streaming.md's table says", () => {
+  const cost = (request: Record<string, unknown>) => streamCost(optionsOf({ room_name: "r", ...request }));
+  expect(cost({})).toBe(30);
+  expect(cost({ audio_only: true })).toBe(5);
+  expect(cost({ codec: "H265" })).toBe(30);
+  expect(cost({ codec: "H265", is_recording: true })).toBe(81);
+  expect(cost({ multi_bitrate: true })).toBe(78);
+  expect(cost({ multi_bitrate: true, is_low_latency: true, is_recording: true })).toBe(89);
 });
 
 describe("start and stop", () => {

@@ -1,35 +1,36 @@
 /**
  * What a stream costs a recorder worker, in units of one hundredth of a CPU core, from what it
  * asks for. Free of any other module but the ladder, so the worker reads it as the API does.
- * The figures are the table of docs/streaming.md (provisional: see there how they are to be measured).
+ * The figures are the ffmpeg recorder's, measured by test/bench/recorder-cost.bench.ts (the
+ * table and the run are in docs/streaming.md).
  */
 import { BITRATE_LADDER } from "./ladder";
 import type { StreamOptions } from "./options";
 
 export const STREAM_COSTS = {
-  /** Audio alone: an AAC encode, no video at all. */
-  audioOnly: 5,
-  /** One H.264 quality (the top one, 720p at the configured x264 preset). */
+  /** Audio: one AAC encode. An audio_only stream is this alone. */
+  audio: 5,
+  /** The top H.264 quality (720p, test pattern, the configured x264 preset). */
   video: 25,
   /** Each further quality of the multi_bitrate ladder, all smaller than the top one. */
-  extraQuality: 10,
-  /** H.265 encodes cost this many times H.264's video. */
-  h265Factor: 2,
-  /** Packaging the renditions as LL-HLS parts for Parley's own origin. */
-  lowLatency: 5,
-  /** Writing the MP4 kept for is_recording / is_vod (a mux of what is encoded already). */
-  recording: 2,
+  extraQuality: 12,
+  /** LL-HLS fragmented MP4 for Parley's origin, per quality encoded (the worker packages them too). */
+  lowLatencyPerQuality: 2,
+  /** The MP4 kept for is_recording / is_vod: a mux of what is encoded already. */
+  recording: 1,
+  /** An H.265 recording is a separate libx265 encode of the top quality (RTMP carries H.264). */
+  h265Recording: 50,
 } as const;
 
 export function streamCost(options: StreamOptions): number {
   const c = STREAM_COSTS;
-  let units = c.audioOnly;
-  if (!options.audioOnly) {
-    const qualities = options.multiBitrate ? BITRATE_LADDER.length : 1;
-    const video = c.video + (qualities - 1) * c.extraQuality;
-    units += options.codec === "H265" ? video * c.h265Factor : video;
+  const qualities = options.audioOnly ? 0 : options.multiBitrate ? BITRATE_LADDER.length : 1;
+  let units = c.audio;
+  if (qualities > 0) units += c.video + (qualities - 1) * c.extraQuality;
+  if (options.isLowLatency) units += c.lowLatencyPerQuality * Math.max(1, qualities);
+  if (options.isRecording || options.isVod) {
+    units += c.recording;
+    if (options.codec === "H265" && qualities > 0) units += c.h265Recording;
   }
-  if (options.isLowLatency) units += c.lowLatency;
-  if (options.isRecording || options.isVod) units += c.recording;
   return units;
 }
