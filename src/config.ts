@@ -61,6 +61,8 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
      * hundredth of a core each: 100 per core by default. A start is taken only when both this
      * and STREAMING_CAPACITY leave room.
      */
+    /** Streams waiting for a recorder worker at once, all accounts together; a start past it is a 429. */
+    queueMax: read.integer("STREAMING_QUEUE_MAX", 1000, 1, 1_000_000),
     workerUnits: read.integer("STREAMING_WORKER_UNITS", 100 * cpus().length, 1, 1_000_000),
     /** Names this recorder worker in responses (pod_name) and in Redis; unique per worker process. */
     podName: read.text("STREAMING_POD_NAME", `${hostname()}-recorder-${process.pid}`),

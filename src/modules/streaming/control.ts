@@ -20,7 +20,7 @@ import {
   startJobOptions,
 } from "../../queue/queues";
 import { quotaExceeded } from "../limits/quotas";
-import { limitsOf } from "../limits/service";
+import { LimitExceeded, limitsOf } from "../limits/service";
 import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";
 import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request";
@@ -87,6 +87,7 @@ export async function startStream(accountId: string, request: StartRequest): Pro
 
   // Read before the transaction, which may use only its own handle.
   const limits = await limitsOf(accountId);
+  await checkQueueRoom();
   let stream: Stream | undefined;
   for (let attempt = 0; attempt < 3 && !stream; attempt++) {
     const [created] = await db.transaction(async (tx) => {
@@ -157,6 +158,31 @@ export async function startStream(accountId: string, request: StartRequest): Pro
   });
 }
 
+/** Seconds a start refused for a full queue is told to wait: about the time a few queued streams take to start. */
+const QUEUE_FULL_RETRY_AFTER_S = 30;
+
+/**
+ * The queue of every account together is bounded (STREAMING_QUEUE_MAX): with that many starts
+ * waiting, a new one would wait behind them all, so it is refused at once with Retry-After.
+ */
+async function checkQueueRoom(): Promise<void> {
+  const [queued] = await db
+    .select({ count: sql<number>`count(*)::int` })
+    .from(streams)
+    .where(eq(streams.state, "queued"));
+  const max = config.streaming.queueMax;
+  if (queued!.count >= max) {
+    throw new LimitExceeded(
+      "rate_limited",
+      `${queued!.count} streams are waiting for a recorder worker, the most this server queues ` +
+        `(STREAMING_QUEUE_MAX ${max}); retry later`,
+      [],
+      QUEUE_FULL_RETRY_AFTER_S,
+      { started: false },
+    );
+  }
+}
+
 type Transaction = Parameters<Parameters<typeof db.transaction>[0]>[0];
 
 /**
@@ -183,6 +209,7 @@ async function checkStreamQuotas(
     .select({
       streams: sql<number>`count(*)::int`,
       recordings: sql<number>`(count(*) filter (where ${recording}))::int`,
+      queued: sql<number>`(count(*) filter (where ${streams.state} = 'queued'))::int`,
     })
     .from(streams)
     .where(and(eq(streams.accountId, accountId), inArray(streams.state, OPEN_STATES), ne(streams.room, room)));
@@ -193,6 +220,17 @@ async function checkStreamQuotas(
       streamLimit,
       live!.streams,
       "no more live streams at once; stop one first",
+      { started: false },
+    );
+  }
+  // With this many of its starts already waiting, another would wait behind them: refused instead.
+  const queuedLimit = limits["streams.queued"];
+  if (live!.queued >= queuedLimit) {
+    throw quotaExceeded(
+      "streams.queued",
+      queuedLimit,
+      live!.queued,
+      "no more streams waiting for a recorder at once; stop one or wait for one to start",
       { started: false },
     );
   }
