@@ -1,5 +1,5 @@
 /**
- * Recorder cost benchmark, run by hand: `bun test/bench/recorder-cost.bench.ts [seconds]`.
+ * Recorder cost benchmark, run by hand: `npx bun test/bench/recorder-cost.bench.ts [seconds]`.
  * Runs the real ffmpeg recorder (the default driver, on its test pattern) alone for each variant
  * a start can ask for, publishing to a private nginx-rtmp, and reads the CPU its process group
  * spent (utime + stime of /proc/<pid>/stat) over `seconds` once it publishes. Prints each
