@@ -56,6 +56,14 @@ function streamingConfig(read: EnvReader, publicUrl: string, dataDir: string) {
     x264Preset: read.oneOf("STREAMING_X264_PRESET", "veryfast", X264_PRESETS),
     /** Streams one recorder worker runs at once; start jobs beyond it wait for another worker. */
     capacity: read.integer("STREAMING_CAPACITY", 4, 1, 1000),
+    /**
+     * What one recorder worker may run at once in cost units (src/modules/streaming/cost.ts), a
+     * hundredth of a core each: 100 per core by default. A start is taken only when both this
+     * and STREAMING_CAPACITY leave room.
+     */
+    /** Streams waiting for a recorder worker at once, all accounts together; a start past it is a 429. */
+    queueMax: read.integer("STREAMING_QUEUE_MAX", 1000, 1, 1_000_000),
+    workerUnits: read.integer("STREAMING_WORKER_UNITS", 100 * cpus().length, 1, 1_000_000),
     /** Names this recorder worker in responses (pod_name) and in Redis; unique per worker process. */
     podName: read.text("STREAMING_POD_NAME", `${hostname()}-recorder-${process.pid}`),
     /** Host patterns (`live.example.com`, `*.example.com`) that stream_urls may point at; empty refuses them all. */

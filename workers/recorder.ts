@@ -32,7 +32,7 @@ import {
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
-import { podCommands, reconcile, relayedStop, startJob, stopJob } from "./recorder/jobs";
+import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";
 
@@ -43,17 +43,24 @@ export interface RecorderWorker extends Running {
 }
 
 export async function startRecorderWorker(driver: RecorderDriver = driverFromConfig()): Promise<RecorderWorker> {
+  let draining = false;
   const worker: RecorderHost = {
     pod: config.streaming.podName,
     host: hostname(),
     driver,
     local: new Map(),
     reserved: 0,
+    reservedUnits: 0,
+    roomFreed: () => {
+      // A worker shutting down frees its room for the others, not for itself.
+      if (draining) return;
+      takeQueued(worker).catch((error: Error) => log.warn({ err: error.message }, "queued streams not taken"));
+    },
     closing: false,
   };
   const { pod } = worker;
   mkdirSync(config.streaming.recordingDir, { recursive: true });
-  const heartbeat = await startHeartbeat(pod, worker.host);
+  const heartbeat = await startHeartbeat(pod, worker.host, () => roomOf(worker));
 
   const subscription = pubsub().subscribe("recorder-commands", [podCommands(pod)], (_channel, message) => {
     relayedStop(worker, message).catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
@@ -86,12 +93,16 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   // As often as a worker may go silent before it counts as lost: a lost worker's streams end
   // within twice that of its last beat.
   const reconciler = setInterval(() => void reconcileNow(), config.streaming.lostAfterMs);
-  log.info({ pod, driver: driver.name, capacity: config.streaming.capacity }, "recorder worker ready");
+  log.info(
+    { pod, driver: driver.name, capacity: config.streaming.capacity, units: config.streaming.workerUnits },
+    "recorder worker ready",
+  );
 
   return {
     podName: pod,
     active: () => [...worker.local.keys()],
     async stop() {
+      draining = true;
       clearInterval(reconciler);
       await occupancy.stop();
       await closeWorker(jobs, workerOptions.connection as Redis);

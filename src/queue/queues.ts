@@ -33,6 +33,17 @@ export interface RecorderStopJob {
   reason: string;
 }
 
+/** How every start job is queued, first or offered again: one per stream, gone from Redis once it ends. */
+export function startJobOptions(streamId: string): JobsOptions {
+  return {
+    jobId: `start-${streamId}`,
+    attempts: 1,
+    // The job holds stream keys: it leaves Redis the moment it ends, either way.
+    removeOnComplete: true,
+    removeOnFail: true,
+  };
+}
+
 /**
  * Producers, made on first use with BullMQ loaded then: loading it was a third of the CPU an
  * API process spends loading its modules, and most processes never queue a job.

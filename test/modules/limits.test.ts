@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import type { Subprocess } from "bun";
 import { eq } from "drizzle-orm";
+import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { createApiKey, listenForInvalidations } from "../../src/modules/accounts/service";
 import { quotaUsage } from "../../src/modules/limits/schema";
@@ -396,13 +397,18 @@ describe("route families in one process", () => {
 describe("quotas counted in PostgreSQL", () => {
   beforeAll(() => listenForInvalidations());
 
-  async function liveStream(accountId: string, room: string, recording: boolean) {
+  async function liveStream(
+    accountId: string,
+    room: string,
+    recording: boolean,
+    state: "running" | "queued" = "running",
+  ) {
     await db.insert(streams).values({
       id: randomUUID(),
       accountId,
       room,
       streamName: streamNameFor(room),
-      state: "running",
+      state,
       options: optionsOf({ room_name: room, is_recording: recording }),
     });
   }
@@ -444,6 +450,37 @@ describe("quotas counted in PostgreSQL", () => {
     expect(show.out).toMatch(/recordings\.concurrent\s+20\s/);
     const mine = adminCli("show-limits", account.accountId);
     expect(mine.out).toMatch(/streams\.concurrent\s+2\s.*set \(default 50\)/);
+  });
+
+  test("streams waiting for a recorder are bounded per account and overall: 429 with Retry-After", async () => {
+    const account = await newAccount();
+    await setLimit(account.accountId, "streams.queued", 2);
+    await liveStream(account.accountId, "waiting-1", false, "queued");
+    await liveStream(account.accountId, "waiting-2", false, "queued");
+    const refused = await call("POST", "/terraform/v1/hooks/srs/startRecording", {
+      headers: { authorization: account.apiKey },
+      body: { room_name: "waiting-3" },
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ started: false, error: { code: "quota_exceeded" } });
+    expect(refused.body.error.message).toContain("streams.queued");
+    expect(refused.headers.get("retry-after")).toBe("30");
+    expect((await db.select().from(streams).where(eq(streams.accountId, account.accountId))).length).toBe(2);
+    // The queue of all accounts together is bounded too: another account is refused once it is full.
+    const restore = overrideConfig({ streaming: { queueMax: 2 } });
+    try {
+      const other = await newAccount();
+      const full = await call("POST", "/terraform/v1/hooks/srs/startRecording", {
+        headers: { authorization: other.apiKey },
+        body: { room_name: "anything" },
+      });
+      expect(full.status).toBe(429);
+      expect(full.body).toMatchObject({ started: false, error: { code: "rate_limited" } });
+      expect(full.body.error.message).toContain("STREAMING_QUEUE_MAX");
+      expect(full.headers.get("retry-after")).toBe("30");
+    } finally {
+      restore();
+    }
   });
 
   test("concurrent starts on two processes cannot both take the last place", async () => {

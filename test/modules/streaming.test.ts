@@ -12,6 +12,8 @@ import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/events/schema";
 import { appendEvent } from "../../src/modules/events/service";
+import { streamCost } from "../../src/modules/streaming/cost";
+import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
@@ -60,6 +62,16 @@ afterAll(async () => {
   await worker.stop();
   await stopStateSubscriber();
   restoreConfig();
+});
+
+test("a stream's cost follows what it asks for, as docs/streaming.md's table says", () => {
+  const cost = (request: Record<string, unknown>) => streamCost(optionsOf({ room_name: "r", ...request }));
+  expect(cost({})).toBe(30);
+  expect(cost({ audio_only: true })).toBe(5);
+  expect(cost({ codec: "H265" })).toBe(30);
+  expect(cost({ codec: "H265", is_recording: true })).toBe(81);
+  expect(cost({ multi_bitrate: true })).toBe(78);
+  expect(cost({ multi_bitrate: true, is_low_latency: true, is_recording: true })).toBe(89);
 });
 
 describe("start and stop", () => {
@@ -226,22 +238,72 @@ describe("start and stop", () => {
     expect(stopped.reason).toBe("room_empty");
   });
 
-  test("a worker at capacity leaves further starts waiting until they time out", async () => {
-    const restore = overrideConfig({ streaming: { capacity: 1, operationTimeoutMs: 1_500 } });
+  test("admission counts cost units, not streams: a cheap stream fits where a costly one is queued", async () => {
+    // One video stream with audio (30 units) and one audio-only stream (5) fit in 40; a second video one does not.
+    const restore = overrideConfig({ streaming: { capacity: 10, workerUnits: 40 } });
     try {
-      expect((await start({ room_name: "first-of-one" })).status).toBe(200);
-      const waiting = await start({ room_name: "second-of-one" });
-      expect(waiting.status).toBe(504);
-      expect(waiting.body).toMatchObject({ started: false, error: { code: "timeout" } });
-      expect(worker.active().length).toBe(1);
-      expect((await stop("first-of-one")).status).toBe(200);
-      // The same request, sent again once there is room, starts.
-      expect((await start({ room_name: "second-of-one" })).status).toBe(200);
-      expect((await stop("second-of-one")).status).toBe(200);
+      expect((await start({ room_name: "units-video" })).status).toBe(200);
+      expect((await start({ room_name: "units-audio", audio_only: true })).status).toBe(200);
+      const waiting = await start({ room_name: "units-second-video" });
+      expect(waiting.status).toBe(202);
+      expect(worker.active().length).toBe(2);
+      expect((await stop("units-video")).status).toBe(200);
+      await until(
+        () => row(waiting.body.stream_name),
+        (stream) => stream.state === "running",
+      );
+      for (const room of ["units-audio", "units-second-video"]) expect((await stop(room)).status).toBe(200);
     } finally {
       restore();
     }
   }, 15_000);
+
+  test("a start no worker has room for is queued at once, starts once room frees, leaves on a stop", async () => {
+    const restore = overrideConfig({ streaming: { capacity: 1 } });
+    try {
+      expect((await start({ room_name: "first-of-one" })).status).toBe(200);
+      const sent = Date.now();
+      const queued = await start({ room_name: "second-of-one", stream_keys: [{ key: "youtube", value: "q-key" }] });
+      // Answered at once, not after the operation timeout.
+      expect(Date.now() - sent).toBeLessThan(5_000);
+      expect(queued.status).toBe(202);
+      expect(queued.body).toMatchObject({ started: false, queued: true, position: 1 });
+      expect(queued.body.estimated_start_s).toBeGreaterThan(0);
+      const second = await row(queued.body.stream_name);
+      expect(second.state).toBe("queued");
+      // The keys wait sealed, never in plain text.
+      expect(JSON.stringify(second)).not.toContain("q-key");
+      // A start behind it is second in line; the same room again answers the queued stream.
+      const third = await start({ room_name: "third-of-one" });
+      expect(third.body).toMatchObject({ queued: true, position: 2 });
+      expect((await start({ room_name: "second-of-one" })).body).toMatchObject({ position: 1 });
+      // A stop takes a queued stream out of the queue.
+      expect((await stop("third-of-one")).status).toBe(200);
+      expect(await row(third.body.stream_name)).toMatchObject({ state: "stopped", reason: "requested" });
+
+      expect((await stop("first-of-one")).status).toBe(200);
+      const freed = Date.now();
+      const running = await until(
+        () => row(queued.body.stream_name),
+        (stream) => stream.state === "running",
+      );
+      expect(running.startedAt!.getTime() - freed).toBeLessThan(2_000);
+      expect(readFileSync(join(out, `${running.streamName}.destinations`), "utf8")).toBe(
+        "rtmp://a.rtmp.youtube.com/live2/q-key",
+      );
+      expect(running.queuedDestinations).toBeNull();
+      const events = await call("GET", "/api/v1/events?limit=1000&types=stream.queued,stream.started", {
+        headers: auth(),
+      });
+      const mine = (events.body.events as any[]).filter((event) => event.data.stream_name === running.streamName);
+      expect(mine.map((event) => event.type)).toEqual(["stream.queued", "stream.started"]);
+      expect(mine[0].data).toMatchObject({ room: "second-of-one", position: 1 });
+      expect((await stop("second-of-one")).status).toBe(200);
+      expect(worker.active()).toEqual([]);
+    } finally {
+      restore();
+    }
+  }, 20_000);
 
   test("with two workers, every stop reaches the stream's own worker, whichever worker takes the job", async () => {
     const restore = overrideConfig({ streaming: { podName: `${config.streaming.podName}-second` } });

@@ -127,7 +127,10 @@ test("after Redis returns empty, a live worker's streams are kept; a silent work
 test("Redis lost between two beats pauses the judging as a failed beat does", async () => {
   // Beats every 0.9 s: the connection below is gone and back within a few tens of ms, between two.
   const restore = overrideConfig({ streaming: { lostAfterMs: 3_000 } });
-  const heartbeat = await startHeartbeat(`between-beats-${randomUUID().slice(0, 8)}`, "this-host");
+  const heartbeat = await startHeartbeat(`between-beats-${randomUUID().slice(0, 8)}`, "this-host", () => ({
+    units: 0,
+    slots: 0,
+  }));
   const killer = new Redis(process.env.REDIS_URL!);
   try {
     expect(heartbeat.othersJudgeable()).toBe(true);

@@ -41,6 +41,8 @@ test("a reconciliation during its own worker's stop leaves the stream stopped, n
     driver: {} as RecorderDriver,
     local: new Map(),
     reserved: 0,
+    reservedUnits: 0,
+    roomFreed: () => {},
     closing: false,
   };
   const recorder: RecorderProcess = {

@@ -22,6 +22,39 @@ export async function podAlive(pod: string): Promise<boolean> {
   return (await withinRedis(redis(), "reading a recorder heartbeat", () => redis().exists(podKey(pod)))) === 1;
 }
 
+/** Every worker's free room, `<units> <slots>` by pod, so a full worker can tell whether another may take a start. */
+const roomKey = () => redisKey("recorder", "room");
+
+export interface Room {
+  units: number;
+  slots: number;
+}
+
+/** Best effort: a report lost leaves the last one, renewed with every beat. */
+export async function reportRoom(pod: string, room: Room): Promise<void> {
+  await withinRedis(redis(), "reporting recorder room", () =>
+    redis().hset(roomKey(), pod, `${room.units} ${room.slots}`),
+  ).catch(() => 0);
+}
+
+/**
+ * Whether a live worker other than `pod` last said it had room for `cost`. Any doubt (Redis
+ * away) answers false, so the start is queued, which the database keeps, rather than left waiting.
+ */
+export async function otherHasRoom(pod: string, cost: number): Promise<boolean> {
+  const rooms = await withinRedis(redis(), "reading recorder room", () => redis().hgetall(roomKey())).catch(
+    () => ({}) as Record<string, string>,
+  );
+  for (const [other, value] of Object.entries(rooms)) {
+    const [units, slots] = value.split(" ").map(Number);
+    if (other === pod || !(units! >= cost && slots! > 0)) continue;
+    if (await podAlive(other).catch(() => false)) return true;
+    // A worker gone without a word leaves its report: removed by whoever finds it dead.
+    await withinRedis(redis(), "removing a lost worker's room", () => redis().hdel(roomKey(), other)).catch(() => 0);
+  }
+  return false;
+}
+
 export interface Heartbeat {
   /** Whether this worker may now take another for dead by its missing heartbeat. */
   othersJudgeable(): boolean;
@@ -30,7 +63,7 @@ export interface Heartbeat {
 }
 
 /** Beats once before it answers, then every 3/10 of STREAMING_RECORDER_LOST_MS. */
-export async function startHeartbeat(pod: string, host: string): Promise<Heartbeat> {
+export async function startHeartbeat(pod: string, host: string, room: () => Room): Promise<Heartbeat> {
   const ttlMs = config.streaming.lostAfterMs;
   /**
    * From when this worker may take another for dead by its missing heartbeat: at once on start,
@@ -42,6 +75,7 @@ export async function startHeartbeat(pod: string, host: string): Promise<Heartbe
   const beat = async () => {
     try {
       await withinRedis(redis(), "recorder heartbeat", () => redis().set(podKey(pod), host, "PX", ttlMs));
+      await reportRoom(pod, room());
       judgeFrom ??= Date.now() + ttlMs;
     } catch (error) {
       if (judgeFrom !== undefined)
@@ -68,7 +102,9 @@ export async function startHeartbeat(pod: string, host: string): Promise<Heartbe
     async stop() {
       clearInterval(timer);
       redis().off("close", connectionLost);
-      await withinRedis(redis(), "removing the heartbeat", () => redis().del(podKey(pod))).catch(() => 0);
+      await withinRedis(redis(), "removing the heartbeat", () =>
+        redis().multi().del(podKey(pod)).hdel(roomKey(), pod).exec(),
+      ).catch(() => 0);
     },
   };
 }

@@ -7,12 +7,29 @@
 import { DelayedError, type Job } from "bullmq";
 import { config } from "../../src/config";
 import { log } from "../../src/core/log";
+import { openDestinations, sealDestinations } from "../../src/modules/streaming/destinations";
+import { streamCost } from "../../src/modules/streaming/cost";
 import { wantsRecording } from "../../src/modules/streaming/options";
-import { getStream, LIVE_STATES, liveStreams } from "../../src/modules/streaming/stream";
-import { claimStream, markRunning } from "../../src/modules/streaming/transitions";
+import {
+  getStream,
+  LIVE_STATES,
+  liveStreams,
+  queuedBefore,
+  queuedStreams,
+  type Stream,
+} from "../../src/modules/streaming/stream";
+import { claimStream, markQueued, markRunning, takeStream } from "../../src/modules/streaming/transitions";
 import { pubsub } from "../../src/queue/redis-pubsub";
-import type { RecorderStartJob, RecorderStopJob } from "../../src/queue/queues";
-import { type Heartbeat, podAlive } from "./heartbeat";
+import {
+  enqueue,
+  getQueue,
+  QUEUE_NAMES,
+  RECORDER_JOBS,
+  type RecorderStartJob,
+  type RecorderStopJob,
+  startJobOptions,
+} from "../../src/queue/queues";
+import { type Heartbeat, otherHasRoom, podAlive, type Room, reportRoom } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 import type { RecorderSpec } from "./driver";
 import { packageLowLatency } from "./llhls";
@@ -27,6 +44,45 @@ import { recordingPathOf } from "./recordings";
  */
 const START_BACKSTOP_MARGIN_MS = 2_000;
 
+/** How soon a start no worker had room for is offered again: the bound on a queued stream's wait once units free. */
+const QUEUED_RETRY_MS = 500;
+
+/** How many of the first queued streams a worker whose room freed looks at: a freed stream may make room for a few. */
+const TAKE_AT_ONCE = 8;
+
+/** Units this worker's streams and the starts under way hold. */
+export function unitsUsed(worker: RecorderHost): number {
+  let used = worker.reservedUnits;
+  for (const entry of worker.local.values()) used += streamCost(entry.stream.options);
+  return used;
+}
+
+/** What this worker has free, as reported to the others. */
+export function roomOf(worker: RecorderHost): Room {
+  const s = config.streaming;
+  return {
+    units: s.workerUnits - unitsUsed(worker),
+    slots: s.capacity - worker.local.size - worker.reserved,
+  };
+}
+
+/**
+ * Whether a stream queued before this one would fit this worker's free units: it goes first
+ * (its job comes back within QUEUED_RETRY_MS), so the queue is first come, first served, and a
+ * cheaper stream behind one that does not fit may still pass it.
+ */
+async function earlierFits(worker: RecorderHost, stream: Stream): Promise<boolean> {
+  const free = roomOf(worker).units;
+  for (const earlier of await queuedBefore(stream)) if (streamCost(earlier.options) <= free) return true;
+  return false;
+}
+
+/** Whether a stream of `cost` units fits: both the unit budget and STREAMING_CAPACITY leave room. */
+function hasRoom(worker: RecorderHost, cost: number): boolean {
+  const s = config.streaming;
+  return worker.local.size + worker.reserved < s.capacity && unitsUsed(worker) + cost <= s.workerUnits;
+}
+
 /** The channel a worker takes stops relayed to its own streams on. */
 export const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
 
@@ -36,14 +92,50 @@ export async function startJob(
   token: string | undefined,
 ): Promise<void> {
   const stream = await getStream(job.data.streamId);
-  if (stream?.state !== "starting" || worker.local.has(stream.id)) return;
-  if (worker.local.size + worker.reserved >= config.streaming.capacity) {
-    // Full: hand the job back so a worker with room can take it (the request gives up after 30 s).
-    await job.moveToDelayed(Date.now() + 500, token);
+  if ((stream?.state !== "starting" && stream?.state !== "queued") || worker.local.has(stream.id)) return;
+  // Claimed already: a worker took it, and this is a job made again meanwhile (reofferQueued).
+  if (stream.podName !== null) return;
+  const cost = streamCost(stream.options);
+  if (!hasRoom(worker, cost) || (await earlierFits(worker, stream))) {
+    // No room here. When no other worker has any either, the stream is queued and its caller
+    // answered at once; the job comes back every QUEUED_RETRY_MS to whichever worker takes it.
+    if (stream.state === "starting" && !(await otherHasRoom(worker.pod, cost)))
+      await markQueued(stream.id, job.data.destinations.length > 0 ? sealDestinations(job.data.destinations) : null);
+    await job.moveToDelayed(Date.now() + QUEUED_RETRY_MS, token);
     throw new DelayedError();
   }
+  await launch(worker, stream, job.data.destinations);
+}
+
+/**
+ * When this worker's room frees, it takes the first queued streams that fit it itself, rather
+ * than wait for their jobs' next offer, which may as well go to a full worker: a queued stream
+ * starts as soon as the units are there. Their jobs, when they come, find them taken.
+ */
+export async function takeQueued(worker: RecorderHost): Promise<void> {
+  const queue = await getQueue(QUEUE_NAMES.recorder);
+  const launches: Promise<void>[] = [];
+  for (const stream of await queuedStreams(TAKE_AT_ONCE)) {
+    if (!hasRoom(worker, streamCost(stream.options))) continue;
+    const job = (await queue.getJob(`start-${stream.id}`)) as Job<RecorderStartJob> | undefined;
+    const destinations = job?.data.destinations ?? openDestinations(stream.queuedDestinations);
+    // Not awaited here: each reserves its units before its first wait, so the next is judged with them counted.
+    launches.push(launch(worker, stream, destinations));
+  }
+  await Promise.all(launches);
+}
+
+/** Runs the stream's recorder here, once this worker has taken it, until it publishes or fails. */
+async function launch(worker: RecorderHost, stream: Stream, destinations: string[]): Promise<void> {
+  const cost = streamCost(stream.options);
   worker.reserved++;
+  // Reserved until the recorder is among the worker's streams, which count it from then on.
+  let reservedUnits = cost;
+  worker.reservedUnits += reservedUnits;
   try {
+    // One worker takes it: another that fetched its job, or took it from the queue, finds it taken.
+    if (!(await takeStream(stream.id, worker.pod))) return;
+    await reportRoom(worker.pod, roomOf(worker));
     const s = config.streaming;
     const recordingPath = wantsRecording(stream.options) ? recordingPathOf(stream) : undefined;
     const spec: RecorderSpec = {
@@ -53,7 +145,7 @@ export async function startJob(
       accountId: stream.accountId,
       options: stream.options,
       ingestUrl: `${s.rtmpIngestUrl}/${stream.streamName}`,
-      destinations: job.data.destinations,
+      destinations,
       recordingPath,
     };
     const recorder = worker.driver.start(spec);
@@ -62,6 +154,8 @@ export async function startJob(
     const ingests = [{ setting: "STREAMING_RTMP_INGEST_URL", url: s.rtmpIngestUrl }];
     const entry: LocalRecorder = { stream, recorder, recordingPath, ingests, llhls };
     worker.local.set(stream.id, entry);
+    worker.reservedUnits -= reservedUnits;
+    reservedUnits = 0;
     failOnExit(worker, entry);
     if (!(await claimStream(stream.id, { podName: worker.pod, host: worker.host, pid: recorder.pid }))) {
       await stopLocal(worker, entry, "stopped", "requested");
@@ -87,6 +181,8 @@ export async function startJob(
     log.info({ stream: stream.streamName, pod: worker.pod, driver: worker.driver.name }, "stream running");
   } finally {
     worker.reserved--;
+    worker.reservedUnits -= reservedUnits;
+    await reportRoom(worker.pod, roomOf(worker));
   }
 }
 
@@ -119,15 +215,32 @@ export async function relayedStop(worker: RecorderHost, message: string): Promis
   if (entry) await stopLocal(worker, entry, "stopped", reason);
 }
 
+/**
+ * Offers again every queued stream whose start job is gone, lost with a Redis that restarted
+ * empty: the database keeps the queue, and Redis only rings the bell.
+ */
+async function reofferQueued(): Promise<void> {
+  const queue = await getQueue(QUEUE_NAMES.recorder);
+  for (const stream of await queuedStreams()) {
+    if (await queue.getJob(`start-${stream.id}`)) continue;
+    // Read again: a worker may have taken it, its job then gone, since the list was read.
+    if ((await getStream(stream.id))?.state !== "queued") continue;
+    const job: RecorderStartJob = { streamId: stream.id, destinations: openDestinations(stream.queuedDestinations) };
+    await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.start, job, startJobOptions(stream.id));
+    log.info({ stream: stream.streamName }, "queued stream offered again");
+  }
+}
+
 export async function reconcile(worker: RecorderHost, heartbeat: Heartbeat): Promise<void> {
   for (const stream of await liveStreams()) {
     if (worker.local.has(stream.id)) continue;
     if (stream.podName === null) {
-      // Still queued: its request gives up on its own after the operation timeout.
+      // Not taken by a worker yet: its request gives up on its own after the operation timeout.
       if (Date.now() - stream.createdAt.getTime() < config.streaming.operationTimeoutMs * 2) continue;
     } else if (stream.podName !== worker.pod && (!heartbeat.othersJudgeable() || (await podAlive(stream.podName)))) {
       continue;
     }
     await finishOrphan(worker, stream, "failed", "recorder_lost");
   }
+  await reofferQueued();
 }

@@ -29,6 +29,10 @@ export interface RecorderHost {
   local: Map<string, LocalRecorder>;
   /** Starts under way, counted against STREAMING_CAPACITY with the running streams. */
   reserved: number;
+  /** Cost units (streaming/cost.ts) of the starts under way not yet among `local`. */
+  reservedUnits: number;
+  /** Called whenever a stream of this worker ends: its units may fit a queued stream now. */
+  roomFreed(): void;
   /** Shutting down: recorders that exit now were stopped, not failed. */
   closing: boolean;
 }
@@ -59,6 +63,7 @@ async function finishHeld(worker: RecorderHost, entry: LocalRecorder, finish: ()
     await finish();
   } finally {
     worker.local.delete(entry.stream.id);
+    worker.roomFreed();
   }
 }
 

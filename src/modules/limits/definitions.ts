@@ -76,6 +76,12 @@ export const LIMITS = {
     description: "socket frames per second from one user (heartbeats are free)",
   },
   "streams.concurrent": { kind: "quota", default: 50, retryAfterSeconds: 60, description: "live streams at once" },
+  "streams.queued": {
+    kind: "quota",
+    default: 20,
+    retryAfterSeconds: 30,
+    description: "streams waiting at once for a recorder worker with room",
+  },
   "recordings.concurrent": {
     kind: "quota",
     default: 20,

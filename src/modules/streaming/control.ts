@@ -17,28 +17,68 @@ import {
   RECORDER_JOBS,
   type RecorderStartJob,
   type RecorderStopJob,
+  startJobOptions,
 } from "../../queue/queues";
 import { quotaExceeded } from "../limits/quotas";
-import { limitsOf } from "../limits/service";
+import { LimitExceeded, limitsOf } from "../limits/service";
 import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";
 import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request";
 import { streams } from "./schema";
 import { waitForStream } from "./state";
-import { bareRoom, LIVE_STATES, type Stream, type StreamStarted, streamNameFor, streamUrls } from "./stream";
-import { finishStream, markStopping, unmarkStopping } from "./transitions";
+import {
+  bareRoom,
+  LIVE_STATES,
+  OPEN_STATES,
+  type Stream,
+  type StreamStarted,
+  streamNameFor,
+  streamUrls,
+} from "./stream";
+import { finishStream, markStopping, queuePosition, unmarkStopping } from "./transitions";
 
 export type StreamStopped = typeof StreamingModel.stopped.static;
 
+export type StreamQueued = typeof StreamingModel.queued.static;
+
+/** The room's stream that is live or queued. */
 async function liveStreamOfRoom(accountId: string, room: string): Promise<Stream | undefined> {
   const [stream] = await db
     .select()
     .from(streams)
-    .where(and(eq(streams.accountId, accountId), eq(streams.room, room), inArray(streams.state, LIVE_STATES)));
+    .where(and(eq(streams.accountId, accountId), eq(streams.room, room), inArray(streams.state, OPEN_STATES)));
   return stream;
 }
 
-export async function startStream(accountId: string, request: StartRequest): Promise<StreamStarted> {
+/** Seconds a queued stream may wait, were it not for the ones ahead of it: a stream's typical length. */
+const TYPICAL_STREAM_S = 3600;
+
+/**
+ * The queued answer: the stream's place, and a rough wait. The wait assumes the streams that
+ * run end evenly over the length finished streams lasted lately (an hour when none did), one
+ * freeing the room of one queued stream.
+ */
+async function queuedAnswer(stream: Stream): Promise<StreamQueued> {
+  const position = await queuePosition(db, stream);
+  const [recent] = await db
+    .select({
+      seconds: sql<number | null>`avg(extract(epoch from ${streams.stoppedAt} - ${streams.startedAt}))::float8`,
+      running: sql<number>`(select count(*)::int from ${streams} where ${streams.state} = 'running')`,
+    })
+    .from(streams)
+    .where(and(sql`${streams.startedAt} is not null`, sql`${streams.stoppedAt} > now() - interval '1 day'`));
+  const typical = recent?.seconds ?? TYPICAL_STREAM_S;
+  const running = Math.max(1, recent?.running ?? 0);
+  return {
+    started: false,
+    queued: true,
+    stream_name: stream.streamName,
+    position,
+    estimated_start_s: Math.ceil((position * typical) / running),
+  };
+}
+
+export async function startStream(accountId: string, request: StartRequest): Promise<StreamStarted | StreamQueued> {
   const room = bareRoom(request.room_name);
   if (room === "") invalid("room_name must name a room");
   const options = optionsOf(request);
@@ -47,6 +87,7 @@ export async function startStream(accountId: string, request: StartRequest): Pro
 
   // Read before the transaction, which may use only its own handle.
   const limits = await limitsOf(accountId);
+  await checkQueueRoom();
   let stream: Stream | undefined;
   for (let attempt = 0; attempt < 3 && !stream; attempt++) {
     const [created] = await db.transaction(async (tx) => {
@@ -60,13 +101,7 @@ export async function startStream(accountId: string, request: StartRequest): Pro
     if (created) {
       const job: RecorderStartJob = { streamId: created.id, destinations };
       try {
-        await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.start, job, {
-          jobId: `start-${created.id}`,
-          attempts: 1,
-          // The job holds stream keys: it leaves Redis the moment it ends, either way.
-          removeOnComplete: true,
-          removeOnFail: true,
-        });
+        await enqueue(QUEUE_NAMES.recorder, RECORDER_JOBS.start, job, startJobOptions(created.id));
       } catch (error) {
         if (!isDependencyDown(error)) throw error;
         // No recorder will start it: the row is finished now, and a job that reaches Redis
@@ -92,6 +127,7 @@ export async function startStream(accountId: string, request: StartRequest): Pro
     throw new AppError("conflict", "the room's stream changed state while starting; send the request again", {
       started: false,
     });
+  if (stream.state === "queued") return queuedAnswer(stream);
   if (stream.state === "stopping") {
     throw new AppError("conflict", "the room's stream is stopping; send the start again once it has stopped", {
       started: false,
@@ -100,6 +136,8 @@ export async function startStream(accountId: string, request: StartRequest): Pro
 
   const settled = await waitForStream(stream.id, (row) => row.state !== "starting", timeoutMs);
   if (settled.state === "running") return streamUrls(settled);
+  // No worker had room: answered at once, the stream starts by itself once one has.
+  if (settled.state === "queued") return queuedAnswer(settled);
   if (settled.state === "starting") {
     // Give up on this attempt: the recorder that is still starting sees the row failed and stops itself.
     await finishStream(settled.id, ["starting"], "failed", "timeout");
@@ -118,6 +156,31 @@ export async function startStream(accountId: string, request: StartRequest): Pro
   throw new AppError("dependency_down", `the stream could not start: ${settled.reason ?? settled.state}`, {
     started: false,
   });
+}
+
+/** Seconds a start refused for a full queue is told to wait: about the time a few queued streams take to start. */
+const QUEUE_FULL_RETRY_AFTER_S = 30;
+
+/**
+ * The queue of every account together is bounded (STREAMING_QUEUE_MAX): with that many starts
+ * waiting, a new one would wait behind them all, so it is refused at once with Retry-After.
+ */
+async function checkQueueRoom(): Promise<void> {
+  const [queued] = await db
+    .select({ count: sql<number>`count(*)::int` })
+    .from(streams)
+    .where(eq(streams.state, "queued"));
+  const max = config.streaming.queueMax;
+  if (queued!.count >= max) {
+    throw new LimitExceeded(
+      "rate_limited",
+      `${queued!.count} streams are waiting for a recorder worker, the most this server queues ` +
+        `(STREAMING_QUEUE_MAX ${max}); retry later`,
+      [],
+      QUEUE_FULL_RETRY_AFTER_S,
+      { started: false },
+    );
+  }
 }
 
 type Transaction = Parameters<Parameters<typeof db.transaction>[0]>[0];
@@ -146,9 +209,10 @@ async function checkStreamQuotas(
     .select({
       streams: sql<number>`count(*)::int`,
       recordings: sql<number>`(count(*) filter (where ${recording}))::int`,
+      queued: sql<number>`(count(*) filter (where ${streams.state} = 'queued'))::int`,
     })
     .from(streams)
-    .where(and(eq(streams.accountId, accountId), inArray(streams.state, LIVE_STATES), ne(streams.room, room)));
+    .where(and(eq(streams.accountId, accountId), inArray(streams.state, OPEN_STATES), ne(streams.room, room)));
   const streamLimit = limits["streams.concurrent"];
   if (live!.streams >= streamLimit) {
     throw quotaExceeded(
@@ -156,6 +220,17 @@ async function checkStreamQuotas(
       streamLimit,
       live!.streams,
       "no more live streams at once; stop one first",
+      { started: false },
+    );
+  }
+  // With this many of its starts already waiting, another would wait behind them: refused instead.
+  const queuedLimit = limits["streams.queued"];
+  if (live!.queued >= queuedLimit) {
+    throw quotaExceeded(
+      "streams.queued",
+      queuedLimit,
+      live!.queued,
+      "no more streams waiting for a recorder at once; stop one or wait for one to start",
       { started: false },
     );
   }
@@ -177,6 +252,14 @@ export const QUEUE_UNAVAILABLE = "queue_unavailable";
 export async function stopStream(accountId: string, roomName: string): Promise<StreamStopped> {
   const stream = await liveStreamOfRoom(accountId, bareRoom(roomName));
   if (!stream) throw new AppError("not_found", "no live stream in that room");
+  if (stream.state === "queued" && (await finishStream(stream.id, ["queued"], "stopped", "requested"))) {
+    // Out of the queue: its job, should a worker fetch it before it is removed, finds the row stopped.
+    await settledWithin(
+      getQueue(QUEUE_NAMES.recorder).then((queue) => queue.remove(`start-${stream.id}`)),
+      PROMPT_REDIS_MS,
+    );
+    return { started: false, stream_name: stream.streamName, pod_name: "" };
+  }
   await requestStop(stream, "requested");
   const timeoutMs = config.streaming.operationTimeoutMs;
   const settled = await waitForStream(stream.id, (row) => !LIVE_STATES.includes(row.state), timeoutMs);

@@ -91,20 +91,27 @@ export const streamingController = new Elysia({ name: "parley.streaming", detail
   .use(limits)
   .post(
     "/terraform/v1/hooks/srs/startRecording",
-    ({ account, body }) => waiting(account.id, () => startStream(account.id, body)),
+    ({ account, body, set }) =>
+      waiting(account.id, async () => {
+        const answer = await startStream(account.id, body);
+        // Accepted, not done: it starts by itself once a recorder worker has room.
+        if (!answer.started) set.status = 202;
+        return answer;
+      }),
     {
       apiKey: true,
       limit: "streaming",
       body: StreamingModel.start,
       response: {
         200: StreamingModel.started,
+        202: StreamingModel.queued,
         ...errorResponses(400, 401),
         409: StreamFailure,
         422: StreamFailure,
         503: StreamFailure,
         504: StreamFailure,
       },
-      detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder)" },
+      detail: { summary: "Start the room's live stream (waits up to 30 s for the recorder; 202 when queued)" },
     },
   )
   .post(

@@ -74,6 +74,13 @@ export const StreamingModel = {
     rtmp_url: t.String(),
     flv_url: t.String(),
   }),
+  queued: t.Object({
+    started: t.Literal(false),
+    queued: t.Literal(true),
+    stream_name: t.String(),
+    position: t.Integer({ description: "Its place in the queue, 1 first" }),
+    estimated_start_s: t.Integer({ description: "A rough guess of the seconds until it starts" }),
+  }),
   stop: t.Object({ room_name: RoomName }),
   stopped: t.Object({ started: t.Literal(false), stream_name: t.String(), pod_name: t.String() }),
   viewers: t.Record(

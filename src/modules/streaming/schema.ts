@@ -1,9 +1,10 @@
 import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
+import type { SealedKey } from "../accounts/sealing";
 import type { StreamOptions } from "./options";
 
-export const STREAM_STATES = ["starting", "running", "stopping", "stopped", "failed"] as const;
+export const STREAM_STATES = ["queued", "starting", "running", "stopping", "stopped", "failed"] as const;
 export type StreamState = (typeof STREAM_STATES)[number];
 
 /** One live stream of a room, from the start request until it stopped or failed. */
@@ -19,6 +20,11 @@ export const streams = pgTable(
     /** Why it stopped or failed: requested, room_empty, timeout, recorder_exited: ..., recorder_lost. */
     reason: text("reason"),
     options: jsonb("options").$type<StreamOptions>().notNull(),
+    /**
+     * While queued, the start's RTMP destinations (stream keys), sealed (accounts/sealing.ts), so
+     * a start job lost with Redis can be made again; cleared once a worker takes the stream.
+     */
+    queuedDestinations: jsonb("queued_destinations").$type<SealedKey>(),
     /** The recorder worker that runs it, and where its process group lives (for orphan clean-up). */
     podName: text("pod_name"),
     host: text("host"),
@@ -34,7 +40,8 @@ export const streams = pgTable(
     // At most one live stream per room: concurrent starts on different API processes meet here.
     uniqueIndex("streams_live_room_idx")
       .on(table.accountId, table.room)
-      .where(sql`${table.state} in ('starting', 'running', 'stopping')`),
+      .where(sql`${table.state} in ('queued', 'starting', 'running', 'stopping')`),
+    index("streams_queued_idx").on(table.createdAt).where(sql`${table.state} = 'queued'`),
     index("streams_pod_idx").on(table.podName, table.state),
   ],
 );

@@ -1,6 +1,6 @@
 /** A stream's row: reading it, and what its name and options make of it (addresses, keys). */
 import { randomBytes } from "node:crypto";
-import { desc, eq, inArray } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { accountKey } from "../../core/objects";
 import { roomAddress } from "../../core/room-key";
@@ -12,6 +12,8 @@ import { type StreamState, streams } from "./schema";
 export type Stream = typeof streams.$inferSelect;
 
 export const LIVE_STATES: StreamState[] = ["starting", "running", "stopping"];
+/** A room has at most one stream in these: live, or queued for a recorder worker. */
+export const OPEN_STATES: StreamState[] = ["queued", ...LIVE_STATES];
 
 export type StreamStarted = typeof StreamingModel.started.static;
 
@@ -75,6 +77,31 @@ export async function streamByName(streamName: string): Promise<Stream | undefin
 
 export async function liveStreams(): Promise<Stream[]> {
   return db.select().from(streams).where(inArray(streams.state, LIVE_STATES));
+}
+
+/** The queued streams, first first (at most `limit` of them). */
+export async function queuedStreams(limit = 10_000): Promise<Stream[]> {
+  return db
+    .select()
+    .from(streams)
+    .where(eq(streams.state, "queued"))
+    .orderBy(asc(streams.createdAt), asc(streams.id))
+    .limit(limit);
+}
+
+/** The queued streams ahead of this one, first first. */
+export async function queuedBefore(stream: Stream): Promise<Stream[]> {
+  return db
+    .select()
+    .from(streams)
+    .where(
+      and(
+        eq(streams.state, "queued"),
+        sql`(${streams.createdAt}, ${streams.id}) < (${stream.createdAt.toISOString()}::timestamptz, ${stream.id})`,
+      ),
+    )
+    .orderBy(asc(streams.createdAt), asc(streams.id))
+    .limit(100);
 }
 
 /** An account's streams, or every account's when none is given, newest first. */

@@ -4,10 +4,11 @@
  * first finishes it. Each move is made once, writes its events, and is announced. Running
  * the recorder process is the worker's (workers/recorder/).
  */
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
 import { appendEvent, storeEvents } from "../events/service";
+import type { SealedKey } from "../accounts/sealing";
 import { recordEvent } from "../webhooks/outbox";
 import { type StreamState, streams } from "./schema";
 import { announce } from "./state";
@@ -25,14 +26,65 @@ export interface RecorderPlace {
   pid: number;
 }
 
-/** Claims the recorder slot before the recorder runs, so reconciliation can find its process. */
+/**
+ * A worker takes the stream, before it runs a recorder for it: once only, so two workers that
+ * both got to it (its start job and a worker with freed room taking the queue's first) never
+ * both record it. A queued stream is starting from here on, and its sealed destinations dropped.
+ */
+export async function takeStream(streamId: string, podName: string): Promise<boolean> {
+  const taken = await db
+    .update(streams)
+    .set({ podName, state: "starting", queuedDestinations: null })
+    .where(and(eq(streams.id, streamId), inArray(streams.state, ["queued", "starting"]), isNull(streams.podName)))
+    .returning({ id: streams.id });
+  return taken.length > 0;
+}
+
+/** Names the recorder's process before it publishes, so reconciliation can find it. */
 export async function claimStream(streamId: string, place: RecorderPlace): Promise<boolean> {
   const claimed = await db
     .update(streams)
     .set(place)
-    .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
+    .where(and(eq(streams.id, streamId), eq(streams.state, "starting"), eq(streams.podName, place.podName)))
     .returning({ id: streams.id });
   return claimed.length > 0;
+}
+
+/** The queued streams ahead of this one and itself: its place in the queue, 1 first. */
+export async function queuePosition(tx: Pick<typeof db, "select">, stream: Stream): Promise<number> {
+  const [ahead] = await tx
+    .select({ count: sql<number>`count(*)::int` })
+    .from(streams)
+    .where(
+      and(
+        eq(streams.state, "queued"),
+        sql`(${streams.createdAt}, ${streams.id}) < (${stream.createdAt.toISOString()}::timestamptz, ${stream.id})`,
+      ),
+    );
+  return ahead!.count + 1;
+}
+
+/**
+ * No recorder worker has room: starting → queued, with the start's destinations sealed into
+ * the row (the database, not Redis, is what keeps the queue). False when it moved meanwhile.
+ */
+export async function markQueued(streamId: string, destinations: SealedKey | null): Promise<boolean> {
+  const queued = await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(streams)
+      .set({ state: "queued", queuedDestinations: destinations })
+      .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
+      .returning();
+    if (row)
+      await recordEvent(tx, row.accountId, "stream.queued", {
+        ...streamNamed(row),
+        position: await queuePosition(tx, row),
+      });
+    return row;
+  });
+  if (!queued) return false;
+  await announce(streamId);
+  return true;
 }
 
 /** The recorder is publishing: starting → running. False when the request gave up meanwhile. */
@@ -119,7 +171,13 @@ export async function finishStream(
   const stream = await db.transaction(async (tx) => {
     const [finished] = await tx
       .update(streams)
-      .set({ state, reason, stoppedAt: new Date(), ...(recordingKey ? { recordingKey } : {}) })
+      .set({
+        state,
+        reason,
+        stoppedAt: new Date(),
+        queuedDestinations: null,
+        ...(recordingKey ? { recordingKey } : {}),
+      })
       .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
       .returning();
     if (!finished) return undefined;

@@ -12,6 +12,7 @@ const NAMES = [
   "conference.ended",
   "reservation.created",
   "reservation.deleted",
+  "stream.queued",
   "stream.started",
   "stream.failed",
   "stream.stopped",

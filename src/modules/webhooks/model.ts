@@ -98,6 +98,10 @@ export const EVENT_DATA = {
     timezone: t.String(),
   }),
   "reservation.deleted": t.Object({ reservation_id: t.Integer(), room: Room }),
+  "stream.queued": t.Object({
+    ...Stream,
+    position: t.Integer({ description: "Its place in the queue when it was queued, 1 first" }),
+  }),
   "stream.started": t.Object({ ...Stream, recording: t.Boolean({ description: "Whether the stream is recorded" }) }),
   "stream.failed": t.Object({
     ...Stream,

@@ -272,7 +272,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Start the room's live stream (waits up to 30 s for the recorder) */
+        /** Start the room's live stream (waits up to 30 s for the recorder; 202 when queued) */
         post: operations["postTerraformV1HooksSrsStartRecording"];
         delete?: never;
         options?: never;
@@ -3372,6 +3372,25 @@ export interface operations {
                         vod_url: string;
                         rtmp_url: string;
                         flv_url: string;
+                    };
+                };
+            };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        started: false;
+                        /** @constant */
+                        queued: true;
+                        stream_name: string;
+                        /** @description Its place in the queue, 1 first */
+                        position: number;
+                        /** @description A rough guess of the seconds until it starts */
+                        estimated_start_s: number;
                     };
                 };
             };
@@ -7553,6 +7572,29 @@ export interface operations {
                             /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
                             sequence: number;
                             /** @constant */
+                            type: "stream.queued";
+                            data: {
+                                /** @description The stream's id */
+                                stream_id: string;
+                                /** @description The stream's public name (its URLs end with it) */
+                                stream_name: string;
+                                /** @description The room name, lowercased as Jitsi uses it */
+                                room: string;
+                                /** @description Its place in the queue when it was queued, 1 first */
+                                position: number;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: number;
+                            /** @constant */
                             type: "stream.started";
                             data: {
                                 /** @description The stream's id */
@@ -7954,7 +7996,7 @@ export interface operations {
                 "application/json": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @default true */
@@ -8237,7 +8279,7 @@ export interface operations {
             content: {
                 "application/json": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
@@ -10850,7 +10892,7 @@ export interface operations {
                 "application/json": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @default true */
@@ -11081,7 +11123,7 @@ export interface operations {
             content: {
                 "application/json": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */

@@ -1,0 +1,201 @@
+/**
+ * Recording admission under load: more starts than two workers have units for are queued, not
+ * refused, and each starts by itself as units free, first come first served; none is lost when
+ * a worker is killed outright or when the start jobs vanish from Redis. Recorders are the
+ * `command` driver (a shell that says ready and sleeps), costs the ones streams declare.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Subprocess, spawn } from "bun";
+import { eq } from "drizzle-orm";
+import { config, overrideConfig } from "../../src/config";
+import { db } from "../../src/db/client";
+import { streams } from "../../src/modules/streaming/schema";
+import { stopStateSubscriber } from "../../src/modules/streaming/state";
+import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
+import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
+import { commandDriver } from "../../workers/recorder/command";
+import { call, newAccount } from "../helpers";
+import { until } from "../support/wait";
+
+const out = mkdtempSync(join(tmpdir(), "parley-queue-"));
+// Writes down the destinations it was given, says it publishes, runs until stopped.
+const RECORDER = `printf '%s' "$PARLEY_DESTINATIONS" > "${out}/$PARLEY_STREAM_NAME.destinations"
+echo ready
+exec sleep 120`;
+const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+let restoreConfig: () => void;
+const workers: RecorderWorker[] = [];
+let child: Subprocess | undefined;
+
+type Account = Awaited<ReturnType<typeof newAccount>>;
+const start = (account: Account, room_name: string, extra: Record<string, unknown> = {}) =>
+  call("POST", "/terraform/v1/hooks/srs/startRecording", {
+    body: { room_name, ...extra },
+    headers: { authorization: `Bearer ${account.apiKey}` },
+  });
+const stop = (account: Account, room_name: string) =>
+  call("POST", "/terraform/v1/hooks/srs/stopRecording", {
+    body: { room_name },
+    headers: { authorization: `Bearer ${account.apiKey}` },
+  });
+const row = async (streamName: string) =>
+  (await db.select().from(streams).where(eq(streams.streamName, streamName)))[0]!;
+
+async function worker(pod: string): Promise<RecorderWorker> {
+  const restore = overrideConfig({ streaming: { podName: `${config.streaming.podName}-${pod}` } });
+  try {
+    const started = await startRecorderWorker(commandDriver(RECORDER));
+    workers.push(started);
+    return started;
+  } finally {
+    restore();
+  }
+}
+
+beforeAll(() => {
+  restoreConfig = overrideConfig({
+    // Two plain streams (30 units each) per worker; the count cap out of the way.
+    streaming: { workerUnits: 60, capacity: 100, recordingDir: join(out, "recordings") },
+  });
+});
+
+afterAll(async () => {
+  child?.kill("SIGKILL");
+  await child?.exited;
+  for (const w of workers) await w.stop();
+  await stopStateSubscriber();
+  restoreConfig();
+});
+
+test("3× oversubscription on two workers: every start runs in its turn, each within 2 s of room freed", async () => {
+  const first = await worker("a");
+  const second = await worker("b");
+  const accounts = [await newAccount(), await newAccount(), await newAccount()];
+  // Capacity is 4 streams; 12 are offered, from three accounts, one after the other.
+  const offered: { account: Account; room: string; name: string; status: number }[] = [];
+  for (let i = 0; i < 12; i++) {
+    const account = accounts[i % 3]!;
+    const room = `over-${i}`;
+    const answer = await start(account, room);
+    expect([200, 202]).toContain(answer.status);
+    offered.push({ account, room, name: answer.body.stream_name, status: answer.status });
+  }
+  expect(offered.filter((o) => o.status === 200).length).toBe(4);
+  expect(offered.slice(4).every((o) => o.status === 202)).toBe(true);
+  expect(first.active().length).toBe(2);
+  expect(second.active().length).toBe(2);
+
+  // Stop the running streams one at a time, oldest first: each stop lets the next queued one in.
+  const waits: number[] = [];
+  const order: string[] = [];
+  for (let i = 0; i < offered.length; i++) {
+    const stopping = offered[i]!;
+    expect((await stop(stopping.account, stopping.room)).status).toBe(200);
+    const freed = Date.now();
+    const next = offered[i + 4];
+    if (!next) continue;
+    const running = await until(
+      () => row(next.name),
+      (stream) => stream.state === "running",
+      10_000,
+      20,
+    );
+    expect(running.state).toBe("running");
+    waits.push(running.startedAt!.getTime() - freed);
+    order.push(running.streamName);
+  }
+  // First come, first served: each queued stream started in the order it was queued.
+  expect(order).toEqual(offered.slice(4).map((o) => o.name));
+  waits.sort((a, b) => a - b);
+  const p95 = waits[Math.ceil(waits.length * 0.95) - 1]!;
+  console.log(`queued start after room freed: p50 ${waits[Math.floor(waits.length / 2)]} ms, p95 ${p95} ms`);
+  expect(p95).toBeLessThanOrEqual(2_000);
+  // Nothing lost: every stream offered ended stopped as asked.
+  for (const o of offered) expect(await row(o.name)).toMatchObject({ state: "stopped", reason: "requested" });
+  for (const w of workers.splice(0)) await w.stop();
+}, 60_000);
+
+test("queued starts whose jobs vanished from Redis are offered again, keys and all", async () => {
+  await worker("full");
+  const account = await newAccount();
+  expect((await start(account, "lost-0")).status).toBe(200);
+  expect((await start(account, "lost-1")).status).toBe(200);
+  const queued = await start(account, "lost-2", { stream_keys: [{ key: "youtube", value: "kept-key" }] });
+  expect(queued.status).toBe(202);
+  // As a Redis restarted empty would: the start job is gone, the row still says queued.
+  const id = (await row(queued.body.stream_name)).id;
+  await (await getQueue(QUEUE_NAMES.recorder)).remove(`start-${id}`);
+  expect((await row(queued.body.stream_name)).state).toBe("queued");
+  // A worker with room comes: its first reconciliation makes the job again, and it takes it.
+  const fresh = await worker("fresh");
+  const running = await until(
+    () => row(queued.body.stream_name),
+    (stream) => stream.state === "running",
+    10_000,
+    50,
+  );
+  expect(running.podName).toBe(fresh.podName);
+  expect(await Bun.file(join(out, `${running.streamName}.destinations`)).text()).toBe(
+    "rtmp://a.rtmp.youtube.com/live2/kept-key",
+  );
+  for (const room of ["lost-0", "lost-1", "lost-2"]) expect((await stop(account, room)).status).toBe(200);
+  for (const w of workers.splice(0)) await w.stop();
+}, 30_000);
+
+test("a worker killed -9 with streams queued: they start on another, its running one is recorder_lost", async () => {
+  const LOST_MS = 1_500;
+  const restore = overrideConfig({ streaming: { lostAfterMs: LOST_MS } });
+  try {
+    const account = await newAccount();
+    child = spawn([process.execPath, entry, "--role=recorder"], {
+      env: {
+        ...process.env,
+        LOG_LEVEL: "silent",
+        STREAMING_RECORDER_DRIVER: "command",
+        STREAMING_RECORDER_COMMAND: RECORDER,
+        STREAMING_POD_NAME: `${config.streaming.podName}-doomed`,
+        STREAMING_WORKER_UNITS: "30",
+        STREAMING_RECORDER_LOST_MS: String(LOST_MS),
+        STREAMING_RECORDING_DIR: config.streaming.recordingDir,
+      },
+      stdout: "ignore",
+      stderr: "inherit",
+    });
+    const running = await until(
+      () => start(account, "doomed-0"),
+      (answer) => answer.status === 200,
+      20_000,
+      200,
+    );
+    expect(running.body.pod_name).toBe(`${config.streaming.podName}-doomed`);
+    const queued = [await start(account, "doomed-1"), await start(account, "doomed-2")];
+    expect(queued.map((answer) => answer.status)).toEqual([202, 202]);
+    child.kill("SIGKILL");
+    await child.exited;
+
+    const survivor = await worker("survivor");
+    for (const answer of queued) {
+      const started = await until(
+        () => row(answer.body.stream_name),
+        (stream) => stream.state === "running",
+        // A job the killed worker held at that instant comes back once BullMQ finds it stalled (30 s).
+        40_000,
+        100,
+      );
+      expect(started).toMatchObject({ state: "running", podName: survivor.podName });
+    }
+    const lost = await until(
+      () => row(running.body.stream_name),
+      (stream) => stream.state === "failed",
+      10_000,
+      100,
+    );
+    expect(lost.reason).toBe("recorder_lost");
+    for (const room of ["doomed-1", "doomed-2"]) expect((await stop(account, room)).status).toBe(200);
+  } finally {
+    restore();
+  }
+}, 90_000);
