@@ -3,9 +3,13 @@
  * account's catalogue events live (the same JSON as the event log), never another account's,
  * on the process its socket is on whichever process wrote them; it resumes after a sequence
  * number; it needs a token whose scope covers the platform; and it counts as an event stream.
+ * docs/realtime.md's example runs as written on the machine's Node.js.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join as joinPath, resolve } from "node:path";
 import { createApp } from "../../src/app";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
@@ -160,4 +164,47 @@ describe("another API process, with an account's event streams capped at 2", () 
     await new Promise((resolve) => firstSocket.ping(resolve));
     await join(third.channel(`events:${a.accountId}`));
   });
+});
+
+test("docs/realtime.md's events block, run with the machine's node, prints the account's stream.started", async () => {
+  const page = readFileSync(resolve(import.meta.dir, "../../docs/realtime.md"), "utf8");
+  const block = [...page.matchAll(/```js\n([\s\S]*?)```/g)]
+    .map((match) => match[1]!)
+    .find((code) => code.includes("events:"));
+  expect(block).toBeDefined();
+  const a = await newAccount();
+  const dir = mkdtempSync(joinPath(tmpdir(), "parley-events-client-"));
+  // The script resolves phoenix and ws as an app would, from its node_modules.
+  symlinkSync(resolve(import.meta.dir, "../../node_modules"), joinPath(dir, "node_modules"));
+  const file = joinPath(dir, "events.mjs");
+  writeFileSync(file, block!.replaceAll("localhost:3000", `127.0.0.1:${server.server!.port}`));
+  const child = Bun.spawn(["node", file], {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      TOKEN: await tokenFor(a.apiKey, { id: "app" }, ""),
+      ACCOUNT: a.accountId,
+    },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  try {
+    let printed = "";
+    const reading = (async () => {
+      for await (const chunk of child.stdout) printed += new TextDecoder().decode(chunk);
+    })();
+    // Streams keep starting until the client, once joined, prints one: the block says nothing on joining.
+    const deadline = Date.now() + 15_000;
+    for (let i = 0; !printed.includes("stream.started") && Date.now() < deadline; i++) {
+      await startStream(a.accountId, `docs-${i}`);
+      await Bun.sleep(200);
+    }
+    expect(printed).toMatch(/^\d+ stream\.started \{.*"stream_name":"docs-\d+-abcd"/m);
+    child.kill();
+    await reading;
+    expect(await new Response(child.stderr).text()).toBe("");
+  } finally {
+    child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
