@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as joinPath, resolve } from "node:path";
+import postgres from "postgres";
 import { createApp } from "../../src/app";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
@@ -19,6 +20,7 @@ import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { call, newAccount, tokenFor } from "../helpers";
 import { type ApiProcess, startApiProcess } from "../support/api-process";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
+import { until } from "../support/wait";
 
 const server = createApp().listen({ hostname: "127.0.0.1", port: 0 });
 const base = `ws://127.0.0.1:${server.server!.port}`;
@@ -125,6 +127,36 @@ test("another account's topic, a token without the platform scope, a bad after a
   const topic = app.channel(`events:${a.accountId}`);
   await join(topic);
   expect(await push(topic, "room.started", {})).toMatchObject({ status: "error", response: { reason: "bad_request" } });
+});
+
+test("a failed read of the log is made again from the cursor: the topic stays joined, misses nothing", async () => {
+  const a = await newAccount();
+  const topic = (await appSocket(a)).channel(`events:${a.accountId}`, { presence: false });
+  const heard = recorder(topic, ["room.started"]);
+  await join(topic);
+  // The table locked even against reads: the topic's next read (the sweep's, within 2 s) waits, and is cancelled.
+  const holder = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
+  try {
+    await holder.begin(async (sql) => {
+      await sql`lock table events in access exclusive mode`;
+      const waiting = await until(
+        () => sql`select pid from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%from "events"%'`,
+        (rows) => rows.length > 0,
+      );
+      expect(waiting.length).toBeGreaterThan(0);
+      for (const { pid } of waiting) await sql`select pg_cancel_backend(${pid})`;
+    });
+  } finally {
+    await holder.end({ timeout: 5 });
+  }
+  await db.transaction((tx) =>
+    recordEvent(tx, a.accountId, "room.started", {
+      room: "after-a-failed-read",
+      breakout_id: "",
+      started_at: new Date().toISOString(),
+    }),
+  );
+  expect((await heard.next("room.started")).data.room).toBe("after-a-failed-read");
 });
 
 describe("another API process, with an account's event streams capped at 2", () => {
