@@ -20,6 +20,7 @@ import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
 import { eventLogController, webhooksController } from "./modules/webhooks";
+import { eventsChannel } from "./modules/webhooks/channel";
 import { realtimeController } from "./realtime";
 import { setSingleProcess } from "./realtime/process-broker";
 import { registerChannels } from "./realtime/channel";
@@ -27,9 +28,10 @@ import { relayChannel } from "./realtime/relay";
 
 /**
  * The socket's channels: `chat:<channel_id>` is a persisted room;
- * `rtc:<channel_id>` relays, storing nothing, to those the room would admit.
+ * `rtc:<channel_id>` relays, storing nothing, to those the room would admit;
+ * `events:<account_id>` carries the account's catalogue events.
  */
-const channels = [chatChannel, relayChannel(admitToRelay)];
+const channels = [chatChannel, relayChannel(admitToRelay), eventsChannel];
 
 export function createApp() {
   // PGlite is one process's alone, so every socket of an embedded deployment is in this process.

@@ -32,8 +32,11 @@ export type Welcome = (member: Member) => Promise<void>;
 
 export interface Channel {
   readonly prefix: string;
-  /** Admits the actor to the topic named `name`, or throws (an AppError becomes the error reply). */
-  join(actor: Actor, name: string): Promise<Welcome | undefined>;
+  /**
+   * Admits the actor to the topic named `name`, or throws (an AppError becomes the error reply).
+   * `payload` is the join's, as the client sent it.
+   */
+  join(actor: Actor, name: string, payload: unknown): Promise<Welcome | undefined>;
   /** A client event on a joined topic (any but phx_join and phx_leave); throws to answer with an error. */
   push(member: Member, event: string, payload: unknown): Promise<Answer>;
   /** The member has left (or its socket closed) and its presence is withdrawn; it no longer hears the topic. */

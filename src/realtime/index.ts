@@ -34,6 +34,9 @@ Every frame, both ways, is a JSON array \`[join_ref, ref, topic, event, payload]
   \`new_message\`) and \`new_vote {message_id, answer}\` (reply \`{poll_answer}\`, broadcast \`new_vote\`). REST
   edits and deletes broadcast \`message_updated\` and \`message_deleted\`; leaving broadcasts \`user_left\`.
 - On rtc, any other event is relayed to the other members with \`from\` set to the sender's user id.
+- \`phx_join\` on \`events:<account_id>\` (a token whose scope covers the platform: \`parley\` or empty; payload
+  \`{after?: <sequence>}\`) hears the account's catalogue events, each as an event named by its type with the event
+  log's JSON as payload; it takes no pushes.
 - Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.`;
 
 /** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
@@ -88,7 +91,7 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
       ),
     }),
     detail: {
-      summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id> and rtc:<channel_id>",
+      summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id>, rtc:<channel_id>, events:<account_id>",
       description: SOCKET_DESCRIPTION,
       responses: {
         101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },

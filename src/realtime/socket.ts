@@ -260,7 +260,7 @@ export class Connection {
       this.send(replyFrame(frame, "error", { reason: "too many topics", message }));
       return;
     }
-    const welcome = await route.channel.join(this.actor, route.name);
+    const welcome = await route.channel.join(this.actor, route.name, frame.payload);
     // Read once the channel has admitted the actor: a caller it refuses learns nothing more.
     const listed = listedOnJoin(frame.payload);
 

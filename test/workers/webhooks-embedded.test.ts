@@ -2,10 +2,12 @@
  * The main flow on the embedded database: Parley started as `npm start` does with no
  * DATABASE_URL (PGlite, every role in one process, the webhooks worker among them). Conference
  * events posted to it reach a webhook receiver, each verified with `standardwebhooks`, in
- * the log and on the stream; a receiver down for a while still gets each event once.
+ * the log, on the stream and on the socket's events topic; a receiver down for a while still
+ * gets each event once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Parley, startParley } from "../support/parley";
+import { connect, disconnect, join, recorder } from "../support/phoenix";
 import { until } from "../support/wait";
 import { startReceiver } from "../support/webhook-receiver";
 
@@ -185,3 +187,24 @@ test("on PGlite: an ordered endpoint's burst goes in sequence order behind a hea
     receiver.stop();
   }
 }, 30_000);
+
+test("on PGlite: an app on the socket's events topic hears its account's events as they are stored", async () => {
+  const minted = await api("POST", "/api/v1/misc/generate-token", { user: { id: "app" }, scope: "" });
+  expect(minted.status).toBe(200);
+  const { token } = (await minted.json()) as { token: string };
+  const accountId = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()).sub as string;
+  const socket = connect(parley!.ws, token);
+  try {
+    const topic = socket.channel(`events:${accountId}`, { presence: false });
+    const heard = recorder(topic, ["room.started"]);
+    await join(topic);
+    const room = { event_name: "muc-room-created", room_name: "live-on-the-socket", created_at: 1_900_002_000 };
+    expect((await api("POST", "/api/v1/events/room/created", room)).status).toBe(200);
+    expect(await heard.next("room.started")).toMatchObject({
+      account_id: accountId,
+      data: { room: "live-on-the-socket" },
+    });
+  } finally {
+    await disconnect(socket);
+  }
+});

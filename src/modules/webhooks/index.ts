@@ -5,12 +5,10 @@
  */
 import { Elysia, t } from "elysia";
 import { accountFromHeader, auth, credentialFrom } from "../auth";
-import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { answerOf, errorAnswers } from "../../http/openapi";
-import { HeldResource } from "../limits/held";
 import { credentialCounter } from "../limits/rates";
 import { WebhooksModel } from "./model";
 import {
@@ -26,27 +24,9 @@ import {
   rotateSecret,
   updateEndpoint,
 } from "./service";
-import { eventStream } from "./stream";
+import { eventStream, eventStreams } from "./stream";
 
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
-
-/** Open event streams: each keeps a connection, a database cursor and a wake-up listener. */
-const eventStreams = new HeldResource({
-  resource: "event_streams",
-  what: "event streams",
-  perProcess: { name: "event_streams.per_process", cap: () => config.limits.held.eventStreamsPerProcess },
-  callers: [
-    { name: "event_streams.per_key", per: "API key", cap: () => config.limits.held.eventStreamsPerKey, refusal: 429 },
-    {
-      name: "event_streams.per_account",
-      per: "account",
-      cap: () => config.limits.held.eventStreamsPerAccount,
-      refusal: 429,
-    },
-  ],
-  retryAfterSeconds: 5,
-  free: "close one",
-});
 
 /**
  * Runs before the request is validated, so a caller without a

@@ -1,27 +1,52 @@
 /**
- * The event log as Server-Sent Events. Each event is sent with `id:` its sequence number,
- * so a client that reconnects with Last-Event-ID resumes exactly after the last one it got.
- * The stream reads the database (the truth). It is woken by the outbox's "events-stream"
- * consumer, registered while this process has a stream open: a ring for the stream's account
- * from any process, and the consumer's sweep, which wakes every stream in case a ring was lost.
+ * The event log's live tail, read by the Server-Sent Events stream and the socket's `events:`
+ * topic alike. Each event is sent with its sequence number, so a client that reconnects with
+ * Last-Event-ID (or joins with `after`) resumes exactly after the last one it got.
+ * A tail reads the database (the truth). It is woken by the outbox's "events-stream" consumer,
+ * registered while this process has a tail open: a ring for the tail's account from any process,
+ * and the consumer's sweep, which wakes every tail in case a ring was lost.
  */
 import { EventEmitter } from "node:events";
 import { eq } from "drizzle-orm";
+import { config } from "../../config";
 import type { RegisteredConsumer } from "../../core/outbox";
 import { db } from "../../db/client";
 import { outbox } from "../../queue/outbox";
-import type { EventType } from "./model";
+import { HeldResource } from "../limits/held";
+import type { EventType, PublicEvent } from "./model";
 import { EVENT_STREAMS_CONSUMER } from "./outbox";
 import { listEvents } from "./service";
 import { eventSequences } from "./schema";
 
-/** How often every stream looks again, for an event whose ring was lost. */
+/** How often every tail looks again, for an event whose ring was lost. */
 const SWEEP_MS = 2_000;
-/** A comment line this often keeps proxies from closing an idle stream. */
+/** A comment line this often keeps proxies from closing an idle stream; a tail reads at least this often. */
 const HEARTBEAT_MS = 15_000;
 const PAGE = 500;
 
-async function latestSequence(accountId: string): Promise<number> {
+/**
+ * Open tails (event streams and `events:` topics): each keeps a database cursor and a wake-up
+ * listener. A socket's topic has no API key, so it counts against the account and the process.
+ */
+export const eventStreams = new HeldResource({
+  resource: "event_streams",
+  what: "event streams",
+  perProcess: { name: "event_streams.per_process", cap: () => config.limits.held.eventStreamsPerProcess },
+  callers: [
+    { name: "event_streams.per_key", per: "API key", cap: () => config.limits.held.eventStreamsPerKey, refusal: 429 },
+    {
+      name: "event_streams.per_account",
+      per: "account",
+      cap: () => config.limits.held.eventStreamsPerAccount,
+      refusal: 429,
+    },
+  ],
+  retryAfterSeconds: 5,
+  free: "close one",
+});
+
+/** The account's latest sequence number: where a tail that asks for events "from now on" starts. */
+export async function latestSequence(accountId: string): Promise<number> {
   const [row] = await db
     .select({ last: eventSequences.lastSequence })
     .from(eventSequences)
@@ -29,36 +54,79 @@ async function latestSequence(accountId: string): Promise<number> {
   return Number(row?.last ?? 0);
 }
 
-/** This process's open streams, by account: each listens for its account's wake-ups. */
-const streams = new EventEmitter().setMaxListeners(0);
+/** This process's open tails, by account: each listens for its account's wake-ups. */
+const tails = new EventEmitter().setMaxListeners(0);
 let consumer: RegisteredConsumer | undefined;
 let open = 0;
 
 /**
  * Wakes `wake` for each ring of the account's events. The consumer is registered with the
- * process's first open stream and stopped with its last.
+ * process's first open tail and stopped with its last.
  */
 function follow(accountId: string, wake: () => void): () => void {
-  streams.on(accountId, wake);
+  tails.on(accountId, wake);
   open++;
   consumer ??= outbox.register({
     name: EVENT_STREAMS_CONSUMER,
     sweepEveryMs: SWEEP_MS,
     async drain(due) {
-      const accounts = due === "sweep" ? streams.eventNames() : [...due];
-      for (const account of accounts) streams.emit(account);
+      const accounts = due === "sweep" ? tails.eventNames() : [...due];
+      for (const account of accounts) tails.emit(account);
       return accounts.length;
     },
   });
   return () => {
-    streams.off(accountId, wake);
+    tails.off(accountId, wake);
     if (--open > 0) return;
     void consumer?.stop();
     consumer = undefined;
   };
 }
 
-/** `release` gives back the stream's slot (limits/held.ts) once it ends, however it ends. */
+/**
+ * The account's events after the sequence `after`, page by page as they commit, until `signal`
+ * aborts. A page may be empty: one comes at least every HEARTBEAT_MS, so a caller can show it is
+ * alive. Throws when the database fails; the caller resumes from the last sequence it got.
+ */
+export async function* liveEvents(
+  accountId: string,
+  from: { after: number; types?: EventType[] },
+  signal: AbortSignal,
+): AsyncGenerator<PublicEvent[]> {
+  let wake: (() => void) | undefined;
+  // Rung while the tail was reading or its page being handled: it reads again instead of waiting.
+  let rung = false;
+  const ring = () => {
+    rung = true;
+    wake?.();
+  };
+  const unfollow = follow(accountId, ring);
+  signal.addEventListener("abort", ring, { once: true });
+  let after = from.after;
+  try {
+    while (!signal.aborted) {
+      rung = false;
+      const page = await listEvents(accountId, { after, types: from.types, limit: PAGE });
+      // A filtered page may skip sequence numbers; the cursor still moves past what was read.
+      after = page.next_after;
+      yield page.events;
+      if (page.events.length === PAGE || rung || signal.aborted) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, HEARTBEAT_MS);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = undefined;
+    }
+  } finally {
+    signal.removeEventListener("abort", ring);
+    unfollow();
+  }
+}
+
+/** `release` gives back the stream's slot (eventStreams) once it ends, however it ends. */
 export function eventStream(
   accountId: string,
   from: { after?: number; types?: EventType[] },
@@ -66,55 +134,30 @@ export function eventStream(
   release: () => void,
 ): Response {
   const encoder = new TextEncoder();
-  let closed = false;
-  let wake: (() => void) | undefined;
-  // Rung while the stream was reading: it reads again instead of waiting.
-  let rung = false;
-  let unfollow: (() => void) | undefined;
+  const ended = new AbortController();
   const close = () => {
-    closed = true;
     release();
-    unfollow?.();
-    unfollow = undefined;
-    wake?.();
+    ended.abort();
   };
   signal.addEventListener("abort", close, { once: true });
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
-      if (closed) return controller.close();
-      unfollow = follow(accountId, () => {
-        rung = true;
-        wake?.();
-      });
-      let after = from.after ?? (await latestSequence(accountId));
-      let lastWrite = Date.now();
-      controller.enqueue(encoder.encode(": parley event stream\nretry: 1000\n\n"));
       try {
-        while (!closed) {
-          rung = false;
-          const page = await listEvents(accountId, { after, types: from.types, limit: PAGE });
-          // A filtered page may skip sequence numbers; the cursor still moves past what was read.
-          for (const event of page.events) {
+        if (ended.signal.aborted) return;
+        const after = from.after ?? (await latestSequence(accountId));
+        let lastWrite = Date.now();
+        controller.enqueue(encoder.encode(": parley event stream\nretry: 1000\n\n"));
+        for await (const events of liveEvents(accountId, { after, types: from.types }, ended.signal)) {
+          for (const event of events) {
             controller.enqueue(
               encoder.encode(`id: ${event.sequence}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`),
             );
             lastWrite = Date.now();
           }
-          after = page.next_after;
-          if (page.events.length === PAGE) continue;
           if (Date.now() - lastWrite >= HEARTBEAT_MS) {
             controller.enqueue(encoder.encode(": keep-alive\n\n"));
             lastWrite = Date.now();
           }
-          if (rung) continue;
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, HEARTBEAT_MS);
-            wake = () => {
-              clearTimeout(timer);
-              resolve();
-            };
-          });
-          wake = undefined;
         }
       } catch {
         // The client went away mid-write, or the database is gone: end the stream; the client resumes.

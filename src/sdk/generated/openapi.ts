@@ -650,7 +650,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Phoenix channels socket (protocol v2): topics chat:<channel_id> and rtc:<channel_id>
+         * Phoenix channels socket (protocol v2): topics chat:<channel_id>, rtc:<channel_id>, events:<account_id>
          * @description A WebSocket upgrade (`Upgrade: websocket`) that speaks the Phoenix channels protocol,
          *     version 2, so the `phoenix` npm client works unchanged (docs/realtime.md). The token is checked before the
          *     upgrade: a bad one is answered 401 or 403 in the error shape and no socket opens.
@@ -665,6 +665,9 @@ export interface paths {
          *       `new_message`) and `new_vote {message_id, answer}` (reply `{poll_answer}`, broadcast `new_vote`). REST
          *       edits and deletes broadcast `message_updated` and `message_deleted`; leaving broadcasts `user_left`.
          *     - On rtc, any other event is relayed to the other members with `from` set to the sender's user id.
+         *     - `phx_join` on `events:<account_id>` (a token whose scope covers the platform: `parley` or empty; payload
+         *       `{after?: <sequence>}`) hears the account's catalogue events, each as an event named by its type with the event
+         *       log's JSON as payload; it takes no pushes.
          *     - Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.
          */
         get: operations["getApiV1MessagingWebsocket"];
