@@ -84,12 +84,15 @@ const CLAIMED_COLUMNS = sql`${ENDPOINT_COLUMNS}, ev.account_id, ${EVENT_COLUMNS}
  * its head brings forward). A row whose endpoint is gone is taken too, to
  * be dropped (see webhookDue). SKIP LOCKED lets several workers claim at once without waiting
  * on each other's rows. No order: sorting would read every due row, and a backlog makes each
- * claim as slow as it is long; the scan stops at the limit.
+ * claim as slow as it is long; the scan stops at the limit. The endpoints in `full` already hold
+ * their share of the claiming worker's slots (see SlotShares): their rows are left for later.
  */
-const dueRows = (limit: number, columns: SQL) => sql`
+const dueRows = (limit: number, columns: SQL, full: string[]) => sql`
   select ${columns} from webhook_due c left join webhook_endpoints de on de.id = c.endpoint_id
   -- A retry's timer may fire a little before the database's clock says it is due.
-  where c.due_at <= now() + interval '1 second'
+  where c.due_at <= now() + interval '1 second'${
+    full.length > 0 ? sql` and c.endpoint_id <> all(${arrayLiteral(full)}::text[])` : sql``
+  }
     and (de.id is null or (de.enabled and not (de.ordered and (
       exists (select 1 from webhook_due p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)
       or exists (select 1 from webhook_parked p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)))))
@@ -119,7 +122,7 @@ export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.
  * the claim's lease, the log row counts the attempt and shows the lease. A due row whose
  * delivery is gone is deleted instead.
  */
-export async function claimDue(handle: Database, limit: number): Promise<Claimed[]> {
+export async function claimDue(handle: Database, limit: number, full: string[] = []): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
     await handle.execute(
@@ -127,7 +130,7 @@ export async function claimDue(handle: Database, limit: number): Promise<Claimed
       with picked as materialized (
         -- A scalar subquery, probed by the key for each row picked: as not exists (…) PostgreSQL hashed the
         -- whole delivery log once a claim, and as a join to picked it read the whole due set.
-        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`)}
+        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`, full)}
       ),
       -- By ctid: the rows are locked by the claim, so each stays where it lies.
       dropped as (delete from webhook_due w where w.ctid = any(array(select row from picked where gone))),
@@ -153,7 +156,7 @@ export async function claimDue(handle: Database, limit: number): Promise<Claimed
  * recordLocked writes. The transaction commits without waiting for the WAL flush, as a claim
  * did.
  */
-export async function claimLocked(tx: Database, limit: number): Promise<Claimed[]> {
+export async function claimLocked(tx: Database, limit: number, full: string[] = []): Promise<Claimed[]> {
   const rows = rowsOf<Omit<Claimed, EndpointColumn | "lease">>(
     await tx.execute(
       sql`
@@ -161,7 +164,7 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
         -- = any(array(…)), not in (…): PostgreSQL joins an IN subquery by hashing and reads every due
         -- row to match it (3.9 of 10.5 ms a claim of 256 with 20,000 due); an array is probed by the key.
         -- By ctid, not by key: the rows are locked by this statement, so each stays where it lies until deleted.
-        delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`)}))
+        delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`, full)}))
         returning w.delivery_id
       )
       select d.id, d.attempts + 1 as attempts, d.endpoint_id, ${EVENT_COLUMNS}
