@@ -303,7 +303,8 @@ export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> 
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signature,
     };
-    const answer = await post(destination, headers, body, config.webhooks.timeoutMs, RESPONSE_BYTES);
+    const { timeoutMs, connectTimeoutMs } = config.webhooks;
+    const answer = await post(destination, headers, body, timeoutMs, RESPONSE_BYTES, connectTimeoutMs);
     return {
       statusCode: answer.status,
       // PostgreSQL's text holds no NUL: one in a receiver's answer would fail the whole batch's record.
