@@ -196,7 +196,7 @@ test("no answer in time, no listener, a reply that is not HTTP: each fails the a
   }
 });
 
-test("a connection not open within the connect timeout fails the attempt then, not at the answer's timeout", async () => {
+test("a connection not open within the connect timeout fails the attempt then, not at the answer timeout", async () => {
   // It accepts TCP and never answers: over TLS the handshake never ends, so the connection never opens.
   const silent = receiver(() => {});
   try {
