@@ -32,6 +32,10 @@ const Call = {
   callee: t.Union([t.String(), t.Null()], { description: "The called SIP URI" }),
 };
 
+/** A webhook endpoint's breaker or state changed: which endpoint, and why. */
+const EndpointChange = (reason: string) =>
+  t.Object({ endpoint_id: t.String(), url: t.String(), reason: t.String({ description: reason }) });
+
 /** The data of each event type. */
 export const EVENT_DATA = {
   "room.started": t.Object({ room: Room, breakout_id: Breakout, started_at: Time("When the room was created") }),
@@ -130,6 +134,9 @@ export const EVENT_DATA = {
     streaming_seconds: t.Integer(),
     recording_seconds: t.Integer(),
   }),
+  "endpoint.circuit_opened": EndpointChange("Why: the failures in the window, or the probe that failed"),
+  "endpoint.circuit_closed": EndpointChange("Why: the probe that succeeded"),
+  "endpoint.disabled": EndpointChange("Why Parley disabled it: 410 Gone, or every attempt failing too long"),
   // Exactly the names in ./event-types.ts: a type missing here or not listed there fails to compile.
 } as const satisfies Record<EventType, unknown>;
 export type EventData<T extends EventType> = Static<(typeof EVENT_DATA)[T]>;

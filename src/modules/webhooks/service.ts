@@ -237,8 +237,15 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
         ...(input.description !== undefined && { description: input.description }),
         ...(input.ordered !== undefined && { ordered: input.ordered }),
         ...(input.enabled !== undefined && { enabled: input.enabled }),
-        // Enabling starts afresh: the reason and the failure run of the last disable are over.
-        ...(enabling && { disabledReason: null, failingSince: null }),
+        // Enabling starts afresh: the reason, the failure run and the breaker of the last disable are over.
+        ...(enabling && {
+          disabledReason: null,
+          failingSince: null,
+          circuitOpenUntil: null,
+          windowStartedAt: null,
+          windowAttempts: 0,
+          windowFailures: 0,
+        }),
         updatedAt: sql`now()`,
       })
       .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))

@@ -10859,6 +10859,63 @@ export interface operations {
                                 streaming_seconds: string | number;
                                 recording_seconds: string | number;
                             };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.circuit_opened";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the failures in the window, or the probe that failed */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.circuit_closed";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the probe that succeeded */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.disabled";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why Parley disabled it: 410 Gone, or every attempt failing too long */
+                                reason: string;
+                            };
                         })[];
                         /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
                         next_after: string | number;
@@ -11285,6 +11342,63 @@ export interface operations {
                                 streaming_seconds: string | number;
                                 recording_seconds: string | number;
                             };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.circuit_opened";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the failures in the window, or the probe that failed */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.circuit_closed";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the probe that succeeded */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.disabled";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why Parley disabled it: 410 Gone, or every attempt failing too long */
+                                reason: string;
+                            };
                         })[];
                         /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
                         next_after: string | number;
@@ -11710,6 +11824,63 @@ export interface operations {
                                 phone_seconds: string | number;
                                 streaming_seconds: string | number;
                                 recording_seconds: string | number;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.circuit_opened";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the failures in the window, or the probe that failed */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.circuit_closed";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the probe that succeeded */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: string | number;
+                            /** @constant */
+                            type: "endpoint.disabled";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why Parley disabled it: 410 Gone, or every attempt failing too long */
+                                reason: string;
                             };
                         })[];
                         /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
@@ -11957,7 +12128,7 @@ export interface operations {
                 "application/json": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -11970,7 +12141,7 @@ export interface operations {
                 "multipart/form-data": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -11983,7 +12154,7 @@ export interface operations {
                 "text/plain": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -12398,7 +12569,7 @@ export interface operations {
             content: {
                 "application/json": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -12406,7 +12577,7 @@ export interface operations {
                 };
                 "multipart/form-data": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -12414,7 +12585,7 @@ export interface operations {
                 };
                 "text/plain": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -16987,7 +17158,7 @@ export interface operations {
                 "application/json": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17000,7 +17171,7 @@ export interface operations {
                 "multipart/form-data": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17013,7 +17184,7 @@ export interface operations {
                 "text/plain": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @default true */
                     enabled?: boolean;
@@ -17394,7 +17565,7 @@ export interface operations {
             content: {
                 "application/json": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -17402,7 +17573,7 @@ export interface operations {
                 };
                 "multipart/form-data": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
@@ -17410,7 +17581,7 @@ export interface operations {
                 };
                 "text/plain": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
