@@ -75,6 +75,8 @@ test("the breaker opens on failures, holds deliveries back unattempted, probes, 
     expect(opened.data).toMatchObject({ endpoint_id: id, url: flaky.url });
     expect(opened.data.reason).toMatch(/^\d+ of \d+ attempts failed within 60 s$/);
     expect(await openUntil()).not.toBeNull();
+    const health = async () => (await call("GET", `/api/v1/webhooks/${id}`, { headers: auth })).body.health;
+    expect(await health()).toMatchObject({ state: "circuit_open", recent: 6, success_rate: 0, backlog: 6 });
     // Open: more events wait, and nothing is attempted, their retries used up by nothing, until the probe.
     const before = await attempts();
     await emit(4, 6);
@@ -98,6 +100,9 @@ test("the breaker opens on failures, holds deliveries back unattempted, probes, 
       ),
     ).toBe(10);
     expect(await openUntil()).toBeNull();
+    const healthy = await until(health, (figures) => figures.backlog === 0);
+    expect(healthy).toMatchObject({ state: "healthy", recent: 10, success_rate: 1, backlog: 0 });
+    expect(healthy.latency_p50_ms).toBeLessThanOrEqual(healthy.latency_p99_ms);
 
     // Fails again: the breaker opens again.
     flaky.setMode("error");

@@ -174,8 +174,31 @@ const Endpoint = t.Object({
     description: "Why Parley disabled it (410 Gone, failing for 24 hours)",
   }),
   failing_since: t.Union([Time("Start of the current run of failed attempts"), t.Null()]),
+  circuit_open_until: t.Union([
+    Time("While its circuit breaker is open: when the cool-down before a probe ends"),
+    t.Null(),
+  ]),
   created_at: Time("When it was made"),
   updated_at: Time("When it last changed"),
+  health: t.Optional(
+    t.Object(
+      {
+        state: t.UnionEnum(["healthy", "circuit_open", "paused", "disabled"], {
+          description: "disabled by Parley (see disabled_reason), paused by the account, or sending",
+        }),
+        recent: t.Integer({ description: "How many of its latest deliveries (up to 100) the figures below are of" }),
+        success_rate: t.Union([t.Number(), t.Null()], {
+          description: "Of those, the share whose last attempt succeeded",
+        }),
+        latency_p50_ms: t.Union([t.Integer(), t.Null()], { description: "Their last attempts' latency, median" }),
+        latency_p99_ms: t.Union([t.Integer(), t.Null()], {
+          description: "Their last attempts' latency, 99th percentile",
+        }),
+        backlog: t.Integer({ description: "Deliveries left to send, set aside ones included" }),
+      },
+      { description: "GET /api/v1/webhooks/{id} only" },
+    ),
+  ),
 });
 
 export const WebhooksModel = {

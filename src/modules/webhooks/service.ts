@@ -103,6 +103,7 @@ function endpointOf(row: EndpointRow): Endpoint {
     ordered: row.ordered,
     disabled_reason: row.disabledReason,
     failing_since: row.failingSince?.toISOString() ?? null,
+    circuit_open_until: row.circuitOpenUntil?.toISOString() ?? null,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   };
@@ -156,8 +157,49 @@ export async function listEndpoints(accountId: string): Promise<Endpoint[]> {
   return rows.map(endpointOf);
 }
 
+/** How many of an endpoint's latest attempted deliveries its health figures are of. */
+const RECENT = 100;
+
 export async function getEndpoint(accountId: string, id: string): Promise<Endpoint> {
-  return endpointOf(await endpointRow(accountId, id));
+  const endpoint = endpointOf(await endpointRow(accountId, id));
+  // The latest by sequence, which its index reads backwards: no scan of the whole log.
+  const [figures] = rowsOf<{
+    recent: number;
+    succeeded: number;
+    p50: number | null;
+    p99: number | null;
+    backlog: number;
+  }>(
+    await db.execute(sql`
+      select count(*)::integer as recent,
+        (count(*) filter (where r.last_status_code between 200 and 299))::integer as succeeded,
+        percentile_disc(0.5) within group (order by r.last_latency_ms) as p50,
+        percentile_disc(0.99) within group (order by r.last_latency_ms) as p99,
+        ((select count(*) from webhook_due where endpoint_id = ${id})
+          + (select count(*) from webhook_parked where endpoint_id = ${id}))::integer as backlog
+      from (
+        select last_status_code, last_latency_ms from webhook_deliveries
+        where endpoint_id = ${id} and last_attempt_at is not null order by sequence desc limit ${RECENT}
+      ) r`),
+  );
+  const state = !endpoint.enabled
+    ? endpoint.disabled_reason === null
+      ? "paused"
+      : "disabled"
+    : endpoint.circuit_open_until !== null
+      ? "circuit_open"
+      : "healthy";
+  return {
+    ...endpoint,
+    health: {
+      state,
+      recent: figures!.recent,
+      success_rate: figures!.recent === 0 ? null : figures!.succeeded / figures!.recent,
+      latency_p50_ms: figures!.p50,
+      latency_p99_ms: figures!.p99,
+      backlog: figures!.backlog,
+    },
+  };
 }
 
 /**

@@ -12025,6 +12025,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12035,6 +12036,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         }[];
                     };
                     "multipart/form-data": {
@@ -12048,6 +12068,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12058,6 +12079,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         }[];
                     };
                     "text/plain": {
@@ -12071,6 +12111,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12081,6 +12122,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         }[];
                     };
                 };
@@ -12183,6 +12243,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12193,6 +12254,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -12208,6 +12288,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12218,6 +12299,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -12233,6 +12333,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12243,6 +12344,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -12364,6 +12484,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -12374,6 +12495,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                     "multipart/form-data": {
                         id: string;
@@ -12385,6 +12525,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -12395,6 +12536,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                     "text/plain": {
                         id: string;
@@ -12406,6 +12566,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -12416,6 +12577,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                 };
             };
@@ -12609,6 +12789,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -12619,6 +12800,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                     "multipart/form-data": {
                         id: string;
@@ -12630,6 +12830,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -12640,6 +12841,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                     "text/plain": {
                         id: string;
@@ -12651,6 +12871,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -12661,6 +12882,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                 };
             };
@@ -12809,6 +13049,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12819,6 +13060,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -12834,6 +13094,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12844,6 +13105,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -12859,6 +13139,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -12869,6 +13150,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -17023,6 +17323,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17033,6 +17334,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         }[];
                     };
                     "multipart/form-data": {
@@ -17046,6 +17366,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17056,6 +17377,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         }[];
                     };
                     "text/plain": {
@@ -17069,6 +17409,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17079,6 +17420,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         }[];
                     };
                 };
@@ -17213,6 +17573,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17223,6 +17584,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -17238,6 +17618,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17248,6 +17629,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -17263,6 +17663,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17273,6 +17674,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -17605,6 +18025,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -17615,6 +18036,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                     "multipart/form-data": {
                         id: string;
@@ -17626,6 +18066,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -17636,6 +18077,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                     "text/plain": {
                         id: string;
@@ -17647,6 +18107,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -17657,6 +18118,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: string | number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: (string | number) | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: (string | number) | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: string | number;
+                        };
                     };
                 };
             };
@@ -17836,6 +18316,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17846,6 +18327,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -17861,6 +18361,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17871,6 +18372,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -17886,6 +18406,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -17896,6 +18417,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: string | number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: (string | number) | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: (string | number) | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: string | number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
