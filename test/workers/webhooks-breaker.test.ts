@@ -9,6 +9,7 @@ import { expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { renderMetrics } from "../../src/http/metrics";
 import { rowsOf } from "../../src/db/rows";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
@@ -77,6 +78,14 @@ test("the breaker opens on failures, holds deliveries back unattempted, probes, 
     expect(await openUntil()).not.toBeNull();
     const health = async () => (await call("GET", `/api/v1/webhooks/${id}`, { headers: auth })).body.health;
     expect(await health()).toMatchObject({ state: "circuit_open", recent: 6, success_rate: 0, backlog: 6 });
+    // And /metrics counts it among the open breakers, with its backlog.
+    const metrics = await renderMetrics();
+    expect(
+      Number(/^parley_webhook_endpoints\{state="circuit_open"\} (\d+)$/m.exec(metrics)?.[1]),
+    ).toBeGreaterThanOrEqual(1);
+    expect(Number(/^parley_webhook_backlog\{state="circuit_open"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(
+      6,
+    );
     // Open: more events wait, and nothing is attempted, their retries used up by nothing, until the probe.
     const before = await attempts();
     await emit(4, 6);

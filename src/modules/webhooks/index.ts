@@ -8,12 +8,14 @@ import { accountFromHeader, auth, credentialFrom } from "../auth";
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { errorResponses } from "../../http/errors";
+import { reportGauges } from "../../http/metrics";
 import { HeldResource } from "../limits/held";
 import { credentialCounter } from "../limits/rates";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
   deleteEndpoint,
+  endpointGauges,
   getEndpoint,
   listDeliveries,
   listEndpoints,
@@ -45,6 +47,9 @@ const eventStreams = new HeldResource({
   retryAfterSeconds: 5,
   free: "close one",
 });
+
+// The endpoints by state, and their backlogs, on /metrics.
+reportGauges(endpointGauges);
 
 /**
  * Runs before the request is validated, so a caller without a

@@ -157,6 +157,31 @@ export async function listEndpoints(accountId: string): Promise<Endpoint[]> {
   return rows.map(endpointOf);
 }
 
+/**
+ * The endpoints of every account by state (as their health shows it), and their backlogs, for /metrics: counts, not
+ * a series an endpoint, which GET /api/v1/webhooks/{id} answers.
+ */
+export async function endpointGauges(): Promise<string[]> {
+  const rows = rowsOf<{ state: string; endpoints: number; backlog: number }>(
+    await db.execute(sql`
+      select case when not e.enabled and e.disabled_reason is null then 'paused' when not e.enabled then 'disabled'
+          when e.circuit_open_until is not null then 'circuit_open' else 'healthy' end as state,
+        count(*)::integer as endpoints, coalesce(sum(coalesce(d.n, 0) + coalesce(p.n, 0)), 0)::integer as backlog
+      from webhook_endpoints e
+        left join (select endpoint_id, count(*) as n from webhook_due group by 1) d on d.endpoint_id = e.id
+        left join (select endpoint_id, count(*) as n from webhook_parked group by 1) p on p.endpoint_id = e.id
+      group by 1`),
+  );
+  return [
+    "# HELP parley_webhook_endpoints Webhook endpoints by state (healthy, circuit_open, paused, disabled).",
+    "# TYPE parley_webhook_endpoints gauge",
+    ...rows.map((row) => `parley_webhook_endpoints{state="${row.state}"} ${row.endpoints}`),
+    "# HELP parley_webhook_backlog Deliveries left to send, by their endpoint's state.",
+    "# TYPE parley_webhook_backlog gauge",
+    ...rows.map((row) => `parley_webhook_backlog{state="${row.state}"} ${row.backlog}`),
+  ];
+}
+
 /** How many of an endpoint's latest attempted deliveries its health figures are of. */
 const RECENT = 100;
 
