@@ -95,6 +95,9 @@ test("a receiver that never answers and one answering 500 leave the others' p99 
   const allHealthy = await healthyP99(false);
   const withFaults = await healthyP99(true);
   console.log(`healthy receivers' p99: ${allHealthy} ms with all ten healthy, ${withFaults} ms with two faulty`);
-  // 10 % of a p99 of tens of milliseconds is less than one scheduling delay of a loaded machine: 50 ms besides.
-  expect(withFaults).toBeLessThanOrEqual(allHealthy * 1.1 + 50);
+  // 10 % of a p99 of tens of milliseconds is less than one delay of a loaded machine, and the p99 of 30 events is
+  // their slowest one's: on two shared cores one claim waits 100-200 ms now and then, in either run (the all-healthy
+  // p99 was 19-154 ms from run to run). Hence 200 ms besides; what this catches is a wait of WEBHOOK_TIMEOUT_MS, and
+  // before each endpoint was held to its share most healthy deliveries had not arrived after 8 s.
+  expect(withFaults).toBeLessThanOrEqual(allHealthy * 1.1 + 200);
 }, 40_000);
