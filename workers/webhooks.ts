@@ -44,7 +44,9 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
       if (due === "sweep") {
         await promoteHeads(db, "all");
         // Breakers whose cool-down is over: one probe each; what a closed one held back is claimed next.
-        await probeOpenCircuits();
+        await probeOpenCircuits().catch((error: Error) =>
+          log.warn({ err: error.message }, "probing webhook endpoints' circuit breakers failed; the next sweep will"),
+        );
       }
       pump.wake();
       return 0;

@@ -43,7 +43,7 @@ export async function endpointEvent(
 
 /**
  * Counts attempts into their endpoints' windows (only a failure opens one) and opens the breakers whose window now
- * fails too often. No round trip when nothing is to count.
+ * fails too often, on a failure only: successes after a run of failures lower the ratio, and never open it.
  */
 export async function countOutcomes(counts: Counted[]): Promise<void> {
   if (counts.length === 0) return;
@@ -59,13 +59,14 @@ export async function countOutcomes(counts: Counted[]): Promise<void> {
           case when x.fresh then w.window_started_at when o.failures > 0 then now() end as since,
           case when x.fresh then w.window_attempts else 0 end + o.attempts as attempts,
           case when x.fresh then w.window_failures else 0 end + o.failures as failures_now,
-          w.circuit_open_until is null as closed
+          -- A disabled endpoint's breaker stays as it is: nothing is sent to it, and enabling it closes the breaker.
+          w.circuit_open_until is null and w.enabled as closed
         from webhook_endpoints w join o on o.id = w.id,
           lateral (select coalesce(w.window_started_at > now() - make_interval(secs => ${breakerWindowSeconds}), false)
             as fresh) x
       ),
       judged as (
-        select c.*, c.closed and c.since is not null and c.attempts >= ${breakerMinAttempts}
+        select c.*, c.closed and c.failures > 0 and c.since is not null and c.attempts >= ${breakerMinAttempts}
           and c.failures_now * 100 >= ${breakerFailurePercent} * c.attempts as opens
         from counted c
       )
