@@ -165,7 +165,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         // share is looked for again once one of their attempts ends.
         if (rows.length < size && wakes === wakesBefore) {
           more = false;
-          for (const endpoint of full) skipped.add(endpoint);
+          // One whose attempts all ended while the claim ran is woken by none: look again now.
+          for (const endpoint of full)
+            if (waiting.inFlight(endpoint) > 0) skipped.add(endpoint);
+            else more = true;
         }
         if (rows.length === 0) return undefined;
         if (stopped) {

@@ -85,7 +85,10 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       // share is looked for again once one of their attempts ends.
       if (rows.length < share && wakes === wakesBefore) {
         more = false;
-        for (const endpoint of full) skipped.add(endpoint);
+        // One whose attempts all ended while the claim ran is woken by none: look again now.
+        for (const endpoint of full)
+          if (waiting.inFlight(endpoint) > 0) skipped.add(endpoint);
+          else more = true;
       }
       const batch = new ClaimedBatch();
       for (const row of rows) waiting.push({ row, batch, claimedAt });

@@ -1,11 +1,11 @@
 /**
  * A worker's claimed deliveries waiting for a slot, queued per endpoint and started in turn,
  * each endpoint holding at most its share of the slots: the slots over the endpoints that
- * have work in the worker (waiting or in flight) or had some within the last second, rounded
+ * have work in the worker (waiting or in flight) or had some within the last 250 ms, rounded
  * up. A receiver that never answers keeps each of its attempts in flight for
  * WEBHOOK_TIMEOUT_MS; capped at its share, it
  * leaves the other endpoints' deliveries the rest, where first come, first sent let its
- * backlog take every slot. An endpoint alone (for a second) takes them all, so one busy
+ * backlog take every slot. An endpoint alone (for 250 ms) takes them all, so one busy
  * endpoint sends as fast as before; attempts in flight are not cut short when others come,
  * so those wait for its attempts to end, and its next ones start only below the new share.
  */
@@ -13,9 +13,10 @@ import type { Claimed } from "./delivery";
 
 /**
  * How long an endpoint counts as having work after its last: the other endpoints' deliveries come and go in
- * moments, and a silent receiver alone between two of them would take every slot for WEBHOOK_TIMEOUT_MS.
+ * moments, and a silent receiver alone between two of them would take every slot for WEBHOOK_TIMEOUT_MS. Short, as
+ * the slots an endpoint gone quiet keeps from the others stay idle meanwhile.
  */
-const RECENT_MS = 1_000;
+const RECENT_MS = 250;
 
 export class SlotShares<T extends { row: Claimed }> {
   /** In turn: an endpoint that starts an attempt goes to the back. */
@@ -65,6 +66,11 @@ export class SlotShares<T extends { row: Claimed }> {
       return entry;
     }
     return undefined;
+  }
+
+  /** Attempts of `endpoint` in flight. */
+  inFlight(endpoint: string): number {
+    return this.busy.get(endpoint) ?? 0;
   }
 
   /** An attempt `next` started has ended. */
