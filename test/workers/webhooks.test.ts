@@ -227,11 +227,16 @@ describe("with the worker in this process", () => {
         (list) => list.length >= 1,
       );
       expect(first.map((entry) => entry.event.data.room)).toEqual(["gone-1"]);
+      // The disable was an event of the account too (sequence 2), with its reason, recorded just after it.
+      await until(
+        async () =>
+          (await call("GET", "/api/v1/events?types=endpoint.disabled", { headers: auth(a.apiKey) })).body.events,
+        (list) => list.length === 1,
+      );
       const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, {
         headers: auth(a.apiKey),
         body: { after: 1 },
       });
-      // The disable was an event of the account too (sequence 2), with its reason.
       expect(replayed).toMatchObject({ status: 202, body: { queued: 2 } });
       await until(
         () => receiver.received,
