@@ -404,6 +404,20 @@ export function loadConfig(env: Env) {
       retrySchedule: read.secondsList("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"),
       /** How long a receiver has to answer one attempt. */
       timeoutMs: read.integer("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
+      /**
+       * How long a new connection (TLS handshake included) may take, within WEBHOOK_TIMEOUT_MS: a receiver that
+       * cannot be reached gives up its slot sooner than one that is slow to answer.
+       */
+      connectTimeoutMs: read.integer("WEBHOOK_CONNECT_TIMEOUT_MS", 3_000, 100, 120_000),
+      /**
+       * An endpoint's circuit breaker opens when, of at least breakerMinAttempts attempts within breakerWindowSeconds
+       * of a failure, this percentage or more failed; open, its deliveries wait, unattempted, breakerCooldownSeconds
+       * (and until the next sweep) before one probe.
+       */
+      breakerFailurePercent: read.integer("WEBHOOK_BREAKER_FAILURE_PERCENT", 50, 1, 100),
+      breakerWindowSeconds: read.integer("WEBHOOK_BREAKER_WINDOW_SECONDS", 60, 1, 86_400),
+      breakerMinAttempts: read.integer("WEBHOOK_BREAKER_MIN_ATTEMPTS", 10, 1, 100_000),
+      breakerCooldownSeconds: read.integer("WEBHOOK_BREAKER_COOLDOWN_SECONDS", 30, 1, 86_400),
       /** An endpoint whose attempts all failed for this long is disabled (24 hours). */
       disableAfterSeconds: read.integer("WEBHOOK_DISABLE_AFTER_SECONDS", 86_400, 1, 31_536_000),
       /** Deliveries one webhooks worker process sends at once. */

@@ -15,6 +15,7 @@ import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { startLockedPump } from "../src/modules/webhooks/locked-pump";
 import { database, db } from "../src/db/client";
 import { promoteHeads, purgeOldEvents } from "../src/modules/webhooks/service";
+import { probeOpenCircuits } from "../src/modules/webhooks/probe";
 import type { Outbox } from "../src/core/outbox";
 import { outbox as processOutbox } from "../src/queue/outbox";
 import type { Running } from "../src/core/lifecycle";
@@ -40,7 +41,13 @@ export function startWebhooksWorker(options: WebhooksWorkerOptions = {}): Runnin
     sweepEveryMs: options.sweepIntervalMs ?? config.webhooks.sweepIntervalMs,
     async drain(due) {
       // What a head left set aside while it was being recorded (see promoteHeads).
-      if (due === "sweep") await promoteHeads(db, "all");
+      if (due === "sweep") {
+        await promoteHeads(db, "all");
+        // Breakers whose cool-down is over: one probe each; what a closed one held back is claimed next.
+        await probeOpenCircuits().catch((error: Error) =>
+          log.warn({ err: error.message }, "probing webhook endpoints' circuit breakers failed; the next sweep will"),
+        );
+      }
       pump.wake();
       return 0;
     },

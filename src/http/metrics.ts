@@ -46,6 +46,13 @@ export function reportHeld(source: () => HeldGauge): void {
 
 const heldNow = () => heldSources.map((source) => source());
 
+/** Gauges a feature reads from its own store at each scrape, as Prometheus text lines (HELP and TYPE included). */
+const gaugeSources: Array<() => Promise<string[]>> = [];
+
+export function reportGauges(source: () => Promise<string[]>): void {
+  gaugeSources.push(source);
+}
+
 function statsFor(table: Record<string, RouteStats>, key: string): RouteStats {
   let stats = table[key];
   if (!stats) {
@@ -178,6 +185,11 @@ export async function renderMetrics(): Promise<string> {
     lines.push(`parley_http_request_duration_seconds_count{${labels}} ${stats.total}`);
   }
   lines.push(...heldLines(held));
+  for (const source of gaugeSources) {
+    // One feature's store away leaves the rest of the scrape whole.
+    const gauges = await source().catch(() => []);
+    lines.push(...gauges);
+  }
   lines.push("# HELP parley_queue_jobs Jobs in each BullMQ queue, by state.", "# TYPE parley_queue_jobs gauge");
   for (const [queue, counts] of Object.entries(await queueDepths())) {
     for (const [state, count] of Object.entries(counts)) {

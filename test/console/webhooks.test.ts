@@ -8,7 +8,10 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
+import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/config";
+import { db } from "../../src/db/client";
+import { webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";
 import { POLLED, screenshot, seriousViolations } from "../support/browser";
@@ -163,6 +166,18 @@ describe("webhooks page", () => {
     await page.locator(`[data-endpoint-state="${endpointId}"]`).getByText("disabled").waitFor();
     await page.getByRole("button", { name: `Enable ${receiver.url}` }).click();
     await page.locator(`[data-endpoint-state="${endpointId}"]`).getByText("enabled").waitFor();
+    // Its circuit breaker open, as failures open it: the page says so, and until when; disabling it and enabling
+    // it again closes the breaker.
+    await db
+      .update(webhookEndpoints)
+      .set({ circuitOpenUntil: sql`now() + interval '1 hour'` })
+      .where(eq(webhookEndpoints.id, endpointId));
+    await page.reload();
+    await page.locator(`[data-endpoint-state="${endpointId}"]`).getByText("circuit open, probed after").waitFor();
+    await page.getByRole("button", { name: `Disable ${receiver.url}` }).click();
+    await page.locator(`[data-endpoint-state="${endpointId}"]`).getByText("disabled", { exact: true }).waitFor();
+    await page.getByRole("button", { name: `Enable ${receiver.url}` }).click();
+    await page.locator(`[data-endpoint-state="${endpointId}"]`).getByText("enabled", { exact: true }).waitFor();
     expect(context.blocked).toEqual([]);
   });
 

@@ -196,6 +196,21 @@ test("no answer in time, no listener, a reply that is not HTTP: each fails the a
   }
 });
 
+test("a connection not open within the connect timeout fails the attempt then, not at the answer timeout", async () => {
+  // It accepts TCP and never answers: over TLS the handshake never ends, so the connection never opens.
+  const silent = receiver(() => {});
+  try {
+    const started = Date.now();
+    const error = await post({ ...silent.destination(), tls: true }, {}, "hello", 10_000, 1024, 200).catch(
+      (error: Error) => error,
+    );
+    expect(error).toMatchObject({ message: "could not connect within 200 ms" });
+    expect(Date.now() - started).toBeLessThan(3_000);
+  } finally {
+    silent.stop();
+  }
+});
+
 describe("over TLS", () => {
   let dir: string;
   let server: ReturnType<typeof Bun.serve>;

@@ -128,6 +128,8 @@ describe("with the worker in this process", () => {
     const a = await newAccount();
     let secret = "";
     const receiver = await startReceiver(() => secret);
+    // Retries alone here: the circuit breaker (webhooks-breaker.test.ts) would hold the failing phases' deliveries.
+    const restoreConfig = overrideConfig({ webhooks: { breakerMinAttempts: 1_000 } });
     try {
       let endpointId: string;
       ({ secret, id: endpointId } = await endpointFor(a.apiKey, receiver.url));
@@ -165,6 +167,7 @@ describe("with the worker in this process", () => {
       await Bun.sleep(1_000);
       expect(receiver.unique().length).toBe(30);
     } finally {
+      restoreConfig();
       receiver.stop();
     }
   }, 30_000);
@@ -224,16 +227,26 @@ describe("with the worker in this process", () => {
         (list) => list.length >= 1,
       );
       expect(first.map((entry) => entry.event.data.room)).toEqual(["gone-1"]);
+      // The disable was an event of the account too (sequence 2), with its reason, recorded just after it.
+      await until(
+        async () =>
+          (await call("GET", "/api/v1/events?types=endpoint.disabled", { headers: auth(a.apiKey) })).body.events,
+        (list) => list.length === 1,
+      );
       const replayed = await call("POST", `/api/v1/webhooks/${endpoint.id}/replay`, {
         headers: auth(a.apiKey),
         body: { after: 1 },
       });
-      expect(replayed).toMatchObject({ status: 202, body: { queued: 1 } });
+      expect(replayed).toMatchObject({ status: 202, body: { queued: 2 } });
       await until(
         () => receiver.received,
-        (list) => list.length >= 2,
+        (list) => list.length >= 3,
       );
-      expect(receiver.received.map((entry) => entry.event.data.room)).toEqual(["gone-1", "while-disabled"]);
+      const [gone, ...replays] = receiver.received.map(
+        (entry) => entry.event.data.room ?? `${entry.event.type}: ${entry.event.data.reason}`,
+      );
+      expect(gone).toBe("gone-1");
+      expect(replays.sort()).toEqual(["endpoint.disabled: the receiver answered 410 Gone", "while-disabled"]);
     } finally {
       receiver.stop();
     }

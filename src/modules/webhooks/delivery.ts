@@ -18,12 +18,12 @@ import { type SQL, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
-import { log } from "../../core/log";
 import type { StoredPrivateKey } from "../accounts/sealing";
 import { arrayLiteral, rowsOf } from "../../db/rows";
 import { openSecret, parkDue, promoteHeads } from "./service";
 import { checkWebhookUrl, type WebhookTarget } from "./ssrf";
 import { type Destination, post } from "./http1";
+import { countOutcomes, countsOf, endpointEvent } from "./circuit";
 
 /** How much of an answer the delivery log keeps. */
 const RESPONSE_BYTES = 1024;
@@ -45,7 +45,7 @@ export interface Claimed {
   attempts: number;
   /** The claim's lease, exactly as stored; empty for a claim held by row locks. */
   lease: string;
-  /** Whether its endpoint was in a run of failures when claimed (claimLocked only). */
+  /** Whether its endpoint was in a run of failures or its breaker's window open when claimed. */
   failing?: boolean;
   endpoint_id: string;
   url: string;
@@ -70,6 +70,9 @@ export interface Claimed {
 const ENDPOINT_COLUMNS = sql`de.url, de.ordered, de.secret::text as secret,
   case when de.previous_secret_until > now() then de.previous_secret::text end as previous_secret`;
 
+/** Whether an endpoint (`de`) is in a run of failures or its breaker's window is open: its successes count then. */
+const FAILING = sql`(de.failing_since is not null or de.window_started_at is not null)`;
+
 /** A claimed delivery's columns from its event (`ev`) but its account: the timestamp already in the body's format. */
 const EVENT_COLUMNS = sql`ev.id as event_id, ev.type, ev.sequence, ev.data::text as data,
   to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at`;
@@ -84,13 +87,19 @@ const CLAIMED_COLUMNS = sql`${ENDPOINT_COLUMNS}, ev.account_id, ${EVENT_COLUMNS}
  * its head brings forward). A row whose endpoint is gone is taken too, to
  * be dropped (see webhookDue). SKIP LOCKED lets several workers claim at once without waiting
  * on each other's rows. No order: sorting would read every due row, and a backlog makes each
- * claim as slow as it is long; the scan stops at the limit.
+ * claim as slow as it is long; the scan stops at the limit. The endpoints in `full` already hold
+ * their share of the claiming worker's slots (see SlotShares): their rows are left for later. An
+ * endpoint whose circuit breaker is open is passed over, but by the claim of its `probe`.
  */
-const dueRows = (limit: number, columns: SQL) => sql`
+const dueRows = (limit: number, columns: SQL, full: string[], probe?: string) => sql`
   select ${columns} from webhook_due c left join webhook_endpoints de on de.id = c.endpoint_id
   -- A retry's timer may fire a little before the database's clock says it is due.
-  where c.due_at <= now() + interval '1 second'
-    and (de.id is null or (de.enabled and not (de.ordered and (
+  where c.due_at <= now() + interval '1 second'${
+    full.length > 0 ? sql` and c.endpoint_id <> all(${arrayLiteral(full)}::text[])` : sql``
+  }
+    and (de.id is null or (de.enabled and ${
+      probe === undefined ? sql`de.circuit_open_until is null` : sql`c.endpoint_id = ${probe}`
+    } and not (de.ordered and (
       exists (select 1 from webhook_due p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)
       or exists (select 1 from webhook_parked p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)))))
   limit ${limit}
@@ -119,7 +128,12 @@ export const leaseMs = () => config.webhooks.timeoutMs + Math.max(3_000, config.
  * the claim's lease, the log row counts the attempt and shows the lease. A due row whose
  * delivery is gone is deleted instead.
  */
-export async function claimDue(handle: Database, limit: number): Promise<Claimed[]> {
+export async function claimDue(
+  handle: Database,
+  limit: number,
+  full: string[] = [],
+  probe?: string,
+): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
     await handle.execute(
@@ -127,7 +141,7 @@ export async function claimDue(handle: Database, limit: number): Promise<Claimed
       with picked as materialized (
         -- A scalar subquery, probed by the key for each row picked: as not exists (…) PostgreSQL hashed the
         -- whole delivery log once a claim, and as a join to picked it read the whole due set.
-        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`)}
+        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`, full, probe)}
       ),
       -- By ctid: the rows are locked by the claim, so each stays where it lies.
       dropped as (delete from webhook_due w where w.ctid = any(array(select row from picked where gone))),
@@ -140,7 +154,7 @@ export async function claimDue(handle: Database, limit: number): Promise<Claimed
       set attempts = u.attempts + 1, leased_until = c.due_at, last_attempt_at = now()
       from claimed c, webhook_endpoints de, events ev, ${NO_FLUSH}
       where u.id = c.delivery_id and de.id = u.endpoint_id and ev.id = u.event_id
-      returning u.id, u.attempts, u.leased_until::text as lease, u.endpoint_id, ${CLAIMED_COLUMNS}`,
+      returning u.id, u.attempts, u.leased_until::text as lease, u.endpoint_id, ${FAILING} as failing, ${CLAIMED_COLUMNS}`,
     ),
   );
 }
@@ -153,7 +167,7 @@ export async function claimDue(handle: Database, limit: number): Promise<Claimed
  * recordLocked writes. The transaction commits without waiting for the WAL flush, as a claim
  * did.
  */
-export async function claimLocked(tx: Database, limit: number): Promise<Claimed[]> {
+export async function claimLocked(tx: Database, limit: number, full: string[] = []): Promise<Claimed[]> {
   const rows = rowsOf<Omit<Claimed, EndpointColumn | "lease">>(
     await tx.execute(
       sql`
@@ -161,7 +175,7 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
         -- = any(array(…)), not in (…): PostgreSQL joins an IN subquery by hashing and reads every due
         -- row to match it (3.9 of 10.5 ms a claim of 256 with 20,000 due); an array is probed by the key.
         -- By ctid, not by key: the rows are locked by this statement, so each stays where it lies until deleted.
-        delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`)}))
+        delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`, full)}))
         returning w.delivery_id
       )
       select d.id, d.attempts + 1 as attempts, d.endpoint_id, ${EVENT_COLUMNS}
@@ -177,7 +191,7 @@ export async function claimLocked(tx: Database, limit: number): Promise<Claimed[
   const endpoints = new Map(
     rowsOf<Pick<Claimed, EndpointColumn | "endpoint_id">>(
       await tx.execute(sql`
-        select de.id as endpoint_id, de.account_id, de.failing_since is not null as failing, ${ENDPOINT_COLUMNS}
+        select de.id as endpoint_id, de.account_id, ${FAILING} as failing, ${ENDPOINT_COLUMNS}
         from webhook_endpoints de where de.id = any(${arrayLiteral([...new Set(rows.map((row) => row.endpoint_id))])}::text[])`),
     ).map((endpoint) => [endpoint.endpoint_id, endpoint]),
   );
@@ -300,7 +314,8 @@ export async function send(row: Claimed, batch: ClaimedBatch): Promise<Outcome> 
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signature,
     };
-    const answer = await post(destination, headers, body, config.webhooks.timeoutMs, RESPONSE_BYTES);
+    const { timeoutMs, connectTimeoutMs } = config.webhooks;
+    const answer = await post(destination, headers, body, timeoutMs, RESPONSE_BYTES, connectTimeoutMs);
     return {
       statusCode: answer.status,
       // PostgreSQL's text holds no NUL: one in a receiver's answer would fail the whole batch's record.
@@ -360,9 +375,10 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
   const gone = outcome.statusCode === 410;
   const own = ownDueRows(sql`array[${Number(row.id)}::bigint]`);
   // One statement: the outcome, the retry and the endpoint's state commit together.
-  const [endpoint] = rowsOf<{ enabled: boolean; disabled_reason: string | null }>(
+  const [endpoint] = rowsOf<{ enabled: boolean; was_enabled: boolean; disabled_reason: string | null; url: string }>(
     await db.execute(sql`
-      with due as (
+      with before as (select enabled from webhook_endpoints where id = ${row.endpoint_id}),
+      due as (
         ${
           status === "pending"
             ? sql`update webhook_due set due_at = now() + make_interval(secs => ${waitSeconds}) where delivery_id = any(array(${own}))`
@@ -379,14 +395,20 @@ export async function recordFailure(row: Claimed, outcome: Outcome): Promise<{ r
       endpoint as (
         update webhook_endpoints set ${failingEndpoint(sql`${gone}`)}
         where id = ${row.endpoint_id}
-        returning enabled, disabled_reason
+        returning enabled, disabled_reason, url
       )
-      select enabled, disabled_reason from ${NO_FLUSH} left join endpoint on true`),
+      select endpoint.*, before.enabled as was_enabled from ${NO_FLUSH} left join endpoint on true left join before on true`),
   );
   if (endpoint && !endpoint.enabled) {
-    log.warn({ endpointId: row.endpoint_id, reason: endpoint.disabled_reason }, "webhook endpoint disabled");
     await parkDue(db, [row.endpoint_id]);
+    if (endpoint.was_enabled)
+      await endpointEvent(
+        { id: row.endpoint_id, account_id: row.account_id, url: endpoint.url },
+        "endpoint.disabled",
+        endpoint.disabled_reason ?? "",
+      );
   } else if (status === "failed") await promoteNext([row]);
+  if (endpoint) await countOutcomes([{ id: row.endpoint_id, attempts: 1, failures: 1 }]);
   return status === "pending" && endpoint?.enabled ? { retryInMs: waitSeconds! * 1000 } : {};
 }
 
@@ -436,6 +458,7 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
     select 1 from ${NO_FLUSH}`,
   );
   await promoteNext(sent.map(({ row }) => row));
+  await countOutcomes(countsOf(sent.map(({ row }) => ({ ...row, failed: false }))));
 }
 
 /** An attempt made under a claim held by row locks: its outcome, and when it started (Date.now()). */
@@ -553,21 +576,27 @@ export async function recordEndpoints(
     });
   }
   if (!changes) return { disabled: [], retryInMs: [] };
-  const disabled = rowsOf<{ id: string; enabled: boolean; disabled_reason: string | null }>(
+  type Endpoint = { id: string; account_id: string; url: string; enabled: boolean; was_enabled: boolean };
+  const disabled = rowsOf<Endpoint & { disabled_reason: string | null }>(
     await db.execute(sql`
       with outcome as (
         select * from jsonb_to_recordset(${JSON.stringify([...endpoints.values()])}::jsonb) as e(id text, failed boolean, gone boolean)
       ),
+      before as (select id, enabled from webhook_endpoints where id in (select id from outcome)),
       healthy as (
         update webhook_endpoints w set failing_since = null
         from outcome e where w.id = e.id and not e.failed and w.failing_since is not null
       )
       update webhook_endpoints w set ${failingEndpoint(sql`e.gone`)}
       from outcome e where w.id = e.id and e.failed
-      returning w.id, w.enabled, w.disabled_reason`),
+      returning w.id, w.account_id, w.url, w.enabled, w.disabled_reason,
+        (select b.enabled from before b where b.id = w.id) as was_enabled`),
   ).filter((endpoint) => !endpoint.enabled);
   const off = new Set(disabled.map((endpoint) => endpoint.id));
   await parkDue(db, [...off]);
+  for (const endpoint of disabled)
+    if (endpoint.was_enabled) await endpointEvent(endpoint, "endpoint.disabled", endpoint.disabled_reason ?? "");
+  await countOutcomes(countsOf(finished.map(({ row, outcome }) => ({ ...row, failed: !isSuccess(outcome) }))));
   return {
     disabled,
     retryInMs: finished

@@ -20,6 +20,9 @@ const NAMES = [
   "call.started",
   "call.ended",
   "usage.day_settled",
+  "endpoint.circuit_opened",
+  "endpoint.circuit_closed",
+  "endpoint.disabled",
 ] as const;
 
 export type EventType = (typeof NAMES)[number];

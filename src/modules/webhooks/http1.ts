@@ -402,7 +402,7 @@ function open(destination: Destination, key: string): Connection {
  * POSTs `body` with `headers` (lower-case names; Host and Content-Length are added) to
  * `destination`, and answers its status and the body's first `keep` bytes; rejects with an
  * AnswerTimeout when no whole answer came within `timeoutMs`, or with an Error saying why the
- * request got no answer.
+ * request got no answer (a new connection not open within `connectTimeoutMs` among them).
  */
 export async function post(
   destination: Destination,
@@ -410,6 +410,7 @@ export async function post(
   body: string,
   timeoutMs: number,
   keep: number,
+  connectTimeoutMs = timeoutMs,
 ): Promise<Answer> {
   const key = `${destination.tls ? "tls" : "tcp"} ${destination.address} ${destination.port} ${destination.serverName}`;
   let head = `POST ${destination.target} HTTP/1.1\r\nhost: ${destination.host}\r\n`;
@@ -432,7 +433,17 @@ export async function post(
       const reused = tries === 0 ? takeIdle(key) : undefined;
       const connection = reused ?? open(destination, key);
       current = connection;
-      if (!reused) await connection.ready;
+      if (!reused) {
+        const connecting = setTimeout(
+          () => connection.expire(new Error(`could not connect within ${connectTimeoutMs} ms`)),
+          connectTimeoutMs,
+        );
+        try {
+          await connection.ready;
+        } finally {
+          clearTimeout(connecting);
+        }
+      }
       const outcome = await exchange(connection, request);
       if (outcome.answer) {
         if (outcome.reusable && !connection.closed) parkIdle(connection);

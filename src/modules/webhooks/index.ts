@@ -8,12 +8,14 @@ import { accountFromHeader, auth, credentialFrom } from "../auth";
 import { AppError } from "../../core/errors";
 import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
+import { reportGauges } from "../../http/metrics";
 import { answerOf, errorAnswers } from "../../http/openapi";
 import { credentialCounter } from "../limits/rates";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
   deleteEndpoint,
+  endpointGauges,
   getEndpoint,
   listDeliveries,
   listEndpoints,
@@ -28,6 +30,8 @@ import { eventStream, eventStreams } from "./stream";
 
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
 
+// The endpoints by state, and their backlogs, on /metrics.
+reportGauges(endpointGauges);
 /**
  * Runs before the request is validated, so a caller without a
  * valid key learns nothing about the routes' input (401 first).

@@ -34,6 +34,7 @@ import {
   send,
 } from "./delivery";
 import { type DeliveryPump, recordFailedAttempt, retryWaker } from "./pump";
+import { SlotShares } from "./shares";
 
 /**
  * Deliveries a batch claims per attempt in flight: its transaction, claim and record are round trips, so each should
@@ -48,6 +49,11 @@ const BATCH_PER_SLOT = 32;
 const SENDING_AT_ONCE = 3;
 /** How long a batch's transaction waits for its attempts before it commits and leases the ones still in flight. */
 const HOLD_MS = 1_000;
+/**
+ * How long a batch that only waits for answers may keep a claim from starting before it commits: long enough for a
+ * healthy receiver's answer, short next to HOLD_MS.
+ */
+const BLOCKED_MS = 20;
 
 class Batch {
   readonly shared = new ClaimedBatch();
@@ -55,6 +61,10 @@ class Batch {
   /** Attempts under way, with when each began. */
   readonly inFlight = new Map<Claimed, number>();
   unsent = 0;
+  /** Its rows not begun, by endpoint. */
+  readonly unsentAt = new Map<string, number>();
+  /** Set while it only waits for answers and a claim waits for its place: it commits if both hold after BLOCKED_MS. */
+  blockedTimer: ReturnType<typeof setTimeout> | undefined;
   /** Set once the batch records what it has: an attempt that ends later is recorded on its own. */
   cut = false;
   private release!: () => void;
@@ -62,9 +72,19 @@ class Batch {
     this.release = resolve;
   });
 
+  private close!: () => void;
+  /** Resolved once its transaction has ended, committed or not. */
+  readonly ended = new Promise<void>((resolve) => {
+    this.close = resolve;
+  });
+
   settle() {
     this.cut = true;
     this.release();
+  }
+
+  end() {
+    this.close();
   }
 }
 
@@ -73,7 +93,8 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   const size = concurrency * BATCH_PER_SLOT;
   // Each open transaction holds a connection of the process's pool: half of it at most, the rest for everything else.
   const transactionsAtOnce = Math.max(1, Math.floor(config.database.poolSize / 2));
-  let waiting: Array<{ row: Claimed; batch: Batch }> = [];
+  // Each endpoint at most its share of the slots while others have work (see SlotShares).
+  const waiting = new SlotShares<{ row: Claimed; batch: Batch }>(concurrency);
   const open = new Set<Batch>();
   let claiming = 0;
   let inFlight = 0;
@@ -81,10 +102,14 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   let stopped = false;
   // True while something may be due that is not yet claimed; a full claim leaves it set.
   let more = true;
+  // Endpoints whose due rows a short claim left because they were at their share.
+  const skipped = new Set<string>();
   // Successes of attempts that outlived their batch's transaction, recorded together; failures recorded one by one.
   const late: Array<{ row: Claimed; outcome: Outcome }> = [];
   let recordingLate = false;
   let recordingFailures = 0;
+  // Attempts that outlived their batch, waiting for its transaction to end before they are recorded.
+  let awaitingBatch = 0;
 
   const sending = () => {
     let count = 0;
@@ -93,21 +118,34 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   };
   // A claim starts while less than a batch waits unsent, so the next rows are there before the slots run dry.
   const fill = () => {
-    while (
-      more &&
-      !stopped &&
-      waiting.length < size &&
-      claiming + sending() < SENDING_AT_ONCE &&
-      claiming + open.size < transactionsAtOnce
-    )
+    while (more && !stopped && waiting.length < size) {
+      if (claiming + sending() >= SENDING_AT_ONCE || claiming + open.size >= transactionsAtOnce) return makeRoom();
       void runBatch();
+    }
+  };
+
+  // Sending nothing more for now: its rows all begun, or those left of endpoints at their share of the slots (a
+  // silent receiver's backlog); it only waits for answers.
+  const idle = (batch: Batch) => !batch.cut && (batch.unsent === 0 || waiting.allFull(batch.unsentAt.keys()));
+  // A claim is wanted but the open batches hold its place: one that only waits for answers commits after BLOCKED_MS
+  // if it still does, its attempts leased and recorded as they end (as after HOLD_MS) and its backlog given back,
+  // which the claims leave while its endpoint is at its share. A silent receiver's attempts then keep neither the
+  // connections nor the places of the claims that bring the other endpoints' deliveries.
+  const makeRoom = () => {
+    for (const batch of open)
+      if (idle(batch))
+        batch.blockedTimer ??= setTimeout(() => {
+          batch.blockedTimer = undefined;
+          if (more && idle(batch)) cut(batch);
+        }, BLOCKED_MS);
   };
 
   const cut = (batch: Batch) => {
     if (batch.cut) return;
     // What it has not begun is given back when the batch records: due again once the transaction ends.
-    waiting = waiting.filter((entry) => entry.batch !== batch);
+    waiting.remove((entry) => entry.batch === batch);
     batch.unsent = 0;
+    batch.unsentAt.clear();
     batch.settle();
   };
 
@@ -119,11 +157,19 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     let gaveBack = false;
     try {
       const recorded = await db.transaction(async (tx) => {
-        const rows = await claimLocked(tx, size);
+        const full = waiting.full();
+        const rows = await claimLocked(tx, size, full);
         claiming--;
         claimed = true;
-        // A short claim took all that was due, unless a wake-up came meanwhile.
-        if (rows.length < size && wakes === wakesBefore) more = false;
+        // A short claim took all that was due, unless a wake-up came meanwhile; what it left of endpoints at their
+        // share is looked for again once one of their attempts ends.
+        if (rows.length < size && wakes === wakesBefore) {
+          more = false;
+          // One whose attempts all ended while the claim ran is woken by none: look again now.
+          for (const endpoint of full)
+            if (waiting.inFlight(endpoint) > 0) skipped.add(endpoint);
+            else more = true;
+        }
         if (rows.length === 0) return undefined;
         if (stopped) {
           // Claimed as the worker stops: given back, due again once the transaction commits.
@@ -132,7 +178,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         }
         open.add(batch);
         batch.unsent = rows.length;
-        for (const row of rows) waiting.push({ row, batch });
+        for (const row of rows) {
+          waiting.push({ row, batch });
+          batch.unsentAt.set(row.endpoint_id, (batch.unsentAt.get(row.endpoint_id) ?? 0) + 1);
+        }
         const timer = setTimeout(() => cut(batch), holdMs);
         // The attempts and the next batch use connections of their own: this transaction waits for them,
         // never they for it.
@@ -142,6 +191,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
         });
         await batch.settled;
         clearTimeout(timer);
+        clearTimeout(batch.blockedTimer);
         const begun = new Set([...batch.finished.map(({ row }) => row), ...batch.inFlight.keys()]);
         const unbegun = rows.filter((row) => !begun.has(row));
         await recordLocked(
@@ -172,6 +222,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       more = false;
     } finally {
       if (!claimed) claiming--;
+      batch.end();
       open.delete(batch);
       startWaiting();
       fill();
@@ -197,9 +248,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   };
 
   const startWaiting = () => {
-    while (!stopped && inFlight < concurrency && waiting.length > 0) {
-      const { row, batch } = waiting.shift()!;
-      void attempt(row, batch);
+    while (!stopped && inFlight < concurrency) {
+      const next = waiting.next();
+      if (!next) return;
+      void attempt(next.row, next.batch);
     }
   };
 
@@ -224,22 +276,34 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   const attempt = async (row: Claimed, batch: Batch) => {
     inFlight++;
     batch.unsent--;
+    const left = batch.unsentAt.get(row.endpoint_id)! - 1;
+    if (left > 0) batch.unsentAt.set(row.endpoint_id, left);
+    else batch.unsentAt.delete(row.endpoint_id);
     batch.inFlight.set(row, Date.now());
     const outcome = await send(row, batch.shared);
     inFlight--;
+    waiting.done(row);
+    if (skipped.delete(row.endpoint_id)) wake();
     if (!batch.cut) {
       batch.finished.push({ row, outcome, at: batch.inFlight.get(row)! });
       batch.inFlight.delete(row);
       if (batch.unsent === 0 && batch.inFlight.size === 0) batch.settle();
-    } else if (isSuccess(outcome)) {
-      late.push({ row, outcome });
-      recordLate();
     } else {
-      recordingFailures++;
-      try {
-        if (await recordFailedAttempt(row, outcome, retries)) wake();
-      } finally {
-        recordingFailures--;
+      awaitingBatch++;
+      // Its lease is written by its batch's record: recorded before that commits, the outcome would find no due row
+      // of its own and be lost, and the delivery sent again once the lease ends.
+      await batch.ended;
+      awaitingBatch--;
+      if (isSuccess(outcome)) {
+        late.push({ row, outcome });
+        recordLate();
+      } else {
+        recordingFailures++;
+        try {
+          if (await recordFailedAttempt(row, outcome, retries)) wake();
+        } finally {
+          recordingFailures--;
+        }
       }
     }
     startWaiting();
@@ -260,11 +324,20 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       stopped = true;
       retries.stop();
       for (const batch of open) {
-        waiting = waiting.filter((entry) => entry.batch !== batch);
+        waiting.remove((entry) => entry.batch === batch);
         batch.unsent = 0;
+        batch.unsentAt.clear();
         if (batch.inFlight.size === 0) batch.settle();
       }
-      while (claiming > 0 || open.size > 0 || inFlight > 0 || recordingLate || late.length > 0 || recordingFailures > 0)
+      while (
+        claiming > 0 ||
+        open.size > 0 ||
+        inFlight > 0 ||
+        awaitingBatch > 0 ||
+        recordingLate ||
+        late.length > 0 ||
+        recordingFailures > 0
+      )
         await Bun.sleep(10);
     },
   };

@@ -34,6 +34,10 @@ const Call = {
   callee: t.Union([t.String(), t.Null()], { description: "The called SIP URI" }),
 };
 
+/** A webhook endpoint's breaker or state changed: which endpoint, and why. */
+const EndpointChange = (reason: string) =>
+  t.Object({ endpoint_id: t.String(), url: t.String(), reason: t.String({ description: reason }) });
+
 /** The data of each event type. */
 export const EVENT_DATA = {
   "room.started": t.Object({ room: Room, breakout_id: Breakout, started_at: Time("When the room was created") }),
@@ -136,6 +140,9 @@ export const EVENT_DATA = {
     streaming_seconds: t.Integer(),
     recording_seconds: t.Integer(),
   }),
+  "endpoint.circuit_opened": EndpointChange("Why: the failures in the window, or the probe that failed"),
+  "endpoint.circuit_closed": EndpointChange("Why: the probe that succeeded"),
+  "endpoint.disabled": EndpointChange("Why Parley disabled it: 410 Gone, or every attempt failing too long"),
   // Exactly the names in ./event-types.ts: a type missing here or not listed there fails to compile.
 } as const satisfies Record<EventType, unknown>;
 export type EventData<T extends EventType> = Static<(typeof EVENT_DATA)[T]>;
@@ -173,8 +180,31 @@ const Endpoint = t.Object({
     description: "Why Parley disabled it (410 Gone, failing for 24 hours)",
   }),
   failing_since: t.Union([Time("Start of the current run of failed attempts"), t.Null()]),
+  circuit_open_until: t.Union([
+    Time("While its circuit breaker is open: when the cool-down before a probe ends"),
+    t.Null(),
+  ]),
   created_at: Time("When it was made"),
   updated_at: Time("When it last changed"),
+  health: t.Optional(
+    t.Object(
+      {
+        state: t.UnionEnum(["healthy", "circuit_open", "paused", "disabled"], {
+          description: "disabled by Parley (see disabled_reason), paused by the account, or sending",
+        }),
+        recent: t.Integer({ description: "How many of its latest deliveries (up to 100) the figures below are of" }),
+        success_rate: t.Union([t.Number(), t.Null()], {
+          description: "Of those, the share whose last attempt succeeded",
+        }),
+        latency_p50_ms: t.Union([t.Integer(), t.Null()], { description: "Their last attempts' latency, median" }),
+        latency_p99_ms: t.Union([t.Integer(), t.Null()], {
+          description: "Their last attempts' latency, 99th percentile",
+        }),
+        backlog: t.Integer({ description: "Deliveries left to send, set aside ones included" }),
+      },
+      { description: "GET /api/v1/webhooks/{id} only" },
+    ),
+  ),
 });
 
 export const WebhooksModel = {

@@ -22,6 +22,7 @@ import {
   releaseClaims,
   send,
 } from "./delivery";
+import { SlotShares } from "./shares";
 
 export interface DeliveryPump {
   /** Something may be due now: claim it if there is room. */
@@ -47,7 +48,8 @@ const CLAIMS_AT_ONCE = 2;
 export function startDeliveryPump(concurrency: number): DeliveryPump {
   const window = concurrency * WINDOW_PER_SLOT;
   const share = window / CLAIMS_AT_ONCE;
-  const waiting: Waiting[] = [];
+  // Each endpoint at most its share of the slots while others have work (see SlotShares).
+  const waiting = new SlotShares<Waiting>(concurrency);
   let inFlight = 0;
   // Claims under way, and the deliveries they may bring.
   let claims = 0;
@@ -58,6 +60,8 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   let stopped = false;
   // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
   let more = true;
+  // Endpoints whose due rows a short claim left because they were at their share.
+  const skipped = new Set<string>();
   const succeeded: Array<{ row: Claimed; outcome: Outcome }> = [];
   const released: Claimed[] = [];
 
@@ -75,9 +79,17 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     const wakesBefore = wakes;
     try {
       const claimedAt = performance.now();
-      const rows = await claimDue(db, share);
-      // A short claim took all that was due, unless a wake-up came meanwhile.
-      if (rows.length < share && wakes === wakesBefore) more = false;
+      const full = waiting.full();
+      const rows = await claimDue(db, share, full);
+      // A short claim took all that was due, unless a wake-up came meanwhile; what it left of endpoints at their
+      // share is looked for again once one of their attempts ends.
+      if (rows.length < share && wakes === wakesBefore) {
+        more = false;
+        // One whose attempts all ended while the claim ran is woken by none: look again now.
+        for (const endpoint of full)
+          if (waiting.inFlight(endpoint) > 0) skipped.add(endpoint);
+          else more = true;
+      }
       const batch = new ClaimedBatch();
       for (const row of rows) waiting.push({ row, batch, claimedAt });
     } catch (error) {
@@ -92,11 +104,14 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   };
 
   const startWaiting = () => {
-    while (!stopped && inFlight < concurrency && waiting.length > 0) {
-      const next = waiting.shift()!;
+    while (!stopped && inFlight < concurrency) {
+      const next = waiting.next();
+      if (!next) break;
       // Sent now, it might still be in flight when its lease ends and another worker takes it: give it back instead.
-      if (performance.now() - next.claimedAt + config.webhooks.timeoutMs + 1_000 > leaseMs()) released.push(next.row);
-      else void attempt(next.row, next.batch);
+      if (performance.now() - next.claimedAt + config.webhooks.timeoutMs + 1_000 > leaseMs()) {
+        released.push(next.row);
+        waiting.done(next.row);
+      } else void attempt(next.row, next.batch);
     }
     if (released.length > 0) release();
   };
@@ -142,6 +157,8 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       if (await recordFailedAttempt(row, outcome, retries)) wake();
     } finally {
       inFlight--;
+      waiting.done(row);
+      if (skipped.delete(row.endpoint_id)) wake();
       startWaiting();
       fill();
     }
@@ -161,7 +178,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       stopped = true;
       retries.stop();
       while (claims > 0) await Bun.sleep(10);
-      await releaseClaims(waiting.splice(0).map(({ row }) => row)).catch((error: Error) =>
+      await releaseClaims(waiting.remove().map(({ row }) => row)).catch((error: Error) =>
         log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"),
       );
       while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);

@@ -61,6 +61,15 @@ export const webhookEndpoints = pgTable(
     disabledReason: text("disabled_reason"),
     /** Start of the current run of failed attempts; cleared by any success. */
     failingSince: timestamp("failing_since", { withTimezone: true }),
+    /**
+     * The circuit breaker, open while set: no claim takes the endpoint's deliveries. Once past, a sweep takes one
+     * as the probe, moving this a lease on; the probe's success clears it, its failure sets a cool-down again.
+     */
+    circuitOpenUntil: timestamp("circuit_open_until", { withTimezone: true }),
+    /** The breaker's window, from a failed attempt: the attempts and the failures since, for their ratio. */
+    windowStartedAt: timestamp("window_started_at", { withTimezone: true }),
+    windowAttempts: integer("window_attempts").notNull().default(0),
+    windowFailures: integer("window_failures").notNull().default(0),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },

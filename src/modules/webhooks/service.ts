@@ -103,6 +103,7 @@ function endpointOf(row: EndpointRow): Endpoint {
     ordered: row.ordered,
     disabled_reason: row.disabledReason,
     failing_since: row.failingSince?.toISOString() ?? null,
+    circuit_open_until: row.circuitOpenUntil?.toISOString() ?? null,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   };
@@ -198,8 +199,74 @@ export async function listEndpoints(accountId: string): Promise<Endpoint[]> {
   return rows.map(endpointOf);
 }
 
+/**
+ * The endpoints of every account by state (as their health shows it), and their backlogs, for /metrics: counts, not
+ * a series an endpoint, which GET /api/v1/webhooks/{id} answers.
+ */
+export async function endpointGauges(): Promise<string[]> {
+  const rows = rowsOf<{ state: string; endpoints: number; backlog: number }>(
+    await db.execute(sql`
+      select case when not e.enabled and e.disabled_reason is null then 'paused' when not e.enabled then 'disabled'
+          when e.circuit_open_until is not null then 'circuit_open' else 'healthy' end as state,
+        count(*)::integer as endpoints, coalesce(sum(coalesce(d.n, 0) + coalesce(p.n, 0)), 0)::integer as backlog
+      from webhook_endpoints e
+        left join (select endpoint_id, count(*) as n from webhook_due group by 1) d on d.endpoint_id = e.id
+        left join (select endpoint_id, count(*) as n from webhook_parked group by 1) p on p.endpoint_id = e.id
+      group by 1`),
+  );
+  return [
+    "# HELP parley_webhook_endpoints Webhook endpoints by state (healthy, circuit_open, paused, disabled).",
+    "# TYPE parley_webhook_endpoints gauge",
+    ...rows.map((row) => `parley_webhook_endpoints{state="${row.state}"} ${row.endpoints}`),
+    "# HELP parley_webhook_backlog Deliveries left to send, by their endpoint's state.",
+    "# TYPE parley_webhook_backlog gauge",
+    ...rows.map((row) => `parley_webhook_backlog{state="${row.state}"} ${row.backlog}`),
+  ];
+}
+
+/** How many of an endpoint's latest attempted deliveries its health figures are of. */
+const RECENT = 100;
+
 export async function getEndpoint(accountId: string, id: string): Promise<Endpoint> {
-  return endpointOf(await endpointRow(accountId, id));
+  const endpoint = endpointOf(await endpointRow(accountId, id));
+  // The latest by sequence, which its index reads backwards: no scan of the whole log.
+  const [figures] = rowsOf<{
+    recent: number;
+    succeeded: number;
+    p50: number | null;
+    p99: number | null;
+    backlog: number;
+  }>(
+    await db.execute(sql`
+      select count(*)::integer as recent,
+        (count(*) filter (where r.last_status_code between 200 and 299))::integer as succeeded,
+        percentile_disc(0.5) within group (order by r.last_latency_ms) as p50,
+        percentile_disc(0.99) within group (order by r.last_latency_ms) as p99,
+        ((select count(*) from webhook_due where endpoint_id = ${id})
+          + (select count(*) from webhook_parked where endpoint_id = ${id}))::integer as backlog
+      from (
+        select last_status_code, last_latency_ms from webhook_deliveries
+        where endpoint_id = ${id} and last_attempt_at is not null order by sequence desc limit ${RECENT}
+      ) r`),
+  );
+  const state = !endpoint.enabled
+    ? endpoint.disabled_reason === null
+      ? "paused"
+      : "disabled"
+    : endpoint.circuit_open_until !== null
+      ? "circuit_open"
+      : "healthy";
+  return {
+    ...endpoint,
+    health: {
+      state,
+      recent: figures!.recent,
+      success_rate: figures!.recent === 0 ? null : figures!.succeeded / figures!.recent,
+      latency_p50_ms: figures!.p50,
+      latency_p99_ms: figures!.p99,
+      backlog: figures!.backlog,
+    },
+  };
 }
 
 /**
@@ -279,8 +346,15 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
         ...(input.description !== undefined && { description: input.description }),
         ...(input.ordered !== undefined && { ordered: input.ordered }),
         ...(input.enabled !== undefined && { enabled: input.enabled }),
-        // Enabling starts afresh: the reason and the failure run of the last disable are over.
-        ...(enabling && { disabledReason: null, failingSince: null }),
+        // Enabling starts afresh: the reason, the failure run and the breaker of the last disable are over.
+        ...(enabling && {
+          disabledReason: null,
+          failingSince: null,
+          circuitOpenUntil: null,
+          windowStartedAt: null,
+          windowAttempts: 0,
+          windowFailures: 0,
+        }),
         updatedAt: sql`now()`,
       })
       .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))

@@ -7767,6 +7767,63 @@ export interface operations {
                                 streaming_seconds: number;
                                 recording_seconds: number;
                             };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: number;
+                            /** @constant */
+                            type: "endpoint.circuit_opened";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the failures in the window, or the probe that failed */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: number;
+                            /** @constant */
+                            type: "endpoint.circuit_closed";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why: the probe that succeeded */
+                                reason: string;
+                            };
+                        } | {
+                            /** @description Unique id (evt_…); the webhook-id of its deliveries, so receivers de-duplicate by it */
+                            id: string;
+                            account_id: string;
+                            /**
+                             * Format: date-time
+                             * @description When the change it describes was committed
+                             */
+                            created_at: string;
+                            /** @description Strictly increasing per account; the cursor of the event log and Last-Event-ID of the stream */
+                            sequence: number;
+                            /** @constant */
+                            type: "endpoint.disabled";
+                            data: {
+                                endpoint_id: string;
+                                url: string;
+                                /** @description Why Parley disabled it: 410 Gone, or every attempt failing too long */
+                                reason: string;
+                            };
                         })[];
                         /** @description Pass as `after` for the next page; the same value when nothing newer exists yet */
                         next_after: number;
@@ -7933,6 +7990,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -7943,6 +8001,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: number | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: number | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: number;
+                            };
                         }[];
                     };
                 };
@@ -7999,7 +8076,7 @@ export interface operations {
                 "application/json": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @default true */
@@ -8030,6 +8107,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -8040,6 +8118,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: number | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: number | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -8131,6 +8228,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -8141,6 +8239,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: number | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: number | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: number;
+                        };
                     };
                 };
             };
@@ -8282,7 +8399,7 @@ export interface operations {
             content: {
                 "application/json": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
@@ -8308,6 +8425,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -8318,6 +8436,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: number | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: number | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: number;
+                        };
                     };
                 };
             };
@@ -8416,6 +8553,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -8426,6 +8564,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: number | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: number | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -10817,6 +10974,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -10827,6 +10985,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: number | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: number | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: number;
+                            };
                         }[];
                     };
                 };
@@ -10895,7 +11072,7 @@ export interface operations {
                 "application/json": {
                     /** @description http or https URL that receives the POSTs */
                     url: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @default true */
@@ -10926,6 +11103,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -10936,6 +11114,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: number | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: number | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;
@@ -11126,7 +11323,7 @@ export interface operations {
             content: {
                 "application/json": {
                     url?: string;
-                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled")[] | null;
+                    event_types?: ("room.started" | "room.ended" | "participant.joined" | "participant.left" | "conference.started" | "conference.ended" | "reservation.created" | "reservation.deleted" | "stream.queued" | "stream.started" | "stream.failed" | "stream.stopped" | "recording.ready" | "call.started" | "call.ended" | "usage.day_settled" | "endpoint.circuit_opened" | "endpoint.circuit_closed" | "endpoint.disabled")[] | null;
                     /** Format: name */
                     description?: string;
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
@@ -11152,6 +11349,7 @@ export interface operations {
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
+                        circuit_open_until: string | null;
                         /**
                          * Format: date-time
                          * @description When it was made
@@ -11162,6 +11360,25 @@ export interface operations {
                          * @description When it last changed
                          */
                         updated_at: string;
+                        /** @description GET /api/v1/webhooks/{id} only */
+                        health?: {
+                            /**
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @default healthy
+                             * @enum {string}
+                             */
+                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                            recent: number;
+                            /** @description Of those, the share whose last attempt succeeded */
+                            success_rate: number | null;
+                            /** @description Their last attempts' latency, median */
+                            latency_p50_ms: number | null;
+                            /** @description Their last attempts' latency, 99th percentile */
+                            latency_p99_ms: number | null;
+                            /** @description Deliveries left to send, set aside ones included */
+                            backlog: number;
+                        };
                     };
                 };
             };
@@ -11271,6 +11488,7 @@ export interface operations {
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
+                            circuit_open_until: string | null;
                             /**
                              * Format: date-time
                              * @description When it was made
@@ -11281,6 +11499,25 @@ export interface operations {
                              * @description When it last changed
                              */
                             updated_at: string;
+                            /** @description GET /api/v1/webhooks/{id} only */
+                            health?: {
+                                /**
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @default healthy
+                                 * @enum {string}
+                                 */
+                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                /** @description How many of its latest deliveries (up to 100) the figures below are of */
+                                recent: number;
+                                /** @description Of those, the share whose last attempt succeeded */
+                                success_rate: number | null;
+                                /** @description Their last attempts' latency, median */
+                                latency_p50_ms: number | null;
+                                /** @description Their last attempts' latency, 99th percentile */
+                                latency_p99_ms: number | null;
+                                /** @description Deliveries left to send, set aside ones included */
+                                backlog: number;
+                            };
                         };
                         /** @description The whsec_ signing secret, shown only now */
                         secret: string;

@@ -67,9 +67,11 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
             "span",
             { "data-endpoint-state": endpoint.id },
             endpoint.enabled
-              ? endpoint.failing_since
-                ? h("span", {}, "enabled; failing since ", when(endpoint.failing_since))
-                : "enabled"
+              ? endpoint.circuit_open_until
+                ? h("span", {}, "enabled; circuit open, probed after ", when(endpoint.circuit_open_until))
+                : endpoint.failing_since
+                  ? h("span", {}, "enabled; failing since ", when(endpoint.failing_since))
+                  : "enabled"
               : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
           ),
           endpoint.ordered ? "yes" : "no",
