@@ -4280,8 +4280,8 @@ export interface operations {
             content: {
                 "application/json": {
                     /**
-                     * Format: text
-                     * @description The room's channel id
+                     * Format: name
+                     * @description The room's channel id: no / and no control characters
                      */
                     channel_id: string;
                     allowed_user_ids?: string[];
@@ -4421,7 +4421,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -4553,7 +4553,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -4715,7 +4715,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -4843,7 +4843,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -5005,7 +5005,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5134,7 +5134,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5284,7 +5284,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5447,7 +5447,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5568,7 +5568,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5674,7 +5674,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5784,7 +5784,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
                 poll_option_id: number;
@@ -5904,7 +5904,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 user_id: string;
             };
@@ -6013,7 +6013,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 user_id: string;
             };
@@ -6148,7 +6148,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 user_id: string;
             };
@@ -6385,7 +6385,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
