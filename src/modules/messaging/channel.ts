@@ -5,16 +5,31 @@
  * app is assembled.
  */
 import { AppError } from "../../core/errors";
-import type { Channel, Member } from "../../realtime/channel";
+import type { Static } from "elysia";
+import type { Answer, Channel, Member } from "../../realtime/channel";
 import { relayChannel } from "../../realtime/relay";
 import type { Actor } from "../auth/actor";
 import { HISTORY_ON_JOIN, messagesAfter, recentMessages } from "./messages";
-import { ChannelId, ChatEvents, type NewMessage, type NewVote } from "./model";
+import { ChannelId, ChatEvents } from "./model";
 import { vote } from "./polls";
 import { postMessage, withdrawWaitingPosts } from "./posting";
 import { CHAT_TOPIC_PREFIX, roomAccess } from "./rooms";
 
 const userView = ({ actor }: Member) => ({ user: { id: actor.userId, name: actor.name || actor.userId } });
+
+type ChatEvent = keyof typeof ChatEvents;
+
+/** Each event's answer, one per model: an event given a model but no answer does not compile. */
+const answers: { [E in ChatEvent]: (member: Member, payload: Static<(typeof ChatEvents)[E]>) => Promise<Answer> } = {
+  // Written with whatever else waits to be stored, so the next
+  // frame does not wait for it; the reply follows the row.
+  new_message: async (member, message) => ({
+    later: postMessage(member.actor, member.name, message).then((stored) => ({ message: stored })),
+  }),
+  new_vote: async (member, { message_id, answer }) => ({
+    reply: { poll_answer: await vote(member.actor, member.name, message_id, answer) },
+  }),
+};
 
 /** The topic's name is a room's channel id, on `chat:` and on `rtc:` alike. */
 const TOPIC_NAME = { field: "channel_id", model: ChannelId };
@@ -36,16 +51,8 @@ export const chatChannel: Channel = {
       if (member.listed) await member.broadcast("user_joined", userView(member));
     };
   },
-  /** The socket passes only these events, each payload admitted by its model (src/realtime/payloads.ts). */
-  async push(member, event, payload) {
-    if (event === "new_vote") {
-      const { message_id, answer } = payload as NewVote;
-      return { reply: { poll_answer: await vote(member.actor, member.name, message_id, answer) } };
-    }
-    // Written with whatever else waits to be stored, so the next
-    // frame does not wait for it; the reply follows the row.
-    return { later: postMessage(member.actor, member.name, payload as NewMessage).then((message) => ({ message })) };
-  },
+  /** The socket passes only the events of ChatEvents, each payload admitted by its model (src/realtime/payloads.ts). */
+  push: (member, event, payload) => answers[event as ChatEvent](member, payload as never),
   async leave(member) {
     if (member.listed) await member.broadcast("user_left", userView(member));
   },

@@ -164,7 +164,6 @@ export const ChatEvents = {
   new_vote: t.Object({ message_id: Id, answer: Id }),
 };
 export type NewMessage = typeof ChatEvents.new_message.static;
-export type NewVote = typeof ChatEvents.new_vote.static;
 
 export type Room = typeof Room.static;
 export type PollOption = typeof PollOption.static;
