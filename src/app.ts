@@ -15,7 +15,7 @@ import { streamingController } from "./modules/streaming";
 import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";
 import { systemController } from "./modules/system";
 import { messagingController } from "./modules/messaging";
-import { admitToRelay, chatChannel } from "./modules/messaging/channel";
+import { chatChannel, rtcChannel } from "./modules/messaging/channel";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
@@ -24,14 +24,13 @@ import { eventsChannel } from "./modules/webhooks/channel";
 import { realtimeController } from "./realtime";
 import { setSingleProcess } from "./realtime/process-broker";
 import { registerChannels } from "./realtime/channel";
-import { relayChannel } from "./realtime/relay";
 
 /**
  * The socket's channels: `chat:<channel_id>` is a persisted room;
  * `rtc:<channel_id>` relays, storing nothing, to those the room would admit;
  * `events:<account_id>` carries the account's catalogue events.
  */
-const channels = [chatChannel, relayChannel(admitToRelay), eventsChannel];
+const channels = [chatChannel, rtcChannel, eventsChannel];
 
 export function createApp() {
   // PGlite is one process's alone, so every socket of an embedded deployment is in this process.

@@ -13,7 +13,7 @@ import { ERROR_STATUS, errorBody } from "./errors";
 import { log } from "../core/log";
 import { methodsServed } from "./methods";
 import { observeRequest } from "./metrics";
-import { firstUnstorable, isNameSchema, NAME_REASON } from "./text";
+import { firstUnstorable, isNameSchema, NAME_REASON, reasonOf } from "./text";
 
 interface RequestMeta {
   id: string;
@@ -115,13 +115,15 @@ function describeValidation(error: { all?: SchemaError[]; type?: string }, reque
   const member = error.type === "property" && path === "" ? queryMemberHolding(request, found.value) : undefined;
   const where = member ?? [error.type === "body" ? "" : error.type, path].filter(Boolean).join(".");
   const allowed = allowedValues(found.schema);
-  const reason = allowed
-    ? `${JSON.stringify(found.value)} is not one of: ${allowed.join(", ")}`
-    : isNameSchema(found.schema)
-      ? NAME_REASON
-      : found === first
-        ? (first.summary ?? first.message ?? "invalid")
-        : (found.message ?? "invalid");
+  const reason =
+    reasonOf(found.schema) ??
+    (allowed
+      ? `${JSON.stringify(found.value)} is not one of: ${allowed.join(", ")}`
+      : isNameSchema(found.schema)
+        ? NAME_REASON
+        : found === first
+          ? (first.summary ?? first.message ?? "invalid")
+          : (found.message ?? "invalid"));
   return `${where || error.type || "request"}: ${reason}`;
 }
 

@@ -37,6 +37,19 @@ export function Text(options: StringOptions = {}) {
   return t.String({ format: TEXT_FORMAT, ...options });
 }
 
+/**
+ * The member of a model that holds its own refusal reason, which a REST answer (pipeline.ts)
+ * and a socket's error reply (src/realtime/payloads.ts) give after the field's name. An OpenAPI
+ * extension, so the published description stays valid.
+ */
+export const REASON = "x-reason";
+
+/** A model's reason, when it gives one. */
+export function reasonOf(schema: unknown): string | undefined {
+  const reason = (schema as Record<string, unknown> | undefined)?.[REASON];
+  return typeof reason === "string" ? reason : undefined;
+}
+
 const NAME_FORMAT = "name";
 /** Unicode's control characters (C0, DEL, C1): a newline or an escape in a name rewrites a terminal or a log line. */
 const CONTROL = /\p{Cc}/u;

@@ -4,6 +4,7 @@
  * every topic `<prefix>:<name>` to the channel registered for its prefix. A feature owns its
  * channel and registers it where the app is assembled.
  */
+import type { TSchema } from "elysia";
 import type { Actor } from "../modules/auth/actor";
 
 /** One socket's membership of one topic, as its channel sees it. */
@@ -30,14 +31,30 @@ export type Answer = { reply: unknown } | { later: Promise<unknown> };
 /** A channel's own greeting to a new member, after the join's reply and the presence state. */
 export type Welcome = (member: Member) => Promise<void>;
 
+/** What the socket checks before a channel sees a join or a push (payloads.ts). */
+export interface ChannelModels {
+  /** The topic's name after the prefix, and the field an error reply calls it. */
+  readonly name: { readonly field: string; readonly model: TSchema };
+  /** The payload of each event a client may push, by event name. */
+  readonly events: Readonly<Record<string, TSchema>>;
+  /** The payload of any event not in `events` (a relay's); without it such an event is refused. */
+  readonly otherEvents?: TSchema;
+  /** What the channel reads of a join's payload, beside the socket's own `presence`. */
+  readonly join?: TSchema;
+}
+
 export interface Channel {
   readonly prefix: string;
+  readonly models: ChannelModels;
   /**
-   * Admits the actor to the topic named `name`, or throws (an AppError becomes the error reply).
-   * `payload` is the join's, as the client sent it.
+   * Admits the actor to the topic named `name` (its model admitted it), or throws: an AppError is
+   * the reply. `payload` is the join's, as the channel's `join` model reads it (as sent without one).
    */
   join(actor: Actor, name: string, payload: unknown): Promise<Welcome | undefined>;
-  /** A client event on a joined topic (any but phx_join and phx_leave); throws to answer with an error. */
+  /**
+   * A client event on a joined topic (any but phx_join and phx_leave), its payload admitted by
+   * its model; throws to answer with an error.
+   */
   push(member: Member, event: string, payload: unknown): Promise<Answer>;
   /** The member has left (or its socket closed) and its presence is withdrawn; it no longer hears the topic. */
   leave?(member: Member): Promise<void>;

@@ -1,12 +1,20 @@
 /** The `rtc:<name>` channel: any event goes to the topic's other members, stored nowhere. */
+import { t } from "elysia";
 import { AppError } from "../core/errors";
 import type { Actor } from "../modules/auth/actor";
-import type { Channel } from "./channel";
+import type { Channel, ChannelModels } from "./channel";
 
-/** `admit` throws to refuse a join: the app decides who may use which relay topic. */
-export function relayChannel(admit: (actor: Actor, name: string) => Promise<void>): Channel {
+/**
+ * `admit` throws to refuse a join: the app decides who may use which relay topic, and
+ * what a topic's name must be (`name`). Payloads are the clients' own, relayed as sent.
+ */
+export function relayChannel(
+  admit: (actor: Actor, name: string) => Promise<void>,
+  name: ChannelModels["name"],
+): Channel {
   return {
     prefix: "rtc",
+    models: { name, events: {}, otherEvents: t.Unknown() },
     async join(actor, name) {
       await admit(actor, name);
       return undefined;

@@ -17,6 +17,7 @@ import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
 import { attachServer } from "./local-broker";
 import { type Channel, channelOf, type Member, registeredChannels } from "./channel";
+import { assertJoin, assertModel, assertPush, assertTopicName, JoinPayload } from "./payloads";
 import { presenceDiff, presenceState } from "./presence";
 import { broadcastFrame, decodeFrame, encodeFrame, type Frame, oversized, PHOENIX_TOPIC, replyFrame } from "./protocol";
 import { accountTopic } from "./topics";
@@ -67,13 +68,9 @@ interface Membership {
  * listeners stays affordable only when they join this way.
  */
 function listedOnJoin(payload: unknown): boolean {
-  if (typeof payload !== "object" || payload === null) return true;
-  const { presence }: { presence?: unknown } = payload;
-  if (presence === undefined) return true;
-  if (typeof presence !== "boolean") {
-    throw new AppError("bad_request", "presence: true or false (a join with presence false is not listed)");
-  }
-  return presence;
+  // The protocol's own frame, as Parley's other refusals of protocol frames: bad_request.
+  const join = assertModel(JoinPayload, payload, "payload", "bad_request") as typeof JoinPayload.static;
+  return join.presence ?? true;
 }
 
 type Raw = ServerWebSocket<unknown>;
@@ -240,7 +237,8 @@ export class Connection {
       this.send(encodeFrame(membership.joinRef, membership.joinRef, frame.topic, "phx_close", {}));
       return;
     }
-    const answer = await membership.channel.push(membership.member, frame.event, frame.payload);
+    const payload = assertPush(membership.channel, frame.event, frame.payload);
+    const answer = await membership.channel.push(membership.member, frame.event, payload);
     // A reply handed on does not hold up the next frame: the work runs beside it, the reply follows the work.
     if ("later" in answer) this.answerWhenDone(frame, answer.later);
     else this.send(replyFrame(frame, "ok", answer.reply));
@@ -260,7 +258,8 @@ export class Connection {
       this.send(replyFrame(frame, "error", { reason: "too many topics", message }));
       return;
     }
-    const welcome = await route.channel.join(this.actor, route.name, frame.payload);
+    assertTopicName(route.channel, route.name);
+    const welcome = await route.channel.join(this.actor, route.name, assertJoin(route.channel, frame.payload));
     // Read once the channel has admitted the actor: a caller it refuses learns nothing more.
     const listed = listedOnJoin(frame.payload);
 

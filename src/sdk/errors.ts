@@ -1,34 +1,7 @@
 /** Errors the SDK throws: every failure carries the API's `error.code` and the HTTP status. */
+import type { ParleyErrorCode } from "./generated/codes.js";
 
-/**
- * The codes Parley's API answers in `error.code` (test/sdk/types.test.ts holds this list to
- * the server's); a later server may add codes, so code that switches on it keeps a default.
- */
-export type ParleyErrorCode =
-  | "bad_request"
-  | "invalid_json"
-  | "validation_failed"
-  | "unauthorized"
-  | "invalid_api_key"
-  | "invalid_token"
-  | "operator_credential_required"
-  | "invalid_operator_token"
-  | "token_expired"
-  | "forbidden"
-  | "not_found"
-  | "method_not_allowed"
-  | "conflict"
-  | "invalid_mapper_input"
-  | "reservation_expired"
-  | "payload_too_large"
-  | "unsupported_media_type"
-  | "rate_limited"
-  | "quota_exceeded"
-  | "internal"
-  | "overloaded"
-  | "not_configured"
-  | "dependency_down"
-  | "timeout";
+export type { ParleyErrorCode } from "./generated/codes.js";
 
 /** What the SDK itself reports: no answer came, or a webhook did not verify. */
 export type LocalErrorCode = "network_error" | "invalid_signature";

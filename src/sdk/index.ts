@@ -13,6 +13,7 @@ export {
   type WebhookDelivery,
 } from "./client.js";
 export { type LocalErrorCode, ParleyError, type ParleyErrorCode, WebhookVerificationError } from "./errors.js";
+export { PARLEY_ERROR_CODES, PARLEY_EVENT_TYPES } from "./generated/codes.js";
 export type { components, operations, paths } from "./generated/openapi.js";
 export type { RetryOptions } from "./retry.js";
 export {

@@ -1,12 +1,13 @@
 /** Verifying Parley's webhooks (Standard Webhooks signatures) into typed events. */
 import { Webhook } from "standardwebhooks";
 import { WebhookVerificationError } from "./errors.js";
+import type { ParleyEventType } from "./generated/codes.js";
 import type { paths } from "./generated/openapi.js";
 
 /** One event of Parley's catalogue (docs/webhooks.md): narrow it by `type` to get its `data`. */
 export type ParleyEvent =
   paths["/api/v1/events"]["get"]["responses"][200]["content"]["application/json"]["events"][number];
-export type ParleyEventType = ParleyEvent["type"];
+export type { ParleyEventType } from "./generated/codes.js";
 /** The event of one type, e.g. `EventOf<"room.ended">`. */
 export type EventOf<T extends ParleyEventType> = Extract<ParleyEvent, { type: T }>;
 

@@ -1,9 +1,11 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
+import { chatChannel } from "../../src/modules/messaging/channel";
 import { postMessage } from "../../src/modules/messaging/posting";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
+import { assertPush } from "../../src/realtime/payloads";
 import { call, newAccount, tokenFor } from "../helpers";
 
 let account: Awaited<ReturnType<typeof newAccount>>;
@@ -14,8 +16,10 @@ const get = (user: string, path: string) => call("GET", path, { headers: as(user
 const send = (user: string, method: string, path: string, body?: unknown) =>
   call(method, path, { headers: as(user), body });
 
+/** Posts as a `new_message` push does: checked against its model by the socket's hook, then handed to the service. */
 async function post(user: string, channelId: string, message: Record<string, unknown>) {
-  return postMessage(actorFrom(await verifyAccessToken(tokens[user]!, "messaging")), channelId, message as never);
+  const checked = assertPush(chatChannel, "new_message", message);
+  return postMessage(actorFrom(await verifyAccessToken(tokens[user]!, "messaging")), channelId, checked as never);
 }
 
 beforeAll(async () => {
@@ -120,9 +124,9 @@ describe("rooms", () => {
       expect(answer.status).toBe(400);
       expect(answer.body.error.code).toBe("bad_request");
     }
-    expect((await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "a\u0001b" })).status).toBe(
-      422,
-    );
+    expect((await send("alice", "POST", "/api/v1/messaging/rooms/create", { channel_id: "a\u0001b" })).body).toEqual({
+      error: { code: "bad_request", message: "channel_id: 1 to 128 characters, without slashes or control characters" },
+    });
     expect((await get("alice", "/api/v1/messaging/rooms/general/messages/abc")).status).toBe(400);
     expect((await get("alice", "/api/v1/messaging/rooms/general/messages/1.5")).status).toBe(400);
     expect((await get("alice", "/api/v1/messaging/rooms/general/messages/99999999999")).status).toBe(400);

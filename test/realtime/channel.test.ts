@@ -1,8 +1,10 @@
 import { expect, test } from "bun:test";
+import { t } from "elysia";
 import { type Channel, channelOf, registerChannels } from "../../src/realtime/channel";
 
 const probe = (prefix: string): Channel => ({
   prefix,
+  models: { name: { field: "name", model: t.String() }, events: {} },
   join: async () => undefined,
   push: async () => ({ reply: {} }),
 });

@@ -8,22 +8,15 @@ import { AppError } from "../../core/errors";
 import { assertChatStorage } from "../limits/quotas";
 import type { Actor } from "../auth/actor";
 import {
-  checkChannelId,
-  checkContent,
-  checkSearchTerm,
-  containsPattern,
-  type Page,
-  pageOf,
-  positiveInt,
-} from "./checks";
-import {
   type DayOfMessages,
+  MAX_INT,
   type Message,
   type MessageList,
   PAGE_SIZE_DEFAULT,
   PAGE_SIZE_MAX,
   type PollOption,
 } from "./model";
+import { containsPattern, type Page, pageOf } from "./queries";
 import { announceToRoom, enterRoom, manageRoom, manages, type RoomRow } from "./rooms";
 import { chatMessages, chatPollOptions, chatPollVotes } from "./schema";
 
@@ -132,7 +125,12 @@ export function parseMessageIds(field: string, text: string): number[] {
     .map((part) => part.trim())
     .filter((part) => part !== "");
   if (ids.length > PAGE_SIZE_MAX) throw new AppError("validation_failed", `${field}: at most ${PAGE_SIZE_MAX} ids`);
-  return ids.map((id) => positiveInt(field, id));
+  return ids.map((id) => {
+    const number = /^\d+$/.test(id) ? Number(id) : Number.NaN;
+    if (!(number >= 1 && number <= MAX_INT))
+      throw new AppError("validation_failed", `${field}: must be a whole number from 1 to ${MAX_INT}`);
+    return number;
+  });
 }
 
 export async function listMessages(
@@ -152,7 +150,6 @@ export async function listMessages(
  * the room entered (its access checked) for the read that completes them.
  */
 export async function recentMessages(actor: Actor, channelId: string): Promise<{ room: RoomRow; messages: Message[] }> {
-  checkChannelId(channelId);
   const room = await enterRoom(actor, channelId);
   const messages = await pageOfMessages(room, isNull(chatMessages.parentId), { size: HISTORY_ON_JOIN });
   return { room, messages: messages.reverse() };
@@ -185,7 +182,7 @@ export async function searchMessages(
   term: string,
   page: Page = {},
 ): Promise<MessageList> {
-  const pattern = containsPattern(checkSearchTerm(term));
+  const pattern = containsPattern(term);
   const room = await enterRoom(actor, channelId);
   return { messages: await pageOfMessages(room, ilike(chatMessages.content, pattern), page) };
 }
@@ -207,11 +204,10 @@ export async function editMessage(
   const row = await findMessage(room, messageId);
   if (row.createdBy !== actor.userId) throw new AppError("forbidden", "only the author may edit a message");
   if (content === undefined) return (await present(room, [row]))[0]!;
-  const checked = checkContent(content);
-  await assertChatStorage(actor.accountId, Buffer.byteLength(checked) - Buffer.byteLength(row.content));
+  await assertChatStorage(actor.accountId, Buffer.byteLength(content) - Buffer.byteLength(row.content));
   const [updated] = await db
     .update(chatMessages)
-    .set({ content: checked, updatedAt: sql`now()` })
+    .set({ content, updatedAt: sql`now()` })
     .where(and(eq(chatMessages.accountId, actor.accountId), eq(chatMessages.id, row.id)))
     .returning();
   const [message] = await present(room, [updated!]);

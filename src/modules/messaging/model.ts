@@ -1,9 +1,11 @@
 /**
- * Chat's wire types, once: the TypeBox models that validate requests and describe responses
- * in the OpenAPI reference, and (as `typeof Model.static`) the types the services return.
+ * Chat's wire types, once: the TypeBox models that validate requests and socket pushes and
+ * describe responses in the OpenAPI reference, and (as `typeof Model.static`) the types the
+ * services take and return. A model's `REASON` is what both the REST answer and the socket's
+ * error reply say after the field's name.
  */
 import { t } from "elysia";
-import { Text } from "../../http/text";
+import { Name, REASON, Text } from "../../http/text";
 
 export const PAGE_SIZE_DEFAULT = 20;
 export const PAGE_SIZE_MAX = 100;
@@ -12,10 +14,37 @@ export const SEARCH_TERM_MAX_CHARS = 200;
 export const ROOM_STATUSES = ["active", "inactive"] as const;
 export type RoomStatus = (typeof ROOM_STATUSES)[number];
 export const MAX_INT = 2_147_483_647;
+export const POLL_OPTIONS_MIN = 2;
+export const POLL_OPTIONS_MAX = 20;
+const POLL_OPTION_MAX_CHARS = 200;
+/** At least one character that is not white space (JavaScript's `\s` is what `trim()` removes). */
+const NOT_BLANK = "\\S";
 
-export const Id = t.Integer({ minimum: 1, maximum: MAX_INT });
-export const ChannelId = Text({ minLength: 1, maxLength: 128, description: "The room's channel id" });
-export const UserId = Text({ minLength: 1, maxLength: 256 });
+const WHOLE_NUMBER = `a whole number from 1 to ${MAX_INT}`;
+export const Id = t.Integer({ minimum: 1, maximum: MAX_INT, [REASON]: WHOLE_NUMBER });
+/**
+ * A room's name in every REST path (`/rooms/{channel_id}/...`) and in its socket topics
+ * (`chat:<channel_id>`, `rtc:<channel_id>`): a `/` would split the path, so it is refused
+ * everywhere, as are control characters (a Name).
+ */
+export const ChannelId = Name({
+  minLength: 1,
+  maxLength: 128,
+  pattern: "^[^/]*$",
+  description: "The room's channel id: no / and no control characters",
+  [REASON]: "1 to 128 characters, without slashes or control characters",
+});
+export const UserId = Name({
+  minLength: 1,
+  maxLength: 256,
+  [REASON]: "1 to 256 characters, without control characters",
+});
+const Content = Text({
+  minLength: 1,
+  maxLength: CONTENT_MAX_CHARS,
+  pattern: NOT_BLANK,
+  [REASON]: `a string of 1 to ${CONTENT_MAX_CHARS} characters, not only white space`,
+});
 
 const Room = t.Object({
   id: t.Integer(),
@@ -65,7 +94,9 @@ const Offset = t.Integer({ minimum: 0, maximum: 1_000_000_000, default: 0 });
 const SearchTerm = Text({
   minLength: 1,
   maxLength: SEARCH_TERM_MAX_CHARS,
+  pattern: NOT_BLANK,
   description: "Case-insensitive; % and _ match themselves",
+  [REASON]: `1 to ${SEARCH_TERM_MAX_CHARS} characters, not only white space`,
 });
 
 export const MessagingModel = {
@@ -95,8 +126,44 @@ export const MessagingModel = {
     message_ids: t.Optional(t.Array(Id, { maxItems: PAGE_SIZE_MAX })),
   }),
   deleteReplies: t.Object({ reply_message_ids: t.Array(Id, { minItems: 1, maxItems: PAGE_SIZE_MAX }) }),
-  editMessage: t.Object({ content: t.Optional(Text({ minLength: 1, maxLength: CONTENT_MAX_CHARS })) }),
+  editMessage: t.Object({ content: t.Optional(Content) }),
 };
+
+/**
+ * The payload of each event a client pushes on `chat:<channel_id>`, checked by the socket before
+ * the chat channel sees it (src/realtime/payloads.ts). Members not named here are ignored. What
+ * depends on several fields or on the room (a poll's options, a content type naming markup, a
+ * reply to a reply) is the posting service's to judge.
+ */
+export const ChatEvents = {
+  new_message: t.Object({
+    content: Content,
+    content_type: t.Optional(
+      t.String({
+        pattern: "^[a-z][a-z0-9_.+/-]{0,63}$",
+        [REASON]: "lower-case letters, digits and _ . + / -, at most 64 characters",
+      }),
+    ),
+    options: t.Optional(
+      t.Array(
+        Text({
+          minLength: 1,
+          maxLength: POLL_OPTION_MAX_CHARS,
+          pattern: NOT_BLANK,
+          [REASON]: `each option is a non-empty string of at most ${POLL_OPTION_MAX_CHARS} characters`,
+        }),
+        {
+          minItems: POLL_OPTIONS_MIN,
+          maxItems: POLL_OPTIONS_MAX,
+          [REASON]: `a poll has ${POLL_OPTIONS_MIN} to ${POLL_OPTIONS_MAX} options`,
+        },
+      ),
+    ),
+    parent_id: t.Optional(t.Union([Id, t.Null()], { [REASON]: `null, or ${WHOLE_NUMBER}` })),
+  }),
+  new_vote: t.Object({ message_id: Id, answer: Id }),
+};
+export type NewMessage = typeof ChatEvents.new_message.static;
 
 export type Room = typeof Room.static;
 export type PollOption = typeof PollOption.static;

@@ -1,5 +1,6 @@
 /**
- * Posting: a new message or poll is checked, then handed to this process's writer, which
+ * Posting: a new message or poll, its payload checked against its model by the socket, is
+ * judged against the rules between its fields, then handed to this process's writer, which
  * stores the posts of every socket in batches, in the order they were made, and announces
  * each to its room once stored.
  */
@@ -7,54 +8,19 @@ import { db } from "../../db/client";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits/quotas";
 import type { Actor } from "../auth/actor";
-import { checkContent, positiveInt } from "./checks";
 import { findMessage, viewOf } from "./messages";
-import type { Message } from "./model";
+import { type Message, type NewMessage, POLL_OPTIONS_MAX, POLL_OPTIONS_MIN } from "./model";
 import { broadcastsHandedOn } from "../../realtime/topics";
 import { admitted, announceToRoom, findRoom, type RoomRow } from "./rooms";
 import { chatMessages, chatPollOptions } from "./schema";
 import { rememberUser } from "./users";
 
-const POLL_OPTIONS_MIN = 2;
-const POLL_OPTIONS_MAX = 20;
-const POLL_OPTION_MAX_CHARS = 200;
-const CONTENT_TYPE = /^[a-z][a-z0-9_.+/-]{0,63}$/;
 /**
  * Words of a content type that ask a client to run the content as markup or code. A message's
  * content is text whatever its type (docs/chat.md): a type such as text/html would invite a
  * client to put another user's words into a page, so it is refused rather than stored.
  */
 const ACTIVE_WORDS = new Set(["html", "xhtml", "svg", "xml", "xsl", "xslt", "javascript", "ecmascript", "js"]);
-
-/** The fields a `new_message` payload may carry: each is checked here, whatever the client sent. */
-interface NewMessage {
-  content?: unknown;
-  content_type?: unknown;
-  options?: unknown;
-  parent_id?: unknown;
-}
-
-function checkPollOptions(options: unknown): string[] {
-  if (!Array.isArray(options) || options.length < POLL_OPTIONS_MIN || options.length > POLL_OPTIONS_MAX) {
-    throw new AppError("validation_failed", `options: a poll has ${POLL_OPTIONS_MIN} to ${POLL_OPTIONS_MAX} options`);
-  }
-  const texts = options.map((option) => {
-    if (
-      typeof option !== "string" ||
-      option.trim() === "" ||
-      option.length > POLL_OPTION_MAX_CHARS ||
-      option.includes("\u0000")
-    ) {
-      throw new AppError(
-        "validation_failed",
-        `options: each option is a non-empty string of at most ${POLL_OPTION_MAX_CHARS} characters`,
-      );
-    }
-    return option.trim();
-  });
-  if (new Set(texts).size !== texts.length) throw new AppError("validation_failed", "options: the options must differ");
-  return texts;
-}
 
 interface Draft {
   content: string;
@@ -63,18 +29,12 @@ interface Draft {
   parentId: number | null;
 }
 
-function checkDraft(payload: unknown): Draft {
-  if (typeof payload !== "object" || payload === null)
-    throw new AppError("validation_failed", "the payload must be an object");
-  const input: NewMessage = payload;
-  const content = checkContent(input.content);
-  const contentType = input.content_type ?? "text";
-  if (typeof contentType !== "string" || !CONTENT_TYPE.test(contentType)) {
-    throw new AppError(
-      "validation_failed",
-      "content_type: lower-case letters, digits and _ . + / -, at most 64 characters",
-    );
-  }
+/**
+ * The draft a `new_message` makes, its shape already checked against its model: what remains
+ * are the rules between its fields, and a content type that names markup or script.
+ */
+function draftOf(message: NewMessage): Draft {
+  const contentType = message.content_type ?? "text";
   const active = contentType.split(/[/+._-]/).find((word) => ACTIVE_WORDS.has(word));
   if (active !== undefined) {
     throw new AppError(
@@ -82,12 +42,18 @@ function checkDraft(payload: unknown): Draft {
       `content_type: ${contentType} names ${active}; content is shown as text, so markup and script types are refused`,
     );
   }
-  const options = contentType === "poll" ? checkPollOptions(input.options) : undefined;
-  if (contentType !== "poll" && input.options !== undefined)
-    throw new AppError("validation_failed", "options: only a poll has options");
-  const parentId =
-    input.parent_id === undefined || input.parent_id === null ? null : positiveInt("parent_id", input.parent_id);
-  return { content, contentType, options, parentId };
+  if (contentType !== "poll") {
+    if (message.options !== undefined) throw new AppError("validation_failed", "options: only a poll has options");
+    return { content: message.content, contentType, options: undefined, parentId: message.parent_id ?? null };
+  }
+  if (message.options === undefined) {
+    throw new AppError("validation_failed", `options: a poll has ${POLL_OPTIONS_MIN} to ${POLL_OPTIONS_MAX} options`);
+  }
+  const options = message.options.map((option) => option.trim());
+  if (new Set(options).size !== options.length) {
+    throw new AppError("validation_failed", "options: the options must differ");
+  }
+  return { content: message.content, contentType, options, parentId: message.parent_id ?? null };
 }
 
 /**
@@ -96,8 +62,8 @@ function checkDraft(payload: unknown): Draft {
  * stored message. Posts are written in the order they were made, together with whatever
  * else is waiting (see the writer below), and broadcast in that order.
  */
-export async function postMessage(actor: Actor, channelId: string, payload: unknown): Promise<Message> {
-  const draft = checkDraft(payload);
+export async function postMessage(actor: Actor, channelId: string, message: NewMessage): Promise<Message> {
+  const draft = draftOf(message);
   return new Promise((resolve, reject) => {
     waiting.push({ actor, channelId, draft, resolve, reject });
     if (!writing) {

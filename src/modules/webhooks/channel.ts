@@ -7,8 +7,10 @@
  * platform (`parley`, or an empty scope). A join may carry `after`, a sequence number, to
  * resume exactly after the last event it got; without it the topic starts from the join.
  */
+import { t } from "elysia";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
+import { REASON } from "../../http/text";
 import type { Channel, Member } from "../../realtime/channel";
 import type { Release } from "../limits/held";
 import { eventStreams, latestSequence, liveEvents } from "./stream";
@@ -22,18 +24,19 @@ const RETRY_MS = 2_000;
 /** The members' tails in this process: stopped when the member leaves or its socket closes. */
 const tails = new Map<Member, { stop: AbortController; release: Release }>();
 
-/** The join's `after`: a whole number as the event log's cursor takes it, or none. */
-function afterOf(payload: unknown): number | undefined {
-  const after = typeof payload === "object" && payload !== null ? (payload as { after?: unknown }).after : undefined;
-  if (after === undefined || after === null) return undefined;
-  if (typeof after !== "number" || !Number.isSafeInteger(after) || after < 0) {
-    throw new AppError(
-      "validation_failed",
-      `after: must be an event's sequence number, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`,
-    );
-  }
-  return after;
-}
+/** An account's topic: its id, as the account's own token names it. */
+const AccountTopic = t.String({ minLength: 1, maxLength: 64, [REASON]: "the account's id (acc_…)" });
+
+/** A join may carry `after`, the sequence number of the last event it got, to resume just after it. */
+const EventsJoin = t.Object({
+  after: t.Optional(
+    t.Integer({
+      minimum: 0,
+      maximum: Number.MAX_SAFE_INTEGER,
+      [REASON]: `must be an event's sequence number, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`,
+    }),
+  ),
+});
 
 /** Waits `ms`, or less when `signal` aborts. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
@@ -67,6 +70,8 @@ async function tail(member: Member, after: number, stop: AbortSignal): Promise<v
 
 export const eventsChannel: Channel = {
   prefix: EVENTS_TOPIC_PREFIX,
+  // Read-only: no event a client may push.
+  models: { name: { field: "topic", model: AccountTopic }, events: {}, join: EventsJoin },
   async join(actor, accountId, payload) {
     if (!actor.platform) {
       throw new AppError(
@@ -77,7 +82,7 @@ export const eventsChannel: Channel = {
     if (accountId !== actor.accountId) {
       throw new AppError("forbidden", `a socket hears only its own account's events, on events:${actor.accountId}`);
     }
-    const requested = afterOf(payload);
+    const requested = (payload as typeof EventsJoin.static).after;
     let release = eventStreams.take([undefined, actor.accountId]);
     let after: number;
     try {
@@ -100,6 +105,7 @@ export const eventsChannel: Channel = {
       void tail(member, after, stop.signal);
     };
   },
+  // Never reached: the socket refuses every push, since the models name no event.
   async push(_member, event) {
     throw new AppError("bad_request", `events topics are read-only: "${event}" is not taken here`);
   },

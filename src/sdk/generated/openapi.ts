@@ -4302,8 +4302,8 @@ export interface operations {
             content: {
                 "application/json": {
                     /**
-                     * Format: text
-                     * @description The room's channel id
+                     * Format: name
+                     * @description The room's channel id: no / and no control characters
                      */
                     channel_id: string;
                     allowed_user_ids?: string[];
@@ -4443,7 +4443,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -4575,7 +4575,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -4737,7 +4737,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -4865,7 +4865,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
@@ -5027,7 +5027,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5156,7 +5156,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5306,7 +5306,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5469,7 +5469,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5590,7 +5590,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5696,7 +5696,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
             };
@@ -5806,7 +5806,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 message_id: number;
                 poll_option_id: number;
@@ -5926,7 +5926,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 user_id: string;
             };
@@ -6035,7 +6035,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 user_id: string;
             };
@@ -6170,7 +6170,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
                 user_id: string;
             };
@@ -6407,7 +6407,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The room's channel id */
+                /** @description The room's channel id: no / and no control characters */
                 channel_id: string;
             };
             cookie?: never;
