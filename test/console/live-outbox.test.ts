@@ -39,7 +39,7 @@ function snapshots(response: Response) {
   };
 }
 
-test("a stored change with its catalogue event reaches the account's feed and every account's feed at once", async () => {
+test("a change stored with its catalogue event reaches its account's feed and every account's at once", async () => {
   const { accountId } = await newAccount();
   const ended = new AbortController();
   const open = (viewer: Viewer, account: string | undefined) =>

@@ -18,7 +18,10 @@ import { until } from "../support/wait";
 
 afterAll(stopStateSubscriber);
 
-/** A ring's latency well inside the sweep, however busy the machine: the sweep alone would pass 5 such trials once in 500. */
+/**
+ * A ring's latency well inside the sweep, however busy the machine: the sweep alone (or the old
+ * 500 ms poll) would pass 5 such trials once in 500.
+ */
 const PROMPT_MS = 150;
 const TRIALS = 5;
 
@@ -80,7 +83,8 @@ test("a move committed in another process wakes the waiter through the consumer'
   for (let trial = 0; trial < TRIALS; trial++) {
     const stream = await startingStream(accountId);
     const woken = await waiting(stream.id);
-    // What another process's transition does: the row moves, and after the commit its outbox rings over publish/subscribe.
+    // What another process's transition does: the row moves, and after the commit its outbox
+    // rings over publish/subscribe.
     const movedAt = performance.now();
     await db.update(streams).set({ state: "running" }).where(eq(streams.id, stream.id));
     await pubsub().publish(

@@ -3,7 +3,7 @@
  * change. A feed is woken by the outbox, like the event log's tail it follows (webhooks/stream.ts):
  * every stored change a page shows (a room, a call, a participant, a stream) records a catalogue
  * event for its account, whose ring wakes the feeds of that account and the feeds of every
- * account. The consumer's sweep wakes every feed every 2 seconds, for a lost ring and for what is
+ * account. The consumer's sweep wakes every feed every second, for a lost ring and for what is
  * no stored fact (the clock the series move with, the viewers counted in Redis).
  */
 import { config } from "../../config";

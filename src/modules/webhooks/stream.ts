@@ -18,8 +18,11 @@ import { EVENT_STREAMS_CONSUMER } from "./outbox";
 import { listEvents } from "./service";
 import { eventSequences } from "./schema";
 
-/** How often every tail looks again, for an event whose ring was lost. */
-const SWEEP_MS = 2_000;
+/**
+ * How often every tail looks again, for an event whose ring was lost; a console live feed is
+ * woken as often, for what no ring tells of (the clock, viewers counted in Redis).
+ */
+const SWEEP_MS = 1_000;
 /** A comment line this often keeps proxies from closing an idle stream; a tail reads at least this often. */
 const HEARTBEAT_MS = 15_000;
 const PAGE = 500;
