@@ -30,9 +30,9 @@ const SESSION_EVERY_MS = 5_000;
 const KEEP_ALIVE_MS = 15_000;
 
 /**
- * Open live feeds (docs/limits.md#caps): each holds a connection and a timer, and its session is
- * read from the database every few seconds, so a script with one session cookie opening feeds
- * by the thousand would fill the process.
+ * Open live feeds (docs/limits.md#caps): each holds a connection and a wake-up listener, and its
+ * session is read from the database every few seconds, so a script with one session cookie
+ * opening feeds by the thousand would fill the process.
  */
 const feeds = new HeldResource({
   resource: "console_feeds",
