@@ -32,6 +32,7 @@ import {
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
+import { stopStateSubscriber } from "../src/modules/streaming/state";
 import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";
@@ -112,7 +113,8 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
       );
       worker.closing = true;
       await heartbeat.stop();
-      await subscription.close();
+      // Its relayed stops waited on the stream states' outbox consumer (registered at the first wait).
+      await Promise.all([subscription.close(), stopStateSubscriber()]);
     },
   };
 }

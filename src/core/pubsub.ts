@@ -1,6 +1,6 @@
 /**
- * Publish/subscribe between Parley's processes: short notices that something changed (a
- * stream's state, an account's keys, a conference event, a stop for a recorder), each read
+ * Publish/subscribe between Parley's processes: short notices that something changed (an
+ * outbox ring, an account's keys, a stop for a recorder), each read
  * again from the database by whoever needs the details. Delivery is best effort, at most
  * once, and only to subscriptions in place when a message is published; every user keeps a
  * fallback for a lost message (a poll, a cache TTL, a sweep, a job retry).

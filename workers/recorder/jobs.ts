@@ -3,6 +3,9 @@
  * publishes; a stop ends the worker's own recorder, is relayed (core/pubsub) to the owner
  * when that is another live worker, or finishes the stream when its owner is gone; and
  * reconciliation finishes the streams of workers that stopped heart-beating.
+ * The relay is control: the stop job's command handed on to the one process that can carry
+ * it out. Waiting for its result is not: the relaying job waits for the stream's row to
+ * leave its live states, woken by the outbox like every waiter of a stream (state.ts).
  */
 import { DelayedError, type Job } from "bullmq";
 import { config } from "../../src/config";
@@ -19,6 +22,7 @@ import {
   type Stream,
 } from "../../src/modules/streaming/stream";
 import { claimStream, markQueued, markRunning, takeStream } from "../../src/modules/streaming/transitions";
+import { waitForStream } from "../../src/modules/streaming/state";
 import { pubsub } from "../../src/queue/redis-pubsub";
 import {
   enqueue,
@@ -197,12 +201,13 @@ export async function stopJob(worker: RecorderHost, job: Job<RecorderStopJob>): 
   if (stream.podName && stream.podName !== worker.pod && (await podAlive(stream.podName))) {
     const relayed: RecorderStopJob = { streamId, reason };
     await pubsub().publish(podCommands(stream.podName), JSON.stringify(relayed));
-    const deadline = Date.now() + config.streaming.operationTimeoutMs;
-    while (Date.now() < deadline) {
-      const now = await getStream(streamId);
-      if (!now || !LIVE_STATES.includes(now.state)) return;
-      await Bun.sleep(200);
-    }
+    // The owner's finishStream rings the outbox: the job ends once that move has committed.
+    const now = await waitForStream(
+      streamId,
+      (row) => !LIVE_STATES.includes(row.state),
+      config.streaming.operationTimeoutMs,
+    );
+    if (!now || !LIVE_STATES.includes(now.state)) return;
     throw new Error("the recorder that owns the stream did not stop it in time");
   }
   await finishOrphan(worker, stream, "stopped", reason);

@@ -1,24 +1,38 @@
-/** The live feed of a console page: its figures as server-sent events, sent again whenever they change. */
+/**
+ * The live feed of a console page: its figures as server-sent events, sent again whenever they
+ * change. A feed is woken by the outbox, like the event log's tail it follows (webhooks/stream.ts):
+ * every stored change a page shows (a room, a call, a participant, a stream) records a catalogue
+ * event for its account, whose ring wakes the feeds of that account and the feeds of every
+ * account. The consumer's sweep wakes every feed every second, for a lost ring and for what is
+ * no stored fact (the clock the series move with, the viewers counted in Redis).
+ */
 import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { HeldResource } from "../limits/held";
+import { followEvents } from "../webhooks/stream";
 import { overview, streamsView } from "./service";
 import { sessionViewer, type Viewer } from "./sessions";
 
-/** How often the live feed looks for changes: well inside the 2 seconds the pages promise. */
-const LIVE_TICK_MS = 1_000;
+/** Feeds that ask for a view within this long of the start of its computation share it. */
+const SHARED_FOR_MS = 1_000;
+/** A feed computes its figures at most this often, however often it is rung. */
+const MIN_GAP_MS = 250;
 /**
  * A feed waits at least this many times as long as its view last took to compute: the overview runs
  * a week's usage report per account, which on a large deployment takes a good part of a second, and
  * the console should not spend more than a fifth of a core on it.
  */
 const BACK_OFF = 4;
+/** How often an open feed reads its session again, so logging out ends it too. */
+const SESSION_EVERY_MS = 5_000;
+/** A comment line this often keeps proxies from closing a feed whose figures stay the same. */
+const KEEP_ALIVE_MS = 15_000;
 
 /**
- * Open live feeds (docs/limits.md#caps): each holds a connection and a timer, and its session is
- * read from the database every few seconds, so a script with one session cookie opening feeds
- * by the thousand would fill the process.
+ * Open live feeds (docs/limits.md#caps): each holds a connection and a wake-up listener, and its
+ * session is read from the database every few seconds, so a script with one session cookie
+ * opening feeds by the thousand would fill the process.
  */
 const feeds = new HeldResource({
   resource: "console_feeds",
@@ -38,19 +52,16 @@ const feeds = new HeldResource({
 
 /** One computation of a view's figures, shared by the feeds that ask for them meanwhile. */
 class Computation {
-  /** When it ended (while it runs, when it began). */
-  at = Date.now();
+  /** When it began: it shows every change committed before. */
+  readonly began = Date.now();
   /** How long it took, in milliseconds. */
   took = 0;
-  running = true;
   readonly snapshot: Promise<string>;
 
   constructor(key: string, compute: () => Promise<unknown>) {
     const started = performance.now();
     this.snapshot = compute().then(
       (value) => {
-        this.running = false;
-        this.at = Date.now();
         this.took = performance.now() - started;
         return JSON.stringify(value);
       },
@@ -67,20 +78,20 @@ const computations = new Map<string, Computation>();
 
 /**
  * A view's figures as JSON, computed once for every feed of the same view and account that asks
- * while a computation is under way or within LIVE_TICK_MS after it ended: however many console
- * pages are open, the figures are computed once a tick, not once a tick per page. Answers the
- * snapshot and how long its computation took.
+ * for figures no older than `since`: feeds woken by the same ring share one computation, however
+ * many console pages are open. Answers the snapshot and how long its computation took.
  */
 export async function sharedSnapshot(
   key: string,
   compute: () => Promise<unknown>,
+  since = Date.now() - SHARED_FOR_MS,
 ): Promise<{ json: string; took: number }> {
   const now = Date.now();
   let current = computations.get(key);
-  if (!current || (!current.running && now - current.at >= LIVE_TICK_MS)) {
+  if (!current || current.began < since) {
     // Views of accounts no page has asked for in a while are dropped as new ones come.
     if (computations.size >= 1_000)
-      for (const [old, kept] of computations) if (!kept.running && now - kept.at > 60_000) computations.delete(old);
+      for (const [old, kept] of computations) if (now - kept.began > 60_000) computations.delete(old);
     current = new Computation(key, compute);
     computations.set(key, current);
   }
@@ -105,51 +116,81 @@ export function liveFeed(
 ): Response {
   const release = feeds.take([viewer.sessionId]);
   const encoder = new TextEncoder();
-  let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
+  let wake: (() => void) | undefined;
+  // When the first ring not yet shown came: the next figures must be computed after it.
+  let rungAt: number | undefined;
+  // A ring ends the wait for one, not the pause that keeps a feed from computing too often.
+  let awaitingRing = false;
+  const unfollow = followEvents(accountId, () => {
+    rungAt ??= Date.now();
+    if (awaitingRing) wake?.();
+  });
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    unfollow();
+    release();
+    wake?.();
+  };
+  /** Until `ms` have passed or the feed closes. */
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   const stream = new ReadableStream<Uint8Array>({
-    start(controller) {
+    async start(controller) {
       let last = "";
-      let ticks = 0;
-      const tick = async () => {
-        if (closed) return;
-        try {
-          // The session is read again every few seconds: logging out ends an open feed too.
-          if (ticks++ % 5 === 4) await sessionViewer(viewer.sessionId);
-          const { json: snapshot, took } = await sharedSnapshot(`${view}|${accountId ?? ""}`, () =>
-            LIVE_VIEWS[view](accountId),
+      let sentAt = Date.now();
+      let sessionReadAt = Date.now();
+      let since = Date.now() - SHARED_FOR_MS;
+      try {
+        while (!closed) {
+          if (Date.now() - sessionReadAt >= SESSION_EVERY_MS) {
+            await sessionViewer(viewer.sessionId);
+            sessionReadAt = Date.now();
+          }
+          const began = Date.now();
+          const { json: snapshot, took } = await sharedSnapshot(
+            `${view}|${accountId ?? ""}`,
+            () => LIVE_VIEWS[view](accountId),
+            since,
           );
+          if (closed) break;
           if (snapshot !== last) {
             last = snapshot;
             controller.enqueue(encoder.encode(`event: snapshot\ndata: ${snapshot}\n\n`));
-          } else if (ticks % 15 === 0) {
+            sentAt = Date.now();
+          } else if (Date.now() - sentAt >= KEEP_ALIVE_MS) {
             controller.enqueue(encoder.encode(": still here\n\n"));
+            sentAt = Date.now();
           }
-          timer = setTimeout(tick, Math.max(LIVE_TICK_MS, BACK_OFF * took));
-        } catch (error) {
-          // The session ended, the viewer went away, or a dependency failed: the feed ends, and
-          // the browser reconnects (or, refused, returns to the sign-in).
-          if (!(error instanceof AppError) && !closed)
-            log.warn({ err: (error as Error).message }, "console live feed ended");
-          if (!closed) {
-            closed = true;
-            release();
-            controller.close();
-          }
+          // Rings meanwhile are gathered: the next computation shows them all.
+          await pause(Math.max(MIN_GAP_MS, BACK_OFF * took) - (Date.now() - began));
+          awaitingRing = true;
+          if (!closed && rungAt === undefined) await pause(KEEP_ALIVE_MS);
+          awaitingRing = false;
+          wake = undefined;
+          since = rungAt ?? Date.now();
+          rungAt = undefined;
         }
-      };
-      void tick();
+      } catch (error) {
+        // The session ended, the viewer went away, or a dependency failed: the feed ends, and
+        // the browser reconnects (or, refused, returns to the sign-in).
+        if (!(error instanceof AppError) && !closed)
+          log.warn({ err: (error as Error).message }, "console live feed ended");
+      }
+      if (!closed) {
+        close();
+        controller.close();
+      }
     },
-    cancel() {
-      closed = true;
-      release();
-      clearTimeout(timer);
-    },
+    cancel: close,
   });
-  request.signal.addEventListener("abort", () => {
-    closed = true;
-    release();
-    clearTimeout(timer);
-  });
+  request.signal.addEventListener("abort", close);
   return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-store" } });
 }

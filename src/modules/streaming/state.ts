@@ -1,40 +1,53 @@
 /**
- * Every change of a stream's state is announced (core/pubsub) so a request waiting for it,
- * on any process, wakes at once; the row stays the truth, polled meanwhile.
+ * Waiting for a stream's state. Every move of the row rings the outbox's "stream-states"
+ * consumer (core/outbox) with the stream's id, in the transaction that makes it, so a request
+ * or a worker waiting for the move, in any process, wakes once it has committed. The row
+ * stays the truth: a waiter reads it again on each ring, and the consumer's sweep wakes every
+ * waiter of the process for a ring that was lost (Redis away, say).
  */
-import { log } from "../../core/log";
-import type { Subscription } from "../../core/pubsub";
-import { PROMPT_REDIS_MS } from "../../queue/connection";
-import { pubsub } from "../../queue/redis-pubsub";
+import { EventEmitter } from "node:events";
+import type { RegisteredConsumer } from "../../core/outbox";
+import { outbox } from "../../queue/outbox";
 import { getStream, type Stream } from "./stream";
 
-const STATE_CHANNEL = "streams:state";
-let stateSubscription: Subscription | undefined;
-const stateWaiters = new Map<string, Set<() => void>>();
-
-/** Best effort: the row is the truth, and a waiter that misses the announcement finds the change on its next poll. */
-export async function announce(streamId: string): Promise<void> {
-  await pubsub()
-    .publish(STATE_CHANNEL, streamId, { withinMs: PROMPT_REDIS_MS })
-    .catch((error: Error) => log.warn({ streamId, err: error.message }, "stream state change not announced"));
-}
+/** The outbox consumer that wakes the waiters of a stream's state (keys: stream ids). */
+export const STREAM_STATES_CONSUMER = "stream-states";
+/** How often every waiter reads its row again, for a move whose ring was lost. */
+const SWEEP_MS = 500;
 
 /**
- * Waits for the subscription at most PROMPT_REDIS_MS, and not at all while Redis is away: it
- * is made once Redis is back, and waiters poll the row meanwhile. A subscription that fails
- * (the connection dropped at shutdown) leaves the waiters to their poll.
+ * Rings the waiters of the stream once `tx` commits: call it with the transaction handle that
+ * moved the row (the global handle rings at once, for a move made by one statement).
  */
-async function subscribeToStates(): Promise<void> {
-  stateSubscription ??= pubsub().subscribe("stream-states", [STATE_CHANNEL], (_channel, streamId) => {
-    for (const wake of stateWaiters.get(streamId) ?? []) wake();
+export function ringState(tx: object, streamId: string): void {
+  outbox.ring(tx, STREAM_STATES_CONSUMER, [streamId]);
+}
+
+/** This process's waiters, by stream id. */
+const waiters = new EventEmitter().setMaxListeners(0);
+/**
+ * Registered with the process's first wait and kept until stopStateSubscriber: its doorbell
+ * across processes is a Redis connection, not worth making again for each request.
+ */
+let consumer: RegisteredConsumer | undefined;
+
+function registered(): RegisteredConsumer {
+  consumer ??= outbox.register({
+    name: STREAM_STATES_CONSUMER,
+    sweepEveryMs: SWEEP_MS,
+    async drain(due) {
+      const streams = due === "sweep" ? waiters.eventNames() : [...due];
+      for (const streamId of streams) waiters.emit(streamId);
+      return streams.length;
+    },
   });
-  await stateSubscription.settle(PROMPT_REDIS_MS);
+  return consumer;
 }
 
 export async function stopStateSubscriber(): Promise<void> {
-  const subscription = stateSubscription;
-  stateSubscription = undefined;
-  await subscription?.close();
+  const registration = consumer;
+  consumer = undefined;
+  await registration?.stop();
 }
 
 /** Waits until the stream satisfies `done` or the time is up; answers the last row seen. */
@@ -43,25 +56,34 @@ export async function waitForStream(
   done: (stream: Stream) => boolean,
   timeoutMs: number,
 ): Promise<Stream> {
-  await subscribeToStates();
   const deadline = Date.now() + timeoutMs;
-  let wake: () => void = () => {};
-  const waiters = stateWaiters.get(streamId) ?? new Set();
-  stateWaiters.set(streamId, waiters);
-  const waker = () => wake();
-  waiters.add(waker);
+  let wake: (() => void) | undefined;
+  // Rung while the row was being read: it is read again instead of waited on.
+  let rung = false;
+  const ring = () => {
+    rung = true;
+    wake?.();
+  };
+  waiters.on(streamId, ring);
   try {
+    // In place before the first read (bounded, and not waited for while Redis is away), so a
+    // move committed in another process after that read rings this waiter.
+    await registered().ready;
     for (;;) {
+      rung = false;
       const stream = await getStream(streamId);
       if (!stream || done(stream) || Date.now() >= deadline) return stream!;
-      // The announcement wakes us at once; the poll covers a message lost with a dropped connection.
+      if (rung) continue;
       await new Promise<void>((resolve) => {
-        wake = resolve;
-        setTimeout(resolve, Math.min(500, Math.max(0, deadline - Date.now())));
+        const timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
       });
+      wake = undefined;
     }
   } finally {
-    waiters.delete(waker);
-    if (waiters.size === 0) stateWaiters.delete(streamId);
+    waiters.off(streamId, ring);
   }
 }

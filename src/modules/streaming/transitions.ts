@@ -1,17 +1,18 @@
 /**
  * Every move of a stream's state after its request created it `starting`: the API marks it
  * stopping, its recorder worker claims it and reports it running, and whoever gets there
- * first finishes it. Each move is made once, writes its events, and is announced. Running
+ * first finishes it. Each move is made once, writes its events, and rings the waiters of the
+ * stream's state (state.ts) in the same transaction. Running
  * the recorder process is the worker's (workers/recorder/).
  */
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { appendEvent, storeEvents } from "../events/service";
+import { storeEvents } from "../events/service";
 import type { SealedKey } from "../accounts/sealing";
 import { recordEvent } from "../webhooks/outbox";
 import { type StreamState, streams } from "./schema";
-import { announce } from "./state";
+import { ringState } from "./state";
 import { type Stream, streamUrls } from "./stream";
 import { takePeakViewers } from "./viewers";
 
@@ -75,16 +76,15 @@ export async function markQueued(streamId: string, destinations: SealedKey | nul
       .set({ state: "queued", queuedDestinations: destinations })
       .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
       .returning();
-    if (row)
-      await recordEvent(tx, row.accountId, "stream.queued", {
-        ...streamNamed(row),
-        position: await queuePosition(tx, row),
-      });
+    if (!row) return undefined;
+    await recordEvent(tx, row.accountId, "stream.queued", {
+      ...streamNamed(row),
+      position: await queuePosition(tx, row),
+    });
+    ringState(tx, streamId);
     return row;
   });
-  if (!queued) return false;
-  await announce(streamId);
-  return true;
+  return queued !== undefined;
 }
 
 /** The recorder is publishing: starting → running. False when the request gave up meanwhile. */
@@ -95,37 +95,36 @@ export async function markRunning(streamId: string): Promise<boolean> {
       .set({ state: "running", startedAt: new Date() })
       .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
       .returning();
-    if (running)
-      await recordEvent(tx, running.accountId, "stream.started", {
-        ...streamNamed(running),
-        recording: running.options.isRecording,
-      });
+    if (!running) return undefined;
+    await recordEvent(tx, running.accountId, "stream.started", {
+      ...streamNamed(running),
+      recording: running.options.isRecording,
+    });
+    // The usage events commit with the move too, so whoever wakes on its ring finds them written.
+    const started = { accountId: running.accountId, room: running.room, occurredAt: running.startedAt! };
+    await storeEvents(tx, [
+      {
+        ...started,
+        kind: "stream_started",
+        subject: running.streamName,
+        payload: { recording: running.options.isRecording },
+        dedupeKey: `stream:${running.id}:started`,
+      },
+      ...(running.options.isRecording
+        ? [
+            {
+              ...started,
+              kind: "recording_started" as const,
+              subject: running.streamName,
+              dedupeKey: `stream:${running.id}:recording_started`,
+            },
+          ]
+        : []),
+    ]);
+    ringState(tx, streamId);
     return running;
   });
-  if (!stream) return false;
-  const room = stream.room;
-  await appendEvent({
-    accountId: stream.accountId,
-    kind: "stream_started",
-    room,
-    occurredAt: stream.startedAt!,
-    subject: stream.streamName,
-    payload: { recording: stream.options.isRecording },
-    dedupeKey: `stream:${stream.id}:started`,
-  });
-  if (stream.options.isRecording) {
-    await appendEvent({
-      accountId: stream.accountId,
-      kind: "recording_started",
-      room,
-      occurredAt: stream.startedAt!,
-      subject: stream.streamName,
-      dedupeKey: `stream:${stream.id}:recording_started`,
-    });
-  }
-  // Announced last, so whoever wakes on it also finds the events written.
-  await announce(streamId);
-  return true;
+  return stream !== undefined;
 }
 
 /**
@@ -143,7 +142,8 @@ export async function markStopping(streamId: string): Promise<"starting" | "runn
       returning prior.state`),
   );
   if (!marked) return undefined;
-  await announce(streamId);
+  // One statement is its own transaction: the global handle rings at once.
+  ringState(db, streamId);
   return marked.state;
 }
 
@@ -153,7 +153,7 @@ export async function unmarkStopping(streamId: string, to: "starting" | "running
     .update(streams)
     .set({ state: to })
     .where(and(eq(streams.id, streamId), eq(streams.state, "stopping")));
-  await announce(streamId);
+  ringState(db, streamId);
 }
 
 /**
@@ -181,6 +181,7 @@ export async function finishStream(
       .where(and(eq(streams.id, streamId), inArray(streams.state, from)))
       .returning();
     if (!finished) return undefined;
+    ringState(tx, streamId);
     await recordEvent(tx, finished.accountId, state === "failed" ? "stream.failed" : "stream.stopped", {
       ...streamNamed(finished),
       reason,
@@ -217,7 +218,5 @@ export async function finishStream(
     ]);
     return finished;
   });
-  if (!stream) return undefined;
-  await announce(streamId);
   return stream;
 }

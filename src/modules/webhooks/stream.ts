@@ -3,8 +3,8 @@
  * topic alike. Each event is sent with its sequence number, so a client that reconnects with
  * Last-Event-ID (or joins with `after`) resumes exactly after the last one it got.
  * A tail reads the database (the truth). It is woken by the outbox's "events-stream" consumer,
- * registered while this process has a tail open: a ring for the tail's account from any process,
- * and the consumer's sweep, which wakes every tail in case a ring was lost.
+ * registered while this process has a tail (or a console live feed) open: a ring for the tail's
+ * account from any process, and the consumer's sweep, which wakes every tail in case a ring was lost.
  */
 import { EventEmitter } from "node:events";
 import { eq } from "drizzle-orm";
@@ -18,8 +18,11 @@ import { EVENT_STREAMS_CONSUMER } from "./outbox";
 import { listEvents } from "./service";
 import { eventSequences } from "./schema";
 
-/** How often every tail looks again, for an event whose ring was lost. */
-const SWEEP_MS = 2_000;
+/**
+ * How often every tail looks again, for an event whose ring was lost; a console live feed is
+ * woken as often, for what no ring tells of (the clock, viewers counted in Redis).
+ */
+const SWEEP_MS = 1_000;
 /** A comment line this often keeps proxies from closing an idle stream; a tail reads at least this often. */
 const HEARTBEAT_MS = 15_000;
 const PAGE = 500;
@@ -54,17 +57,21 @@ export async function latestSequence(accountId: string): Promise<number> {
   return Number(row?.last ?? 0);
 }
 
-/** This process's open tails, by account: each listens for its account's wake-ups. */
+/** This process's open tails and other followers, by account: each listens for its account's wake-ups. */
 const tails = new EventEmitter().setMaxListeners(0);
+/** What a follower of every account listens on. */
+const EVERY_ACCOUNT = Symbol("every account");
 let consumer: RegisteredConsumer | undefined;
 let open = 0;
 
 /**
- * Wakes `wake` for each ring of the account's events. The consumer is registered with the
- * process's first open tail and stopped with its last.
+ * Wakes `wake` for each ring of the account's events (of any account's, without one), and on
+ * each sweep of the consumer, every SWEEP_MS. The consumer is registered with the process's
+ * first follower and stopped with its last. Answers the function that stops following.
  */
-function follow(accountId: string, wake: () => void): () => void {
-  tails.on(accountId, wake);
+export function followEvents(accountId: string | undefined, wake: () => void): () => void {
+  const on = accountId ?? EVERY_ACCOUNT;
+  tails.on(on, wake);
   open++;
   consumer ??= outbox.register({
     name: EVENT_STREAMS_CONSUMER,
@@ -72,11 +79,12 @@ function follow(accountId: string, wake: () => void): () => void {
     async drain(due) {
       const accounts = due === "sweep" ? tails.eventNames() : [...due];
       for (const account of accounts) tails.emit(account);
+      if (due !== "sweep" && due.size > 0) tails.emit(EVERY_ACCOUNT);
       return accounts.length;
     },
   });
   return () => {
-    tails.off(accountId, wake);
+    tails.off(on, wake);
     if (--open > 0) return;
     void consumer?.stop();
     consumer = undefined;
@@ -100,7 +108,7 @@ export async function* liveEvents(
     rung = true;
     wake?.();
   };
-  const unfollow = follow(accountId, ring);
+  const unfollow = followEvents(accountId, ring);
   signal.addEventListener("abort", ring, { once: true });
   let after = from.after;
   try {
