@@ -7,9 +7,9 @@
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { appendEvent, storeEvents } from "../events/service";
+import { appendEvent, storeEvents } from "../conference-log/service";
 import type { SealedKey } from "../accounts/sealing";
-import { recordEvent } from "../webhooks/outbox";
+import { recordEvent } from "../catalogue";
 import { type StreamState, streams } from "./schema";
 import { announce } from "./state";
 import { type Stream, streamUrls } from "./stream";
