@@ -7,7 +7,7 @@ import { pipeline } from "./http/pipeline";
 import { adminController } from "./modules/admin";
 import { consoleController } from "./modules/console";
 import { apiReference } from "./modules/console/swagger";
-import { eventsController } from "./modules/events";
+import { conferenceLogController } from "./modules/conference-log";
 import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";
@@ -19,8 +19,8 @@ import { chatChannel, rtcChannel } from "./modules/messaging/channel";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
-import { eventLogController, webhooksController } from "./modules/webhooks";
-import { eventsChannel } from "./modules/webhooks/channel";
+import { webhooksController } from "./modules/webhooks";
+import { eventLogController, eventsChannel } from "./modules/catalogue/routes";
 import { realtimeController } from "./realtime";
 import { setSingleProcess } from "./realtime/process-broker";
 import { registerChannels } from "./realtime/channel";
@@ -58,7 +58,7 @@ export function createApp() {
     .use(messagingController)
     .use(uploadsController)
     .use(realtimeController)
-    .use(eventsController)
+    .use(conferenceLogController)
     .use(eventLogController)
     .use(webhooksController)
     .use(usageController)

@@ -10,11 +10,11 @@
  */
 import { config } from "../src/config";
 import { log } from "../src/core/log";
-import { WEBHOOKS_CONSUMER } from "../src/modules/webhooks/outbox";
+import { purgeOldEvents, WEBHOOKS_CONSUMER } from "../src/modules/catalogue";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";
 import { startLockedPump } from "../src/modules/webhooks/locked-pump";
 import { database, db } from "../src/db/client";
-import { promoteHeads, purgeOldEvents } from "../src/modules/webhooks/service";
+import { promoteHeads } from "../src/modules/webhooks/service";
 import { probeOpenCircuits } from "../src/modules/webhooks/probe";
 import type { Outbox } from "../src/core/outbox";
 import { outbox as processOutbox } from "../src/queue/outbox";

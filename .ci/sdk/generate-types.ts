@@ -44,7 +44,7 @@ export async function generateTypes(): Promise<string> {
 
 const CODES_HEADER = `/**
  * The error codes Parley answers in \`error.code\` (src/core/errors.ts, each with its HTTP status in
- * src/http/errors.ts) and the types of its event catalogue (src/modules/webhooks/event-types.ts).
+ * src/http/errors.ts) and the types of its event catalogue (src/modules/catalogue/event-types.ts).
  * Do not edit: \`npm run sdk:types\` writes it again, and test/sdk/types.test.ts fails when it no
  * longer matches the server. A later server may add to either list, so code that switches on
  * one keeps a default.
@@ -59,7 +59,7 @@ function listOf(name: string, typeName: string, values: readonly string[]): stri
 /** The generated codes.ts for the server as it is now: both lists are read from the modules the server answers with. */
 export async function generateCodes(): Promise<string> {
   const { ERROR_STATUS } = await import(join(import.meta.dir, "../../src/http/errors.ts"));
-  const { EVENT_TYPES } = await import(join(import.meta.dir, "../../src/modules/webhooks/event-types.ts"));
+  const { EVENT_TYPES } = await import(join(import.meta.dir, "../../src/modules/catalogue/event-types.ts"));
   return [
     CODES_HEADER,
     listOf("PARLEY_ERROR_CODES", "ParleyErrorCode", Object.keys(ERROR_STATUS)),

@@ -328,7 +328,7 @@ console.log(
 
 // The live path: events appended one by one through appendEvent (each rings its room's fold)
 // by 16 concurrent senders, as the API does, over 40 rooms; folded by one cdr worker.
-const { appendEvent } = await import("../../src/modules/events/service");
+const { appendEvent } = await import("../../src/modules/conference-log/service");
 const { startCdrWorker } = await import("../../workers/cdr");
 const LIVE = Number(process.env.BENCH_LIVE_EVENTS ?? 20_000);
 const liveStart = Date.parse("2026-11-01T08:00:00Z");

@@ -23,7 +23,7 @@ const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { db } = await import("../../src/db/client");
 const { createAccount } = await import("../../src/modules/accounts/service");
-const { storeEvents } = await import("../../src/modules/events/service");
+const { storeEvents } = await import("../../src/modules/conference-log/service");
 const { foldBeforeReport, sweepUnfolded } = await import("../../src/modules/usage/fold");
 const { describeMeetings, prepareReport } = await import("../../src/modules/usage/meetings");
 const { reportDays } = await import("../../src/modules/usage/report-days");

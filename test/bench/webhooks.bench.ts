@@ -37,7 +37,7 @@ await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { createApp } = await import("../../src/app");
 const { database, db } = await import("../../src/db/client");
-const { recordEvent } = await import("../../src/modules/webhooks/outbox");
+const { recordEvent } = await import("../../src/modules/catalogue");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
 const { startWebhooksWorker } = await import("../../workers/webhooks");
 const { freePort } = await import("../support/ports");

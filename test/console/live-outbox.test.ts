@@ -10,7 +10,7 @@ import { liveFeed } from "../../src/modules/console/live";
 import type { Viewer } from "../../src/modules/console/sessions";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { newAccount } from "../helpers";
 
 /** Under the one second a feed used to wait after each snapshot before it looked again. */

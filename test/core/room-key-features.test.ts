@@ -2,7 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import { bareRoom } from "../../src/modules/streaming/stream";
 import { resolveRoom } from "../../sip-gateway/rooms";
 import { newAccount } from "../helpers";

@@ -6,7 +6,7 @@ import { spawnSync } from "bun";
 import { sql } from "drizzle-orm";
 import { type Database, db, guardTransactions } from "../../src/db/client";
 import { accounts } from "../../src/modules/accounts/schema";
-import { eventsByIds } from "../../src/modules/events/reads";
+import { eventsByIds } from "../../src/modules/conference-log/reads";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { migratedDataDir } from "../support/parley";
 

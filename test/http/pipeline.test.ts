@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { renderMetrics } from "../../src/http/metrics";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
-import { EVENT_TYPES } from "../../src/modules/webhooks/model";
+import { EVENT_TYPES } from "../../src/modules/catalogue";
 import { app, call, newAccount } from "../helpers";
 
 const operator = { operator: { kind: "local" as const, name: "local:test", scope: "full" as const }, address: "t" };

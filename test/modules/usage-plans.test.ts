@@ -9,7 +9,7 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { appendEvent } from "../../src/modules/events/service";
+import { appendEvent } from "../../src/modules/conference-log/service";
 import { rebuildDays, touchedDays } from "../../src/modules/usage/fold-days";
 import { rebuildMedia } from "../../src/modules/usage/fold-media";
 import { upsertConferenceFacts } from "../../src/modules/usage/fold-stays";

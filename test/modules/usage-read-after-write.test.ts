@@ -8,7 +8,7 @@ import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { db } from "../../src/db/client";
 import { accounts } from "../../src/modules/accounts/schema";
-import { type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
+import { type ConferenceEvent, storeEvents } from "../../src/modules/conference-log/service";
 import { startCdrWorker } from "../../workers/cdr";
 import { call, newAccount } from "../helpers";
 import {

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import { claimUnfoldedRooms } from "../../src/modules/usage/fold-queue";
 import { foldEventIds, sweepUnfolded } from "../../src/modules/usage/fold";
 import { call, newAccount } from "../helpers";

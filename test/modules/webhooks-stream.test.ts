@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createApp } from "../../src/app";
 import { db } from "../../src/db/client";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { newAccount } from "../helpers";
 import { until } from "../support/wait";
 
@@ -128,7 +128,7 @@ test("a stream carries only its own account's events, written by any process", a
       process.execPath,
       "-e",
       `const { db, database } = await import("./src/db/client");
-       const { recordEvent } = await import("./src/modules/webhooks/outbox");
+       const { recordEvent } = await import("./src/modules/catalogue");
        const payload = { reservation_id: 3, room: "from-another-process" };
        await db.transaction((tx) => recordEvent(tx, ${JSON.stringify(b.accountId)}, "reservation.deleted", payload));
        await database.close(); process.exit(0);`,

@@ -10,9 +10,8 @@ import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
-import { events, webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { purgeOldEvents } from "../../src/modules/webhooks/service";
+import { events, purgeOldEvents, recordEvent } from "../../src/modules/catalogue";
+import { webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { call, newAccount } from "../helpers";
 import { adminCli } from "../support/admin-cli";
 

@@ -16,7 +16,7 @@ import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { markRunning } from "../../src/modules/streaming/transitions";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { call, newAccount, tokenFor } from "../helpers";
 import { type ApiProcess, startApiProcess } from "../support/api-process";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";

@@ -48,7 +48,7 @@ test("src/sdk/generated/codes.ts holds the error codes and event types the serve
 
 test("the generated lists are the ones the server answers with", async () => {
   const { ERROR_STATUS } = await import("../../src/http/errors");
-  const { EVENT_TYPES } = await import("../../src/modules/webhooks/event-types");
+  const { EVENT_TYPES } = await import("../../src/modules/catalogue/event-types");
   const { PARLEY_ERROR_CODES, PARLEY_EVENT_TYPES } = await import("../../src/sdk/index");
   expect(Object.keys(ERROR_STATUS).sort()).toEqual([...PARLEY_ERROR_CODES].sort());
   expect([...PARLEY_EVENT_TYPES]).toEqual(EVENT_TYPES);

@@ -5,8 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { asc, eq, sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
-import { events } from "../../src/modules/webhooks/schema";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
+import { events } from "../../src/modules/catalogue";
 import { CallLog, callsById, endForgottenCalls } from "../../sip-gateway/call-log";
 import { GATEWAY_NAME } from "../../sip-gateway/lost-calls";
 import { sipCalls } from "../../sip-gateway/schema";

@@ -8,7 +8,7 @@ import { afterAll, expect, test } from "bun:test";
 import { hostname } from "node:os";
 import { and, eq, sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { redis, redisKey } from "../../src/queue/connection";
 import { callsById } from "../../sip-gateway/call-log";

@@ -4,7 +4,7 @@
  */
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import type { CallRecord } from "../../sip-gateway/schema";
 import { callsById } from "../../sip-gateway/call-log";
 import { freePort, udpBound } from "./ports";

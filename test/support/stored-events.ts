@@ -1,8 +1,8 @@
 /** Conference events stored straight through the events service, and how many of them wait to be folded. */
 import { count, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEventsUnfolded } from "../../src/modules/events/schema";
-import { appendEvent } from "../../src/modules/events/service";
+import { conferenceEventsUnfolded } from "../../src/modules/conference-log/schema";
+import { appendEvent } from "../../src/modules/conference-log/service";
 import { at } from "./event-sync";
 
 /** A join at 10:00 in `room`, or with `minutes` the leave of the stay from then, as event_sync reports them. */

@@ -7,7 +7,7 @@ import { afterAll, expect, test } from "bun:test";
 import { type Subprocess, spawn } from "bun";
 import { count, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import { call, newAccount } from "../helpers";
 import { at, type Delivery, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
 import { freePort } from "../support/ports";

@@ -11,7 +11,7 @@ import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
 import { rowsOf } from "../../src/db/rows";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";

@@ -10,7 +10,7 @@ import { expect, test } from "bun:test";
 import { createServer, type Socket } from "node:net";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";

@@ -13,7 +13,7 @@ import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
 import { startDeliveryPump } from "../../src/modules/webhooks/pump";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { webhookDeliveries, webhookDue, webhookEndpoints, webhookParked } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";

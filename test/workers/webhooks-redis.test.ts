@@ -8,7 +8,7 @@ import { spawn } from "bun";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
-import { recordEvent, recordEvents, WEBHOOKS_CONSUMER } from "../../src/modules/webhooks/outbox";
+import { recordEvent, recordEvents, WEBHOOKS_CONSUMER } from "../../src/modules/catalogue";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { outboxContract } from "../core/outbox-contract";
 import { call, newAccount } from "../helpers";

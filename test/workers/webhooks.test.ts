@@ -12,7 +12,7 @@ import { Webhook } from "standardwebhooks";
 import { overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { startWebhooksWorker } from "../../workers/webhooks";
 import { call, newAccount } from "../helpers";

@@ -27,6 +27,13 @@ export async function accountFromHeader(authorization: string | undefined) {
   return accountForApiKey(apiKey);
 }
 
+/**
+ * An onTransform hook for routes that take the account's API key: it runs before the request
+ * is validated, so a caller without a valid key learns nothing about the routes' input (401 first).
+ */
+export const authenticateFirst = ({ headers }: { headers: Record<string, string | undefined> }) =>
+  accountFromHeader(headers.authorization).then(() => undefined);
+
 export async function tokenFromHeader(authorization: string | undefined, scope: Scope) {
   const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? "")?.[1];
   if (!token) throw new AppError("unauthorized", "the Authorization header must be Bearer <token>");

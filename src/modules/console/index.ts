@@ -19,7 +19,8 @@ import { listConferences } from "../scheduler/conferences";
 import { createReservation, deleteReservation, listReservations } from "../scheduler/reservations";
 import { stopStream } from "../streaming/control";
 import { reportCsv, usageReport } from "../usage/service";
-import { EVENT_TYPES, WebhooksModel } from "../webhooks/model";
+import { EVENT_TYPES } from "../catalogue";
+import { WebhooksModel } from "../webhooks/model";
 import {
   createEndpoint,
   deleteEndpoint,

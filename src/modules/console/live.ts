@@ -1,6 +1,6 @@
 /**
  * The live feed of a console page: its figures as server-sent events, sent again whenever they
- * change. A feed is woken by the outbox, like the event log's tail it follows (webhooks/stream.ts):
+ * change. A feed is woken by the outbox, like the event log's tail it follows (catalogue/stream.ts):
  * every stored change a page shows (a room, a call, a participant, a stream) records a catalogue
  * event for its account, whose ring wakes the feeds of that account and the feeds of every
  * account. The consumer's sweep wakes every feed every second, for a lost ring and for what is
@@ -10,7 +10,7 @@ import { config } from "../../config";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { HeldResource } from "../limits/held";
-import { followEvents } from "../webhooks/stream";
+import { followEvents } from "../catalogue/routes";
 import { overview, streamsView } from "./service";
 import { sessionViewer, type Viewer } from "./sessions";
 

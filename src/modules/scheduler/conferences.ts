@@ -8,7 +8,7 @@ import { config } from "../../config";
 import { AppError, type ErrorCode } from "../../core/errors";
 import { roomKey } from "../../core/room-key";
 import { db } from "../../db/client";
-import { recordEvent } from "../webhooks/outbox";
+import { recordEvent } from "../catalogue";
 import type { Conference, ConferenceRequest } from "./model";
 import { lockRoom } from "./reservations";
 import { conferences, reservations } from "./schema";

@@ -6,7 +6,7 @@ import { and, asc, eq, gt, lt, sql } from "drizzle-orm";
 import { AppError } from "../../core/errors";
 import { roomKey } from "../../core/room-key";
 import { db } from "../../db/client";
-import { recordEvent } from "../webhooks/outbox";
+import { recordEvent } from "../catalogue";
 import type { Reservation, ReservationInput } from "./model";
 import { reservations } from "./schema";
 import { parseRecordId, validDuration, validEmail, validPin, validRoomName } from "./validation";

@@ -8,9 +8,9 @@
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { storeEvents } from "../events/service";
+import { storeEvents } from "../conference-log/service";
 import type { SealedKey } from "../accounts/sealing";
-import { recordEvent } from "../webhooks/outbox";
+import { recordEvent } from "../catalogue";
 import { type StreamState, streams } from "./schema";
 import { ringState } from "./state";
 import { type Stream, streamUrls } from "./stream";

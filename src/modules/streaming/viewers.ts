@@ -7,7 +7,7 @@ import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
 import { promptRedis, redisKey, withinRedis } from "../../queue/connection";
 import { objects } from "../../storage/objects";
-import { appendEvent } from "../events/service";
+import { appendEvent } from "../conference-log/service";
 import type { StreamingModel } from "./model";
 import { LIVE_STATES, type Stream, streamByName } from "./stream";
 

@@ -5,7 +5,7 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { recordEvents } from "../webhooks/outbox";
+import { recordEvents } from "../catalogue";
 
 /** A span of time that changed in a room; every UTC day it overlaps is recomputed. */
 export interface Touched {

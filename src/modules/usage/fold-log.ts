@@ -1,12 +1,12 @@
 /**
- * The fold's reads of the conference log (src/modules/events): which rooms it holds, every
+ * The fold's reads of the conference log (src/modules/conference-log): which rooms it holds, every
  * event of some rooms, every stream and call event about some subjects. Refolding and
  * rebuilding streams and calls read through here; the log is written by the events feature alone.
  */
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { conferenceEvents, MEDIA_EVENT_KINDS, type StoredEvent } from "../events/schema";
+import { conferenceEvents, MEDIA_EVENT_KINDS, type StoredEvent } from "../conference-log/schema";
 
 /** What the fold needs of an event it folds: the payloads it reads are read in SQL, or again with the media events. */
 export type FoldableEvent = Omit<StoredEvent, "payload">;

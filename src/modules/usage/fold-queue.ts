@@ -3,12 +3,12 @@
  * by a trigger as each event is stored), how a fold claims them, and how it marks them folded
  * in its own transaction: the work table of the outbox's "cdr" consumer (core/outbox). A
  * rung room's fold claims that room's, the sweep whole rooms', a report an account's. The ring
- * that gets them folded at once comes from the append (src/modules/events/service.ts).
+ * that gets them folded at once comes from the append (src/modules/conference-log/service.ts).
  */
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { arrayLiteral, rowsOf } from "../../db/rows";
-import { conferenceEvents, conferenceEventsUnfolded } from "../events/schema";
+import { conferenceEvents, conferenceEventsUnfolded } from "../conference-log/schema";
 import { type FoldableEvent, foldableColumns, foldableRows, type LoggedRoom, roomsJson } from "./fold-log";
 
 /** The named events that are not folded yet. */

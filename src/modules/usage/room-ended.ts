@@ -6,7 +6,7 @@
  * streams and calls are not built (for a refold, building them was most of the fold's own CPU).
  */
 import type { Database } from "../../db/client";
-import { recordEvents } from "../webhooks/outbox";
+import { recordEvents } from "../catalogue";
 import { meetingFigures, meetingId, meetingLives, prepareReport } from "./meetings";
 
 /** A room life that the fold has just ended. */

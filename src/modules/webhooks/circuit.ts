@@ -14,7 +14,7 @@ import { config } from "../../config";
 import { db } from "../../db/client";
 import { log } from "../../core/log";
 import { rowsOf } from "../../db/rows";
-import { recordEvent } from "./outbox";
+import { recordEvent } from "../catalogue";
 
 /** An endpoint's attempts in one record, and how many of them failed. */
 export interface Counted {

@@ -1,16 +1,12 @@
 /**
- * The event catalogue for consumers: the event log (`GET /api/v1/events`), its live stream
- * (Server-Sent Events, resumable with Last-Event-ID) and webhook endpoints with their
+ * Webhooks, a consumer of the event catalogue (src/modules/catalogue): endpoints with their
  * delivery log, retry and replay. Every route takes the account's API key.
  */
 import { Elysia, t } from "elysia";
-import { accountFromHeader, auth, credentialFrom } from "../auth";
+import { auth, authenticateFirst } from "../auth";
 import { AppError } from "../../core/errors";
-import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { reportGauges } from "../../http/metrics";
-import { answerOf, errorAnswers } from "../../http/openapi";
-import { credentialCounter } from "../limits/rates";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
@@ -19,87 +15,16 @@ import {
   getEndpoint,
   listDeliveries,
   listEndpoints,
-  listEvents,
-  parseTypes,
   replay,
   retryDelivery,
   rotateSecret,
   updateEndpoint,
 } from "./service";
-import { eventStream, eventStreams } from "./stream";
 
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
 
 // The endpoints by state, and their backlogs, on /metrics.
 reportGauges(endpointGauges);
-/**
- * Runs before the request is validated, so a caller without a
- * valid key learns nothing about the routes' input (401 first).
- */
-const authenticateFirst = ({ headers }: { headers: Record<string, string | undefined> }) =>
-  accountFromHeader(headers.authorization).then(() => undefined);
-
-export const eventLogController = new Elysia({
-  name: "parley.events.log",
-  prefix: "/api/v1/events",
-  detail: { tags: ["events"] },
-})
-  .use(auth)
-  .onTransform(authenticateFirst)
-  // The catalogue union built from a map loses which data goes with which
-  // type, so TypeScript cannot match it; the runtime check still does.
-  .get(
-    "",
-    async ({ account, query }) =>
-      (await listEvents(account.id, {
-        after: query.after,
-        types: parseTypes(query.types),
-        limit: query.limit,
-      })) as never,
-    {
-      apiKey: true,
-      query: WebhooksModel.eventQuery,
-      response: { 200: WebhooksModel.eventPage, ...errorResponses(400, 401, 422) },
-      detail: { summary: "The account's catalogue events in sequence order, after a cursor (see docs/webhooks.md)" },
-    },
-  )
-  .get(
-    "/stream",
-    ({ account, query, headers, request }) => {
-      const resume = headers["last-event-id"] ?? (query.after === undefined ? undefined : String(query.after));
-      if (resume !== undefined && !/^\d{1,15}$/.test(resume.trim()))
-        throw new AppError("validation_failed", "Last-Event-ID: must be an event's sequence number");
-      const types = parseTypes(query.types);
-      const key = credentialCounter(credentialFrom(headers.authorization)!);
-      const release = eventStreams.take([key, account.id]);
-      return eventStream(
-        account.id,
-        { after: resume === undefined ? undefined : Number(resume), types },
-        request.signal,
-        release,
-      );
-    },
-    {
-      apiKey: true,
-      query: t.Object({ after: t.Optional(Cursor()), types: t.Optional(t.String()) }),
-      detail: {
-        summary:
-          "Server-Sent Events of the account's catalogue events; each has `id:` its sequence, so a reconnect " +
-          "with Last-Event-ID gets exactly what it missed. Without a cursor it starts with events from now on.",
-        responses: {
-          200: answerOf("The live stream of events (text/event-stream)", {
-            "text/event-stream": {
-              type: "string",
-              description: "Events as `id: <sequence>`, `event: <type>` and `data: <the event as JSON>` lines",
-            },
-          }),
-          // A Last-Event-ID that is not a sequence number; the caps on open streams.
-          ...errorAnswers("422"),
-          ...eventStreams.answers(),
-        },
-      },
-    },
-  );
 
 export const webhooksController = new Elysia({
   name: "parley.webhooks",

@@ -1,6 +1,6 @@
 /**
  * The error codes Parley answers in `error.code` (src/core/errors.ts, each with its HTTP status in
- * src/http/errors.ts) and the types of its event catalogue (src/modules/webhooks/event-types.ts).
+ * src/http/errors.ts) and the types of its event catalogue (src/modules/catalogue/event-types.ts).
  * Do not edit: `npm run sdk:types` writes it again, and test/sdk/types.test.ts fails when it no
  * longer matches the server. A later server may add to either list, so code that switches on
  * one keeps a default.

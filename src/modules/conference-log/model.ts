@@ -30,7 +30,7 @@ const roomFields = {
   breakout_room_id: t.Optional(Text({ maxLength: 1024, description: "Present when is_breakout is true" })),
 };
 
-export const EventsModel = {
+export const ConferenceLogModel = {
   /** Any of the four deliveries: what the log stores and the catalogue reads. */
   delivery: t.Object(
     {
@@ -94,4 +94,4 @@ export const EventsModel = {
 
 export type EventSyncOccupant = Static<typeof Occupant>;
 /** One event_sync delivery body; the module may add room attributes and user context fields. */
-export type EventSyncBody = Static<typeof EventsModel.delivery>;
+export type EventSyncBody = Static<typeof ConferenceLogModel.delivery>;

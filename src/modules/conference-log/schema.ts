@@ -36,7 +36,7 @@ export const conferenceEvents = pgTable(
     subject: text("subject"),
     /** The body as it was delivered, for audit; the fold and the catalogue read the columns below. */
     payload: jsonb("payload").$type<Record<string, unknown>>().notNull().default({}),
-    /** Of a conference event (src/modules/events/event-sync.ts): the breakout room's id, or "" for the main room. */
+    /** Of a conference event (./event-sync.ts): the breakout room's id, or "" for the main room. */
     breakoutId: text("breakout_id").notNull().default(""),
     roomJid: text("room_jid"),
     /** The room life's start and end that a room_created or room_destroyed names. */

@@ -8,7 +8,7 @@
  * destroy's own occupant list may name nobody.
  */
 import type { Database } from "../../db/client";
-import { recordEvent } from "../webhooks/outbox";
+import { recordEvent } from "../catalogue";
 import type { ConferenceFacts, EventSyncKind, Occupant } from "./event-sync";
 
 const minutesOf = (seconds: number) => Math.ceil(Math.max(0, seconds) / 60);

@@ -14,8 +14,8 @@ import { db } from "../../db/client";
 import { outbox } from "../../queue/outbox";
 import { HeldResource } from "../limits/held";
 import type { EventType, PublicEvent } from "./model";
-import { EVENT_STREAMS_CONSUMER } from "./outbox";
-import { listEvents } from "./service";
+import { EVENT_STREAMS_CONSUMER } from "./record";
+import { listEvents } from "./log";
 import { eventSequences } from "./schema";
 
 /**

@@ -1,10 +1,10 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { conferenceEvents } from "../../src/modules/events/schema";
-import { roomOccupancy } from "../../src/modules/events/reads";
-import { FOLD_CONSUMER, OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/events/rings";
-import { appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/events/service";
+import { conferenceEvents } from "../../src/modules/conference-log/schema";
+import { roomOccupancy } from "../../src/modules/conference-log/reads";
+import { FOLD_CONSUMER, OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/conference-log/rings";
+import { appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/conference-log/service";
 import { outbox } from "../../src/queue/outbox";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";

@@ -7,13 +7,13 @@ import { Elysia } from "elysia";
 import { auth } from "../auth";
 import { errorResponses } from "../../http/errors";
 import { limits } from "../limits";
-import { EventsModel } from "./model";
+import { ConferenceLogModel } from "./model";
 import { recordEventSync } from "./ingest";
 
-const accepted = { 200: EventsModel.accepted, ...errorResponses(400, 401, 422) };
+const accepted = { 200: ConferenceLogModel.accepted, ...errorResponses(400, 401, 422) };
 
-export const eventsController = new Elysia({
-  name: "parley.events",
+export const conferenceLogController = new Elysia({
+  name: "parley.conference-log",
   prefix: "/api/v1/events",
   detail: { tags: ["events"] },
 })
@@ -25,7 +25,7 @@ export const eventsController = new Elysia({
     {
       apiKey: true,
       limit: "events",
-      body: EventsModel.roomCreated,
+      body: ConferenceLogModel.roomCreated,
       response: accepted,
       detail: { summary: "event_sync muc-room-created: a conference room was created" },
     },
@@ -36,7 +36,7 @@ export const eventsController = new Elysia({
     {
       apiKey: true,
       limit: "events",
-      body: EventsModel.roomDestroyed,
+      body: ConferenceLogModel.roomDestroyed,
       response: accepted,
       detail: { summary: "event_sync muc-room-destroyed: a room ended, listing every occupant it had" },
     },
@@ -47,7 +47,7 @@ export const eventsController = new Elysia({
     {
       apiKey: true,
       limit: "events",
-      body: EventsModel.occupantJoined,
+      body: ConferenceLogModel.occupantJoined,
       response: accepted,
       detail: { summary: "event_sync muc-occupant-joined: someone joined a room" },
     },
@@ -58,7 +58,7 @@ export const eventsController = new Elysia({
     {
       apiKey: true,
       limit: "events",
-      body: EventsModel.occupantLeft,
+      body: ConferenceLogModel.occupantLeft,
       response: accepted,
       detail: { summary: "event_sync muc-occupant-left: someone left a room" },
     },

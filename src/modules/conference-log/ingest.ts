@@ -5,7 +5,7 @@
  */
 import { AppError } from "../../core/errors";
 import { roomKey } from "../../core/room-key";
-import { publishEventSync } from "./catalogue";
+import { publishEventSync } from "./publish";
 import { breakoutOf, EVENT_SYNC_NAMES, type EventSyncKind, eventSyncFacts, occupantsOf } from "./event-sync";
 import type { EventSyncBody, EventSyncOccupant } from "./model";
 import { appendEvent } from "./service";
