@@ -16,6 +16,7 @@ import { arrayLiteral, rowsOf } from "../../db/rows";
 import { WEBHOOKS_CONSUMER } from "./outbox";
 import { events, webhookDeliveries, webhookEndpoints } from "./schema";
 import { checkWebhookUrl } from "./ssrf";
+import { syncSlots, THROTTLED_SECONDS } from "./limit-slots";
 
 /** How long a rotated-out secret keeps signing beside the new one. */
 export const PREVIOUS_SECRET_HOURS = 24;
@@ -101,6 +102,9 @@ function endpointOf(row: EndpointRow): Endpoint {
     description: row.description,
     enabled: row.enabled,
     ordered: row.ordered,
+    rate_per_second: row.ratePerSecond,
+    rate_burst: row.rateBurst,
+    max_in_flight: row.maxInFlight,
     disabled_reason: row.disabledReason,
     failing_since: row.failingSince?.toISOString() ?? null,
     circuit_open_until: row.circuitOpenUntil?.toISOString() ?? null,
@@ -163,9 +167,13 @@ export async function createEndpoint(
       description: input.description ?? "",
       enabled: input.enabled ?? true,
       ordered: input.ordered ?? false,
+      ratePerSecond: input.rate_per_second ?? null,
+      rateBurst: input.rate_burst ?? null,
+      maxInFlight: input.max_in_flight ?? null,
       secret: sealSecret(secret),
     })
     .returning();
+  await syncSlots(db, row!.id, row!.maxInFlight);
   return { endpoint: endpointOf(row!), secret };
 }
 
@@ -236,6 +244,7 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
     p50: number | null;
     p99: number | null;
     backlog: number;
+    throttled: boolean | null;
   }>(
     await db.execute(sql`
       select count(*)::integer as recent,
@@ -243,7 +252,9 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
         percentile_disc(0.5) within group (order by r.last_latency_ms) as p50,
         percentile_disc(0.99) within group (order by r.last_latency_ms) as p99,
         ((select count(*) from webhook_due where endpoint_id = ${id})
-          + (select count(*) from webhook_parked where endpoint_id = ${id}))::integer as backlog
+          + (select count(*) from webhook_parked where endpoint_id = ${id}))::integer as backlog,
+        (select throttled_at > now() - make_interval(secs => ${THROTTLED_SECONDS}) from webhook_endpoints where id = ${id})
+          and exists (select from webhook_due where endpoint_id = ${id} and due_at <= now()) as throttled
       from (
         select last_status_code, last_latency_ms from webhook_deliveries
         where endpoint_id = ${id} and last_attempt_at is not null order by sequence desc limit ${RECENT}
@@ -255,7 +266,9 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
       : "disabled"
     : endpoint.circuit_open_until !== null
       ? "circuit_open"
-      : "healthy";
+      : figures!.throttled
+        ? "throttled"
+        : "healthy";
   return {
     ...endpoint,
     health: {
@@ -345,6 +358,10 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
         ...(input.event_types !== undefined && { eventTypes: input.event_types }),
         ...(input.description !== undefined && { description: input.description }),
         ...(input.ordered !== undefined && { ordered: input.ordered }),
+        // A new rate starts with a full bucket (see limits.ts).
+        ...(input.rate_per_second !== undefined && { ratePerSecond: input.rate_per_second, rateTokens: null }),
+        ...(input.rate_burst !== undefined && { rateBurst: input.rate_burst, rateTokens: null }),
+        ...(input.max_in_flight !== undefined && { maxInFlight: input.max_in_flight }),
         ...(input.enabled !== undefined && { enabled: input.enabled }),
         // Enabling starts afresh: the reason, the failure run and the breaker of the last disable are over.
         ...(enabling && {
@@ -360,6 +377,7 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
       .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
       .returning();
     if (!updated) throw new AppError("not_found", `no webhook endpoint ${id}`);
+    if (input.max_in_flight !== undefined) await syncSlots(tx, id, updated.maxInFlight);
     if (input.enabled === false) await parkDue(tx, [id]);
     else if (updated.enabled && (enabling || input.ordered === false)) {
       await unparkDue(tx, id, updated.ordered);
