@@ -7,6 +7,7 @@ import { afterAll, expect, test } from "bun:test";
 import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
+import { renderMetrics } from "../../src/http/metrics";
 import { recordEvent } from "../../src/modules/webhooks/outbox";
 import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { call, newAccount } from "../helpers";
@@ -80,6 +81,7 @@ test("a rate holds within 1 % and its burst across two nodes; held back deliveri
     );
     const health = await call("GET", `/api/v1/webhooks/${id}`, { headers });
     expect(health.body.health.state).toBe("throttled");
+    expect(Number(/^parley_webhook_endpoints\{state="throttled"\} (\d+)$/m.exec(await renderMetrics())?.[1])).toBe(1);
     await Bun.sleep(start + WINDOW_MS - Date.now() + 200);
     const arrivals = receiver.unique().map((entry) => entry.at - start);
     const inWindow = arrivals.filter((at) => at < WINDOW_MS).length;

@@ -215,7 +215,9 @@ export async function endpointGauges(): Promise<string[]> {
   const rows = rowsOf<{ state: string; endpoints: number; backlog: number }>(
     await db.execute(sql`
       select case when not e.enabled and e.disabled_reason is null then 'paused' when not e.enabled then 'disabled'
-          when e.circuit_open_until is not null then 'circuit_open' else 'healthy' end as state,
+          when e.circuit_open_until is not null then 'circuit_open'
+          when e.throttled_at > now() - make_interval(secs => ${THROTTLED_SECONDS}) and d.n > 0 then 'throttled'
+          else 'healthy' end as state,
         count(*)::integer as endpoints, coalesce(sum(coalesce(d.n, 0) + coalesce(p.n, 0)), 0)::integer as backlog
       from webhook_endpoints e
         left join (select endpoint_id, count(*) as n from webhook_due group by 1) d on d.endpoint_id = e.id
@@ -223,7 +225,7 @@ export async function endpointGauges(): Promise<string[]> {
       group by 1`),
   );
   return [
-    "# HELP parley_webhook_endpoints Webhook endpoints by state (healthy, circuit_open, paused, disabled).",
+    "# HELP parley_webhook_endpoints Webhook endpoints by state (healthy, throttled, circuit_open, paused, disabled).",
     "# TYPE parley_webhook_endpoints gauge",
     ...rows.map((row) => `parley_webhook_endpoints{state="${row.state}"} ${row.endpoints}`),
     "# HELP parley_webhook_backlog Deliveries left to send, by their endpoint's state.",
