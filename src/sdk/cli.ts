@@ -41,11 +41,14 @@ const USAGE = `usage: parley <command> [arguments] [--json]
   revoke-operator-token <id>                        the token stops working at once
   audit [--limit n] [--before id]                   the latest changes: who, what, when, from where
   add-webhook <account-id> <url> [--types a,b] [--description text] [--ordered]
+              [--rate n/s] [--burst n] [--max-in-flight n]
                                                     a webhook endpoint (every event type unless --types);
                                                     prints its secret once
   list-webhooks <account-id>                        the account's webhook endpoints
   update-webhook <account-id> <webhook-id> [--url u] [--types a,b|all] [--description text]
                  [--enable|--disable] [--ordered|--unordered]
+                 [--rate n/s|none] [--burst n|none] [--max-in-flight n|none]
+                                                    limits hold across every worker; none lifts one
   rotate-webhook-secret <account-id> <webhook-id>   new secret, printed once; the old one signs beside it for 24 hours
   replay-webhook <account-id> <webhook-id> (--since time | --after sequence)
                                                     send the kept events again to the endpoint
@@ -127,6 +130,23 @@ function types(value: string | boolean | undefined) {
     throw new UsageError("--types needs a comma-separated list of event types, or all");
   return value.split(",").map((type) => type.trim()) as never;
 }
+
+/** A webhook limit's option: a positive number (a whole one unless `fraction`), or none (null) to lift it. */
+function limit(value: string | boolean | undefined, what: string, fraction = false): number | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === "none") return null;
+  const number = Number(value);
+  if (typeof value !== "string" || !(number > 0) || (!fraction && !Number.isSafeInteger(number)))
+    throw new UsageError(`${what} is a positive ${fraction ? "number" : "whole number"}, or none`);
+  return number;
+}
+
+/** The limits an add-webhook or update-webhook sets; none given leaves them as they are. */
+const limits = (options: Options) => ({
+  rate_per_second: limit(options.rate, "--rate", true),
+  rate_burst: limit(options.burst, "--burst"),
+  max_in_flight: limit(options["max-in-flight"], "--max-in-flight"),
+});
 
 /** The shortest operator password the server takes (src/modules/operators/service.ts), said in the prompt. */
 const PASSWORD_MIN_CHARS = 8;
@@ -346,6 +366,7 @@ const COMMANDS: Record<string, Command> = {
       event_types: types(options.types),
       description: options.description as string | undefined,
       ordered: options.ordered === true,
+      ...limits(options),
     });
     return {
       json: created,
@@ -361,7 +382,10 @@ const COMMANDS: Record<string, Command> = {
         ? "enabled"
         : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
       const events = endpoint.event_types?.join(",") ?? "all events";
-      return `${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}`;
+      const limits =
+        (endpoint.rate_per_second === null ? "" : `  ${endpoint.rate_per_second}/s`) +
+        (endpoint.max_in_flight === null ? "" : `  ${endpoint.max_in_flight} in flight`);
+      return `${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}${limits}`;
     });
     return { json: webhooks, text: lines.length > 0 ? lines.join("\n") : "no webhooks" };
   },
@@ -375,6 +399,7 @@ const COMMANDS: Record<string, Command> = {
         description: options.description as string | undefined,
         enabled: options.enable === true ? true : options.disable === true ? false : undefined,
         ordered: options.ordered === true ? true : options.unordered === true ? false : undefined,
+        ...limits(options),
       },
     );
     return {
@@ -530,6 +555,9 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
         before: { type: "string" },
         ordered: { type: "boolean" },
         unordered: { type: "boolean" },
+        rate: { type: "string" },
+        burst: { type: "string" },
+        "max-in-flight": { type: "string" },
         enable: { type: "boolean" },
         disable: { type: "boolean" },
         help: { type: "boolean", short: "h" },

@@ -80,6 +80,7 @@ describe("webhooks page", () => {
     await page.getByLabel("Description").fill("the test receiver");
     await page.getByText("Event types (none ticked: every type)").click();
     await page.getByRole("checkbox", { name: "reservation.created" }).check();
+    await page.getByLabel("Attempts in flight at most (1: serial; empty: no limit)").fill("4");
     await page.getByRole("button", { name: "Add endpoint" }).click();
     secret = (await page.locator("[data-new-secret]").textContent())!;
     expect(secret).toMatch(/^whsec_/);
@@ -90,8 +91,11 @@ describe("webhooks page", () => {
         event_types: ["reservation.created"],
         description: "the test receiver",
         enabled: true,
+        rate_per_second: null,
+        max_in_flight: 4,
       }),
     ]);
+    await page.getByRole("cell", { name: "4 in flight" }).waitFor();
     const endpointId = listed.body.endpoints[0].id as string;
     await page.getByRole("button", { name: `Deliveries of ${receiver.url}` }).click();
     await page.getByText(`Deliveries to ${receiver.url}: no deliveries yet.`).waitFor();

@@ -374,6 +374,21 @@ describe("the command line", () => {
       enabled: false,
       event_types: null,
     });
+    // Limits set and lifted from the command line; a bad one is a usage error.
+    expect(
+      adminCli("update-webhook", a.accountId, id, "--rate", "2.5", "--burst", "5", "--max-in-flight", "1").code,
+    ).toBe(0);
+    expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) })).body).toMatchObject({
+      rate_per_second: 2.5,
+      rate_burst: 5,
+      max_in_flight: 1,
+    });
+    expect(adminCli("update-webhook", a.accountId, id, "--rate", "none").code).toBe(0);
+    expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth(a.apiKey) })).body).toMatchObject({
+      rate_per_second: null,
+      max_in_flight: 1,
+    });
+    expect(adminCli("update-webhook", a.accountId, id, "--max-in-flight", "0").code).toBe(2);
     expect(adminCli("rotate-webhook-secret", a.accountId, id).out).toMatch(/secret\s+whsec_/);
     await emit(a.accountId, "cli-replayed");
     expect(adminCli("replay-webhook", a.accountId, id, "--after", "0").out).toContain("1 deliveries queued");

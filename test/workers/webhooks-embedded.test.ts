@@ -216,3 +216,40 @@ test("on PGlite: an app on the socket's events topic hears its account's events 
     await disconnect(socket);
   }
 });
+
+test("on PGlite: an endpoint's rate and max_in_flight hold its deliveries back, none counted as an attempt", async () => {
+  let secret = "";
+  const receiver = await startReceiver(() => secret);
+  try {
+    const created = await api("POST", "/api/v1/webhooks", {
+      url: receiver.url,
+      event_types: ["room.started"],
+      rate_per_second: 5,
+      rate_burst: 2,
+      max_in_flight: 1,
+    });
+    expect(created.status).toBe(201);
+    const endpoint = (await created.json()) as { endpoint: { id: string }; secret: string };
+    secret = endpoint.secret;
+    const t0 = 1_900_002_000;
+    for (let i = 0; i < 6; i++) {
+      const room = { event_name: "muc-room-created", room_name: `limited-${i}`, created_at: t0 + i };
+      expect((await api("POST", "/api/v1/events/room/created", room)).status).toBe(200);
+    }
+    const got = await until(
+      () => receiver.unique(),
+      (list) => list.length >= 6,
+      20_000,
+    );
+    expect(got.length).toBe(6);
+    // Two at once (the burst), then one each 200 ms: the last no sooner than 800 ms after the first.
+    const times = got.map((entry) => entry.at);
+    expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(750);
+    const log = (await (await api("GET", `/api/v1/webhooks/${endpoint.endpoint.id}/deliveries`)).json()) as {
+      deliveries: Array<{ attempts: number }>;
+    };
+    expect(log.deliveries.map((delivery) => delivery.attempts)).toEqual([1, 1, 1, 1, 1, 1]);
+  } finally {
+    receiver.stop();
+  }
+}, 30_000);

@@ -45,6 +45,10 @@ export interface Claimed {
   attempts: number;
   /** The claim's lease, exactly as stored; empty for a claim held by row locks. */
   lease: string;
+  /** The place of its endpoint's max_in_flight it holds (see endpoint-limits.ts). */
+  slot?: number;
+  /** Claimed under its endpoint's limits: its end frees what they lent. */
+  limited?: boolean;
   /** Whether its endpoint was in a run of failures or its breaker's window open when claimed. */
   failing?: boolean;
   endpoint_id: string;
@@ -89,16 +93,22 @@ const CLAIMED_COLUMNS = sql`${ENDPOINT_COLUMNS}, ev.account_id, ${EVENT_COLUMNS}
  * on each other's rows. No order: sorting would read every due row, and a backlog makes each
  * claim as slow as it is long; the scan stops at the limit. The endpoints in `full` already hold
  * their share of the claiming worker's slots (see SlotShares): their rows are left for later. An
- * endpoint whose circuit breaker is open is passed over, but by the claim of its `probe`.
+ * endpoint whose circuit breaker is open is passed over, but by the claim of its `probe`. An endpoint
+ * with limits is passed over too, but by a claim of `only` it, for as many as its limits granted (see
+ * endpoint-limits.ts): the usual claim pays two null checks on the endpoint row it already reads.
  */
-const dueRows = (limit: number, columns: SQL, full: string[], probe?: string) => sql`
+const dueRows = (limit: number, columns: SQL, full: string[], probe?: string, only?: string) => sql`
   select ${columns} from webhook_due c left join webhook_endpoints de on de.id = c.endpoint_id
   -- A retry's timer may fire a little before the database's clock says it is due.
   where c.due_at <= now() + interval '1 second'${
     full.length > 0 ? sql` and c.endpoint_id <> all(${arrayLiteral(full)}::text[])` : sql``
   }
     and (de.id is null or (de.enabled and ${
-      probe === undefined ? sql`de.circuit_open_until is null` : sql`c.endpoint_id = ${probe}`
+      probe !== undefined
+        ? sql`c.endpoint_id = ${probe}`
+        : only !== undefined
+          ? sql`de.circuit_open_until is null and c.endpoint_id = ${only}`
+          : sql`de.circuit_open_until is null and de.rate_per_second is null and de.max_in_flight is null`
     } and not (de.ordered and (
       exists (select 1 from webhook_due p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)
       or exists (select 1 from webhook_parked p where p.endpoint_id = c.endpoint_id and p.sequence < c.sequence)))))
@@ -133,6 +143,7 @@ export async function claimDue(
   limit: number,
   full: string[] = [],
   probe?: string,
+  only?: string,
 ): Promise<Claimed[]> {
   const leaseSeconds = leaseMs() / 1000;
   return rowsOf<Claimed>(
@@ -141,7 +152,7 @@ export async function claimDue(
       with picked as materialized (
         -- A scalar subquery, probed by the key for each row picked: as not exists (…) PostgreSQL hashed the
         -- whole delivery log once a claim, and as a join to picked it read the whole due set.
-        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`, full, probe)}
+        ${dueRows(limit, sql`c.ctid as row, c.delivery_id, (select d.id from webhook_deliveries d where d.id = c.delivery_id) is null as gone`, full, probe, only)}
       ),
       -- By ctid: the rows are locked by the claim, so each stays where it lies.
       dropped as (delete from webhook_due w where w.ctid = any(array(select row from picked where gone))),
@@ -167,7 +178,7 @@ export async function claimDue(
  * recordLocked writes. The transaction commits without waiting for the WAL flush, as a claim
  * did.
  */
-export async function claimLocked(tx: Database, limit: number, full: string[] = []): Promise<Claimed[]> {
+export async function claimLocked(tx: Database, limit: number, full: string[] = [], only?: string): Promise<Claimed[]> {
   const rows = rowsOf<Omit<Claimed, EndpointColumn | "lease">>(
     await tx.execute(
       sql`
@@ -175,7 +186,7 @@ export async function claimLocked(tx: Database, limit: number, full: string[] = 
         -- = any(array(…)), not in (…): PostgreSQL joins an IN subquery by hashing and reads every due
         -- row to match it (3.9 of 10.5 ms a claim of 256 with 20,000 due); an array is probed by the key.
         -- By ctid, not by key: the rows are locked by this statement, so each stays where it lies until deleted.
-        delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`, full)}))
+        delete from webhook_due w where w.ctid = any(array(${dueRows(limit, sql`c.ctid`, full, undefined, only)}))
         returning w.delivery_id
       )
       select d.id, d.attempts + 1 as attempts, d.endpoint_id, ${EVENT_COLUMNS}

@@ -35,6 +35,7 @@ import {
 } from "./delivery";
 import { type DeliveryPump, recordFailedAttempt, retryWaker } from "./pump";
 import { SlotShares } from "./shares";
+import { EndpointLimits } from "./endpoint-limits";
 
 /**
  * Deliveries a batch claims per attempt in flight: its transaction, claim and record are round trips, so each should
@@ -156,8 +157,9 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     let claimed = false;
     let gaveBack = false;
     try {
+      const full = waiting.full();
+      const grants = await limits.reserve(size, full);
       const recorded = await db.transaction(async (tx) => {
-        const full = waiting.full();
         const rows = await claimLocked(tx, size, full);
         claiming--;
         claimed = true;
@@ -170,10 +172,12 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
             if (waiting.inFlight(endpoint) > 0) skipped.add(endpoint);
             else more = true;
         }
+        rows.push(...(await limits.claim(grants, (count, endpoint) => claimLocked(tx, count, [], endpoint))));
         if (rows.length === 0) return undefined;
         if (stopped) {
           // Claimed as the worker stops: given back, due again once the transaction commits.
           await recordLocked(tx, [], [], rows);
+          for (const row of rows) outsideTransaction(() => limits.done(row));
           return undefined;
         }
         open.add(batch);
@@ -200,6 +204,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
           [...batch.inFlight].map(([row, at]) => ({ row, at })),
           unbegun,
         );
+        for (const row of unbegun) outsideTransaction(() => limits.done(row));
         gaveBack = unbegun.length > 0;
         return true;
       });
@@ -283,6 +288,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     const outcome = await send(row, batch.shared);
     inFlight--;
     waiting.done(row);
+    limits.done(row);
     if (skipped.delete(row.endpoint_id)) wake();
     if (!batch.cut) {
       batch.finished.push({ row, outcome, at: batch.inFlight.get(row)! });
@@ -316,6 +322,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     fill();
   };
   const retries = retryWaker(wake);
+  const limits = new EndpointLimits(wake);
 
   wake();
   return {
@@ -323,6 +330,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     async stop() {
       stopped = true;
       retries.stop();
+      limits.stop();
       for (const batch of open) {
         waiting.remove((entry) => entry.batch === batch);
         batch.unsent = 0;

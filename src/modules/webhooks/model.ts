@@ -14,6 +14,19 @@ const EventTypeList = t.Array(t.UnionEnum(EVENT_TYPES as [EventType, ...EventTyp
   uniqueItems: true,
 });
 
+/** The per-endpoint limits, each null for none; they hold across every worker and node. */
+const limits = {
+  rate_per_second: t.Union([t.Number({ exclusiveMinimum: 0, maximum: 10_000 }), t.Null()], {
+    description: "Deliveries a second at most; held back deliveries stay due and use up no attempt",
+  }),
+  rate_burst: t.Union([t.Integer({ minimum: 1, maximum: 10_000 }), t.Null()], {
+    description: "How many may go at once after a quiet spell; null is rate_per_second rounded up",
+  }),
+  max_in_flight: t.Union([t.Integer({ minimum: 1, maximum: 1_000 }), t.Null()], {
+    description: "Attempts in flight at most (1 sends one at a time)",
+  }),
+};
+
 const Endpoint = t.Object({
   id: t.String(),
   url: t.String(),
@@ -21,6 +34,7 @@ const Endpoint = t.Object({
   description: t.String(),
   enabled: t.Boolean(),
   ordered: t.Boolean(),
+  ...limits,
   disabled_reason: t.Union([t.String(), t.Null()], {
     description: "Why Parley disabled it (410 Gone, failing for 24 hours)",
   }),
@@ -34,8 +48,10 @@ const Endpoint = t.Object({
   health: t.Optional(
     t.Object(
       {
-        state: t.UnionEnum(["healthy", "circuit_open", "paused", "disabled"], {
-          description: "disabled by Parley (see disabled_reason), paused by the account, or sending",
+        state: t.UnionEnum(["healthy", "throttled", "circuit_open", "paused", "disabled"], {
+          description:
+            "disabled by Parley (see disabled_reason), paused by the account, or sending " +
+            "(throttled: due deliveries held back by its limits)",
         }),
         recent: t.Integer({ description: "How many of its latest deliveries (up to 100) the figures below are of" }),
         success_rate: t.Union([t.Number(), t.Null()], {
@@ -60,6 +76,9 @@ export const WebhooksModel = {
     description: t.Optional(Name({ maxLength: 1024 })),
     enabled: t.Optional(t.Boolean({ default: true })),
     ordered: t.Optional(t.Boolean({ default: false, description: "Deliver one event at a time, in sequence order" })),
+    rate_per_second: t.Optional(limits.rate_per_second),
+    rate_burst: t.Optional(limits.rate_burst),
+    max_in_flight: t.Optional(limits.max_in_flight),
   }),
   endpointUpdate: t.Object({
     url: t.Optional(t.String({ minLength: 1, maxLength: 2048 })),
@@ -69,6 +88,9 @@ export const WebhooksModel = {
       t.Boolean({ description: "true re-enables an endpoint Parley disabled, and its pending deliveries resume" }),
     ),
     ordered: t.Optional(t.Boolean()),
+    rate_per_second: t.Optional(limits.rate_per_second),
+    rate_burst: t.Optional(limits.rate_burst),
+    max_in_flight: t.Optional(limits.max_in_flight),
   }),
   endpointWithSecret: t.Object({
     endpoint: Endpoint,

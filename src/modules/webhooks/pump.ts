@@ -23,6 +23,7 @@ import {
   send,
 } from "./delivery";
 import { SlotShares } from "./shares";
+import { EndpointLimits } from "./endpoint-limits";
 
 export interface DeliveryPump {
   /** Something may be due now: claim it if there is room. */
@@ -81,6 +82,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       const claimedAt = performance.now();
       const full = waiting.full();
       const rows = await claimDue(db, share, full);
+      const grants = await limits.reserve(share, full);
       // A short claim took all that was due, unless a wake-up came meanwhile; what it left of endpoints at their
       // share is looked for again once one of their attempts ends.
       if (rows.length < share && wakes === wakesBefore) {
@@ -90,6 +92,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
           if (waiting.inFlight(endpoint) > 0) skipped.add(endpoint);
           else more = true;
       }
+      rows.push(...(await limits.claim(grants, (count, endpoint) => claimDue(db, count, [], undefined, endpoint))));
       const batch = new ClaimedBatch();
       for (const row of rows) waiting.push({ row, batch, claimedAt });
     } catch (error) {
@@ -111,6 +114,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
       if (performance.now() - next.claimedAt + config.webhooks.timeoutMs + 1_000 > leaseMs()) {
         released.push(next.row);
         waiting.done(next.row);
+        limits.done(next.row);
       } else void attempt(next.row, next.batch);
     }
     if (released.length > 0) release();
@@ -158,6 +162,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     } finally {
       inFlight--;
       waiting.done(row);
+      limits.done(row);
       if (skipped.delete(row.endpoint_id)) wake();
       startWaiting();
       fill();
@@ -170,6 +175,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     fill();
   };
   const retries = retryWaker(wake);
+  const limits = new EndpointLimits(wake);
 
   wake();
   return {
@@ -177,8 +183,11 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
     async stop() {
       stopped = true;
       retries.stop();
+      limits.stop();
       while (claims > 0) await Bun.sleep(10);
-      await releaseClaims(waiting.remove().map(({ row }) => row)).catch((error: Error) =>
+      const unsent = waiting.remove().map(({ row }) => row);
+      for (const row of unsent) limits.done(row);
+      await releaseClaims(unsent).catch((error: Error) =>
         log.warn({ err: error.message }, "giving back webhook deliveries failed; they go once their lease ends"),
       );
       while (inFlight > 0 || recording || succeeded.length > 0) await Bun.sleep(10);

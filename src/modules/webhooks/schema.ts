@@ -2,14 +2,17 @@ import {
   bigint,
   bigserial,
   boolean,
+  doublePrecision,
   index,
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
 } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
 import { accountIdColumn } from "../accounts/schema";
 import type { StoredPrivateKey } from "../accounts/sealing";
 import { events } from "../catalogue/schema";
@@ -44,10 +47,37 @@ export const webhookEndpoints = pgTable(
     windowStartedAt: timestamp("window_started_at", { withTimezone: true }),
     windowAttempts: integer("window_attempts").notNull().default(0),
     windowFailures: integer("window_failures").notNull().default(0),
+    /** Deliveries a second at most, across every worker; null for no limit (see limits.ts). */
+    ratePerSecond: doublePrecision("rate_per_second"),
+    /** How many may go at once after a quiet spell; null is the rate rounded up. */
+    rateBurst: integer("rate_burst"),
+    /** Attempts in flight at most, across every worker (1 is serial); null for no limit. */
+    maxInFlight: integer("max_in_flight"),
+    /** The rate's token bucket: its tokens when last refilled, at rateRefilledAt. */
+    rateTokens: doublePrecision("rate_tokens"),
+    rateRefilledAt: timestamp("rate_refilled_at", { withTimezone: true }),
+    /** When a claim last held back a due delivery of it for its limits: its health says throttled for a while. */
+    throttledAt: timestamp("throttled_at", { withTimezone: true }),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (table) => [index("webhook_endpoints_account_idx").on(table.accountId)],
+);
+
+/**
+ * The places of an endpoint with max_in_flight, one row each: a claim leases one for each delivery it takes, the
+ * attempt's end frees it, and a worker that dies leaves it to expire, so the limit holds across workers and nodes.
+ */
+export const webhookSlots = pgTable(
+  "webhook_slots",
+  {
+    endpointId: text("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    slot: integer("slot").notNull(),
+    heldUntil: timestamp("held_until", { withTimezone: true }).notNull().default(sql`'epoch'`),
+  },
+  (table) => [primaryKey({ columns: [table.endpointId, table.slot] })],
 );
 
 /**

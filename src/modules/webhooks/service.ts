@@ -14,6 +14,7 @@ import type { Delivery, Endpoint, EndpointCreate, EndpointUpdate } from "./model
 import { arrayLiteral, rowsOf } from "../../db/rows";
 import { webhookDeliveries, webhookEndpoints } from "./schema";
 import { checkWebhookUrl } from "./ssrf";
+import { syncSlots, THROTTLED_SECONDS } from "./limit-slots";
 
 /** How long a rotated-out secret keeps signing beside the new one. */
 export const PREVIOUS_SECRET_HOURS = 24;
@@ -30,6 +31,9 @@ function endpointOf(row: EndpointRow): Endpoint {
     description: row.description,
     enabled: row.enabled,
     ordered: row.ordered,
+    rate_per_second: row.ratePerSecond,
+    rate_burst: row.rateBurst,
+    max_in_flight: row.maxInFlight,
     disabled_reason: row.disabledReason,
     failing_since: row.failingSince?.toISOString() ?? null,
     circuit_open_until: row.circuitOpenUntil?.toISOString() ?? null,
@@ -92,9 +96,13 @@ export async function createEndpoint(
       description: input.description ?? "",
       enabled: input.enabled ?? true,
       ordered: input.ordered ?? false,
+      ratePerSecond: input.rate_per_second ?? null,
+      rateBurst: input.rate_burst ?? null,
+      maxInFlight: input.max_in_flight ?? null,
       secret: sealSecret(secret),
     })
     .returning();
+  await syncSlots(db, row!.id, row!.maxInFlight);
   return { endpoint: endpointOf(row!), secret };
 }
 
@@ -136,7 +144,9 @@ export async function endpointGauges(): Promise<string[]> {
   const rows = rowsOf<{ state: string; endpoints: number; backlog: number }>(
     await db.execute(sql`
       select case when not e.enabled and e.disabled_reason is null then 'paused' when not e.enabled then 'disabled'
-          when e.circuit_open_until is not null then 'circuit_open' else 'healthy' end as state,
+          when e.circuit_open_until is not null then 'circuit_open'
+          when e.throttled_at > now() - make_interval(secs => ${THROTTLED_SECONDS}) and d.n > 0 then 'throttled'
+          else 'healthy' end as state,
         count(*)::integer as endpoints, coalesce(sum(coalesce(d.n, 0) + coalesce(p.n, 0)), 0)::integer as backlog
       from webhook_endpoints e
         left join (select endpoint_id, count(*) as n from webhook_due group by 1) d on d.endpoint_id = e.id
@@ -144,7 +154,7 @@ export async function endpointGauges(): Promise<string[]> {
       group by 1`),
   );
   return [
-    "# HELP parley_webhook_endpoints Webhook endpoints by state (healthy, circuit_open, paused, disabled).",
+    "# HELP parley_webhook_endpoints Webhook endpoints by state (healthy, throttled, circuit_open, paused, disabled).",
     "# TYPE parley_webhook_endpoints gauge",
     ...rows.map((row) => `parley_webhook_endpoints{state="${row.state}"} ${row.endpoints}`),
     "# HELP parley_webhook_backlog Deliveries left to send, by their endpoint's state.",
@@ -165,6 +175,7 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
     p50: number | null;
     p99: number | null;
     backlog: number;
+    throttled: boolean | null;
   }>(
     await db.execute(sql`
       select count(*)::integer as recent,
@@ -172,7 +183,9 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
         percentile_disc(0.5) within group (order by r.last_latency_ms) as p50,
         percentile_disc(0.99) within group (order by r.last_latency_ms) as p99,
         ((select count(*) from webhook_due where endpoint_id = ${id})
-          + (select count(*) from webhook_parked where endpoint_id = ${id}))::integer as backlog
+          + (select count(*) from webhook_parked where endpoint_id = ${id}))::integer as backlog,
+        (select throttled_at > now() - make_interval(secs => ${THROTTLED_SECONDS}) from webhook_endpoints where id = ${id})
+          and exists (select from webhook_due where endpoint_id = ${id} and due_at <= now()) as throttled
       from (
         select last_status_code, last_latency_ms from webhook_deliveries
         where endpoint_id = ${id} and last_attempt_at is not null order by sequence desc limit ${RECENT}
@@ -184,7 +197,9 @@ export async function getEndpoint(accountId: string, id: string): Promise<Endpoi
       : "disabled"
     : endpoint.circuit_open_until !== null
       ? "circuit_open"
-      : "healthy";
+      : figures!.throttled
+        ? "throttled"
+        : "healthy";
   return {
     ...endpoint,
     health: {
@@ -274,6 +289,10 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
         ...(input.event_types !== undefined && { eventTypes: input.event_types }),
         ...(input.description !== undefined && { description: input.description }),
         ...(input.ordered !== undefined && { ordered: input.ordered }),
+        // A new rate starts with a full bucket (see limits.ts).
+        ...(input.rate_per_second !== undefined && { ratePerSecond: input.rate_per_second, rateTokens: null }),
+        ...(input.rate_burst !== undefined && { rateBurst: input.rate_burst, rateTokens: null }),
+        ...(input.max_in_flight !== undefined && { maxInFlight: input.max_in_flight }),
         ...(input.enabled !== undefined && { enabled: input.enabled }),
         // Enabling starts afresh: the reason, the failure run and the breaker of the last disable are over.
         ...(enabling && {
@@ -289,6 +308,7 @@ export async function updateEndpoint(accountId: string, id: string, input: Endpo
       .where(and(eq(webhookEndpoints.accountId, accountId), eq(webhookEndpoints.id, id)))
       .returning();
     if (!updated) throw new AppError("not_found", `no webhook endpoint ${id}`);
+    if (input.max_in_flight !== undefined) await syncSlots(tx, id, updated.maxInFlight);
     if (input.enabled === false) await parkDue(tx, [id]);
     else if (updated.enabled && (enabling || input.ordered === false)) {
       await unparkDue(tx, id, updated.ordered);

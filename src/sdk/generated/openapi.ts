@@ -7987,6 +7987,12 @@ export interface operations {
                             description: string;
                             enabled: boolean;
                             ordered: boolean;
+                            /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                            rate_per_second: number | null;
+                            /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                            rate_burst: number | null;
+                            /** @description Attempts in flight at most (1 sends one at a time) */
+                            max_in_flight: number | null;
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
@@ -8004,11 +8010,11 @@ export interface operations {
                             /** @description GET /api/v1/webhooks/{id} only */
                             health?: {
                                 /**
-                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                                  * @default healthy
                                  * @enum {string}
                                  */
-                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                                 /** @description How many of its latest deliveries (up to 100) the figures below are of */
                                 recent: number;
                                 /** @description Of those, the share whose last attempt succeeded */
@@ -8086,6 +8092,12 @@ export interface operations {
                      * @default false
                      */
                     ordered?: boolean;
+                    /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                    rate_per_second?: number | null;
+                    /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                    rate_burst?: number | null;
+                    /** @description Attempts in flight at most (1 sends one at a time) */
+                    max_in_flight?: number | null;
                 };
             };
         };
@@ -8104,6 +8116,12 @@ export interface operations {
                             description: string;
                             enabled: boolean;
                             ordered: boolean;
+                            /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                            rate_per_second: number | null;
+                            /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                            rate_burst: number | null;
+                            /** @description Attempts in flight at most (1 sends one at a time) */
+                            max_in_flight: number | null;
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
@@ -8121,11 +8139,11 @@ export interface operations {
                             /** @description GET /api/v1/webhooks/{id} only */
                             health?: {
                                 /**
-                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                                  * @default healthy
                                  * @enum {string}
                                  */
-                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                                 /** @description How many of its latest deliveries (up to 100) the figures below are of */
                                 recent: number;
                                 /** @description Of those, the share whose last attempt succeeded */
@@ -8225,6 +8243,12 @@ export interface operations {
                         description: string;
                         enabled: boolean;
                         ordered: boolean;
+                        /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                        rate_per_second: number | null;
+                        /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                        rate_burst: number | null;
+                        /** @description Attempts in flight at most (1 sends one at a time) */
+                        max_in_flight: number | null;
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
@@ -8242,11 +8266,11 @@ export interface operations {
                         /** @description GET /api/v1/webhooks/{id} only */
                         health?: {
                             /**
-                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                              * @default healthy
                              * @enum {string}
                              */
-                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                             /** @description How many of its latest deliveries (up to 100) the figures below are of */
                             recent: number;
                             /** @description Of those, the share whose last attempt succeeded */
@@ -8405,6 +8429,12 @@ export interface operations {
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
                     ordered?: boolean;
+                    /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                    rate_per_second?: number | null;
+                    /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                    rate_burst?: number | null;
+                    /** @description Attempts in flight at most (1 sends one at a time) */
+                    max_in_flight?: number | null;
                 };
             };
         };
@@ -8422,6 +8452,12 @@ export interface operations {
                         description: string;
                         enabled: boolean;
                         ordered: boolean;
+                        /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                        rate_per_second: number | null;
+                        /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                        rate_burst: number | null;
+                        /** @description Attempts in flight at most (1 sends one at a time) */
+                        max_in_flight: number | null;
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
@@ -8439,11 +8475,11 @@ export interface operations {
                         /** @description GET /api/v1/webhooks/{id} only */
                         health?: {
                             /**
-                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                              * @default healthy
                              * @enum {string}
                              */
-                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                             /** @description How many of its latest deliveries (up to 100) the figures below are of */
                             recent: number;
                             /** @description Of those, the share whose last attempt succeeded */
@@ -8550,6 +8586,12 @@ export interface operations {
                             description: string;
                             enabled: boolean;
                             ordered: boolean;
+                            /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                            rate_per_second: number | null;
+                            /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                            rate_burst: number | null;
+                            /** @description Attempts in flight at most (1 sends one at a time) */
+                            max_in_flight: number | null;
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
@@ -8567,11 +8609,11 @@ export interface operations {
                             /** @description GET /api/v1/webhooks/{id} only */
                             health?: {
                                 /**
-                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                                  * @default healthy
                                  * @enum {string}
                                  */
-                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                                 /** @description How many of its latest deliveries (up to 100) the figures below are of */
                                 recent: number;
                                 /** @description Of those, the share whose last attempt succeeded */
@@ -10971,6 +11013,12 @@ export interface operations {
                             description: string;
                             enabled: boolean;
                             ordered: boolean;
+                            /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                            rate_per_second: number | null;
+                            /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                            rate_burst: number | null;
+                            /** @description Attempts in flight at most (1 sends one at a time) */
+                            max_in_flight: number | null;
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
@@ -10988,11 +11036,11 @@ export interface operations {
                             /** @description GET /api/v1/webhooks/{id} only */
                             health?: {
                                 /**
-                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                                  * @default healthy
                                  * @enum {string}
                                  */
-                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                                 /** @description How many of its latest deliveries (up to 100) the figures below are of */
                                 recent: number;
                                 /** @description Of those, the share whose last attempt succeeded */
@@ -11082,6 +11130,12 @@ export interface operations {
                      * @default false
                      */
                     ordered?: boolean;
+                    /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                    rate_per_second?: number | null;
+                    /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                    rate_burst?: number | null;
+                    /** @description Attempts in flight at most (1 sends one at a time) */
+                    max_in_flight?: number | null;
                 };
             };
         };
@@ -11100,6 +11154,12 @@ export interface operations {
                             description: string;
                             enabled: boolean;
                             ordered: boolean;
+                            /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                            rate_per_second: number | null;
+                            /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                            rate_burst: number | null;
+                            /** @description Attempts in flight at most (1 sends one at a time) */
+                            max_in_flight: number | null;
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
@@ -11117,11 +11177,11 @@ export interface operations {
                             /** @description GET /api/v1/webhooks/{id} only */
                             health?: {
                                 /**
-                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                                  * @default healthy
                                  * @enum {string}
                                  */
-                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                                 /** @description How many of its latest deliveries (up to 100) the figures below are of */
                                 recent: number;
                                 /** @description Of those, the share whose last attempt succeeded */
@@ -11329,6 +11389,12 @@ export interface operations {
                     /** @description true re-enables an endpoint Parley disabled, and its pending deliveries resume */
                     enabled?: boolean;
                     ordered?: boolean;
+                    /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                    rate_per_second?: number | null;
+                    /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                    rate_burst?: number | null;
+                    /** @description Attempts in flight at most (1 sends one at a time) */
+                    max_in_flight?: number | null;
                 };
             };
         };
@@ -11346,6 +11412,12 @@ export interface operations {
                         description: string;
                         enabled: boolean;
                         ordered: boolean;
+                        /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                        rate_per_second: number | null;
+                        /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                        rate_burst: number | null;
+                        /** @description Attempts in flight at most (1 sends one at a time) */
+                        max_in_flight: number | null;
                         /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                         disabled_reason: string | null;
                         failing_since: string | null;
@@ -11363,11 +11435,11 @@ export interface operations {
                         /** @description GET /api/v1/webhooks/{id} only */
                         health?: {
                             /**
-                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                             * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                              * @default healthy
                              * @enum {string}
                              */
-                            state: "healthy" | "circuit_open" | "paused" | "disabled";
+                            state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                             /** @description How many of its latest deliveries (up to 100) the figures below are of */
                             recent: number;
                             /** @description Of those, the share whose last attempt succeeded */
@@ -11485,6 +11557,12 @@ export interface operations {
                             description: string;
                             enabled: boolean;
                             ordered: boolean;
+                            /** @description Deliveries a second at most; held back deliveries stay due and use up no attempt */
+                            rate_per_second: number | null;
+                            /** @description How many may go at once after a quiet spell; null is rate_per_second rounded up */
+                            rate_burst: number | null;
+                            /** @description Attempts in flight at most (1 sends one at a time) */
+                            max_in_flight: number | null;
                             /** @description Why Parley disabled it (410 Gone, failing for 24 hours) */
                             disabled_reason: string | null;
                             failing_since: string | null;
@@ -11502,11 +11580,11 @@ export interface operations {
                             /** @description GET /api/v1/webhooks/{id} only */
                             health?: {
                                 /**
-                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending
+                                 * @description disabled by Parley (see disabled_reason), paused by the account, or sending (throttled: due deliveries held back by its limits)
                                  * @default healthy
                                  * @enum {string}
                                  */
-                                state: "healthy" | "circuit_open" | "paused" | "disabled";
+                                state: "healthy" | "throttled" | "circuit_open" | "paused" | "disabled";
                                 /** @description How many of its latest deliveries (up to 100) the figures below are of */
                                 recent: number;
                                 /** @description Of those, the share whose last attempt succeeded */

@@ -16,6 +16,17 @@ const LOG_REFRESH_MS = 1_500;
 /** How much of a receiver's answer the table shows; the full first kilobyte is in the cell's title. */
 const ANSWER_CHARS = 80;
 
+/** An endpoint's rate and concurrency limits in a line; "none" when it has neither. */
+function limitsOf(endpoint: Endpoint): string {
+  const limits = [
+    endpoint.rate_per_second === null
+      ? ""
+      : `${endpoint.rate_per_second}/s (burst ${endpoint.rate_burst ?? Math.ceil(endpoint.rate_per_second)})`,
+    endpoint.max_in_flight === null ? "" : `${endpoint.max_in_flight} in flight`,
+  ].filter(Boolean);
+  return limits.length > 0 ? limits.join(", ") : "none";
+}
+
 export async function webhooksPage(root: HTMLElement, context: PageContext): Promise<void> {
   const account = context.account!;
   const status = notice();
@@ -53,7 +64,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     list.replaceChildren(
       table(
         "Endpoints",
-        ["URL", "Events", "State", "Ordered", "Actions"],
+        ["URL", "Events", "State", "Ordered", "Limits", "Actions"],
         endpoints.map((endpoint) => [
           h(
             "span",
@@ -75,6 +86,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
               : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`,
           ),
           endpoint.ordered ? "yes" : "no",
+          limitsOf(endpoint),
           h(
             "span",
             { class: "actions" },
@@ -284,6 +296,11 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
   });
   const description = h("input", { name: "description", maxlength: 1024 });
   const ordered = h("input", { name: "ordered", type: "checkbox" });
+  // Empty is no limit, as the API's null.
+  const rate = h("input", { name: "rate_per_second", type: "number", min: "0.01", max: "10000", step: "any" });
+  const burst = h("input", { name: "rate_burst", type: "number", min: "1", max: "10000", step: "1" });
+  const maxInFlight = h("input", { name: "max_in_flight", type: "number", min: "1", max: "1000", step: "1" });
+  const limit = (input: HTMLInputElement) => (input.value === "" ? null : Number(input.value));
   const first = await api("get", "/webhooks", { query: { account } });
   const typeBoxes = first.event_types.map((type) => h("input", { type: "checkbox", name: "event_types", value: type }));
   const form = h(
@@ -300,6 +317,9 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
               url: url.value,
               description: description.value,
               ordered: ordered.checked,
+              rate_per_second: limit(rate),
+              rate_burst: limit(burst),
+              max_in_flight: limit(maxInFlight),
               // None ticked is every type, as the API's null.
               event_types: picked.length > 0 ? picked : null,
             },
@@ -313,6 +333,9 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     field("Endpoint URL", url),
     field("Description", description),
     h("div", { class: "field check" }, h("label", {}, ordered, " Ordered (one event at a time, in sequence)")),
+    field("Rate (deliveries a second; empty: no limit)", rate),
+    field("Burst (empty: the rate rounded up)", burst),
+    field("Attempts in flight at most (1: serial; empty: no limit)", maxInFlight),
     h(
       "details",
       { class: "types" },
