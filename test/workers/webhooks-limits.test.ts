@@ -8,7 +8,7 @@ import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
-import { recordEvent } from "../../src/modules/webhooks/outbox";
+import { recordEvent } from "../../src/modules/catalogue";
 import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
 import { call, newAccount } from "../helpers";
 import { freePort } from "../support/ports";
