@@ -221,6 +221,7 @@ async function checkStreamQuotas(
       streams: sql<number>`count(*)::int`,
       recordings: sql<number>`(count(*) filter (where ${recording}))::int`,
       queued: sql<number>`(count(*) filter (where ${streams.state} = 'queued'))::int`,
+      units: sql<number>`coalesce(sum(${streams.units}), 0)::int`,
     })
     .from(streams)
     .where(and(eq(streams.accountId, accountId), inArray(streams.state, OPEN_STATES), ne(streams.room, room)));
@@ -231,6 +232,18 @@ async function checkStreamQuotas(
       streamLimit,
       live!.streams,
       "no more live streams at once; stop one first",
+      { started: false },
+    );
+  }
+  // Units rather than streams: a five-quality ladder holds a recorder as six audio-only streams do.
+  const unitLimit = limits["streams.units"];
+  const units = streamCost(options);
+  if (live!.units + units > unitLimit) {
+    throw quotaExceeded(
+      "streams.units",
+      unitLimit,
+      live!.units,
+      `a stream of ${units} recorder units would pass the account's units at once; stop one first`,
       { started: false },
     );
   }
