@@ -46,6 +46,15 @@ export function reportHeld(source: () => HeldGauge): void {
 
 const heldNow = () => heldSources.map((source) => source());
 
+/** Lines a feature renders itself at scrape time, read from where its truth lives (the database, Redis). */
+type MetricLines = () => Promise<string[]>;
+const lineSources: MetricLines[] = [];
+
+/** Adds a feature's own metrics to /metrics; one that fails is left out of that scrape. */
+export function reportMetricLines(source: MetricLines): void {
+  lineSources.push(source);
+}
+
 function statsFor(table: Record<string, RouteStats>, key: string): RouteStats {
   let stats = table[key];
   if (!stats) {
@@ -124,8 +133,6 @@ function heldLines(byProcess: Record<string, HeldGauge[]>): string[] {
   return [...inUse, ...caps, ...refused];
 }
 
-const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
-
 export async function renderMetrics(): Promise<string> {
   const merged: Record<string, RouteStats> = {};
   // Caps are per process, so what each holds is shown apart, by pid.
@@ -184,5 +191,9 @@ export async function renderMetrics(): Promise<string> {
       lines.push(`parley_queue_jobs{queue="${queue}",state="${state}"} ${count}`);
     }
   }
+  for (const source of lineSources) lines.push(...(await source().catch(() => [])));
   return `${lines.join("\n")}\n`;
 }
+
+/** Prometheus label value escaping. */
+export const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');

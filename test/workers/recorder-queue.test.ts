@@ -12,6 +12,7 @@ import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { renderMetrics } from "../../src/http/metrics";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
@@ -109,6 +110,20 @@ test("3× oversubscription on two workers, three accounts, two priorities: prior
   // c0 is the first of priority 1; c1, c's first at priority 0, is behind the first turn of a and b only.
   expect(offered.get("c0")!.position).toBe(1);
   expect(offered.get("c1")!.position).toBe(5);
+  // For autoscalers: each worker's units, the queue's depth by priority.
+  const full = await until(
+    () => renderMetrics(),
+    (text) => [first, second].every((w) => text.includes(`parley_recorder_units_free{pod="${w.podName}"} 0\n`)),
+    5_000,
+    50,
+  );
+  for (const w of [first, second]) expect(full).toContain(`parley_recorder_units_used{pod="${w.podName}"} 60\n`);
+  expect(full).toContain('parley_recorder_queue_depth{priority="0"} 7\n');
+  expect(full).toContain('parley_recorder_queue_depth{priority="1"} 2\n');
+  expect(full).toContain('parley_recorder_queue_depth{priority="9"} 0\n');
+  // c0 and a3, plain streams: 30 units each.
+  expect(full).toContain('parley_recorder_queue_units{priority="1"} 60\n');
+  expect(full).toContain("parley_recorder_queue_wait_seconds_count 0\n");
   // A queued start stopped is out of the queue, stopped as asked, never started.
   expect((await stop(a, "a4")).status).toBe(200);
   expect(await row(offered.get("a4")!.name)).toMatchObject({ state: "stopped", reason: "requested", startedAt: null });
@@ -150,6 +165,11 @@ test("3× oversubscription on two workers, three accounts, two priorities: prior
   const p95 = waits[Math.ceil(waits.length * 0.95) - 1]!;
   console.log(`queued start after room freed: p50 ${waits[Math.floor(waits.length / 2)]} ms, p95 ${p95} ms`);
   expect(p95).toBeLessThanOrEqual(2_000);
+  // Every queued start that ran is in the wait histogram (the one stopped while queued is not).
+  const after = await renderMetrics();
+  expect(after).toContain("parley_recorder_queue_wait_seconds_count 8\n");
+  expect(after).toContain('parley_recorder_queue_wait_seconds_bucket{le="+Inf"} 8\n');
+  expect(after).toContain('parley_recorder_queue_depth{priority="0"} 0\n');
   // Nothing lost: every stream offered ended stopped as asked.
   for (const o of offered.values()) expect(await row(o.name)).toMatchObject({ state: "stopped", reason: "requested" });
   for (const w of workers.splice(0)) await w.stop();

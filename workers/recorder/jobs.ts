@@ -23,7 +23,8 @@ import {
   type RecorderStopJob,
   startJobOptions,
 } from "../../src/queue/queues";
-import { type Heartbeat, otherHasRoom, podAlive, type Room, reportRoom } from "./heartbeat";
+import type { Room } from "../../src/modules/streaming/recorders";
+import { type Heartbeat, otherHasRoom, podAlive, reportRoom } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 import type { RecorderSpec } from "./driver";
 import { packageLowLatency } from "./llhls";
@@ -57,6 +58,7 @@ export function roomOf(worker: RecorderHost): Room {
   return {
     units: s.workerUnits - unitsUsed(worker),
     slots: s.capacity - worker.local.size - worker.reserved,
+    budget: s.workerUnits,
   };
 }
 

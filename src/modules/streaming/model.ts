@@ -36,6 +36,9 @@ export const LlhlsMediaParams = t.Object({
   }),
 });
 
+/** The highest `priority` a start may ask for. */
+export const MAX_PRIORITY = 9;
+
 export const StreamingModel = {
   start: t.Object({
     room_name: RoomName,
@@ -61,7 +64,7 @@ export const StreamingModel = {
     priority: t.Optional(
       t.Integer({
         minimum: 0,
-        maximum: 9,
+        maximum: MAX_PRIORITY,
         description:
           "0 (the default) to 9: when no recorder worker has room, " +
           "a start of higher priority is taken from the queue first",
