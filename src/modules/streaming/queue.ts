@@ -66,3 +66,12 @@ export async function queuePosition(reader: Reader, stream: Stream): Promise<num
     .where(and(eq(streams.state, "queued"), sql`${QUEUE_KEY} < ${key}`));
   return ahead!.count + 1;
 }
+
+/** Every queued stream's place in the queue, 1 first, by id. */
+export async function queuePlaces(): Promise<Map<string, number>> {
+  const rows = await db
+    .select({ id: streams.id, place: sql<number>`(row_number() over (order by ${QUEUE_KEY}))::int` })
+    .from(streams)
+    .where(eq(streams.state, "queued"));
+  return new Map(rows.map((row) => [row.id, row.place]));
+}
