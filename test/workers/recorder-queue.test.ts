@@ -175,6 +175,41 @@ test("3× oversubscription on two workers, three accounts, two priorities: prior
   for (const w of workers.splice(0)) await w.stop();
 }, 60_000);
 
+test("a worker that comes with room takes queued streams through their jobs in the same order", async () => {
+  const full = await worker("full");
+  const [a, b] = [await newAccount(), await newAccount()];
+  expect((await start(a, "jobs-run-0")).status).toBe(200);
+  expect((await start(a, "jobs-run-1")).status).toBe(200);
+  expect(full.active().length).toBe(2);
+  const names: Record<string, string> = {};
+  for (const [account, room] of [
+    [a, "a-first"],
+    [a, "a-second"],
+    [b, "b-first"],
+  ] as const) {
+    const answer = await start(account, room);
+    expect(answer.status).toBe(202);
+    names[room] = answer.body.stream_name;
+  }
+  // No stream ends here, so nothing is taken from the queue directly: only the start jobs,
+  // offered again every 0.5 s, reach the new worker, and each yields to a stream ahead of it.
+  const fresh = await worker("fresh-jobs");
+  const started = await until(
+    async () => Promise.all(["a-first", "b-first"].map(async (room) => (await row(names[room]!)).state)),
+    (states) => states.every((state) => state === "running"),
+    10_000,
+    50,
+  );
+  expect(started).toEqual(["running", "running"]);
+  expect(fresh.active().length).toBe(2);
+  // a's second turn waits (the new worker is full now), though its job was made before b's first.
+  expect((await row(names["a-second"]!)).state).toBe("queued");
+  for (const room of ["a-first", "a-second", "jobs-run-0", "jobs-run-1"])
+    expect((await stop(a, room)).status).toBe(200);
+  expect((await stop(b, "b-first")).status).toBe(200);
+  for (const w of workers.splice(0)) await w.stop();
+}, 30_000);
+
 test("queued starts whose jobs vanished from Redis are offered again, keys and all", async () => {
   await worker("full");
   const account = await newAccount();
