@@ -46,11 +46,13 @@ export function reportHeld(source: () => HeldGauge): void {
 
 const heldNow = () => heldSources.map((source) => source());
 
-/** Gauges a feature reads from its own store at each scrape, as Prometheus text lines (HELP and TYPE included). */
-const gaugeSources: Array<() => Promise<string[]>> = [];
+/** Lines a feature renders itself at scrape time, read from where its truth lives (the database, Redis). */
+type MetricLines = () => Promise<string[]>;
+const lineSources: MetricLines[] = [];
 
-export function reportGauges(source: () => Promise<string[]>): void {
-  gaugeSources.push(source);
+/** Adds a feature's own metrics to /metrics; one that fails is left out of that scrape. */
+export function reportMetricLines(source: MetricLines): void {
+  lineSources.push(source);
 }
 
 function statsFor(table: Record<string, RouteStats>, key: string): RouteStats {
@@ -131,8 +133,6 @@ function heldLines(byProcess: Record<string, HeldGauge[]>): string[] {
   return [...inUse, ...caps, ...refused];
 }
 
-const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
-
 export async function renderMetrics(): Promise<string> {
   const merged: Record<string, RouteStats> = {};
   // Caps are per process, so what each holds is shown apart, by pid.
@@ -185,16 +185,16 @@ export async function renderMetrics(): Promise<string> {
     lines.push(`parley_http_request_duration_seconds_count{${labels}} ${stats.total}`);
   }
   lines.push(...heldLines(held));
-  for (const source of gaugeSources) {
-    // One feature's store away leaves the rest of the scrape whole.
-    const gauges = await source().catch(() => []);
-    lines.push(...gauges);
-  }
   lines.push("# HELP parley_queue_jobs Jobs in each BullMQ queue, by state.", "# TYPE parley_queue_jobs gauge");
   for (const [queue, counts] of Object.entries(await queueDepths())) {
     for (const [state, count] of Object.entries(counts)) {
       lines.push(`parley_queue_jobs{queue="${queue}",state="${state}"} ${count}`);
     }
   }
+  // One feature's store away leaves the rest of the scrape whole.
+  for (const source of lineSources) lines.push(...(await source().catch(() => [])));
   return `${lines.join("\n")}\n`;
 }
+
+/** Prometheus label value escaping. */
+export const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"');

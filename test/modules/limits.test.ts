@@ -18,6 +18,7 @@ import { setLimit, storedChatBytes } from "../../src/modules/limits/service";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
+import { streamCost } from "../../src/modules/streaming/cost";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
@@ -410,6 +411,7 @@ describe("quotas counted in PostgreSQL", () => {
       streamName: streamNameFor(room),
       state,
       options: optionsOf({ room_name: room, is_recording: recording }),
+      units: streamCost(optionsOf({ room_name: room, is_recording: recording })),
     });
   }
 
@@ -450,6 +452,30 @@ describe("quotas counted in PostgreSQL", () => {
     expect(show.out).toMatch(/recordings\.concurrent\s+20\s/);
     const mine = adminCli("show-limits", account.accountId);
     expect(mine.out).toMatch(/streams\.concurrent\s+2\s.*set \(default 50\)/);
+  });
+
+  test("recorder units at once: a start that would pass streams.units is refused, a cheaper one is not", async () => {
+    const account = await newAccount();
+    await setLimit(account.accountId, "streams.units", 70);
+    await liveStream(account.accountId, "plain", false); // 30 units
+    await liveStream(account.accountId, "waiting", true, "queued"); // 31 units
+    const start = (body: Record<string, unknown>) =>
+      call("POST", "/terraform/v1/hooks/srs/startRecording", { headers: { authorization: account.apiKey }, body });
+    // Another plain stream is 30 units: 91 > 70.
+    const refused = await start({ room_name: "ladder", multi_bitrate: true });
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ started: false, error: { code: "quota_exceeded" } });
+    expect(refused.body.error.message).toContain("streams.units");
+    expect(refused.headers.get("retry-after")).toBe("60");
+    expect(refused.headers.get("ratelimit-policy")).toBe('"streams.units";q=70;qu="recorder-units"');
+    expect((await db.select().from(streams).where(eq(streams.accountId, account.accountId))).length).toBe(2);
+    // Audio only is 5 units, 66 in all: admitted, and waits for a recorder that never comes here.
+    const restore = overrideConfig({ streaming: { operationTimeoutMs: 300 } });
+    try {
+      expect((await start({ room_name: "audio", audio_only: true })).status).toBe(504);
+    } finally {
+      restore();
+    }
   });
 
   test("streams waiting for a recorder are bounded per account and overall: 429 with Retry-After", async () => {

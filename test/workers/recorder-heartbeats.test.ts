@@ -130,6 +130,7 @@ test("Redis lost between two beats pauses the judging as a failed beat does", as
   const heartbeat = await startHeartbeat(`between-beats-${randomUUID().slice(0, 8)}`, "this-host", () => ({
     units: 0,
     slots: 0,
+    budget: 0,
   }));
   const killer = new Redis(process.env.REDIS_URL!);
   try {

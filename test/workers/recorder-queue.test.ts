@@ -1,6 +1,6 @@
 /**
  * Recording admission under load: more starts than two workers have units for are queued, not
- * refused, and each starts by itself as units free, first come first served; none is lost when
+ * refused, and each starts by itself as units free, in priority then each account's turn; none is lost when
  * a worker is killed outright or when the start jobs vanish from Redis. Recorders are the
  * `command` driver (a shell that says ready and sleeps), costs the ones streams declare.
  */
@@ -12,6 +12,7 @@ import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
+import { renderMetrics } from "../../src/http/metrics";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
@@ -70,53 +71,144 @@ afterAll(async () => {
   restoreConfig();
 });
 
-test("3× oversubscription on two workers: every start runs in its turn, each within 2 s of room freed", async () => {
+test("3× oversubscription on two workers, three accounts, two priorities: priority, then turns", async () => {
   const first = await worker("a");
   const second = await worker("b");
-  const accounts = [await newAccount(), await newAccount(), await newAccount()];
-  // Capacity is 4 streams; 12 are offered, from three accounts, one after the other.
-  const offered: { account: Account; room: string; name: string; status: number }[] = [];
-  for (let i = 0; i < 12; i++) {
-    const account = accounts[i % 3]!;
-    const room = `over-${i}`;
-    const answer = await start(account, room);
+  const [a, b, c] = [await newAccount(), await newAccount(), await newAccount()];
+  // Capacity is 4 streams; 13 are offered. The first 4 run; then account a queues three at
+  // priority 0 before b and c queue anything, and one of a's is stopped while it waits.
+  const plan: [Account, string, number][] = [
+    [a, "run-a", 0],
+    [b, "run-b", 0],
+    [c, "run-c", 0],
+    [a, "run-a2", 0],
+    [a, "a0", 0],
+    [a, "a1", 0],
+    [a, "a2", 0],
+    [b, "b0", 0],
+    [c, "c0", 1],
+    [a, "a3", 1],
+    [b, "b1", 0],
+    [c, "c1", 0],
+    [a, "a4", 0],
+  ];
+  const offered = new Map<string, { account: Account; name: string; status: number; position?: number }>();
+  for (const [account, room, priority] of plan) {
+    const answer = await start(account, room, { priority });
     expect([200, 202]).toContain(answer.status);
-    offered.push({ account, room, name: answer.body.stream_name, status: answer.status });
+    offered.set(room, {
+      account,
+      name: answer.body.stream_name,
+      status: answer.status,
+      position: answer.body.position,
+    });
   }
-  expect(offered.filter((o) => o.status === 200).length).toBe(4);
-  expect(offered.slice(4).every((o) => o.status === 202)).toBe(true);
+  const rooms = [...offered.keys()];
+  expect(rooms.filter((room) => offered.get(room)!.status === 200)).toEqual(["run-a", "run-b", "run-c", "run-a2"]);
   expect(first.active().length).toBe(2);
   expect(second.active().length).toBe(2);
+  // c0 is the first of priority 1; c1, c's first at priority 0, is behind the first turn of a and b only.
+  expect(offered.get("c0")!.position).toBe(1);
+  expect(offered.get("c1")!.position).toBe(5);
+  // For autoscalers: each worker's units, the queue's depth by priority.
+  const full = await until(
+    () => renderMetrics(),
+    (text) => [first, second].every((w) => text.includes(`parley_recorder_units_free{pod="${w.podName}"} 0\n`)),
+    5_000,
+    50,
+  );
+  for (const w of [first, second]) expect(full).toContain(`parley_recorder_units_used{pod="${w.podName}"} 60\n`);
+  expect(full).toContain('parley_recorder_queue_depth{priority="0"} 7\n');
+  expect(full).toContain('parley_recorder_queue_depth{priority="1"} 2\n');
+  expect(full).toContain('parley_recorder_queue_depth{priority="9"} 0\n');
+  // c0 and a3, plain streams: 30 units each.
+  expect(full).toContain('parley_recorder_queue_units{priority="1"} 60\n');
+  expect(full).toContain("parley_recorder_queue_wait_seconds_count 0\n");
+  // A queued start stopped is out of the queue, stopped as asked, never started.
+  expect((await stop(a, "a4")).status).toBe(200);
+  expect(await row(offered.get("a4")!.name)).toMatchObject({ state: "stopped", reason: "requested", startedAt: null });
 
   // Stop the running streams one at a time, oldest first: each stop lets the next queued one in.
+  const running = ["run-a", "run-b", "run-c", "run-a2"];
+  const waiting = new Set(rooms.filter((room) => offered.get(room)!.status === 202 && room !== "a4"));
   const waits: number[] = [];
   const order: string[] = [];
-  for (let i = 0; i < offered.length; i++) {
-    const stopping = offered[i]!;
-    expect((await stop(stopping.account, stopping.room)).status).toBe(200);
+  for (let i = 0; i < running.length; i++) {
+    const stopping = offered.get(running[i]!)!;
+    expect((await stop(stopping.account, running[i]!)).status).toBe(200);
     const freed = Date.now();
-    const next = offered[i + 4];
-    if (!next) continue;
-    const running = await until(
-      () => row(next.name),
-      (stream) => stream.state === "running",
+    if (waiting.size === 0) continue;
+    const next = await until(
+      async () => {
+        for (const room of waiting) {
+          const stream = await row(offered.get(room)!.name);
+          if (stream.state === "running") return { room, stream };
+        }
+        return undefined;
+      },
+      (found) => found !== undefined,
       10_000,
       20,
     );
-    expect(running.state).toBe("running");
-    waits.push(running.startedAt!.getTime() - freed);
-    order.push(running.streamName);
+    expect(next).toBeDefined();
+    waits.push(next!.stream.startedAt!.getTime() - freed);
+    order.push(next!.room);
+    running.push(next!.room);
+    waiting.delete(next!.room);
+    // One unit's worth freed, one stream started: the others still wait.
+    for (const room of waiting) expect((await row(offered.get(room)!.name)).state).toBe("queued");
   }
-  // First come, first served: each queued stream started in the order it was queued.
-  expect(order).toEqual(offered.slice(4).map((o) => o.name));
-  waits.sort((a, b) => a - b);
+  // Priority 1 first; then at priority 0 every account's first turn (in the order each was
+  // queued), then the second turns: c1, queued last, before a's second and third.
+  expect(order).toEqual(["c0", "a3", "a0", "b0", "c1", "a1", "b1", "a2"]);
+  waits.sort((x, y) => x - y);
   const p95 = waits[Math.ceil(waits.length * 0.95) - 1]!;
   console.log(`queued start after room freed: p50 ${waits[Math.floor(waits.length / 2)]} ms, p95 ${p95} ms`);
   expect(p95).toBeLessThanOrEqual(2_000);
+  // Every queued start that ran is in the wait histogram (the one stopped while queued is not).
+  const after = await renderMetrics();
+  expect(after).toContain("parley_recorder_queue_wait_seconds_count 8\n");
+  expect(after).toContain('parley_recorder_queue_wait_seconds_bucket{le="+Inf"} 8\n');
+  expect(after).toContain('parley_recorder_queue_depth{priority="0"} 0\n');
   // Nothing lost: every stream offered ended stopped as asked.
-  for (const o of offered) expect(await row(o.name)).toMatchObject({ state: "stopped", reason: "requested" });
+  for (const o of offered.values()) expect(await row(o.name)).toMatchObject({ state: "stopped", reason: "requested" });
   for (const w of workers.splice(0)) await w.stop();
 }, 60_000);
+
+test("a worker that comes with room takes queued streams through their jobs in the same order", async () => {
+  const full = await worker("full");
+  const [a, b] = [await newAccount(), await newAccount()];
+  expect((await start(a, "jobs-run-0")).status).toBe(200);
+  expect((await start(a, "jobs-run-1")).status).toBe(200);
+  expect(full.active().length).toBe(2);
+  const names: Record<string, string> = {};
+  for (const [account, room] of [
+    [a, "a-first"],
+    [a, "a-second"],
+    [b, "b-first"],
+  ] as const) {
+    const answer = await start(account, room);
+    expect(answer.status).toBe(202);
+    names[room] = answer.body.stream_name;
+  }
+  // No stream ends here, so nothing is taken from the queue directly: only the start jobs,
+  // offered again every 0.5 s, reach the new worker, and each yields to a stream ahead of it.
+  const fresh = await worker("fresh-jobs");
+  const started = await until(
+    async () => Promise.all(["a-first", "b-first"].map(async (room) => (await row(names[room]!)).state)),
+    (states) => states.every((state) => state === "running"),
+    10_000,
+    50,
+  );
+  expect(started).toEqual(["running", "running"]);
+  expect(fresh.active().length).toBe(2);
+  // a's second turn waits (the new worker is full now), though its job was made before b's first.
+  expect((await row(names["a-second"]!)).state).toBe("queued");
+  for (const room of ["a-first", "a-second", "jobs-run-0", "jobs-run-1"])
+    expect((await stop(a, room)).status).toBe(200);
+  expect((await stop(b, "b-first")).status).toBe(200);
+  for (const w of workers.splice(0)) await w.stop();
+}, 30_000);
 
 test("queued starts whose jobs vanished from Redis are offered again, keys and all", async () => {
   await worker("full");

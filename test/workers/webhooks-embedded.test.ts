@@ -217,7 +217,7 @@ test("on PGlite: an app on the socket's events topic hears its account's events 
   }
 });
 
-test("on PGlite: an endpoint's rate and max_in_flight hold its deliveries back, none counted as an attempt", async () => {
+test("on PGlite: an endpoint's rate and max_in_flight hold its deliveries back, none an attempt", async () => {
   let secret = "";
   const receiver = await startReceiver(() => secret);
   try {

@@ -4,7 +4,14 @@
  */
 import { config } from "../../src/config";
 import { log } from "../../src/core/log";
-import { redis, redisKey, withinRedis } from "../../src/queue/connection";
+import {
+  formatRoom,
+  parseRoom,
+  type Room,
+  recorderPodKey,
+  recorderRoomKey,
+} from "../../src/modules/streaming/recorders";
+import { redis, withinRedis } from "../../src/queue/connection";
 
 /**
  * A worker silent for STREAMING_RECORDER_LOST_MS is gone; its streams are reconciled. It beats
@@ -12,7 +19,7 @@ import { redis, redisKey, withinRedis } from "../../src/queue/connection";
  */
 const beatEveryMs = (ttlMs: number) => Math.round((ttlMs * 3) / 10);
 
-const podKey = (pod: string) => redisKey("recorder", "pod", pod);
+const podKey = recorderPodKey;
 
 /**
  * Fails while Redis is away rather than waiting for it: an answer
@@ -22,19 +29,14 @@ export async function podAlive(pod: string): Promise<boolean> {
   return (await withinRedis(redis(), "reading a recorder heartbeat", () => redis().exists(podKey(pod)))) === 1;
 }
 
-/** Every worker's free room, `<units> <slots>` by pod, so a full worker can tell whether another may take a start. */
-const roomKey = () => redisKey("recorder", "room");
-
-export interface Room {
-  units: number;
-  slots: number;
-}
+/** Every worker's free room by pod, so a full worker can tell whether another may take a start. */
+const roomKey = recorderRoomKey;
 
 /** Best effort: a report lost leaves the last one, renewed with every beat. */
 export async function reportRoom(pod: string, room: Room): Promise<void> {
-  await withinRedis(redis(), "reporting recorder room", () =>
-    redis().hset(roomKey(), pod, `${room.units} ${room.slots}`),
-  ).catch(() => 0);
+  await withinRedis(redis(), "reporting recorder room", () => redis().hset(roomKey(), pod, formatRoom(room))).catch(
+    () => 0,
+  );
 }
 
 /**
@@ -46,8 +48,8 @@ export async function otherHasRoom(pod: string, cost: number): Promise<boolean> 
     () => ({}) as Record<string, string>,
   );
   for (const [other, value] of Object.entries(rooms)) {
-    const [units, slots] = value.split(" ").map(Number);
-    if (other === pod || !(units! >= cost && slots! > 0)) continue;
+    const { units, slots } = parseRoom(value);
+    if (other === pod || !(units >= cost && slots > 0)) continue;
     if (await podAlive(other).catch(() => false)) return true;
     // A worker gone without a word leaves its report: removed by whoever finds it dead.
     await withinRedis(redis(), "removing a lost worker's room", () => redis().hdel(roomKey(), other)).catch(() => 0);

@@ -13,14 +13,8 @@ import { log } from "../../src/core/log";
 import { openDestinations, sealDestinations } from "../../src/modules/streaming/destinations";
 import { streamCost } from "../../src/modules/streaming/cost";
 import { wantsRecording } from "../../src/modules/streaming/options";
-import {
-  getStream,
-  LIVE_STATES,
-  liveStreams,
-  queuedBefore,
-  queuedStreams,
-  type Stream,
-} from "../../src/modules/streaming/stream";
+import { queuedBefore, queuedStreams } from "../../src/modules/streaming/queue";
+import { getStream, LIVE_STATES, liveStreams, type Stream } from "../../src/modules/streaming/stream";
 import { claimStream, markQueued, markRunning, takeStream } from "../../src/modules/streaming/transitions";
 import { waitForStream } from "../../src/modules/streaming/state";
 import { pubsub } from "../../src/queue/redis-pubsub";
@@ -33,7 +27,8 @@ import {
   type RecorderStopJob,
   startJobOptions,
 } from "../../src/queue/queues";
-import { type Heartbeat, otherHasRoom, podAlive, type Room, reportRoom } from "./heartbeat";
+import type { Room } from "../../src/modules/streaming/recorders";
+import { type Heartbeat, otherHasRoom, podAlive, reportRoom } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 import type { RecorderSpec } from "./driver";
 import { packageLowLatency } from "./llhls";
@@ -67,13 +62,14 @@ export function roomOf(worker: RecorderHost): Room {
   return {
     units: s.workerUnits - unitsUsed(worker),
     slots: s.capacity - worker.local.size - worker.reserved,
+    budget: s.workerUnits,
   };
 }
 
 /**
- * Whether a stream queued before this one would fit this worker's free units: it goes first
- * (its job comes back within QUEUED_RETRY_MS), so the queue is first come, first served, and a
- * cheaper stream behind one that does not fit may still pass it.
+ * Whether a stream ahead of this one in the queue's order (streaming/queue.ts: priority, then
+ * each account's turn) would fit this worker's free units: it goes first (its job comes back
+ * within QUEUED_RETRY_MS), and a cheaper stream behind one that does not fit may still pass it.
  */
 async function earlierFits(worker: RecorderHost, stream: Stream): Promise<boolean> {
   const free = roomOf(worker).units;
@@ -112,7 +108,7 @@ export async function startJob(
 }
 
 /**
- * When this worker's room frees, it takes the first queued streams that fit it itself, rather
+ * When this worker's room frees, it takes the first queued streams (in the queue's order) that fit it itself, rather
  * than wait for their jobs' next offer, which may as well go to a full worker: a queued stream
  * starts as soon as the units are there. Their jobs, when they come, find them taken.
  */

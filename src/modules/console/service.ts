@@ -4,6 +4,7 @@
  * Nothing here reads another feature's tables.
  */
 import { listAccounts } from "../accounts/service";
+import { queuedStreams, queuePlaces } from "../streaming/queue";
 import { LIVE_STATES, recentStreams, type Stream, streamUrls } from "../streaming/stream";
 import { viewersOf } from "../streaming/viewers";
 import type { UsageReport } from "../usage/model";
@@ -26,6 +27,10 @@ export interface StreamView {
   room: string;
   stream_name: string;
   state: Stream["state"];
+  /** While queued, its place in the queue of every account's starts, 1 first; otherwise null. */
+  position: number | null;
+  /** The start's priority, 0 to 9. */
+  priority: number;
   reason: string | null;
   created_at: string;
   started_at: string | null;
@@ -64,9 +69,14 @@ async function accountsInView(accountId: string | undefined): Promise<string[]> 
 }
 
 export async function streamsView(accountId: string | undefined): Promise<StreamView[]> {
-  const rows = await recentStreams(accountId, RECENT_STREAMS);
+  const [recent, places] = await Promise.all([recentStreams(accountId, RECENT_STREAMS), queuePlaces()]);
+  // Every queued stream is shown, with its place, even one older than the recent ones.
+  const shown = new Set(recent.map((stream) => stream.id));
+  const older = (await queuedStreams())
+    .filter((stream) => !shown.has(stream.id) && (accountId === undefined || stream.accountId === accountId))
+    .reverse();
   return Promise.all(
-    rows.map(async (stream) => {
+    [...recent, ...older].map(async (stream) => {
       const viewers = await viewersOf(stream);
       const urls = streamUrls(stream);
       return {
@@ -75,6 +85,8 @@ export async function streamsView(accountId: string | undefined): Promise<Stream
         room: stream.room,
         stream_name: stream.streamName,
         state: stream.state,
+        position: places.get(stream.id) ?? null,
+        priority: stream.priority,
         reason: stream.reason,
         created_at: stream.createdAt.toISOString(),
         started_at: stream.startedAt?.toISOString() ?? null,

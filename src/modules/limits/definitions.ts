@@ -82,6 +82,13 @@ export const LIMITS = {
     retryAfterSeconds: 30,
     description: "streams waiting at once for a recorder worker with room",
   },
+  "streams.units": {
+    kind: "quota",
+    default: 2000,
+    unit: "recorder-units",
+    retryAfterSeconds: 60,
+    description: "recorder cost units of the live and queued streams at once (a plain stream costs 30)",
+  },
   "recordings.concurrent": {
     kind: "quota",
     default: 20,

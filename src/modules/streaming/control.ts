@@ -21,9 +21,11 @@ import {
 } from "../../queue/queues";
 import { quotaExceeded } from "../limits/quotas";
 import { LimitExceeded, limitsOf } from "../limits/service";
+import { streamCost } from "./cost";
 import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";
 import { destinationsOf, invalid, optionsOf, type StartRequest } from "./request";
+import { queuePosition } from "./queue";
 import { streams } from "./schema";
 import { waitForStream } from "./state";
 import {
@@ -35,7 +37,7 @@ import {
   streamNameFor,
   streamUrls,
 } from "./stream";
-import { finishStream, markStopping, queuePosition, unmarkStopping } from "./transitions";
+import { finishStream, markStopping, unmarkStopping } from "./transitions";
 
 export type StreamStopped = typeof StreamingModel.stopped.static;
 
@@ -94,7 +96,16 @@ export async function startStream(accountId: string, request: StartRequest): Pro
       await checkStreamQuotas(tx, accountId, room, options, limits);
       return tx
         .insert(streams)
-        .values({ id: randomUUID(), accountId, room, streamName: streamNameFor(room), state: "starting", options })
+        .values({
+          id: randomUUID(),
+          accountId,
+          room,
+          streamName: streamNameFor(room),
+          state: "starting",
+          options,
+          units: streamCost(options),
+          priority: request.priority ?? 0,
+        })
         .onConflictDoNothing()
         .returning();
     });
@@ -210,6 +221,7 @@ async function checkStreamQuotas(
       streams: sql<number>`count(*)::int`,
       recordings: sql<number>`(count(*) filter (where ${recording}))::int`,
       queued: sql<number>`(count(*) filter (where ${streams.state} = 'queued'))::int`,
+      units: sql<number>`coalesce(sum(${streams.units}), 0)::int`,
     })
     .from(streams)
     .where(and(eq(streams.accountId, accountId), inArray(streams.state, OPEN_STATES), ne(streams.room, room)));
@@ -220,6 +232,18 @@ async function checkStreamQuotas(
       streamLimit,
       live!.streams,
       "no more live streams at once; stop one first",
+      { started: false },
+    );
+  }
+  // Units rather than streams: a five-quality ladder holds a recorder as six audio-only streams do.
+  const unitLimit = limits["streams.units"];
+  const units = streamCost(options);
+  if (live!.units + units > unitLimit) {
+    throw quotaExceeded(
+      "streams.units",
+      unitLimit,
+      live!.units,
+      `a stream of ${units} recorder units would pass the account's units at once; stop one first`,
       { started: false },
     );
   }

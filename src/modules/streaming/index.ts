@@ -4,6 +4,7 @@ import { auth } from "../auth";
 import { AppError } from "../../core/errors";
 import { accepts, FORM_OR_JSON } from "../../http/accepts";
 import { ErrorModel, errorResponses } from "../../http/errors";
+import { reportMetricLines } from "../../http/metrics";
 import { answerOf } from "../../http/openapi";
 import { Text } from "../../http/text";
 import { limits } from "../limits";
@@ -11,6 +12,7 @@ import { HeldResource } from "../limits/held";
 import { callbackAllowed, handleMediaCallback, MEDIA_CALLBACKS } from "./callbacks";
 import { startStream, stopStream } from "./control";
 import { LlhlsMediaParams, LlhlsQuery, StreamName, StreamingModel } from "./model";
+import { recorderMetrics } from "./recorders";
 import { viewerCount, vodLocation } from "./viewers";
 import { multivariant } from "./llhls/origin";
 import { media, mediaAnswer, mediaWaitRefusals, PLAYLIST } from "./llhls/route";
@@ -38,6 +40,9 @@ const streamingWaits = new HeldResource({
   // Every failure of startRecording says so, as its clients read it.
   extra: { started: false },
 });
+
+// Recorder units, the queue's depth by priority and its waits, for autoscalers (docs/scaling.md).
+reportMetricLines(recorderMetrics);
 
 /** Runs a start or a stop in one of the account's slots, taken before anything is read or written. */
 async function waiting<T>(accountId: string, operation: () => Promise<T>): Promise<T> {

@@ -36,6 +36,9 @@ export const LlhlsMediaParams = t.Object({
   }),
 });
 
+/** The highest `priority` a start may ask for. */
+export const MAX_PRIORITY = 9;
+
 export const StreamingModel = {
   start: t.Object({
     room_name: RoomName,
@@ -58,6 +61,15 @@ export const StreamingModel = {
     audio_only: t.Optional(t.Boolean()),
     layout: t.Optional(Text({ maxLength: 32, description: "mobile, or left out for desktop" })),
     profile: t.Optional(Text({ maxLength: 32, description: "HD, or left out for adaptive" })),
+    priority: t.Optional(
+      t.Integer({
+        minimum: 0,
+        maximum: MAX_PRIORITY,
+        description:
+          "0 (the default) to 9: when no recorder worker has room, " +
+          "a start of higher priority is taken from the queue first",
+      }),
+    ),
     reconnect_window: t.Optional(
       t.Union([Text({ maxLength: 16 }), t.Integer({ minimum: 0 })], {
         description: "10 ms units: 6000 is one minute (the default)",

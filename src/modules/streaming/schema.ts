@@ -20,6 +20,15 @@ export const streams = pgTable(
     /** Why it stopped or failed: requested, room_empty, timeout, recorder_exited: ..., recorder_lost. */
     reason: text("reason"),
     options: jsonb("options").$type<StreamOptions>().notNull(),
+    /** What it costs a recorder worker (cost.ts), kept so an account's units are summed in SQL. */
+    units: integer("units").notNull().default(0),
+    /** The start's priority, 0 to 9: a higher one is taken from the queue first. */
+    priority: integer("priority").notNull().default(0),
+    /**
+     * Its account's turn in the queue at its priority, set when it is queued (queue.ts): one
+     * after the account's last queued stream, or the queue's front turn when it has none.
+     */
+    queueTurn: integer("queue_turn"),
     /**
      * While queued, the start's RTMP destinations (stream keys), sealed (accounts/sealing.ts), so
      * a start job lost with Redis can be made again; cleared once a worker takes the stream.

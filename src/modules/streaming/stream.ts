@@ -1,6 +1,6 @@
 /** A stream's row: reading it, and what its name and options make of it (addresses, keys). */
 import { randomBytes } from "node:crypto";
-import { and, asc, desc, eq, inArray, sql } from "drizzle-orm";
+import { desc, eq, inArray } from "drizzle-orm";
 import { config } from "../../config";
 import { accountKey } from "../../core/objects";
 import { roomAddress } from "../../core/room-key";
@@ -77,31 +77,6 @@ export async function streamByName(streamName: string): Promise<Stream | undefin
 
 export async function liveStreams(): Promise<Stream[]> {
   return db.select().from(streams).where(inArray(streams.state, LIVE_STATES));
-}
-
-/** The queued streams, first first (at most `limit` of them). */
-export async function queuedStreams(limit = 10_000): Promise<Stream[]> {
-  return db
-    .select()
-    .from(streams)
-    .where(eq(streams.state, "queued"))
-    .orderBy(asc(streams.createdAt), asc(streams.id))
-    .limit(limit);
-}
-
-/** The queued streams ahead of this one, first first. */
-export async function queuedBefore(stream: Stream): Promise<Stream[]> {
-  return db
-    .select()
-    .from(streams)
-    .where(
-      and(
-        eq(streams.state, "queued"),
-        sql`(${streams.createdAt}, ${streams.id}) < (${stream.createdAt.toISOString()}::timestamptz, ${stream.id})`,
-      ),
-    )
-    .orderBy(asc(streams.createdAt), asc(streams.id))
-    .limit(100);
 }
 
 /** An account's streams, or every account's when none is given, newest first. */

@@ -12,6 +12,7 @@ import { storeEvents } from "../conference-log/service";
 import type { SealedKey } from "../accounts/sealing";
 import { recordEvent } from "../catalogue";
 import { type StreamState, streams } from "./schema";
+import { nextTurn, queuePosition } from "./queue";
 import { ringState } from "./state";
 import { type Stream, streamUrls } from "./stream";
 import { takePeakViewers } from "./viewers";
@@ -51,20 +52,6 @@ export async function claimStream(streamId: string, place: RecorderPlace): Promi
   return claimed.length > 0;
 }
 
-/** The queued streams ahead of this one and itself: its place in the queue, 1 first. */
-export async function queuePosition(tx: Pick<typeof db, "select">, stream: Stream): Promise<number> {
-  const [ahead] = await tx
-    .select({ count: sql<number>`count(*)::int` })
-    .from(streams)
-    .where(
-      and(
-        eq(streams.state, "queued"),
-        sql`(${streams.createdAt}, ${streams.id}) < (${stream.createdAt.toISOString()}::timestamptz, ${stream.id})`,
-      ),
-    );
-  return ahead!.count + 1;
-}
-
 /**
  * No recorder worker has room: starting → queued, with the start's destinations sealed into
  * the row (the database, not Redis, is what keeps the queue). False when it moved meanwhile.
@@ -73,7 +60,12 @@ export async function markQueued(streamId: string, destinations: SealedKey | nul
   const queued = await db.transaction(async (tx) => {
     const [row] = await tx
       .update(streams)
-      .set({ state: "queued", queuedDestinations: destinations })
+      .set({
+        state: "queued",
+        queuedDestinations: destinations,
+        // The row being queued, named as the update's own table (the turn's subqueries read `q`).
+        queueTurn: nextTurn(sql.raw("streams.account_id"), sql.raw("streams.priority")),
+      })
       .where(and(eq(streams.id, streamId), eq(streams.state, "starting")))
       .returning();
     if (!row) return undefined;

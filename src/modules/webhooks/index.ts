@@ -6,7 +6,7 @@ import { Elysia, t } from "elysia";
 import { auth, authenticateFirst } from "../auth";
 import { AppError } from "../../core/errors";
 import { errorResponses } from "../../http/errors";
-import { reportGauges } from "../../http/metrics";
+import { reportMetricLines } from "../../http/metrics";
 import { WebhooksModel } from "./model";
 import {
   createEndpoint,
@@ -24,7 +24,7 @@ import {
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
 
 // The endpoints by state, and their backlogs, on /metrics.
-reportGauges(endpointGauges);
+reportMetricLines(endpointGauges);
 
 export const webhooksController = new Elysia({
   name: "parley.webhooks",

@@ -3353,6 +3353,8 @@ export interface operations {
                      * @description HD, or left out for adaptive
                      */
                     profile?: string;
+                    /** @description 0 (the default) to 9: when no recorder worker has room, a start of higher priority is taken from the queue first */
+                    priority?: number;
                     /** @description 10 ms units: 6000 is one minute (the default) */
                     reconnect_window?: string | number;
                 };

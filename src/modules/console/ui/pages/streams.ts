@@ -1,4 +1,7 @@
-/** Running and recent streams, updated live; play one in the page, stop it, open its recording. */
+/**
+ * The queue of starts waiting for a recorder, with their places, and the running and recent
+ * streams, updated live; play one in the page, stop it, open its recording.
+ */
 import { roomLabel } from "../../../../core/room-key";
 import { api } from "../api";
 import { h, notice, table, when } from "../dom";
@@ -57,7 +60,29 @@ export function streamsPage(root: HTMLElement, context: PageContext): void {
 
   liveFeed(context, "streams", ({ streams }) => {
     list.removeAttribute("aria-busy");
+    // Waiting for a recorder worker with room, in the order they will start.
+    const queued = streams
+      .filter((stream) => stream.position !== null)
+      .sort((a, b) => (a.position ?? 0) - (b.position ?? 0));
     list.replaceChildren(
+      table(
+        "Queue",
+        ["Position", "Stream", "Account", "Room", "Priority", "Queued", "Actions"],
+        queued.map((stream) => [
+          h("span", { "data-queue-position": stream.stream_name }, String(stream.position)),
+          stream.stream_name,
+          accountName(context, stream.account_id),
+          roomLabel(stream.room),
+          stream.priority,
+          when(stream.created_at),
+          h(
+            "button",
+            { type: "button", class: "danger", onclick: () => void stop(stream) },
+            `Stop ${stream.stream_name}`,
+          ),
+        ]),
+        "no stream waits for a recorder.",
+      ),
       table(
         "Running and recent streams",
         ["Stream", "Account", "Room", "State", "Reason", "Viewers", "Peak", "Started", "Actions"],
