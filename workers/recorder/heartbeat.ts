@@ -4,7 +4,7 @@
  */
 import { config } from "../../src/config";
 import { log } from "../../src/core/log";
-import { redis, redisKey, withinRedis } from "../../src/queue/connection";
+import { redis, redisKey, tagged, withinRedis } from "../../src/queue/connection";
 
 /**
  * A worker silent for STREAMING_RECORDER_LOST_MS is gone; its streams are reconciled. It beats
@@ -12,7 +12,8 @@ import { redis, redisKey, withinRedis } from "../../src/queue/connection";
  */
 const beatEveryMs = (ttlMs: number) => Math.round((ttlMs * 3) / 10);
 
-const podKey = (pod: string) => redisKey("recorder", "pod", pod);
+// A worker's mark and the room hash leave in one transaction: on a Cluster they share a slot.
+const podKey = (pod: string) => redisKey(tagged("recorder"), "pod", pod);
 
 /**
  * Fails while Redis is away rather than waiting for it: an answer
@@ -23,7 +24,7 @@ export async function podAlive(pod: string): Promise<boolean> {
 }
 
 /** Every worker's free room, `<units> <slots>` by pod, so a full worker can tell whether another may take a start. */
-const roomKey = () => redisKey("recorder", "room");
+const roomKey = () => redisKey(tagged("recorder"), "room");
 
 export interface Room {
   units: number;
