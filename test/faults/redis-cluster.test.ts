@@ -116,13 +116,17 @@ test("a cluster primary killed: replica promoted, nodes go on within 10 s, nothi
     // the queue's slot is served by the promoted replica.
     const viewers = (node: Parley, name: string) =>
       request(node, "GET", `/terraform/v1/hooks/srs/live/viewers/count/${name}`, undefined, "");
+    // The cluster's own part (failure detected, replica elected), apart from Parley's following it.
+    let promotedMs: number | undefined;
     const back = await until(
       async () => {
         const statuses = await Promise.all(
           nodes.map((node, n) => viewers(node, streamNames[n]!).then((answer) => answer.status)),
         );
         const primary = cluster.primaryOf(queueKey);
-        return { statuses, promoted: primary !== undefined && primary !== killed };
+        const promoted = primary !== undefined && primary !== killed;
+        if (promoted) promotedMs ??= Date.now() - killedAt;
+        return { statuses, promoted };
       },
       ({ statuses, promoted }) => statuses.every((status) => status === 200) && promoted,
       20_000,
@@ -193,6 +197,7 @@ test("a cluster primary killed: replica promoted, nodes go on within 10 s, nothi
       await expectNothingLost({ load, calls, nodes }, sql, accountId, receiver, {
         fault: "redis cluster primary killed",
         recoveredMs,
+        promotedMs,
         streamsStartMs,
       });
     } finally {
