@@ -9,9 +9,12 @@ import { config, overrideConfig } from "../src/config";
 import { type RateCheck, RateLeases } from "../src/modules/limits/rates";
 import { llhlsKeys, StreamPublisher } from "../src/modules/streaming/llhls/publisher";
 import type { RenditionWindow } from "../src/modules/streaming/llhls/window";
+import type { Stream } from "../src/modules/streaming/stream";
+import { takePeakViewers } from "../src/modules/streaming/viewers";
 import { closeClient, closeRedis, createRedis, type RedisClient, redis, redisKey } from "../src/queue/connection";
 import { closeQueues, getQueue, QUEUE_NAMES } from "../src/queue/queues";
 import { redisPubSub } from "../src/queue/redis-pubsub";
+import { startHeartbeat } from "../workers/recorder/heartbeat";
 import { type RedisCluster, startRedisCluster } from "./support/redis-cluster";
 import { until } from "./support/wait";
 
@@ -125,4 +128,28 @@ test("an LL-HLS stream's parts, window and doorbell go in one pipeline on the st
   expect(await redis().get(part)).toBe("part bytes");
   expect(await redis().get(llhlsKeys.window(stream, "v0"))).toBe(JSON.stringify({ parts: [] }));
   expect(shardOf(part)).toBe(shardOf(llhlsKeys.renditions(stream)));
+});
+
+test("a stream's viewer set and peak are taken in one transaction on the stream's slot", async () => {
+  const streamName = `cluster-${randomUUID()}`;
+  const viewers = redisKey("stream", `{${streamName}}`, "viewers");
+  const peak = redisKey("stream", `{${streamName}}`, "peak");
+  await redis().sadd(viewers, "a", "b");
+  await redis().set(peak, "2");
+  // Only the stream's name is read.
+  expect(await takePeakViewers({ streamName } as Stream)).toBe(2);
+  expect(await redis().exists(viewers)).toBe(0);
+  expect(await redis().ttl(peak)).toBeGreaterThan(0);
+});
+
+test("a recorder's heartbeat and its room report leave in one transaction on the recorders' slot", async () => {
+  const pod = `cluster-${randomUUID()}`;
+  const heartbeat = await startHeartbeat(pod, "host", () => ({ units: 1, slots: 2 }));
+  const mark = redisKey("{recorder}", "pod", pod);
+  const room = redisKey("{recorder}", "room");
+  expect(await redis().exists(mark)).toBe(1);
+  expect(await redis().hget(room, pod)).toBe("1 2");
+  await heartbeat.stop();
+  expect(await redis().exists(mark)).toBe(0);
+  expect(await redis().hget(room, pod)).toBeNull();
 });
