@@ -44,10 +44,20 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   const dir = mkdtempSync(join(tmpdir(), "parley-cluster-"));
   const ports: number[] = [];
   const children = new Map<number, Subprocess>();
+  const taken = new Set<number>();
+  // Twelve ports, none twice: freePort may hand back a port it gave a moment ago.
+  const distinctPort = async () => {
+    for (;;) {
+      const port = await freePort();
+      if (taken.has(port)) continue;
+      taken.add(port);
+      return port;
+    }
+  };
   for (let i = 0; i < 6; i++) {
-    const port = await freePort();
+    const port = await distinctPort();
     // The bus port is given: the default (port + 10000) may be past 65535 for a port from freePort.
-    const busPort = await freePort();
+    const busPort = await distinctPort();
     ports.push(port);
     children.set(
       port,
