@@ -106,21 +106,30 @@ function databaseUrl(read: EnvReader): string | undefined {
   return raw;
 }
 
-/**
- * Where Redis is: one server (REDIS_URL), or the master Sentinel names (REDIS_SENTINELS), found again after a failover.
- */
-function redisConfig(read: EnvReader) {
-  const sentinels = read.list("REDIS_SENTINELS", "").map((entry) => {
+/** A comma-separated list of host:port (an IPv6 host in brackets). */
+function hostPorts(read: EnvReader, name: string): { host: string; port: number }[] {
+  return read.list(name, "").map((entry) => {
     const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(entry);
     const port = Number(match?.[3]);
     if (!match || port < 1 || port > 65535) {
-      return read.problem(`REDIS_SENTINELS must be a comma-separated list of host:port, got "${entry}"`, {
+      return read.problem(`${name} must be a comma-separated list of host:port, got "${entry}"`, {
         host: "",
         port: 0,
       });
     }
     return { host: (match[1] ?? match[2])!, port };
   });
+}
+
+/**
+ * Where Redis is: one server (REDIS_URL), the master Sentinel names (REDIS_SENTINELS), found again after a
+ * failover, or a Redis Cluster (REDIS_CLUSTER_NODES).
+ */
+function redisConfig(read: EnvReader) {
+  const sentinels = hostPorts(read, "REDIS_SENTINELS");
+  const clusterNodes = hostPorts(read, "REDIS_CLUSTER_NODES");
+  if (clusterNodes.length > 0 && sentinels.length > 0)
+    read.problem("REDIS_CLUSTER_NODES and REDIS_SENTINELS name two ways to reach Redis: give one", undefined);
   return {
     /**
      * With sentinels, only its credentials, database number and scheme
@@ -131,13 +140,19 @@ function redisConfig(read: EnvReader) {
       ? read.text("REDIS_URL", "")
       : read.url("REDIS_URL", "redis://127.0.0.1:6379", ["redis:", "rediss:"])!,
     sentinels,
+    /**
+     * Seed nodes of a Redis Cluster: any few of its primaries or replicas; the client learns
+     * the rest, and which node holds which slot, from them. With these, REDIS_URL gives only
+     * its credentials and scheme.
+     */
+    clusterNodes,
     /** The master group Sentinel watches (`sentinel monitor <name> ...`). */
     sentinelName: read.text("REDIS_SENTINEL_NAME", "mymaster"),
     /**
-     * False when neither REDIS_URL nor REDIS_SENTINELS was given:
+     * False when none of REDIS_URL, REDIS_SENTINELS and REDIS_CLUSTER_NODES was given:
      * the start command may then run a private redis-server.
      */
-    explicit: read.optionalText("REDIS_URL") !== undefined || sentinels.length > 0,
+    explicit: read.optionalText("REDIS_URL") !== undefined || sentinels.length > 0 || clusterNodes.length > 0,
     keyPrefix: read.text("REDIS_PREFIX", "parley"),
   };
 }

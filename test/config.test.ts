@@ -56,6 +56,25 @@ describe("Redis through Sentinel", () => {
   });
 });
 
+describe("Redis Cluster", () => {
+  test("REDIS_CLUSTER_NODES is read as host:port seeds; anything else, or Sentinel beside it, is named", () => {
+    const settings = loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:6379, redis-b:7000,[::1]:7001" });
+    expect(settings.redis.clusterNodes).toEqual([
+      { host: "10.0.0.1", port: 6379 },
+      { host: "redis-b", port: 7000 },
+      { host: "::1", port: 7001 },
+    ]);
+    expect(settings.redis.explicit).toBe(true);
+    expect(loadConfig({}).redis.clusterNodes).toEqual([]);
+    expect(() => loadConfig({ REDIS_CLUSTER_NODES: "redis://10.0.0.1:6379" })).toThrow(
+      'REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "redis://10.0.0.1:6379"',
+    );
+    expect(() => loadConfig({ REDIS_CLUSTER_NODES: "a:7000", REDIS_SENTINELS: "b:26379" })).toThrow(
+      "REDIS_CLUSTER_NODES and REDIS_SENTINELS name two ways to reach Redis: give one",
+    );
+  });
+});
+
 describe("PostgreSQL with several hosts", () => {
   test("DATABASE_URL may name several hosts, each checked; a wrong one is named", () => {
     const url = "postgres://parley:secret@db1:5432,db2:5433,[::1]:5434/parley?target_session_attrs=read-write";

@@ -15,10 +15,10 @@
 import { mkdirSync } from "node:fs";
 import { hostname } from "node:os";
 import { type Job, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import { config } from "../src/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
+import type { RedisClient } from "../src/queue/connection";
 import { outbox } from "../src/queue/outbox";
 import { pubsub } from "../src/queue/redis-pubsub";
 import {
@@ -106,7 +106,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
       draining = true;
       clearInterval(reconciler);
       await occupancy.stop();
-      await closeWorker(jobs, workerOptions.connection as Redis);
+      await closeWorker(jobs, workerOptions.connection as RedisClient);
       // Shutting down ends this worker's streams cleanly, recordings kept, rather than orphaning them.
       await Promise.all(
         [...worker.local.values()].map((entry) => stopLocal(worker, entry, "stopped", "recorder_shutdown")),

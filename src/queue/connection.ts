@@ -1,12 +1,23 @@
 /** The one place Redis connections are made: commands, subscriptions and BullMQ all come from here. */
-import { Redis, type RedisOptions } from "ioredis";
+import { type ChainableCommander, Cluster, Redis, type RedisOptions } from "ioredis";
 import { config } from "../config";
 import { log } from "../core/log";
 
+/**
+ * A connection to Redis: one server (or the master Sentinel names), or a Redis Cluster with
+ * REDIS_CLUSTER_NODES. Both take the same commands; on a Cluster, the keys of one command,
+ * script, transaction or pipeline must share a slot (see tagged).
+ */
+export type RedisClient = Redis | Cluster;
+
+/** Whether Redis is a Cluster: keys are then hash-tagged and pub/sub is sharded. */
+export function onCluster(): boolean {
+  return config.redis.clusterNodes.length > 0;
+}
+
 /** `options` replace the defaults, e.g. for a connection that must fail fast instead of queueing. */
-export function createRedis(purpose: string, options: RedisOptions = {}): Redis {
-  const client = new Redis(config.redis.url, {
-    ...sentinelOptions(),
+export function createRedis(purpose: string, options: RedisOptions = {}): RedisClient {
+  const perNode: RedisOptions = {
     connectionName: `parley:${purpose}`,
     // BullMQ requires null here so blocking commands are never cut short.
     maxRetriesPerRequest: null,
@@ -16,7 +27,10 @@ export function createRedis(purpose: string, options: RedisOptions = {}): Redis 
     // meet one still away. An attempt is one refused TCP connect: trying every half second is cheap.
     retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_AT_MOST_MS),
     ...options,
-  });
+  };
+  const client = onCluster()
+    ? clusterClient(perNode)
+    : new Redis(config.redis.url, { ...sentinelOptions(), ...perNode });
   // ioredis reconnects by itself. The listener turns its errors from unhandled ones into one line
   // per outage and connection (not one per attempt, two a second), and one when it is back; the
   // first connection of the process to lose Redis says at warn which setting and address, and
@@ -73,12 +87,48 @@ function sentinelOptions(): RedisOptions {
   };
 }
 
+/**
+ * A Cluster client: REDIS_URL lends its credentials and TLS. The per-node options apply to the
+ * connection to each node; those that concern the whole client are given to it too.
+ */
+function clusterClient(perNode: RedisOptions): Cluster {
+  const url = new URL(config.redis.url);
+  return new Cluster(config.redis.clusterNodes, {
+    redisOptions: {
+      ...perNode,
+      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(url.protocol === "rediss:" ? { tls: {} } : {}),
+    },
+    enableOfflineQueue: perNode.enableOfflineQueue ?? true,
+    enableAutoPipelining: perNode.enableAutoPipelining ?? false,
+    lazyConnect: false,
+    // Asked again, spaced like attempts to one server, when no seed node answers.
+    clusterRetryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_AT_MOST_MS),
+    // While the cluster elects a replica in place of a lost primary, its slots answer CLUSTERDOWN
+    // or point at the dead node: commands are tried again this often until the promotion is seen.
+    retryDelayOnClusterDown: 100,
+    retryDelayOnFailover: 100,
+    retryDelayOnTryAgain: 100,
+    // A lost primary is replaced within the cluster's node timeout, a second or two: the default
+    // 16 redirections at 100 ms are not enough to outlast it.
+    maxRedirections: 100,
+    // SSUBSCRIBE reaches the node that holds each channel's slot (docs/scaling.md#redis-cluster).
+    shardedSubscribers: true,
+  });
+}
+
 /** Whether this process has said that Redis is away (once an outage, whichever connection noticed first). */
 let outage = false;
 
 /** The setting that names Redis, and its address without credentials. */
 function redisAddress(): { setting: string; address: string } {
-  const { sentinels, sentinelName, url } = config.redis;
+  const { sentinels, sentinelName, url, clusterNodes } = config.redis;
+  if (clusterNodes.length > 0)
+    return {
+      setting: "REDIS_CLUSTER_NODES",
+      address: clusterNodes.map(({ host, port }) => `${host}:${port}`).join(","),
+    };
   if (sentinels.length > 0)
     return {
       setting: "REDIS_SENTINELS",
@@ -92,7 +142,7 @@ function redisAddress(): { setting: string; address: string } {
 const RECONNECT_AT_MOST_MS = 500;
 
 /** Every connection this process made, until it ends. */
-const made = new Set<Redis>();
+const made = new Set<RedisClient>();
 
 /**
  * For a process that is stopping: every connection that has lost Redis stops reconnecting,
@@ -128,7 +178,7 @@ export class RedisUnavailable extends Error {
 }
 
 /** A connection that has lost Redis keeps new commands in memory until Redis is back; these states say so. */
-export function disconnected(client: Redis): boolean {
+export function disconnected(client: RedisClient): boolean {
   return ["reconnecting", "close", "end"].includes(client.status);
 }
 
@@ -138,7 +188,7 @@ export function disconnected(client: Redis): boolean {
  * connection returns, so the steps bounded here are safe to run late.
  */
 export async function withinRedis<T>(
-  client: Redis,
+  client: RedisClient,
   what: string,
   step: () => Promise<T>,
   ms = PROMPT_REDIS_MS,
@@ -172,7 +222,7 @@ export async function settledWithin(promise: Promise<unknown>, ms: number): Prom
  * Closes a connection without waiting on a Redis that is gone:
  * QUIT when it answers in time, else the socket is dropped.
  */
-export async function closeClient(client: Redis | undefined, ms = PROMPT_REDIS_MS): Promise<void> {
+export async function closeClient(client: RedisClient | undefined, ms = PROMPT_REDIS_MS): Promise<void> {
   if (!client) return;
   if (client.status !== "ready") {
     client.disconnect();
@@ -183,11 +233,11 @@ export async function closeClient(client: Redis | undefined, ms = PROMPT_REDIS_M
   client.disconnect();
 }
 
-let shared: Redis | undefined;
-let prompt: Redis | undefined;
+let shared: RedisClient | undefined;
+let prompt: RedisClient | undefined;
 
 /** The process-wide command connection (not for SUBSCRIBE or blocking reads); commands wait for Redis. */
-export function redis(): Redis {
+export function redis(): RedisClient {
   shared ??= createRedis("commands");
   return shared;
 }
@@ -199,7 +249,7 @@ export function redis(): Redis {
  * the first connection wait for it (within the same bound). Wrap calls in withinRedis to
  * fail at once while the connection is lost.
  */
-export function promptRedis(): Redis {
+export function promptRedis(): RedisClient {
   prompt ??= createRedis("prompt", { maxRetriesPerRequest: 0, commandTimeout: PROMPT_REDIS_MS });
   return prompt;
 }
@@ -208,6 +258,47 @@ export function promptRedis(): Redis {
 export function redisKey(...parts: (string | number)[]): string {
   return [config.redis.keyPrefix, ...parts].join(":");
 }
+
+/**
+ * A part of a key that decides its slot on a Cluster: `{part}` there, so keys that one script,
+ * transaction or pipeline touches together share a slot; the part unchanged on one server,
+ * whose keys stay as they were.
+ */
+export function tagged(part: string): string {
+  return onCluster() ? `{${part}}` : part;
+}
+
+/** The part back from a channel or key that tagged wrapped. */
+export function untagged(part: string): string {
+  return onCluster() && part.startsWith("{") && part.endsWith("}") ? part.slice(1, -1) : part;
+}
+
+/**
+ * Pub/sub that works on both: on a Cluster, SPUBLISH/SSUBSCRIBE (Redis 7), so a message goes to
+ * the shard that holds its channel's slot rather than to every node of the cluster.
+ */
+export const channels = {
+  publish: (client: RedisClient, channel: string, message: string): Promise<unknown> =>
+    onCluster() ? client.spublish(channel, message) : client.publish(channel, message),
+  /** The same, as one command of a pipeline or transaction. */
+  publishIn: (pipeline: ChainableCommander, channel: string, message: string): void => {
+    if (onCluster()) pipeline.spublish(channel, message);
+    else pipeline.publish(channel, message);
+  },
+  subscribe: async (client: RedisClient, ...names: string[]) => {
+    // One SSUBSCRIBE per channel: the channels of one command must share a slot.
+    if (onCluster()) await Promise.all(names.map((name) => client.ssubscribe(name)));
+    else await client.subscribe(...names);
+  },
+  unsubscribe: async (client: RedisClient, ...names: string[]) => {
+    if (onCluster()) await Promise.all(names.map((name) => client.sunsubscribe(name)));
+    else await client.unsubscribe(...names);
+  },
+  /** Calls `listener` with each message's channel and text. */
+  onMessage: (client: RedisClient, listener: (channel: string, message: string) => void) => {
+    client.on(onCluster() ? "smessage" : "message", listener);
+  },
+};
 
 export async function pingRedis(): Promise<void> {
   await promptRedis().ping();

@@ -2,10 +2,9 @@
  * Queue and job names with their payload types, declared once for producers and workers.
  */
 import type { JobsOptions, Queue, QueueOptions, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import { config } from "../config";
 import { log } from "../core/log";
-import { closeClient, createRedis, settledWithin, withinRedis } from "./connection";
+import { closeClient, createRedis, onCluster, type RedisClient, settledWithin, withinRedis } from "./connection";
 
 export const QUEUE_NAMES = {
   recorder: "recorder",
@@ -48,13 +47,18 @@ export function startJobOptions(streamId: string): JobsOptions {
  * Producers, made on first use with BullMQ loaded then: loading it was a third of the CPU an
  * API process spends loading its modules, and most processes never queue a job.
  */
-const queues = new Map<QueueName, Promise<{ queue: Queue; connection: Redis }>>();
+const queues = new Map<QueueName, Promise<{ queue: Queue; connection: RedisClient }>>();
 
+/**
+ * On a Cluster the prefix is a hash tag, as BullMQ asks there: its scripts touch several keys of
+ * a queue at once, all then on one slot. On one server it stays as it was, so queued jobs survive an upgrade.
+ */
 export function queueOptions(): QueueOptions {
-  return { connection: createRedis("queue"), prefix: `${config.redis.keyPrefix}:bull` };
+  const prefix = `${config.redis.keyPrefix}:bull`;
+  return { connection: createRedis("queue"), prefix: onCluster() ? `{${prefix}}` : prefix };
 }
 
-function producer(name: QueueName): Promise<{ queue: Queue; connection: Redis }> {
+function producer(name: QueueName): Promise<{ queue: Queue; connection: RedisClient }> {
   let known = queues.get(name);
   if (!known) {
     known = import("bullmq").then(({ Queue }) => {
@@ -62,7 +66,7 @@ function producer(name: QueueName): Promise<{ queue: Queue; connection: Redis }>
       const queue = new Queue(name, options);
       // An 'error' event with no listener is thrown; a lost Redis connection is retried by ioredis.
       queue.on("error", (error) => log.warn({ queue: name, err: error.message }, "queue connection error"));
-      return { queue, connection: options.connection as Redis };
+      return { queue, connection: options.connection as RedisClient };
     });
     queues.set(name, known);
   }
@@ -115,6 +119,6 @@ export async function closeQueues(): Promise<void> {
  * that may never come. A job cut short that way was never completed in Redis: it runs again
  * once Redis is back, and every job is idempotent.
  */
-export async function closeWorker(worker: Worker, connection: Redis): Promise<void> {
+export async function closeWorker(worker: Worker, connection: RedisClient): Promise<void> {
   await worker.close(connection.status !== "ready");
 }

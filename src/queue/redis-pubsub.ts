@@ -1,17 +1,26 @@
 /** Publish/subscribe (core/pubsub) over Redis, and the one the process uses. */
 import type { OnMessage, PubSub, Subscription } from "../core/pubsub";
-import { closeClient, createRedis, disconnected, redis, redisKey, settledWithin, withinRedis } from "./connection";
+import {
+  channels as shardable,
+  closeClient,
+  createRedis,
+  disconnected,
+  redis,
+  redisKey,
+  settledWithin,
+  withinRedis,
+} from "./connection";
 
 /**
  * Channels are prefixed like keys, so deployments sharing a Redis do not hear each other.
  * Publishes go on the process's command connection; each subscription has a connection of its
  * own (a subscribed connection takes no other command), which ioredis subscribes again after
- * every reconnection.
+ * every reconnection. On a Cluster the channels are sharded (SSUBSCRIBE), each on its slot's shard.
  */
 export const redisPubSub: PubSub = {
   async publish(channel, message, options = {}) {
     const client = redis();
-    const publish = () => client.publish(redisKey(channel), message);
+    const publish = () => shardable.publish(client, redisKey(channel), message);
     await (options.withinMs === undefined
       ? publish()
       : withinRedis(client, `publishing on ${channel}`, publish, options.withinMs));
@@ -20,11 +29,11 @@ export const redisPubSub: PubSub = {
   subscribe(name: string, channels: string[], onMessage: OnMessage, options = {}): Subscription {
     const client = createRedis(name);
     const prefix = redisKey("");
-    client.on("message", (channel: string, message: string) => onMessage(channel.slice(prefix.length), message));
+    shardable.onMessage(client, (channel, message) => onMessage(channel.slice(prefix.length), message));
     const { onRestored } = options;
     // "ready" comes once per connection; the first is the subscription starting, not a return.
     if (onRestored) client.once("ready", () => client.on("ready", onRestored));
-    const ready = client.subscribe(...channels.map((channel) => redisKey(channel))).then(() => {});
+    const ready = shardable.subscribe(client, ...channels.map((channel) => redisKey(channel)));
     // Callers that never wait on it leave the missing subscription to their fallback.
     ready.catch(() => {});
     return {

@@ -4,16 +4,20 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
-import type { Redis } from "ioredis";
 import { log } from "../core/log";
 import {
+  channels,
   closeClient,
   createRedis,
   disconnected,
+  onCluster,
   PROMPT_REDIS_MS,
   promptRedis,
+  type RedisClient,
   redisKey,
   settledWithin,
+  tagged,
+  untagged,
   withinRedis,
 } from "../queue/connection";
 import type { Broker, PresenceEntry } from "./broker";
@@ -28,12 +32,22 @@ const NODE_TTL_MS = 30_000;
  * on one process costs Redis one cheap call and no pub/sub traffic. Redis runs it
  * atomically: a process whose SADD has been answered receives every later frame.
  * ARGV: the caller's node id, the channel, the frame; the message is "<node> <frame>".
+ * On a Cluster the channel is sharded (SPUBLISH), tagged like the set so both are on one slot.
  */
-const PUBLISH_WHERE_INTERESTED = `
+const publishWhereInterested = (command: "PUBLISH" | "SPUBLISH") => `
 if redis.call('SCARD', KEYS[1]) - redis.call('SISMEMBER', KEYS[1], ARGV[1]) > 0 then
-  return redis.call('PUBLISH', ARGV[2], ARGV[1] .. ' ' .. ARGV[3])
+  return redis.call('${command}', ARGV[2], ARGV[1] .. ' ' .. ARGV[3])
 end
 return 0`;
+
+/**
+ * Marks of live processes: read several at once (MGET), so on a Cluster they share one slot.
+ * They are one short key per API process.
+ */
+const PUBLISH = publishWhereInterested("PUBLISH");
+const SHARDED_PUBLISH = publishWhereInterested("SPUBLISH");
+
+const nodeKey = (node: string) => redisKey(tagged("rt-node"), node);
 
 /**
  * Redis is only the way between processes: a frame is delivered to this process's sockets
@@ -44,7 +58,7 @@ return 0`;
  */
 export class RedisBroker implements Broker {
   readonly node = randomUUID();
-  private subscriber: Redis | undefined;
+  private subscriber: RedisClient | undefined;
   /**
    * Frames for other processes: one connection, so they leave in the order they were
    * broadcast (per topic, as everywhere), and auto-pipelined, so a burst of broadcasts
@@ -77,7 +91,7 @@ export class RedisBroker implements Broker {
   private markAlive(): Promise<void> {
     const client = promptRedis();
     return withinRedis(client, "marking this process alive", () =>
-      client.set(redisKey("rt-node", this.node), "1", "PX", NODE_TTL_MS, "GET"),
+      client.set(nodeKey(this.node), "1", "PX", NODE_TTL_MS, "GET"),
     ).then(
       (earlier) => {
         // The mark had lapsed (Redis was out of reach): another process may have dropped this one's interest.
@@ -97,11 +111,11 @@ export class RedisBroker implements Broker {
   }
 
   private channel(topic: string): string {
-    return redisKey("rt", topic);
+    return redisKey("rt", tagged(topic));
   }
 
   private interestKey(topic: string): string {
-    return redisKey("rt-interest", topic);
+    return redisKey("rt-interest", tagged(topic));
   }
 
   /** Writes this process into the interest set of every topic it has sockets on. */
@@ -109,9 +123,9 @@ export class RedisBroker implements Broker {
     const topics = [...this.interest.keys()];
     if (topics.length === 0) return;
     const client = promptRedis();
-    const pipeline = client.pipeline();
-    for (const topic of topics) pipeline.sadd(this.interestKey(topic), this.node);
-    await withinRedis(client, "declaring interest", () => pipeline.exec()).catch((error: Error) =>
+    // Each its own command (still written back to back): on a Cluster the topics' sets are on different slots.
+    const declared = () => Promise.all(topics.map((topic) => client.sadd(this.interestKey(topic), this.node)));
+    await withinRedis(client, "declaring interest", declared).catch((error: Error) =>
       log.warn(
         { err: error.message },
         "realtime: could not declare this process's topics; declared again when Redis is back",
@@ -119,15 +133,15 @@ export class RedisBroker implements Broker {
     );
   }
 
-  private listen(): Redis {
+  private listen(): RedisClient {
     if (this.subscriber) return this.subscriber;
     const subscriber = createRedis("realtime");
     const prefix = redisKey("rt", "");
-    subscriber.on("message", (channel: string, text: string) => {
+    channels.onMessage(subscriber, (channel, text) => {
       // The message is "<node id> <frame>"; a process has already delivered its own frames.
       const space = text.indexOf(" ");
       if (space < 0 || text.slice(0, space) === this.node) return;
-      deliverLocally(channel.slice(prefix.length), text.slice(space + 1));
+      deliverLocally(untagged(channel.slice(prefix.length)), text.slice(space + 1));
     });
     this.subscriber = subscriber;
     return subscriber;
@@ -149,7 +163,7 @@ export class RedisBroker implements Broker {
       return;
     }
     const published = this.publisher.eval(
-      PUBLISH_WHERE_INTERESTED,
+      onCluster() ? SHARDED_PUBLISH : PUBLISH,
       1,
       this.interestKey(topic),
       this.node,
@@ -194,8 +208,8 @@ export class RedisBroker implements Broker {
     } else {
       // Subscribed before announced: a publisher that sees this process in the set reaches it.
       const client = promptRedis();
-      ready = subscriber
-        .subscribe(this.channel(topic))
+      ready = channels
+        .subscribe(subscriber, this.channel(topic))
         .then(() => withinRedis(client, "declaring interest", () => client.sadd(this.interestKey(topic), this.node)))
         .then(() => {
           // Housekeeping; the join need not wait for it.
@@ -217,9 +231,7 @@ export class RedisBroker implements Broker {
       await withinRedis(client, "pruning interest", () => client.smembers(this.interestKey(topic)))
     ).filter((node) => node !== this.node);
     if (nodes.length === 0) return;
-    const alive = await withinRedis(client, "pruning interest", () =>
-      client.mget(...nodes.map((node) => redisKey("rt-node", node))),
-    );
+    const alive = await withinRedis(client, "pruning interest", () => client.mget(...nodes.map(nodeKey)));
     const dead = nodes.filter((_, i) => alive[i] === null);
     if (dead.length > 0)
       await withinRedis(client, "pruning interest", () => client.srem(this.interestKey(topic), ...dead));
@@ -238,7 +250,10 @@ export class RedisBroker implements Broker {
     );
     const subscriber = this.subscriber;
     const unsubscribed = subscriber
-      ? settledWithin(subscriber.unsubscribe(this.channel(topic)), disconnected(subscriber) ? 0 : PROMPT_REDIS_MS)
+      ? settledWithin(
+          channels.unsubscribe(subscriber, this.channel(topic)),
+          disconnected(subscriber) ? 0 : PROMPT_REDIS_MS,
+        )
       : undefined;
     await Promise.all([forgotten.catch(() => {}), unsubscribed]);
   }
@@ -291,9 +306,7 @@ export class RedisBroker implements Broker {
     }));
     const nodes = [...new Set(entries.map((entry) => entry.node))];
     if (nodes.length === 0) return [];
-    const alive = await withinRedis(client, "reading presence", () =>
-      client.mget(...nodes.map((node) => redisKey("rt-node", node))),
-    );
+    const alive = await withinRedis(client, "reading presence", () => client.mget(...nodes.map(nodeKey)));
     const dead = new Set(nodes.filter((_, i) => alive[i] === null));
     // Entries of a process that died without cleaning up are dropped here, on the next read.
     const stale = entries.filter((entry) => dead.has(entry.node)).map((entry) => entry.ref);
@@ -312,9 +325,11 @@ export class RedisBroker implements Broker {
     this.subscriber = undefined;
     await closeClient(this.publisher);
     const client = promptRedis();
-    const pipeline = client.pipeline();
-    for (const topic of topics) pipeline.srem(this.interestKey(topic), this.node);
-    pipeline.del(redisKey("rt-node", this.node));
-    await withinRedis(client, "forgetting this process", () => pipeline.exec()).catch(() => {});
+    const forgotten = () =>
+      Promise.all([
+        ...topics.map((topic) => client.srem(this.interestKey(topic), this.node)),
+        client.del(nodeKey(this.node)),
+      ]);
+    await withinRedis(client, "forgetting this process", forgotten).catch(() => {});
   }
 }

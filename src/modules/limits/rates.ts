@@ -13,13 +13,13 @@
  * memory limiter): a flood is still slowed, while the totals are per process until Redis is back.
  */
 import { createHash } from "node:crypto";
-import type { Redis, Result } from "ioredis";
+import type { Result } from "ioredis";
 import type { RateLimiterMemory } from "rate-limiter-flexible";
 import { config } from "../../config";
 import { log } from "../../core/log";
 import { memoize } from "../../core/memo";
 import type { PolicyState } from "../../http/ratelimit";
-import { createRedis, redisKey } from "../../queue/connection";
+import { createRedis, onCluster, type RedisClient, redisKey, tagged } from "../../queue/connection";
 import { definitionOf, type LimitName, type RouteFamily } from "./definitions";
 import { type AccountLimits, LimitExceeded, limitsOf } from "./service";
 
@@ -59,14 +59,14 @@ for i = 1, n do
 end
 return out`;
 
-let counters: Redis | undefined;
+let counters: RedisClient | undefined;
 let redisDown = false;
 
 /**
  * The connection the counters use: it never queues a command while Redis is away and
  * gives up on a slow answer, so a Redis outage costs a request at most the timeout.
  */
-function counterConnection(): Redis {
+function counterConnection(): RedisClient {
   if (counters) return counters;
   // No auto-pipelining: a lease claims every counter a turn needs in one command.
   counters = createRedis("limits", { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
@@ -148,9 +148,9 @@ export class RateLeases {
   private due: Lease[] = [];
   /** The per-process counters that stand in while Redis cannot answer. */
   private readonly insurance = new Map<string, RateLimiterMemory>();
-  private readonly defined = new WeakSet<Redis>();
+  private readonly defined = new WeakSet<RedisClient>();
 
-  constructor(private readonly connection: () => Redis) {}
+  constructor(private readonly connection: () => RedisClient) {}
 
   /**
    * Spends one unit of `check`: at once from a lease, or after the
@@ -190,7 +190,8 @@ export class RateLeases {
         for (const [key, old] of this.leases) if (old.endsAt <= now && !old.claiming) this.leases.delete(key);
       }
       lease = {
-        redisKey: `${counterPrefix(check.name)}:${check.key}`,
+        // On a Cluster the counted subject is the key's slot: a script call takes one subject's counters.
+        redisKey: `${counterPrefix(check.name)}:${tagged(check.key)}`,
         check,
         units: 0,
         used: 0,
@@ -234,6 +235,27 @@ export class RateLeases {
       lease.ahead = Math.min(Math.floor(lease.check.points / LEASE_SHARE), Math.ceil(pace * LEASE_AHEAD_MS));
       return lease.waiting.length + lease.ahead;
     });
+    // A script's keys must share a slot on a Cluster: one call per counted subject there (its key's tag).
+    const groups = new Map<string, number[]>();
+    batch.forEach((lease, i) => {
+      const subject = onCluster() ? lease.check.key : "";
+      const group = groups.get(subject);
+      if (group) group.push(i);
+      else groups.set(subject, [i]);
+    });
+    await Promise.all(
+      [...groups.values()].map((indexes) =>
+        this.claimGroup(
+          connection,
+          indexes.map((i) => batch[i]!),
+          indexes.map((i) => wants[i]!),
+          sentAt,
+        ),
+      ),
+    );
+  }
+
+  private async claimGroup(connection: RedisClient, batch: Lease[], wants: number[], sentAt: number): Promise<void> {
     let answer: number[] | undefined;
     if (connection.status === "ready") {
       if (!this.defined.has(connection)) {

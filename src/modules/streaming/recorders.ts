@@ -6,15 +6,18 @@
 import { and, eq, isNotNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { label } from "../../http/metrics";
-import { promptRedis, redisKey, withinRedis } from "../../queue/connection";
+import { promptRedis, redisKey, tagged, withinRedis } from "../../queue/connection";
 import { MAX_PRIORITY } from "./model";
 import { streams } from "./schema";
 
-/** A worker's heartbeat mark: present while it is alive. */
-export const recorderPodKey = (pod: string) => redisKey("recorder", "pod", pod);
+/**
+ * A worker's heartbeat mark: present while it is alive. It and the room hash leave in one
+ * transaction (heartbeat.ts): on a Cluster they share a slot.
+ */
+export const recorderPodKey = (pod: string) => redisKey(tagged("recorder"), "pod", pod);
 
 /** Every worker's room by pod: `<units free> <slots free> <units budget>`. */
-export const recorderRoomKey = () => redisKey("recorder", "room");
+export const recorderRoomKey = () => redisKey(tagged("recorder"), "room");
 
 export interface Room {
   /** Units free: the budget less what its streams and the starts under way hold. */

@@ -5,14 +5,15 @@
 import { config } from "../../config";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
-import { promptRedis, redisKey, withinRedis } from "../../queue/connection";
+import { promptRedis, redisKey, tagged, withinRedis } from "../../queue/connection";
 import { objects } from "../../storage/objects";
 import { appendEvent } from "../conference-log/service";
 import type { StreamingModel } from "./model";
 import { LIVE_STATES, type Stream, streamByName } from "./stream";
 
-const viewersKey = (streamName: string) => redisKey("stream", streamName, "viewers");
-const peakKey = (streamName: string) => redisKey("stream", streamName, "peak");
+// A stream's set and peak are one script's and one transaction's keys: one slot on a Cluster.
+const viewersKey = (streamName: string) => redisKey("stream", tagged(streamName), "viewers");
+const peakKey = (streamName: string) => redisKey("stream", tagged(streamName), "peak");
 
 // Adds or removes one viewer and keeps the peak, atomically, so API processes never race.
 const VIEWER_SCRIPT = `

@@ -5,15 +5,17 @@
  * reloads and the preload-hinted part wait here, woken by the doorbell, with a slow poll
  * behind it for a message lost with a dropped connection.
  */
-import type { Redis } from "ioredis";
 import { AppError } from "../../../core/errors";
 import { log } from "../../../core/log";
 import {
+  channels,
   closeClient,
   createRedis,
   PROMPT_REDIS_MS,
+  type RedisClient,
   redisKey,
   settledWithin,
+  untagged,
   withinRedis,
 } from "../../../queue/connection";
 import { type Doorbell, llhlsKeys, parseDoorbell, type RenditionInfo } from "./publisher";
@@ -237,23 +239,23 @@ class StreamView {
   }
 }
 
-let readConnection: Redis | undefined;
-let subscriber: Redis | undefined;
+let readConnection: RedisClient | undefined;
+let subscriber: RedisClient | undefined;
 const views = new Map<string, Promise<StreamView | undefined>>();
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
 /** Reads fail after PROMPT_REDIS_MS rather than holding a viewer's request. */
-function reader(): Redis {
+function reader(): RedisClient {
   readConnection ??= createRedis("llhls-origin", { maxRetriesPerRequest: 0, commandTimeout: PROMPT_REDIS_MS });
   return readConnection;
 }
 
-function doorbells(): Redis {
+function doorbells(): RedisClient {
   if (!subscriber) {
     subscriber = createRedis("llhls-doorbell");
     const prefix = redisKey("");
-    subscriber.on("message", (channel: string, message: string) => {
-      const stream = channel.slice(prefix.length + "llhls:".length);
+    channels.onMessage(subscriber, (channel, message) => {
+      const stream = untagged(channel.slice(prefix.length + "llhls:".length));
       const bell = parseDoorbell(message);
       if (bell) void ring(stream, bell);
     });
@@ -282,7 +284,9 @@ function forgetIdle(): void {
       (view) => {
         if (view && Date.now() - view.lastUsed < VIEW_IDLE_MS) return;
         views.delete(name);
-        if (view) void subscriber?.unsubscribe(redisKey(llhlsKeys.doorbell(name))).catch(() => {});
+        if (view) {
+          if (subscriber) void channels.unsubscribe(subscriber, redisKey(llhlsKeys.doorbell(name))).catch(() => {});
+        }
       },
       () => {},
     );
@@ -296,7 +300,7 @@ async function viewOf(stream: string): Promise<StreamView | undefined> {
     pending = (async () => {
       // Subscribed before the first read, so no change falls between the two; a subscription
       // held up by Redis is not waited for (waiters poll meanwhile), the read fails with a 503.
-      await settledWithin(doorbells().subscribe(redisKey(llhlsKeys.doorbell(stream))), PROMPT_REDIS_MS);
+      await settledWithin(channels.subscribe(doorbells(), redisKey(llhlsKeys.doorbell(stream))), PROMPT_REDIS_MS);
       const infos = await withinRedis(reader(), "reading an LL-HLS stream", () =>
         reader().get(llhlsKeys.renditions(stream)),
       );

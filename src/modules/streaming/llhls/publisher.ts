@@ -5,22 +5,25 @@
  * from there. Redis holds only what viewers of the last minute need: the recording is the
  * stream's lasting copy.
  */
-import type { Redis } from "ioredis";
 import { log } from "../../../core/log";
-import { createRedis, redisKey } from "../../../queue/connection";
+import { channels, createRedis, type RedisClient, redisKey, tagged } from "../../../queue/connection";
 import type { RenditionWindow } from "./window";
 
 /** Parts, segments and windows outlive the playlist (about 20 s) by this much, then Redis drops them. */
 const MEDIA_TTL_MS = 60_000;
 
+/**
+ * A stream's keys and its doorbell go in one pipeline: on a Cluster they share the stream's
+ * slot (a pipeline's keys must), and the doorbell, a sharded channel, rings on that shard.
+ */
 export const llhlsKeys = {
-  renditions: (stream: string) => redisKey("llhls", stream, "renditions"),
-  init: (stream: string, rendition: string) => redisKey("llhls", stream, rendition, "init"),
-  window: (stream: string, rendition: string) => redisKey("llhls", stream, rendition, "window"),
+  renditions: (stream: string) => redisKey("llhls", tagged(stream), "renditions"),
+  init: (stream: string, rendition: string) => redisKey("llhls", tagged(stream), rendition, "init"),
+  window: (stream: string, rendition: string) => redisKey("llhls", tagged(stream), rendition, "window"),
   part: (stream: string, rendition: string, msn: number, part: number) =>
-    redisKey("llhls", stream, rendition, `${msn}.${part}`),
+    redisKey("llhls", tagged(stream), rendition, `${msn}.${part}`),
   /** Without the prefix: pub/sub channels are prefixed by whoever publishes or subscribes. */
-  doorbell: (stream: string) => `llhls:${stream}`,
+  doorbell: (stream: string) => `llhls:${tagged(stream)}`,
 };
 
 /**
@@ -49,10 +52,10 @@ export interface RenditionInfo {
   codecs?: string;
 }
 
-let media: Redis | undefined;
+let media: RedisClient | undefined;
 
 /** Media is worth nothing late: commands fail at the first failed reconnection instead of waiting for Redis. */
-function mediaRedis(): Redis {
+function mediaRedis(): RedisClient {
   media ??= createRedis("llhls-media", { maxRetriesPerRequest: 0 });
   return media;
 }
@@ -68,7 +71,7 @@ export class StreamPublisher {
     private readonly renditions: RenditionInfo[],
   ) {}
 
-  private run(what: string, commands: (pipeline: ReturnType<Redis["pipeline"]>) => void): void {
+  private run(what: string, commands: (pipeline: ReturnType<RedisClient["pipeline"]>) => void): void {
     const pipeline = mediaRedis().pipeline();
     commands(pipeline);
     pipeline.exec().then(
@@ -102,7 +105,7 @@ export class StreamPublisher {
     this.run("part", (p) => {
       p.append(key, bytes);
       p.pexpire(key, MEDIA_TTL_MS);
-      p.publish(redisKey(llhlsKeys.doorbell(this.streamName)), `${rendition} ${msn}.${part} ${size}`);
+      channels.publishIn(p, redisKey(llhlsKeys.doorbell(this.streamName)), `${rendition} ${msn}.${part} ${size}`);
     });
   }
 
@@ -114,7 +117,7 @@ export class StreamPublisher {
       if (init) p.set(llhlsKeys.init(this.streamName, rendition), init, "PX", MEDIA_TTL_MS);
       p.set(llhlsKeys.renditions(this.streamName), JSON.stringify(this.renditions), "PX", MEDIA_TTL_MS);
       p.set(llhlsKeys.window(this.streamName, rendition), JSON.stringify(window), "PX", MEDIA_TTL_MS);
-      p.publish(redisKey(llhlsKeys.doorbell(this.streamName)), `${rendition} w`);
+      channels.publishIn(p, redisKey(llhlsKeys.doorbell(this.streamName)), `${rendition} w`);
     });
   }
 }
