@@ -134,6 +134,8 @@ function redisAddress(): { setting: string; address: string } {
       setting: "REDIS_SENTINELS",
       address: `${sentinels.map(({ host, port }) => `${host}:${port}`).join(",")} (master ${sentinelName})`,
     };
+  // An absolute path is a Unix socket (the private Redis's), which is no URL.
+  if (url.startsWith("/")) return { setting: "REDIS_URL", address: `the Unix socket ${url}` };
   const parsed = new URL(url);
   return { setting: "REDIS_URL", address: `${parsed.protocol}//${parsed.host}${parsed.pathname}` };
 }
