@@ -20,6 +20,7 @@ import {
   request,
   startCalls,
   startLoad,
+  startStreams,
 } from "../support/mixed-load";
 import { killNodes, type Parley, spawnParley } from "../support/parley";
 import { type PostgresPair, startPostgresPair } from "../support/postgres-pair";
@@ -67,18 +68,7 @@ test("PostgreSQL primary killed, standby promoted: 503 and Retry-After, writes b
   const accountId = (await primary<{ id: string }[]>`select id from accounts`)[0]!.id;
   await primary.end();
   try {
-    for (const [n, node] of nodes.entries()) {
-      const started = await request(
-        node,
-        "POST",
-        "/terraform/v1/hooks/srs/startRecording",
-        { room_name: `failover-${n}` },
-        apiKey,
-        15_000,
-      );
-      expect(started.status).toBe(200);
-      streamNames.push(started.body.stream_name);
-    }
+    await startStreams(nodes, apiKey, "failover", streamNames);
     // A call on each node's gateway, held through the fault.
     const calls = await startCalls(nodes, apiKey, 10_000);
     const watch = postgres(pair.urlOf(pair.primaryPort), { max: 1, onnotice: () => {} });

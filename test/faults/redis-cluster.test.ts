@@ -19,6 +19,7 @@ import {
   request,
   startCalls,
   startLoad,
+  startStreams,
 } from "../support/mixed-load";
 import { killNodes, type Parley, startParley } from "../support/parley";
 import { connect, disconnect, join } from "../support/phoenix";
@@ -65,18 +66,7 @@ afterAll(async () => {
 test("a cluster primary killed: replica promoted, nodes go on within 10 s, nothing acknowledged lost", async () => {
   const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   try {
-    for (const [n, node] of nodes.entries()) {
-      const started = await request(
-        node,
-        "POST",
-        "/terraform/v1/hooks/srs/startRecording",
-        { room_name: `cluster-${n}` },
-        apiKey,
-        15_000,
-      );
-      expect(started.status).toBe(200);
-      streamNames.push(started.body.stream_name);
-    }
+    await startStreams(nodes, apiKey, "cluster", streamNames);
     // Held 8 s: each call outlives the fault (the promotion takes a second or two) and hangs up after it.
     const calls = await startCalls(nodes, apiKey, 8_000);
     const watch = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });

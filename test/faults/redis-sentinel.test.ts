@@ -17,6 +17,7 @@ import {
   request,
   startCalls,
   startLoad,
+  startStreams,
 } from "../support/mixed-load";
 import { killNodes, type Parley, startParley } from "../support/parley";
 import { freePort } from "../support/ports";
@@ -57,20 +58,7 @@ afterAll(async () => {
 test("Redis master killed: the replica promoted, both nodes go on within 10 s, nothing acknowledged lost", async () => {
   const { token, receiver } = await prepareLoad(nodes, apiKey, ["call.ended"]);
   try {
-    for (const [n, node] of nodes.entries()) {
-      // Before the fault, so not under its bound: given 15 s as the other fault tests' starts are (a
-      // start took more than the load's 5 s with two suites on the machine).
-      const started = await request(
-        node,
-        "POST",
-        "/terraform/v1/hooks/srs/startRecording",
-        { room_name: `sentinel-${n}` },
-        apiKey,
-        15_000,
-      );
-      expect(started.status).toBe(200);
-      streamNames.push(started.body.stream_name);
-    }
+    await startStreams(nodes, apiKey, "sentinel", streamNames);
     // A call on each node's gateway, held through the fault.
     // Held 8 s: the kill comes a moment after the answer and the failover took 2.7 to 3 s
     // (recoveredMs) on a loaded machine, so each call outlives the fault and hangs up after it.

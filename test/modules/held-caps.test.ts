@@ -74,6 +74,16 @@ async function metric(name: string, resource: string, more = ""): Promise<number
 /** What the API process holds of a resource now. */
 const held = (resource: string) => metric("parley_held", resource);
 
+/** Waits (bounded) until the API process holds `count` of a resource; fails if it never does. */
+async function expectHeld(resource: string, count: number): Promise<void> {
+  expect(
+    await until(
+      () => held(resource),
+      (now) => now === count,
+    ),
+  ).toBe(count);
+}
+
 /** Probes of /healthz taken while a flood is in flight, and as many before it. */
 const PROBES = 7;
 /**
@@ -230,12 +240,7 @@ describe("LL-HLS requests waiting for a part", () => {
       ...Array.from({ length: 4 }, () => reload(a, "127.0.0.2")),
       ...Array.from({ length: 2 }, () => reload(b!, "127.0.0.2")),
     ];
-    expect(
-      await until(
-        () => held("llhls_waits"),
-        (n) => n === 6,
-      ),
-    ).toBe(6);
+    await expectHeld("llhls_waits", 6);
     // Past the address's cap, on any stream: 429.
     const byAddress = await Promise.all(Array.from({ length: FLOOD }, () => reload(c!, "127.0.0.2").answered));
     expectRefused(byAddress, 429, "quota_exceeded");
@@ -244,12 +249,7 @@ describe("LL-HLS requests waiting for a part", () => {
     expectRefused(byStream, 503, "overloaded");
 
     holding.push(...Array.from({ length: 4 }, () => reload(c!, "127.0.0.3")));
-    expect(
-      await until(
-        () => held("llhls_waits"),
-        (n) => n === 10,
-      ),
-    ).toBe(10);
+    await expectHeld("llhls_waits", 10);
     // The process is full: a third address, a fourth stream, is refused too, and the process stays healthy.
     const { answers: byProcess } = await floodWhileProbing(() => reload(d!, "127.0.0.4").answered);
     expectRefused(byProcess, 503, "overloaded");
@@ -264,38 +264,18 @@ describe("LL-HLS requests waiting for a part", () => {
 
     // Half go away abruptly, the rest are answered by their part: nothing stays held.
     for (const each of holding.slice(0, 5)) each.abort();
-    expect(
-      await until(
-        () => held("llhls_waits"),
-        (n) => n === 5,
-      ),
-    ).toBe(5);
+    await expectHeld("llhls_waits", 5);
     for (const stream of [a, b!, c!]) {
       await liveStream(stream, 3);
       await redis.publish(redisKey(llhlsKeys.doorbell(stream)), "v0 w");
     }
     for (const each of holding.slice(5)) expect((await each.answered).status).toBe(200);
-    expect(
-      await until(
-        () => held("llhls_waits"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("llhls_waits", 0);
     // And the slots are there again.
     const again = reload(d!, "127.0.0.2");
-    expect(
-      await until(
-        () => held("llhls_waits"),
-        (n) => n === 1,
-      ),
-    ).toBe(1);
+    await expectHeld("llhls_waits", 1);
     again.abort();
-    expect(
-      await until(
-        () => held("llhls_waits"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("llhls_waits", 0);
   });
 });
 
@@ -363,12 +343,7 @@ describe("event streams", () => {
     // Another account fills the process, two of them on connections that will be dropped.
     streams.push(await open(other.apiKey));
     const raw = [await openRaw(other.apiKey), await openRaw(other.apiKey)];
-    expect(
-      await until(
-        () => held("event_streams"),
-        (n) => n === 8,
-      ),
-    ).toBe(8);
+    await expectHeld("event_streams", 8);
     const third = await newAccount();
     const { answers: byProcess } = await floodWhileProbing(() => open(third.apiKey));
     expectRefused(
@@ -379,21 +354,11 @@ describe("event streams", () => {
 
     for (const socket of raw) socket.resetAndDestroy();
     for (const each of streams) each.close();
-    expect(
-      await until(
-        () => held("event_streams"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("event_streams", 0);
     const reopened = await open(first.apiKey);
     expect(reopened.refusal).toBeUndefined();
     reopened.close();
-    expect(
-      await until(
-        () => held("event_streams"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("event_streams", 0);
   });
 });
 
@@ -459,40 +424,20 @@ describe("Phoenix sockets", () => {
     });
     const ready = await new Response(client.stdout).body!.getReader().read();
     expect(new TextDecoder().decode(ready.value)).toContain("ready");
-    expect(
-      await until(
-        () => held("sockets"),
-        (n) => n === 8,
-      ),
-    ).toBe(8);
+    await expectHeld("sockets", 8);
     const { answers: byProcess } = await floodWhileProbing(() => upgrade(cleo));
     expectRefused(byProcess, 503, "overloaded");
 
     // Killed: its sockets end without a close frame. The rest close as clients do.
     client.kill("SIGKILL");
     await client.exited;
-    expect(
-      await until(
-        () => held("sockets"),
-        (n) => n === 5,
-      ),
-    ).toBe(5);
+    await expectHeld("sockets", 5);
     await Promise.all(open.map(disconnect));
-    expect(
-      await until(
-        () => held("sockets"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("sockets", 0);
     const after = await openSockets(cleo, 1);
     expect(after.outcomes).toEqual(["open"]);
     await disconnect(after.sockets[0]!);
-    expect(
-      await until(
-        () => held("sockets"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("sockets", 0);
   });
 
   test("per account: its users together, each under their own caps, get 429; other accounts do not", async () => {
@@ -511,12 +456,7 @@ describe("Phoenix sockets", () => {
       open.push(...opened.sockets);
       expect(opened.outcomes).toEqual(Array(count).fill("open"));
     }
-    expect(
-      await until(
-        () => held("sockets"),
-        (n) => n === 7,
-      ),
-    ).toBe(7);
+    await expectHeld("sockets", 7);
     // A fourth user of the account, who holds nothing, and the third, under its own caps: the account's cap.
     const byAccount = await Promise.all(
       Array.from({ length: FLOOD }, (_, i) => upgrade(i % 2 === 0 ? users[3]! : users[2]!)),
@@ -536,12 +476,7 @@ describe("Phoenix sockets", () => {
     open.push(...after.sockets);
     expect(after.outcomes).toEqual(["open"]);
     await Promise.all(open.map(disconnect));
-    expect(
-      await until(
-        () => held("sockets"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("sockets", 0);
   });
 
   test("topics per socket: a join past the cap gets the error reply 'too many topics'; leaving frees it", async () => {
@@ -550,12 +485,7 @@ describe("Phoenix sockets", () => {
     const socket = connect(api.ws, token);
     const channels = Array.from({ length: 4 }, (_, i) => socket.channel(`rtc:topic-${i}`));
     await Promise.all(channels.map(join));
-    expect(
-      await until(
-        () => held("socket_topics"),
-        (n) => n === 4,
-      ),
-    ).toBe(4);
+    await expectHeld("socket_topics", 4);
     // Fewer than the other floods: the joins and leaves count against the user's 100 frames a second.
     const refused = await Promise.all(
       Array.from({ length: 30 }, async (_, i) => {
@@ -583,21 +513,11 @@ describe("Phoenix sockets", () => {
     });
     const ready = await new Response(client.stdout).body!.getReader().read();
     expect(new TextDecoder().decode(ready.value)).toContain("ready");
-    expect(
-      await until(
-        () => held("socket_topics"),
-        (n) => n === 8,
-      ),
-    ).toBe(8);
+    await expectHeld("socket_topics", 8);
     client.kill("SIGKILL");
     await client.exited;
     await disconnect(socket);
-    expect(
-      await until(
-        () => held("socket_topics"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("socket_topics", 0);
   });
 });
 
@@ -655,12 +575,7 @@ describe("console live feeds", () => {
 
     // Another session fills the process, on connections that will be dropped.
     const raw = [await feedRaw(second), await feedRaw(second)];
-    expect(
-      await until(
-        () => held("console_feeds"),
-        (n) => n === 5,
-      ),
-    ).toBe(5);
+    await expectHeld("console_feeds", 5);
     const { answers: byProcess } = await floodWhileProbing(() => feed(third));
     expectRefused(
       byProcess.map((each) => each.refusal!),
@@ -672,21 +587,11 @@ describe("console live feeds", () => {
 
     for (const socket of raw) socket.resetAndDestroy();
     for (const each of feeds) each.close();
-    expect(
-      await until(
-        () => held("console_feeds"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("console_feeds", 0);
     const reopened = await feed(third);
     expect(reopened.refusal).toBeUndefined();
     reopened.close();
-    expect(
-      await until(
-        () => held("console_feeds"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("console_feeds", 0);
   });
 });
 
@@ -713,12 +618,7 @@ describe("startRecording and stopRecording waiting for the recorder", () => {
       ...Array.from({ length: 3 }, () => start(first.apiKey, rooms[0]!)),
       ...Array.from({ length: 2 }, () => start(second.apiKey, rooms[1]!)),
     ];
-    expect(
-      await until(
-        () => held("streaming_waits"),
-        (n) => n === 5,
-      ),
-    ).toBe(5);
+    await expectHeld("streaming_waits", 5);
     const byAccount = await Promise.all(Array.from({ length: FLOOD }, () => start(first.apiKey, rooms[0]!)));
     expectRefused(byAccount, 429, "quota_exceeded");
     expect(byAccount[0]!.policy).toBe('"streaming.waits.per_account";q=3');
@@ -731,11 +631,6 @@ describe("startRecording and stopRecording waiting for the recorder", () => {
     // The recorder gives up: every waiting start is answered, and the slots are free.
     await db.update(streams).set({ state: "failed", reason: "test" }).where(inArray(streams.room, rooms));
     for (const answer of await Promise.all(waiting)) expect(answer.status).toBe(503);
-    expect(
-      await until(
-        () => held("streaming_waits"),
-        (n) => n === 0,
-      ),
-    ).toBe(0);
+    await expectHeld("streaming_waits", 0);
   });
 });

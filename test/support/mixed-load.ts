@@ -315,6 +315,26 @@ export function startLoad(
 }
 
 /**
+ * A live stream of the room `<prefix>-<n>` started on each node before the fault, each name
+ * added to `names` as it starts (for killNodes). Given 15 s, not the load's 5: with two suites
+ * on the machine a start took longer than that.
+ */
+export async function startStreams(nodes: LoadNode[], apiKey: string, prefix: string, names: string[]): Promise<void> {
+  for (const [n, node] of nodes.entries()) {
+    const started = await request(
+      node,
+      "POST",
+      "/terraform/v1/hooks/srs/startRecording",
+      { room_name: `${prefix}-${n}` },
+      apiKey,
+      15_000,
+    );
+    expect(started.status).toBe(200);
+    names.push(started.body.stream_name);
+  }
+}
+
+/**
  * A SIP call (sipp) on each node's gateway, into one room, held `holdMs` so it outlives the
  * fault. `check` waits for sipp and the records: each call ran its whole course (sipp hung up
  * as planned), was recorded ended and not lost, and its call.ended webhook arrived once.
