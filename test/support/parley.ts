@@ -197,9 +197,23 @@ export async function migratedDataDir(dataDir: string): Promise<void> {
   cpSync(await pgliteTemplate(), dataDir, { recursive: true });
 }
 
-/** Parley started and ready: /readyz answers 200. */
+/** Starts before giving up on ports another process took: free ports are picked before Parley binds them. */
+const BIND_ATTEMPTS = 3;
+
+/**
+ * Parley started and ready: /readyz answers 200. A start refused because a port was taken (one
+ * another test file took between freePort and the bind, test files running in parallel), before
+ * or at the bind, is made again on fresh ports.
+ */
 export async function startParley(options: ParleyOptions): Promise<Parley> {
-  return (await spawnParley(options)).ready();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await (await spawnParley(options)).ready();
+    } catch (error) {
+      if (attempt >= BIND_ATTEMPTS || !(error as Error).message.includes("A Parley listens on each of these"))
+        throw error;
+    }
+  }
 }
 
 /**
