@@ -30,7 +30,7 @@ import {
   type RecorderStopJob,
 } from "../src/queue/queues";
 import type { RecorderDriver } from "./recorder/driver";
-import { startHeartbeat } from "./recorder/heartbeat";
+import { reportRoom, startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
 import { stopStateSubscriber } from "../src/modules/streaming/state";
 import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
@@ -55,6 +55,9 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     roomFreed: () => {
       // A worker shutting down frees its room for the others, not for itself.
       if (draining) return;
+      // Told at once, not at the next beat: until then the others read the room it had, full
+      // perhaps, and a full worker queues a start this one has room for.
+      void reportRoom(worker.pod, roomOf(worker));
       takeQueued(worker).catch((error: Error) => log.warn({ err: error.message }, "queued streams not taken"));
     },
     closing: false,

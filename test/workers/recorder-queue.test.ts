@@ -13,8 +13,10 @@ import { eq } from "drizzle-orm";
 import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
+import { recorderRoomKey } from "../../src/modules/streaming/recorders";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
+import { redis } from "../../src/queue/connection";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
@@ -236,6 +238,22 @@ test("queued starts whose jobs vanished from Redis are offered again, keys and a
   for (const room of ["lost-0", "lost-1", "lost-2"]) expect((await stop(account, room)).status).toBe(200);
   for (const w of workers.splice(0)) await w.stop();
 }, 30_000);
+
+test("a worker whose stream ends says so to the others at once, not at its next beat", async () => {
+  // Beats three minutes apart: within this test only the end of a stream can change its report.
+  const restore = overrideConfig({ streaming: { lostAfterMs: 600_000 } });
+  const told = await worker("told").finally(restore);
+  const report = () => redis().hget(recorderRoomKey(), told.podName);
+  const account = await newAccount();
+  for (const room of ["told-0", "told-1"]) expect((await start(account, room)).status).toBe(200);
+  // Units free, slots free, budget: full by units.
+  expect(await report()).toBe("0 98 60");
+  expect((await stop(account, "told-0")).status).toBe(200);
+  // A report left at "full" made another full worker queue a start this one had room for (202, not 200).
+  expect(await until(report, (room) => room === "30 99 60")).toBe("30 99 60");
+  expect((await stop(account, "told-1")).status).toBe(200);
+  for (const w of workers.splice(0)) await w.stop();
+});
 
 test("a worker killed -9 with streams queued: they start on another, its running one is recorder_lost", async () => {
   const LOST_MS = 1_500;
