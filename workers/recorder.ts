@@ -94,6 +94,10 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   const reconcileNow = () =>
     reconcile(worker, heartbeat).catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"));
   await reconcileNow();
+  // A worker that comes with room takes the first queued streams itself, as one whose stream ends
+  // does: their jobs, handed back every 0.5 s, kept reaching the full worker that handed them back,
+  // and reached this one after anything from one to more than ten seconds.
+  worker.roomFreed();
   // As often as a worker may go silent before it counts as lost: a lost worker's streams end
   // within twice that of its last beat.
   const reconciler = setInterval(() => void reconcileNow(), config.streaming.lostAfterMs);
