@@ -91,8 +91,14 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   jobs.on("failed", (job, error) => log.warn({ job: job?.name, err: error.message }, "recorder job failed"));
   jobs.on("error", (error) => log.error({ err: error.message }, "recorder worker error"));
 
+  // One at a time, and the stop waits for the one under way: it reads the database, which closes after the stop.
+  let reconciling: Promise<void> | undefined;
   const reconcileNow = () =>
-    reconcile(worker, heartbeat).catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"));
+    (reconciling ??= reconcile(worker, heartbeat)
+      .catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"))
+      .finally(() => {
+        reconciling = undefined;
+      }));
   await reconcileNow();
   // A worker that comes with room takes the first queued streams itself, as one whose stream ends
   // does: their jobs, handed back every 0.5 s, kept reaching the full worker that handed them back,
@@ -112,6 +118,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     async stop() {
       draining = true;
       clearInterval(reconciler);
+      await reconciling;
       await occupancy.stop();
       await closeWorker(jobs, workerOptions.connection as RedisClient);
       // Shutting down ends this worker's streams cleanly, recordings kept, rather than orphaning them.
