@@ -54,7 +54,7 @@ type Mode = "ok" | "error" | "silent";
 /**
  * The ten receivers in a process of their own, so their work is not the worker's: each of the
  * given ports answers 204, answers 500, or (silent) takes the connection and never answers.
- * GET on the first port gives what the healthy ones received: [port index, room, arrived at].
+ * GET on the first port gives what those answering 204 received: [port index, room, arrived at].
  * Killing the process drops the silent one's connections, so the worker's attempts end.
  */
 async function startReceivers(modes: Mode[]) {
