@@ -3,8 +3,9 @@
  * to a real receiver on loopback that verifies every request with `standardwebhooks`:
  * an endpoint added in the page, a reservation made through the public API showing up in
  * the page's delivery log with its status code, a failed delivery retried from the page,
- * the secret rotated, an account owner refused another account's endpoints, axe-core and
- * screenshots at desktop and phone width.
+ * the secret rotated, an endpoint's delivery limits changed and lifted from the page, an
+ * account owner refused another account's endpoints, axe-core and screenshots at desktop and
+ * phone width.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
@@ -185,6 +186,69 @@ describe("webhooks page", () => {
     expect(context.blocked).toEqual([]);
   });
 
+  test("changes an endpoint's delivery limits, lifts them, and says why when the endpoint is gone", async () => {
+    const auth = { authorization: `Bearer ${account.apiKey}` };
+    const url = `${receiver.url}/limited`;
+    const made = await call("POST", "/api/v1/webhooks", {
+      headers: auth,
+      body: { url, event_types: ["room.ended"], rate_per_second: 5, rate_burst: 10, max_in_flight: 2 },
+    });
+    expect(made.status).toBe(201);
+    const id = made.body.endpoint.id as string;
+    const limitsOf = async () => {
+      const read = await call("GET", `/api/v1/webhooks/${id}`, { headers: auth });
+      const { rate_per_second, rate_burst, max_in_flight } = read.body;
+      return { rate_per_second, rate_burst, max_in_flight };
+    };
+    const { page } = await operatorOnWebhooks();
+    const row = page.getByRole("row").filter({ hasText: url });
+    await row.getByText("5/s (burst 10), 2 in flight").waitFor();
+
+    // The editor opens on what the endpoint has now.
+    await page.getByRole("button", { name: `Limits of ${url}` }).click();
+    await page.getByRole("heading", { name: `Limits of ${url}` }).waitFor();
+    const editor = page.locator("#edit-limits");
+    const rate = editor.getByLabel("Rate (deliveries a second; empty: no limit)");
+    const burst = editor.getByLabel("Burst (empty: the rate rounded up)");
+    const inFlight = editor.getByLabel("Attempts in flight at most (1: serial; empty: no limit)");
+    expect([await rate.inputValue(), await burst.inputValue(), await inFlight.inputValue()]).toEqual(["5", "10", "2"]);
+    expect(await page.getByRole("button", { name: `Limits of ${url}` }).getAttribute("aria-pressed")).toBe("true");
+
+    // A fractional rate, the burst emptied (the rate rounded up), one attempt at a time.
+    await rate.fill("2.5");
+    await burst.fill("");
+    await inFlight.fill("1");
+    await editor.getByRole("button", { name: "Save limits" }).click();
+    await page.getByText(`Setting the limits of ${url}: 2.5/s (burst 3), 1 in flight.`).waitFor();
+    expect(await limitsOf()).toEqual({ rate_per_second: 2.5, rate_burst: null, max_in_flight: 1 });
+    await row.getByText("2.5/s (burst 3), 1 in flight").waitFor();
+    expect([await rate.inputValue(), await burst.inputValue(), await inFlight.inputValue()]).toEqual(["2.5", "", "1"]);
+
+    // Emptying one field lifts that limit alone.
+    await rate.fill("");
+    await editor.getByRole("button", { name: "Save limits" }).click();
+    await page.getByText(`Setting the limits of ${url}: 1 in flight.`).waitFor();
+    expect(await limitsOf()).toEqual({ rate_per_second: null, rate_burst: null, max_in_flight: 1 });
+
+    // No limits lifts every one, whatever the fields hold.
+    await rate.fill("7");
+    await editor.getByRole("button", { name: "No limits" }).click();
+    await page.getByText(`Setting the limits of ${url}: none.`).waitFor();
+    expect(await limitsOf()).toEqual({ rate_per_second: null, rate_burst: null, max_in_flight: null });
+    await row.getByRole("cell", { name: "none", exact: true }).waitFor();
+    expect([await rate.inputValue(), await burst.inputValue(), await inFlight.inputValue()]).toEqual(["", "", ""]);
+
+    // The endpoint deleted elsewhere while the editor is open: the page says so, and nothing is made.
+    expect((await call("DELETE", `/api/v1/webhooks/${id}`, { headers: auth })).status).toBe(204);
+    await inFlight.fill("3");
+    await editor.getByRole("button", { name: "Save limits" }).click();
+    await page.getByText(`Setting the limits of ${url}: no webhook endpoint ${id}`).waitFor();
+    expect((await call("GET", `/api/v1/webhooks/${id}`, { headers: auth })).status).toBe(404);
+
+    await editor.getByRole("button", { name: "Close" }).click();
+    await page.getByRole("heading", { name: `Limits of ${url}` }).waitFor({ state: "detached" });
+  });
+
   test("an account owner cannot reach another account's endpoints through the console API", async () => {
     const mine = await newAccount();
     const theirs = await newAccount();
@@ -255,10 +319,13 @@ describe("webhooks page", () => {
   });
 
   test("has no serious axe-core violation, fits a 390 px phone, and is photographed at both widths", async () => {
-    // One page for both widths, the log and the event types open: the page lays itself out again as the window narrows.
+    // One page for both widths, the log, the limits editor and the event types open: the page lays itself out
+    // again as the window narrows.
     const { page } = await operatorOnWebhooks();
     await page.getByRole("button", { name: `Deliveries of ${receiver.url}` }).click();
     await page.getByRole("table", { name: `Deliveries to ${receiver.url}` }).waitFor();
+    await page.getByRole("button", { name: `Limits of ${receiver.url}` }).click();
+    await page.getByRole("heading", { name: `Limits of ${receiver.url}` }).waitFor();
     await page.getByText("Event types (none ticked: every type)").click();
     for (const [label, viewport] of [
       ["desktop", { width: 1280, height: 860 }],

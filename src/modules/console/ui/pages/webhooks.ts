@@ -1,6 +1,7 @@
 /**
- * The account's webhook endpoints (create, enable or disable, delete, rotate the secret, which
- * is shown once) and one endpoint's delivery log with retry and replay. The open log refreshes
+ * The account's webhook endpoints (create, enable or disable, set or lift their delivery limits,
+ * delete, rotate the secret, which is shown once) and one endpoint's delivery log with retry and
+ * replay. The open log refreshes
  * itself, so a delivery shows up and changes state without a click.
  */
 import { type Answer, api } from "../api";
@@ -27,14 +28,37 @@ function limitsOf(endpoint: Endpoint): string {
   return limits.length > 0 ? limits.join(", ") : "none";
 }
 
+/**
+ * The three limit fields, as the new-endpoint form and the limits editor both show them; empty is
+ * no limit, as the API's null.
+ */
+function limitFields(endpoint?: Endpoint) {
+  const input = (name: string, min: string, max: string, step: string, value: number | null | undefined) =>
+    h("input", { name, type: "number", min, max, step, value: value === null ? undefined : value });
+  const rate = input("rate_per_second", "0.01", "10000", "any", endpoint?.rate_per_second);
+  const burst = input("rate_burst", "1", "10000", "1", endpoint?.rate_burst);
+  const maxInFlight = input("max_in_flight", "1", "1000", "1", endpoint?.max_in_flight);
+  const limit = (field: HTMLInputElement) => (field.value === "" ? null : Number(field.value));
+  return {
+    fields: [
+      field("Rate (deliveries a second; empty: no limit)", rate),
+      field("Burst (empty: the rate rounded up)", burst),
+      field("Attempts in flight at most (1: serial; empty: no limit)", maxInFlight),
+    ],
+    values: () => ({ rate_per_second: limit(rate), rate_burst: limit(burst), max_in_flight: limit(maxInFlight) }),
+  };
+}
+
 export async function webhooksPage(root: HTMLElement, context: PageContext): Promise<void> {
   const account = context.account!;
   const status = notice();
   const secret = h("div", { class: "secret", "aria-live": "polite" });
   const list = h("div");
+  const editor = h("section", { "aria-label": "Delivery limits" });
   const log = h("section", { "aria-label": "Delivery log" });
   let endpoints: Endpoint[] = [];
   let open: string | undefined;
+  let editing: string | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let left = false;
   context.onLeave(() => {
@@ -105,6 +129,17 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
               {
                 type: "button",
                 class: "secondary",
+                "aria-label": `Limits of ${endpoint.url}`,
+                "aria-pressed": String(editing === endpoint.id),
+                onclick: () => void editLimits(endpoint.id),
+              },
+              "Limits",
+            ),
+            h(
+              "button",
+              {
+                type: "button",
+                class: "secondary",
                 "aria-label": `${endpoint.enabled ? "Disable" : "Enable"} ${endpoint.url}`,
                 onclick: () =>
                   void act(`${endpoint.enabled ? "Disabling" : "Enabling"} ${endpoint.url}`, async () => {
@@ -147,6 +182,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
                   void act(`Deleting ${endpoint.url}`, async () => {
                     await api("delete", "/webhooks/:id", { params: { id: endpoint.id }, query: { account } });
                     if (open === endpoint.id) closeLog();
+                    if (editing === endpoint.id) closeEditor();
                     await loadEndpoints();
                   }),
               },
@@ -157,6 +193,61 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
         "no endpoints yet.",
       ),
     );
+  };
+
+  const closeEditor = () => {
+    editing = undefined;
+    editor.replaceChildren();
+  };
+
+  /** The endpoint's limits in a form filled with what it has now; saving sends all three, empty ones as none. */
+  const editLimits = async (id: string) => {
+    editing = id;
+    await loadEndpoints();
+    const endpoint = endpoints.find((candidate) => candidate.id === id);
+    if (!endpoint) {
+      closeEditor();
+      return;
+    }
+    const limits = limitFields(endpoint);
+    const heading = h("h2", { tabindex: -1 }, `Limits of ${endpoint.url}`);
+    const save = (values: ReturnType<typeof limits.values>) =>
+      act(`Setting the limits of ${endpoint.url}`, async () => {
+        const updated = await api("patch", "/webhooks/:id", {
+          params: { id: endpoint.id },
+          body: { account, ...values },
+        });
+        // The form filled again with what the endpoint now has; editLimits reads the list afresh.
+        if (editing === endpoint.id) await editLimits(endpoint.id);
+        else await loadEndpoints();
+        return `${limitsOf(updated)}.`;
+      });
+    editor.replaceChildren(
+      heading,
+      h(
+        "form",
+        {
+          id: "edit-limits",
+          onsubmit: (event: Event) => {
+            event.preventDefault();
+            void save(limits.values());
+          },
+        },
+        ...limits.fields,
+        h("button", { type: "submit" }, "Save limits"),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "secondary",
+            onclick: () => void save({ rate_per_second: null, rate_burst: null, max_in_flight: null }),
+          },
+          "No limits",
+        ),
+        h("button", { type: "button", class: "secondary", onclick: () => closeEditor() }, "Close"),
+      ),
+    );
+    heading.focus();
   };
 
   // The log's rows, kept apart from its replay form so a refresh never disturbs typing there.
@@ -296,11 +387,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
   });
   const description = h("input", { name: "description", maxlength: 1024 });
   const ordered = h("input", { name: "ordered", type: "checkbox" });
-  // Empty is no limit, as the API's null.
-  const rate = h("input", { name: "rate_per_second", type: "number", min: "0.01", max: "10000", step: "any" });
-  const burst = h("input", { name: "rate_burst", type: "number", min: "1", max: "10000", step: "1" });
-  const maxInFlight = h("input", { name: "max_in_flight", type: "number", min: "1", max: "1000", step: "1" });
-  const limit = (input: HTMLInputElement) => (input.value === "" ? null : Number(input.value));
+  const newLimits = limitFields();
   const first = await api("get", "/webhooks", { query: { account } });
   const typeBoxes = first.event_types.map((type) => h("input", { type: "checkbox", name: "event_types", value: type }));
   const form = h(
@@ -317,9 +404,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
               url: url.value,
               description: description.value,
               ordered: ordered.checked,
-              rate_per_second: limit(rate),
-              rate_burst: limit(burst),
-              max_in_flight: limit(maxInFlight),
+              ...newLimits.values(),
               // None ticked is every type, as the API's null.
               event_types: picked.length > 0 ? picked : null,
             },
@@ -333,9 +418,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     field("Endpoint URL", url),
     field("Description", description),
     h("div", { class: "field check" }, h("label", {}, ordered, " Ordered (one event at a time, in sequence)")),
-    field("Rate (deliveries a second; empty: no limit)", rate),
-    field("Burst (empty: the rate rounded up)", burst),
-    field("Attempts in flight at most (1: serial; empty: no limit)", maxInFlight),
+    ...newLimits.fields,
     h(
       "details",
       { class: "types" },
@@ -349,6 +432,6 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     ),
     h("button", { type: "submit" }, "Add endpoint"),
   );
-  root.append(h("h2", {}, "New endpoint"), form, status, secret, list, log);
+  root.append(h("h2", {}, "New endpoint"), form, status, secret, list, editor, log);
   await loadEndpoints(first);
 }
