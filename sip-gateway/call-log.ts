@@ -12,7 +12,7 @@
  * ended by the forgotten-call sweep (endForgottenCalls).
  */
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import { db } from "../src/db/client";
 import { dependencyFailure, isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";

@@ -6,7 +6,7 @@
  */
 import { hostname } from "node:os";
 import { and, eq, isNull } from "drizzle-orm";
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import { db } from "../src/db/client";
 import { log } from "../src/core/log";
 import { appendEvent } from "../src/modules/conference-log/service";

@@ -3,7 +3,7 @@
 // every module that loads sip.js is imported after them, dynamically.
 import "./grammar-cache";
 import "./merged-requests";
-import { config, type SipConfig } from "../src/config";
+import { config, type SipConfig } from "../src/core/config";
 import { closeShared } from "../src/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
 import { log } from "../src/core/log";

@@ -1,6 +1,6 @@
 /** Builds the Elysia application from the feature controllers. Tests import this. */
 import { Elysia } from "elysia";
-import { config } from "./config";
+import { config } from "./core/config";
 import { database } from "./db/client";
 import { knowRoutes } from "./http/methods";
 import { pipeline } from "./http/pipeline";

@@ -2,7 +2,7 @@
  * The kinds of process Parley runs. The supervisor starts each as a child process
  * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database.
  */
-import { config } from "./config";
+import { config } from "./core/config";
 import type { Running } from "./core/lifecycle";
 
 export const ROLES = {

@@ -8,7 +8,7 @@
  * only a doorbell: every USAGE_SWEEP_INTERVAL_MS the consumer's sweep folds the events no fold
  * has taken (their ring was lost with Redis), so usage stays complete while Redis is down.
  */
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import type { Outbox } from "../src/core/outbox";
 import { log } from "../src/core/log";
 import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/conference-log/rings";

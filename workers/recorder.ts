@@ -15,7 +15,7 @@
 import { mkdirSync } from "node:fs";
 import { hostname } from "node:os";
 import { type Job, Worker } from "bullmq";
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import type { RedisClient } from "../src/queue/connection";

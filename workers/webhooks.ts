@@ -8,7 +8,7 @@
  * whose claim ended), and a retry wakes the worker that scheduled it. Every hour it purges
  * events older than EVENT_RETENTION_DAYS.
  */
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import { log } from "../src/core/log";
 import { purgeOldEvents, WEBHOOKS_CONSUMER } from "../src/modules/catalogue";
 import { startDeliveryPump } from "../src/modules/webhooks/pump";

@@ -7,7 +7,7 @@
  */
 import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
-import { config } from "../config";
+import { config } from "../core/config";
 import { AppError } from "../core/errors";
 import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Server, ServerWebSocket } from "bun";
-import { config } from "../config";
+import { config } from "../core/config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
 import { reportHeld } from "../http/metrics";

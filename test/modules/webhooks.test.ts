@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { ADMIN_PREFIX } from "../../src/modules/admin";
 import { createOperatorToken } from "../../src/modules/admin/tokens";

@@ -7,7 +7,7 @@
  */
 import { expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
 import { rowsOf } from "../../src/db/rows";

@@ -8,7 +8,7 @@
  */
 import { expect, test } from "bun:test";
 import { eq, inArray, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { startLockedPump } from "../../src/modules/webhooks/locked-pump";

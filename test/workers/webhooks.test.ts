@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
 import { eq, sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { recordEvent } from "../../src/modules/catalogue";

@@ -8,7 +8,7 @@
  * leave its live states, woken by the outbox like every waiter of a stream (state.ts).
  */
 import { DelayedError, type Job } from "bullmq";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
 import { openDestinations, sealDestinations } from "../../src/modules/streaming/destinations";
 import { streamCost } from "../../src/modules/streaming/cost";

@@ -6,7 +6,7 @@
  * rendition pulls it back from the media server once the recorder is ready.
  */
 import type { Readable } from "node:stream";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
 import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
 import { Cutter } from "../../src/modules/streaming/llhls/cutter";

@@ -1,6 +1,6 @@
 /** The recorders one worker runs, and how a stream of its own, or one whose recorder is lost, is finished. */
 import { existsSync, readFileSync, unlinkSync } from "node:fs";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
 import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming/stream";
 import { finishStream } from "../../src/modules/streaming/transitions";

@@ -10,7 +10,7 @@
 import { chmodSync, existsSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { log } from "../../core/log";
 import type { Operator } from "../audit/service";
 

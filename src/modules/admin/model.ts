@@ -1,7 +1,7 @@
 /** The admin API's wire types, declared once: validation, the handlers' answers and OpenAPI read them. */
 import { t } from "elysia";
 import { Name } from "../../http/text";
-import { SIGNING_ALGORITHMS } from "../../config";
+import { SIGNING_ALGORITHMS } from "../../core/config";
 import { WebhooksModel } from "../webhooks/model";
 
 const Time = (description: string) => t.String({ format: "date-time", description });

@@ -3,7 +3,7 @@
  * data, followed by its audit entry. Those services commit on their own, so the entry is
  * written right after the change (audit.ts says what happens should that write fail).
  */
-import type { SigningAlgorithm } from "../../config";
+import type { SigningAlgorithm } from "../../core/config";
 import {
   createAccount,
   createApiKey,

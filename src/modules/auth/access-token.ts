@@ -4,7 +4,7 @@
  * below the features that issue or use tokens.
  */
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
-import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../config";
+import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { isStorable } from "../../http/text";
 import { verificationKey } from "../accounts/service";

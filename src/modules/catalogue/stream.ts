@@ -8,7 +8,7 @@
  */
 import { EventEmitter } from "node:events";
 import { eq } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import type { RegisteredConsumer } from "../../core/outbox";
 import { db } from "../../db/client";
 import { outbox } from "../../queue/outbox";

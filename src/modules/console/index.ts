@@ -4,7 +4,7 @@
  * checks who is asking, and the routes here which account they may see.
  */
 import { Elysia, t } from "elysia";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
 import { Name } from "../../http/text";

@@ -7,7 +7,7 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { resolve } from "node:path";
 import { and, eq, gt, isNull, lt } from "drizzle-orm";
 import type { RateLimiterRedis } from "rate-limiter-flexible";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { secretKeptIn } from "../../core/kept-secret";

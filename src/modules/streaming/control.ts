@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { and, eq, inArray, ne, or, sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
 import { db } from "../../db/client";

@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { auth } from "../auth";
 import { AppError } from "../../core/errors";
 import { accepts, FORM_OR_JSON } from "../../http/accepts";

@@ -10,7 +10,7 @@
  * other request goes to the Elysia route, which validates it and answers as before.
  */
 import type { BunRequest, Server } from "bun";
-import { config } from "../../../config";
+import { config } from "../../../core/config";
 import { AppError } from "../../../core/errors";
 import { errorResponse, recordRequest, requestIdOf } from "../../../http/pipeline";
 import { HeldResource, type Release } from "../../limits/held";
