@@ -3,24 +3,24 @@
  * entry points -> app -> features -> infrastructure. No exception list: a violation fails
  * the build. See docs/architecture.md.
  */
-const INFRASTRUCTURE = "^src/(core|db|queue|storage|http)/";
+const INFRASTRUCTURE = "^src/(core|db|queue|outbox|storage|http)/";
 const FEATURES = "^(src/modules|src/realtime|workers|sip-gateway)/";
 
 module.exports = {
   forbidden: [
     {
       name: "infrastructure-imports-no-feature",
-      comment: "src/core, src/db, src/queue, src/storage and src/http never import a feature (src/modules, src/realtime, workers, sip-gateway).",
+      comment: "src/core, src/db, src/queue, src/outbox, src/storage and src/http never import a feature (src/modules, src/realtime, workers, sip-gateway).",
       severity: "error",
       from: { path: INFRASTRUCTURE },
       to: { path: FEATURES },
     },
     {
       name: "core-is-the-ground",
-      comment: "src/core is transport-neutral and sits below the database, queues, storage and HTTP: it imports none of them.",
+      comment: "src/core is transport-neutral and sits below the database, queues, the outbox, storage and HTTP: it imports none of them.",
       severity: "error",
       from: { path: "^src/core/" },
-      to: { path: "^src/(db|queue|storage|http)/" },
+      to: { path: "^src/(db|queue|outbox|storage|http)/" },
     },
     {
       name: "sdk-is-a-leaf",

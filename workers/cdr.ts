@@ -13,7 +13,7 @@ import type { Outbox } from "../src/core/outbox";
 import { log } from "../src/core/log";
 import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/conference-log/rings";
 import { foldRoom, sweepUnfolded } from "../src/modules/usage/fold";
-import { outbox as processOutbox } from "../src/queue/outbox";
+import { outbox as processOutbox } from "../src/outbox/outbox";
 import type { Running } from "../src/core/lifecycle";
 
 /** A ring's first room waits this long for more of the burst before the fold starts. */

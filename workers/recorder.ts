@@ -19,7 +19,7 @@ import { config } from "../src/core/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import type { RedisClient } from "../src/queue/connection";
-import { outbox } from "../src/queue/outbox";
+import { outbox } from "../src/outbox/outbox";
 import { pubsub } from "../src/queue/redis-pubsub";
 import {
   closeWorker,

@@ -17,7 +17,7 @@ import { database, db } from "../src/db/client";
 import { promoteHeads } from "../src/modules/webhooks/service";
 import { probeOpenCircuits } from "../src/modules/webhooks/probe";
 import type { Outbox } from "../src/core/outbox";
-import { outbox as processOutbox } from "../src/queue/outbox";
+import { outbox as processOutbox } from "../src/outbox/outbox";
 import type { Running } from "../src/core/lifecycle";
 import { every } from "../src/core/periodic";
 

@@ -11,7 +11,7 @@ import { eq } from "drizzle-orm";
 import { config } from "../../core/config";
 import type { RegisteredConsumer } from "../../core/outbox";
 import { db } from "../../db/client";
-import { outbox } from "../../queue/outbox";
+import { outbox } from "../../outbox/outbox";
 import { HeldResource } from "../limits/held";
 import type { EventType, PublicEvent } from "./model";
 import { EVENT_STREAMS_CONSUMER } from "./record";
