@@ -12,14 +12,8 @@ import { Elysia } from "elysia";
 import { accountForApiKey } from "../accounts/service";
 import { type Scope, verifyAccessToken } from "./access-token";
 import { AppError } from "../../core/errors";
+import { credentialFrom } from "../../http/credential";
 import { errorAnswers } from "../../http/openapi";
-
-/** The credential in an Authorization header, with any `Bearer ` prefix removed. */
-export function credentialFrom(authorization: string | undefined): string | undefined {
-  if (!authorization) return undefined;
-  const value = authorization.replace(/^Bearer\s+/i, "").trim();
-  return value === "" ? undefined : value;
-}
 
 export async function accountFromHeader(authorization: string | undefined) {
   const apiKey = credentialFrom(authorization);

@@ -4,8 +4,9 @@
  * API key, and the socket's `events:<account_id>` topic (./channel.ts).
  */
 import { Elysia, t } from "elysia";
-import { auth, authenticateFirst, credentialFrom } from "../auth";
+import { auth, authenticateFirst } from "../auth";
 import { AppError } from "../../core/errors";
+import { credentialFrom } from "../../http/credential";
 import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { answerOf, errorAnswers } from "../../http/openapi";

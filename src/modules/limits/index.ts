@@ -6,7 +6,7 @@
  * limited answer, 429 or not, carries the RateLimit-Policy and RateLimit headers.
  */
 import { Elysia } from "elysia";
-import { credentialFrom } from "../auth";
+import { credentialFrom } from "../../http/credential";
 import { errorAnswers } from "../../http/openapi";
 import { rateLimitHeaders } from "../../http/ratelimit";
 import type { RouteFamily } from "./definitions";

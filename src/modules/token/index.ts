@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import { credentialFrom } from "../auth";
+import { credentialFrom } from "../../http/credential";
 import { AppError } from "../../core/errors";
 import { errorResponses } from "../../http/errors";
 import { accountForApiKey } from "../accounts/service";
