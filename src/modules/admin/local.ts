@@ -12,7 +12,7 @@ import { connect } from "node:net";
 import { resolve } from "node:path";
 import { config } from "../../core/config";
 import { log } from "../../core/log";
-import type { Operator } from "../audit/service";
+import type { Operator } from "../audit";
 
 const localRequests = new WeakMap<Request, Operator>();
 

@@ -13,8 +13,8 @@ import {
   revokeSigningKey,
   rotateSigningKey,
   setJitsiDomain,
-} from "../accounts/service";
-import { createOperator } from "../operators/service";
+} from "../accounts";
+import { createOperator } from "../operators";
 import { parseLimitName, reportLimits, setLimit } from "../limits/service";
 import {
   addPhoneNumber,
@@ -34,7 +34,7 @@ import {
   rotateSecret,
   updateEndpoint,
 } from "../webhooks/service";
-import { type Caller, recordAfter } from "../audit/service";
+import { type Caller, recordAfter } from "../audit";
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 

@@ -9,7 +9,7 @@
  * no body, in transform) and resolve hands the settled result to the handler.
  */
 import { Elysia } from "elysia";
-import { accountForApiKey } from "../accounts/service";
+import { accountForApiKey } from "../accounts";
 import { type Scope, verifyAccessToken } from "./access-token";
 import { AppError } from "../../core/errors";
 import { credentialFrom } from "../../http/credential";

@@ -3,7 +3,7 @@
  * usage report for rooms, stays and calls, the streaming service for streams and viewers.
  * Nothing here reads another feature's tables.
  */
-import { listAccounts } from "../accounts/service";
+import { listAccounts } from "../accounts";
 import { queuedStreams, queuePlaces } from "../streaming/queue";
 import { LIVE_STATES, recentStreams, type Stream, streamUrls } from "../streaming/stream";
 import { viewersOf } from "../streaming/viewers";

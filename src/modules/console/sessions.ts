@@ -12,9 +12,8 @@ import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { secretKeptIn } from "../../core/kept-secret";
 import { redis, redisKey } from "../../queue/connection";
-import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts/service";
-import { operators } from "../operators/schema";
-import { hashPassword, operatorNamed } from "../operators/service";
+import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts";
+import { hashPassword, operatorNamed, operators } from "../operators";
 import { consoleSessions } from "./schema";
 
 export type Viewer =

@@ -10,7 +10,7 @@ import { Elysia, t } from "elysia";
 import { auth } from "../auth";
 import { ErrorModel, errorResponses } from "../../http/errors";
 import { limits } from "../limits";
-import { getAccount } from "../accounts/service";
+import { getAccount } from "../accounts";
 import { MapperModel } from "./model";
 import { listPhoneNumbers, resolveMapping } from "./service";
 

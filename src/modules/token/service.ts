@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { config } from "../../core/config";
 import { roomKey } from "../../core/room-key";
 import { AppError } from "../../core/errors";
-import { type Account, currentSigningKey } from "../accounts/service";
+import { type Account, currentSigningKey } from "../accounts";
 import { SCOPES, type Scope, type TokenContextUser } from "../auth/access-token";
 import { signJwt } from "./jwt";
 import type { TokenRequest } from "./model";
