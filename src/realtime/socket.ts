@@ -12,7 +12,7 @@ import { log } from "../core/log";
 import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
 import { limitSocketMessage } from "../modules/limits/rates";
-import type { Actor } from "../modules/auth/actor";
+import type { Actor } from "../modules/auth";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
 import { attachServer } from "./local-broker";

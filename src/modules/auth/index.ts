@@ -15,6 +15,10 @@ import { AppError } from "../../core/errors";
 import { credentialFrom } from "../../http/credential";
 import { errorAnswers } from "../../http/openapi";
 
+// What other features use beside the guards: verifying a Parley token, and the user it names.
+export { type Scope, SCOPES, type TokenContextUser, verifyAccessToken } from "./access-token";
+export { type Actor, actorFrom } from "./actor";
+
 export async function accountFromHeader(authorization: string | undefined) {
   const apiKey = credentialFrom(authorization);
   if (!apiKey) throw new AppError("unauthorized", "the Authorization header must hold the account's API key");

@@ -13,7 +13,7 @@ import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningK
 import { listPhoneNumbers, resolveMapping } from "../mapper/service";
 import { deleteMessages, listMessages } from "../messaging/messages";
 import { listRooms } from "../messaging/rooms";
-import type { Actor } from "../auth/actor";
+import type { Actor } from "../auth";
 import { listConferences } from "../scheduler/conferences";
 import { createReservation, deleteReservation, listReservations } from "../scheduler/reservations";
 import { stopStream } from "../streaming/control";

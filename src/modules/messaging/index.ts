@@ -1,9 +1,8 @@
 /** Chat over REST: rooms, messages and replies, polls and users (spec 4.4). New messages arrive over the socket. */
 import { Elysia, t } from "elysia";
 import { errorResponses } from "../../http/errors";
-import { auth } from "../auth";
+import { actorFrom, auth } from "../auth";
 import { limits } from "../limits";
-import { actorFrom } from "../auth/actor";
 import {
   deleteMessages,
   deleteReplies,

@@ -6,7 +6,7 @@ import { and, asc, count, desc, eq, gt, ilike, inArray, isNull, or, type SQL, sq
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { assertChatStorage } from "../limits/quotas";
-import type { Actor } from "../auth/actor";
+import type { Actor } from "../auth";
 import {
   type DayOfMessages,
   MAX_INT,

@@ -2,7 +2,7 @@
 import { and, asc, eq, ilike, inArray, or, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { assertModel } from "../../realtime/payloads";
-import type { Actor } from "../auth/actor";
+import type { Actor } from "../auth";
 import { type User, UserId } from "./model";
 import { containsPattern, type Page, pageOf } from "./queries";
 import { chatUsers } from "./schema";

@@ -6,7 +6,7 @@ import { config } from "../../core/config";
 import { roomKey } from "../../core/room-key";
 import { AppError } from "../../core/errors";
 import { type Account, currentSigningKey } from "../accounts";
-import { SCOPES, type Scope, type TokenContextUser } from "../auth/access-token";
+import { SCOPES, type Scope, type TokenContextUser } from "../auth";
 import { signJwt } from "./jwt";
 import type { TokenRequest } from "./model";
 
