@@ -12,8 +12,7 @@ import { AppError } from "../core/errors";
 import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";
 import { actorFrom, verifyAccessToken } from "../modules/auth";
-import { HeldResource, type Release } from "../modules/limits/held";
-import { credentialCounter } from "../modules/limits/rates";
+import { credentialCounter, HeldResource, type Release } from "../modules/limits";
 import { closeConnection, connectionOf, openConnection } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";

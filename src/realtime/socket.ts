@@ -11,7 +11,7 @@ import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependen
 import { log } from "../core/log";
 import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
-import { limitSocketMessage } from "../modules/limits/rates";
+import { limitSocketMessage } from "../modules/limits";
 import type { Actor } from "../modules/auth";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";

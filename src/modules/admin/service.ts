@@ -15,7 +15,7 @@ import {
   setJitsiDomain,
 } from "../accounts";
 import { createOperator } from "../operators";
-import { parseLimitName, reportLimits, setLimit } from "../limits/service";
+import { parseLimitName, reportLimits, setLimit } from "../limits";
 import {
   addPhoneNumber,
   listPhoneNumbers,

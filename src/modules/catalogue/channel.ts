@@ -12,7 +12,7 @@ import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { REASON } from "../../http/text";
 import type { Channel, Member } from "../../realtime/channel";
-import type { Release } from "../limits/held";
+import type { Release } from "../limits";
 import { eventStreams, latestSequence, liveEvents } from "./stream";
 
 export const EVENTS_TOPIC_PREFIX = "events";

@@ -10,7 +10,7 @@ import { credentialFrom } from "../../http/credential";
 import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { answerOf, errorAnswers } from "../../http/openapi";
-import { credentialCounter } from "../limits/rates";
+import { credentialCounter } from "../limits";
 import { listEvents, parseTypes } from "./log";
 import { CatalogueModel } from "./model";
 import { eventStream, eventStreams } from "./stream";

@@ -12,7 +12,7 @@ import { config } from "../../core/config";
 import type { RegisteredConsumer } from "../../core/outbox";
 import { db } from "../../db/client";
 import { outbox } from "../../outbox/outbox";
-import { HeldResource } from "../limits/held";
+import { HeldResource } from "../limits";
 import type { EventType, PublicEvent } from "./model";
 import { EVENT_STREAMS_CONSUMER } from "./record";
 import { listEvents } from "./log";

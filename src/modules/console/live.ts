@@ -9,7 +9,7 @@
 import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
-import { HeldResource } from "../limits/held";
+import { HeldResource } from "../limits";
 import { followEvents } from "../catalogue/routes";
 import { overview, streamsView } from "./service";
 import { sessionViewer, type Viewer } from "./sessions";

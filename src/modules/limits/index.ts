@@ -13,6 +13,12 @@ import type { RouteFamily } from "./definitions";
 import { limitPublicRequest, limitRequest, type RequestIdentity } from "./rates";
 import { LimitExceeded } from "./service";
 
+// What other features use beside the route macros: the quotas, the caps held open, the rates.
+export { LimitExceeded, limitsOf, parseLimitName, reportLimits, setLimit } from "./service";
+export { HeldResource, type Release } from "./held";
+export { admitChatBytes, assertChatStorage, type ChatStorage, quotaExceeded, readChatStorage } from "./quotas";
+export { addressCounter, credentialCounter, limitSocketMessage } from "./rates";
+
 type Headers = Record<string, string | number>;
 
 /** For handlers that authenticate themselves (generate-token): count the request once its account is known. */

@@ -6,7 +6,7 @@
  */
 import { db } from "../../db/client";
 import { AppError, isDependencyDown } from "../../core/errors";
-import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits/quotas";
+import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits";
 import type { Actor } from "../auth";
 import { findMessage, viewOf } from "./messages";
 import { type Message, type NewMessage, POLL_OPTIONS_MAX, POLL_OPTIONS_MIN } from "./model";

@@ -19,8 +19,7 @@ import {
   type RecorderStopJob,
   startJobOptions,
 } from "../../queue/queues";
-import { quotaExceeded } from "../limits/quotas";
-import { LimitExceeded, limitsOf } from "../limits/service";
+import { LimitExceeded, limitsOf, quotaExceeded } from "../limits";
 import { streamCost } from "./cost";
 import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";
