@@ -21,7 +21,7 @@ import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage";
 import { webhooksController } from "./modules/webhooks";
 import { eventLogController, eventsChannel } from "./modules/catalogue/routes";
-import { realtimeController } from "./realtime";
+import { realtimeController } from "./realtime/routes";
 import { setSingleProcess } from "./realtime/process-broker";
 import { registerChannels } from "./realtime/channel";
 

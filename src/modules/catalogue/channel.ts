@@ -11,7 +11,7 @@ import { t } from "elysia";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { REASON } from "../../http/text";
-import type { Channel, Member } from "../../realtime/channel";
+import type { Channel, Member } from "../../realtime";
 import type { Release } from "../limits";
 import { eventStreams, latestSequence, liveEvents } from "./stream";
 

@@ -10,7 +10,7 @@ import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits";
 import type { Actor } from "../auth";
 import { findMessage, viewOf } from "./messages";
 import { type Message, type NewMessage, POLL_OPTIONS_MAX, POLL_OPTIONS_MIN } from "./model";
-import { broadcastsHandedOn } from "../../realtime/topics";
+import { broadcastsHandedOn } from "../../realtime";
 import { admitted, announceToRoom, findRoom, type RoomRow } from "./rooms";
 import { chatMessages, chatPollOptions } from "./schema";
 import { rememberUser } from "./users";
