@@ -13,11 +13,10 @@ import { answerOf, errorAnswers } from "../../http/openapi";
 import { credentialCounter } from "../limits";
 import { listEvents, parseTypes } from "./log";
 import { CatalogueModel } from "./model";
-import { eventStream, eventStreams } from "./stream";
+import { eventStream } from "./stream";
+import { eventStreams } from "./tail-cap";
 
 export { eventsChannel } from "./channel";
-/** For HTTP features that follow an account's events live, as the console's feed does. */
-export { followEvents } from "./stream";
 
 export const eventLogController = new Elysia({
   name: "parley.events.log",

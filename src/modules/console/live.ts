@@ -10,7 +10,7 @@ import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { HeldResource } from "../limits";
-import { followEvents } from "../catalogue/routes";
+import { followEvents } from "../catalogue";
 import { overview, streamsView } from "./service";
 import { sessionViewer, type Viewer } from "./sessions";
 
