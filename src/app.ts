@@ -7,7 +7,7 @@ import { pipeline } from "./http/pipeline";
 import { adminController } from "./modules/admin";
 import { consoleController } from "./modules/console";
 import { apiReference } from "./modules/console/swagger";
-import { conferenceLogController } from "./modules/conference-log";
+import { conferenceLogController } from "./modules/conference-log/routes";
 import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper";
 import { schedulerController } from "./modules/scheduler";

@@ -6,8 +6,7 @@
  */
 import type { OutboxConsumer } from "../../src/core/outbox";
 import { log } from "../../src/core/log";
-import { roomOccupancy } from "../../src/modules/conference-log/reads";
-import { OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/conference-log/rings";
+import { OCCUPANCY_CONSUMER, ringKey, roomOccupancy } from "../../src/modules/conference-log";
 import { RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming/options";
 import { type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 
