@@ -7,7 +7,7 @@ import { config, type SipConfig } from "../src/core/config";
 import { closeShared } from "../src/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
-import { conferenceForMapperId } from "../src/modules/mapper/service";
+import { conferenceForMapperId } from "../src/modules/mapper";
 import { HttpConferenceAdapter } from "./adapter";
 import type { GatewayParts, SipGateway } from "./gateway";
 import { endForgottenCalls } from "./call-log";

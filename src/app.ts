@@ -9,7 +9,7 @@ import { consoleController } from "./modules/console";
 import { apiReference } from "./modules/console/swagger";
 import { conferenceLogController } from "./modules/conference-log/routes";
 import { limitHeaders } from "./modules/limits";
-import { mapperController } from "./modules/mapper";
+import { mapperController } from "./modules/mapper/routes";
 import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
 import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";

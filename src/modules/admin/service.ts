@@ -22,7 +22,7 @@ import {
   type PhoneNumber,
   removePhoneNumber,
   setDefaultPhoneNumber,
-} from "../mapper/service";
+} from "../mapper";
 import { refoldLog } from "../usage/fold";
 import type { EndpointCreate, EndpointUpdate } from "../webhooks/model";
 import {

@@ -10,7 +10,7 @@ import { errorBody } from "../../http/errors";
 import { Name } from "../../http/text";
 import { AuditModel, listAudit } from "../audit";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts";
-import { listPhoneNumbers, resolveMapping } from "../mapper/service";
+import { listPhoneNumbers, resolveMapping } from "../mapper";
 import { deleteMessages, listMessages } from "../messaging/messages";
 import { listRooms } from "../messaging/rooms";
 import type { Actor } from "../auth";
