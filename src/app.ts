@@ -14,7 +14,7 @@ import { schedulerController } from "./modules/scheduler";
 import { streamingController } from "./modules/streaming";
 import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";
 import { systemController } from "./modules/system";
-import { messagingController } from "./modules/messaging";
+import { messagingController } from "./modules/messaging/routes";
 import { chatChannel, rtcChannel } from "./modules/messaging/channel";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
