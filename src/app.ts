@@ -10,7 +10,7 @@ import { apiReference } from "./modules/console/swagger";
 import { conferenceLogController } from "./modules/conference-log/routes";
 import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper/routes";
-import { schedulerController } from "./modules/scheduler";
+import { schedulerController } from "./modules/scheduler/routes";
 import { streamingController } from "./modules/streaming";
 import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";
 import { systemController } from "./modules/system";

@@ -13,8 +13,7 @@ import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningK
 import { listPhoneNumbers, resolveMapping } from "../mapper";
 import { deleteMessages, listMessages, listRooms } from "../messaging";
 import type { Actor } from "../auth";
-import { listConferences } from "../scheduler/conferences";
-import { createReservation, deleteReservation, listReservations } from "../scheduler/reservations";
+import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler";
 import { stopStream } from "../streaming/control";
 import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES } from "../catalogue";
