@@ -11,7 +11,7 @@ import { conferenceLogController } from "./modules/conference-log/routes";
 import { limitHeaders } from "./modules/limits";
 import { mapperController } from "./modules/mapper/routes";
 import { schedulerController } from "./modules/scheduler/routes";
-import { streamingController } from "./modules/streaming";
+import { streamingController } from "./modules/streaming/routes";
 import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";
 import { systemController } from "./modules/system";
 import { messagingController } from "./modules/messaging/routes";

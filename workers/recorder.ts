@@ -32,7 +32,7 @@ import {
 import type { RecorderDriver } from "./recorder/driver";
 import { startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
-import { stopStateSubscriber } from "../src/modules/streaming/state";
+import { stopStateSubscriber } from "../src/modules/streaming";
 import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";

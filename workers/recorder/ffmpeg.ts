@@ -7,7 +7,7 @@
  * the worker cuts into LL-HLS parts (workers/recorder/llhls.ts).
  */
 import { config } from "../../src/core/config";
-import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
+import { BITRATE_LADDER } from "../../src/modules/streaming";
 import type { RecorderDriver, RecorderProcess, RecorderSpec } from "./driver";
 import { spawnGroup } from "./process";
 

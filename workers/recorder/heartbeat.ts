@@ -4,13 +4,7 @@
  */
 import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import {
-  formatRoom,
-  parseRoom,
-  type Room,
-  recorderPodKey,
-  recorderRoomKey,
-} from "../../src/modules/streaming/recorders";
+import { formatRoom, parseRoom, type Room, recorderPodKey, recorderRoomKey } from "../../src/modules/streaming";
 import { redis, withinRedis } from "../../src/queue/connection";
 
 /**

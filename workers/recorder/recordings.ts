@@ -3,7 +3,7 @@ import { createReadStream, existsSync, statSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import { recordingObjectKey, type Stream } from "../../src/modules/streaming/stream";
+import { recordingObjectKey, type Stream } from "../../src/modules/streaming";
 import { objects } from "../../src/storage/objects";
 
 export function recordingPathOf(stream: Stream): string {

@@ -14,7 +14,7 @@ import { listPhoneNumbers, resolveMapping } from "../mapper";
 import { deleteMessages, listMessages, listRooms } from "../messaging";
 import type { Actor } from "../auth";
 import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler";
-import { stopStream } from "../streaming/control";
+import { stopStream } from "../streaming";
 import { reportCsv, usageReport } from "../usage/service";
 import { EVENT_TYPES } from "../catalogue";
 import { WebhooksModel } from "../webhooks/model";

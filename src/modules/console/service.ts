@@ -4,9 +4,15 @@
  * Nothing here reads another feature's tables.
  */
 import { listAccounts } from "../accounts";
-import { queuedStreams, queuePlaces } from "../streaming/queue";
-import { LIVE_STATES, recentStreams, type Stream, streamUrls } from "../streaming/stream";
-import { viewersOf } from "../streaming/viewers";
+import {
+  LIVE_STATES,
+  queuedStreams,
+  queuePlaces,
+  recentStreams,
+  type Stream,
+  streamUrls,
+  viewersOf,
+} from "../streaming";
 import type { UsageReport } from "../usage/model";
 import { usageReport } from "../usage/service";
 
