@@ -18,7 +18,7 @@ import { messagingController } from "./modules/messaging/routes";
 import { chatChannel, rtcChannel } from "./modules/messaging/channel";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
-import { usageController } from "./modules/usage";
+import { usageController } from "./modules/usage/routes";
 import { webhooksController } from "./modules/webhooks";
 import { eventLogController, eventsChannel } from "./modules/catalogue/routes";
 import { realtimeController } from "./realtime/routes";

@@ -12,7 +12,7 @@ import { config } from "../src/core/config";
 import type { Outbox } from "../src/core/outbox";
 import { log } from "../src/core/log";
 import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/conference-log";
-import { foldRoom, sweepUnfolded } from "../src/modules/usage/fold";
+import { foldRoom, sweepUnfolded } from "../src/modules/usage";
 import { outbox as processOutbox } from "../src/outbox/outbox";
 import type { Running } from "../src/core/lifecycle";
 

@@ -23,7 +23,7 @@ import {
   removePhoneNumber,
   setDefaultPhoneNumber,
 } from "../mapper";
-import { refoldLog } from "../usage/fold";
+import { refoldLog } from "../usage";
 import type { EndpointCreate, EndpointUpdate } from "../webhooks/model";
 import {
   createEndpoint,

@@ -15,7 +15,7 @@ import { deleteMessages, listMessages, listRooms } from "../messaging";
 import type { Actor } from "../auth";
 import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler";
 import { stopStream } from "../streaming";
-import { reportCsv, usageReport } from "../usage/service";
+import { reportCsv, usageReport } from "../usage";
 import { EVENT_TYPES } from "../catalogue";
 import { WebhooksModel } from "../webhooks/model";
 import {

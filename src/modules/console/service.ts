@@ -13,8 +13,7 @@ import {
   streamUrls,
   viewersOf,
 } from "../streaming";
-import type { UsageReport } from "../usage/model";
-import { usageReport } from "../usage/service";
+import { type UsageReport, usageReport } from "../usage";
 
 const HOUR_MS = 3_600_000;
 /** The overview's charts: the last 24 hours, one point every 10 minutes. */
