@@ -19,7 +19,7 @@ import { chatChannel, rtcChannel } from "./modules/messaging/channel";
 import { tokenController } from "./modules/token";
 import { uploadsController } from "./modules/uploads";
 import { usageController } from "./modules/usage/routes";
-import { webhooksController } from "./modules/webhooks";
+import { webhooksController } from "./modules/webhooks/routes";
 import { eventLogController, eventsChannel } from "./modules/catalogue/routes";
 import { realtimeController } from "./realtime/routes";
 import { setSingleProcess } from "./realtime/process-broker";

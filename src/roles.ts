@@ -10,7 +10,7 @@ export const ROLES = {
   recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
   sip: async (): Promise<Running> => (await import("../sip-gateway/role")).startSipGateway(),
   cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
-  webhooks: async (): Promise<Running> => (await import("../workers/webhooks")).startWebhooksWorker(),
+  webhooks: async (): Promise<Running> => (await import("./modules/webhooks/worker")).startWebhooksWorker(),
 } as const;
 
 export type Role = keyof typeof ROLES;

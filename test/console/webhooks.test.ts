@@ -12,7 +12,7 @@ import { eq, sql } from "drizzle-orm";
 import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { POLLED, screenshot, seriousViolations } from "../support/browser";
 import { type ConsoleUnderTest, startConsole } from "../support/console";

@@ -13,7 +13,7 @@ import { renderMetrics } from "../../src/http/metrics";
 import { rowsOf } from "../../src/db/rows";
 import { recordEvent } from "../../src/modules/catalogue";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
 import { startReceiver } from "../support/webhook-receiver";

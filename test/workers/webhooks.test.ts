@@ -14,7 +14,7 @@ import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { recordEvent } from "../../src/modules/catalogue";
 import { webhookDeliveries, webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { startReceiver } from "../support/webhook-receiver";
 import { until } from "../support/wait";

@@ -6,7 +6,7 @@
 import { Elysia } from "elysia";
 import { errorResponses } from "../../http/errors";
 import { listOperators } from "../operators";
-import { WebhooksModel } from "../webhooks/model";
+import { WebhooksModel } from "../webhooks";
 import { AuditModel, listAudit } from "../audit";
 import { operatorGuard } from "./guard";
 import { errorAnswers } from "../../http/openapi";

@@ -2,7 +2,7 @@
 import { t } from "elysia";
 import { Name } from "../../http/text";
 import { SIGNING_ALGORITHMS } from "../../core/config";
-import { WebhooksModel } from "../webhooks/model";
+import { WebhooksModel } from "../webhooks";
 
 const Time = (description: string) => t.String({ format: "date-time", description });
 const NullableTime = (description: string) => t.Union([Time(description), t.Null()]);

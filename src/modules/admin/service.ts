@@ -24,16 +24,17 @@ import {
   setDefaultPhoneNumber,
 } from "../mapper";
 import { refoldLog } from "../usage";
-import type { EndpointCreate, EndpointUpdate } from "../webhooks/model";
 import {
   createEndpoint,
   deleteEndpoint,
+  type EndpointCreate,
+  type EndpointUpdate,
   listEndpoints,
   redactedUrl,
   replay,
   rotateSecret,
   updateEndpoint,
-} from "../webhooks/service";
+} from "../webhooks";
 import { type Caller, recordAfter } from "../audit";
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;

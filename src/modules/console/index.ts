@@ -17,7 +17,6 @@ import { createReservation, deleteReservation, listConferences, listReservations
 import { stopStream } from "../streaming";
 import { reportCsv, usageReport } from "../usage";
 import { EVENT_TYPES } from "../catalogue";
-import { WebhooksModel } from "../webhooks/model";
 import {
   createEndpoint,
   deleteEndpoint,
@@ -27,7 +26,8 @@ import {
   retryDelivery,
   rotateSecret,
   updateEndpoint,
-} from "../webhooks/service";
+  WebhooksModel,
+} from "../webhooks";
 import { CONSOLE_PAGE, consoleAssets } from "./bundle";
 import { API, consoleAuth, sessionBody, sessionCookie, sessionProbe } from "./guard";
 import { liveFeed } from "./live";
