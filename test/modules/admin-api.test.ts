@@ -14,7 +14,7 @@ import { accounts } from "../../src/modules/accounts/schema";
 import { auditEntries } from "../../src/modules/audit/schema";
 import { runCli } from "../../src/sdk/cli";
 import { adminCli } from "../support/admin-cli";
-import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { ADMIN_PREFIX } from "../../src/modules/admin/routes";
 import { serveLocalSocket } from "../../src/modules/admin/local";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { app, call, newAccount, tokenFor } from "../helpers";
