@@ -15,7 +15,7 @@ import {
   SessionState,
   UserAgent,
 } from "sip.js";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { log } from "../src/core/log";
 import {
   answeredAudioLines,

@@ -12,11 +12,11 @@
  * ended by the forgotten-call sweep (endForgottenCalls).
  */
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import { db } from "../src/db/client";
 import { dependencyFailure, isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";
-import { type ConferenceEvent, storeEvents } from "../src/modules/conference-log/service";
+import { type ConferenceEvent, storeEvents } from "../src/modules/conference-log";
 import { recordEvents } from "../src/modules/catalogue";
 import { endLostCall, GATEWAY_NAME } from "./lost-calls";
 import type { ResolvedRoom } from "./rooms";

@@ -5,7 +5,7 @@
  * SIP_DTMF_TIMEOUT_MS for each try.
  */
 import type { Info } from "sip.js";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";
 import type { ResolvedRoom } from "./rooms";

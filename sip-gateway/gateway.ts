@@ -5,7 +5,7 @@
  * joins the conference, and records what happened.
  */
 import { Core, Grammar, type Invitation, Registerer, RegistererState, UserAgent, type UserAgentOptions } from "sip.js";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { isDependencyDown } from "../src/core/errors";
 import { log } from "../src/core/log";
 import type { ConferenceAdapter } from "./adapter";

@@ -4,7 +4,7 @@
  * since the modules it loads read them as they load: a wrong one is named and the process
  * exits 2, as the other entry points do.
  */
-import { loadProcessConfig } from "../src/config";
+import { loadProcessConfig } from "../src/core/config";
 import { joinPrivateRedis } from "../src/private-redis";
 
 if (!loadProcessConfig()) process.exit(2);

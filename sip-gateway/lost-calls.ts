@@ -6,14 +6,13 @@
  */
 import { hostname } from "node:os";
 import { and, eq, isNull } from "drizzle-orm";
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import { db } from "../src/db/client";
 import { log } from "../src/core/log";
-import { appendEvent } from "../src/modules/conference-log/service";
+import { appendEvent } from "../src/modules/conference-log";
 import { recordEvents } from "../src/modules/catalogue";
 import { redis, redisKey, withinRedis } from "../src/queue/connection";
-import type { CallRecord } from "./schema";
-import { sipCalls } from "./schema";
+import { type CallRecord, sipCalls } from "./schema";
 
 /** This process's name in call records and in Redis. */
 export const GATEWAY_NAME = `${hostname()}-sip-${process.pid}`;

@@ -8,7 +8,7 @@
  */
 import type { udp } from "bun";
 import type { BodyAndContentType, Session, SessionDescriptionHandler, SessionDescriptionHandlerFactory } from "sip.js";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { log } from "../src/core/log";
 
 export const G711 = { 0: "PCMU", 8: "PCMA" } as const;

@@ -7,7 +7,7 @@
  * already outside it, and cutting it further would only pass that state around.
  */
 import { type Bye, type Invitation, SessionState, UserAgent } from "sip.js";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { log } from "../src/core/log";
 import type { ConferenceAdapter, ConferenceJoin } from "./adapter";
 import { type EndpointLeg, type LegResult, type MediaEndpoints, placeLeg } from "./bridge";

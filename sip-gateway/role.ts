@@ -3,11 +3,11 @@
 // every module that loads sip.js is imported after them, dynamically.
 import "./grammar-cache";
 import "./merged-requests";
-import { config, type SipConfig } from "../src/config";
+import { config, type SipConfig } from "../src/core/config";
 import { closeShared } from "../src/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
-import { conferenceForMapperId } from "../src/modules/mapper/service";
+import { conferenceForMapperId } from "../src/modules/mapper";
 import { HttpConferenceAdapter } from "./adapter";
 import type { GatewayParts, SipGateway } from "./gateway";
 import { endForgottenCalls } from "./call-log";

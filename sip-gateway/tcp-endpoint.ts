@@ -1,6 +1,6 @@
 /** SIP over TCP, or over TLS when opened with a certificate: messages framed by Content-Length on the stream. */
 import type { Socket, TCPSocketListener } from "bun";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { log } from "../src/core/log";
 import type { SourceGuard } from "./guard";
 import { type Destination, frameStream, header, parseVia, type SipMessageHead } from "./message";

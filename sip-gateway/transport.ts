@@ -7,7 +7,7 @@
  * what every endpoint shares and the sip.js transport that sits on one.
  */
 import { EmitterImpl, type Transport, TransportState } from "sip.js";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { log } from "../src/core/log";
 import type { SourceGuard } from "./guard";
 import {

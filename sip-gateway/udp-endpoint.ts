@@ -3,7 +3,7 @@
  * requests; this endpoint does that (RFC 3261 timers A/E: T1 doubling to T2, for 64 × T1).
  */
 import type { udp } from "bun";
-import type { SipConfig } from "../src/config";
+import type { SipConfig } from "../src/core/config";
 import { log } from "../src/core/log";
 import type { SourceGuard } from "./guard";
 import type { Destination, SipMessageHead } from "./message";

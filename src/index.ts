@@ -6,7 +6,7 @@
  * since PGlite cannot be shared between processes. A Parley whose ports are taken (a second
  * one on the same settings) is refused before it starts or opens anything (src/port-guard.ts).
  */
-import { config, loadProcessConfig } from "./config";
+import { config, loadProcessConfig } from "./core/config";
 import { keepNewFilesPrivate, makePrivate } from "./core/private-dir";
 import { listenersRefusal } from "./port-guard";
 import { joinPrivateRedis, startPrivateRedis } from "./private-redis";

@@ -21,7 +21,7 @@ const exitCode = await runCli(process.argv.slice(2), {
     console.error(`parley: ${why.replace(/ \(set DATA_DIR.*$/, "")}; working on the database directly`);
     // The app logs to stdout, where the command's own answer goes: only its errors are wanted here.
     process.env.LOG_LEVEL = "error";
-    const { loadProcessConfig } = await import("./config");
+    const { loadProcessConfig } = await import("./core/config");
     // The app's modules open the database as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
     if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();

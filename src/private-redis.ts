@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
-import { config } from "./config";
+import { config } from "./core/config";
 
 /** Where the private redis-server listens. */
 export const privateRedisSocket = () => join(config.database.dataDir, "redis", "redis.sock");

@@ -2,7 +2,7 @@
  * The kinds of process Parley runs. The supervisor starts each as a child process
  * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database.
  */
-import { config } from "./config";
+import { config } from "./core/config";
 import type { Running } from "./core/lifecycle";
 
 export const ROLES = {
@@ -10,7 +10,7 @@ export const ROLES = {
   recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
   sip: async (): Promise<Running> => (await import("../sip-gateway/role")).startSipGateway(),
   cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
-  webhooks: async (): Promise<Running> => (await import("../workers/webhooks")).startWebhooksWorker(),
+  webhooks: async (): Promise<Running> => (await import("./modules/webhooks/worker")).startWebhooksWorker(),
 } as const;
 
 export type Role = keyof typeof ROLES;

@@ -3,7 +3,7 @@
  * pool, so its processes share the port), and the metrics listener.
  */
 import { createApp } from "./app";
-import { config } from "./config";
+import { config } from "./core/config";
 import type { Running } from "./core/lifecycle";
 import { log } from "./core/log";
 import type { Server } from "bun";

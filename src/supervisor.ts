@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
-import { config } from "./config";
+import { config } from "./core/config";
 import { closeShared } from "./connections";
 import { AppError, dependencyFailure } from "./core/errors";
 import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";

@@ -3,7 +3,7 @@
  * read through `config`, changed for a test only by overrideConfig.
  */
 import { describe, expect, test } from "bun:test";
-import { ConfigError, config, loadConfig, overrideConfig } from "../src/config";
+import { ConfigError, config, loadConfig, overrideConfig } from "../src/core/config";
 
 describe("loadConfig", () => {
   test("names every wrong variable at once, each in its own message", () => {

@@ -1,6 +1,6 @@
 /**
  * Keeps README.md and docs/ true: every relative link resolves, the configuration page and
- * src/config.ts name the same variables, and the pages' curl examples, run with the real
+ * src/core/config.ts name the same variables, and the pages' curl examples, run with the real
  * curl against a real Parley started as `npm start` would (embedded database, fresh data
  * folder, the bootstrap account's key in data/first-api-key, only the settings the pages
  * give), answer as the pages say, through Prism's validating proxy, which fails any answer the
@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, posix, resolve } from "node:path";
-import { loadConfig } from "../src/config";
+import { loadConfig } from "../src/core/config";
 import { ROLES } from "../src/roles";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
 import { type Parley, startParley, within } from "./support/parley";
@@ -247,7 +247,7 @@ describe("configuration", () => {
     });
     loadConfig(watched);
     // A variable read only on some path (after a condition) still appears in the source.
-    const source = readFileSync(join(ROOT, "src/config.ts"), "utf8");
+    const source = readFileSync(join(ROOT, "src/core/config.ts"), "utf8");
     for (const match of source.matchAll(/(?:\(\s*(?:env\s*,\s*)?|env\[\s*)"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)"/g))
       read.add(match[1]!);
     for (const match of source.matchAll(/\benv\.([A-Z][A-Z0-9_]*)/g)) read.add(match[1]!);
@@ -281,7 +281,7 @@ describe("configuration", () => {
     return rows;
   }
 
-  test("every plain default in docs/configuration.md is the default src/config.ts uses", () => {
+  test("every plain default in docs/configuration.md is the default src/core/config.ts uses", () => {
     // Whether REDIS_URL was given at all decides if `npm start` may run a private Redis, so it differs by design.
     const settled = (env: Record<string, string>) => {
       const loaded = loadConfig(env);
@@ -294,7 +294,7 @@ describe("configuration", () => {
     expect(wrong).toEqual([]);
   });
 
-  test("docs/configuration.md documents every variable src/config.ts reads, and no other", () => {
+  test("docs/configuration.md documents every variable src/core/config.ts reads, and no other", () => {
     const read = variablesRead();
     const documented = variablesDocumented();
     expect(read.size).toBeGreaterThan(50);

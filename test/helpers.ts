@@ -1,6 +1,6 @@
 /** Calls the app in-process, as a client would over HTTP, and makes accounts for tests. */
 import { createApp } from "../src/app";
-import type { SigningAlgorithm } from "../src/config";
+import type { SigningAlgorithm } from "../src/core/config";
 import { createAccount } from "../src/modules/accounts/service";
 
 export const app = createApp();

@@ -1,8 +1,9 @@
 /**
  * The layering check of .ci/layering.ts fails the build on a violation: it fails on a copy of
- * this checkout with a feature import in infrastructure, or with an import cycle made of
- * type-only imports. That it passes on the checkout itself is CI's own step (.ci/test runs it
- * before the tests), not run a second time here.
+ * this checkout with a feature import in infrastructure, an import cycle made of type-only
+ * imports, or a feature importing another feature's inner file rather than its index.ts, and
+ * it lets the same feature's index be imported. That it passes on the checkout itself is CI's
+ * own step (.ci/test runs it before the tests), not run a second time here.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
@@ -31,9 +32,15 @@ afterEach(() => {
 });
 
 describe("layering check", () => {
-  // One copy holds both violations: the check reads the whole tree in one pass of several seconds, and names each.
-  test("infrastructure importing a feature, and a cycle of type-only imports, each fail the build", () => {
+  // One copy holds every case: the check reads the whole tree in one pass of several seconds, and names each violation.
+  test("infrastructure importing a feature, a type-only cycle, a deep import between features: each fails", () => {
     const root = copyOfRepo();
+    // The console may use streaming's index, never a file behind it.
+    appendFileSync(
+      join(root, "src/modules/console/service.ts"),
+      '\nexport { stopStream } from "../streaming/control";\n',
+    );
+    appendFileSync(join(root, "src/modules/console/sessions.ts"), '\nexport { recentStreams } from "../streaming";\n');
     appendFileSync(join(root, "src/http/metrics.ts"), '\nexport { issueToken } from "../modules/token/service";\n');
     appendFileSync(join(root, "src/core/room-key.ts"), '\nexport type { Running } from "./lifecycle";\n');
     appendFileSync(
@@ -45,5 +52,9 @@ describe("layering check", () => {
     expect(output).toContain("infrastructure-imports-no-feature: src/http/metrics.js → src/modules/token/service.js");
     expect(output).toMatch(/no-cycle: src\/core\/(room-key|lifecycle)\.js/);
     expect(output).toContain("src/core/room-key.js");
+    expect(output).toContain(
+      "features-meet-through-their-index: src/modules/console/service.js → src/modules/streaming/control.js",
+    );
+    expect(output).not.toContain("src/modules/console/sessions.js");
   });
 });

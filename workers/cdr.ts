@@ -8,12 +8,12 @@
  * only a doorbell: every USAGE_SWEEP_INTERVAL_MS the consumer's sweep folds the events no fold
  * has taken (their ring was lost with Redis), so usage stays complete while Redis is down.
  */
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import type { Outbox } from "../src/core/outbox";
 import { log } from "../src/core/log";
-import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/conference-log/rings";
-import { foldRoom, sweepUnfolded } from "../src/modules/usage/fold";
-import { outbox as processOutbox } from "../src/queue/outbox";
+import { FOLD_CONSUMER, roomOfRingKey } from "../src/modules/conference-log";
+import { foldRoom, sweepUnfolded } from "../src/modules/usage";
+import { outbox as processOutbox } from "../src/outbox/outbox";
 import type { Running } from "../src/core/lifecycle";
 
 /** A ring's first room waits this long for more of the burst before the fold starts. */

@@ -15,11 +15,11 @@
 import { mkdirSync } from "node:fs";
 import { hostname } from "node:os";
 import { type Job, Worker } from "bullmq";
-import { config } from "../src/config";
+import { config } from "../src/core/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import type { RedisClient } from "../src/queue/connection";
-import { outbox } from "../src/queue/outbox";
+import { outbox } from "../src/outbox/outbox";
 import { pubsub } from "../src/queue/redis-pubsub";
 import {
   closeWorker,
@@ -32,7 +32,7 @@ import {
 import type { RecorderDriver } from "./recorder/driver";
 import { reportRoom, startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
-import { stopStateSubscriber } from "../src/modules/streaming/state";
+import { stopStateSubscriber } from "../src/modules/streaming";
 import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";

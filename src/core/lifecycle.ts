@@ -2,7 +2,7 @@
  * How a Parley process role lives and stops: what a started role hands back (`Running`), and
  * the signal, stray-error and orphan handling every process that runs a role shares.
  */
-import { config } from "../config";
+import { config } from "./config";
 import { dependencyFailure } from "./errors";
 import { log } from "./log";
 

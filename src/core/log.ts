@@ -8,7 +8,7 @@
  */
 import pino from "pino";
 import type PinoPretty from "pino-pretty";
-import { config } from "../config";
+import { config } from "./config";
 
 /** A person is reading: stdout is a terminal (the supervisor's children share it). */
 export const readableLogs = process.stdout.isTTY === true;

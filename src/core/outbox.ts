@@ -69,7 +69,7 @@ export interface Outbox {
   register(consumer: OutboxConsumer): RegisteredConsumer;
 }
 
-/** What the outbox is built on, given by the database and queue layers (see src/queue/outbox.ts). */
+/** What the outbox is built on, given by the database and queue layers (see src/outbox/outbox.ts). */
 export interface OutboxSeams {
   /** Runs `step` once the current transaction commits (never on rollback), or at once outside one. */
   afterCommit(step: () => unknown): void;

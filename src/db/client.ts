@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { ParameterOrJSON, Sql, UnsafeQueryOptions } from "postgres";
-import { config } from "../config";
+import { config } from "../core/config";
 import { makePrivate } from "../core/private-dir";
 
 /** No schema is handed to drizzle: queries name their tables (`db.select().from(table)`), never `db.query.*`. */

@@ -1,6 +1,6 @@
 /** Applies the generated migrations in drizzle/. Run on start and by `bun run migrate`. */
 import { fileURLToPath } from "node:url";
-import { loadProcessConfig } from "../config";
+import { loadProcessConfig } from "../core/config";
 
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 

@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { Elysia } from "elysia";
 import { parseQuery } from "elysia/parse-query";
-import { config } from "../config";
+import { config } from "../core/config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, loggableError } from "../core/errors";
 import { acceptedTypesOf } from "./accepts";
 import { ERROR_STATUS, errorBody } from "./errors";

@@ -1,6 +1,6 @@
 /** The one place Redis connections are made: commands, subscriptions and BullMQ all come from here. */
 import { type ChainableCommander, Cluster, Redis, type RedisOptions } from "ioredis";
-import { config } from "../config";
+import { config } from "../core/config";
 import { log } from "../core/log";
 
 /**

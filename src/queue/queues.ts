@@ -2,7 +2,7 @@
  * Queue and job names with their payload types, declared once for producers and workers.
  */
 import type { JobsOptions, Queue, QueueOptions, Worker } from "bullmq";
-import { config } from "../config";
+import { config } from "../core/config";
 import { log } from "../core/log";
 import { closeClient, createRedis, onCluster, type RedisClient, settledWithin, withinRedis } from "./connection";
 

@@ -5,7 +5,7 @@
  * channel and registers it where the app is assembled.
  */
 import type { TSchema } from "elysia";
-import type { Actor } from "../modules/auth/actor";
+import type { Actor } from "../modules/auth";
 
 /** One socket's membership of one topic, as its channel sees it. */
 export interface Member {

@@ -2,7 +2,7 @@
  * Which broker carries a process's frames and presence: `LocalBroker` (local-broker.ts) for
  * a single process, `RedisBroker` (redis-broker.ts) when other API processes hold sockets too.
  */
-import { config } from "../config";
+import { config } from "../core/config";
 import type { Broker } from "./broker";
 import { LocalBroker } from "./local-broker";
 import { RedisBroker } from "./redis-broker";

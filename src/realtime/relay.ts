@@ -1,7 +1,7 @@
 /** The `rtc:<name>` channel: any event goes to the topic's other members, stored nowhere. */
 import { t } from "elysia";
 import { AppError } from "../core/errors";
-import type { Actor } from "../modules/auth/actor";
+import type { Actor } from "../modules/auth";
 import type { Channel, ChannelModels } from "./channel";
 
 /**

@@ -6,13 +6,13 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Server, ServerWebSocket } from "bun";
-import { config } from "../config";
+import { config } from "../core/config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
 import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
-import { limitSocketMessage } from "../modules/limits/rates";
-import type { Actor } from "../modules/auth/actor";
+import { limitSocketMessage } from "../modules/limits";
+import type { Actor } from "../modules/auth";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
 import { attachServer } from "./local-broker";

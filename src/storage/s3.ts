@@ -3,7 +3,7 @@
  * (core/objects, served by storage/objects): its client and bucket name.
  */
 import type { S3Client } from "@aws-sdk/client-s3";
-import { config } from "../config";
+import { config } from "../core/config";
 import { AppError } from "../core/errors";
 
 let client: Promise<S3Client> | undefined;

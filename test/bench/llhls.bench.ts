@@ -61,7 +61,7 @@ process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/app");
-const { config, overrideConfig } = await import("../../src/config");
+const { config, overrideConfig } = await import("../../src/core/config");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");
 const { stopLlhlsOrigin } = await import("../../src/modules/streaming/llhls/origin");

@@ -12,7 +12,7 @@ import { join } from "node:path";
 process.env.LOG_LEVEL = "silent";
 process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-cost-${process.pid}`);
 const seconds = Number(process.argv[2] ?? 10);
-const { config } = await import("../../src/config");
+const { config } = await import("../../src/core/config");
 const { streamCost } = await import("../../src/modules/streaming/cost");
 const { optionsOf } = await import("../../src/modules/streaming/request");
 const { ffmpegDriver } = await import("../../workers/recorder/ffmpeg");

@@ -11,7 +11,7 @@ import type { udp } from "bun";
 
 process.env.LOG_LEVEL ??= "error";
 
-const { config } = await import("../../src/config");
+const { config } = await import("../../src/core/config");
 const { GatewayMedia } = await import("../../sip-gateway/media");
 const { EndpointMedia } = await import("../../sip-gateway/bridge");
 

@@ -20,7 +20,7 @@ const runs = Number(process.argv[2] ?? 5);
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/app");
-const { overrideConfig } = await import("../../src/config");
+const { overrideConfig } = await import("../../src/core/config");
 const { closeBench, median } = await import("../support/bench");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");
 const { createAccount } = await import("../../src/modules/accounts/service");

@@ -39,7 +39,7 @@ const { createApp } = await import("../../src/app");
 const { database, db } = await import("../../src/db/client");
 const { recordEvent } = await import("../../src/modules/catalogue");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
-const { startWebhooksWorker } = await import("../../workers/webhooks");
+const { startWebhooksWorker } = await import("../../src/modules/webhooks/worker");
 const { freePort } = await import("../support/ports");
 const { sql } = await import("drizzle-orm");
 

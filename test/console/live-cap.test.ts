@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { consoleSessions } from "../../src/modules/console/schema";
 import { operators } from "../../src/modules/operators/schema";

@@ -4,7 +4,7 @@
  * free the first one starts and the next moves up. One worker with room for one plain stream.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";

@@ -10,10 +10,10 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
 import { eq, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { POLLED, screenshot, seriousViolations } from "../support/browser";
 import { type ConsoleUnderTest, startConsole } from "../support/console";

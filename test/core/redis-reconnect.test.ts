@@ -3,7 +3,7 @@
  * tries again meanwhile, logs its return once with how long it was away, and works again.
  */
 import { afterAll, expect, spyOn, test } from "bun:test";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { log } from "../../src/core/log";
 import { closeClient, createRedis } from "../../src/queue/connection";
 import { privateRedis } from "../support/redis-server";

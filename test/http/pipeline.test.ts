@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { renderMetrics } from "../../src/http/metrics";
-import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { ADMIN_PREFIX } from "../../src/modules/admin/routes";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { EVENT_TYPES } from "../../src/modules/catalogue";
 import { app, call, newAccount } from "../helpers";

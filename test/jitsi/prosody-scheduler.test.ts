@@ -8,7 +8,7 @@
  * each room first and leaves after the last participant, so Prosody destroys the room.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { roomKey } from "../../src/core/room-key";
 import { app, call, newAccount } from "../helpers";
 import { foldQueued } from "../support/cdr-worker";

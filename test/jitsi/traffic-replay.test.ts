@@ -29,7 +29,7 @@ import { describe, expect, test } from "bun:test";
 import { createHash, createPublicKey } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { revokeSigningKey } from "../../src/modules/accounts/service";
 import { call, newAccount } from "../helpers";
 import type { RecordedExchange, Recording } from "../support/jitsi-traffic";

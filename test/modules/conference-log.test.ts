@@ -5,7 +5,7 @@ import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import { roomOccupancy } from "../../src/modules/conference-log/reads";
 import { FOLD_CONSUMER, OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/conference-log/rings";
 import { appendEvent, type ConferenceEvent, storeEvents } from "../../src/modules/conference-log/service";
-import { outbox } from "../../src/queue/outbox";
+import { outbox } from "../../src/outbox/outbox";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
 import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import type { Subprocess } from "bun";
 import { eq } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { createApiKey, listenForInvalidations } from "../../src/modules/accounts/service";
 import { quotaUsage } from "../../src/modules/limits/schema";

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import {
   addPhoneNumber,
   conferenceForMapperId,

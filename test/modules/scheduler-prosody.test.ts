@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { app, call, newAccount } from "../helpers";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;

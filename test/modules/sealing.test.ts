@@ -3,7 +3,7 @@ import { lstatSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { openPrivateKey, type SealedKey, sealPrivateKey } from "../../src/modules/accounts/sealing";
 import { sealPlainSigningKeys } from "../../src/modules/accounts/service";

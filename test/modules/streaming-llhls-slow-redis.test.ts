@@ -7,7 +7,7 @@
 import { afterAll, expect, test } from "bun:test";
 import type { Socket } from "bun";
 import { createApp } from "../../src/app";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { llhlsKeys } from "../../src/modules/streaming/llhls/publisher";
 import { stopLlhlsOrigin } from "../../src/modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../../src/modules/streaming/llhls/viewers";

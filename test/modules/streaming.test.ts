@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { and, eq } from "drizzle-orm";
-import { config, overrideConfig } from "../../src/config";
+import { config, overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { conferenceEvents } from "../../src/modules/conference-log/schema";
 import { appendEvent } from "../../src/modules/conference-log/service";

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { loadConfig, overrideConfig } from "../../src/config";
+import { loadConfig, overrideConfig } from "../../src/core/config";
 import { call, newAccount, tokenFor } from "../helpers";
 
 const ROUTE = "/api/v1/misc/get-presigned";

@@ -6,9 +6,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
-import { ADMIN_PREFIX } from "../../src/modules/admin";
+import { ADMIN_PREFIX } from "../../src/modules/admin/routes";
 import { createOperatorToken } from "../../src/modules/admin/tokens";
 import { events, purgeOldEvents, recordEvent } from "../../src/modules/catalogue";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";

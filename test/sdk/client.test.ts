@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { Webhook } from "standardwebhooks";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { setLimit } from "../../src/modules/limits/service";
 import { Parley, ParleyError, type ParleyEvent, verifyWebhook } from "../../src/sdk/index";
 import { app, newAccount } from "../helpers";

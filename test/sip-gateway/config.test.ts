@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ConfigError, loadConfig } from "../../src/config";
+import { ConfigError, loadConfig } from "../../src/core/config";
 
 describe("sip configuration", () => {
   test("defaults: both transports on 5060, the Parley room header, three DTMF attempts, no trunk", () => {

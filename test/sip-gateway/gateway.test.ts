@@ -3,7 +3,7 @@
  * and how it ends. Conference ids keyed in by DTMF are timed in real time: test/sip-gateway/dtmf.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";

@@ -1,7 +1,7 @@
 // parallel-test: alone (RTP relayed at its real pace and DTMF keyed by baresip in real time)
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { callsById } from "../../sip-gateway/call-log";
-import type { SipConfig } from "../../src/config";
+import type { SipConfig } from "../../src/core/config";
 import { openRtpSockets } from "../../sip-gateway/media";
 import { mapperIdFor } from "../../src/modules/mapper/service";
 import { newAccount } from "../helpers";

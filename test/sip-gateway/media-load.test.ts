@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { like } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { openRtpSockets } from "../../sip-gateway/media";
 import { sipCalls } from "../../sip-gateway/schema";
 import { newAccount } from "../helpers";

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { callsById } from "../../sip-gateway/call-log";
 import { newAccount } from "../helpers";
 import { startBaresip } from "../support/baresip";

@@ -4,7 +4,7 @@
  * a sipp media endpoint that echoes the audio.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { config, type SipConfig } from "../../src/config";
+import { config, type SipConfig } from "../../src/core/config";
 import { openRtpSockets } from "../../sip-gateway/media";
 import { newAccount } from "../helpers";
 import { type Baresip, rmsAmplitude, startBaresip } from "../support/baresip";

@@ -7,7 +7,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp } from "../../src/app";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { stopLlhlsOrigin } from "../../src/modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../../src/modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";

@@ -1,7 +1,7 @@
 /**
  * Starts a real gateway on a free loopback port (UDP and TCP), wired as in production: the mapper and the HTTP adapter.
  */
-import { config, type SipConfig } from "../../src/config";
+import { config, type SipConfig } from "../../src/core/config";
 import { defaultParts, startSipGateway } from "../../sip-gateway/role";
 import { freePort } from "./ports";
 

@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
 import { Redis } from "ioredis";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";

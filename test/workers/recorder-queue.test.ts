@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { eq } from "drizzle-orm";
-import { config, overrideConfig } from "../../src/config";
+import { config, overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
 import { recorderRoomKey } from "../../src/modules/streaming/recorders";

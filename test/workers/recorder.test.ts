@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { GetObjectCommand, HeadObjectCommand } from "@aws-sdk/client-s3";
 import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app";
-import { config, overrideConfig } from "../../src/config";
+import { config, overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";

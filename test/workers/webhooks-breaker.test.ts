@@ -7,13 +7,13 @@
  */
 import { expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
 import { rowsOf } from "../../src/db/rows";
 import { recordEvent } from "../../src/modules/catalogue";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
 import { startReceiver } from "../support/webhook-receiver";

@@ -26,7 +26,7 @@ function packagesLoadedBy(entry: string): string[] {
 }
 
 test("the webhooks worker loads neither Elysia nor TypeBox, the catalogue's routes do", () => {
-  const worker = packagesLoadedBy(resolve(ROOT, "workers/webhooks.ts"));
+  const worker = packagesLoadedBy(resolve(ROOT, "src/modules/webhooks/worker.ts"));
   expect(worker).toContain("drizzle-orm");
   expect(worker.filter((name) => name === "elysia" || name === "@sinclair/typebox")).toEqual([]);
   // The probe would see them: the catalogue's HTTP side loads both.

@@ -12,7 +12,7 @@ import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { recordEvent } from "../../src/modules/catalogue";
 import { webhookEndpoints } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { freePort } from "../support/ports";
 import { until } from "../support/wait";

@@ -8,14 +8,14 @@
  */
 import { expect, test } from "bun:test";
 import { eq, inArray, sql } from "drizzle-orm";
-import { overrideConfig } from "../../src/config";
+import { overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { startLockedPump } from "../../src/modules/webhooks/locked-pump";
 import { startDeliveryPump } from "../../src/modules/webhooks/pump";
 import { recordEvent } from "../../src/modules/catalogue";
 import { webhookDeliveries, webhookDue, webhookEndpoints, webhookParked } from "../../src/modules/webhooks/schema";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { call, newAccount } from "../helpers";
 import { until } from "../support/wait";
 import { startReceiver } from "../support/webhook-receiver";

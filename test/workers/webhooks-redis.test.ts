@@ -9,7 +9,7 @@ import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { rowsOf } from "../../src/db/rows";
 import { recordEvent, recordEvents, WEBHOOKS_CONSUMER } from "../../src/modules/catalogue";
-import { startWebhooksWorker } from "../../workers/webhooks";
+import { startWebhooksWorker } from "../../src/modules/webhooks/worker";
 import { outboxContract } from "../core/outbox-contract";
 import { call, newAccount } from "../helpers";
 import { privateRedis } from "../support/redis-server";

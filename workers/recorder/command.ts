@@ -4,9 +4,8 @@
  * group, with the stream's settings in PARLEY_* variables. It tells Parley it publishes by
  * writing a line `ready` on stdout; SIGTERM asks it to finish, SIGKILL follows after the grace.
  */
-import { config } from "../../src/config";
-import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
-import { RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming/options";
+import { config } from "../../src/core/config";
+import { BITRATE_LADDER, RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming";
 import type { RecorderDriver, RecorderProcess, RecorderSpec } from "./driver";
 import { spawnGroup } from "./process";
 

@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
  * The seam between the recorder worker and what actually makes the stream: one small
  * interface, two drivers (ffmpeg, an operator command), chosen once in `driverFromConfig`.
  */
-import type { StreamOptions } from "../../src/modules/streaming/options";
+import type { StreamOptions } from "../../src/modules/streaming";
 
 export interface RecorderSpec {
   streamId: string;

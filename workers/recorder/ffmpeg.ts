@@ -6,8 +6,8 @@
  * written as fragmented MP4, a fragment per frame, to a pipe of its own (fd 3, 4, ...) that
  * the worker cuts into LL-HLS parts (workers/recorder/llhls.ts).
  */
-import { config } from "../../src/config";
-import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
+import { config } from "../../src/core/config";
+import { BITRATE_LADDER } from "../../src/modules/streaming";
 import type { RecorderDriver, RecorderProcess, RecorderSpec } from "./driver";
 import { spawnGroup } from "./process";
 

@@ -2,15 +2,9 @@
  * A recorder worker's heartbeat: a mark in Redis that says it is alive, so any worker can tell
  * whether the owner of a stream is still there to stop it, or lost with its streams.
  */
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import {
-  formatRoom,
-  parseRoom,
-  type Room,
-  recorderPodKey,
-  recorderRoomKey,
-} from "../../src/modules/streaming/recorders";
+import { formatRoom, parseRoom, type Room, recorderPodKey, recorderRoomKey } from "../../src/modules/streaming";
 import { redis, withinRedis } from "../../src/queue/connection";
 
 /**

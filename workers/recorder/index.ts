@@ -1,4 +1,4 @@
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { commandDriver } from "./command";
 import type { RecorderDriver } from "./driver";
 import { ffmpegDriver } from "./ffmpeg";

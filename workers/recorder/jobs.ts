@@ -8,15 +8,26 @@
  * leave its live states, woken by the outbox like every waiter of a stream (state.ts).
  */
 import { DelayedError, type Job } from "bullmq";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import { openDestinations, sealDestinations } from "../../src/modules/streaming/destinations";
-import { streamCost } from "../../src/modules/streaming/cost";
-import { wantsRecording } from "../../src/modules/streaming/options";
-import { queuedBefore, queuedStreams } from "../../src/modules/streaming/queue";
-import { getStream, LIVE_STATES, liveStreams, type Stream } from "../../src/modules/streaming/stream";
-import { claimStream, markQueued, markRunning, takeStream } from "../../src/modules/streaming/transitions";
-import { waitForStream } from "../../src/modules/streaming/state";
+import {
+  claimStream,
+  getStream,
+  LIVE_STATES,
+  liveStreams,
+  markQueued,
+  markRunning,
+  openDestinations,
+  queuedBefore,
+  queuedStreams,
+  type Room,
+  sealDestinations,
+  type Stream,
+  streamCost,
+  takeStream,
+  waitForStream,
+  wantsRecording,
+} from "../../src/modules/streaming";
 import { pubsub } from "../../src/queue/redis-pubsub";
 import {
   enqueue,
@@ -27,7 +38,6 @@ import {
   type RecorderStopJob,
   startJobOptions,
 } from "../../src/queue/queues";
-import type { Room } from "../../src/modules/streaming/recorders";
 import { type Heartbeat, otherHasRoom, podAlive, reportRoom } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 import type { RecorderSpec } from "./driver";

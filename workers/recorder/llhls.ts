@@ -6,12 +6,16 @@
  * rendition pulls it back from the media server once the recorder is ready.
  */
 import type { Readable } from "node:stream";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import { BITRATE_LADDER } from "../../src/modules/streaming/ladder";
-import { Cutter } from "../../src/modules/streaming/llhls/cutter";
-import { type RenditionInfo, StreamPublisher } from "../../src/modules/streaming/llhls/publisher";
-import { codecsOf, SKIP_TARGET_DURATIONS } from "../../src/modules/streaming/llhls/window";
+import {
+  BITRATE_LADDER,
+  codecsOf,
+  Cutter,
+  type RenditionInfo,
+  SKIP_TARGET_DURATIONS,
+  StreamPublisher,
+} from "../../src/modules/streaming";
 import type { RecorderProcess, RecorderSpec } from "./driver";
 import { lowLatencyKeyframeS, MP4_FLAGS, renditions } from "./ffmpeg";
 import { spawnGroup } from "./process";

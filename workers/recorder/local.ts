@@ -1,9 +1,8 @@
 /** The recorders one worker runs, and how a stream of its own, or one whose recorder is lost, is finished. */
 import { existsSync, readFileSync, unlinkSync } from "node:fs";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming/stream";
-import { finishStream } from "../../src/modules/streaming/transitions";
+import { finishStream, getStream, LIVE_STATES, type Stream } from "../../src/modules/streaming";
 import type { RecorderDriver, RecorderProcess } from "./driver";
 import { type Ingest, unreachableIngest } from "./ingest";
 import type { LowLatencyPackaging } from "./llhls";

@@ -6,9 +6,8 @@
  */
 import type { OutboxConsumer } from "../../src/core/outbox";
 import { log } from "../../src/core/log";
-import { roomOccupancy } from "../../src/modules/conference-log/reads";
-import { OCCUPANCY_CONSUMER, ringKey } from "../../src/modules/conference-log/rings";
-import { RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming/options";
+import { OCCUPANCY_CONSUMER, ringKey, roomOccupancy } from "../../src/modules/conference-log";
+import { RECONNECT_WINDOW_UNIT_MS } from "../../src/modules/streaming";
 import { type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 
 /** How often every stream's room is looked at again, in case a ring was lost. */

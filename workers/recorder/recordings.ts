@@ -1,9 +1,9 @@
 /** A stream's MP4: written on the worker's disk while it runs, kept in the object store once it ends. */
 import { createReadStream, existsSync, statSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
-import { config } from "../../src/config";
+import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
-import { recordingObjectKey, type Stream } from "../../src/modules/streaming/stream";
+import { recordingObjectKey, type Stream } from "../../src/modules/streaming";
 import { objects } from "../../src/storage/objects";
 
 export function recordingPathOf(stream: Stream): string {

@@ -4,7 +4,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { log } from "../../core/log";
 import { countAccounts, createAccount } from "./service";
 

@@ -15,7 +15,7 @@ import {
 import { promisify } from "node:util";
 import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { type CryptoKey, importJWK, type JWK } from "jose";
-import { config, type SigningAlgorithm } from "../../config";
+import { config, type SigningAlgorithm } from "../../core/config";
 import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { memoize } from "../../core/memo";

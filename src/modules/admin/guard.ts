@@ -7,7 +7,7 @@
  */
 import { Elysia } from "elysia";
 import { AppError } from "../../core/errors";
-import type { Caller, Operator } from "../audit/service";
+import type { Caller, Operator } from "../audit";
 import { isLocalRequest, localOperatorOf, socketPath } from "./local";
 import { OPERATOR_TOKEN_PREFIX, operatorForToken } from "./tokens";
 

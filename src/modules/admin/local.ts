@@ -10,9 +10,9 @@
 import { chmodSync, existsSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
 import { connect } from "node:net";
 import { resolve } from "node:path";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { log } from "../../core/log";
-import type { Operator } from "../audit/service";
+import type { Operator } from "../audit";
 
 const localRequests = new WeakMap<Request, Operator>();
 

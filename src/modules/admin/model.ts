@@ -1,8 +1,8 @@
 /** The admin API's wire types, declared once: validation, the handlers' answers and OpenAPI read them. */
 import { t } from "elysia";
 import { Name } from "../../http/text";
-import { SIGNING_ALGORITHMS } from "../../config";
-import { WebhooksModel } from "../webhooks/model";
+import { SIGNING_ALGORITHMS } from "../../core/config";
+import { WebhooksModel } from "../webhooks";
 
 const Time = (description: string) => t.String({ format: "date-time", description });
 const NullableTime = (description: string) => t.Union([Time(description), t.Null()]);

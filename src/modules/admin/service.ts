@@ -3,7 +3,7 @@
  * data, followed by its audit entry. Those services commit on their own, so the entry is
  * written right after the change (audit.ts says what happens should that write fail).
  */
-import type { SigningAlgorithm } from "../../config";
+import type { SigningAlgorithm } from "../../core/config";
 import {
   createAccount,
   createApiKey,
@@ -13,28 +13,29 @@ import {
   revokeSigningKey,
   rotateSigningKey,
   setJitsiDomain,
-} from "../accounts/service";
-import { createOperator } from "../operators/service";
-import { parseLimitName, reportLimits, setLimit } from "../limits/service";
+} from "../accounts";
+import { createOperator } from "../operators";
+import { parseLimitName, reportLimits, setLimit } from "../limits";
 import {
   addPhoneNumber,
   listPhoneNumbers,
   type PhoneNumber,
   removePhoneNumber,
   setDefaultPhoneNumber,
-} from "../mapper/service";
-import { refoldLog } from "../usage/fold";
-import type { EndpointCreate, EndpointUpdate } from "../webhooks/model";
+} from "../mapper";
+import { refoldLog } from "../usage";
 import {
   createEndpoint,
   deleteEndpoint,
+  type EndpointCreate,
+  type EndpointUpdate,
   listEndpoints,
   redactedUrl,
   replay,
   rotateSecret,
   updateEndpoint,
-} from "../webhooks/service";
-import { type Caller, recordAfter } from "../audit/service";
+} from "../webhooks";
+import { type Caller, recordAfter } from "../audit";
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 

@@ -6,8 +6,8 @@ import { randomBytes } from "node:crypto";
 import { and, asc, eq, isNull, lt, or } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
-import { hashApiKey } from "../accounts/service";
-import { type Caller, type Operator, recordChange, type Scope } from "../audit/service";
+import { hashApiKey } from "../accounts";
+import { type Caller, type Operator, recordChange, type Scope } from "../audit";
 import { operatorTokens } from "./schema";
 
 export const OPERATOR_TOKEN_PREFIX = "pop_";

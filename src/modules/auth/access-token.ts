@@ -4,10 +4,10 @@
  * below the features that issue or use tokens.
  */
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
-import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../config";
+import { config, SIGNING_ALGORITHMS, type SigningAlgorithm } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { isStorable } from "../../http/text";
-import { verificationKey } from "../accounts/service";
+import { verificationKey } from "../accounts";
 
 /** Scope values of a token request; `parley` is the platform scope. */
 export const SCOPES = ["messaging", "media", "parley"] as const;

@@ -9,17 +9,15 @@
  * no body, in transform) and resolve hands the settled result to the handler.
  */
 import { Elysia } from "elysia";
-import { accountForApiKey } from "../accounts/service";
+import { accountForApiKey } from "../accounts";
 import { type Scope, verifyAccessToken } from "./access-token";
 import { AppError } from "../../core/errors";
+import { credentialFrom } from "../../http/credential";
 import { errorAnswers } from "../../http/openapi";
 
-/** The credential in an Authorization header, with any `Bearer ` prefix removed. */
-export function credentialFrom(authorization: string | undefined): string | undefined {
-  if (!authorization) return undefined;
-  const value = authorization.replace(/^Bearer\s+/i, "").trim();
-  return value === "" ? undefined : value;
-}
+// What other features use beside the guards: verifying a Parley token, and the user it names.
+export { type Scope, SCOPES, type TokenContextUser, verifyAccessToken } from "./access-token";
+export { type Actor, actorFrom } from "./actor";
 
 export async function accountFromHeader(authorization: string | undefined) {
   const apiKey = credentialFrom(authorization);

@@ -11,9 +11,10 @@ import { t } from "elysia";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import { REASON } from "../../http/text";
-import type { Channel, Member } from "../../realtime/channel";
-import type { Release } from "../limits/held";
-import { eventStreams, latestSequence, liveEvents } from "./stream";
+import type { Channel, Member } from "../../realtime";
+import type { Release } from "../limits";
+import { latestSequence, liveEvents } from "./stream";
+import { eventStreams } from "./tail-cap";
 
 export const EVENTS_TOPIC_PREFIX = "events";
 /** A join admitted but never completed (the socket closed meanwhile) gives its slot back after this long. */

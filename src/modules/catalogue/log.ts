@@ -3,7 +3,7 @@
  * query names the account, so no account ever reaches another's events.
  */
 import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
 import { AppError } from "../../core/errors";

@@ -11,7 +11,7 @@ import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { executePlannedOnce } from "../../db/planned-once";
 import { rowsOf } from "../../db/rows";
-import { outbox } from "../../queue/outbox";
+import { outbox } from "../../outbox/outbox";
 import type { EventData, EventType } from "./model";
 
 /** The outbox consumer (core/outbox) that sends due deliveries: the webhooks worker. */

@@ -4,19 +4,19 @@
  * API key, and the socket's `events:<account_id>` topic (./channel.ts).
  */
 import { Elysia, t } from "elysia";
-import { auth, authenticateFirst, credentialFrom } from "../auth";
+import { auth, authenticateFirst } from "../auth";
 import { AppError } from "../../core/errors";
+import { credentialFrom } from "../../http/credential";
 import { Cursor } from "../../http/cursor";
 import { errorResponses } from "../../http/errors";
 import { answerOf, errorAnswers } from "../../http/openapi";
-import { credentialCounter } from "../limits/rates";
+import { credentialCounter } from "../limits";
 import { listEvents, parseTypes } from "./log";
 import { CatalogueModel } from "./model";
-import { eventStream, eventStreams } from "./stream";
+import { eventStream } from "./stream";
+import { eventStreams } from "./tail-cap";
 
 export { eventsChannel } from "./channel";
-/** For HTTP features that follow an account's events live, as the console's feed does. */
-export { followEvents } from "./stream";
 
 export const eventLogController = new Elysia({
   name: "parley.events.log",

@@ -8,11 +8,9 @@
  */
 import { EventEmitter } from "node:events";
 import { eq } from "drizzle-orm";
-import { config } from "../../config";
 import type { RegisteredConsumer } from "../../core/outbox";
 import { db } from "../../db/client";
-import { outbox } from "../../queue/outbox";
-import { HeldResource } from "../limits/held";
+import { outbox } from "../../outbox/outbox";
 import type { EventType, PublicEvent } from "./model";
 import { EVENT_STREAMS_CONSUMER } from "./record";
 import { listEvents } from "./log";
@@ -26,27 +24,6 @@ const SWEEP_MS = 1_000;
 /** A comment line this often keeps proxies from closing an idle stream; a tail reads at least this often. */
 const HEARTBEAT_MS = 15_000;
 const PAGE = 500;
-
-/**
- * Open tails (event streams and `events:` topics): each keeps a database cursor and a wake-up
- * listener. A socket's topic has no API key, so it counts against the account and the process.
- */
-export const eventStreams = new HeldResource({
-  resource: "event_streams",
-  what: "event streams",
-  perProcess: { name: "event_streams.per_process", cap: () => config.limits.held.eventStreamsPerProcess },
-  callers: [
-    { name: "event_streams.per_key", per: "API key", cap: () => config.limits.held.eventStreamsPerKey, refusal: 429 },
-    {
-      name: "event_streams.per_account",
-      per: "account",
-      cap: () => config.limits.held.eventStreamsPerAccount,
-      refusal: 429,
-    },
-  ],
-  retryAfterSeconds: 5,
-  free: "close one",
-});
 
 /** The account's latest sequence number: where a tail that asks for events "from now on" starts. */
 export async function latestSequence(accountId: string): Promise<number> {

@@ -6,7 +6,7 @@
  * database, so a lost ring only waits for the consumer's sweep.
  */
 import type { Database } from "../../db/client";
-import { outbox } from "../../queue/outbox";
+import { outbox } from "../../outbox/outbox";
 import type { EventKind } from "./schema";
 
 type Room = { accountId: string; room: string };

@@ -4,7 +4,7 @@
  */
 import { jwt } from "@elysiajs/jwt";
 import { Elysia } from "elysia";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { consoleSecret, csrfMatches, csrfToken, sessionViewer, type Viewer } from "./sessions";
 

@@ -6,11 +6,11 @@
  * account. The consumer's sweep wakes every feed every second, for a lost ring and for what is
  * no stored fact (the clock the series move with, the viewers counted in Redis).
  */
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
-import { HeldResource } from "../limits/held";
-import { followEvents } from "../catalogue/routes";
+import { HeldResource } from "../limits";
+import { followEvents } from "../catalogue";
 import { overview, streamsView } from "./service";
 import { sessionViewer, type Viewer } from "./sessions";
 

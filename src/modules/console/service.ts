@@ -3,12 +3,17 @@
  * usage report for rooms, stays and calls, the streaming service for streams and viewers.
  * Nothing here reads another feature's tables.
  */
-import { listAccounts } from "../accounts/service";
-import { queuedStreams, queuePlaces } from "../streaming/queue";
-import { LIVE_STATES, recentStreams, type Stream, streamUrls } from "../streaming/stream";
-import { viewersOf } from "../streaming/viewers";
-import type { UsageReport } from "../usage/model";
-import { usageReport } from "../usage/service";
+import { listAccounts } from "../accounts";
+import {
+  LIVE_STATES,
+  queuedStreams,
+  queuePlaces,
+  recentStreams,
+  type Stream,
+  streamUrls,
+  viewersOf,
+} from "../streaming";
+import { type UsageReport, usageReport } from "../usage";
 
 const HOUR_MS = 3_600_000;
 /** The overview's charts: the last 24 hours, one point every 10 minutes. */

@@ -7,14 +7,13 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { resolve } from "node:path";
 import { and, eq, gt, isNull, lt } from "drizzle-orm";
 import type { RateLimiterRedis } from "rate-limiter-flexible";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { secretKeptIn } from "../../core/kept-secret";
 import { redis, redisKey } from "../../queue/connection";
-import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts/service";
-import { operators } from "../operators/schema";
-import { hashPassword, operatorNamed } from "../operators/service";
+import { accountForApiKey, accountForApiKeyHash, hashApiKey } from "../accounts";
+import { hashPassword, operatorNamed, operators } from "../operators";
 import { consoleSessions } from "./schema";
 
 export type Viewer =

@@ -6,12 +6,18 @@
  * limited answer, 429 or not, carries the RateLimit-Policy and RateLimit headers.
  */
 import { Elysia } from "elysia";
-import { credentialFrom } from "../auth";
+import { credentialFrom } from "../../http/credential";
 import { errorAnswers } from "../../http/openapi";
 import { rateLimitHeaders } from "../../http/ratelimit";
 import type { RouteFamily } from "./definitions";
 import { limitPublicRequest, limitRequest, type RequestIdentity } from "./rates";
 import { LimitExceeded } from "./service";
+
+// What other features use beside the route macros: the quotas, the caps held open, the rates.
+export { LimitExceeded, limitsOf, parseLimitName, reportLimits, setLimit } from "./service";
+export { HeldResource, type Release } from "./held";
+export { admitChatBytes, assertChatStorage, type ChatStorage, quotaExceeded, readChatStorage } from "./quotas";
+export { addressCounter, credentialCounter, limitSocketMessage } from "./rates";
 
 type Headers = Record<string, string | number>;
 

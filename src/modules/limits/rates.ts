@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import type { Result } from "ioredis";
 import type { RateLimiterMemory } from "rate-limiter-flexible";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { log } from "../../core/log";
 import { memoize } from "../../core/memo";
 import type { PolicyState } from "../../http/ratelimit";

@@ -8,7 +8,7 @@ import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
 import { log } from "../../core/log";
 import type { PolicyState } from "../../http/ratelimit";
-import { broadcastInvalidation, getAccount, onAccountsInvalidated } from "../accounts/service";
+import { broadcastInvalidation, getAccount, onAccountsInvalidated } from "../accounts";
 import { definitionOf, isLimitName, LIMITS, type LimitName } from "./definitions";
 import { accountLimits, quotaUsage } from "./schema";
 

@@ -9,7 +9,7 @@
  */
 import { randomInt } from "node:crypto";
 import { and, asc, desc, eq, sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { numericId } from "../../core/record-id";
 import { roomAddress } from "../../core/room-key";
 import { builtOnce, db } from "../../db/client";

@@ -6,9 +6,8 @@
  */
 import { AppError } from "../../core/errors";
 import type { Static } from "elysia";
-import type { Answer, Channel, Member } from "../../realtime/channel";
-import { relayChannel } from "../../realtime/relay";
-import type { Actor } from "../auth/actor";
+import { type Answer, type Channel, type Member, relayChannel } from "../../realtime";
+import type { Actor } from "../auth";
 import { HISTORY_ON_JOIN, messagesAfter, recentMessages } from "./messages";
 import { ChannelId, ChatEvents } from "./model";
 import { vote } from "./polls";

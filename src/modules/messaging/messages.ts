@@ -5,8 +5,8 @@
 import { and, asc, count, desc, eq, gt, ilike, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
-import { assertChatStorage } from "../limits/quotas";
-import type { Actor } from "../auth/actor";
+import { assertChatStorage } from "../limits";
+import type { Actor } from "../auth";
 import {
   type DayOfMessages,
   MAX_INT,

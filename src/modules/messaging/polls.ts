@@ -2,7 +2,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
-import type { Actor } from "../auth/actor";
+import type { Actor } from "../auth";
 import { findMessage, type MessageRow, present } from "./messages";
 import type { PollVote } from "./model";
 import { announceToRoom, enterRoom, type RoomRow } from "./rooms";

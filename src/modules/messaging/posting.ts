@@ -6,11 +6,11 @@
  */
 import { db } from "../../db/client";
 import { AppError, isDependencyDown } from "../../core/errors";
-import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits/quotas";
-import type { Actor } from "../auth/actor";
+import { admitChatBytes, type ChatStorage, readChatStorage } from "../limits";
+import type { Actor } from "../auth";
 import { findMessage, viewOf } from "./messages";
 import { type Message, type NewMessage, POLL_OPTIONS_MAX, POLL_OPTIONS_MIN } from "./model";
-import { broadcastsHandedOn } from "../../realtime/topics";
+import { broadcastsHandedOn } from "../../realtime";
 import { admitted, announceToRoom, findRoom, type RoomRow } from "./rooms";
 import { chatMessages, chatPollOptions } from "./schema";
 import { rememberUser } from "./users";

@@ -5,8 +5,8 @@
 import { and, asc, eq, or, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { AppError } from "../../core/errors";
-import { publish } from "../../realtime/topics";
-import type { Actor } from "../auth/actor";
+import { publish } from "../../realtime";
+import type { Actor } from "../auth";
 import type { Room, RoomStatus, User } from "./model";
 import { chatMessages, chatRooms, chatUsers } from "./schema";
 import { namesOf, rememberUser } from "./users";

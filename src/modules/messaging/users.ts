@@ -1,8 +1,8 @@
 /** The account's chat users: written as tokens are used, named by their latest token, searched by name or id. */
 import { and, asc, eq, ilike, inArray, or, sql } from "drizzle-orm";
 import { db } from "../../db/client";
-import { assertModel } from "../../realtime/payloads";
-import type { Actor } from "../auth/actor";
+import { assertModel } from "../../realtime";
+import type { Actor } from "../auth";
 import { type User, UserId } from "./model";
 import { containsPattern, type Page, pageOf } from "./queries";
 import { chatUsers } from "./schema";

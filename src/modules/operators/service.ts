@@ -3,7 +3,7 @@
  * console signs them in (console/sessions.ts).
  */
 import { asc, eq } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { db } from "../../db/client";
 import { operators } from "./schema";

@@ -4,7 +4,7 @@
  * 403 or 419; GET and DELETE /conference/{id}).
  */
 import { and, asc, desc, eq, isNull, lte, sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError, type ErrorCode } from "../../core/errors";
 import { roomKey } from "../../core/room-key";
 import { db } from "../../db/client";

@@ -1,6 +1,6 @@
 /** Media-server callbacks: who may publish under a stream's names, and plays moving the viewer count. */
 import { timingSafeEqual } from "node:crypto";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { baseStreamName } from "./ladder";
 import { LIVE_STATES, streamByName } from "./stream";

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { and, eq, inArray, ne, or, sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
 import { db } from "../../db/client";
@@ -19,8 +19,7 @@ import {
   type RecorderStopJob,
   startJobOptions,
 } from "../../queue/queues";
-import { quotaExceeded } from "../limits/quotas";
-import { LimitExceeded, limitsOf } from "../limits/service";
+import { LimitExceeded, limitsOf, quotaExceeded } from "../limits";
 import { streamCost } from "./cost";
 import type { StreamingModel } from "./model";
 import { type StreamOptions, wantsRecording } from "./options";

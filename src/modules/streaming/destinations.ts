@@ -1,5 +1,5 @@
 /** A queued start's RTMP destinations (stream keys), sealed at rest like every other secret. */
-import { openPrivateKey, type SealedKey, sealPrivateKey } from "../accounts/sealing";
+import { openPrivateKey, type SealedKey, sealPrivateKey } from "../accounts";
 
 export function sealDestinations(destinations: string[]): SealedKey {
   return sealPrivateKey({ destinations });

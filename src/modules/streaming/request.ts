@@ -1,5 +1,5 @@
 /** A start request checked and made into the stream's options and its RTMP destinations. */
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import type { StreamingModel } from "./model";
 import type { StreamOptions } from "./options";

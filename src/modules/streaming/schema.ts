@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { accountIdColumn } from "../accounts/schema";
-import type { SealedKey } from "../accounts/sealing";
+import type { SealedKey } from "../accounts";
 import type { StreamOptions } from "./options";
 
 export const STREAM_STATES = ["queued", "starting", "running", "stopping", "stopped", "failed"] as const;

@@ -7,7 +7,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { RegisteredConsumer } from "../../core/outbox";
-import { outbox } from "../../queue/outbox";
+import { outbox } from "../../outbox/outbox";
 import { getStream, type Stream } from "./stream";
 
 /** The outbox consumer that wakes the waiters of a stream's state (keys: stream ids). */

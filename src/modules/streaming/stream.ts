@@ -1,7 +1,7 @@
 /** A stream's row: reading it, and what its name and options make of it (addresses, keys). */
 import { randomBytes } from "node:crypto";
 import { desc, eq, inArray } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { accountKey } from "../../core/objects";
 import { roomAddress } from "../../core/room-key";
 import { db } from "../../db/client";

@@ -8,8 +8,8 @@
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { storeEvents } from "../conference-log/service";
-import type { SealedKey } from "../accounts/sealing";
+import { storeEvents } from "../conference-log";
+import type { SealedKey } from "../accounts";
 import { recordEvent } from "../catalogue";
 import { type StreamState, streams } from "./schema";
 import { nextTurn, queuePosition } from "./queue";

@@ -2,12 +2,12 @@
  * Viewers, counted in Redis only (a set per stream, and its peak), and the finished stream's
  * video on demand.
  */
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError, isDependencyDown } from "../../core/errors";
 import { log } from "../../core/log";
 import { promptRedis, redisKey, tagged, withinRedis } from "../../queue/connection";
 import { objects } from "../../storage/objects";
-import { appendEvent } from "../conference-log/service";
+import { appendEvent } from "../conference-log";
 import type { StreamingModel } from "./model";
 import { LIVE_STATES, type Stream, streamByName } from "./stream";
 

@@ -4,7 +4,7 @@
  * Verification stays with jose, which checks every claim.
  */
 import { type KeyObject, type SignKeyObjectInput, sign } from "node:crypto";
-import type { SigningKey } from "../accounts/service";
+import type { SigningKey } from "../accounts";
 
 const HASH = { RS256: "sha256", ES256: "sha256", EdDSA: null } as const;
 

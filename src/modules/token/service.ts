@@ -2,11 +2,11 @@
  * Issues the JWTs an account hands to its end users (src/modules/auth/access-token.ts verifies them).
  */
 import { randomUUID } from "node:crypto";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { roomKey } from "../../core/room-key";
 import { AppError } from "../../core/errors";
-import { type Account, currentSigningKey } from "../accounts/service";
-import { SCOPES, type Scope, type TokenContextUser } from "../auth/access-token";
+import { type Account, currentSigningKey } from "../accounts";
+import { SCOPES, type Scope, type TokenContextUser } from "../auth";
 import { signJwt } from "./jwt";
 import type { TokenRequest } from "./model";
 

@@ -1,5 +1,5 @@
 /** Presigned upload addresses into the account's part of the object store. */
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { accountKey } from "../../core/objects";
 import { objects } from "../../storage/objects";

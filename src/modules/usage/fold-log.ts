@@ -6,7 +6,7 @@
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
-import { conferenceEvents, MEDIA_EVENT_KINDS, type StoredEvent } from "../conference-log/schema";
+import { conferenceEvents, MEDIA_EVENT_KINDS, type StoredEvent } from "../conference-log";
 
 /** What the fold needs of an event it folds: the payloads it reads are read in SQL, or again with the media events. */
 export type FoldableEvent = Omit<StoredEvent, "payload">;

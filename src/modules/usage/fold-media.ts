@@ -4,7 +4,7 @@
  */
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import type { StoredEvent } from "../conference-log/schema";
+import type { StoredEvent } from "../conference-log";
 import { type MediaSubject, mediaEventsForSubjects } from "./fold-log";
 import { rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";

@@ -8,7 +8,7 @@
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
 import { arrayLiteral, rowsOf } from "../../db/rows";
-import { conferenceEvents, conferenceEventsUnfolded } from "../conference-log/schema";
+import { conferenceEvents, conferenceEventsUnfolded } from "../conference-log";
 import { type FoldableEvent, foldableColumns, foldableRows, type LoggedRoom, roomsJson } from "./fold-log";
 
 /** The named events that are not folded yet. */

@@ -8,7 +8,7 @@ import type { Database } from "../../db/client";
 import { log } from "../../core/log";
 import { arrayLiteral, rowsOf } from "../../db/rows";
 import type { Touched } from "./fold-days";
-import { MEDIA_EVENT_KINDS } from "../conference-log/schema";
+import { MEDIA_EVENT_KINDS } from "../conference-log";
 import { type LoggedRoom, roomsJson } from "./fold-log";
 
 /** A timestamp as text of its milliseconds since the epoch, read back exactly by JavaScript. */

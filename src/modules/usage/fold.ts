@@ -26,7 +26,7 @@ import {
   type RoomShare,
   unfoldedEventsByIds,
 } from "./fold-queue";
-import { type EventKind, MEDIA_EVENT_KINDS } from "../conference-log/schema";
+import { type EventKind, MEDIA_EVENT_KINDS } from "../conference-log";
 import { publishSettledDays, rebuildDays, type Touched, touchedDays } from "./fold-days";
 import { rebuildMedia } from "./fold-media";
 import { closeStaysAtRoomEnd, type FoldPage, upsertConferenceFacts } from "./fold-stays";

@@ -10,7 +10,7 @@
  * event log and the stream.
  */
 import { sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db } from "../../db/client";
 import { log } from "../../core/log";
 import { rowsOf } from "../../db/rows";

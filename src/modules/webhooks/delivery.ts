@@ -15,10 +15,10 @@
  * attempts are recorded in one statement, each failure with its next attempt.
  */
 import { type SQL, sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
-import type { StoredPrivateKey } from "../accounts/sealing";
+import type { StoredPrivateKey } from "../accounts";
 import { arrayLiteral, rowsOf } from "../../db/rows";
 import { openSecret, parkDue, promoteHeads } from "./service";
 import { checkWebhookUrl, type WebhookTarget } from "./ssrf";

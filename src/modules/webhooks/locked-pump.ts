@@ -17,7 +17,7 @@
  * as they end. Several batches are open at once, so the attempts of the next go out while
  * one waits for its last answers and commits.
  */
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db, outsideTransaction } from "../../db/client";
 import { log } from "../../core/log";
 import {

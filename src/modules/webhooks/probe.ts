@@ -7,7 +7,7 @@
  * endpoint with nothing due is left to be probed by a later sweep.
  */
 import { sql } from "drizzle-orm";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db } from "../../db/client";
 import { rowsOf } from "../../db/rows";
 import { endpointEvent } from "./circuit";

@@ -7,7 +7,7 @@
  * next attempts go out. A wake-up (the doorbell, the sweep, a retry coming due) only makes it
  * look again: what is due lives in the database alone.
  */
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { db } from "../../db/client";
 import { log } from "../../core/log";
 import {

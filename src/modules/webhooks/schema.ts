@@ -14,7 +14,7 @@ import {
 } from "drizzle-orm/pg-core";
 import { sql } from "drizzle-orm";
 import { accountIdColumn } from "../accounts/schema";
-import type { StoredPrivateKey } from "../accounts/sealing";
+import type { StoredPrivateKey } from "../accounts";
 import { events } from "../catalogue/schema";
 
 export const webhookEndpoints = pgTable(

@@ -6,9 +6,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { and, asc, desc, eq, lt, sql } from "drizzle-orm";
 import { type Database, db } from "../../db/client";
-import { outbox } from "../../queue/outbox";
+import { outbox } from "../../outbox/outbox";
 import { AppError } from "../../core/errors";
-import { isSealed, openPrivateKey, type StoredPrivateKey, sealPrivateKey } from "../accounts/sealing";
+import { isSealed, openPrivateKey, type StoredPrivateKey, sealPrivateKey } from "../accounts";
 import { events, WEBHOOKS_CONSUMER } from "../catalogue";
 import type { Delivery, Endpoint, EndpointCreate, EndpointUpdate } from "./model";
 import { arrayLiteral, rowsOf } from "../../db/rows";

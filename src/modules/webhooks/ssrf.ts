@@ -8,7 +8,7 @@
  */
 import { lookup } from "node:dns/promises";
 import { BlockList, isIP } from "node:net";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 
 function blockList(v4: Array<[string, number]>, v6: Array<[string, number]>): BlockList {

@@ -6,7 +6,7 @@
  * server reaches the browser's bundle. The session cookie goes along by itself; the CSRF token
  * is added to every change.
  */
-import type { consoleController } from "../index";
+import type { consoleController } from "../routes";
 
 type Routes = (typeof consoleController)["~Routes"]["console"]["api"];
 type Method = "get" | "post" | "patch" | "delete";

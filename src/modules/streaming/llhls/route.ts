@@ -10,11 +10,10 @@
  * other request goes to the Elysia route, which validates it and answers as before.
  */
 import type { BunRequest, Server } from "bun";
-import { config } from "../../../config";
+import { config } from "../../../core/config";
 import { AppError } from "../../../core/errors";
 import { errorResponse, recordRequest, requestIdOf } from "../../../http/pipeline";
-import { HeldResource, type Release } from "../../limits/held";
-import { addressCounter } from "../../limits/rates";
+import { addressCounter, HeldResource, type Release } from "../../limits";
 import { LlhlsMediaParams, LlhlsQuery } from "../model";
 import { initSegment, mediaPlaylistOf, partOf, segmentOf } from "./origin";
 import { isViewerId, viewerSeen } from "./viewers";

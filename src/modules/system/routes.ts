@@ -5,7 +5,7 @@ import { pingRedis } from "../../queue/connection";
 import { AppError } from "../../core/errors";
 import { ErrorModel } from "../../http/errors";
 import { answerOf } from "../../http/openapi";
-import { publicKeyPemByKidHash, publicKeySet } from "../accounts/service";
+import { publicKeyPemByKidHash, publicKeySet } from "../accounts";
 
 /** Where Jitsi's Prosody fetches a token's public key: `asap_key_server` names this path. */
 export const ASAP_KEYS_PATH = "/api/v1/jitsi/asap-keys";

@@ -7,19 +7,23 @@
  * again for what is due (a ring missed while Redis was away, a worker killed mid-attempt
  * whose claim ended), and a retry wakes the worker that scheduled it. Every hour it purges
  * events older than EVENT_RETENTION_DAYS.
+ *
+ * It is part of the webhooks module, not of workers/: what it runs (the pumps, the circuits'
+ * probe, the heads) is the module's own, while the module's index serves the admin API and the
+ * console, TypeBox models included, which a delivery process does not load (docs/testing.md).
  */
-import { config } from "../src/config";
-import { log } from "../src/core/log";
-import { purgeOldEvents, WEBHOOKS_CONSUMER } from "../src/modules/catalogue";
-import { startDeliveryPump } from "../src/modules/webhooks/pump";
-import { startLockedPump } from "../src/modules/webhooks/locked-pump";
-import { database, db } from "../src/db/client";
-import { promoteHeads } from "../src/modules/webhooks/service";
-import { probeOpenCircuits } from "../src/modules/webhooks/probe";
-import type { Outbox } from "../src/core/outbox";
-import { outbox as processOutbox } from "../src/queue/outbox";
-import type { Running } from "../src/core/lifecycle";
-import { every } from "../src/core/periodic";
+import { config } from "../../core/config";
+import { log } from "../../core/log";
+import { purgeOldEvents, WEBHOOKS_CONSUMER } from "../catalogue";
+import { startDeliveryPump } from "./pump";
+import { startLockedPump } from "./locked-pump";
+import { database, db } from "../../db/client";
+import { promoteHeads } from "./service";
+import { probeOpenCircuits } from "./probe";
+import type { Outbox } from "../../core/outbox";
+import { outbox as processOutbox } from "../../outbox/outbox";
+import type { Running } from "../../core/lifecycle";
+import { every } from "../../core/periodic";
 
 const PURGE_INTERVAL_MS = 3_600_000;
 

@@ -1,4 +1,4 @@
-/** How src/config.ts reads the environment: typed values, each checked, every wrong one noted. */
+/** How config.ts reads the environment: typed values, each checked, every wrong one noted. */
 import { isIP } from "node:net";
 
 /** A wrong environment: every bad variable, one message each. */

@@ -5,10 +5,9 @@
  */
 import { Elysia } from "elysia";
 import { errorResponses } from "../../http/errors";
-import { listOperators } from "../operators/service";
-import { WebhooksModel } from "../webhooks/model";
-import { AuditModel } from "../audit/model";
-import { listAudit } from "../audit/service";
+import { listOperators } from "../operators";
+import { WebhooksModel } from "../webhooks";
+import { AuditModel, listAudit } from "../audit";
 import { operatorGuard } from "./guard";
 import { errorAnswers } from "../../http/openapi";
 import { isLocalRequest } from "./local";

@@ -1,8 +1,8 @@
 import { Elysia } from "elysia";
-import { credentialFrom } from "../auth";
+import { credentialFrom } from "../../http/credential";
 import { AppError } from "../../core/errors";
 import { errorResponses } from "../../http/errors";
-import { accountForApiKey } from "../accounts/service";
+import { accountForApiKey } from "../accounts";
 import { applyRequestLimit } from "../limits";
 import { TokenModel } from "./model";
 import { issueToken } from "./service";

@@ -4,23 +4,19 @@
  * checks who is asking, and the routes here which account they may see.
  */
 import { Elysia, t } from "elysia";
-import { config } from "../../config";
+import { config } from "../../core/config";
 import { AppError } from "../../core/errors";
 import { errorBody } from "../../http/errors";
 import { Name } from "../../http/text";
-import { listAudit } from "../audit/service";
-import { AuditModel } from "../audit/model";
-import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts/service";
-import { listPhoneNumbers, resolveMapping } from "../mapper/service";
-import { deleteMessages, listMessages } from "../messaging/messages";
-import { listRooms } from "../messaging/rooms";
-import type { Actor } from "../auth/actor";
-import { listConferences } from "../scheduler/conferences";
-import { createReservation, deleteReservation, listReservations } from "../scheduler/reservations";
-import { stopStream } from "../streaming/control";
-import { reportCsv, usageReport } from "../usage/service";
+import { AuditModel, listAudit } from "../audit";
+import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts";
+import { listPhoneNumbers, resolveMapping } from "../mapper";
+import { deleteMessages, listMessages, listRooms } from "../messaging";
+import type { Actor } from "../auth";
+import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler";
+import { stopStream } from "../streaming";
+import { reportCsv, usageReport } from "../usage";
 import { EVENT_TYPES } from "../catalogue";
-import { WebhooksModel } from "../webhooks/model";
 import {
   createEndpoint,
   deleteEndpoint,
@@ -30,7 +26,8 @@ import {
   retryDelivery,
   rotateSecret,
   updateEndpoint,
-} from "../webhooks/service";
+  WebhooksModel,
+} from "../webhooks";
 import { CONSOLE_PAGE, consoleAssets } from "./bundle";
 import { API, consoleAuth, sessionBody, sessionCookie, sessionProbe } from "./guard";
 import { liveFeed } from "./live";

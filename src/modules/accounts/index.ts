@@ -1,0 +1,28 @@
+/**
+ * The accounts, as other features use them: look-ups by API key, the signing keys that sign and
+ * verify Parley's tokens, the operator-side changes (create, keys, Jitsi domain), the cache
+ * invalidation, and sealing a private key at rest. Its tables (./schema.ts) are referenced by
+ * every feature's own tables through their foreign keys.
+ */
+export {
+  type Account,
+  accountForApiKey,
+  accountForApiKeyHash,
+  broadcastInvalidation,
+  createAccount,
+  createApiKey,
+  currentSigningKey,
+  getAccount,
+  hashApiKey,
+  listAccounts,
+  onAccountsInvalidated,
+  publicKeyPemByKidHash,
+  publicKeySet,
+  revokeApiKey,
+  revokeSigningKey,
+  rotateSigningKey,
+  setJitsiDomain,
+  type SigningKey,
+  verificationKey,
+} from "./service";
+export { isSealed, openPrivateKey, type SealedKey, sealPrivateKey, type StoredPrivateKey } from "./sealing";
