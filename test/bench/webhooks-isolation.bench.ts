@@ -45,7 +45,7 @@ const { createApp } = await import("../../src/app");
 const { database, db } = await import("../../src/db/client");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
 const { webhookEndpoints } = await import("../../src/modules/webhooks/schema");
-const { startWebhooksWorker } = await import("../../workers/webhooks");
+const { startWebhooksWorker } = await import("../../src/modules/webhooks/worker");
 const { freePort } = await import("../support/ports");
 const { eq } = await import("drizzle-orm");
 
