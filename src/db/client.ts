@@ -240,7 +240,10 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   const { drizzle } = await import("drizzle-orm/pglite");
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
-  const client = await PGlite.create(dataDir, { extensions: { pg_trgm } });
+  const client = await PGlite.create(dataDir, {
+    extensions: { pg_trgm },
+    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${config.database.embeddedSharedBuffersMb}MB`],
+  });
   // PGlite unpacks a new database's files 0666 and rewrites some 0644 as it starts, whatever the umask.
   makePrivate(dataDir);
   return {
