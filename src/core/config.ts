@@ -214,6 +214,12 @@ export function loadConfig(env: Env) {
       poolSize: read.integer("DATABASE_POOL_SIZE", 10, 1, 1000),
       /** A pooled connection idle this long is closed (0: never), so quiet processes give their server slots back. */
       idleSeconds: read.integer("DATABASE_IDLE_SECONDS", 300, 0, 86_400),
+      /**
+       * The embedded database's page cache, in MB. PostgreSQL's 128 MB default is all resident in
+       * PGlite (its memory is zeroed at start), most of an idle embedded Parley; a page read past this
+       * cache comes from the operating system's, whose copy costs far less than the 112 MB.
+       */
+      embeddedSharedBuffersMb: read.integer("PGLITE_SHARED_BUFFERS_MB", 16, 1, 1024),
     },
     redis: redisConfig(read),
     log: {

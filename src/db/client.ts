@@ -3,7 +3,7 @@
  * PGlite database in DATA_DIR (one process only: PGlite holds its folder exclusively).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
@@ -234,13 +234,29 @@ function lockDataDir(dataDir: string): () => void {
   return release;
 }
 
+/** A new embedded database is made and migrated by a process of its own (create-pglite.ts says why). */
+async function createPglite(dataDir: string): Promise<void> {
+  if (existsSync(join(dataDir, "PG_VERSION"))) return;
+  const maker = Bun.spawn([process.execPath, new URL("./create-pglite.ts", import.meta.url).pathname, dataDir], {
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const [code, said] = await Promise.all([maker.exited, new Response(maker.stderr).text()]);
+  if (code !== 0) throw new Error(`the embedded database in ${dataDir} could not be made: ${said.trim()}`);
+}
+
 async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   const { PGlite } = await import("@electric-sql/pglite");
   const { pg_trgm } = await import("@electric-sql/pglite/contrib/pg_trgm");
   const { drizzle } = await import("drizzle-orm/pglite");
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
-  const client = await PGlite.create(dataDir, { extensions: { pg_trgm } });
+  await createPglite(dataDir);
+  const client = await PGlite.create(dataDir, {
+    extensions: { pg_trgm },
+    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${config.database.embeddedSharedBuffersMb}MB`],
+  });
   // PGlite unpacks a new database's files 0666 and rewrites some 0644 as it starts, whatever the umask.
   makePrivate(dataDir);
   return {

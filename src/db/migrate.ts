@@ -2,7 +2,7 @@
 import { fileURLToPath } from "node:url";
 import { loadProcessConfig } from "../core/config";
 
-const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
 export async function migrate(): Promise<void> {
   // Imported here: the client opens the database as it loads, after `bun run migrate` checked the environment.

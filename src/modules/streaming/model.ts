@@ -4,6 +4,7 @@
  */
 import { t } from "elysia";
 import { Text } from "../../http/text";
+import { MAX_PRIORITY } from "./schema";
 
 /** Printable, without spaces or control characters (PostgreSQL refuses NUL in text). */
 const RoomName = Text({
@@ -35,9 +36,6 @@ export const LlhlsMediaParams = t.Object({
     examples: ["index.m3u8"],
   }),
 });
-
-/** The highest `priority` a start may ask for. */
-export const MAX_PRIORITY = 9;
 
 export const StreamingModel = {
   start: t.Object({

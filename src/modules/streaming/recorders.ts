@@ -7,8 +7,7 @@ import { and, eq, isNotNull, sql } from "drizzle-orm";
 import { db } from "../../db/client";
 import { label } from "../../http/metrics";
 import { promptRedis, redisKey, tagged, withinRedis } from "../../queue/connection";
-import { MAX_PRIORITY } from "./model";
-import { streams } from "./schema";
+import { MAX_PRIORITY, streams } from "./schema";
 
 /**
  * A worker's heartbeat mark: present while it is alive. It and the room hash leave in one

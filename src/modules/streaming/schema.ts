@@ -7,6 +7,12 @@ import type { StreamOptions } from "./options";
 export const STREAM_STATES = ["queued", "starting", "running", "stopping", "stopped", "failed"] as const;
 export type StreamState = (typeof STREAM_STATES)[number];
 
+/**
+ * The highest `priority` a start may ask for. Declared here rather than with the wire types: the recorder
+ * worker walks the priorities, and the wire types would bring the HTTP framework into its process.
+ */
+export const MAX_PRIORITY = 9;
+
 /** One live stream of a room, from the start request until it stopped or failed. */
 export const streams = pgTable(
   "streams",
