@@ -5,7 +5,6 @@
  * frame a client may send is set where the app is built (src/app.ts), since Bun takes it
  * per server, not per route.
  */
-import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
 import { config } from "../config";
 import { AppError } from "../core/errors";
@@ -13,9 +12,10 @@ import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";
 import { actorFrom } from "../modules/auth/actor";
 import { verifyAccessToken } from "../modules/auth/access-token";
-import { HeldResource, type Release } from "../modules/limits/held";
+import { HeldResource } from "../modules/limits/held";
 import { credentialCounter } from "../modules/limits/rates";
-import { closeConnection, connectionOf, openConnection } from "./socket";
+import { attachServer } from "./local-broker";
+import { Connection } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
 
@@ -55,22 +55,15 @@ const sockets = new HeldResource({
 });
 
 /**
- * An upgrade that was checked but never opened (Bun refused the handshake, or it answered
- * 400 to a request that was not one) gives its slot back after this long.
+ * An upgrade Bun took but never opened (the peer went before the handshake finished) gives its
+ * slot back after this long; the timer is cleared when the socket opens, so it costs an open
+ * socket nothing.
  */
 const UNOPENED_MS = 10_000;
 
-/** The socket's slot, taken before the upgrade so a refusal is an HTTP answer, given back when it closes. */
-function holdSocket(token: string, accountId: string, userId: string): { release: Release; opened: () => void } {
-  const release = sockets.take([credentialCounter(token), `${accountId}:${userId}`, accountId]);
-  const unopened = setTimeout(release, UNOPENED_MS);
-  unopened.unref?.();
-  return { release, opened: () => clearTimeout(unopened) };
-}
-
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
   // In transform, before the query is validated: a caller without a valid token learns nothing more.
-  .derive(async ({ query, server }) => {
+  .derive(async ({ query }) => {
     if (!query.token) throw new AppError("unauthorized", "token: give a messaging token as ?token=");
     const session = await verifyAccessToken(query.token, "messaging");
     if (query.vsn !== undefined && !query.vsn.startsWith("2.")) {
@@ -79,36 +72,46 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
         `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`,
       );
     }
-    const held = holdSocket(query.token, session.accountId, session.user.id);
-    // The server is handed on explicitly: Elysia's context exposes it only to code that names it.
-    return { session, bunServer: server, held };
+    // The slot is taken before the upgrade, so a refusal is an HTTP answer; it is given back when the socket closes.
+    const { accountId } = session;
+    const release = sockets.take([credentialCounter(query.token), `${accountId}:${session.user.id}`, accountId]);
+    return { session, release };
   })
-  .ws(SOCKET_PATH, {
-    query: t.Object({
-      token: t.Optional(Text({ maxLength: 8192, description: "A messaging token from generate-token (required)" })),
-      vsn: t.Optional(
-        Text({ maxLength: 16, description: "The Phoenix protocol version: 2.0.0, the client's default" }),
-      ),
-    }),
-    detail: {
-      summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id>, rtc:<channel_id>, events:<account_id>",
-      description: SOCKET_DESCRIPTION,
-      responses: {
-        101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
-        ...errorAnswers("400", "401", "403", "503"),
-        // The caps on open sockets (docs/limits.md#caps).
-        ...sockets.answers(),
+  /*
+   * A route of Elysia's method "WS" (what `.ws()` registers, so the router, the OpenAPI
+   * document and the pipeline's hooks treat it alike), upgraded here rather than by `.ws()`:
+   * `.ws()` keeps the whole request context (the Request, its headers, its closures) as every
+   * socket's data, about 2.6 KiB each. Here the socket's data is its Connection alone, whose
+   * open, message and close are what the app's Bun handlers call (socket.ts).
+   */
+  .route(
+    "WS",
+    SOCKET_PATH,
+    ({ request, server, session, release }) => {
+      const connection = new Connection(actorFrom(session), release, setTimeout(release, UNOPENED_MS));
+      if (server) attachServer(server);
+      if (server?.upgrade(request, { data: connection })) return;
+      clearTimeout(connection.unopened);
+      release();
+      throw new AppError("bad_request", "not a WebSocket handshake: send Upgrade: websocket with Sec-WebSocket-Key");
+    },
+    {
+      query: t.Object({
+        token: t.Optional(Text({ maxLength: 8192, description: "A messaging token from generate-token (required)" })),
+        vsn: t.Optional(
+          Text({ maxLength: 16, description: "The Phoenix protocol version: 2.0.0, the client's default" }),
+        ),
+      }),
+      detail: {
+        summary:
+          "Phoenix channels socket (protocol v2): topics chat:<channel_id>, rtc:<channel_id>, events:<account_id>",
+        description: SOCKET_DESCRIPTION,
+        responses: {
+          101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
+          ...errorAnswers("400", "401", "403", "503"),
+          // The caps on open sockets (docs/limits.md#caps).
+          ...sockets.answers(),
+        },
       },
     },
-    open(ws) {
-      ws.data.held.opened();
-      openConnection(ws.raw as ServerWebSocket<unknown>, ws.data.bunServer as never, actorFrom(ws.data.session));
-    },
-    message(ws, message) {
-      connectionOf(ws.raw as ServerWebSocket<unknown>)?.receive(message);
-    },
-    async close(ws) {
-      ws.data.held.release();
-      await closeConnection(ws.raw as ServerWebSocket<unknown>);
-    },
-  });
+  );
