@@ -6,16 +6,14 @@
  * per server, not per route.
  */
 import { Elysia, t } from "elysia";
-import { config } from "../config";
 import { AppError } from "../core/errors";
 import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";
 import { actorFrom } from "../modules/auth/actor";
 import { verifyAccessToken } from "../modules/auth/access-token";
-import { HeldResource } from "../modules/limits/held";
 import { credentialCounter } from "../modules/limits/rates";
 import { attachServer } from "./local-broker";
-import { Connection } from "./socket";
+import { Connection, socketCaps } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
 
@@ -39,28 +37,6 @@ Every frame, both ways, is a JSON array \`[join_ref, ref, topic, event, payload]
   log's JSON as payload; it takes no pushes.
 - Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.`;
 
-/** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
-const sockets = new HeldResource({
-  resource: "sockets",
-  what: "sockets",
-  perProcess: { name: "sockets.per_process", cap: () => config.limits.held.socketsPerProcess },
-  callers: [
-    { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
-    { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
-    // Tokens are minted freely for any user id, so only the account bounds what one tenant takes of a process.
-    { name: "sockets.per_account", per: "account", cap: () => config.limits.held.socketsPerAccount, refusal: 429 },
-  ],
-  retryAfterSeconds: 5,
-  free: "close one",
-});
-
-/**
- * An upgrade Bun took but never opened (the peer went before the handshake finished) gives its
- * slot back after this long; the timer is cleared when the socket opens, so it costs an open
- * socket nothing.
- */
-const UNOPENED_MS = 10_000;
-
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
   // In transform, before the query is validated: a caller without a valid token learns nothing more.
   .derive(async ({ query }) => {
@@ -72,10 +48,8 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
         `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`,
       );
     }
-    // The slot is taken before the upgrade, so a refusal is an HTTP answer; it is given back when the socket closes.
-    const { accountId } = session;
-    const release = sockets.take([credentialCounter(query.token), `${accountId}:${session.user.id}`, accountId]);
-    return { session, release };
+    // The socket's slot of the caps is taken here, before the upgrade, so a refusal is an HTTP answer.
+    return { connection: new Connection(actorFrom(session), credentialCounter(query.token)) };
   })
   /*
    * A route of Elysia's method "WS" (what `.ws()` registers, so the router, the OpenAPI
@@ -87,12 +61,10 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
   .route(
     "WS",
     SOCKET_PATH,
-    ({ request, server, session, release }) => {
-      const connection = new Connection(actorFrom(session), release, setTimeout(release, UNOPENED_MS));
+    ({ request, server, connection }) => {
       if (server) attachServer(server);
       if (server?.upgrade(request, { data: connection })) return;
-      clearTimeout(connection.unopened);
-      release();
+      connection.release();
       throw new AppError("bad_request", "not a WebSocket handshake: send Upgrade: websocket with Sec-WebSocket-Key");
     },
     {
@@ -110,7 +82,7 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
           101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
           ...errorAnswers("400", "401", "403", "503"),
           // The caps on open sockets (docs/limits.md#caps).
-          ...sockets.answers(),
+          ...socketCaps.answers(),
         },
       },
     },

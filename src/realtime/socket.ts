@@ -13,7 +13,7 @@ import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
 import { limitSocketMessage } from "../modules/limits/rates";
 import type { Actor } from "../modules/auth/actor";
-import type { Release } from "../modules/limits/held";
+import { HeldResource } from "../modules/limits/held";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
 import { type Channel, channelOf, type Member, registeredChannels } from "./channel";
@@ -41,6 +41,27 @@ export const SHUTTING_DOWN = {
 } as const;
 /** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
 class ShuttingDown extends Error {}
+
+/** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
+export const socketCaps = new HeldResource({
+  resource: "sockets",
+  what: "sockets",
+  perProcess: { name: "sockets.per_process", cap: () => config.limits.held.socketsPerProcess },
+  callers: [
+    { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
+    { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
+    // Tokens are minted freely for any user id, so only the account bounds what one tenant takes of a process.
+    { name: "sockets.per_account", per: "account", cap: () => config.limits.held.socketsPerAccount, refusal: 429 },
+  ],
+  retryAfterSeconds: 5,
+  free: "close one",
+});
+
+/**
+ * An upgrade Bun took but never opened (the peer went before the handshake finished) gives its
+ * slot back after this long; the timer is cleared when the socket opens.
+ */
+const UNOPENED_MS = 10_000;
 
 /** Topics joined by every socket of this process, and joins refused at LIMIT_TOPICS_PER_SOCKET, for /metrics. */
 let topicsJoined = 0;
@@ -107,6 +128,7 @@ function listedOnJoin(payload: unknown): boolean {
 }
 
 type Raw = ServerWebSocket<unknown>;
+const releaseUnopened = (connection: Connection) => connection.release();
 /** What a binary frame decodes to: the protocol is JSON text. */
 const BINARY = { error: "only JSON text frames are understood" } as const;
 /** Where a socket's chains of frames start: one settled promise for every socket. */
@@ -130,14 +152,37 @@ export class Connection {
   private inFlight = SETTLED;
   private pending = 0;
   private closed = false;
+  /** The socket holds its slot of the caps, from the check before the upgrade until it closes. */
+  private holding = true;
+  /** Gives the slot back if Bun never opens the socket; cleared when it does. */
+  private unopened: ReturnType<typeof setTimeout> | undefined;
 
+  /**
+   * Takes the socket's slot of the caps (per token, named by `credential`, per user, per
+   * account and per process), or throws the refusal.
+   */
   constructor(
     readonly actor: Actor,
-    /** Gives back the socket's slot of the caps (index.ts). */
-    private readonly release: Release,
-    /** Gives the slot back if Bun never opens the socket; cleared when it does. */
-    public unopened: ReturnType<typeof setTimeout> | undefined,
-  ) {}
+    private readonly credential: string,
+  ) {
+    socketCaps.hold(this.slot());
+    this.unopened = setTimeout(releaseUnopened, UNOPENED_MS, this);
+    this.unopened.unref?.();
+  }
+
+  /** The keys of the socket's slot, made again when it is given back rather than kept. */
+  private slot(): string[] {
+    return [this.credential, `${this.actor.accountId}:${this.actor.userId}`, this.actor.accountId];
+  }
+
+  /** Gives the socket's slot back: once, however the socket ends (or never opens). */
+  release(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    clearTimeout(this.unopened);
+    this.unopened = undefined;
+    socketCaps.give(this.slot());
+  }
 
   /** Bun's `open`: the socket counts from here, and is closed at once if the server is stopping. */
   open(ws: Raw): void {
