@@ -5,15 +5,14 @@
  * frame a client may send is set where the app is built (src/app.ts), since Bun takes it
  * per server, not per route.
  */
-import type { ServerWebSocket } from "bun";
 import { Elysia, t } from "elysia";
-import { config } from "../core/config";
 import { AppError } from "../core/errors";
 import { errorAnswers } from "../http/openapi";
 import { Text } from "../http/text";
 import { actorFrom, verifyAccessToken } from "../modules/auth";
-import { credentialCounter, HeldResource, type Release } from "../modules/limits";
-import { closeConnection, connectionOf, openConnection } from "./socket";
+import { credentialCounter } from "../modules/limits";
+import { attachServer } from "./local-broker";
+import { Connection, socketCaps } from "./socket";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
 
@@ -37,38 +36,9 @@ Every frame, both ways, is a JSON array \`[join_ref, ref, topic, event, payload]
   log's JSON as payload; it takes no pushes.
 - Broadcasts carry null refs. A frame larger than the server's limit closes the socket with 1009.`;
 
-/** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
-const sockets = new HeldResource({
-  resource: "sockets",
-  what: "sockets",
-  perProcess: { name: "sockets.per_process", cap: () => config.limits.held.socketsPerProcess },
-  callers: [
-    { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
-    { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
-    // Tokens are minted freely for any user id, so only the account bounds what one tenant takes of a process.
-    { name: "sockets.per_account", per: "account", cap: () => config.limits.held.socketsPerAccount, refusal: 429 },
-  ],
-  retryAfterSeconds: 5,
-  free: "close one",
-});
-
-/**
- * An upgrade that was checked but never opened (Bun refused the handshake, or it answered
- * 400 to a request that was not one) gives its slot back after this long.
- */
-const UNOPENED_MS = 10_000;
-
-/** The socket's slot, taken before the upgrade so a refusal is an HTTP answer, given back when it closes. */
-function holdSocket(token: string, accountId: string, userId: string): { release: Release; opened: () => void } {
-  const release = sockets.take([credentialCounter(token), `${accountId}:${userId}`, accountId]);
-  const unopened = setTimeout(release, UNOPENED_MS);
-  unopened.unref?.();
-  return { release, opened: () => clearTimeout(unopened) };
-}
-
 export const realtimeController = new Elysia({ name: "parley.realtime", detail: { tags: ["messaging"] } })
   // In transform, before the query is validated: a caller without a valid token learns nothing more.
-  .derive(async ({ query, server }) => {
+  .derive(async ({ query }) => {
     if (!query.token) throw new AppError("unauthorized", "token: give a messaging token as ?token=");
     const session = await verifyAccessToken(query.token, "messaging");
     if (query.vsn !== undefined && !query.vsn.startsWith("2.")) {
@@ -77,36 +47,42 @@ export const realtimeController = new Elysia({ name: "parley.realtime", detail: 
         `vsn: only the Phoenix protocol version 2 (2.0.0) is spoken, got "${query.vsn}"`,
       );
     }
-    const held = holdSocket(query.token, session.accountId, session.user.id);
-    // The server is handed on explicitly: Elysia's context exposes it only to code that names it.
-    return { session, bunServer: server, held };
+    // The socket's slot of the caps is taken here, before the upgrade, so a refusal is an HTTP answer.
+    return { connection: new Connection(actorFrom(session), credentialCounter(query.token)) };
   })
-  .ws(SOCKET_PATH, {
-    query: t.Object({
-      token: t.Optional(Text({ maxLength: 8192, description: "A messaging token from generate-token (required)" })),
-      vsn: t.Optional(
-        Text({ maxLength: 16, description: "The Phoenix protocol version: 2.0.0, the client's default" }),
-      ),
-    }),
-    detail: {
-      summary: "Phoenix channels socket (protocol v2): topics chat:<channel_id>, rtc:<channel_id>, events:<account_id>",
-      description: SOCKET_DESCRIPTION,
-      responses: {
-        101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
-        ...errorAnswers("400", "401", "403", "503"),
-        // The caps on open sockets (docs/limits.md#caps).
-        ...sockets.answers(),
+  /*
+   * A route of Elysia's method "WS" (what `.ws()` registers, so the router, the OpenAPI
+   * document and the pipeline's hooks treat it alike), upgraded here rather than by `.ws()`:
+   * `.ws()` keeps the whole request context (the Request, its headers, its closures) as every
+   * socket's data, about 2.6 KiB each. Here the socket's data is its Connection alone, whose
+   * open, message and close are what the app's Bun handlers call (socket.ts).
+   */
+  .route(
+    "WS",
+    SOCKET_PATH,
+    ({ request, server, connection }) => {
+      if (server) attachServer(server);
+      if (server?.upgrade(request, { data: connection })) return;
+      connection.release();
+      throw new AppError("bad_request", "not a WebSocket handshake: send Upgrade: websocket with Sec-WebSocket-Key");
+    },
+    {
+      query: t.Object({
+        token: t.Optional(Text({ maxLength: 8192, description: "A messaging token from generate-token (required)" })),
+        vsn: t.Optional(
+          Text({ maxLength: 16, description: "The Phoenix protocol version: 2.0.0, the client's default" }),
+        ),
+      }),
+      detail: {
+        summary:
+          "Phoenix channels socket (protocol v2): topics chat:<channel_id>, rtc:<channel_id>, events:<account_id>",
+        description: SOCKET_DESCRIPTION,
+        responses: {
+          101: { description: "Switching Protocols: the connection is now a WebSocket speaking Phoenix protocol v2" },
+          ...errorAnswers("400", "401", "403", "503"),
+          // The caps on open sockets (docs/limits.md#caps).
+          ...socketCaps.answers(),
+        },
       },
     },
-    open(ws) {
-      ws.data.held.opened();
-      openConnection(ws.raw as ServerWebSocket<unknown>, ws.data.bunServer as never, actorFrom(ws.data.session));
-    },
-    message(ws, message) {
-      connectionOf(ws.raw as ServerWebSocket<unknown>)?.receive(message);
-    },
-    async close(ws) {
-      ws.data.held.release();
-      await closeConnection(ws.raw as ServerWebSocket<unknown>);
-    },
-  });
+  );

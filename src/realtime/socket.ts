@@ -5,17 +5,16 @@
  * handled in order, one at a time, so a push never overtakes the join before it.
  */
 import { randomUUID } from "node:crypto";
-import type { Server, ServerWebSocket } from "bun";
+import type { ServerWebSocket } from "bun";
 import { config } from "../core/config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
 import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
-import { limitSocketMessage } from "../modules/limits";
+import { HeldResource, limitSocketMessage } from "../modules/limits";
 import type { Actor } from "../modules/auth";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
-import { attachServer } from "./local-broker";
 import { type Channel, channelOf, type Member, registeredChannels } from "./channel";
 import { assertJoin, assertModel, assertPush, assertTopicName, JoinPayload } from "./payloads";
 import { presenceDiff, presenceState } from "./presence";
@@ -42,6 +41,27 @@ export const SHUTTING_DOWN = {
 /** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
 class ShuttingDown extends Error {}
 
+/** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
+export const socketCaps = new HeldResource({
+  resource: "sockets",
+  what: "sockets",
+  perProcess: { name: "sockets.per_process", cap: () => config.limits.held.socketsPerProcess },
+  callers: [
+    { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
+    { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
+    // Tokens are minted freely for any user id, so only the account bounds what one tenant takes of a process.
+    { name: "sockets.per_account", per: "account", cap: () => config.limits.held.socketsPerAccount, refusal: 429 },
+  ],
+  retryAfterSeconds: 5,
+  free: "close one",
+});
+
+/**
+ * An upgrade Bun took but never opened (the peer went before the handshake finished) gives its
+ * slot back after this long; the timer is cleared when the socket opens.
+ */
+const UNOPENED_MS = 10_000;
+
 /** Topics joined by every socket of this process, and joins refused at LIMIT_TOPICS_PER_SOCKET, for /metrics. */
 let topicsJoined = 0;
 let topicsRefused = 0;
@@ -52,13 +72,46 @@ reportHeld(() => ({
   refused: { "socket.topics": topicsRefused },
 }));
 
-interface Membership {
-  channel: Channel;
-  member: Member;
-  joinRef: string | null;
+/**
+ * One joined topic of one socket, which is also what its channel sees of it: a socket's few
+ * fields and shared methods, no closures, so ten thousand members of a topic cost little.
+ */
+class Membership implements Member {
+  /** The socket's presence entry on the topic, when it is listed. */
+  readonly presenceRef: string | undefined;
+
+  constructor(
+    readonly connection: Connection,
+    readonly channel: Channel,
+    readonly topic: string,
+    readonly joinRef: string | null,
+    readonly listed: boolean,
+  ) {
+    this.presenceRef = listed ? randomUUID() : undefined;
+  }
+
+  get actor(): Actor {
+    return this.connection.actor;
+  }
+
+  /** Computed when asked (at joins, pushes and leaves) rather than kept with every membership. */
+  get name(): string {
+    return this.topic.slice(this.topic.indexOf(":") + 1);
+  }
+
   /** The topic's name inside Parley (scoped by account). */
-  scoped: string;
-  presenceRef: string;
+  get scoped(): string {
+    return accountTopic(this.connection.actor.accountId, this.topic);
+  }
+
+  push(event: string, payload: unknown): void {
+    this.connection.send(encodeFrame(this.joinRef, null, this.topic, event, payload));
+  }
+
+  broadcast(event: string, payload: unknown, options?: { others: boolean }): Promise<void> {
+    const frame = broadcastFrame(this.topic, event, payload);
+    return broker().broadcast(this.scoped, frame, options?.others ? this.connection.ws : undefined);
+  }
 }
 
 /**
@@ -74,40 +127,118 @@ function listedOnJoin(payload: unknown): boolean {
 }
 
 type Raw = ServerWebSocket<unknown>;
+const releaseUnopened = (connection: Connection) => connection.release();
+/** What a binary frame decodes to: the protocol is JSON text. */
+const BINARY = { error: "only JSON text frames are understood" } as const;
+/** Where a socket's chains of frames start: one settled promise for every socket. */
+const SETTLED = Promise.resolve();
 
+/**
+ * One socket: the data Bun keeps with it (`server.upgrade`'s `data`, index.ts) and its
+ * handlers. The app's Bun websocket handlers call the socket data's own `open`, `message`
+ * and `close` (Elysia's do, for every socket it upgrades), so this class is all a socket
+ * costs beyond Bun's own: no closures, no copy of the upgrade request, memberships only
+ * once it joins.
+ */
 export class Connection {
+  /** Bun's socket, from its open on. */
+  ws!: Raw;
   lastSeen = Date.now();
-  private readonly joined = new Map<string, Membership>();
-  private queue: Promise<void> = Promise.resolve();
+  /** The topics joined: most sockets join one, which is kept without a map. */
+  private joined: Membership | Map<string, Membership> | undefined;
+  private queue = SETTLED;
   /** Pushes handed on (answered later, such as messages being stored) whose replies have not gone out yet. */
-  private inFlight: Promise<void> = Promise.resolve();
+  private inFlight = SETTLED;
   private pending = 0;
   private closed = false;
+  /** The socket holds its slot of the caps, from the check before the upgrade until it closes. */
+  private holding = true;
+  /** Gives the slot back if Bun never opens the socket; cleared when it does. */
+  private unopened: ReturnType<typeof setTimeout> | undefined;
 
+  /**
+   * Takes the socket's slot of the caps (per token, named by `credential`, per user, per
+   * account and per process), or throws the refusal.
+   */
   constructor(
-    readonly ws: Raw,
     readonly actor: Actor,
-  ) {}
+    private readonly credential: string,
+  ) {
+    socketCaps.hold(this.slot());
+    this.unopened = setTimeout(releaseUnopened, UNOPENED_MS, this);
+    this.unopened.unref?.();
+  }
 
-  /** Takes a frame as Bun delivered it; handling waits behind the frames before it. */
-  receive(message: unknown): void {
+  /** The keys of the socket's slot, made again when it is given back rather than kept. */
+  private slot(): string[] {
+    return [this.credential, `${this.actor.accountId}:${this.actor.userId}`, this.actor.accountId];
+  }
+
+  /** Gives the socket's slot back: once, however the socket ends (or never opens). */
+  release(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    clearTimeout(this.unopened);
+    this.unopened = undefined;
+    socketCaps.give(this.slot());
+  }
+
+  /** Bun's `open`: the socket counts from here, and is closed at once if the server is stopping. */
+  open(ws: Raw): void {
+    clearTimeout(this.unopened);
+    this.unopened = undefined;
+    this.ws = ws;
+    // An upgrade that was already being checked when the server began to stop.
+    if (draining) {
+      ws.close(CLOSE_SERVICE_RESTART, "server restarting");
+      return;
+    }
+    connections.add(this);
+    if (!sweeper) {
+      sweeper = setInterval(sweepIdle, Math.min(5_000, (config.realtime.idleTimeoutSeconds * 1000) / 4));
+      sweeper.unref?.();
+    }
+  }
+
+  /** Bun's `message`. */
+  message(_ws: Raw, message: string | Buffer): void {
+    this.receive(message);
+  }
+
+  /** Bun's `close`: the slot is given back, and every topic left once the frame being handled is done. */
+  close(): Promise<void> | undefined {
+    this.release();
+    if (!connections.delete(this)) return undefined;
+    if (connections.size === 0 && sweeper) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+    return this.closedByPeer();
+  }
+
+  /** Takes a frame as Bun delivered it, decoded once; handling waits behind the frames before it. */
+  private receive(message: string | Buffer): void {
     this.lastSeen = Date.now();
+    const frame = typeof message === "string" ? decodeFrame(message) : BINARY;
     // Answered at once, not behind the work in flight: the client can send it elsewhere sooner.
     if (draining) {
-      this.refuse(message);
+      this.refuse(frame);
       return;
     }
     if (++this.pending > MAX_PENDING_FRAMES) {
       this.ws.close(CLOSE_POLICY, "too many frames waiting");
       return;
     }
-    const rateCheck = this.checkRate(message);
-    this.queue = this.queue
-      .then(() => this.handle(message, rateCheck))
+    const rateCheck = this.checkRate(frame);
+    const queued = this.queue
+      .then(() => this.handle(frame, rateCheck))
       .catch((error: Error) => log.error({ err: error.message, stack: error.stack }, "realtime: frame handling failed"))
       .finally(() => {
         this.pending--;
+        // Nothing more waits behind it: an idle socket keeps no settled chain of its own.
+        if (this.queue === queued) this.queue = SETTLED;
       });
+    this.queue = queued;
   }
 
   /**
@@ -115,8 +246,7 @@ export class Connection {
    * of it, so a burst costs one Redis round trip instead of one per frame (and its frames
    * go out together). Heartbeats are free. Awaited, in order, when the frame is handled.
    */
-  private checkRate(message: unknown): Promise<void> | undefined {
-    const frame = decodeFrame(message);
+  private checkRate(frame: Frame | { error: string }): Promise<void> | undefined {
     if ("error" in frame || frame.topic === PHOENIX_TOPIC) return undefined;
     const check = limitSocketMessage(this.actor.accountId, this.actor.userId);
     // A frame dropped unhandled (its socket closed) must not leave a refusal unhandled.
@@ -131,39 +261,29 @@ export class Connection {
       (response) => this.send(replyFrame(frame, "ok", response)),
       (error) => this.replyFailure(frame, error),
     );
-    this.inFlight = Promise.all([this.inFlight, answered]).then(() => {
+    const inFlight = Promise.all([this.inFlight, answered]).then(() => {
       this.pending--;
+      if (this.inFlight === inFlight) this.inFlight = SETTLED;
     });
+    this.inFlight = inFlight;
   }
 
-  private send(frame: string): void {
+  send(frame: string): void {
     if (!this.closed) this.ws.send(frame);
   }
 
   /** A frame the stopping server will not act on gets an error reply, so the client knows to send it again. */
-  private refuse(message: unknown): void {
-    const frame = decodeFrame(message);
+  private refuse(frame: Frame | { error: string }): void {
     if (!("error" in frame)) this.send(replyFrame(frame, "error", SHUTTING_DOWN));
   }
 
-  private async handle(message: unknown, rateCheck: Promise<void> | undefined): Promise<void> {
+  private async handle(frame: Frame | { error: string }, rateCheck: Promise<void> | undefined): Promise<void> {
     if (this.closed) return;
     // Waited behind the frame in flight when the server began to stop.
     if (draining) {
-      this.refuse(message);
+      this.refuse(frame);
       return;
     }
-    if (
-      typeof message !== "string" &&
-      (typeof message !== "object" ||
-        message === null ||
-        message instanceof Uint8Array ||
-        message instanceof ArrayBuffer)
-    ) {
-      this.ws.close(CLOSE_UNSUPPORTED_DATA, "only JSON text frames are understood");
-      return;
-    }
-    const frame = decodeFrame(message);
     if ("error" in frame) {
       this.ws.close(CLOSE_UNSUPPORTED_DATA, frame.error);
       return;
@@ -225,20 +345,20 @@ export class Connection {
     // A join or leave comes after the replies to the pushes before it, as it would if they had been awaited.
     if (frame.event === "phx_join" || frame.event === "phx_leave") await this.inFlight;
     if (frame.event === "phx_join") return this.join(frame);
-    const membership = this.joined.get(frame.topic);
+    const membership = this.membershipOf(frame.topic);
     // Phoenix's answer to a push on a topic the socket has not joined.
     if (!membership) {
       this.send(replyFrame(frame, "error", { reason: "unmatched topic" }));
       return;
     }
     if (frame.event === "phx_leave") {
-      await this.leave(frame.topic, membership);
+      await this.leave(membership);
       this.send(replyFrame(frame, "ok", {}));
       this.send(encodeFrame(membership.joinRef, membership.joinRef, frame.topic, "phx_close", {}));
       return;
     }
     const payload = assertPush(membership.channel, frame.event, frame.payload);
-    const answer = await membership.channel.push(membership.member, frame.event, payload);
+    const answer = await membership.channel.push(membership, frame.event, payload);
     // A reply handed on does not hold up the next frame: the work runs beside it, the reply follows the work.
     if ("later" in answer) this.answerWhenDone(frame, answer.later);
     else this.send(replyFrame(frame, "ok", answer.reply));
@@ -252,7 +372,8 @@ export class Connection {
     }
     // Each topic costs a subscription, a presence entry and the broker's interest: refused before the channel's checks.
     const cap = config.limits.held.topicsPerSocket;
-    if (!this.joined.has(frame.topic) && this.joined.size >= cap) {
+    const earlier = this.membershipOf(frame.topic);
+    if (!earlier && this.memberships().length >= cap) {
       topicsRefused++;
       const message = `at most ${cap} topics joined at once per socket; leave one first, or open another socket`;
       this.send(replyFrame(frame, "error", { reason: "too many topics", message }));
@@ -264,28 +385,23 @@ export class Connection {
     const listed = listedOnJoin(frame.payload);
 
     // Joining a topic again replaces the earlier membership, as Phoenix does.
-    const earlier = this.joined.get(frame.topic);
     if (earlier) {
-      await this.leave(frame.topic, earlier);
+      await this.leave(earlier);
       this.send(encodeFrame(earlier.joinRef, earlier.joinRef, frame.topic, "phx_close", {}));
     }
     // The peer may have gone while the channel admitted it; the leave queued behind this frame cleans up what follows.
     if (this.closed) return;
-    const scoped = accountTopic(this.actor.accountId, frame.topic);
-    const membership: Membership = {
-      channel: route.channel,
-      member: this.member(frame, route.name, scoped, listed),
-      joinRef: frame.joinRef,
-      scoped,
-      presenceRef: randomUUID(),
-    };
-    this.joined.set(frame.topic, membership);
+    const membership = new Membership(this, route.channel, frame.topic, frame.joinRef, listed);
+    const scoped = membership.scoped;
+    if (this.joined === undefined) this.joined = membership;
+    else if (this.joined instanceof Membership) this.joined = new Map([[this.joined.topic, this.joined]]);
+    if (this.joined instanceof Map) this.joined.set(frame.topic, membership);
     topicsJoined++;
-    this.ws.subscribe(membership.scoped);
-    await broker().subscribe(membership.scoped);
+    this.ws.subscribe(scoped);
+    await broker().subscribe(scoped);
     this.send(replyFrame(frame, "ok", {}));
 
-    if (listed) {
+    if (membership.presenceRef) {
       const entry: PresenceEntry = {
         key: this.actor.userId,
         meta: {
@@ -294,45 +410,51 @@ export class Connection {
           online_at: new Date().toISOString(),
         },
       };
-      await broker().track(membership.scoped, entry);
-      membership.member.push("presence_state", presenceState(await broker().presence(membership.scoped)));
-      await membership.member.broadcast("presence_diff", presenceDiff([entry], []));
+      await broker().track(scoped, entry);
+      membership.push("presence_state", presenceState(await broker().presence(scoped)));
+      await membership.broadcast("presence_diff", presenceDiff([entry], []));
     }
-    await welcome?.(membership.member);
+    await welcome?.(membership);
   }
 
-  /** The joined topic as its channel sees it. */
-  private member(frame: Frame, name: string, scoped: string, listed: boolean): Member {
-    return {
-      actor: this.actor,
-      topic: frame.topic,
-      name,
-      listed,
-      push: (event, payload) => this.send(encodeFrame(frame.joinRef, null, frame.topic, event, payload)),
-      broadcast: (event, payload, options) =>
-        broker().broadcast(scoped, broadcastFrame(frame.topic, event, payload), options?.others ? this.ws : undefined),
-    };
+  private membershipOf(topic: string): Membership | undefined {
+    if (this.joined instanceof Map) return this.joined.get(topic);
+    return this.joined?.topic === topic ? this.joined : undefined;
+  }
+
+  private memberships(): Membership[] {
+    if (this.joined instanceof Map) return [...this.joined.values()];
+    return this.joined ? [this.joined] : [];
+  }
+
+  private forget(membership: Membership): boolean {
+    if (this.joined === membership) {
+      this.joined = undefined;
+      return true;
+    }
+    return this.joined instanceof Map && this.joined.delete(membership.topic);
   }
 
   /** Forgets a membership and tells the others; tolerant of a broker that has gone away. */
-  private async leave(topic: string, membership: Membership): Promise<void> {
-    if (this.joined.delete(topic)) topicsJoined--;
-    if (!this.closed) this.ws.unsubscribe(membership.scoped);
-    const entry: PresenceEntry = { key: this.actor.userId, meta: { phx_ref: membership.presenceRef } };
+  private async leave(membership: Membership): Promise<void> {
+    if (this.forget(membership)) topicsJoined--;
+    const scoped = membership.scoped;
+    if (!this.closed) this.ws.unsubscribe(scoped);
     try {
-      if (membership.member.listed) {
-        await broker().untrack(membership.scoped, membership.presenceRef);
-        await membership.member.broadcast("presence_diff", presenceDiff([], [entry]));
+      if (membership.presenceRef) {
+        const entry: PresenceEntry = { key: this.actor.userId, meta: { phx_ref: membership.presenceRef } };
+        await broker().untrack(scoped, membership.presenceRef);
+        await membership.broadcast("presence_diff", presenceDiff([], [entry]));
       }
-      await membership.channel.leave?.(membership.member);
-      await broker().unsubscribe(membership.scoped);
+      await membership.channel.leave?.(membership);
+      await broker().unsubscribe(scoped);
     } catch (error) {
       log.warn({ err: (error as Error).message }, "realtime: leave not announced");
     }
   }
 
   /** The server is stopping: once the frame in flight is answered, the client is told to reconnect. */
-  drain(): Promise<void> {
+  restart(): Promise<void> {
     return this.queue.then(async () => {
       await this.inFlight;
       if (!this.closed) this.ws.close(CLOSE_SERVICE_RESTART, "server restarting");
@@ -340,55 +462,28 @@ export class Connection {
   }
 
   /** The socket has closed: frames not yet started are dropped; every channel is left once the running one is done. */
-  closedByPeer(): Promise<void> {
+  private closedByPeer(): Promise<void> {
     this.closed = true;
     this.queue = this.queue.then(async () => {
-      for (const [topic, membership] of [...this.joined]) await this.leave(topic, membership);
+      for (const membership of this.memberships()) await this.leave(membership);
     });
     return this.queue;
   }
 }
 
-const connections = new Map<Raw, Connection>();
+/** The open sockets of this process: for the idle sweep and the shutdown. */
+const connections = new Set<Connection>();
 /** Set once, when the process begins to stop: no push is started after it. */
 let draining = false;
+/** One timer for every socket. */
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
 /** Closes sockets that have sent nothing, not even a heartbeat, within the idle timeout. */
 function sweepIdle(): void {
   const limit = Date.now() - config.realtime.idleTimeoutSeconds * 1000;
-  for (const connection of connections.values()) {
+  for (const connection of connections) {
     if (connection.lastSeen < limit) connection.ws.close(CLOSE_GOING_AWAY, "idle");
   }
-}
-
-export function openConnection(ws: Raw, server: Server<unknown> | null, actor: Actor): void {
-  // An upgrade that was already being checked when the server began to stop.
-  if (draining) {
-    ws.close(CLOSE_SERVICE_RESTART, "server restarting");
-    return;
-  }
-  if (server) attachServer(server);
-  connections.set(ws, new Connection(ws, actor));
-  if (!sweeper) {
-    sweeper = setInterval(sweepIdle, Math.min(5_000, (config.realtime.idleTimeoutSeconds * 1000) / 4));
-    sweeper.unref?.();
-  }
-}
-
-export function connectionOf(ws: Raw): Connection | undefined {
-  return connections.get(ws);
-}
-
-export async function closeConnection(ws: Raw): Promise<void> {
-  const connection = connections.get(ws);
-  if (!connection) return;
-  connections.delete(ws);
-  if (connections.size === 0 && sweeper) {
-    clearInterval(sweeper);
-    sweeper = undefined;
-  }
-  await connection.closedByPeer();
 }
 
 /**
@@ -400,5 +495,5 @@ export async function drainConnections(): Promise<void> {
   draining = true;
   const reason = new ShuttingDown(SHUTTING_DOWN.message);
   for (const channel of registeredChannels()) channel.drain?.(reason);
-  await Promise.all([...connections.values()].map((connection) => connection.drain()));
+  await Promise.all([...connections].map((connection) => connection.restart()));
 }

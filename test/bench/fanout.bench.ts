@@ -15,7 +15,9 @@
  * `phoenix` client. A burst of `messages` gives deliveries per second (and the server's
  * CPU time for them); then 30 messages, one every 100 ms, give latency. Also printed: how
  * long the receivers took to join, and the server's resident memory per receiving socket
- * (its RSS once they have joined, less its RSS before, over the sockets).
+ * (its RSS once they have joined, less its RSS before, over the sockets), at once and once
+ * settled: SETTLE_MS later, when the garbage of the joins (the upgrade requests, token
+ * checks, queries) has been collected and given back, which Bun does within seconds of idling.
  *
  *   TEST_DATABASE_URL=postgres://... bun test/bench/fanout.bench.ts [sockets=1000] [messages=100]
  *
@@ -42,6 +44,8 @@ const PACE_MS = Number(process.env.BENCH_PACE_MS ?? 100);
 /** A minute per thousand receivers, at least two: 10,000 joins, or 1,000 with presence, take minutes when busy. */
 const PHASE_DEADLINE_MS = Math.max(120_000, SOCKETS * 60);
 const TARGETS = (process.env.BENCH_TARGETS ?? "bare,socketio,rtc-redis,rtc-local,chat,rtc-redis-2").split(",");
+/** How long the servers idle before the settled memory is read. */
+const SETTLE_MS = 10_000;
 const RECEIVER_JOIN = JSON.stringify(process.env.BENCH_PRESENCE === "off" ? { presence: false } : {});
 
 benchDatabase("TEST_DATABASE_URL (a database the benchmark may write to)");
@@ -86,8 +90,9 @@ interface Result {
   deliveriesPerSecond: number;
   serverCpuMs: number;
   joinSeconds: number;
-  /** Resident memory the receivers' sockets added to the server processes, per socket. */
+  /** Resident memory the receivers' sockets added to the server processes, per socket: at once, and settled. */
   bytesPerSocket: number;
+  settledBytesPerSocket: number;
   burst: number[];
   paced: number[];
 }
@@ -195,6 +200,8 @@ async function run(target: Target): Promise<Result> {
     const sender = await within(target.sender(server), `${target.name}: sender`);
     for (const child of server.processes) await quiet(child.pid); // the join-time traffic (presence) is over
     const bytesPerSocket = (serverRss() - rssBefore) / SOCKETS;
+    await Bun.sleep(SETTLE_MS);
+    const settledBytesPerSocket = (serverRss() - rssBefore) / SOCKETS;
 
     const serverCpu = () => server.processes.reduce((sum, child) => sum + cpuMs(child.pid), 0);
     const cpuBefore = serverCpu();
@@ -216,6 +223,7 @@ async function run(target: Target): Promise<Result> {
       serverCpuMs,
       joinSeconds,
       bytesPerSocket,
+      settledBytesPerSocket,
       burst: reports.get(0)!.flatMap((report) => report.latencies),
       paced: reports.get(1)!.flatMap((report) => report.latencies),
     };
@@ -339,7 +347,17 @@ console.log(
 );
 const row = (cells: string[]) =>
   console.log(cells.map((cell, i) => (i === 0 ? cell.padEnd(20) : cell.padStart(14))).join(""));
-row(["", "deliveries/s", "server CPU ms", "burst p99 ms", "paced p50 ms", "paced p99 ms", "joins s", "KiB/socket"]);
+row([
+  "",
+  "deliveries/s",
+  "server CPU ms",
+  "burst p99 ms",
+  "paced p50 ms",
+  "paced p99 ms",
+  "joins s",
+  "KiB/socket",
+  "settled KiB",
+]);
 // Each row as soon as its run ends: a later target that fails leaves the earlier figures printed.
 const results = new Map<string, Result>();
 for (const key of TARGETS) {
@@ -358,11 +376,12 @@ for (const key of TARGETS) {
     percentile(paced, 99).toFixed(1),
     result.joinSeconds.toFixed(1),
     (result.bytesPerSocket / 1024).toFixed(1),
+    (result.settledBytesPerSocket / 1024).toFixed(1),
   ]);
 }
 console.log(
   `\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms; ` +
-    "KiB/socket: RSS delta)",
+    `KiB/socket: RSS delta once joined; settled: ${SETTLE_MS / 1000} s later)`,
 );
 const ratio = (key: string, reference: string) => {
   const a = results.get(key);

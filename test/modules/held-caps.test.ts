@@ -440,6 +440,17 @@ describe("Phoenix sockets", () => {
     await expectHeld("sockets", 0);
   });
 
+  test("a WebSocket request that is no handshake is a 400 in the error shape and holds nothing", async () => {
+    const token = await tokenFor((await newAccount()).apiKey, { id: "dana", name: "Dana" });
+    // No Sec-WebSocket-Key: the route takes the slot, Bun cannot upgrade, the slot is given back at once.
+    const response = await fetch(`${api.http}/api/v1/messaging/websocket?token=${token}&vsn=2.0.0`, {
+      headers: { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13" },
+    });
+    expect(response.status).toBe(400);
+    expect((await response.json()).error.code).toBe("bad_request");
+    await expectHeld("sockets", 0);
+  });
+
   test("per account: its users together, each under their own caps, get 429; other accounts do not", async () => {
     const account = await newAccount();
     // Three users of one account, minted as an account does for its users, hold 3 + 3 + 1.

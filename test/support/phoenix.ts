@@ -5,12 +5,14 @@ const WAIT_MS = 5_000;
 /** How long an awaited broadcast may take: generous, since waiting ends as it arrives; a loaded machine needs it. */
 const EVENT_WAIT_MS = 15_000;
 
-export function connect(baseUrl: string, token: string): Socket {
+/** `heartbeatIntervalMs` (the client's 30 s otherwise) keeps a socket alive on a process with a short idle timeout. */
+export function connect(baseUrl: string, token: string, options: { heartbeatIntervalMs?: number } = {}): Socket {
   // No reconnects: a test that loses its socket should fail, not retry.
   const socket = new Socket(`${baseUrl}/api/v1/messaging`, {
     params: { token },
     reconnectAfterMs: () => 3_600_000,
     timeout: WAIT_MS,
+    ...options,
   });
   socket.connect();
   return socket;

@@ -68,6 +68,20 @@ export class HeldResource {
    * shared one or the process's. Every refusal carries `retry_after`.
    */
   take(keys: Array<string | undefined>): Release {
+    this.hold(keys);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.give(keys);
+    };
+  }
+
+  /**
+   * Takes a slot as `take` does, for a holder that gives it back itself with `give` and the
+   * same keys, exactly once: one that keeps no closure per slot (every open socket is one).
+   */
+  hold(keys: Array<string | undefined>): void {
     const { callers, perProcess } = this.definition;
     callers.forEach((caller, i) => {
       const key = keys[i];
@@ -78,16 +92,13 @@ export class HeldResource {
     });
     const cap = perProcess.cap();
     if (this.inUse >= cap) throw this.refusal(perProcess.name, 503, cap, "in this process");
-
     this.inUse++;
     this.count(keys, 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.inUse--;
-      this.count(keys, -1);
-    };
+  }
+
+  give(keys: Array<string | undefined>): void {
+    this.inUse--;
+    this.count(keys, -1);
   }
 
   /** The refusals this cap answers, as a route's `detail.responses` declare them (src/http/openapi.ts). */

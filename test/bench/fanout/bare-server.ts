@@ -3,12 +3,12 @@
  * just enough of the Phoenix protocol for the same `phoenix` clients (join and heartbeat
  * replies) and relays every other push with one `publish` to the rest of the topic, as a
  * broadcast frame with null refs, answering the push as Parley does. No authentication,
- * rate limits, validation or presence. Usage: bun bare-server.ts <port>
+ * rate limits, validation or presence. Usage: bun bare-server.ts <port> [host: 127.0.0.1]
  */
 type Frame = [string | null, string | null, string, string, unknown];
 
 const server = Bun.serve({
-  hostname: "127.0.0.1",
+  hostname: process.argv[3] ?? "127.0.0.1",
   port: Number(process.argv[2]),
   fetch(request, srv) {
     return srv.upgrade(request) ? undefined : new Response("upgrade only", { status: 400 });
