@@ -18,6 +18,11 @@
  * each (target for the outbox: p99 < 2 ms). Last, WRITERS (8) concurrent writers record events in their own
  * transactions, all for one account (whose sequence row orders them) and then each for its
  * own, to show what that ordering costs.
+ *
+ * PostgreSQL's own speed is printed beside the ratio, measured in the same run before the first round and after the
+ * last: BENCH_SAMPLES round trips of `select 1` one after another, and as many one-row inserts, each its own
+ * transaction committed as PostgreSQL commits by default (its WAL flushed). A worker's ratio on one machine is
+ * compared with another's through them.
  */
 import { benchDatabase, closeBench, median, wipeDatabase } from "../support/bench";
 
@@ -191,6 +196,22 @@ try {
     await worker.stop();
     return rate;
   };
+  // PostgreSQL's own speed, before the rounds and after: µs a `select 1` round trip and a one-row insert.
+  await db.execute(sql`create table bench_insert (id bigserial primary key, body text not null)`);
+  const postgresSpeed = async () => {
+    const select: number[] = [];
+    const insert: number[] = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      let started = performance.now();
+      await db.execute(sql`select 1`);
+      select.push((performance.now() - started) * 1000);
+      started = performance.now();
+      await db.execute(sql`insert into bench_insert (body) values (${body})`);
+      insert.push((performance.now() - started) * 1000);
+    }
+    return { select: percentile(select, 50), insert: percentile(insert, 50) };
+  };
+  const speeds = [await postgresSpeed()];
   // Each round of the worker between two runs of the bare loop, its ratio against their mean.
   const bareRates = [await bareLoop()];
   const workerRates: number[] = [];
@@ -199,6 +220,7 @@ try {
     bareRates.push(await bareLoop());
   }
   const ratios = workerRates.map((rate, round) => rate / ((bareRates[round]! + bareRates[round + 1]!) / 2));
+  speeds.push(await postgresSpeed());
 
   // The outbox inside the writing transaction, one after another.
   const outbox: number[] = [];
@@ -271,6 +293,12 @@ try {
     `  webhooks worker       ${median(workerRates).toFixed(0)} /s   ratio ${median(ratios).toFixed(2)} ` +
       `(target >= 0.5; median of ${ROUNDS} rounds, each against the bare loop's runs around it: ` +
       `${ratios.map((ratio) => ratio.toFixed(2)).join(", ")})`,
+  );
+  const micros = (values: number[]) => values.map((value) => value.toFixed(0)).join(" and ");
+  console.log(
+    `  PostgreSQL            select 1 ${micros(speeds.map((speed) => speed.select))} µs a round trip, ` +
+      `a one-row insert ${micros(speeds.map((speed) => speed.insert))} µs ` +
+      `(p50 of ${SAMPLES}, before the rounds and after)`,
   );
   console.log(
     `  CPU of this process   worker ${cpu.worker.toFixed(1)} µs a delivery, bare loop ${cpu.bare.toFixed(1)} µs ` +

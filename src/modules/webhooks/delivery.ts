@@ -92,10 +92,11 @@ const CLAIMED_COLUMNS = sql`${ENDPOINT_COLUMNS}, ev.account_id, ${EVENT_COLUMNS}
  * be dropped (see webhookDue). SKIP LOCKED lets several workers claim at once without waiting
  * on each other's rows. No order: sorting would read every due row, and a backlog makes each
  * claim as slow as it is long; the scan stops at the limit. The endpoints in `full` already hold
- * their share of the claiming worker's slots (see SlotShares): their rows are left for later. An
- * endpoint whose circuit breaker is open is passed over, but by the claim of its `probe`. An endpoint
- * with limits is passed over too, but by a claim of `only` it, for as many as its limits granted (see
- * endpoint-limits.ts): the usual claim pays two null checks on the endpoint row it already reads.
+ * their share of the claiming worker's slots and none of their attempts ends (see SlotShares):
+ * their rows are left for later. An endpoint whose circuit breaker is open is passed over, but by
+ * the claim of its `probe`. An endpoint with limits is passed over too, but by a claim of `only`
+ * it, for as many as its limits granted (see endpoint-limits.ts): the usual claim pays two null
+ * checks on the endpoint row it already reads.
  */
 const dueRows = (limit: number, columns: SQL, full: string[], probe?: string, only?: string) => sql`
   select ${columns} from webhook_due c left join webhook_endpoints de on de.id = c.endpoint_id

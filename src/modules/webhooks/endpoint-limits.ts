@@ -51,8 +51,9 @@ export class EndpointLimits {
   }
 
   /**
-   * Grants for the limited endpoints with deliveries due, but `full`'s (at their share of this worker's slots), up to
-   * `cap` each. An endpoint another worker is granting for at this moment is passed over: that worker takes its turn.
+   * Grants for the limited endpoints with deliveries due, but `full`'s (stalled at their share of this worker's
+   * slots), up to `cap` each. An endpoint another worker is granting for at this moment is passed over: that
+   * worker takes its turn.
    */
   async reserve(cap: number, full: string[]): Promise<Grant[]> {
     if (!(await this.anyLimited())) return [];

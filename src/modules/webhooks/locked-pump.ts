@@ -34,7 +34,7 @@ import {
   send,
 } from "./delivery";
 import { type DeliveryPump, recordFailedAttempt, retryWaker } from "./pump";
-import { SlotShares } from "./shares";
+import { SlotShares, STALLED_MS } from "./shares";
 import { EndpointLimits } from "./endpoint-limits";
 
 /**
@@ -50,11 +50,6 @@ const BATCH_PER_SLOT = 32;
 const SENDING_AT_ONCE = 3;
 /** How long a batch's transaction waits for its attempts before it commits and leases the ones still in flight. */
 const HOLD_MS = 1_000;
-/**
- * How long a batch that only waits for answers may keep a claim from starting before it commits: long enough for a
- * healthy receiver's answer, short next to HOLD_MS.
- */
-const BLOCKED_MS = 20;
 
 class Batch {
   readonly shared = new ClaimedBatch();
@@ -64,8 +59,10 @@ class Batch {
   unsent = 0;
   /** Its rows not begun, by endpoint. */
   readonly unsentAt = new Map<string, number>();
-  /** Set while it only waits for answers and a claim waits for its place: it commits if both hold after BLOCKED_MS. */
+  /** Set while a claim waits for its place: it commits once it sends nothing more (see blockedIn). */
   blockedTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When it was claimed or one of its attempts last began or ended (performance.now()). */
+  movedAt = performance.now();
   /** Set once the batch records what it has: an attempt that ends later is recorded on its own. */
   cut = false;
   private release!: () => void;
@@ -103,7 +100,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   let stopped = false;
   // True while something may be due that is not yet claimed; a full claim leaves it set.
   let more = true;
-  // Endpoints whose due rows a short claim left because they were at their share.
+  // Endpoints whose due rows a short claim left because they were stalled at their share.
   const skipped = new Set<string>();
   // Successes of attempts that outlived their batch's transaction, recorded together; failures recorded one by one.
   const late: Array<{ row: Claimed; outcome: Outcome }> = [];
@@ -125,20 +122,34 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     }
   };
 
-  // Sending nothing more for now: its rows all begun, or those left of endpoints at their share of the slots (a
-  // silent receiver's backlog); it only waits for answers.
-  const idle = (batch: Batch) => !batch.cut && (batch.unsent === 0 || waiting.allFull(batch.unsentAt.keys()));
-  // A claim is wanted but the open batches hold its place: one that only waits for answers commits after BLOCKED_MS
-  // if it still does, its attempts leased and recorded as they end (as after HOLD_MS) and its backlog given back,
-  // which the claims leave while its endpoint is at its share. A silent receiver's attempts then keep neither the
-  // connections nor the places of the claims that bring the other endpoints' deliveries.
+  // How long until a batch counts as sending nothing more for now (0: it does), undefined while it may start an
+  // attempt: none of its attempts began or ended for STALLED_MS (a healthy receiver answers sooner), and its rows
+  // are all begun or those left are of endpoints stalled at their share (a silent receiver's backlog). A healthy
+  // receiver's batch is never so: its answers come one after another, though its endpoint, alone, holds every slot.
+  const blockedIn = (batch: Batch) => {
+    if (batch.cut) return undefined;
+    const stalled = batch.unsent === 0 ? 0 : waiting.stalledIn(batch.unsentAt.keys());
+    if (stalled === undefined) return undefined;
+    return Math.max(0, stalled, STALLED_MS - (performance.now() - batch.movedAt));
+  };
+  // A claim is wanted but the open batches hold its place: one that sends nothing more commits once it is so, its
+  // attempts leased and recorded as they end (as after HOLD_MS) and its backlog given back, which the claims leave
+  // while its endpoint is stalled. A silent receiver's attempts then keep neither the connections nor the places of
+  // the claims that bring the other endpoints' deliveries.
   const makeRoom = () => {
-    for (const batch of open)
-      if (idle(batch))
-        batch.blockedTimer ??= setTimeout(() => {
-          batch.blockedTimer = undefined;
-          if (more && idle(batch)) cut(batch);
-        }, BLOCKED_MS);
+    for (const batch of open) awaitBlocked(batch);
+  };
+  const awaitBlocked = (batch: Batch) => {
+    if (batch.blockedTimer !== undefined) return;
+    const wait = blockedIn(batch);
+    if (wait === undefined) return;
+    batch.blockedTimer = setTimeout(() => {
+      batch.blockedTimer = undefined;
+      if (!more) return;
+      if (blockedIn(batch) === 0) cut(batch);
+      // Still sending, or not yet quiet long enough: a silent receiver's batch has no attempt end to look again.
+      else awaitBlocked(batch);
+    }, wait);
   };
 
   const cut = (batch: Batch) => {
@@ -285,7 +296,9 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     if (left > 0) batch.unsentAt.set(row.endpoint_id, left);
     else batch.unsentAt.delete(row.endpoint_id);
     batch.inFlight.set(row, Date.now());
+    batch.movedAt = performance.now();
     const outcome = await send(row, batch.shared);
+    batch.movedAt = performance.now();
     inFlight--;
     waiting.done(row);
     limits.done(row);

@@ -61,7 +61,7 @@ export function startDeliveryPump(concurrency: number): DeliveryPump {
   let stopped = false;
   // True while something may be due that is not yet claimed; a claim that fills the window leaves it set.
   let more = true;
-  // Endpoints whose due rows a short claim left because they were at their share.
+  // Endpoints whose due rows a short claim left because they were stalled at their share.
   const skipped = new Set<string>();
   const succeeded: Array<{ row: Claimed; outcome: Outcome }> = [];
   const released: Claimed[] = [];

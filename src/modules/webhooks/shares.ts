@@ -18,12 +18,23 @@ import type { Claimed } from "./delivery";
  */
 const RECENT_MS = 250;
 
+/**
+ * How long an endpoint at its share may go without an attempt ending before it counts as stalled: longer than the
+ * gaps between a healthy receiver's answers, which end one after another while it holds its share (one endpoint
+ * alone holds every slot, and is at its share all the time), even on a loaded machine where the worker or the
+ * receiver waits 20-30 ms for a core now and then (at 20 ms, a claim in 400 was cut short by such a wait and gave its
+ * rows back); short next to WEBHOOK_TIMEOUT_MS, which a silent receiver's attempts last.
+ */
+export const STALLED_MS = 50;
+
 export class SlotShares<T extends { row: Claimed }> {
   /** In turn: an endpoint that starts an attempt goes to the back. */
   private readonly queues = new Map<string, T[]>();
   private readonly busy = new Map<string, number>();
   /** When each endpoint last had work here (performance.now()). */
   private readonly seen = new Map<string, number>();
+  /** When each endpoint in flight last started an attempt while it had none, or ended one (performance.now()). */
+  private readonly moved = new Map<string, number>();
   private waitingCount = 0;
 
   constructor(private readonly slots: number) {}
@@ -62,6 +73,7 @@ export class SlotShares<T extends { row: Claimed }> {
       this.queues.delete(endpoint);
       if (queue.length > 0) this.queues.set(endpoint, queue);
       this.busy.set(endpoint, busy + 1);
+      if (busy === 0) this.moved.set(endpoint, performance.now());
       this.waitingCount--;
       return entry;
     }
@@ -75,33 +87,52 @@ export class SlotShares<T extends { row: Claimed }> {
 
   /** An attempt `next` started has ended. */
   done(row: Claimed): void {
-    this.seen.set(row.endpoint_id, performance.now());
+    const now = performance.now();
+    this.seen.set(row.endpoint_id, now);
     const busy = this.busy.get(row.endpoint_id)! - 1;
-    if (busy > 0) this.busy.set(row.endpoint_id, busy);
-    else this.busy.delete(row.endpoint_id);
+    if (busy > 0) {
+      this.busy.set(row.endpoint_id, busy);
+      this.moved.set(row.endpoint_id, now);
+    } else {
+      this.busy.delete(row.endpoint_id);
+      this.moved.delete(row.endpoint_id);
+    }
   }
 
   /**
-   * The endpoints at their share or over it: a claim leaves their due rows to others (or to later), since this
-   * worker could not start them before its hold or lease ran out.
+   * The endpoints at their share or over it none of whose attempts ended for STALLED_MS: a claim leaves their due
+   * rows to others (or to later), since this worker could not start them before its hold or lease ran out. One at
+   * its share whose answers come is not among them: its attempts end and free its slots as fast as a claim's rows
+   * can start, and leaving its rows out would only cut the claims short (an endpoint alone is always at its share).
    */
   full(): string[] {
     if (this.busy.size === 0) return [];
     const share = this.share();
+    const now = performance.now();
     const full: string[] = [];
-    for (const [endpoint, busy] of this.busy) if (busy >= share) full.push(endpoint);
+    for (const [endpoint, busy] of this.busy) if (this.stalled(endpoint, busy, share, now)) full.push(endpoint);
     return full;
   }
 
-  /** Whether `endpoints` (one or more) are all at their share: a batch waiting on them alone can send nothing more. */
-  allFull(endpoints: Iterable<string>): boolean {
+  /**
+   * How long until `endpoints` (one or more) are all stalled, at their share with no attempt ended for STALLED_MS: 0
+   * when they are, and a batch waiting on them alone can send nothing more for now; undefined when one is below
+   * its share and may start an attempt at once.
+   */
+  stalledIn(endpoints: Iterable<string>): number | undefined {
     const share = this.share();
-    let any = false;
+    const now = performance.now();
+    let wait: number | undefined;
     for (const endpoint of endpoints) {
-      if ((this.busy.get(endpoint) ?? 0) < share) return false;
-      any = true;
+      const busy = this.busy.get(endpoint) ?? 0;
+      if (busy < share) return undefined;
+      wait = Math.max(wait ?? 0, STALLED_MS - (now - (this.moved.get(endpoint) ?? now)));
     }
-    return any;
+    return wait === undefined ? undefined : Math.max(0, wait);
+  }
+
+  private stalled(endpoint: string, busy: number, share: number, now: number): boolean {
+    return busy >= share && now - (this.moved.get(endpoint) ?? now) >= STALLED_MS;
   }
 
   /** Takes out the waiting deliveries `which` picks (all when not given). */
