@@ -4,7 +4,7 @@
 import "./grammar-cache";
 import "./merged-requests";
 import { config, type SipConfig } from "../src/config";
-import { closeShared } from "../src/connections";
+import { closeShared } from "../src/process/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import { conferenceForMapperId } from "../src/modules/mapper/service";

@@ -24,7 +24,7 @@ const exitCode = await runCli(process.argv.slice(2), {
     const { loadProcessConfig } = await import("./config");
     // The app's modules open the database as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
-    if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();
+    if (await (await import("./process/private-redis")).joinPrivateRedis()) loadProcessConfig();
     const [
       { migrate },
       { sealSecretsAtRest },
@@ -34,11 +34,11 @@ const exitCode = await runCli(process.argv.slice(2), {
       { closeShared },
     ] = await Promise.all([
       import("./db/migrate"),
-      import("./sealed-at-rest"),
+      import("./process/sealed-at-rest"),
       import("./core/errors"),
-      import("./app"),
+      import("./process/app"),
       import("./modules/admin/local"),
-      import("./connections"),
+      import("./process/connections"),
     ]);
     try {
       await migrate();

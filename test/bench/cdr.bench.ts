@@ -33,7 +33,7 @@ const { createAccount } = await import("../../src/modules/accounts/service");
 const { REFOLD_PAGE, refoldLog, sweepUnfolded } = await import("../../src/modules/usage/fold");
 // Pages as `refold-usage` makes them.
 const PAGE = Number(process.env.BENCH_PAGE ?? REFOLD_PAGE);
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { database } = await import("../../src/db/client");
 const { closeRedis } = await import("../../src/queue/connection");
 const { closeQueues } = await import("../../src/queue/queues");

@@ -60,7 +60,7 @@ process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid
 
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { config, overrideConfig } = await import("../../src/config");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");

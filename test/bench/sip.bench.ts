@@ -21,7 +21,7 @@ process.env.BOOTSTRAP_ACCOUNT = "false";
 
 const { migrate } = await import("../../src/db/migrate");
 // The fold queue that the usage events ring holds a Redis connection of its own: closeShared closes it too.
-const { closeShared } = await import("../../src/connections");
+const { closeShared } = await import("../../src/process/connections");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startTestGateway } = await import("../support/sip-gateway");
 const { runSipp } = await import("../support/sipp");

@@ -19,7 +19,7 @@ process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid
 const runs = Number(process.argv[2] ?? 5);
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { overrideConfig } = await import("../../src/config");
 const { closeBench, median } = await import("../support/bench");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");

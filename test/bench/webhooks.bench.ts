@@ -35,7 +35,7 @@ await wipeDatabase(databaseUrl);
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { database, db } = await import("../../src/db/client");
 const { recordEvent } = await import("../../src/modules/catalogue");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");

@@ -4,7 +4,7 @@
  * another account's events.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { db } from "../../src/db/client";
 import { recordEvent } from "../../src/modules/catalogue";
 import { newAccount } from "../helpers";

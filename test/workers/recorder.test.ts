@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, HeadObjectCommand } from "@aws-sdk/client-s3";
 import { eq } from "drizzle-orm";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { config, overrideConfig } from "../../src/config";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";

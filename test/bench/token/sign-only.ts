@@ -9,7 +9,7 @@
  * the contract's floor, what the limits cost. One such process per core on PORT (reusePort), as
  * the API pool runs. What the token route costs beyond these is what it adds.
  */
-import { createApp } from "../../../src/app";
+import { createApp } from "../../../src/process/app";
 import { AppError } from "../../../src/core/errors";
 import { rateLimitHeaders } from "../../../src/http/ratelimit";
 import { accountForApiKey } from "../../../src/modules/accounts/service";

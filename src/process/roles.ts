@@ -2,15 +2,15 @@
  * The kinds of process Parley runs. The supervisor starts each as a child process
  * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database.
  */
-import { config } from "./config";
-import type { Running } from "./core/lifecycle";
+import { config } from "../config";
+import type { Running } from "../core/lifecycle";
 
 export const ROLES = {
   api: async (): Promise<Running> => (await import("./server")).startApiServer(),
-  recorder: async (): Promise<Running> => (await import("../workers/recorder")).startRecorderWorker(),
-  sip: async (): Promise<Running> => (await import("../sip-gateway/role")).startSipGateway(),
-  cdr: async (): Promise<Running> => (await import("../workers/cdr")).startCdrWorker(),
-  webhooks: async (): Promise<Running> => (await import("../workers/webhooks")).startWebhooksWorker(),
+  recorder: async (): Promise<Running> => (await import("../../workers/recorder")).startRecorderWorker(),
+  sip: async (): Promise<Running> => (await import("../../sip-gateway/role")).startSipGateway(),
+  cdr: async (): Promise<Running> => (await import("../../workers/cdr")).startCdrWorker(),
+  webhooks: async (): Promise<Running> => (await import("../../workers/webhooks")).startWebhooksWorker(),
 } as const;
 
 export type Role = keyof typeof ROLES;

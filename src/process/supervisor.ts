@@ -1,15 +1,21 @@
 import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
-import { config } from "./config";
+import { config } from "../config";
 import { closeShared } from "./connections";
-import { AppError, dependencyFailure } from "./core/errors";
-import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";
-import { log, readableLogs } from "./core/log";
-import { database } from "./db/client";
-import { migrate } from "./db/migrate";
+import { AppError, dependencyFailure } from "../core/errors";
+import {
+  guardAgainstStrayErrors,
+  onStopSignal,
+  type Running,
+  runUntilStopped,
+  STOP_MARGIN_MS,
+} from "../core/lifecycle";
+import { log, readableLogs } from "../core/log";
+import { database } from "../db/client";
+import { migrate } from "../db/migrate";
 import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
-import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
+import { LOCAL_SOCKET_FLAG } from "../modules/admin/local";
 import { cannotListen, isBindFailure } from "./port-guard";
 
 const RESTART_DELAY_MIN_MS = 500;
@@ -75,7 +81,7 @@ interface Child {
 async function superviseChildren(): Promise<void> {
   const children = new Set<Child>();
   let stopping = false;
-  const entry = new URL("./index.ts", import.meta.url).pathname;
+  const entry = new URL("../index.ts", import.meta.url).pathname;
 
   const start = (role: Role, delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
     const child: Child = {
@@ -139,7 +145,7 @@ const DATABASE_WAIT_MS = 1_000;
 async function prepareDatabase(): Promise<void> {
   // Loaded here, and only when a first account may be made: every role's child process imports
   // this module too, and the accounts service brings the JWT library and more along.
-  const bootstrap = config.admin.bootstrapAccount ? await import("./modules/accounts/bootstrap") : undefined;
+  const bootstrap = config.admin.bootstrapAccount ? await import("../modules/accounts/bootstrap") : undefined;
   const { sealSecretsAtRest } = await import("./sealed-at-rest");
   for (let attempt = 1; ; attempt++) {
     try {

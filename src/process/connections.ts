@@ -1,9 +1,9 @@
 /** The connections every role of a process shares, closed once its roles have stopped. */
-import { database } from "./db/client";
-import { whenStopping } from "./core/lifecycle";
-import { log } from "./core/log";
-import { abandonLostConnections, closeRedis } from "./queue/connection";
-import { closeQueues } from "./queue/queues";
+import { database } from "../db/client";
+import { whenStopping } from "../core/lifecycle";
+import { log } from "../core/log";
+import { abandonLostConnections, closeRedis } from "../queue/connection";
+import { closeQueues } from "../queue/queues";
 
 export async function closeShared(): Promise<void> {
   await closeQueues();

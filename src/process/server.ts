@@ -3,26 +3,26 @@
  * pool, so its processes share the port), and the metrics listener.
  */
 import { createApp } from "./app";
-import { config } from "./config";
-import type { Running } from "./core/lifecycle";
-import { log } from "./core/log";
+import { config } from "../config";
+import type { Running } from "../core/lifecycle";
+import { log } from "../core/log";
 import type { Server } from "bun";
-import { database } from "./db/client";
-import { renderMetrics, startMetricsPublisher, stopMetricsPublisher } from "./http/metrics";
-import { listenForInvalidations, stopListeningForInvalidations } from "./modules/accounts/service";
-import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "./modules/admin/local";
-import { stopLlhlsOrigin } from "./modules/streaming/llhls/origin";
-import { stopViewerSweeps } from "./modules/streaming/llhls/viewers";
-import { stopStateSubscriber } from "./modules/streaming/state";
-import { closeBroker } from "./realtime/process-broker";
-import { drainConnections } from "./realtime/socket";
+import { database } from "../db/client";
+import { renderMetrics, startMetricsPublisher, stopMetricsPublisher } from "../http/metrics";
+import { listenForInvalidations, stopListeningForInvalidations } from "../modules/accounts/service";
+import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "../modules/admin/local";
+import { stopLlhlsOrigin } from "../modules/streaming/llhls/origin";
+import { stopViewerSweeps } from "../modules/streaming/llhls/viewers";
+import { stopStateSubscriber } from "../modules/streaming/state";
+import { closeBroker } from "../realtime/process-broker";
+import { drainConnections } from "../realtime/socket";
 
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
 
 /**
  * GET /metrics on METRICS_HOST:METRICS_PORT, loopback by default: the per-route counts are
  * for the operator's Prometheus, not for anyone who can reach the API. A port held by
- * something else refuses the start like any other listener's (src/port-guard.ts): a
+ * something else refuses the start like any other listener's (src/process/port-guard.ts): a
  * Parley that silently went without its metrics would be found out only by its alerts.
  */
 function listenForMetrics(): Server<undefined> | undefined {
