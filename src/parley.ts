@@ -22,24 +22,19 @@ const exitCode = await runCli(process.argv.slice(2), {
     // The app logs to stdout, where the command's own answer goes: only its errors are wanted here.
     process.env.LOG_LEVEL = "error";
     const { loadProcessConfig } = await import("./config");
-    // The app's modules open the database as they load: a wrong environment is reported before.
+    // The app's modules read the settings as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
     if (await (await import("./process/private-redis")).joinPrivateRedis()) loadProcessConfig();
-    const [
-      { migrate },
-      { sealSecretsAtRest },
-      { AppError },
-      { createApp },
-      { localOperator, serveLocalSocket },
-      { closeShared },
-    ] = await Promise.all([
-      import("./db/migrate"),
-      import("./process/sealed-at-rest"),
-      import("./core/errors"),
-      import("./process/app"),
-      import("./modules/admin/local"),
-      import("./process/connections"),
-    ]);
+    const [{ migrate }, { sealSecretsAtRest }, { AppError }, { createApp }, { localOperator, serveLocalSocket }, root] =
+      await Promise.all([
+        import("./db/migrate"),
+        import("./process/sealed-at-rest"),
+        import("./core/errors"),
+        import("./process/app"),
+        import("./modules/admin/local"),
+        import("./process/root"),
+      ]);
+    const services = await root.buildProcess("command");
     try {
       await migrate();
       try {
@@ -59,7 +54,7 @@ const exitCode = await runCli(process.argv.slice(2), {
         await socket?.stop();
       }
     } finally {
-      await closeShared();
+      await services.stop();
     }
   },
 });

@@ -1,7 +1,9 @@
-/** Builds the Elysia application from the feature controllers. Tests import this. */
+/**
+ * Builds the Elysia application from the feature controllers, on the services the process's
+ * root (root.ts) put in place. Tests import this.
+ */
 import { Elysia } from "elysia";
 import { config } from "../config";
-import { database } from "../db/client";
 import { knowRoutes } from "../http/methods";
 import { pipeline } from "../http/pipeline";
 import { adminController } from "../modules/admin";
@@ -22,7 +24,6 @@ import { usageController } from "../modules/usage";
 import { webhooksController } from "../modules/webhooks";
 import { eventLogController, eventsChannel } from "../modules/catalogue/routes";
 import { realtimeController } from "../realtime";
-import { setSingleProcess } from "../realtime/process-broker";
 import { registerChannels } from "../realtime/channel";
 
 /**
@@ -33,8 +34,6 @@ import { registerChannels } from "../realtime/channel";
 const channels = [chatChannel, rtcChannel, eventsChannel];
 
 export function createApp() {
-  // PGlite is one process's alone, so every socket of an embedded deployment is in this process.
-  setSingleProcess(database.kind === "pglite");
   registerChannels(...channels);
   const byApp = (request: Request): Promise<Response> => app.handle(request);
   const app = new Elysia({

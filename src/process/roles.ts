@@ -1,16 +1,20 @@
 /**
  * The kinds of process Parley runs. The supervisor starts each as a child process
- * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database.
+ * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database. Each is
+ * started with the services its process's root built (root.ts).
  */
 import { config } from "../config";
 import type { Running } from "../core/lifecycle";
+import type { ProcessServices } from "./root";
 
 export const ROLES = {
-  api: async (): Promise<Running> => (await import("./server")).startApiServer(),
+  api: async (services: ProcessServices): Promise<Running> => (await import("./server")).startApiServer(services),
   recorder: async (): Promise<Running> => (await import("../../workers/recorder")).startRecorderWorker(),
   sip: async (): Promise<Running> => (await import("../../sip-gateway/role")).startSipGateway(),
-  cdr: async (): Promise<Running> => (await import("../../workers/cdr")).startCdrWorker(),
-  webhooks: async (): Promise<Running> => (await import("../../workers/webhooks")).startWebhooksWorker(),
+  cdr: async ({ outbox }: ProcessServices): Promise<Running> =>
+    (await import("../../workers/cdr")).startCdrWorker({ outbox }),
+  webhooks: async ({ outbox }: ProcessServices): Promise<Running> =>
+    (await import("../../workers/webhooks")).startWebhooksWorker({ outbox }),
 } as const;
 
 export type Role = keyof typeof ROLES;

@@ -7,15 +7,14 @@ import { config } from "../config";
 import type { Running } from "../core/lifecycle";
 import { log } from "../core/log";
 import type { Server } from "bun";
-import { database } from "../db/client";
 import { renderMetrics, startMetricsPublisher, stopMetricsPublisher } from "../http/metrics";
 import { listenForInvalidations, stopListeningForInvalidations } from "../modules/accounts/service";
 import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "../modules/admin/local";
 import { stopLlhlsOrigin } from "../modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "../modules/streaming/state";
-import { closeBroker } from "../realtime/process-broker";
 import { drainConnections } from "../realtime/socket";
+import { type ProcessServices, Stoppers } from "./root";
 
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -43,8 +42,31 @@ function listenForMetrics(): Server<undefined> | undefined {
   });
 }
 
-export async function startApiServer(): Promise<Running & { port: number }> {
+/**
+ * Starts the API on the process's services. What it starts is stopped in reverse: the listeners
+ * first (open requests and sockets drain within SHUTDOWN_GRACE_MS), then what served them; each
+ * closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
+ */
+export async function startApiServer(services: ProcessServices): Promise<Running & { port: number }> {
+  const stoppers = new Stoppers();
+  try {
+    return await startOn(services, stoppers);
+  } catch (error) {
+    // A listener that could not bind: what had started stops, so the port and the socket are free again.
+    await stoppers.stop();
+    throw error;
+  }
+}
+
+async function startOn(services: ProcessServices, stoppers: Stoppers): Promise<Running & { port: number }> {
+  // Started on first use by the requests they serve: stopped once no request is left.
+  stoppers.push("LL-HLS origin", stopLlhlsOrigin);
+  stoppers.push("stream-state subscriber", stopStateSubscriber);
+  stoppers.push("LL-HLS viewer sweeps", stopViewerSweeps);
   listenForInvalidations();
+  stoppers.push("account-key invalidations", stopListeningForInvalidations);
+  startMetricsPublisher();
+  stoppers.push("metrics publisher", stopMetricsPublisher);
   const app = createApp().listen({
     hostname: config.http.host,
     port: config.http.port,
@@ -55,26 +77,21 @@ export async function startApiServer(): Promise<Running & { port: number }> {
     // MAX_BODY_BYTES itself, answers in the error shape, and never reads past the limit.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
   });
-  startMetricsPublisher();
+  const server = app.server!;
+  stoppers.push("api listener", async () => {
+    // No new connections; open sockets finish their push in flight and are told to reconnect.
+    const drained = Promise.all([server.stop(false), drainConnections()]);
+    const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref?.());
+    await Promise.race([drained, grace]);
+    await server.stop(true);
+  });
   const metrics = listenForMetrics();
+  stoppers.push("metrics listener", () => metrics?.stop(true));
   // One process binds DATA_DIR/parley.sock: the only API process on the embedded database,
   // else the first of the supervisor's (started with the flag, and restarted with it).
-  const ownsSocket = database.kind === "pglite" || process.argv.includes(LOCAL_SOCKET_FLAG);
+  const ownsSocket = services.alone || process.argv.includes(LOCAL_SOCKET_FLAG);
   const localSocket = ownsSocket ? await serveLocalSocket((request) => app.handle(request)) : undefined;
-  const server = app.server!;
+  stoppers.push("local socket", () => localSocket?.stop());
   log.info({ host: config.http.host, port: server.port }, "api listening");
-  return {
-    port: server.port ?? config.http.port,
-    async stop() {
-      // No new connections; open sockets finish their push in flight and are told to reconnect.
-      const drained = Promise.all([server.stop(false), drainConnections()]);
-      const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref?.());
-      await Promise.race([drained, grace]);
-      await Promise.all([server.stop(true), localSocket?.stop(), metrics?.stop(true)]);
-      stopMetricsPublisher();
-      // Each closes without waiting on a Redis that is gone, so a Redis outage cannot hold up the exit.
-      stopViewerSweeps();
-      await Promise.all([closeBroker(), stopListeningForInvalidations(), stopStateSubscriber(), stopLlhlsOrigin()]);
-    },
-  };
+  return { port: server.port ?? config.http.port, stop: () => stoppers.stop() };
 }

@@ -2,7 +2,6 @@ import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { config } from "../config";
-import { closeShared } from "./connections";
 import { AppError, dependencyFailure } from "../core/errors";
 import {
   guardAgainstStrayErrors,
@@ -12,11 +11,11 @@ import {
   STOP_MARGIN_MS,
 } from "../core/lifecycle";
 import { log, readableLogs } from "../core/log";
-import { database } from "../db/client";
 import { migrate } from "../db/migrate";
 import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
 import { LOCAL_SOCKET_FLAG } from "../modules/admin/local";
 import { cannotListen, isBindFailure } from "./port-guard";
+import { buildProcess, type ProcessServices } from "./root";
 
 const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
@@ -33,39 +32,39 @@ export async function runRole(name: string, parentPid?: number): Promise<void> {
     process.exit(2);
   }
   guardAgainstStrayErrors();
+  const services = await buildProcess(name);
   if (!isRoleEnabled(name)) {
     log.info({ role: name }, "role disabled by configuration; nothing to run");
-    await closeShared();
+    await services.stop();
     return;
   }
   let running: Running;
   try {
-    running = await ROLES[name]();
+    running = await ROLES[name](services);
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     console.error(cannotListen(config, error));
-    await closeShared();
+    await services.stop();
     process.exit(CANNOT_LISTEN_EXIT_CODE);
   }
-  runUntilStopped(running, closeShared, parentPid);
+  services.stoppers.push(name, () => running.stop());
+  runUntilStopped(services, parentPid);
 }
 
-async function superviseInProcess(): Promise<void> {
+async function superviseInProcess(services: ProcessServices): Promise<void> {
   guardAgainstStrayErrors();
   const running: Running[] = [];
-  const stopAll = async () => {
-    await Promise.all(running.map((role) => role.stop()));
-    await closeShared();
-  };
+  // The roles drain side by side, each within the grace period, before what they stand on stops.
+  services.stoppers.push("roles", () => Promise.all(running.map((role) => role.stop())));
   // Installed first: a signal during a slow role start must still drain what already runs.
-  onStopSignal(stopAll);
+  onStopSignal(services.stop);
   try {
-    for (const name of Object.keys(ROLES) as Role[]) if (isRoleEnabled(name)) running.push(await ROLES[name]());
+    for (const name of Object.keys(ROLES) as Role[]) if (isRoleEnabled(name)) running.push(await ROLES[name](services));
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     // What started is stopped and the database closed, so no socket, pid file or lock is left behind.
     console.error(cannotListen(config, error));
-    await stopAll();
+    await services.stop();
     process.exit(1);
   }
 }
@@ -78,7 +77,7 @@ interface Child {
   delay: number;
 }
 
-async function superviseChildren(): Promise<void> {
+async function superviseChildren(services: ProcessServices): Promise<void> {
   const children = new Set<Child>();
   let stopping = false;
   const entry = new URL("../index.ts", import.meta.url).pathname;
@@ -119,20 +118,17 @@ async function superviseChildren(): Promise<void> {
   for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
 
   // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
-  onStopSignal(
-    async () => {
-      stopping = true;
-      const all = [...children];
-      for (const child of all) child.process.kill("SIGTERM");
-      const killAfter = setTimeout(() => {
-        for (const child of all) child.process.kill("SIGKILL");
-      }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
-      await Promise.all(all.map((child) => child.process.exited));
-      clearTimeout(killAfter);
-      await closeShared();
-    },
-    config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS,
-  );
+  services.stoppers.push("children", async () => {
+    stopping = true;
+    const all = [...children];
+    for (const child of all) child.process.kill("SIGTERM");
+    const killAfter = setTimeout(() => {
+      for (const child of all) child.process.kill("SIGKILL");
+    }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
+    await Promise.all(all.map((child) => child.process.exited));
+    clearTimeout(killAfter);
+  });
+  onStopSignal(services.stop, config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS);
 }
 
 /** How often a supervisor started before its database tries again. */
@@ -230,14 +226,15 @@ async function announce(): Promise<void> {
 }
 
 export async function supervise(): Promise<void> {
+  const services = await buildProcess("supervisor");
   await prepareDatabase();
-  if (database.kind === "pglite") {
+  if (services.alone) {
     log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
     // Announced once the API answers, while the other roles start: a role waiting for an unreachable
     // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
-    await Promise.all([superviseInProcess(), announce()]);
+    await Promise.all([superviseInProcess(services), announce()]);
   } else {
-    await superviseChildren();
+    await superviseChildren(services);
     await announce();
   }
 }

@@ -27,6 +27,8 @@ await wipeDatabase(databaseUrl);
 const { default: postgres } = await import("postgres");
 const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");

@@ -51,6 +51,8 @@ process.env.LIMIT_SOCKETS_PER_TOKEN = process.env.LIMIT_SOCKETS_PER_USER = "1000
 process.env.LIMIT_SOCKETS_PER_ACCOUNT = "1000000";
 process.env.LIMIT_SOCKETS_PER_PROCESS = "1000000";
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { setLimit } = await import("../../src/modules/limits/service");

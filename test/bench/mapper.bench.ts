@@ -12,6 +12,8 @@ process.env.LOG_LEVEL ??= "silent";
 
 const { sql } = await import("drizzle-orm");
 const { database, db } = await import("../../src/db/client");
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { conferenceForMapperId, mapperIdFor } = await import("../../src/modules/mapper/service");

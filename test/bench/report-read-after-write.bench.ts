@@ -19,6 +19,8 @@ const PEOPLE = Number(process.env.BENCH_RAW_PEOPLE ?? 10);
 const CALLS = Number(process.env.BENCH_RAW_CALLS ?? 200);
 
 await wipeDatabase(databaseUrl);
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { db } = await import("../../src/db/client");

@@ -17,6 +17,8 @@ process.env.STREAMING_X264_PRESET = "ultrafast";
 process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid}`);
 
 const runs = Number(process.argv[2] ?? 5);
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/process/app");

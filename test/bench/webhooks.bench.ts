@@ -32,6 +32,8 @@ const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 
 await wipeDatabase(databaseUrl);
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");

@@ -5,6 +5,9 @@
  */
 import { sql } from "drizzle-orm";
 import { database, db } from "../../src/db/client";
+import { buildProcess } from "../../src/process/root";
+
+await buildProcess("api");
 
 const outcome = await db
   .transaction(async (tx) => {
