@@ -38,7 +38,7 @@ const exitCode = await runCli(process.argv.slice(2), {
     try {
       await migrate();
       try {
-        await sealSecretsAtRest();
+        await sealSecretsAtRest(services.database);
       } catch (error) {
         // A sealing key that does not open what is sealed: no command may seal under it.
         if (!(error instanceof AppError)) throw error;

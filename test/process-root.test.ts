@@ -104,7 +104,15 @@ test("embedded: the one process rings in itself, nothing subscribes on Redis; it
   expect(seen.broker).toBe("local");
   expect(seen.rungWith).toEqual(["key-1"]);
   expect(seen.subscribed).toEqual([]);
-  expect(seen.built).toEqual(["broker", "outbox", "publish/subscribe", "queues", "redis connections", "database"]);
+  expect(seen.built).toEqual([
+    "broker",
+    "object store",
+    "outbox",
+    "publish/subscribe",
+    "queues",
+    "redis connections",
+    "database",
+  ]);
   expect(seen.seen).toEqual(["probe stopped on an open database and Redis"]);
   // Stopped last, the database gave its folder's lock back and left its place.
   expect(seen.lockLeft).toBe(false);
@@ -119,6 +127,13 @@ test("on PostgreSQL a worker's process rings the others through Redis and has no
   expect(seen.broker).toBe("none");
   expect(seen.rungWith).toEqual(["key-1"]);
   expect(seen.subscribed).toEqual([`${prefix}:outbox:probe`]);
-  expect(seen.built).toEqual(["outbox", "publish/subscribe", "queues", "redis connections", "database"]);
+  expect(seen.built).toEqual([
+    "object store",
+    "outbox",
+    "publish/subscribe",
+    "queues",
+    "redis connections",
+    "database",
+  ]);
   expect(seen.seen).toEqual(["probe stopped on an open database and Redis"]);
 });

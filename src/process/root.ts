@@ -1,7 +1,7 @@
 /**
  * The composition root of a Parley process: the one place that builds the services the process
- * needs (the database, Redis's connections and queues, publish/subscribe, the outbox, the
- * real-time broker), puts them in place for the features and workers, and stops them in reverse
+ * needs (the database, Redis's connections and queues, publish/subscribe, the outbox, the object
+ * store, the real-time broker), puts them in place for the features and workers, and stops them in reverse
  * order of building. Whether a service is local or on Redis is decided here and nowhere else:
  * where every role runs in this one process (the embedded database, which no other process can
  * open) there is nobody else to tell, so publish/subscribe and the broker stay in the process.
@@ -12,6 +12,7 @@
 import { config } from "../config";
 import { whenStopping } from "../core/lifecycle";
 import { log } from "../core/log";
+import type { ObjectStore } from "../core/objects";
 import type { Outbox } from "../core/outbox";
 import { LocalPubSub, type PubSub } from "../core/pubsub";
 import { type DatabaseHandle, openDatabase, useDatabase } from "../db/client";
@@ -20,9 +21,8 @@ import { createProcessOutbox, useOutbox } from "../queue/outbox";
 import { closeQueues } from "../queue/queues";
 import { redisPubSub, usePubSub } from "../queue/redis-pubsub";
 import type { Broker } from "../realtime/broker";
-import { LocalBroker } from "../realtime/local-broker";
 import { useBroker } from "../realtime/process-broker";
-import { RedisBroker } from "../realtime/redis-broker";
+import { createObjectStore, useObjects } from "../storage/objects";
 
 /** What was built, each with how it stops: the last built stops first. */
 export class Stoppers {
@@ -65,6 +65,8 @@ export interface ProcessServices {
   readonly database: DatabaseHandle;
   readonly pubsub: PubSub;
   readonly outbox: Outbox;
+  /** The account media store on the S3 bucket (its client made at its first use). */
+  readonly objects: ObjectStore;
   /** The real-time broker, in a process that serves the API. */
   readonly broker: Broker | undefined;
   /** What was built; a role pushes what it starts, to be stopped before what it stands on. */
@@ -96,6 +98,11 @@ export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> 
 
   // Made on first use, each by what needs it; closed here, after everything that uses them.
   stoppers.push("redis connections", closeRedis);
+  // Nothing of a stop may wait for a Redis that is gone: commands queued on a lost connection fail at once.
+  whenStopping(() => {
+    const abandoned = abandonLostConnections();
+    if (abandoned > 0) log.warn({ connections: abandoned }, "Redis is unreachable: stopping without it");
+  });
   stoppers.push("queues", closeQueues);
 
   const pubsub: PubSub = alone ? new LocalPubSub() : redisPubSub;
@@ -106,10 +113,21 @@ export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> 
   useOutbox(outbox);
   stoppers.push("outbox", () => useOutbox(undefined));
 
+  const objects = createObjectStore();
+  useObjects(objects);
+  stoppers.push("object store", async () => {
+    useObjects(undefined);
+    await objects.close();
+  });
+
   const servesApi = kind === "api" || kind === "command" || (kind === "supervisor" && alone);
   let broker: Broker | undefined;
   if (servesApi) {
-    const built = brokerKind(alone) === "redis" ? new RedisBroker() : new LocalBroker();
+    // Loaded only here: a worker's process never loads the socket's side.
+    const built =
+      brokerKind(alone) === "redis"
+        ? new (await import("../realtime/redis-broker")).RedisBroker()
+        : new (await import("../realtime/local-broker")).LocalBroker();
     broker = built;
     useBroker(built);
     stoppers.push("broker", async () => {
@@ -119,11 +137,5 @@ export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> 
   }
   log.debug({ kind, alone, pubsub: alone ? "local" : "redis", broker: broker && brokerKind(alone) }, "process built");
 
-  return { kind, alone, database, pubsub, outbox, broker, stoppers, stop: () => stoppers.stop() };
+  return { kind, alone, database, pubsub, outbox, objects, broker, stoppers, stop: () => stoppers.stop() };
 }
-
-// Nothing of a stop may wait for a Redis that is gone: commands queued on a lost connection fail at once.
-whenStopping(() => {
-  const abandoned = abandonLostConnections();
-  if (abandoned > 0) log.warn({ connections: abandoned }, "Redis is unreachable: stopping without it");
-});

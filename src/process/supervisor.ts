@@ -138,7 +138,7 @@ const DATABASE_WAIT_MS = 1_000;
  * Migrations and the first account, once the database answers: a supervisor started while
  * PostgreSQL is still starting (or down) waits for it instead of exiting.
  */
-async function prepareDatabase(): Promise<void> {
+async function prepareDatabase({ database }: ProcessServices): Promise<void> {
   // Loaded here, and only when a first account may be made: every role's child process imports
   // this module too, and the accounts service brings the JWT library and more along.
   const bootstrap = config.admin.bootstrapAccount ? await import("../modules/accounts/bootstrap") : undefined;
@@ -146,7 +146,7 @@ async function prepareDatabase(): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
-      await sealSecretsAtRest();
+      await sealSecretsAtRest(database);
       await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
@@ -227,7 +227,7 @@ async function announce(): Promise<void> {
 
 export async function supervise(): Promise<void> {
   const services = await buildProcess("supervisor");
-  await prepareDatabase();
+  await prepareDatabase(services);
   if (services.alone) {
     log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
     // Announced once the API answers, while the other roles start: a role waiting for an unreachable

@@ -59,7 +59,7 @@ process.env.STREAMING_X264_PRESET = "ultrafast";
 process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid}`);
 
 // Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-await (await import("../../src/process/root")).buildProcess("api");
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/process/app");
@@ -456,5 +456,5 @@ await nginx.stop();
 await api.stop(true);
 stopViewerSweeps();
 await Promise.all([stopStateSubscriber(), stopLlhlsOrigin()]);
-await closeBench();
+await closeBench(services);
 process.exit(0);

@@ -20,7 +20,7 @@ const CALLS = Number(process.env.BENCH_RAW_CALLS ?? 200);
 
 await wipeDatabase(databaseUrl);
 // Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-await (await import("../../src/process/root")).buildProcess("api");
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { db } = await import("../../src/db/client");
@@ -164,4 +164,4 @@ for (const [label, query, calls] of [
       `(${CALLS} calls; target < 10 ms: ${p50(step) < 10 ? "met" : "not met"} at the median)`,
   );
 }
-await closeBench();
+await closeBench(services);

@@ -18,7 +18,7 @@ process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid
 
 const runs = Number(process.argv[2] ?? 5);
 // Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-await (await import("../../src/process/root")).buildProcess("api");
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createApp } = await import("../../src/process/app");
@@ -105,5 +105,5 @@ await worker.stop();
 await nginx.stop();
 await api.stop(true);
 await stopStateSubscriber();
-await closeBench();
+await closeBench(services);
 process.exit(0);

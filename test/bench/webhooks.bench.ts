@@ -33,7 +33,7 @@ const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 await wipeDatabase(databaseUrl);
 
 // Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-await (await import("../../src/process/root")).buildProcess("api");
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
@@ -309,7 +309,7 @@ try {
   }
 } finally {
   receiver.kill();
-  await closeBench();
+  await closeBench(services);
 }
 // The worker's blocking Redis connection can outlive its close by a while; the figures are printed.
 process.exit(0);
