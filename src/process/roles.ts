@@ -9,7 +9,8 @@ import type { ProcessServices } from "./root";
 
 export const ROLES = {
   api: async (services: ProcessServices): Promise<Running> => (await import("./server")).startApiServer(services),
-  recorder: async (): Promise<Running> => (await import("../../workers/recorder")).startRecorderWorker(),
+  recorder: async (services: ProcessServices): Promise<Running> =>
+    (await import("../../workers/recorder")).startRecorderWorker(undefined, services),
   sip: async (): Promise<Running> => (await import("../../sip-gateway/role")).startSipGateway(),
   cdr: async ({ outbox }: ProcessServices): Promise<Running> =>
     (await import("../../workers/cdr")).startCdrWorker({ outbox }),

@@ -85,6 +85,11 @@ export function brokerKind(alone: boolean): "local" | "redis" {
   return alone || config.http.processes === 1 ? "local" : "redis";
 }
 
+/** A command's process holds no sockets and its commands announce nothing to topics: its own broker is enough. */
+function brokerOf(kind: ProcessKind, alone: boolean): "local" | "redis" {
+  return kind === "command" ? "local" : brokerKind(alone);
+}
+
 /** Builds the process's services, in the order they stand on each other, and puts them in place. */
 export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> {
   const stoppers = new Stoppers();
@@ -125,7 +130,7 @@ export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> 
   if (servesApi) {
     // Loaded only here: a worker's process never loads the socket's side.
     const built =
-      brokerKind(alone) === "redis"
+      brokerOf(kind, alone) === "redis"
         ? new (await import("../realtime/redis-broker")).RedisBroker()
         : new (await import("../realtime/local-broker")).LocalBroker();
     broker = built;
@@ -135,7 +140,10 @@ export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> 
       useBroker(undefined);
     });
   }
-  log.debug({ kind, alone, pubsub: alone ? "local" : "redis", broker: broker && brokerKind(alone) }, "process built");
+  log.debug(
+    { kind, alone, pubsub: alone ? "local" : "redis", broker: broker && brokerOf(kind, alone) },
+    "process built",
+  );
 
   return { kind, alone, database, pubsub, outbox, objects, broker, stoppers, stop: () => stoppers.stop() };
 }

@@ -17,7 +17,6 @@ import { queuedBefore, queuedStreams } from "../../src/modules/streaming/queue";
 import { getStream, LIVE_STATES, liveStreams, type Stream } from "../../src/modules/streaming/stream";
 import { claimStream, markQueued, markRunning, takeStream } from "../../src/modules/streaming/transitions";
 import { waitForStream } from "../../src/modules/streaming/state";
-import { pubsub } from "../../src/queue/redis-pubsub";
 import {
   enqueue,
   getQueue,
@@ -196,7 +195,7 @@ export async function stopJob(worker: RecorderHost, job: Job<RecorderStopJob>): 
   if (mine) return stopLocal(worker, mine, "stopped", reason);
   if (stream.podName && stream.podName !== worker.pod && (await podAlive(stream.podName))) {
     const relayed: RecorderStopJob = { streamId, reason };
-    await pubsub().publish(podCommands(stream.podName), JSON.stringify(relayed));
+    await worker.pubsub.publish(podCommands(stream.podName), JSON.stringify(relayed));
     // The owner's finishStream rings the outbox: the job ends once that move has committed.
     const now = await waitForStream(
       streamId,

@@ -2,6 +2,7 @@
 import { existsSync, readFileSync, unlinkSync } from "node:fs";
 import { config } from "../../src/config";
 import { log } from "../../src/core/log";
+import type { PubSub } from "../../src/core/pubsub";
 import { type Stream, getStream, LIVE_STATES } from "../../src/modules/streaming/stream";
 import { finishStream } from "../../src/modules/streaming/transitions";
 import type { RecorderDriver, RecorderProcess } from "./driver";
@@ -26,6 +27,8 @@ export interface RecorderHost {
   pod: string;
   host: string;
   driver: RecorderDriver;
+  /** The process's publish/subscribe: a stop for another worker's stream is relayed to it there. */
+  pubsub: PubSub;
   local: Map<string, LocalRecorder>;
   /** Starts under way, counted against STREAMING_CAPACITY with the running streams. */
   reserved: number;
