@@ -16,7 +16,7 @@ import type { ObjectStore } from "../core/objects";
 import type { Outbox } from "../core/outbox";
 import { LocalPubSub, type PubSub } from "../core/pubsub";
 import { type DatabaseHandle, openDatabase, useDatabase } from "../db/client";
-import { abandonLostConnections, closeRedis } from "../queue/connection";
+import { abandonLostConnections, closeRedis, promptRedis } from "../queue/connection";
 import { createProcessOutbox, useOutbox } from "../queue/outbox";
 import { closeQueues } from "../queue/queues";
 import { redisPubSub, usePubSub } from "../queue/redis-pubsub";
@@ -101,7 +101,10 @@ export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> 
   });
   const alone = database.kind === "pglite";
 
-  // Made on first use, each by what needs it; closed here, after everything that uses them.
+  // The command connection for requests is made here: a Redis that cannot be reached is then said at the start,
+  // before the API answers, even where nothing subscribes on it (the embedded database). The others are made
+  // on first use, each by what needs it; all are closed here, after everything that uses them.
+  promptRedis();
   stoppers.push("redis connections", closeRedis);
   // Nothing of a stop may wait for a Redis that is gone: commands queued on a lost connection fail at once.
   whenStopping(() => {
