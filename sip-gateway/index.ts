@@ -5,7 +5,7 @@
  * exits 2, as the other entry points do.
  */
 import { loadProcessConfig } from "../src/core/config";
-import { joinPrivateRedis } from "../src/private-redis";
+import { joinPrivateRedis } from "../src/process/private-redis";
 
 if (!loadProcessConfig()) process.exit(2);
 // Alone on a machine whose Parley runs a private Redis, with no Redis named: that one.

@@ -4,7 +4,6 @@
 import "./grammar-cache";
 import "./merged-requests";
 import { config, type SipConfig } from "../src/core/config";
-import { closeShared } from "../src/connections";
 import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import { conferenceForMapperId } from "../src/modules/mapper";
@@ -41,13 +40,17 @@ export async function startSipGateway(
 
 /** `bun sip-gateway/index.ts`: migrations, then the gateway until SIGTERM, as the supervisor runs the `sip` role. */
 export async function runAlone(): Promise<void> {
+  const { buildProcess } = await import("../src/process/root");
+  const services = await buildProcess("sip");
   const { migrate } = await import("../src/db/migrate");
   await migrate();
   guardAgainstStrayErrors();
   if (!config.sip.enabled) {
     log.info({ role: "sip" }, "role disabled by configuration; nothing to run");
-    await closeShared();
+    await services.stop();
     return;
   }
-  runUntilStopped(await startSipGateway(), closeShared);
+  const running = await startSipGateway();
+  services.stoppers.push("sip", () => running.stop());
+  runUntilStopped(services);
 }

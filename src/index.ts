@@ -4,13 +4,13 @@
  * role, restarts a child that dies, and on SIGTERM/SIGINT drains them all and exits 0.
  * On the embedded database (no DATABASE_URL) every role runs inside this one process,
  * since PGlite cannot be shared between processes. A Parley whose ports are taken (a second
- * one on the same settings) is refused before it starts or opens anything (src/port-guard.ts).
+ * one on the same settings) is refused before it starts or opens anything (src/process/port-guard.ts).
  */
 import { config, loadProcessConfig } from "./core/config";
 import { keepNewFilesPrivate, makePrivate } from "./core/private-dir";
-import { listenersRefusal } from "./port-guard";
-import { joinPrivateRedis, startPrivateRedis } from "./private-redis";
-import { SUPERVISOR_FLAG } from "./roles";
+import { listenersRefusal } from "./process/port-guard";
+import { joinPrivateRedis, startPrivateRedis } from "./process/private-redis";
+import { SUPERVISOR_FLAG } from "./process/roles";
 
 keepNewFilesPrivate();
 
@@ -50,7 +50,7 @@ if (!role) {
 if (role) {
   // A role started alone on this machine, with no Redis named, joins the supervisor's private one.
   if (await joinPrivateRedis()) loadProcessConfig();
-  await import("./supervisor").then(({ runRole }) => runRole(role, parentPid));
+  await import("./process/supervisor").then(({ runRole }) => runRole(role, parentPid));
 } else {
-  await import("./supervisor").then(({ supervise }) => supervise());
+  await import("./process/supervisor").then(({ supervise }) => supervise());
 }

@@ -22,28 +22,23 @@ const exitCode = await runCli(process.argv.slice(2), {
     // The app logs to stdout, where the command's own answer goes: only its errors are wanted here.
     process.env.LOG_LEVEL = "error";
     const { loadProcessConfig } = await import("./core/config");
-    // The app's modules open the database as they load: a wrong environment is reported before.
+    // The app's modules read the settings as they load: a wrong environment is reported before.
     if (!loadProcessConfig()) return 2;
-    if (await (await import("./private-redis")).joinPrivateRedis()) loadProcessConfig();
-    const [
-      { migrate },
-      { sealSecretsAtRest },
-      { AppError },
-      { createApp },
-      { localOperator, serveLocalSocket },
-      { closeShared },
-    ] = await Promise.all([
-      import("./db/migrate"),
-      import("./sealed-at-rest"),
-      import("./core/errors"),
-      import("./app"),
-      import("./modules/admin/local"),
-      import("./connections"),
-    ]);
+    if (await (await import("./process/private-redis")).joinPrivateRedis()) loadProcessConfig();
+    const [{ migrate }, { sealSecretsAtRest }, { AppError }, { createApp }, { localOperator, serveLocalSocket }, root] =
+      await Promise.all([
+        import("./db/migrate"),
+        import("./process/sealed-at-rest"),
+        import("./core/errors"),
+        import("./process/app"),
+        import("./modules/admin/local"),
+        import("./process/root"),
+      ]);
+    const services = await root.buildProcess("command");
     try {
       await migrate();
       try {
-        await sealSecretsAtRest();
+        await sealSecretsAtRest(services.database);
       } catch (error) {
         // A sealing key that does not open what is sealed: no command may seal under it.
         if (!(error instanceof AppError)) throw error;
@@ -59,7 +54,7 @@ const exitCode = await runCli(process.argv.slice(2), {
         await socket?.stop();
       }
     } finally {
-      await closeShared();
+      await services.stop();
     }
   },
 });

@@ -9,14 +9,14 @@
  * with the SDK installed from its tarball, its webhook receiver verifying a real delivery. No
  * page shows a command that begins
  * with a bare `bun`, which a fresh machine does not have on its PATH. docs/architecture.md
- * lists the roles of src/roles.ts and every module folder.
+ * lists the roles of src/process/roles.ts and every module folder.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, posix, resolve } from "node:path";
 import { loadConfig } from "../src/core/config";
-import { ROLES } from "../src/roles";
+import { ROLES } from "../src/process/roles";
 import { connect, disconnect, join as joinChannel, push } from "./support/phoenix";
 import { type Parley, startParley, within } from "./support/parley";
 import { freePort } from "./support/ports";
@@ -174,7 +174,7 @@ function tableNames(page: string, heading: string): string[] {
 }
 
 describe("architecture", () => {
-  test("docs/architecture.md lists the roles of src/roles.ts, no more and no fewer", () => {
+  test("docs/architecture.md lists the roles of src/process/roles.ts, no more and no fewer", () => {
     expect(tableNames("docs/architecture.md", "## Roles").sort()).toEqual(Object.keys(ROLES).sort());
   });
 

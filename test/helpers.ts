@@ -1,5 +1,5 @@
 /** Calls the app in-process, as a client would over HTTP, and makes accounts for tests. */
-import { createApp } from "../src/app";
+import { createApp } from "../src/process/app";
 import type { SigningAlgorithm } from "../src/core/config";
 import { createAccount } from "../src/modules/accounts/service";
 

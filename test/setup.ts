@@ -40,6 +40,10 @@ Object.assign(process.env, s3.env);
 
 // The driver loads here first, so with the fix Parley's own handle applies to it (src/db/client.ts).
 await import("../src/db/postgres-write-guard");
+// The test file's process is built as an API process's is (src/process/root.ts): the database, Redis,
+// publish/subscribe, the outbox and the broker, put in place for the modules the tests import.
+const { buildProcess } = await import("../src/process/root");
+await buildProcess("api");
 // The parallel runner (.ci/parallel-test.ts) hands each file a database just copied from (or emptied
 // back to) the template it migrated for the run: nothing to wipe and no migration to apply, whose
 // check would cost every file a tenth of a second. Read once, so no process a test starts takes it for its own.

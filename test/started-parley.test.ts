@@ -14,6 +14,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { http, migratedDataDir, type Parley, startParley, within } from "./support/parley";
 import { freePort } from "./support/ports";
 import { childPids, until } from "./support/wait";
@@ -103,6 +104,25 @@ for (const mode of [
       expect(counted.text).toMatch(/parley_queue_jobs\{queue="recorder",state="waiting"\} \d+/);
       expect((await fresh(parley.metrics.replace("/metrics", "/healthz"))).status).toBe(404);
     }, 90_000);
+
+    test("publish/subscribe: an embedded Parley keeps it to its one process; a pool rings over Redis", async () => {
+      const parley = await started();
+      const prefix = parley.env.REDIS_PREFIX!;
+      const redis = new Redis(parley.env.REDIS_URL!, { maxRetriesPerRequest: 1 });
+      try {
+        // The channels under this Parley's prefix that something subscribes to, as Redis counts them.
+        const subscribed = () => redis.call("PUBSUB", "CHANNELS", `${prefix}:*`) as Promise<string[]>;
+        if (mode.embedded) {
+          expect(await subscribed()).toEqual([]);
+          return;
+        }
+        const expected = ["outbox:cdr", "outbox:webhooks", "invalidate:accounts"].map((name) => `${prefix}:${name}`);
+        const channels = await until(subscribed, (names) => expected.every((name) => names.includes(name)), 15_000);
+        expect(channels).toEqual(expect.arrayContaining(expected));
+      } finally {
+        redis.disconnect();
+      }
+    });
 
     test("piped output: JSON lines only, one of them with the addresses; health checks not at info", async () => {
       const parley = await started();

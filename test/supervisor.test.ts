@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROLES } from "../src/roles";
+import { ROLES } from "../src/process/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
 import { childPids, isAlive, listensOn, threadsLeft, until } from "./support/wait";

@@ -19,6 +19,8 @@ import { config } from "../src/core/config";
 import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import type { RedisClient } from "../src/queue/connection";
+import type { Outbox } from "../src/core/outbox";
+import type { PubSub } from "../src/core/pubsub";
 import { outbox } from "../src/outbox/outbox";
 import { pubsub } from "../src/queue/redis-pubsub";
 import {
@@ -43,12 +45,22 @@ export interface RecorderWorker extends Running {
   active(): string[];
 }
 
-export async function startRecorderWorker(driver: RecorderDriver = driverFromConfig()): Promise<RecorderWorker> {
+/** What a recorder worker stands on: its process's, as the root built them, unless a test gives others. */
+export interface RecorderServices {
+  pubsub: PubSub;
+  outbox: Outbox;
+}
+
+export async function startRecorderWorker(
+  driver: RecorderDriver = driverFromConfig(),
+  services: RecorderServices = { pubsub: pubsub(), outbox },
+): Promise<RecorderWorker> {
   let draining = false;
   const worker: RecorderHost = {
     pod: config.streaming.podName,
     host: hostname(),
     driver,
+    pubsub: services.pubsub,
     local: new Map(),
     reserved: 0,
     reservedUnits: 0,
@@ -66,11 +78,11 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   mkdirSync(config.streaming.recordingDir, { recursive: true });
   const heartbeat = await startHeartbeat(pod, worker.host, () => roomOf(worker));
 
-  const subscription = pubsub().subscribe("recorder-commands", [podCommands(pod)], (_channel, message) => {
+  const subscription = services.pubsub.subscribe("recorder-commands", [podCommands(pod)], (_channel, message) => {
     relayedStop(worker, message).catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
   });
   await subscription.ready;
-  const occupancy = outbox.register(occupancyConsumer(worker));
+  const occupancy = services.outbox.register(occupancyConsumer(worker));
   await occupancy.ready;
 
   const workerOptions = queueOptions();

@@ -30,7 +30,7 @@ const HEADER = `/**
 
 /** The OpenAPI document of the app as a client reads it from /swagger/json. */
 export async function describeApi(): Promise<Record<string, unknown>> {
-  const { createApp } = await import(join(import.meta.dir, "../../src/app.ts"));
+  const { createApp } = await import(join(import.meta.dir, "../../src/process/app.ts"));
   const answer: Response = await createApp().handle(new Request("http://localhost/swagger/json"));
   if (!answer.ok) throw new Error(`/swagger/json answered ${answer.status}`);
   return (await answer.json()) as Record<string, unknown>;

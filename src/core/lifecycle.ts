@@ -81,14 +81,11 @@ export function guardAgainstStrayErrors(): void {
 }
 
 /**
- * Keeps a started role until SIGTERM or SIGINT, or until its supervisor (parentPid) is gone,
- * then stops it and closes what the process shares (`close`).
+ * Keeps a started process (its role and what the role stands on) until SIGTERM or SIGINT, or
+ * until its supervisor (parentPid) is gone, then stops it.
  */
-export function runUntilStopped(running: Running, close: () => Promise<void>, parentPid?: number): void {
-  onStopSignal(async () => {
-    await running.stop();
-    await close();
-  });
+export function runUntilStopped(running: Running, parentPid?: number): void {
+  onStopSignal(() => running.stop());
   // A supervisor killed outright cannot forward SIGTERM; a child whose parent is gone stops itself.
   if (parentPid !== undefined) {
     setInterval(() => {

@@ -1,6 +1,8 @@
 /**
  * The database handle. postgres.js when DATABASE_URL is set; otherwise an embedded
  * PGlite database in DATA_DIR (one process only: PGlite holds its folder exclusively).
+ * Opened by the process's composition root (src/process/root.ts), which puts it in place
+ * for the modules that import `db` and closes it last; importing this module opens nothing.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
@@ -9,6 +11,7 @@ import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { ParameterOrJSON, Sql, UnsafeQueryOptions } from "postgres";
 import { config } from "../core/config";
+import { installed } from "../core/installed";
 import { makePrivate } from "../core/private-dir";
 
 /** No schema is handed to drizzle: queries name their tables (`db.select().from(table)`), never `db.query.*`. */
@@ -129,11 +132,14 @@ function refuseInsideTransaction(use: string): void {
  */
 export function builtOnce<Result>(
   name: string,
-  query: { execute: (placeholders?: Record<string, unknown>) => Promise<Result> },
+  build: () => { execute: (placeholders?: Record<string, unknown>) => Promise<Result> },
 ): { execute: (placeholders: Record<string, unknown>) => Promise<Result> } {
+  // Built at the first run rather than as its module loads: the database is opened by the process's root.
+  let query: ReturnType<typeof build> | undefined;
   return {
     execute: (placeholders) => {
       refuseInsideTransaction(name);
+      query ??= build();
       return query.execute(placeholders);
     },
   };
@@ -269,11 +275,33 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   };
 }
 
-export const database: DatabaseHandle = config.database.url
-  ? await openPostgres(config.database.url)
-  : await openPglite(config.database.dataDir);
+/** Opens the database the settings name: PostgreSQL at DATABASE_URL, else PGlite in DATA_DIR. */
+export function openDatabase(settings: { url?: string; dataDir: string } = config.database): Promise<DatabaseHandle> {
+  return settings.url ? openPostgres(settings.url) : openPglite(settings.dataDir);
+}
 
-export const db = database.db;
+const opened = installed<DatabaseHandle>("the database");
+
+/** Puts the handle the root opened in place of the process's database (undefined: none). */
+export function useDatabase(handle: DatabaseHandle | undefined): void {
+  opened.install(handle);
+}
+
+/** The process's database, as the root opened it. */
+export const database: DatabaseHandle = {
+  get db() {
+    return opened().db;
+  },
+  get kind() {
+    return opened().kind;
+  },
+  close: () => opened().close(),
+};
+
+/** The process's drizzle handle: every use reaches the handle the root put in place. */
+export const db: Database = new Proxy({} as Database, {
+  get: (_target, property) => Reflect.get(opened().db, property),
+});
 
 export async function pingDatabase(): Promise<void> {
   await db.execute(sql`select 1`);

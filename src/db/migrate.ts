@@ -5,7 +5,7 @@ import { loadProcessConfig } from "../core/config";
 export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
 export async function migrate(): Promise<void> {
-  // Imported here: the client opens the database as it loads, after `bun run migrate` checked the environment.
+  // Imported here: the client loads the drivers' modules, after `bun run migrate` checked the environment.
   const { database } = await import("./client");
   if (database.kind === "pglite") {
     const { migrate: run } = await import("drizzle-orm/pglite/migrator");
@@ -18,7 +18,10 @@ export async function migrate(): Promise<void> {
 
 if (import.meta.main) {
   if (!loadProcessConfig()) process.exit(2);
+  const { openDatabase, useDatabase } = await import("./client");
+  const database = await openDatabase();
+  useDatabase(database);
   await migrate();
-  await (await import("./client")).database.close();
+  await database.close();
   console.log("parley: migrations applied");
 }

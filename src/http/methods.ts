@@ -1,7 +1,7 @@
 /**
  * Which methods each route path answers, so that a request with another method is told 405
  * with an `Allow` header (RFC 9110 §15.5.6) rather than a 404 that says the path is unknown.
- * The router only says "not found"; the table comes from the app's own routes (src/app.ts).
+ * The router only says "not found"; the table comes from the app's own routes (src/process/app.ts).
  */
 
 interface RoutePattern {

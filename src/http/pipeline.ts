@@ -206,7 +206,7 @@ export const pipeline = new Elysia({ name: "parley.pipeline" })
     if (Number(request.headers.get("content-length") ?? 0) > config.http.maxBodyBytes) oversize.add(request);
   })
   // Bun's own limit answers a bare 413 before any hook runs, so it is set far above
-  // MAX_BODY_BYTES (src/server.ts) and the limit is kept here, in the error shape: a declared
+  // MAX_BODY_BYTES (src/process/server.ts) and the limit is kept here, in the error shape: a declared
   // length above, a body without one (chunked) while it is read. Declared bodies parse as usual.
   // Form and text bodies are read here too, to notice JSON sent under their type.
   .onParse({ as: "global" }, async ({ request, contentType }) => {

@@ -1,4 +1,5 @@
-/** Publish/subscribe (core/pubsub) over Redis, and the one the process uses. */
+/** Publish/subscribe (core/pubsub) over Redis, and the slot of the one the process uses. */
+import { installed } from "../core/installed";
 import type { OnMessage, PubSub, Subscription } from "../core/pubsub";
 import {
   channels as shardable,
@@ -46,14 +47,12 @@ export const redisPubSub: PubSub = {
   },
 };
 
-let chosen: PubSub | undefined;
+/**
+ * The process's publish/subscribe, chosen by its composition root (src/process/root.ts): Redis,
+ * or LocalPubSub where every role runs in one process.
+ */
+export const pubsub = installed<PubSub>("the process's publish/subscribe");
 
-/** The process's publish/subscribe: Redis unless usePubSub chose another. */
-export function pubsub(): PubSub {
-  chosen ??= redisPubSub;
-  return chosen;
-}
-
-export function usePubSub(bus: PubSub): void {
-  chosen = bus;
+export function usePubSub(bus: PubSub | undefined): void {
+  pubsub.install(bus);
 }

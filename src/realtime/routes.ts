@@ -2,7 +2,7 @@
  * `GET /api/v1/messaging/websocket?token=...&vsn=2.0.0`: the Phoenix-protocol socket. The
  * token (a messaging token from generate-token) is checked before the upgrade, so a bad
  * one is an ordinary 401/403 with the error shape and no socket is opened. The largest
- * frame a client may send is set where the app is built (src/app.ts), since Bun takes it
+ * frame a client may send is set where the app is built (src/process/app.ts), since Bun takes it
  * per server, not per route.
  */
 import { Elysia, t } from "elysia";

@@ -6,24 +6,28 @@ import type { S3Client } from "@aws-sdk/client-s3";
 import { config } from "../core/config";
 import { AppError } from "../core/errors";
 
-let client: Promise<S3Client> | undefined;
-
 export function storageConfigured(): boolean {
   return config.storage.bucket !== undefined;
 }
 
-/**
- * The client. The SDK is loaded on first use: loading it was about a tenth of the CPU a
- * Parley process spends loading its modules, and most processes never touch the bucket.
- */
-export function s3(): Promise<S3Client> {
+/** Refuses, with not_configured, a use of the bucket where none is set (asked at every use: tests unset it). */
+export function requireStorage(): void {
   if (!storageConfigured())
     throw new AppError(
       "not_configured",
       "uploads and recordings need object storage, which this Parley has not been given: " +
         "set S3_BUCKET (with S3_ENDPOINT, S3_REGION and keys as docs/configuration.md says) and restart it",
     );
-  client ??= import("@aws-sdk/client-s3").then(
+}
+
+/**
+ * A client of the bucket; the process's object store (storage/objects) makes one, on its first use.
+ * The SDK is loaded then: loading it was about a tenth of the CPU a Parley process spends
+ * loading its modules, and most processes never touch the bucket.
+ */
+export function s3Client(): Promise<S3Client> {
+  requireStorage();
+  return import("@aws-sdk/client-s3").then(
     ({ S3Client }) =>
       new S3Client({
         endpoint: config.storage.endpoint,
@@ -39,7 +43,6 @@ export function s3(): Promise<S3Client> {
         responseChecksumValidation: "WHEN_REQUIRED",
       }),
   );
-  return client;
 }
 
 export function bucket(): string {

@@ -27,16 +27,15 @@ await wipeDatabase(databaseUrl);
 const { default: postgres } = await import("postgres");
 const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { REFOLD_PAGE, refoldLog, sweepUnfolded } = await import("../../src/modules/usage/fold");
 // Pages as `refold-usage` makes them.
 const PAGE = Number(process.env.BENCH_PAGE ?? REFOLD_PAGE);
-const { createApp } = await import("../../src/app");
-const { database } = await import("../../src/db/client");
-const { closeRedis } = await import("../../src/queue/connection");
-const { closeQueues } = await import("../../src/queue/queues");
+const { createApp } = await import("../../src/process/app");
 
 const { account, apiKey } = await createAccount("bench", "EdDSA");
 // The bench measures the report, not the per-account limits (docs/limits.md): lift them for its account.
@@ -409,8 +408,6 @@ console.log(
 );
 
 await admin.end();
-await closeQueues();
-await closeRedis();
-await database.close();
+await services.stop();
 // The API's Redis subscribers keep the event loop alive; the benchmark is done.
 process.exit(0);

@@ -55,6 +55,8 @@ process.env.LIMIT_SOCKETS_PER_TOKEN = process.env.LIMIT_SOCKETS_PER_USER = "1000
 process.env.LIMIT_SOCKETS_PER_ACCOUNT = "1000000";
 process.env.LIMIT_SOCKETS_PER_PROCESS = "1000000";
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { setLimit } = await import("../../src/modules/limits/service");
@@ -403,8 +405,5 @@ ratio("chat", "socketio");
 ratio("rtc-redis", "socketio");
 ratio("rtc-redis-2", "bare");
 
-const { closeRedis } = await import("../../src/queue/connection");
-const { database } = await import("../../src/db/client");
-await closeRedis();
-await database.close();
+await services.stop();
 process.exit(0);

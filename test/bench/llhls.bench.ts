@@ -58,9 +58,11 @@ process.env.BOOTSTRAP_ACCOUNT = "false";
 process.env.STREAMING_X264_PRESET = "ultrafast";
 process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid}`);
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { config, overrideConfig } = await import("../../src/core/config");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");
@@ -454,5 +456,5 @@ await nginx.stop();
 await api.stop(true);
 stopViewerSweeps();
 await Promise.all([stopStateSubscriber(), stopLlhlsOrigin()]);
-await closeBench();
+await closeBench(services);
 process.exit(0);

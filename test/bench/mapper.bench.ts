@@ -11,11 +11,12 @@ process.env.DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres
 process.env.LOG_LEVEL ??= "silent";
 
 const { sql } = await import("drizzle-orm");
-const { database, db } = await import("../../src/db/client");
+const { db } = await import("../../src/db/client");
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { conferenceForMapperId, mapperIdFor } = await import("../../src/modules/mapper/service");
-const { closeRedis } = await import("../../src/queue/connection");
 
 const ROUNDS = 2_000;
 const CONCURRENCY = 8;
@@ -52,5 +53,4 @@ console.log(
   `ratios to select 1: lookup ${(lookup / reference).toFixed(2)}, existing ` +
     `${(existing / reference).toFixed(2)}, new ${(created / reference).toFixed(2)}`,
 );
-await closeRedis();
-await database.close();
+await services.stop();

@@ -19,6 +19,8 @@ const PEOPLE = Number(process.env.BENCH_RAW_PEOPLE ?? 10);
 const CALLS = Number(process.env.BENCH_RAW_CALLS ?? 200);
 
 await wipeDatabase(databaseUrl);
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { db } = await import("../../src/db/client");
@@ -162,4 +164,4 @@ for (const [label, query, calls] of [
       `(${CALLS} calls; target < 10 ms: ${p50(step) < 10 ? "met" : "not met"} at the median)`,
   );
 }
-await closeBench();
+await closeBench(services);

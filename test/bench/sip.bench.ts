@@ -19,9 +19,10 @@ process.env.REDIS_PREFIX = `parley-bench-${process.pid}`;
 process.env.LOG_LEVEL ??= "error";
 process.env.BOOTSTRAP_ACCOUNT = "false";
 
+// Built as the SIP role's process is (src/process/root.ts). The fold queue that the usage events ring holds a
+// Redis connection of its own: the process's stop closes it too.
+const services = await (await import("../../src/process/root")).buildProcess("sip");
 const { migrate } = await import("../../src/db/migrate");
-// The fold queue that the usage events ring holds a Redis connection of its own: closeShared closes it too.
-const { closeShared } = await import("../../src/connections");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startTestGateway } = await import("../support/sip-gateway");
 const { runSipp } = await import("../support/sipp");
@@ -197,4 +198,4 @@ if (best) {
 }
 
 await running.stop();
-await closeShared();
+await services.stop();

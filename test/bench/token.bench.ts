@@ -107,6 +107,8 @@ async function wrk(url: string, body?: string, pids = [pool.pid]): Promise<Measu
   return { rate: Number(rate), cpuMicros: (cpu / requests) * 1e6 };
 }
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");

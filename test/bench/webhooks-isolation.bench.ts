@@ -38,10 +38,12 @@ const ONSET = 20;
 
 await wipeDatabase(databaseUrl);
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { database, db } = await import("../../src/db/client");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
 const { webhookEndpoints } = await import("../../src/modules/webhooks/schema");
@@ -220,7 +222,7 @@ try {
   );
   process.exitCode = ratio <= TARGET ? 0 : 1;
 } finally {
-  await closeBench();
+  await closeBench(services);
 }
 // The worker's blocking Redis connection can outlive its close by a while; the figures are printed.
 process.exit(process.exitCode ?? 0);

@@ -37,10 +37,12 @@ const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 
 await wipeDatabase(databaseUrl);
 
+// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
+const services = await (await import("../../src/process/root")).buildProcess("api");
 const { migrate } = await import("../../src/db/migrate");
 await migrate();
 const { createAccount } = await import("../../src/modules/accounts/service");
-const { createApp } = await import("../../src/app");
+const { createApp } = await import("../../src/process/app");
 const { database, db } = await import("../../src/db/client");
 const { recordEvent } = await import("../../src/modules/catalogue");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
@@ -335,7 +337,7 @@ try {
   }
 } finally {
   receiver.kill();
-  await closeBench();
+  await closeBench(services);
 }
 // The worker's blocking Redis connection can outlive its close by a while; the figures are printed.
 process.exit(0);

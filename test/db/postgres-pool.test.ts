@@ -74,13 +74,15 @@ test("a pooled connection idle for DATABASE_IDLE_SECONDS is closed, and opened a
   // A process of its own, since the pool reads its settings once; it reports the backends its queries
   // ran on, waits while idle until told to go on, then queries once more.
   const script = `
-    const { db, database } = await import(${JSON.stringify(join(import.meta.dir, "../../src/db/client.ts"))});
+    const { buildProcess } = await import(${JSON.stringify(join(import.meta.dir, "../../src/process/root.ts"))});
+    const services = await buildProcess("cdr");
+    const { db } = await import(${JSON.stringify(join(import.meta.dir, "../../src/db/client.ts"))});
     const { sql: q } = await import("drizzle-orm");
     const pid = async () => [...(await db.execute(q\`select pg_backend_pid() as pid, pg_sleep(0.2)\`))][0].pid;
     console.log(JSON.stringify(await Promise.all([pid(), pid(), pid()])));
     while ((await Bun.file(process.env.GO_FILE).exists()) === false) await Bun.sleep(50);
     console.log(JSON.stringify([await pid()]));
-    await database.close();`;
+    await services.stop();`;
   const go = join(mkdtempSync(join(tmpdir(), "parley-idle-")), "go");
   const child = Bun.spawn([process.execPath, "-e", script], {
     cwd: join(import.meta.dir, "../.."),

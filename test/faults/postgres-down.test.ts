@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Socket } from "phoenix";
 import pg from "postgres";
-import { ROLES } from "../../src/roles";
+import { ROLES } from "../../src/process/roles";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivatePostgres, startPrivatePostgres } from "../support/private-postgres";

@@ -15,7 +15,7 @@ import type { Socket } from "phoenix";
 import { db } from "../../src/db/client";
 import { chatMessages, chatRooms } from "../../src/modules/messaging/schema";
 import { streams } from "../../src/modules/streaming/schema";
-import { ROLES } from "../../src/roles";
+import { ROLES } from "../../src/process/roles";
 import { newAccount } from "../helpers";
 import { recordersOf } from "../support/parley";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";

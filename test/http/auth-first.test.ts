@@ -6,7 +6,7 @@
  * body is read first.
  */
 import { describe, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { app, call } from "../helpers";
 
 interface GuardedRoute {

@@ -5,7 +5,7 @@
  * credentials so the request reaches validation. The chat socket refuses them too.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { app, call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push } from "../support/phoenix";
 

@@ -7,7 +7,7 @@
  * jitsi-meet's as the npm registry ships it (test/support/jitsi-meet.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { addPhoneNumber, setDefaultPhoneNumber } from "../../src/modules/mapper/service";
 import { newAccount } from "../helpers";
 import {

@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { client } from "@xmpp/client";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { revokeSigningKey, setJitsiDomain } from "../../src/modules/accounts/service";
 import { newAccount, tokenFor } from "../helpers";
 import { DOMAIN, documentedLines, MUC_DOMAIN, type Prosody, skipWithout, startProsody } from "../support/prosody";

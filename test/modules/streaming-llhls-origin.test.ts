@@ -6,7 +6,7 @@
  * refused with 503 after three target durations.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { llhlsKeys } from "../../src/modules/streaming/llhls/publisher";
 import { stopLlhlsOrigin } from "../../src/modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../../src/modules/streaming/llhls/viewers";

@@ -4,7 +4,7 @@
  * another account's events.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { db } from "../../src/db/client";
 import { recordEvent } from "../../src/modules/catalogue";
 import { newAccount } from "../helpers";
@@ -127,11 +127,12 @@ test("a stream carries only its own account's events, written by any process", a
     [
       process.execPath,
       "-e",
-      `const { db, database } = await import("./src/db/client");
+      `const services = await (await import("./src/process/root")).buildProcess("webhooks");
+       const { db } = await import("./src/db/client");
        const { recordEvent } = await import("./src/modules/catalogue");
        const payload = { reservation_id: 3, room: "from-another-process" };
        await db.transaction((tx) => recordEvent(tx, ${JSON.stringify(b.accountId)}, "reservation.deleted", payload));
-       await database.close(); process.exit(0);`,
+       await services.stop(); process.exit(0);`,
     ],
     { cwd: `${import.meta.dir}/../..`, env: process.env },
   );

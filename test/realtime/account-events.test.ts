@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join as joinPath, resolve } from "node:path";
 import postgres from "postgres";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
 import { optionsOf } from "../../src/modules/streaming/request";

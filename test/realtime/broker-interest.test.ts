@@ -72,7 +72,7 @@ describe("REALTIME_BROKER=auto", () => {
       [
         process.execPath,
         "-e",
-        'const { brokerKind } = await import("./src/realtime/process-broker.ts"); console.log(brokerKind());',
+        'const { brokerKind } = await import("./src/process/root.ts"); console.log(brokerKind(false));',
       ],
       {
         env: { ...process.env, REALTIME_BROKER: "auto", ...env },

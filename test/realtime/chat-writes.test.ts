@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq, inArray } from "drizzle-orm";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { db } from "../../src/db/client";
 import { chatMessages } from "../../src/modules/messaging/schema";
 import { aliceAndBob } from "../support/chat-users";

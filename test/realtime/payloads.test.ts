@@ -3,7 +3,7 @@
  * and a channel id is judged by one model on REST and on the socket alike.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { call, newAccount, tokenFor } from "../helpers";
 import { connect, disconnect, join, push } from "../support/phoenix";
 

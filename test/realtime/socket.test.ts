@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Presence } from "phoenix";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { postMessage } from "../../src/modules/messaging/posting";
 import { createRoom } from "../../src/modules/messaging/rooms";
 import { actorFrom } from "../../src/modules/auth/actor";

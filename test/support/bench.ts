@@ -29,14 +29,10 @@ export async function wipeDatabase(databaseUrl: string): Promise<void> {
   await admin.end();
 }
 
-/** The end of a run: the run's Redis keys removed, then every connection Parley opened closed. */
-export async function closeBench(): Promise<void> {
-  const { closeRedis, redis } = await import("../../src/queue/connection");
-  const { closeQueues } = await import("../../src/queue/queues");
-  const { database } = await import("../../src/db/client");
+/** The end of a run: the run's Redis keys removed, then the bench's process stopped, every connection closed. */
+export async function closeBench(services: { stop(): Promise<void> }): Promise<void> {
+  const { redis } = await import("../../src/queue/connection");
   const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
   if (keys.length > 0) await redis().del(...keys);
-  await closeQueues();
-  await closeRedis();
-  await database.close();
+  await services.stop();
 }

@@ -4,7 +4,11 @@
  * backend mid-query. Prints the outcome and exits 0 if the process survived it.
  */
 import { sql } from "drizzle-orm";
-import { database, db } from "../../src/db/client";
+import { db } from "../../src/db/client";
+import { buildProcess } from "../../src/process/root";
+
+// A worker's process: the database and what it stands on, no broker.
+const services = await buildProcess("cdr");
 
 const outcome = await db
   .transaction(async (tx) => {
@@ -20,4 +24,4 @@ console.log(outcome);
 // The driver's deferred writes run on the next turns of the event loop: stay long enough to meet them.
 await Bun.sleep(500);
 console.log("survived");
-await database.close();
+await services.stop();

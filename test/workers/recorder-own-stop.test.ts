@@ -10,6 +10,7 @@ import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
+import { pubsub } from "../../src/queue/redis-pubsub";
 import type { RecorderDriver, RecorderProcess } from "../../workers/recorder/driver";
 import { reconcile } from "../../workers/recorder/jobs";
 import { type RecorderHost, stopLocal } from "../../workers/recorder/local";
@@ -39,6 +40,7 @@ test("a reconciliation during its own worker's stop leaves the stream stopped, n
     pod,
     host: hostname(),
     driver: {} as RecorderDriver,
+    pubsub: pubsub(),
     local: new Map(),
     reserved: 0,
     reservedUnits: 0,

@@ -38,6 +38,7 @@ test("the relaying worker's stop job ends as soon as the owner has finished the 
     pod: `relaying-${randomUUID().slice(0, 8)}`,
     host: hostname(),
     driver: {} as RecorderDriver,
+    pubsub: pubsub(),
     local: new Map(),
     reserved: 0,
     reservedUnits: 0,

@@ -9,13 +9,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, HeadObjectCommand } from "@aws-sdk/client-s3";
 import { eq } from "drizzle-orm";
-import { createApp } from "../../src/app";
+import { createApp } from "../../src/process/app";
 import { config, overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { redis, redisKey } from "../../src/queue/connection";
-import { bucket, s3 } from "../../src/storage/s3";
+import { bucket, s3Client } from "../../src/storage/s3";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { ffmpegDriver } from "../../workers/recorder/ffmpeg";
 import { call, newAccount } from "../helpers";
@@ -186,7 +186,9 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     const finished = await row(stream.stream_name);
     expect(finished.state).toBe("stopped");
     expect(finished.recordingKey).toBe(`${account.accountId}/recordings/${stream.stream_name}.mp4`);
-    const head = await (await s3()).send(new HeadObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
+    const head = await (await s3Client()).send(
+      new HeadObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }),
+    );
     expect(head.ContentLength).toBeGreaterThan(10_000);
 
     const vod = await fetch(stream.vod_url);
@@ -273,7 +275,9 @@ describe("ffmpeg recorder through nginx-rtmp", () => {
     expect((await stop("e2e-audio")).status).toBe(200);
     expect((await stop("e2e-hevc")).status).toBe(200);
     const finished = await row(hevc.body.stream_name);
-    const object = await (await s3()).send(new GetObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }));
+    const object = await (await s3Client()).send(
+      new GetObjectCommand({ Bucket: bucket(), Key: finished.recordingKey! }),
+    );
     const recording = await probe((await object.Body!.transformToByteArray()).buffer as ArrayBuffer, "hevc.mp4");
     expect(recording.streams.map((s) => s.codec_name).sort()).toEqual(["aac", "hevc"]);
   }, 60_000);

@@ -28,7 +28,6 @@ import {
   waitForStream,
   wantsRecording,
 } from "../../src/modules/streaming";
-import { pubsub } from "../../src/queue/redis-pubsub";
 import {
   enqueue,
   getQueue,
@@ -206,7 +205,7 @@ export async function stopJob(worker: RecorderHost, job: Job<RecorderStopJob>): 
   if (mine) return stopLocal(worker, mine, "stopped", reason);
   if (stream.podName && stream.podName !== worker.pod && (await podAlive(stream.podName))) {
     const relayed: RecorderStopJob = { streamId, reason };
-    await pubsub().publish(podCommands(stream.podName), JSON.stringify(relayed));
+    await worker.pubsub.publish(podCommands(stream.podName), JSON.stringify(relayed));
     // The owner's finishStream rings the outbox: the job ends once that move has committed.
     const now = await waitForStream(
       streamId,

@@ -2,6 +2,7 @@
 import { existsSync, readFileSync, unlinkSync } from "node:fs";
 import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
+import type { PubSub } from "../../src/core/pubsub";
 import { finishStream, getStream, LIVE_STATES, type Stream } from "../../src/modules/streaming";
 import type { RecorderDriver, RecorderProcess } from "./driver";
 import { type Ingest, unreachableIngest } from "./ingest";
@@ -25,6 +26,8 @@ export interface RecorderHost {
   pod: string;
   host: string;
   driver: RecorderDriver;
+  /** The process's publish/subscribe: a stop for another worker's stream is relayed to it there. */
+  pubsub: PubSub;
   local: Map<string, LocalRecorder>;
   /** Starts under way, counted against STREAMING_CAPACITY with the running streams. */
   reserved: number;

@@ -78,8 +78,7 @@ export function normalizeConference(conference: string): string {
 }
 
 // The two look-ups of every dial-in, built once rather than by the query builder on each call.
-const mappingOfConference = builtOnce(
-  "mapperIdFor",
+const mappingOfConference = builtOnce("mapperIdFor", () =>
   db
     .select({ id: conferenceMappings.id })
     .from(conferenceMappings)
@@ -91,8 +90,7 @@ const mappingOfConference = builtOnce(
     )
     .prepare("mapper_of_conference"),
 );
-const conferenceOfId = builtOnce(
-  "conferenceForMapperId",
+const conferenceOfId = builtOnce("conferenceForMapperId", () =>
   db
     .select({ accountId: conferenceMappings.accountId, conference: conferenceMappings.conference })
     .from(conferenceMappings)

@@ -1,4 +1,4 @@
-/** Liveness, readiness and the public signing keys (metrics have a listener of their own: src/server.ts). */
+/** Liveness, readiness and the public signing keys (metrics have a listener of their own: src/process/server.ts). */
 import { Elysia, t } from "elysia";
 import { pingDatabase } from "../../db/client";
 import { pingRedis } from "../../queue/connection";

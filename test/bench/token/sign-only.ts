@@ -9,13 +9,17 @@
  * the contract's floor, what the limits cost. One such process per core on PORT (reusePort), as
  * the API pool runs. What the token route costs beyond these is what it adds.
  */
-import { createApp } from "../../../src/app";
+import { createApp } from "../../../src/process/app";
 import { AppError } from "../../../src/core/errors";
 import { rateLimitHeaders } from "../../../src/http/ratelimit";
 import { accountForApiKey } from "../../../src/modules/accounts/service";
 import { applyRequestLimit } from "../../../src/modules/limits";
 import { LIMITS } from "../../../src/modules/limits/definitions";
+import { buildProcess } from "../../../src/process/root";
 import { benchKey, signBenchToken, TOKEN_ROUTE_LIMITS } from "./signing";
+
+// Built as an API process is: the database, Redis and the broker the app's routes reach.
+await buildProcess("api");
 
 const key = benchKey(process.env.SIGN_ALGORITHM === "EdDSA" ? "EdDSA" : "RS256");
 

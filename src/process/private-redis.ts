@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
-import { config } from "./core/config";
+import { config } from "../core/config";
 
 /** Where the private redis-server listens. */
 export const privateRedisSocket = () => join(config.database.dataDir, "redis", "redis.sock");
@@ -62,7 +62,7 @@ export async function startPrivateRedis(): Promise<boolean> {
       process.exit(1);
     });
     const exited = new Promise<void>((done) => child.once("exit", () => done()));
-    const { whenStopped } = await import("./core/lifecycle");
+    const { whenStopped } = await import("../core/lifecycle");
     whenStopped(async () => {
       child.kill("SIGTERM");
       const killer = setTimeout(() => child.kill("SIGKILL"), REDIS_STOP_MS);

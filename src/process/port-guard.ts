@@ -14,7 +14,7 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import { resolve } from "node:path";
-import type { Config } from "./core/config";
+import type { Config } from "../core/config";
 
 /** True when nothing listens on host:port, as a bind without reusePort finds. */
 function portIsFree(host: string, port: number): Promise<boolean> {

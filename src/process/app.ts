@@ -1,29 +1,30 @@
-/** Builds the Elysia application from the feature controllers. Tests import this. */
+/**
+ * Builds the Elysia application from the feature controllers, on the services the process's
+ * root (root.ts) put in place. Tests import this.
+ */
 import { Elysia } from "elysia";
-import { config } from "./core/config";
-import { database } from "./db/client";
-import { knowRoutes } from "./http/methods";
-import { pipeline } from "./http/pipeline";
-import { adminController } from "./modules/admin/routes";
-import { consoleController } from "./modules/console/routes";
-import { apiReference } from "./modules/console/swagger";
-import { conferenceLogController } from "./modules/conference-log/routes";
-import { limitHeaders } from "./modules/limits";
-import { mapperController } from "./modules/mapper/routes";
-import { schedulerController } from "./modules/scheduler/routes";
-import { streamingController } from "./modules/streaming/routes";
-import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "./modules/streaming/llhls/route";
-import { systemController } from "./modules/system/routes";
-import { messagingController } from "./modules/messaging/routes";
-import { chatChannel, rtcChannel } from "./modules/messaging/channel";
-import { tokenController } from "./modules/token/routes";
-import { uploadsController } from "./modules/uploads/routes";
-import { usageController } from "./modules/usage/routes";
-import { webhooksController } from "./modules/webhooks/routes";
-import { eventLogController, eventsChannel } from "./modules/catalogue/routes";
-import { realtimeController } from "./realtime/routes";
-import { setSingleProcess } from "./realtime/process-broker";
-import { registerChannels } from "./realtime/channel";
+import { config } from "../core/config";
+import { knowRoutes } from "../http/methods";
+import { pipeline } from "../http/pipeline";
+import { adminController } from "../modules/admin/routes";
+import { consoleController } from "../modules/console/routes";
+import { apiReference } from "../modules/console/swagger";
+import { conferenceLogController } from "../modules/conference-log/routes";
+import { limitHeaders } from "../modules/limits";
+import { mapperController } from "../modules/mapper/routes";
+import { schedulerController } from "../modules/scheduler/routes";
+import { streamingController } from "../modules/streaming/routes";
+import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "../modules/streaming/llhls/route";
+import { systemController } from "../modules/system/routes";
+import { messagingController } from "../modules/messaging/routes";
+import { chatChannel, rtcChannel } from "../modules/messaging/channel";
+import { tokenController } from "../modules/token/routes";
+import { uploadsController } from "../modules/uploads/routes";
+import { usageController } from "../modules/usage/routes";
+import { webhooksController } from "../modules/webhooks/routes";
+import { eventLogController, eventsChannel } from "../modules/catalogue/routes";
+import { realtimeController } from "../realtime/routes";
+import { registerChannels } from "../realtime/channel";
 
 /**
  * The socket's channels: `chat:<channel_id>` is a persisted room;
@@ -33,8 +34,6 @@ import { registerChannels } from "./realtime/channel";
 const channels = [chatChannel, rtcChannel, eventsChannel];
 
 export function createApp() {
-  // PGlite is one process's alone, so every socket of an embedded deployment is in this process.
-  setSingleProcess(database.kind === "pglite");
   registerChannels(...channels);
   const byApp = (request: Request): Promise<Response> => app.handle(request);
   const app = new Elysia({

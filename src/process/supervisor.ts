@@ -1,17 +1,22 @@
 import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type Subprocess, spawn } from "bun";
-import { config } from "./core/config";
-import { closeShared } from "./connections";
-import { AppError, dependencyFailure } from "./core/errors";
-import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, STOP_MARGIN_MS } from "./core/lifecycle";
-import { log, readableLogs } from "./core/log";
-import { database } from "./db/client";
-import { migrate } from "./db/migrate";
-import { promptRedis, settledWithin, withinRedis } from "./queue/connection";
+import { config } from "../core/config";
+import { AppError, dependencyFailure } from "../core/errors";
+import {
+  guardAgainstStrayErrors,
+  onStopSignal,
+  type Running,
+  runUntilStopped,
+  STOP_MARGIN_MS,
+} from "../core/lifecycle";
+import { log, readableLogs } from "../core/log";
+import { migrate } from "../db/migrate";
+import { promptRedis, settledWithin, withinRedis } from "../queue/connection";
 import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
-import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
+import { LOCAL_SOCKET_FLAG } from "../modules/admin/local";
 import { cannotListen, isBindFailure } from "./port-guard";
+import { buildProcess, type ProcessServices } from "./root";
 
 const RESTART_DELAY_MIN_MS = 500;
 const RESTART_DELAY_MAX_MS = 30_000;
@@ -28,30 +33,33 @@ export async function runRole(name: string, parentPid?: number): Promise<void> {
     process.exit(2);
   }
   guardAgainstStrayErrors();
+  const services = await buildProcess(name);
   if (!isRoleEnabled(name)) {
     log.info({ role: name }, "role disabled by configuration; nothing to run");
-    await closeShared();
+    await services.stop();
     return;
   }
   let running: Running;
   try {
-    running = await ROLES[name]();
+    running = await ROLES[name](services);
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     console.error(cannotListen(config, error));
-    await closeShared();
+    await services.stop();
     process.exit(CANNOT_LISTEN_EXIT_CODE);
   }
-  runUntilStopped(running, closeShared, parentPid);
+  services.stoppers.push(name, () => running.stop());
+  runUntilStopped(services, parentPid);
 }
 
-async function superviseInProcess(): Promise<void> {
+async function superviseInProcess(services: ProcessServices): Promise<void> {
   guardAgainstStrayErrors();
   const running: Running[] = [];
   // The role being started: settled once it has joined `running`, or failed to start.
   let starting: Promise<void> = Promise.resolve();
   let stopping = false;
-  const stopAll = async () => {
+  // The roles drain side by side, each within the grace period, before what they stand on stops.
+  services.stoppers.push("roles", async () => {
     stopping = true;
     // A role still starting when the signal came is stopped with the others, and no other starts:
     // one that came up after the database and Redis closed ran against them closed, and warned.
@@ -62,15 +70,14 @@ async function superviseInProcess(): Promise<void> {
     );
     if (redisAnswers) await settledWithin(starting, STOP_MARGIN_MS);
     await Promise.all(running.map((role) => role.stop()));
-    await closeShared();
-  };
+  });
   // Installed first: a signal during a slow role start must still drain what already runs.
-  onStopSignal(stopAll);
+  onStopSignal(services.stop);
   try {
     for (const name of Object.keys(ROLES) as Role[]) {
       if (stopping) break;
       if (!isRoleEnabled(name)) continue;
-      const started = ROLES[name]().then((role) => {
+      const started = ROLES[name](services).then((role) => {
         running.push(role);
       });
       starting = started;
@@ -80,7 +87,7 @@ async function superviseInProcess(): Promise<void> {
     if (!isBindFailure(error)) throw error;
     // What started is stopped and the database closed, so no socket, pid file or lock is left behind.
     console.error(cannotListen(config, error));
-    await stopAll();
+    await services.stop();
     process.exit(1);
   }
 }
@@ -93,10 +100,10 @@ interface Child {
   delay: number;
 }
 
-async function superviseChildren(): Promise<void> {
+async function superviseChildren(services: ProcessServices): Promise<void> {
   const children = new Set<Child>();
   let stopping = false;
-  const entry = new URL("./index.ts", import.meta.url).pathname;
+  const entry = new URL("../index.ts", import.meta.url).pathname;
 
   const start = (role: Role, delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
     const child: Child = {
@@ -134,20 +141,17 @@ async function superviseChildren(): Promise<void> {
   for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
 
   // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
-  onStopSignal(
-    async () => {
-      stopping = true;
-      const all = [...children];
-      for (const child of all) child.process.kill("SIGTERM");
-      const killAfter = setTimeout(() => {
-        for (const child of all) child.process.kill("SIGKILL");
-      }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
-      await Promise.all(all.map((child) => child.process.exited));
-      clearTimeout(killAfter);
-      await closeShared();
-    },
-    config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS,
-  );
+  services.stoppers.push("children", async () => {
+    stopping = true;
+    const all = [...children];
+    for (const child of all) child.process.kill("SIGTERM");
+    const killAfter = setTimeout(() => {
+      for (const child of all) child.process.kill("SIGKILL");
+    }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
+    await Promise.all(all.map((child) => child.process.exited));
+    clearTimeout(killAfter);
+  });
+  onStopSignal(services.stop, config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS);
 }
 
 /** How often a supervisor started before its database tries again. */
@@ -157,15 +161,15 @@ const DATABASE_WAIT_MS = 1_000;
  * Migrations and the first account, once the database answers: a supervisor started while
  * PostgreSQL is still starting (or down) waits for it instead of exiting.
  */
-async function prepareDatabase(): Promise<void> {
+async function prepareDatabase({ database }: ProcessServices): Promise<void> {
   // Loaded here, and only when a first account may be made: every role's child process imports
   // this module too, and the accounts service brings the JWT library and more along.
-  const bootstrap = config.admin.bootstrapAccount ? await import("./modules/accounts/bootstrap") : undefined;
+  const bootstrap = config.admin.bootstrapAccount ? await import("../modules/accounts/bootstrap") : undefined;
   const { sealSecretsAtRest } = await import("./sealed-at-rest");
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate();
-      await sealSecretsAtRest();
+      await sealSecretsAtRest(database);
       await bootstrap?.ensureFirstAccount();
       return;
     } catch (error) {
@@ -245,14 +249,15 @@ async function announce(): Promise<void> {
 }
 
 export async function supervise(): Promise<void> {
-  await prepareDatabase();
-  if (database.kind === "pglite") {
+  const services = await buildProcess("supervisor");
+  await prepareDatabase(services);
+  if (services.alone) {
     log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
     // Announced once the API answers, while the other roles start: a role waiting for an unreachable
     // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
-    await Promise.all([superviseInProcess(), announce()]);
+    await Promise.all([superviseInProcess(services), announce()]);
   } else {
-    await superviseChildren();
+    await superviseChildren(services);
     await announce();
   }
 }

@@ -6,13 +6,13 @@
  * check is removed, so that no later process seals under it.
  */
 import { rmSync } from "node:fs";
-import { log } from "./core/log";
-import { database } from "./db/client";
-import { prepareSealingKey, sealingKeyFile } from "./modules/accounts/sealing";
-import { sealPlainSigningKeys } from "./modules/accounts/service";
-import { sealPlainSecrets } from "./modules/webhooks/service";
+import { log } from "../core/log";
+import type { DatabaseHandle } from "../db/client";
+import { prepareSealingKey, sealingKeyFile } from "../modules/accounts/sealing";
+import { sealPlainSigningKeys } from "../modules/accounts/service";
+import { sealPlainSecrets } from "../modules/webhooks/service";
 
-export async function sealSecretsAtRest(): Promise<void> {
+export async function sealSecretsAtRest(database: DatabaseHandle): Promise<void> {
   const generated = prepareSealingKey();
   try {
     const sealed = await database.db.transaction(async (tx) => ({
