@@ -96,7 +96,8 @@ test("the console's script is built by Bun, served from memory, and small", asyn
   expect(assets.scriptGzipBytes).toBeLessThan(50_000);
   expect(script).not.toContain("hls.js");
   expect([...assets.files.keys()].sort()).toEqual(["app.css", "app.js", "hls-light.js"]);
-  expect(assets.allScriptsGzipBytes).toBeLessThan(150_000);
+  // hls.js alone is about 117 KB of it; the rest is app.js, whose own budget is the 50 KB above.
+  expect(assets.allScriptsGzipBytes).toBeLessThan(155_000);
   // Those are the bytes sent: a browser that takes gzip gets the files compressed.
   const compressed = await fetch(`${base}/console/app.js`, {
     headers: { "accept-encoding": "gzip" },

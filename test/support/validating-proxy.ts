@@ -40,9 +40,23 @@ export interface ProxyOptions {
   document?: string;
 }
 
+/** Prism's answer when the port it was given was taken between our pick and its listen. */
+const PORT_TAKEN = "EADDRINUSE";
+/** Test files run in parallel and each picks free ports: a pick can be taken before Prism binds it. */
+const PORT_ATTEMPTS = 3;
+
 /** Starts Prism proxying to `upstream`; resolves once it forwards a request there. */
 export async function startValidatingProxy(upstream: string, options: ProxyOptions): Promise<ValidatingProxy> {
-  const port = await freePort();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(upstream, options, await freePort());
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !String(error).includes(PORT_TAKEN)) throw error;
+    }
+  }
+}
+
+async function startOnce(upstream: string, options: ProxyOptions, port: number): Promise<ValidatingProxy> {
   const output: string[] = [];
   const child: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn(
     [
