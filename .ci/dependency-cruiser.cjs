@@ -20,6 +20,13 @@ module.exports = {
       to: { path: FEATURES },
     },
     {
+      name: "process-is-the-top",
+      comment: "src/process (the composition root and what starts a process) and the entry points are above every feature and all infrastructure: nothing there imports them.",
+      severity: "error",
+      from: { path: ["^src/(core|db|queue|outbox|storage|http|modules|realtime)/", "^(workers|sip-gateway)/"] },
+      to: { path: "^src/(process/|index\\.js$|parley\\.js$)" },
+    },
+    {
       name: "core-is-the-ground",
       comment: "src/core is transport-neutral and sits below the database, queues, the outbox, storage and HTTP: it imports none of them.",
       severity: "error",

@@ -1,10 +1,10 @@
-/** The SIP gateway role: the supervisor starts it as `sip`, and sip-gateway/index.ts runs it alone. */
+/** The SIP gateway role: the supervisor starts it as `sip`, and `src/index.ts --role=sip` runs it alone. */
 // Register the sip.js patches (parser cache, merged-request index);
 // every module that loads sip.js is imported after them, dynamically.
 import "./grammar-cache";
 import "./merged-requests";
 import { config, type SipConfig } from "../src/core/config";
-import { guardAgainstStrayErrors, type Running, runUntilStopped } from "../src/core/lifecycle";
+import type { Running } from "../src/core/lifecycle";
 import { log } from "../src/core/log";
 import { conferenceForMapperId } from "../src/modules/mapper";
 import { HttpConferenceAdapter } from "./adapter";
@@ -36,21 +36,4 @@ export async function startSipGateway(
       await lostCalls.stop();
     },
   };
-}
-
-/** `bun sip-gateway/index.ts`: migrations, then the gateway until SIGTERM, as the supervisor runs the `sip` role. */
-export async function runAlone(): Promise<void> {
-  const { buildProcess } = await import("../src/process/root");
-  const services = await buildProcess("sip");
-  const { migrate } = await import("../src/db/migrate");
-  await migrate();
-  guardAgainstStrayErrors();
-  if (!config.sip.enabled) {
-    log.info({ role: "sip" }, "role disabled by configuration; nothing to run");
-    await services.stop();
-    return;
-  }
-  const running = await startSipGateway();
-  services.stoppers.push("sip", () => running.stop());
-  runUntilStopped(services);
 }

@@ -20,9 +20,10 @@ const role = process.argv.find((arg) => arg.startsWith("--role="))?.slice("--rol
  * arguments because a parent read here may already be init: the imports above run first, and a supervisor
  * killed while they load would go unnoticed for good.
  */
-const parentPid =
-  Number(process.argv.find((arg) => arg.startsWith(`${SUPERVISOR_FLAG}=`))?.slice(SUPERVISOR_FLAG.length + 1)) ||
-  process.ppid;
+const supervisorPid = Number(
+  process.argv.find((arg) => arg.startsWith(`${SUPERVISOR_FLAG}=`))?.slice(SUPERVISOR_FLAG.length + 1),
+);
+const parentPid = supervisorPid || process.ppid;
 
 if (!loadProcessConfig()) process.exit(2);
 if (!role) {
@@ -50,7 +51,7 @@ if (!role) {
 if (role) {
   // A role started alone on this machine, with no Redis named, joins the supervisor's private one.
   if (await joinPrivateRedis()) loadProcessConfig();
-  await import("./process/supervisor").then(({ runRole }) => runRole(role, parentPid));
+  await import("./process/supervisor").then(({ runRole }) => runRole(role, parentPid, { alone: !supervisorPid }));
 } else {
   await import("./process/supervisor").then(({ supervise }) => supervise());
 }

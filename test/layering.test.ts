@@ -1,7 +1,8 @@
 /**
  * The layering check of .ci/layering.ts fails the build on a violation: it fails on a copy of
  * this checkout with a feature import in infrastructure, an import cycle made of type-only
- * imports, or a feature importing another feature's inner file rather than its index.ts, and
+ * imports, a feature importing another feature's inner file rather than its index.ts, or a
+ * feature importing the process files (src/process, the composition root), and
  * it lets the same feature's index be imported. That it passes on the checkout itself is CI's
  * own step (.ci/test runs it before the tests), not run a second time here.
  */
@@ -33,7 +34,7 @@ afterEach(() => {
 
 describe("layering check", () => {
   // One copy holds every case: the check reads the whole tree in one pass of several seconds, and names each violation.
-  test("infrastructure importing a feature, a type-only cycle, a deep import between features: each fails", () => {
+  test("a feature in infrastructure, a type-only cycle, a deep import, the process from below: each fails", () => {
     const root = copyOfRepo();
     // The console may use streaming's index, never a file behind it.
     appendFileSync(
@@ -42,6 +43,8 @@ describe("layering check", () => {
     );
     appendFileSync(join(root, "src/modules/console/sessions.ts"), '\nexport { recentStreams } from "../streaming";\n');
     appendFileSync(join(root, "src/http/metrics.ts"), '\nexport { issueToken } from "../modules/token/service";\n');
+    // A feature that builds a process of its own reaches up to the composition root.
+    appendFileSync(join(root, "sip-gateway/role.ts"), '\nexport { buildProcess } from "../src/process/root";\n');
     appendFileSync(join(root, "src/core/room-key.ts"), '\nexport type { Running } from "./lifecycle";\n');
     appendFileSync(
       join(root, "src/core/lifecycle.ts"),
@@ -55,6 +58,7 @@ describe("layering check", () => {
     expect(output).toContain(
       "features-meet-through-their-index: src/modules/console/service.js → src/modules/streaming/control.js",
     );
+    expect(output).toContain("process-is-the-top: sip-gateway/role.js → src/process/root.js");
     expect(output).not.toContain("src/modules/console/sessions.js");
   });
 });

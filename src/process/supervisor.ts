@@ -26,14 +26,19 @@ const HEALTHY_AFTER_MS = 30_000;
 /** A role's exit when a listener cannot bind: restarting it would fail the same way, so the supervisor stops. */
 const CANNOT_LISTEN_EXIT_CODE = 78;
 
-/** A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. */
-export async function runRole(name: string, parentPid?: number): Promise<void> {
+/**
+ * A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. A role
+ * started alone (on another machine, with no supervisor of its own: `--role=sip` for a gateway there)
+ * applies the migrations first, as a supervisor does before it starts its roles.
+ */
+export async function runRole(name: string, parentPid?: number, options: { alone?: boolean } = {}): Promise<void> {
   if (!isRole(name)) {
     console.error(`parley: unknown role "${name}"; roles are ${Object.keys(ROLES).join(", ")}`);
     process.exit(2);
   }
   guardAgainstStrayErrors();
   const services = await buildProcess(name);
+  if (options.alone) await migrate();
   if (!isRoleEnabled(name)) {
     log.info({ role: name }, "role disabled by configuration; nothing to run");
     await services.stop();

@@ -64,8 +64,8 @@ describe("sip configuration", () => {
 });
 
 test("the gateway run alone names a wrong setting and exits 2 before it loads anything else", () => {
-  const entry = new URL("../../sip-gateway/index.ts", import.meta.url).pathname;
-  const run = Bun.spawnSync([process.execPath, entry], {
+  const entry = new URL("../../src/index.ts", import.meta.url).pathname;
+  const run = Bun.spawnSync([process.execPath, entry, "--role=sip"], {
     env: { ...process.env, SIP_UDP_PORT: "notaport", SIP_DTMF_ATTEMPTS: "many" },
   });
   expect(run.exitCode).toBe(2);
