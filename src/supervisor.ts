@@ -8,6 +8,7 @@ import { guardAgainstStrayErrors, onStopSignal, type Running, runUntilStopped, S
 import { log, readableLogs } from "./core/log";
 import { database } from "./db/client";
 import { migrate } from "./db/migrate";
+import { promptRedis, settledWithin, withinRedis } from "./queue/connection";
 import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
 import { LOCAL_SOCKET_FLAG } from "./modules/admin/local";
 import { cannotListen, isBindFailure } from "./port-guard";
@@ -47,14 +48,34 @@ export async function runRole(name: string, parentPid?: number): Promise<void> {
 async function superviseInProcess(): Promise<void> {
   guardAgainstStrayErrors();
   const running: Running[] = [];
+  // The role being started: settled once it has joined `running`, or failed to start.
+  let starting: Promise<void> = Promise.resolve();
+  let stopping = false;
   const stopAll = async () => {
+    stopping = true;
+    // A role still starting when the signal came is stopped with the others, and no other starts:
+    // one that came up after the database and Redis closed ran against them closed, and warned.
+    // Only while Redis answers: a start may be waiting for a Redis out of reach, and a stop never waits on it.
+    const redisAnswers = await withinRedis(promptRedis(), "stopping", () => promptRedis().ping()).then(
+      () => true,
+      () => false,
+    );
+    if (redisAnswers) await settledWithin(starting, STOP_MARGIN_MS);
     await Promise.all(running.map((role) => role.stop()));
     await closeShared();
   };
   // Installed first: a signal during a slow role start must still drain what already runs.
   onStopSignal(stopAll);
   try {
-    for (const name of Object.keys(ROLES) as Role[]) if (isRoleEnabled(name)) running.push(await ROLES[name]());
+    for (const name of Object.keys(ROLES) as Role[]) {
+      if (stopping) break;
+      if (!isRoleEnabled(name)) continue;
+      const started = ROLES[name]().then((role) => {
+        running.push(role);
+      });
+      starting = started;
+      await started;
+    }
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     // What started is stopped and the database closed, so no socket, pid file or lock is left behind.

@@ -30,7 +30,7 @@ import {
   type RecorderStopJob,
 } from "../src/queue/queues";
 import type { RecorderDriver } from "./recorder/driver";
-import { startHeartbeat } from "./recorder/heartbeat";
+import { reportRoom, startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
 import { stopStateSubscriber } from "../src/modules/streaming";
 import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
@@ -55,6 +55,9 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     roomFreed: () => {
       // A worker shutting down frees its room for the others, not for itself.
       if (draining) return;
+      // Told at once, not at the next beat: until then the others read the room it had, full
+      // perhaps, and a full worker queues a start this one has room for.
+      void reportRoom(worker.pod, roomOf(worker));
       takeQueued(worker).catch((error: Error) => log.warn({ err: error.message }, "queued streams not taken"));
     },
     closing: false,
@@ -88,9 +91,19 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
   jobs.on("failed", (job, error) => log.warn({ job: job?.name, err: error.message }, "recorder job failed"));
   jobs.on("error", (error) => log.error({ err: error.message }, "recorder worker error"));
 
+  // One at a time, and the stop waits for the one under way: it reads the database, which closes after the stop.
+  let reconciling: Promise<void> | undefined;
   const reconcileNow = () =>
-    reconcile(worker, heartbeat).catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"));
+    (reconciling ??= reconcile(worker, heartbeat)
+      .catch((error: Error) => log.error({ err: error.message }, "reconciliation failed"))
+      .finally(() => {
+        reconciling = undefined;
+      }));
   await reconcileNow();
+  // A worker that comes with room takes the first queued streams itself, as one whose stream ends
+  // does: their jobs, handed back every 0.5 s, kept reaching the full worker that handed them back,
+  // and reached this one after anything from one to more than ten seconds.
+  worker.roomFreed();
   // As often as a worker may go silent before it counts as lost: a lost worker's streams end
   // within twice that of its last beat.
   const reconciler = setInterval(() => void reconcileNow(), config.streaming.lostAfterMs);
@@ -105,6 +118,7 @@ export async function startRecorderWorker(driver: RecorderDriver = driverFromCon
     async stop() {
       draining = true;
       clearInterval(reconciler);
+      await reconciling;
       await occupancy.stop();
       await closeWorker(jobs, workerOptions.connection as RedisClient);
       // Shutting down ends this worker's streams cleanly, recordings kept, rather than orphaning them.

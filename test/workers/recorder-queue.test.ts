@@ -4,7 +4,7 @@
  * a worker is killed outright or when the start jobs vanish from Redis. Recorders are the
  * `command` driver (a shell that says ready and sleeps), costs the ones streams declare.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,8 +13,10 @@ import { eq } from "drizzle-orm";
 import { config, overrideConfig } from "../../src/core/config";
 import { db } from "../../src/db/client";
 import { renderMetrics } from "../../src/http/metrics";
+import { recorderRoomKey } from "../../src/modules/streaming/recorders";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
+import { redis } from "../../src/queue/connection";
 import { getQueue, QUEUE_NAMES } from "../../src/queue/queues";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
@@ -63,10 +65,16 @@ beforeAll(() => {
   });
 });
 
-afterAll(async () => {
+// Every test's workers and recorder process go with it, passed or failed: one left running would
+// take the next test's starts.
+afterEach(async () => {
   child?.kill("SIGKILL");
   await child?.exited;
-  for (const w of workers) await w.stop();
+  child = undefined;
+  for (const w of workers.splice(0)) await w.stop();
+});
+
+afterAll(async () => {
   await stopStateSubscriber();
   restoreConfig();
 });
@@ -172,10 +180,9 @@ test("3× oversubscription on two workers, three accounts, two priorities: prior
   expect(after).toContain('parley_recorder_queue_depth{priority="0"} 0\n');
   // Nothing lost: every stream offered ended stopped as asked.
   for (const o of offered.values()) expect(await row(o.name)).toMatchObject({ state: "stopped", reason: "requested" });
-  for (const w of workers.splice(0)) await w.stop();
 }, 60_000);
 
-test("a worker that comes with room takes queued streams through their jobs in the same order", async () => {
+test("a worker that comes with room takes queued streams at once, in the queue's order", async () => {
   const full = await worker("full");
   const [a, b] = [await newAccount(), await newAccount()];
   expect((await start(a, "jobs-run-0")).status).toBe(200);
@@ -191,51 +198,77 @@ test("a worker that comes with room takes queued streams through their jobs in t
     expect(answer.status).toBe(202);
     names[room] = answer.body.stream_name;
   }
-  // No stream ends here, so nothing is taken from the queue directly: only the start jobs,
-  // offered again every 0.5 s, reach the new worker, and each yields to a stream ahead of it.
+  // The new worker takes the first queued streams that fit it as it starts; their jobs, offered
+  // again every 0.5 s, find them taken or yield to a stream ahead of them.
   const fresh = await worker("fresh-jobs");
   const started = await until(
     async () => Promise.all(["a-first", "b-first"].map(async (room) => (await row(names[room]!)).state)),
     (states) => states.every((state) => state === "running"),
-    10_000,
-    50,
   );
   expect(started).toEqual(["running", "running"]);
   expect(fresh.active().length).toBe(2);
-  // a's second turn waits (the new worker is full now), though its job was made before b's first.
+  // a's second turn waits (the new worker is full now), though it was queued before b's first.
   expect((await row(names["a-second"]!)).state).toBe("queued");
   for (const room of ["a-first", "a-second", "jobs-run-0", "jobs-run-1"])
     expect((await stop(a, room)).status).toBe(200);
   expect((await stop(b, "b-first")).status).toBe(200);
-  for (const w of workers.splice(0)) await w.stop();
 }, 30_000);
 
 test("queued starts whose jobs vanished from Redis are offered again, keys and all", async () => {
-  await worker("full");
+  // Reconciliation, which makes a lost start job again, runs every STREAMING_RECORDER_LOST_MS.
+  const restore = overrideConfig({ streaming: { lostAfterMs: 2_000 } });
+  const lostAfterMs = config.streaming.lostAfterMs;
+  await worker("full").finally(restore);
   const account = await newAccount();
   expect((await start(account, "lost-0")).status).toBe(200);
   expect((await start(account, "lost-1")).status).toBe(200);
   const queued = await start(account, "lost-2", { stream_keys: [{ key: "youtube", value: "kept-key" }] });
   expect(queued.status).toBe(202);
-  // As a Redis restarted empty would: the start job is gone, the row still says queued.
-  const id = (await row(queued.body.stream_name)).id;
-  await (await getQueue(QUEUE_NAMES.recorder)).remove(`start-${id}`);
+  // As a Redis restarted empty would: the start job is gone, the row still says queued. A job is
+  // not removed while a worker holds it (handing it back), so the removal is tried until it is.
+  const jobId = `start-${(await row(queued.body.stream_name)).id}`;
+  const queue = await getQueue(QUEUE_NAMES.recorder);
+  expect(
+    await until(
+      () => queue.remove(jobId),
+      (removed) => removed === 1,
+    ),
+  ).toBe(1);
   expect((await row(queued.body.stream_name)).state).toBe("queued");
-  // A worker with room comes: its first reconciliation makes the job again, and it takes it.
+  // The worker's next reconciliation makes the job again, the keys opened from the row's sealed copy.
+  const again = await until(
+    () => queue.getJob(jobId),
+    (job) => job !== undefined,
+    3 * lostAfterMs,
+  );
+  expect(again?.data.destinations).toEqual(["rtmp://a.rtmp.youtube.com/live2/kept-key"]);
+  // A worker with room comes and takes it.
   const fresh = await worker("fresh");
   const running = await until(
     () => row(queued.body.stream_name),
     (stream) => stream.state === "running",
-    10_000,
-    50,
   );
   expect(running.podName).toBe(fresh.podName);
   expect(await Bun.file(join(out, `${running.streamName}.destinations`)).text()).toBe(
     "rtmp://a.rtmp.youtube.com/live2/kept-key",
   );
   for (const room of ["lost-0", "lost-1", "lost-2"]) expect((await stop(account, room)).status).toBe(200);
-  for (const w of workers.splice(0)) await w.stop();
 }, 30_000);
+
+test("a worker whose stream ends says so to the others at once, not at its next beat", async () => {
+  // Beats three minutes apart: within this test only the end of a stream can change its report.
+  const restore = overrideConfig({ streaming: { lostAfterMs: 600_000 } });
+  const told = await worker("told").finally(restore);
+  const report = () => redis().hget(recorderRoomKey(), told.podName);
+  const account = await newAccount();
+  for (const room of ["told-0", "told-1"]) expect((await start(account, room)).status).toBe(200);
+  // Units free, slots free, budget: full by units.
+  expect(await report()).toBe("0 98 60");
+  expect((await stop(account, "told-0")).status).toBe(200);
+  // A report left at "full" made another full worker queue a start this one had room for (202, not 200).
+  expect(await until(report, (room) => room === "30 99 60")).toBe("30 99 60");
+  expect((await stop(account, "told-1")).status).toBe(200);
+});
 
 test("a worker killed -9 with streams queued: they start on another, its running one is recorder_lost", async () => {
   const LOST_MS = 1_500;
@@ -273,8 +306,9 @@ test("a worker killed -9 with streams queued: they start on another, its running
       const started = await until(
         () => row(answer.body.stream_name),
         (stream) => stream.state === "running",
-        // A job the killed worker held at that instant comes back once BullMQ finds it stalled (30 s).
-        40_000,
+        // The survivor takes them from the database as it starts; a job the killed worker held at
+        // that instant comes back only once BullMQ finds it stalled (30 s), and is not waited for.
+        10_000,
         100,
       );
       expect(started).toMatchObject({ state: "running", podName: survivor.podName });
