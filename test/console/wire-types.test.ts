@@ -69,7 +69,7 @@ const RENAMES = [
     field: "rooms_open",
   },
   {
-    file: "src/modules/console/routes.ts",
+    file: "src/modules/console/model.ts",
     from: 'csrf_token: t.String({ description: "Send as',
     to: 'csrf: t.String({ description: "Send as',
     page: "api.ts",
