@@ -12,7 +12,7 @@ import { Name } from "../../http/text";
 import { AuditModel, listAudit } from "../audit";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts";
 import { listPhoneNumbers, resolveMapping } from "../mapper";
-import { deleteMessages, listMessages, listRooms } from "../messaging";
+import { deleteMessages, listMessages, listRooms } from "../chat";
 import type { Actor } from "../auth";
 import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler";
 import { stopStream } from "../streaming";
