@@ -4,7 +4,7 @@ export * from "../src/modules/conference-log/schema";
 export * from "../src/modules/mapper/schema";
 export * from "../src/modules/scheduler/schema";
 export * from "../src/modules/streaming/schema";
-export * from "../src/modules/messaging/schema";
+export * from "../src/modules/chat/schema";
 export * from "../src/modules/usage/schema";
 export * from "../src/modules/limits/schema";
 export * from "../sip-gateway/schema";

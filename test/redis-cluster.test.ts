@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { config, overrideConfig } from "../src/core/config";
-import { type RateCheck, RateLeases } from "../src/modules/limits/rates";
+import { type RateCheck, RateLeases } from "../src/modules/limits/rate-leases";
 import { llhlsKeys, StreamPublisher } from "../src/modules/streaming/llhls/publisher";
 import type { RenditionWindow } from "../src/modules/streaming/llhls/window";
 import type { Stream } from "../src/modules/streaming/stream";

@@ -16,8 +16,8 @@ import { schedulerController } from "../modules/scheduler/routes";
 import { streamingController } from "../modules/streaming/routes";
 import { LLHLS_MEDIA_PATH, llhlsMediaRoute } from "../modules/streaming/llhls/route";
 import { systemController } from "../modules/system/routes";
-import { messagingController } from "../modules/messaging/routes";
-import { chatChannel, rtcChannel } from "../modules/messaging/channel";
+import { chatController } from "../modules/chat/routes";
+import { chatChannel, rtcChannel } from "../modules/chat/channel";
 import { tokenController } from "../modules/token/routes";
 import { uploadsController } from "../modules/uploads/routes";
 import { usageController } from "../modules/usage/routes";
@@ -54,7 +54,7 @@ export function createApp() {
     .use(mapperController)
     .use(schedulerController)
     .use(streamingController)
-    .use(messagingController)
+    .use(chatController)
     .use(uploadsController)
     .use(realtimeController)
     .use(conferenceLogController)

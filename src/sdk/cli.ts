@@ -4,8 +4,9 @@
  * PARLEY_URL and an operator token in PARLEY_TOKEN. Runs on Node ≥ 20 (docs/cli.md).
  */
 import { resolve } from "node:path";
-import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
+import { type Options, UsageError } from "./cli-arguments.js";
+import { COMMANDS } from "./cli-commands.js";
 import { Parley } from "./client.js";
 import { loadTestCommand } from "./load-test-command.js";
 import { ParleyError } from "./errors.js";
@@ -75,16 +76,6 @@ Where it sends the command:
 Exit codes: 0 done, 1 Parley refused the command (unknown account, bad value), 2 misused,
 3 the credential was refused, 4 no Parley to talk to, 5 a load test missed an objective.`;
 
-class UsageError extends Error {
-  constructor(
-    message: string,
-    /** Whether the usage helps: not for a password typed differently twice. */
-    readonly showUsage = true,
-  ) {
-    super(message);
-  }
-}
-
 /**
  * How many arguments each command takes, as USAGE lists them (`<…>`, optional ones too): a
  * stray one is misuse, not something to ignore (`list-accounts [--json]` copied with its brackets).
@@ -99,95 +90,7 @@ const ARITY = new Map(
 /** No running Parley could be reached: the launcher in the repository then works on the database itself. */
 class NoParley extends Error {}
 
-type Options = Record<string, string | boolean | undefined>;
 type Print = (text: string) => void;
-type Command = (parley: Parley, args: string[], options: Options) => Promise<{ json: unknown; text: string }>;
-
-function need(value: string | undefined, what: string): string {
-  if (!value) throw new UsageError(`missing ${what}`);
-  return value;
-}
-
-function whole(value: string | undefined, what: string): number {
-  const number = Number(need(value, what));
-  if (!Number.isSafeInteger(number) || number < 0) throw new UsageError(`${what} is a whole number`);
-  return number;
-}
-
-const ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const;
-type Algorithm = (typeof ALGORITHMS)[number];
-
-function algorithm(value: string | boolean | undefined): Algorithm | undefined {
-  if (value === undefined) return undefined;
-  if (!ALGORITHMS.includes(value as Algorithm)) throw new UsageError(`--alg must be one of ${ALGORITHMS.join(", ")}`);
-  return value as Algorithm;
-}
-
-function types(value: string | boolean | undefined) {
-  if (value === undefined) return undefined;
-  if (value === "all") return null;
-  if (typeof value !== "string" || value.trim() === "")
-    throw new UsageError("--types needs a comma-separated list of event types, or all");
-  return value.split(",").map((type) => type.trim()) as never;
-}
-
-/** A webhook limit's option: a positive number (a whole one unless `fraction`), or none (null) to lift it. */
-function limit(value: string | boolean | undefined, what: string, fraction = false): number | null | undefined {
-  if (value === undefined) return undefined;
-  if (value === "none") return null;
-  const number = Number(value);
-  if (typeof value !== "string" || !(number > 0) || (!fraction && !Number.isSafeInteger(number)))
-    throw new UsageError(`${what} is a positive ${fraction ? "number" : "whole number"}, or none`);
-  return number;
-}
-
-/** The limits an add-webhook or update-webhook sets; none given leaves them as they are. */
-const limits = (options: Options) => ({
-  rate_per_second: limit(options.rate, "--rate", true),
-  rate_burst: limit(options.burst, "--burst"),
-  max_in_flight: limit(options["max-in-flight"], "--max-in-flight"),
-});
-
-/** The shortest operator password the server takes (src/modules/operators/service.ts), said in the prompt. */
-const PASSWORD_MIN_CHARS = 8;
-
-/**
- * The password from piped stdin (first line), or asked for twice on the terminal without echo:
- * a typing mistake nobody saw would otherwise become the password.
- */
-async function readPassword(): Promise<string> {
-  if (!process.stdin.isTTY) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString("utf8").split(/\r?\n/)[0] ?? "";
-  }
-  const terminal = createInterface({ input: process.stdin, output: process.stdout, terminal: true });
-  // Nothing typed is echoed: readline writes through this, which writes nothing.
-  (terminal as unknown as { _writeToOutput: (text: string) => void })._writeToOutput = () => {};
-  // Lines typed ahead (both answers before the first prompt) wait in the iterator, where question() would lose them.
-  const lines = terminal[Symbol.asyncIterator]();
-  const ask = async (prompt: string) => {
-    process.stdout.write(prompt);
-    const line = await lines.next();
-    process.stdout.write("\n");
-    return line.done ? "" : line.value;
-  };
-  try {
-    const password = await ask(`password (at least ${PASSWORD_MIN_CHARS} characters): `);
-    if (password.length < PASSWORD_MIN_CHARS)
-      throw new UsageError(
-        `the password has ${password.length} characters; it needs at least ${PASSWORD_MIN_CHARS}`,
-        false,
-      );
-    if ((await ask("the same password again: ")) !== password)
-      throw new UsageError("the two passwords differ; no operator was made", false);
-    return password;
-  } finally {
-    terminal.close();
-  }
-}
-
-const date = (value: string | null | undefined) => value ?? "-";
 
 /**
  * The client whose answers plain output is built from, every string in them terminalSafe:
@@ -202,268 +105,6 @@ function printable(parley: Parley): Parley {
     },
   });
   return { admin } as Parley;
-}
-
-const COMMANDS: Record<string, Command> = {
-  async "create-account"(parley, [name], options) {
-    const created = await parley.admin.createAccount({ name: need(name, "<name>"), alg: algorithm(options.alg) });
-    return {
-      json: created,
-      text: [
-        `account   ${created.account.id} (${created.account.name})`,
-        `signing   ${created.account.signing_algorithm}, kid ${created.kid}`,
-        `api key   ${created.api_key}`,
-        "Keep the API key now: it is stored only as a hash and cannot be shown again.",
-      ].join("\n"),
-    };
-  },
-  async "list-accounts"(parley) {
-    const { accounts } = await parley.admin.listAccounts();
-    const lines = accounts.flatMap((account) => [
-      `${account.id}  ${account.name}  ${account.signing_algorithm}  jitsi ` +
-        `domain ${account.jitsi_domain}  created ${account.created_at}`,
-      ...account.keys.map((key) => {
-        const state = key.revoked_at ? `revoked ${key.revoked_at}` : "active";
-        return `  api key #${key.id}  ${key.prefix}…  ${key.label || "-"}  ${state}`;
-      }),
-      ...account.signing_keys.map((key) => {
-        const state = !key.retired_at
-          ? "current"
-          : key.verify_until && key.verify_until <= key.retired_at
-            ? `revoked ${key.verify_until}`
-            : `retired, verifies until ${date(key.verify_until)}`;
-        return `  signing ${key.kid}  ${key.algorithm}  ${state}`;
-      }),
-    ]);
-    return { json: accounts, text: lines.length > 0 ? lines.join("\n") : "no accounts" };
-  },
-  async "create-key"(parley, [accountId], options) {
-    const key = await parley.admin.createKey(need(accountId, "<account-id>"), {
-      label: options.label as string | undefined,
-    });
-    return {
-      json: key,
-      text:
-        `api key #${key.key_id}   ${key.api_key}\nKeep the API key ` +
-        "now: it is stored only as a hash and cannot be shown again.",
-    };
-  },
-  async "revoke-key"(parley, [keyId]) {
-    const revoked = await parley.admin.revokeKey(whole(keyId, "<key-id>"));
-    return { json: revoked, text: `api key #${revoked.key_id} revoked` };
-  },
-  async "rotate-key"(parley, [accountId], options) {
-    const rotated = await parley.admin.rotateSigningKey(need(accountId, "<account-id>"), {
-      alg: algorithm(options.alg),
-    });
-    return {
-      json: rotated,
-      text: `new signing key ${rotated.kid}; earlier keys keep verifying until their tokens expire`,
-    };
-  },
-  async "revoke-signing-key"(parley, [kid]) {
-    const revoked = await parley.admin.revokeSigningKey(need(kid, "<kid>"));
-    return {
-      json: revoked,
-      text:
-        `signing key ${revoked.kid} of ${revoked.account_id} ` +
-        `revoked${revoked.new_kid ? `; new current key ${revoked.new_kid}` : ""}`,
-    };
-  },
-  async "set-jitsi-domain"(parley, [accountId, domain]) {
-    const set = await parley.admin.setJitsiDomain(need(accountId, "<account-id>"), need(domain, "<domain|*>"));
-    return { json: set, text: `media tokens of ${set.account_id} now carry sub ${set.jitsi_domain}` };
-  },
-  async "add-number"(parley, [accountId, country, number], options) {
-    const added = await parley.admin.addNumber(need(accountId, "<account-id>"), {
-      country: need(country, "<country>"),
-      number: need(number, "<number>"),
-      toll_free: options["toll-free"] === true,
-      default: options.default === true,
-    });
-    return { json: added, text: `number #${added.id}   ${describeNumber(added)}` };
-  },
-  async "set-default-number"(parley, [numberId]) {
-    const number = await parley.admin.setDefaultNumber(whole(numberId, "<number-id>"));
-    return {
-      json: number,
-      text: `number #${number.id} (${number.formatted_number}) is now the default of account ${number.account_id}`,
-    };
-  },
-  async "list-numbers"(parley, [accountId]) {
-    const { numbers } = await parley.admin.listNumbers(need(accountId, "<account-id>"));
-    return {
-      json: numbers,
-      text:
-        numbers.length > 0
-          ? numbers.map((number) => `#${number.id}  ${describeNumber(number)}`).join("\n")
-          : "no numbers",
-    };
-  },
-  async "remove-number"(parley, [numberId]) {
-    const removed = await parley.admin.removeNumber(whole(numberId, "<number-id>"));
-    return {
-      json: removed,
-      text: `number #${removed.id} (${removed.formatted_number}) removed from account ${removed.account_id}`,
-    };
-  },
-  async "show-limits"(parley, [accountId]) {
-    const report = await parley.admin.limits(need(accountId, "<account-id>"));
-    return { json: report, text: report.limits.map(describeLimit).join("\n") };
-  },
-  async "set-limit"(parley, [accountId, name, value]) {
-    const raw = need(value, "<value>");
-    const parsed = raw === "default" ? "default" : whole(raw, "<value>");
-    const report = await parley.admin.setLimit(need(accountId, "<account-id>"), need(name, "<name>"), parsed);
-    return { json: report, text: parsed === "default" ? `${name} is back to its default` : `${name} set to ${parsed}` };
-  },
-  async "create-operator"(parley, [name]) {
-    const operatorName = need(name, "<name>");
-    const created = await parley.admin.createOperator({ name: operatorName, password: await readPassword() });
-    return { json: created, text: `operator #${created.id} ${created.name}: sign in at /console` };
-  },
-  async "create-operator-token"(parley, [name], options) {
-    const created = await parley.admin.createOperatorToken({
-      name: need(name, "<name>"),
-      scope: options["read-only"] === true ? "read" : "full",
-    });
-    return {
-      json: created,
-      text:
-        `operator token #${created.id} ${created.name} (${created.scope})\ntoken   ${created.token}\nKeep ` +
-        "the token now: it is stored only as a hash and cannot be shown again.",
-    };
-  },
-  async "list-operator-tokens"(parley) {
-    const { tokens } = await parley.admin.listOperatorTokens();
-    const lines = tokens.map(
-      (token) =>
-        `#${token.id}  ${token.name}  ${token.scope}  ${token.prefix}…  by ${token.created_by}  last ` +
-        `used ${date(token.last_used_at)}  ${token.revoked_at ? `revoked ${token.revoked_at}` : "active"}`,
-    );
-    return { json: tokens, text: lines.length > 0 ? lines.join("\n") : "no operator tokens" };
-  },
-  async "revoke-operator-token"(parley, [id]) {
-    const revoked = await parley.admin.revokeOperatorToken(whole(id, "<id>"));
-    return { json: revoked, text: `operator token #${revoked.id} revoked` };
-  },
-  async audit(parley, _args, options) {
-    const page = await parley.admin.audit({
-      limit: options.limit === undefined ? undefined : whole(options.limit as string, "--limit"),
-      before: options.before === undefined ? undefined : whole(options.before as string, "--before"),
-    });
-    const lines = page.entries.map(
-      (entry) =>
-        `#${entry.id}  ${entry.at}  ${entry.actor} ` +
-        `(${entry.actor_kind})  ${entry.action}  ${entry.target ?? "-"}  from ${entry.address}`,
-    );
-    if (page.next_before !== null) lines.push(`older: ${invocation} audit --before ${page.next_before}`);
-    return { json: page, text: page.entries.length > 0 ? lines.join("\n") : "no changes recorded" };
-  },
-  async "add-webhook"(parley, [accountId, url], options) {
-    const created = await parley.admin.addWebhook(need(accountId, "<account-id>"), {
-      url: need(url, "<url>"),
-      event_types: types(options.types),
-      description: options.description as string | undefined,
-      ordered: options.ordered === true,
-      ...limits(options),
-    });
-    return {
-      json: created,
-      text:
-        `webhook   ${created.endpoint.id}  ${created.endpoint.url}\nsecret    ${created.secret}\nKeep ` +
-        "the secret now: it cannot be shown again (rotate-webhook-secret makes a new one).",
-    };
-  },
-  async "list-webhooks"(parley, [accountId]) {
-    const { webhooks } = await parley.admin.listWebhooks(need(accountId, "<account-id>"));
-    const lines = webhooks.map((endpoint) => {
-      const state = endpoint.enabled
-        ? "enabled"
-        : `disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ""}`;
-      const events = endpoint.event_types?.join(",") ?? "all events";
-      const limits =
-        (endpoint.rate_per_second === null ? "" : `  ${endpoint.rate_per_second}/s`) +
-        (endpoint.max_in_flight === null ? "" : `  ${endpoint.max_in_flight} in flight`);
-      return `${endpoint.id}  ${endpoint.url}  ${events}  ${state}${endpoint.ordered ? "  ordered" : ""}${limits}`;
-    });
-    return { json: webhooks, text: lines.length > 0 ? lines.join("\n") : "no webhooks" };
-  },
-  async "update-webhook"(parley, [accountId, webhookId], options) {
-    const endpoint = await parley.admin.updateWebhook(
-      need(accountId, "<account-id>"),
-      need(webhookId, "<webhook-id>"),
-      {
-        url: options.url as string | undefined,
-        event_types: types(options.types),
-        description: options.description as string | undefined,
-        enabled: options.enable === true ? true : options.disable === true ? false : undefined,
-        ordered: options.ordered === true ? true : options.unordered === true ? false : undefined,
-        ...limits(options),
-      },
-    );
-    return {
-      json: endpoint,
-      text: `webhook ${endpoint.id} updated: ${endpoint.url}, ${endpoint.enabled ? "enabled" : "disabled"}`,
-    };
-  },
-  async "rotate-webhook-secret"(parley, [accountId, webhookId]) {
-    const rotated = await parley.admin.rotateWebhookSecret(
-      need(accountId, "<account-id>"),
-      need(webhookId, "<webhook-id>"),
-    );
-    return {
-      json: rotated,
-      text:
-        `webhook   ${rotated.endpoint.id}\nsecret    ${rotated.secret}\nThe ` +
-        "old secret keeps signing beside this one for 24 hours.",
-    };
-  },
-  async "replay-webhook"(parley, [accountId, webhookId], options) {
-    const after = options.after === undefined ? undefined : whole(options.after as string, "--after");
-    if ((options.since === undefined) === (after === undefined))
-      throw new UsageError("give --since <time> or --after <sequence>");
-    const replayed = await parley.admin.replayWebhook(
-      need(accountId, "<account-id>"),
-      need(webhookId, "<webhook-id>"),
-      {
-        since: options.since as string | undefined,
-        after,
-      },
-    );
-    return { json: replayed, text: `${replayed.queued} deliveries queued` };
-  },
-  async "remove-webhook"(parley, [accountId, webhookId]) {
-    const removed = await parley.admin.removeWebhook(need(accountId, "<account-id>"), need(webhookId, "<webhook-id>"));
-    return { json: removed, text: `webhook ${removed.webhook_id} removed` };
-  },
-  async "refold-usage"(parley, [accountId]) {
-    const folded = await parley.admin.refoldUsage(accountId === undefined ? {} : { account_id: accountId });
-    return { json: folded, text: `folded ${folded.events} events again in ${(Number(folded.ms) / 1000).toFixed(1)} s` };
-  },
-};
-
-function describeNumber(number: {
-  country_code: string;
-  formatted_number: string;
-  toll_free: boolean;
-  is_default: boolean;
-}): string {
-  const flags = `${number.toll_free ? "  toll-free" : ""}${number.is_default ? "  default" : ""}`;
-  return `${number.country_code}  ${number.formatted_number}${flags}`;
-}
-
-function describeLimit(limit: {
-  name: string;
-  value: number;
-  default: number;
-  overridden: boolean;
-  per: string;
-  used?: number | null;
-}): string {
-  const source = limit.overridden ? `set (default ${limit.default})` : "default";
-  const used = limit.used === undefined || limit.used === null ? "" : `  used ${limit.used}`;
-  return `${limit.name.padEnd(22)} ${String(limit.value).padStart(12)}  ${limit.per.padEnd(28)} ${source}${used}`;
 }
 
 /** The Parley this command goes to: PARLEY_URL with PARLEY_TOKEN, else the local socket of DATA_DIR. */
@@ -519,10 +160,10 @@ export interface CliHooks {
   env?: NodeJS.ProcessEnv;
 }
 
-/** Runs one command line; resolves with the exit code (EXIT). */
 /** How the user runs this command line (CliHooks.invocation), for the commands its messages suggest. */
 let invocation = "npx parley";
 
+/** Runs one command line; resolves with the exit code (EXIT). */
 export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<number> {
   invocation = hooks.invocation ?? "npx parley";
   const out = hooks.out ?? ((text: string) => console.log(text));
@@ -591,7 +232,7 @@ export async function runCli(argv: string[], hooks: CliHooks = {}): Promise<numb
   }
   try {
     const parley = await target(hooks.env ?? process.env);
-    const { json, text } = await command(values.json ? parley : printable(parley), args, values as Options);
+    const { json, text } = await command(values.json ? parley : printable(parley), args, values as Options, invocation);
     out(values.json ? JSON.stringify(json, null, 2) : text);
     return EXIT.done;
   } catch (error) {

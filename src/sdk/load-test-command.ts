@@ -1,17 +1,15 @@
 /** `parley load-test`'s command line: its options, its report as text or JSON, its exit code (docs/cli.md). */
 import { parseArgs } from "node:util";
 import { ParleyError } from "./errors.js";
+import { LoadTestRefused, type LoadTestResult, runLoadTest } from "./load-test.js";
 import {
   DEFAULT_RATES,
-  LoadTestRefused,
-  type LoadTestResult,
   type Objective,
   PARTS,
   parseDuration,
   parseObjective,
-  runLoadTest,
   withDefaults,
-} from "./load-test.js";
+} from "./load-test-options.js";
 import { terminalSafe } from "./terminal.js";
 
 type Outcome = "done" | "failed" | "usage" | "refused" | "unreachable" | "missed";

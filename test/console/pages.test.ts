@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Page } from "playwright-core";
-import { postMessage } from "../../src/modules/messaging/posting";
-import { createRoom } from "../../src/modules/messaging/rooms";
+import { postMessage } from "../../src/modules/chat/posting";
+import { createRoom } from "../../src/modules/chat/rooms";
 import { createReservation } from "../../src/modules/scheduler/reservations";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { type RecorderWorker, startRecorderWorker } from "../../workers/recorder";

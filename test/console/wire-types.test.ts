@@ -13,7 +13,7 @@ const ROOT = resolve(import.meta.dir, "../..");
 /** In `file`, `from` (found exactly once) becomes `to`; the page must then fail on `field`. */
 const RENAMES = [
   {
-    file: "src/modules/messaging/model.ts",
+    file: "src/modules/chat/model.ts",
     from: "inserted_at: t.String(",
     to: "posted_at: t.String(",
     page: "pages/chat.ts",
@@ -69,7 +69,7 @@ const RENAMES = [
     field: "rooms_open",
   },
   {
-    file: "src/modules/console/routes.ts",
+    file: "src/modules/console/model.ts",
     from: 'csrf_token: t.String({ description: "Send as',
     to: 'csrf: t.String({ description: "Send as',
     page: "api.ts",

@@ -13,7 +13,7 @@ import { Queue } from "bullmq";
 import { eq, inArray } from "drizzle-orm";
 import type { Socket } from "phoenix";
 import { db } from "../../src/db/client";
-import { chatMessages, chatRooms } from "../../src/modules/messaging/schema";
+import { chatMessages, chatRooms } from "../../src/modules/chat/schema";
 import { streams } from "../../src/modules/streaming/schema";
 import { ROLES } from "../../src/process/roles";
 import { newAccount } from "../helpers";

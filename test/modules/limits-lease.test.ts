@@ -7,7 +7,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
-import { type Counted, type RateCheck, RateLeases } from "../../src/modules/limits/rates";
+import { type Counted, type RateCheck, RateLeases } from "../../src/modules/limits/rate-leases";
 import { privateRedis } from "../support/redis-server";
 import { until } from "../support/wait";
 

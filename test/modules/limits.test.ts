@@ -15,7 +15,7 @@ import { createApiKey, listenForInvalidations } from "../../src/modules/accounts
 import { quotaUsage } from "../../src/modules/limits/schema";
 import { addressCounter } from "../../src/modules/limits/rates";
 import { setLimit, storedChatBytes } from "../../src/modules/limits/service";
-import { createRoom } from "../../src/modules/messaging/rooms";
+import { createRoom } from "../../src/modules/chat/rooms";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { STREAM_NAME_RANDOM_BYTES, streamNameFor } from "../../src/modules/streaming/stream";
 import { streamCost } from "../../src/modules/streaming/cost";

@@ -311,7 +311,7 @@ describe("bearer token verification", () => {
       status: 403,
     });
 
-    const { currentSigningKey } = await import("../../src/modules/accounts/service");
+    const { currentSigningKey } = await import("../../src/modules/accounts/signing-keys");
     const key = await currentSigningKey(account.accountId);
     const expired = await new SignJWT({ context: { user: { id: "dave" }, group: account.accountId } })
       .setProtectedHeader({ alg: key.algorithm, kid: key.kid })

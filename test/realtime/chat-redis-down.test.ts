@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { chatMessages } from "../../src/modules/messaging/schema";
+import { chatMessages } from "../../src/modules/chat/schema";
 import { aliceAndBob } from "../support/chat-users";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 import { startApiProcess } from "../support/api-process";

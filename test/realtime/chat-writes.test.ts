@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq, inArray } from "drizzle-orm";
 import { createApp } from "../../src/process/app";
 import { db } from "../../src/db/client";
-import { chatMessages } from "../../src/modules/messaging/schema";
+import { chatMessages } from "../../src/modules/chat/schema";
 import { aliceAndBob } from "../support/chat-users";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 import { lockTable } from "../support/table-lock";

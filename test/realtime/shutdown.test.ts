@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { Socket } from "phoenix";
 import { db } from "../../src/db/client";
-import { chatMessages } from "../../src/modules/messaging/schema";
+import { chatMessages } from "../../src/modules/chat/schema";
 const CLOSE_SERVICE_RESTART = 1012;
 import { newAccount, tokenFor } from "../helpers";
 import { join, push } from "../support/phoenix";

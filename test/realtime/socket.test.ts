@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Presence } from "phoenix";
 import { createApp } from "../../src/process/app";
-import { postMessage } from "../../src/modules/messaging/posting";
-import { createRoom } from "../../src/modules/messaging/rooms";
+import { postMessage } from "../../src/modules/chat/posting";
+import { createRoom } from "../../src/modules/chat/rooms";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { call, newAccount, tokenFor } from "../helpers";

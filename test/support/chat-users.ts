@@ -1,6 +1,6 @@
 /** Two messaging users of a fresh account, Alice and Bob, and chat rooms Alice made, for the socket tests. */
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
-import { createRoom } from "../../src/modules/messaging/rooms";
+import { createRoom } from "../../src/modules/chat/rooms";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { newAccount, tokenFor } from "../helpers";
 

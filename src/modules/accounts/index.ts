@@ -11,18 +11,20 @@ export {
   broadcastInvalidation,
   createAccount,
   createApiKey,
-  currentSigningKey,
   getAccount,
   hashApiKey,
   listAccounts,
-  onAccountsInvalidated,
-  publicKeyPemByKidHash,
-  publicKeySet,
   revokeApiKey,
   revokeSigningKey,
   rotateSigningKey,
   setJitsiDomain,
+} from "./service";
+export { onAccountsInvalidated } from "./caches";
+export {
+  currentSigningKey,
+  publicKeyPemByKidHash,
+  publicKeySet,
   type SigningKey,
   verificationKey,
-} from "./service";
+} from "./signing-keys";
 export { isSealed, openPrivateKey, type SealedKey, sealPrivateKey, type StoredPrivateKey } from "./sealing";

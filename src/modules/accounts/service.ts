@@ -3,18 +3,13 @@
  * hashes; signing keys as JWKs. Look-ups on the hot path (API key → account, account →
  * signing key, kid → public key) are cached per process and dropped on a Redis broadcast
  * whenever a key is revoked or rotated, from any process or the admin command line.
+ *
+ * The signing keys' look-ups on a token's path are signing-keys.ts, the caches' shared
+ * lifetime and invalidation list caches.ts.
  */
-import {
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPair as generateNodeKeyPair,
-  type KeyObject,
-  randomBytes,
-} from "node:crypto";
+import { createHash, generateKeyPair as generateNodeKeyPair, randomBytes } from "node:crypto";
 import { promisify } from "node:util";
-import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
-import { type CryptoKey, importJWK, type JWK } from "jose";
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { config, type SigningAlgorithm } from "../../core/config";
 import { type Database, db } from "../../db/client";
 import { AppError } from "../../core/errors";
@@ -22,6 +17,7 @@ import { memoize } from "../../core/memo";
 import { log } from "../../core/log";
 import type { Subscription } from "../../core/pubsub";
 import { pubsub } from "../../queue/redis-pubsub";
+import { type Cached, clearCaches, fresh, onAccountsInvalidated } from "./caches";
 import { openPrivateKey, sealPrivateKey } from "./sealing";
 import { accounts, apiKeys, signingKeys } from "./schema";
 
@@ -33,50 +29,10 @@ export interface Account {
   jitsiDomain: string;
 }
 
-export interface SigningKey {
-  kid: string;
-  algorithm: SigningAlgorithm;
-  privateKey: KeyObject;
-}
-
-export interface VerificationKey {
-  kid: string;
-  accountId: string;
-  algorithm: SigningAlgorithm;
-  publicKey: CryptoKey;
-  verifyUntil: Date | null;
-}
-
-/** How long a cached look-up may be served without a broadcast before it is read again. */
-const CACHE_TTL_MS = 60_000;
 const API_KEY_PREFIX = "prl_";
 
-interface Cached<T> {
-  value: T;
-  at: number;
-}
-
 const accountByKeyHash = new Map<string, Cached<Account | null>>();
-const signingKeyByAccount = new Map<string, Cached<SigningKey>>();
-const verificationKeyByKid = new Map<string, Cached<VerificationKey | null>>();
-
-function fresh<T>(entry: Cached<T> | undefined): entry is Cached<T> {
-  return entry !== undefined && Date.now() - entry.at < CACHE_TTL_MS;
-}
-
-/** Other per-account caches (limits) that go with these on every invalidation. */
-const dependentCaches: Array<() => void> = [];
-
-export function onAccountsInvalidated(clear: () => void): void {
-  dependentCaches.push(clear);
-}
-
-function clearCaches(): void {
-  accountByKeyHash.clear();
-  signingKeyByAccount.clear();
-  verificationKeyByKid.clear();
-  for (const clear of dependentCaches) clear();
-}
+onAccountsInvalidated(() => accountByKeyHash.clear());
 
 const INVALIDATION_CHANNEL = "invalidate:accounts";
 
@@ -315,77 +271,6 @@ export async function accountForApiKeyHash(hash: string): Promise<Account> {
   }
   if (!entry.value) throw new AppError("invalid_api_key", "unknown or revoked API key");
   return entry.value;
-}
-
-export async function currentSigningKey(accountId: string): Promise<SigningKey> {
-  const entry = signingKeyByAccount.get(accountId);
-  if (fresh(entry)) return entry.value;
-  const [row] = await db
-    .select()
-    .from(signingKeys)
-    .where(and(eq(signingKeys.accountId, accountId), isNull(signingKeys.retiredAt)));
-  if (!row) throw new AppError("internal", `account ${accountId} has no signing key`);
-  const algorithm = row.algorithm as SigningAlgorithm;
-  const value: SigningKey = {
-    kid: row.kid,
-    algorithm,
-    privateKey: createPrivateKey({ key: openPrivateKey(row.privateJwk) as never, format: "jwk" }),
-  };
-  signingKeyByAccount.set(accountId, { value, at: Date.now() });
-  return value;
-}
-
-/** The public key for a kid, or null when it is unknown or no longer verifies. */
-export async function verificationKey(kid: string): Promise<VerificationKey | null> {
-  let entry = verificationKeyByKid.get(kid);
-  if (!fresh(entry)) {
-    const [row] = await db.select().from(signingKeys).where(eq(signingKeys.kid, kid));
-    const value: VerificationKey | null = row
-      ? {
-          kid,
-          accountId: row.accountId,
-          algorithm: row.algorithm as SigningAlgorithm,
-          publicKey: (await importJWK(row.publicJwk as JWK, row.algorithm)) as CryptoKey,
-          verifyUntil: row.verifyUntil,
-        }
-      : null;
-    entry = { value, at: Date.now() };
-    verificationKeyByKid.set(kid, entry);
-  }
-  const key = entry.value;
-  if (key?.verifyUntil && key.verifyUntil.getTime() <= Date.now()) return null;
-  return key;
-}
-
-/**
- * The public key, as PEM, of the still-verifying key whose kid hashes (SHA-256, hex) to
- * `kidHash`: the look-up Jitsi's ASAP key server contract makes. Null when there is none.
- */
-export async function publicKeyPemByKidHash(kidHash: string): Promise<string | null> {
-  const [row] = await db
-    .select({ publicJwk: signingKeys.publicJwk })
-    .from(signingKeys)
-    .where(
-      and(
-        sql`encode(sha256(convert_to(${signingKeys.kid}, 'UTF8')), 'hex') = ${kidHash}`,
-        or(isNull(signingKeys.verifyUntil), gt(signingKeys.verifyUntil, new Date())),
-      ),
-    );
-  if (!row) return null;
-  return createPublicKey({ key: row.publicJwk as never, format: "jwk" }).export({
-    type: "spki",
-    format: "pem",
-  }) as string;
-}
-
-/** Every public key that still verifies, as a JWK Set. */
-export async function publicKeySet(): Promise<{ keys: Record<string, unknown>[] }> {
-  const rows = await db
-    .select({ publicJwk: signingKeys.publicJwk })
-    .from(signingKeys)
-    .where(or(isNull(signingKeys.verifyUntil), gt(signingKeys.verifyUntil, new Date())))
-    .orderBy(asc(signingKeys.createdAt));
-  return { keys: rows.map((row) => ({ ...row.publicJwk })) };
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The operator console at /console: its page and script, sign-in and sign-out, and the JSON
  * API its pages call. Every figure comes from the services the public API uses; guard.ts
- * checks who is asking, and the routes here which account they may see.
+ * checks who is asking, and the routes here which account they may see. The webhooks page's
+ * routes are webhook-routes.ts, the shapes they share model.ts.
  */
 import { Elysia, t } from "elysia";
 import { config } from "../../core/config";
@@ -11,26 +12,15 @@ import { Name } from "../../http/text";
 import { AuditModel, listAudit } from "../audit";
 import { createAccount, createApiKey, listAccounts, revokeApiKey, rotateSigningKey } from "../accounts";
 import { listPhoneNumbers, resolveMapping } from "../mapper";
-import { deleteMessages, listMessages, listRooms } from "../messaging";
+import { deleteMessages, listMessages, listRooms } from "../chat";
 import type { Actor } from "../auth";
 import { createReservation, deleteReservation, listConferences, listReservations } from "../scheduler";
 import { stopStream } from "../streaming";
 import { reportCsv, usageReport } from "../usage";
-import { EVENT_TYPES } from "../catalogue";
-import {
-  createEndpoint,
-  deleteEndpoint,
-  listDeliveries,
-  listEndpoints,
-  replay,
-  retryDelivery,
-  rotateSecret,
-  updateEndpoint,
-  WebhooksModel,
-} from "../webhooks";
 import { CONSOLE_PAGE, consoleAssets } from "./bundle";
 import { API, consoleAuth, sessionBody, sessionCookie, sessionProbe } from "./guard";
 import { liveFeed } from "./live";
+import { ConsoleModel } from "./model";
 import { overview, streamsView } from "./service";
 import {
   accountInView,
@@ -42,34 +32,7 @@ import {
   revokeSession,
   type Viewer,
 } from "./sessions";
-
-export const ConsoleModel = {
-  login: t.Object({
-    name: t.Optional(t.String({ maxLength: 64, description: "Operator name (with password)" })),
-    password: t.Optional(t.String({ maxLength: 1024 })),
-    api_key: t.Optional(t.String({ maxLength: 256, description: "An account's API key, for its owner" })),
-  }),
-  session: t.Union([
-    t.Object({
-      signed_in: t.Literal(true),
-      kind: t.Union([t.Literal("operator"), t.Literal("account")]),
-      name: t.String(),
-      account_id: t.Union([t.String(), t.Null()], {
-        description: "The one account an owner's session sees; null for an operator",
-      }),
-      csrf_token: t.String({ description: "Send as X-CSRF-Token on every call that changes something" }),
-    }),
-    t.Object({ signed_in: t.Literal(false) }, { description: "No session, or one that expired or was revoked" }),
-  ]),
-  accountQuery: t.Object({ account: t.Optional(t.String({ maxLength: 64 })) }),
-  accountBody: t.Object({ account: t.String({ maxLength: 64 }) }),
-  endpointParams: t.Object({ id: t.String({ maxLength: 64 }) }),
-  window: t.Object({
-    account: t.Optional(t.String({ maxLength: 64 })),
-    start: t.Optional(t.String({ maxLength: 64 })),
-    end: t.Optional(t.String({ maxLength: 64 })),
-  }),
-};
+import { consoleWebhookRoutes } from "./webhook-routes";
 
 async function accountsFor(viewer: Viewer) {
   const accounts = await listAccounts();
@@ -330,83 +293,4 @@ export const consoleController = new Elysia({ name: "parley.console", detail: { 
       }),
     },
   )
-  // Webhooks: the routes of /api/v1/webhooks for the account in view, through the same service.
-  .get(
-    `${API}/webhooks`,
-    async ({ viewer, query }) => ({
-      endpoints: await listEndpoints(requireAccount(viewer, query.account)),
-      event_types: EVENT_TYPES,
-    }),
-    { query: ConsoleModel.accountQuery },
-  )
-  .post(
-    `${API}/webhooks`,
-    async ({ viewer, body }) => {
-      const { account, ...input } = body;
-      return createEndpoint(requireAccount(viewer, account), input);
-    },
-    { body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.endpointCreate.properties }) },
-  )
-  .patch(
-    `${API}/webhooks/:id`,
-    async ({ viewer, params, body }) => {
-      const { account, ...input } = body;
-      return updateEndpoint(requireAccount(viewer, account), params.id, input);
-    },
-    {
-      params: ConsoleModel.endpointParams,
-      body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.endpointUpdate.properties }),
-    },
-  )
-  .delete(
-    `${API}/webhooks/:id`,
-    async ({ viewer, params, query }) => {
-      await deleteEndpoint(requireAccount(viewer, query.account), params.id);
-      return { deleted: params.id };
-    },
-    { params: ConsoleModel.endpointParams, query: ConsoleModel.accountQuery },
-  )
-  .post(
-    `${API}/webhooks/:id/rotate-secret`,
-    async ({ viewer, params, body }) => rotateSecret(requireAccount(viewer, body.account), params.id),
-    {
-      params: ConsoleModel.endpointParams,
-      body: ConsoleModel.accountBody,
-    },
-  )
-  .get(
-    `${API}/webhooks/:id/deliveries`,
-    async ({ viewer, params, query }) => {
-      const { account, ...filter } = query;
-      return { deliveries: await listDeliveries(requireAccount(viewer, account), params.id, { limit: 50, ...filter }) };
-    },
-    {
-      params: ConsoleModel.endpointParams,
-      query: t.Object({ account: t.Optional(t.String({ maxLength: 64 })), ...WebhooksModel.deliveryQuery.properties }),
-    },
-  )
-  .post(
-    `${API}/webhooks/:id/deliveries/:delivery/retry`,
-    async ({ viewer, params, body }) => {
-      await retryDelivery(requireAccount(viewer, body.account), params.id, params.delivery);
-      return { queued: 1 };
-    },
-    {
-      params: t.Object({
-        id: t.String({ maxLength: 64 }),
-        delivery: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
-      }),
-      body: ConsoleModel.accountBody,
-    },
-  )
-  .post(
-    `${API}/webhooks/:id/replay`,
-    async ({ viewer, params, body }) => {
-      const { account, ...from } = body;
-      return { queued: await replay(requireAccount(viewer, account), params.id, from) };
-    },
-    {
-      params: ConsoleModel.endpointParams,
-      body: t.Object({ account: t.String({ maxLength: 64 }), ...WebhooksModel.replay.properties }),
-    },
-  );
+  .use(consoleWebhookRoutes);

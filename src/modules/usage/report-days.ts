@@ -4,7 +4,8 @@
  * meetings as `rooms` and `totals`, with open stays counted up to the same `as_of`, so the
  * days of a report add up to its totals.
  */
-import { type Life, type Meeting, minutes, peakOf, personOf } from "./meetings";
+import type { Life } from "./meeting-lives";
+import { type Meeting, minutes, peakOf, personOf } from "./meetings";
 import type { ReportDay } from "./model";
 
 const DAY_MS = 86_400_000;

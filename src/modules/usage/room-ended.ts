@@ -7,7 +7,8 @@
  */
 import type { Database } from "../../db/client";
 import { recordEvents } from "../catalogue";
-import { meetingFigures, meetingId, meetingLives, prepareReport } from "./meetings";
+import { meetingLives, prepareReport } from "./meeting-lives";
+import { meetingFigures, meetingId } from "./meetings";
 
 /** A room life that the fold has just ended. */
 export interface EndedLife {

@@ -1,7 +1,8 @@
 /** The usage report built whole (the console's pages and the CSV download use it), and its CSV form. */
 import { db } from "../../db/client";
 import { foldBeforeReport } from "./fold";
-import { describeMeetings, minutes, type PreparedReport, prepareReport, type Seconds } from "./meetings";
+import { type PreparedReport, prepareReport } from "./meeting-lives";
+import { describeMeetings, minutes, type Seconds } from "./meetings";
 import type { ReportRoom, ReportTotals, UsageReport } from "./model";
 import { reportDays } from "./report-days";
 import { type ReportQuery, reportWindow } from "./report-window";

@@ -4,7 +4,7 @@
  * route's own signer.
  */
 import { generateKeyPairSync } from "node:crypto";
-import type { SigningKey } from "../../../src/modules/accounts/service";
+import type { SigningKey } from "../../../src/modules/accounts/signing-keys";
 import { signJwt } from "../../../src/modules/token/jwt";
 
 export type BenchAlgorithm = "RS256" | "EdDSA";

@@ -32,7 +32,7 @@ const messageParams = t.Object({ channel_id: ChannelId, message_id: Id });
 const userParams = t.Object({ channel_id: ChannelId, user_id: UserId });
 const ROOM_ERRORS = errorResponses(400, 401, 403, 404, 422);
 
-export const messagingController = new Elysia({ name: "parley.messaging", detail: { tags: ["messaging"] } })
+export const chatController = new Elysia({ name: "parley.chat", detail: { tags: ["messaging"] } })
   .use(auth)
   .use(limits)
   .guard({ bearer: "messaging", limit: "messaging" }, (app) =>

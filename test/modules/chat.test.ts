@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { chatChannel } from "../../src/modules/messaging/channel";
-import { postMessage } from "../../src/modules/messaging/posting";
+import { chatChannel } from "../../src/modules/chat/channel";
+import { postMessage } from "../../src/modules/chat/posting";
 import { actorFrom } from "../../src/modules/auth/actor";
 import { verifyAccessToken } from "../../src/modules/auth/access-token";
 import { assertPush } from "../../src/realtime/payloads";
