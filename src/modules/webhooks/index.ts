@@ -7,11 +7,9 @@ export { type EndpointCreate, type EndpointUpdate, WebhooksModel } from "./model
 export {
   createEndpoint,
   deleteEndpoint,
-  listDeliveries,
   listEndpoints,
   redactedUrl,
-  replay,
-  retryDelivery,
   rotateSecret,
   updateEndpoint,
 } from "./service";
+export { listDeliveries, replay, retryDelivery } from "./delivery-log";

@@ -13,13 +13,11 @@ import {
   deleteEndpoint,
   endpointGauges,
   getEndpoint,
-  listDeliveries,
   listEndpoints,
-  replay,
-  retryDelivery,
   rotateSecret,
   updateEndpoint,
 } from "./service";
+import { listDeliveries, replay, retryDelivery } from "./delivery-log";
 
 const IdParams = t.Object({ id: t.String({ maxLength: 64 }) });
 
