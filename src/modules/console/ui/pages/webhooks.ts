@@ -1,21 +1,15 @@
 /**
  * The account's webhook endpoints (create, enable or disable, set or lift their delivery limits,
- * delete, rotate the secret, which is shown once) and one endpoint's delivery log with retry and
- * replay. The open log refreshes
- * itself, so a delivery shows up and changes state without a click.
+ * delete, rotate the secret, which is shown once). Deliveries opens one endpoint's delivery log
+ * beneath them, webhook-log.ts.
  */
 import { type Answer, api } from "../api";
 import { field, h, notice, table, when } from "../dom";
 import type { PageContext } from "../page";
+import { deliveryLog } from "./webhook-log";
 
 type Listing = Answer<"get", "/webhooks">;
 type Endpoint = Listing["endpoints"][number];
-type Delivery = Answer<"get", "/webhooks/:id/deliveries">["deliveries"][number];
-
-/** How often an open delivery log asks for news. */
-const LOG_REFRESH_MS = 1_500;
-/** How much of a receiver's answer the table shows; the full first kilobyte is in the cell's title. */
-const ANSWER_CHARS = 80;
 
 /** An endpoint's rate and concurrency limits in a line; "none" when it has neither. */
 function limitsOf(endpoint: Endpoint): string {
@@ -55,16 +49,8 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
   const secret = h("div", { class: "secret", "aria-live": "polite" });
   const list = h("div");
   const editor = h("section", { "aria-label": "Delivery limits" });
-  const log = h("section", { "aria-label": "Delivery log" });
   let endpoints: Endpoint[] = [];
-  let open: string | undefined;
   let editing: string | undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let left = false;
-  context.onLeave(() => {
-    left = true;
-    clearTimeout(timer);
-  });
 
   const showSecret = (what: string, value: string) => {
     secret.replaceChildren(
@@ -82,6 +68,14 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
       status.textContent = `${describe}: ${error instanceof Error ? error.message : String(error)}`;
     }
   };
+  const log = deliveryLog({
+    account,
+    status,
+    act,
+    endpoint: (id) => endpoints.find((candidate) => candidate.id === id),
+    loadEndpoints: () => loadEndpoints(),
+    onLeave: (cleanup) => context.onLeave(cleanup),
+  });
 
   const loadEndpoints = async (listing?: Listing) => {
     ({ endpoints } = listing ?? (await api("get", "/webhooks", { query: { account } })));
@@ -119,8 +113,8 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
               {
                 type: "button",
                 "aria-label": `Deliveries of ${endpoint.url}`,
-                "aria-pressed": String(open === endpoint.id),
-                onclick: () => void openLog(endpoint.id),
+                "aria-pressed": String(log.isOpen(endpoint.id)),
+                onclick: () => void log.open(endpoint.id),
               },
               "Deliveries",
             ),
@@ -181,7 +175,7 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
                 onclick: () =>
                   void act(`Deleting ${endpoint.url}`, async () => {
                     await api("delete", "/webhooks/:id", { params: { id: endpoint.id }, query: { account } });
-                    if (open === endpoint.id) closeLog();
+                    if (log.isOpen(endpoint.id)) log.close();
                     if (editing === endpoint.id) closeEditor();
                     await loadEndpoints();
                   }),
@@ -250,134 +244,6 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     heading.focus();
   };
 
-  // The log's rows, kept apart from its replay form so a refresh never disturbs typing there.
-  const rows = h("div", { "aria-live": "off" });
-  let shown = "";
-  const renderDeliveries = (endpoint: Endpoint, deliveries: Delivery[]) => {
-    const snapshot = JSON.stringify(deliveries);
-    if (snapshot === shown) return;
-    shown = snapshot;
-    // A refresh keeps the keyboard where it was: on the same delivery's Retry button.
-    const focused = (document.activeElement as HTMLElement | null)?.dataset?.retry;
-    rows.replaceChildren(
-      table(
-        `Deliveries to ${endpoint.url}`,
-        ["Event", "Status", "Attempts", "Code", "Latency", "Answer", "Last attempt", "Next retry", "Actions"],
-        deliveries.map((delivery) => [
-          h(
-            "span",
-            {},
-            delivery.event_type,
-            h("br"),
-            h("small", {}, `#${delivery.sequence} `, h("code", {}, delivery.event_id)),
-          ),
-          h("span", { class: `state state-${delivery.status}`, "data-delivery-status": delivery.id }, delivery.status),
-          delivery.attempts,
-          h("span", { "data-delivery-code": delivery.id }, delivery.status_code ?? "—"),
-          delivery.latency_ms === null ? "—" : `${delivery.latency_ms} ms`,
-          delivery.response === null
-            ? "—"
-            : h(
-                "span",
-                { class: "answer", title: delivery.response },
-                delivery.response.length > ANSWER_CHARS
-                  ? `${delivery.response.slice(0, ANSWER_CHARS)}…`
-                  : delivery.response,
-              ),
-          when(delivery.last_attempt_at),
-          when(delivery.next_attempt_at),
-          h(
-            "button",
-            {
-              type: "button",
-              class: "secondary",
-              "data-retry": delivery.id,
-              onclick: () =>
-                void act(`Retrying delivery ${delivery.id}`, async () => {
-                  await api("post", "/webhooks/:id/deliveries/:delivery/retry", {
-                    params: { id: endpoint.id, delivery: delivery.id },
-                    body: { account },
-                  });
-                  await refreshLog();
-                }),
-            },
-            `Retry delivery ${delivery.id}`,
-          ),
-        ]),
-        "no deliveries yet.",
-      ),
-    );
-    if (focused) rows.querySelector<HTMLElement>(`[data-retry="${focused}"]`)?.focus();
-  };
-
-  const refreshLog = async () => {
-    clearTimeout(timer);
-    const endpoint = endpoints.find((candidate) => candidate.id === open);
-    if (!endpoint || left) return;
-    try {
-      const { deliveries } = await api("get", "/webhooks/:id/deliveries", {
-        params: { id: endpoint.id },
-        query: { account },
-      });
-      if (open === endpoint.id && !left) renderDeliveries(endpoint, deliveries);
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      status.textContent = `The delivery log could not be read: ${reason}`;
-    }
-    if (open === endpoint.id && !left) timer = setTimeout(() => void refreshLog(), LOG_REFRESH_MS);
-  };
-
-  const closeLog = () => {
-    open = undefined;
-    clearTimeout(timer);
-    log.replaceChildren();
-  };
-
-  const openLog = async (id: string) => {
-    open = id;
-    shown = "";
-    const endpoint = endpoints.find((candidate) => candidate.id === id)!;
-    const after = h("input", { name: "after", type: "number", min: 0, inputmode: "numeric" });
-    const since = h("input", { name: "since", type: "datetime-local", step: 1 });
-    const heading = h("h2", { tabindex: -1 }, `Delivery log of ${endpoint.url}`);
-    log.replaceChildren(
-      heading,
-      h(
-        "form",
-        {
-          class: "inline",
-          id: "replay",
-          onsubmit: (event: Event) => {
-            event.preventDefault();
-            void act(`Replaying to ${endpoint.url}`, async () => {
-              // A datetime-local field holds the browser's local time; the service takes an instant.
-              const from =
-                after.value !== ""
-                  ? { after: Number(after.value) }
-                  : since.value !== ""
-                    ? { since: new Date(since.value).toISOString() }
-                    : {};
-              const { queued } = await api("post", "/webhooks/:id/replay", {
-                params: { id: endpoint.id },
-                body: { account, ...from },
-              });
-              await refreshLog();
-              return `${queued} ${queued === 1 ? "delivery" : "deliveries"} queued.`;
-            });
-          },
-        },
-        field("Replay after sequence", after),
-        field("or since (local time)", since),
-        h("button", { type: "submit" }, "Replay"),
-      ),
-      rows,
-    );
-    rows.replaceChildren();
-    await loadEndpoints();
-    await refreshLog();
-    heading.focus();
-  };
-
   const url = h("input", {
     name: "url",
     type: "url",
@@ -432,6 +298,6 @@ export async function webhooksPage(root: HTMLElement, context: PageContext): Pro
     ),
     h("button", { type: "submit" }, "Add endpoint"),
   );
-  root.append(h("h2", {}, "New endpoint"), form, status, secret, list, editor, log);
+  root.append(h("h2", {}, "New endpoint"), form, status, secret, list, editor, log.element);
   await loadEndpoints(first);
 }
