@@ -27,16 +27,20 @@ import { deliverLocally } from "./local-broker";
 const NODE_HEARTBEAT_MS = 10_000;
 const NODE_TTL_MS = 30_000;
 /**
- * Publishes a frame to a topic's channel only when a process other than the caller has
- * sockets on the topic (KEYS[1] is the set of processes that do), so a topic that lives
- * on one process costs Redis one cheap call and no pub/sub traffic. Redis runs it
- * atomically: a process whose SADD has been answered receives every later frame.
- * ARGV: the caller's node id, the channel, the frame; the message is "<node> <frame>".
+ * Publishes frames to a topic's channel, one message each and in order, only when a process
+ * other than the caller has sockets on the topic (KEYS[1] is the set of processes that do),
+ * so a topic that lives on one process costs Redis one cheap call and no pub/sub traffic.
+ * Redis runs it atomically: a process whose SADD has been answered receives every later frame.
+ * ARGV: the caller's node id, the channel, then the frames; each message is "<node> <frame>".
  * On a Cluster the channel is sharded (SPUBLISH), tagged like the set so both are on one slot.
  */
 const publishWhereInterested = (command: "PUBLISH" | "SPUBLISH") => `
 if redis.call('SCARD', KEYS[1]) - redis.call('SISMEMBER', KEYS[1], ARGV[1]) > 0 then
-  return redis.call('${command}', ARGV[2], ARGV[1] .. ' ' .. ARGV[3])
+  local received = 0
+  for i = 3, #ARGV do
+    received = received + redis.call('${command}', ARGV[2], ARGV[1] .. ' ' .. ARGV[i])
+  end
+  return received
 end
 return 0`;
 
@@ -74,8 +78,14 @@ export class RedisBroker implements Broker {
   private readonly heartbeat: ReturnType<typeof setInterval>;
   private readonly onReady = () => this.restore();
   private readonly onPublisherReady = () => this.fanOutBack();
-  /** The latest frame handed to the publisher: its connection answers in order, so this answering means all did. */
+  /** The latest frames handed to the publisher: its connection answers in order, so these answering means all did. */
   private lastPublish: Promise<unknown> = Promise.resolve();
+  /**
+   * Frames broadcast in this turn of the event loop, by topic in the order broadcast: one
+   * script call a topic carries them all at the turn's end, rather than one call a frame.
+   */
+  private outgoing: Map<string, string[]> | undefined;
+  private readonly sendOutgoing = () => this.flush();
   /** Fan-out has failed since the publisher last connected: logged once, not per frame. */
   private fanOutLost = false;
 
@@ -140,7 +150,7 @@ export class RedisBroker implements Broker {
     channels.onMessage(subscriber, (channel, text) => {
       // The message is "<node id> <frame>"; a process has already delivered its own frames.
       const space = text.indexOf(" ");
-      if (space < 0 || text.slice(0, space) === this.node) return;
+      if (space < 0 || (space === this.node.length && text.startsWith(this.node))) return;
       deliverLocally(untagged(channel.slice(prefix.length)), text.slice(space + 1));
     });
     this.subscriber = subscriber;
@@ -148,6 +158,8 @@ export class RedisBroker implements Broker {
   }
 
   async handedOn(): Promise<void> {
+    // Frames of this turn not sent yet go now, so the wait covers them too.
+    this.flush();
     // A failure was logged by broadcast; an unreachable Redis holds no one up for longer than a prompt answer takes.
     await settledWithin(this.lastPublish, PROMPT_REDIS_MS);
   }
@@ -162,23 +174,46 @@ export class RedisBroker implements Broker {
       this.fanOutFailed(new Error(`publisher ${this.publisher.status}`));
       return;
     }
-    const published = this.publisher.eval(
-      onCluster() ? SHARDED_PUBLISH : PUBLISH,
-      1,
-      this.interestKey(topic),
-      this.node,
-      this.channel(topic),
-      frame,
-    );
-    // Connected, the frame is handed on once written: the caller
-    // (a socket's next frame) does not wait for Redis's answer; one that must, asks handedOn.
+    // Connected, the frame is handed on at the end of the turn: the caller (a socket's next
+    // frame) does not wait for Redis's answer; one that must, asks handedOn.
     if (this.publisher.status === "ready") {
-      published.catch((error: Error) => this.fanOutFailed(error));
-      this.lastPublish = published;
+      this.enqueue(topic, frame);
       return;
     }
     // Still connecting for the first time: the caller waits, bounded, so frames keep their order.
+    const published = this.publish(topic, [frame]);
     await withinRedis(this.publisher, "fan-out", () => published).catch((error: Error) => this.fanOutFailed(error));
+  }
+
+  private publish(topic: string, frames: string[]): Promise<unknown> {
+    const script = onCluster() ? SHARDED_PUBLISH : PUBLISH;
+    return this.publisher.eval(script, 1, this.interestKey(topic), this.node, this.channel(topic), ...frames);
+  }
+
+  /**
+   * Frames of one topic leave in the order they were broadcast, in one script call per topic
+   * and turn; the calls go out on the one connection, so a later turn's come after them.
+   */
+  private enqueue(topic: string, frame: string): void {
+    if (!this.outgoing) {
+      this.outgoing = new Map();
+      // After the turn's promise callbacks, as ioredis sends its auto-pipelined commands.
+      process.nextTick(this.sendOutgoing);
+    }
+    const frames = this.outgoing.get(topic);
+    if (frames) frames.push(frame);
+    else this.outgoing.set(topic, [frame]);
+  }
+
+  private flush(): void {
+    const outgoing = this.outgoing;
+    this.outgoing = undefined;
+    if (!outgoing) return;
+    const published: Promise<unknown>[] = [];
+    for (const [topic, frames] of outgoing) {
+      published.push(this.publish(topic, frames).catch((error: Error) => this.fanOutFailed(error)));
+    }
+    this.lastPublish = Promise.all(published);
   }
 
   /** Logged once per outage: every push would log it otherwise. */
@@ -319,6 +354,7 @@ export class RedisBroker implements Broker {
     clearInterval(this.heartbeat);
     promptRedis().off("ready", this.onReady);
     this.publisher.off("ready", this.onPublisherReady);
+    this.flush();
     const topics = [...this.interest.keys()];
     this.interest.clear();
     await closeClient(this.subscriber);

@@ -109,4 +109,30 @@ describe("RedisBroker across processes", () => {
     await here.close();
     socket.ws.close();
   });
+
+  test("frames broadcast in one turn reach another process each once, in order per topic", async () => {
+    const here = new RedisBroker();
+    const elsewhere = new RedisBroker();
+    const topics = ["acc/batch:one", "acc/batch:two"];
+    for (const topic of topics) await here.subscribe(topic);
+    const [one, two] = [await client(topics[0]!), await client(topics[1]!)];
+    // Ready before the burst, so the frames leave together at the end of the turn.
+    await elsewhere.broadcast("acc/batch:warm-up", "warm-up");
+    const frames = Array.from({ length: 40 }, (_, i) => `frame ${i}`);
+    // Interleaved over both topics, none awaited: the turn's frames go out in one call per topic.
+    const broadcasts = frames.map((frame, i) => elsewhere.broadcast(topics[i % 2]!, frame));
+    await elsewhere.handedOn();
+    await Promise.all(broadcasts);
+    const sent = (topic: number) => frames.filter((_, i) => i % 2 === topic);
+    // Both brokers are in this process: each frame comes once delivered here by its sender, then once from Redis.
+    const expected = (topic: number) => [...sent(topic), ...sent(topic)];
+    expect(await eventually(() => one!.received.length === 40 && two!.received.length === 40)).toBe(true);
+    await Bun.sleep(100);
+    expect(one!.received).toEqual(expected(0));
+    expect(two!.received).toEqual(expected(1));
+    await here.close();
+    await elsewhere.close();
+    one!.ws.close();
+    two!.ws.close();
+  });
 });
