@@ -13,7 +13,7 @@ import { LOCAL_SOCKET_FLAG, serveLocalSocket } from "../modules/admin/local";
 import { stopLlhlsOrigin } from "../modules/streaming/llhls/origin";
 import { stopViewerSweeps } from "../modules/streaming/llhls/viewers";
 import { stopStateSubscriber } from "../modules/streaming/state";
-import { drainConnections } from "../realtime/socket";
+import { drainConnections } from "../realtime/open-sockets";
 import { type ProcessServices, Stoppers } from "./root";
 
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";

@@ -78,3 +78,19 @@ export function replyFrame(frame: Frame, status: "ok" | "error", response: unkno
 export function broadcastFrame(topic: string, event: string, payload: unknown): string {
   return encodeFrame(null, null, topic, event, payload);
 }
+
+/** WebSocket close codes (RFC 6455 and the registry). */
+export const CLOSE_UNSUPPORTED_DATA = 1003;
+export const CLOSE_POLICY = 1008;
+export const CLOSE_GOING_AWAY = 1001;
+/**
+ * Service Restart (IANA registry): the server is stopping and the client should connect again,
+ * reaching another process. Any code but 1000 makes the phoenix client reconnect; this one
+ * also says why to proxies and other clients.
+ */
+export const CLOSE_SERVICE_RESTART = 1012;
+/** The reply to a push the server did not start because it is stopping: nothing of it was done. */
+export const SHUTTING_DOWN = {
+  reason: "shutting_down",
+  message: "the server is shutting down; reconnect and send again",
+} as const;

@@ -12,7 +12,8 @@ import { Text } from "../http/text";
 import { actorFrom, verifyAccessToken } from "../modules/auth";
 import { credentialCounter } from "../modules/limits";
 import { attachServer } from "./local-broker";
-import { Connection, socketCaps } from "./socket";
+import { Connection } from "./socket";
+import { socketCaps } from "./socket-caps";
 
 export const SOCKET_PATH = "/api/v1/messaging/websocket";
 

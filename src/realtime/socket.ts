@@ -4,128 +4,36 @@
  * prefixes (channel.ts), which admit joins and answer pushes. Frames of one socket are
  * handled in order, one at a time, so a push never overtakes the join before it.
  */
-import { randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
 import { config } from "../core/config";
 import { AppError, DEPENDENCY_RETRY_AFTER_SECONDS, dependencyFailure, isDependencyDown } from "../core/errors";
 import { log } from "../core/log";
-import { reportHeld } from "../http/metrics";
 import { firstUnstorable } from "../http/text";
-import { HeldResource, limitSocketMessage } from "../modules/limits";
+import { limitSocketMessage } from "../modules/limits";
 import type { Actor } from "../modules/auth";
 import { broker } from "./process-broker";
 import type { PresenceEntry } from "./broker";
-import { type Channel, channelOf, type Member, registeredChannels } from "./channel";
-import { assertJoin, assertModel, assertPush, assertTopicName, JoinPayload } from "./payloads";
+import { channelOf } from "./channel";
+import { listedOnJoin, Membership } from "./membership";
+import { admit, dismiss, isDraining, ShuttingDown } from "./open-sockets";
+import { assertJoin, assertPush, assertTopicName } from "./payloads";
 import { presenceDiff, presenceState } from "./presence";
-import { broadcastFrame, decodeFrame, encodeFrame, type Frame, oversized, PHOENIX_TOPIC, replyFrame } from "./protocol";
-import { accountTopic } from "./topics";
+import {
+  CLOSE_POLICY,
+  CLOSE_SERVICE_RESTART,
+  CLOSE_UNSUPPORTED_DATA,
+  decodeFrame,
+  encodeFrame,
+  type Frame,
+  oversized,
+  PHOENIX_TOPIC,
+  replyFrame,
+  SHUTTING_DOWN,
+} from "./protocol";
+import { socketCaps, topicCounts, UNOPENED_MS } from "./socket-caps";
 
 /** Frames a socket may have waiting; a client that floods past this is disconnected. */
 const MAX_PENDING_FRAMES = 256;
-/** WebSocket close codes (RFC 6455 and the registry). */
-export const CLOSE_UNSUPPORTED_DATA = 1003;
-export const CLOSE_POLICY = 1008;
-export const CLOSE_GOING_AWAY = 1001;
-/**
- * Service Restart (IANA registry): the server is stopping and the client should connect again,
- * reaching another process. Any code but 1000 makes the phoenix client reconnect; this one
- * also says why to proxies and other clients.
- */
-export const CLOSE_SERVICE_RESTART = 1012;
-/** The reply to a push the server did not start because it is stopping: nothing of it was done. */
-export const SHUTTING_DOWN = {
-  reason: "shutting_down",
-  message: "the server is shutting down; reconnect and send again",
-} as const;
-/** A push taken back unstarted (a message not yet being stored) because the server is stopping. */
-class ShuttingDown extends Error {}
-
-/** Open sockets, counted from the upgrade's check to the socket's close (docs/limits.md#caps). */
-export const socketCaps = new HeldResource({
-  resource: "sockets",
-  what: "sockets",
-  perProcess: { name: "sockets.per_process", cap: () => config.limits.held.socketsPerProcess },
-  callers: [
-    { name: "sockets.per_token", per: "token", cap: () => config.limits.held.socketsPerToken, refusal: 429 },
-    { name: "sockets.per_user", per: "user", cap: () => config.limits.held.socketsPerUser, refusal: 429 },
-    // Tokens are minted freely for any user id, so only the account bounds what one tenant takes of a process.
-    { name: "sockets.per_account", per: "account", cap: () => config.limits.held.socketsPerAccount, refusal: 429 },
-  ],
-  retryAfterSeconds: 5,
-  free: "close one",
-});
-
-/**
- * An upgrade Bun took but never opened (the peer went before the handshake finished) gives its
- * slot back after this long; the timer is cleared when the socket opens.
- */
-const UNOPENED_MS = 10_000;
-
-/** Topics joined by every socket of this process, and joins refused at LIMIT_TOPICS_PER_SOCKET, for /metrics. */
-let topicsJoined = 0;
-let topicsRefused = 0;
-reportHeld(() => ({
-  resource: "socket_topics",
-  inUse: topicsJoined,
-  caps: { socket: config.limits.held.topicsPerSocket },
-  refused: { "socket.topics": topicsRefused },
-}));
-
-/**
- * One joined topic of one socket, which is also what its channel sees of it: a socket's few
- * fields and shared methods, no closures, so ten thousand members of a topic cost little.
- */
-class Membership implements Member {
-  /** The socket's presence entry on the topic, when it is listed. */
-  readonly presenceRef: string | undefined;
-
-  constructor(
-    readonly connection: Connection,
-    readonly channel: Channel,
-    readonly topic: string,
-    readonly joinRef: string | null,
-    readonly listed: boolean,
-  ) {
-    this.presenceRef = listed ? randomUUID() : undefined;
-  }
-
-  get actor(): Actor {
-    return this.connection.actor;
-  }
-
-  /** Computed when asked (at joins, pushes and leaves) rather than kept with every membership. */
-  get name(): string {
-    return this.topic.slice(this.topic.indexOf(":") + 1);
-  }
-
-  /** The topic's name inside Parley (scoped by account). */
-  get scoped(): string {
-    return accountTopic(this.connection.actor.accountId, this.topic);
-  }
-
-  push(event: string, payload: unknown): void {
-    this.connection.send(encodeFrame(this.joinRef, null, this.topic, event, payload));
-  }
-
-  broadcast(event: string, payload: unknown, options?: { others: boolean }): Promise<void> {
-    const frame = broadcastFrame(this.topic, event, payload);
-    return broker().broadcast(this.scoped, frame, options?.others ? this.connection.ws : undefined);
-  }
-}
-
-/**
- * A join's payload may say `presence: false`: the socket then is not tracked (not in
- * `presence_state`, no `presence_diff` for it) and is sent no `presence_state` of its own.
- * Every listed member costs each later join its entry, so a topic of thousands of
- * listeners stays affordable only when they join this way.
- */
-function listedOnJoin(payload: unknown): boolean {
-  // The protocol's own frame, as Parley's other refusals of protocol frames: bad_request.
-  const join = assertModel(JoinPayload, payload, "payload", "bad_request") as typeof JoinPayload.static;
-  return join.presence ?? true;
-}
-
 type Raw = ServerWebSocket<unknown>;
 const releaseUnopened = (connection: Connection) => connection.release();
 /** What a binary frame decodes to: the protocol is JSON text. */
@@ -189,15 +97,7 @@ export class Connection {
     this.unopened = undefined;
     this.ws = ws;
     // An upgrade that was already being checked when the server began to stop.
-    if (draining) {
-      ws.close(CLOSE_SERVICE_RESTART, "server restarting");
-      return;
-    }
-    connections.add(this);
-    if (!sweeper) {
-      sweeper = setInterval(sweepIdle, Math.min(5_000, (config.realtime.idleTimeoutSeconds * 1000) / 4));
-      sweeper.unref?.();
-    }
+    if (!admit(this)) ws.close(CLOSE_SERVICE_RESTART, "server restarting");
   }
 
   /** Bun's `message`. */
@@ -208,11 +108,7 @@ export class Connection {
   /** Bun's `close`: the slot is given back, and every topic left once the frame being handled is done. */
   close(): Promise<void> | undefined {
     this.release();
-    if (!connections.delete(this)) return undefined;
-    if (connections.size === 0 && sweeper) {
-      clearInterval(sweeper);
-      sweeper = undefined;
-    }
+    if (!dismiss(this)) return undefined;
     return this.closedByPeer();
   }
 
@@ -221,7 +117,7 @@ export class Connection {
     this.lastSeen = Date.now();
     const frame = typeof message === "string" ? decodeFrame(message) : BINARY;
     // Answered at once, not behind the work in flight: the client can send it elsewhere sooner.
-    if (draining) {
+    if (isDraining()) {
       this.refuse(frame);
       return;
     }
@@ -280,7 +176,7 @@ export class Connection {
   private async handle(frame: Frame | { error: string }, rateCheck: Promise<void> | undefined): Promise<void> {
     if (this.closed) return;
     // Waited behind the frame in flight when the server began to stop.
-    if (draining) {
+    if (isDraining()) {
       this.refuse(frame);
       return;
     }
@@ -374,7 +270,7 @@ export class Connection {
     const cap = config.limits.held.topicsPerSocket;
     const earlier = this.membershipOf(frame.topic);
     if (!earlier && this.memberships().length >= cap) {
-      topicsRefused++;
+      topicCounts.refused++;
       const message = `at most ${cap} topics joined at once per socket; leave one first, or open another socket`;
       this.send(replyFrame(frame, "error", { reason: "too many topics", message }));
       return;
@@ -396,7 +292,7 @@ export class Connection {
     if (this.joined === undefined) this.joined = membership;
     else if (this.joined instanceof Membership) this.joined = new Map([[this.joined.topic, this.joined]]);
     if (this.joined instanceof Map) this.joined.set(frame.topic, membership);
-    topicsJoined++;
+    topicCounts.joined++;
     this.ws.subscribe(scoped);
     await broker().subscribe(scoped);
     this.send(replyFrame(frame, "ok", {}));
@@ -437,7 +333,7 @@ export class Connection {
 
   /** Forgets a membership and tells the others; tolerant of a broker that has gone away. */
   private async leave(membership: Membership): Promise<void> {
-    if (this.forget(membership)) topicsJoined--;
+    if (this.forget(membership)) topicCounts.joined--;
     const scoped = membership.scoped;
     if (!this.closed) this.ws.unsubscribe(scoped);
     try {
@@ -469,31 +365,4 @@ export class Connection {
     });
     return this.queue;
   }
-}
-
-/** The open sockets of this process: for the idle sweep and the shutdown. */
-const connections = new Set<Connection>();
-/** Set once, when the process begins to stop: no push is started after it. */
-let draining = false;
-/** One timer for every socket. */
-let sweeper: ReturnType<typeof setInterval> | undefined;
-
-/** Closes sockets that have sent nothing, not even a heartbeat, within the idle timeout. */
-function sweepIdle(): void {
-  const limit = Date.now() - config.realtime.idleTimeoutSeconds * 1000;
-  for (const connection of connections) {
-    if (connection.lastSeen < limit) connection.ws.close(CLOSE_GOING_AWAY, "idle");
-  }
-}
-
-/**
- * Stops the sockets of this process for a shutdown: pushes not yet started are answered with
- * an error, the ones in flight finish and are answered, then every client is closed with
- * 1012 so it reconnects (to another process). Resolves when all are closed.
- */
-export async function drainConnections(): Promise<void> {
-  draining = true;
-  const reason = new ShuttingDown(SHUTTING_DOWN.message);
-  for (const channel of registeredChannels()) channel.drain?.(reason);
-  await Promise.all([...connections].map((connection) => connection.restart()));
 }

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { renameSync } from "node:fs";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { Socket } from "phoenix";
-import { CLOSE_SERVICE_RESTART } from "../../src/realtime/socket";
+import { CLOSE_SERVICE_RESTART } from "../../src/realtime/protocol";
 import { type Person, roomFields } from "../support/event-sync";
 import { http, type Parley, recordersOf, startParley, within } from "../support/parley";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
