@@ -1,7 +1,8 @@
 /**
  * Parley's entry point. With no --role it is the supervisor: it applies migrations,
- * starts API_PROCESSES API processes on one port (reusePort) and one of every other
- * role, restarts a child that dies, and on SIGTERM/SIGINT drains them all and exits 0.
+ * starts API_PROCESSES API processes on one port (reusePort) and one process of the worker
+ * roles (or one of each: WORKER_PROCESSES=per-role), restarts a child that dies, and on
+ * SIGTERM/SIGINT drains them all and exits 0. `--role=<name>[,<name>…]` runs roles in this process.
  * On the embedded database (no DATABASE_URL) every role runs inside this one process,
  * since PGlite cannot be shared between processes. A Parley whose ports are taken (a second
  * one on the same settings) is refused before it starts or opens anything (src/process/port-guard.ts).

@@ -27,47 +27,59 @@ const HEALTHY_AFTER_MS = 30_000;
 const CANNOT_LISTEN_EXIT_CODE = 78;
 
 /**
- * A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. A role
- * started alone (on another machine, with no supervisor of its own: `--role=sip` for a gateway there)
- * applies the migrations first, as a supervisor does before it starts its roles.
+ * A child process: runs one role, or several worker roles together (`recorder,sip,cdr,webhooks`), until
+ * SIGTERM, or until its supervisor (parentPid) is gone. A process started alone (on another machine, with no
+ * supervisor of its own: `--role=sip` for a gateway there) applies the migrations first, as a supervisor does
+ * before it starts its roles.
  */
-export async function runRole(name: string, parentPid?: number, options: { alone?: boolean } = {}): Promise<void> {
-  if (!isRole(name)) {
-    console.error(`parley: unknown role "${name}"; roles are ${Object.keys(ROLES).join(", ")}`);
+export async function runRole(names: string, parentPid?: number, options: { alone?: boolean } = {}): Promise<void> {
+  const roles = names.split(",");
+  const unknown = roles.filter((name) => !isRole(name));
+  if (unknown.length > 0) {
+    console.error(`parley: unknown role "${unknown.join(", ")}"; roles are ${Object.keys(ROLES).join(", ")}`);
+    process.exit(2);
+  }
+  // The API's processes share its port (API_PROCESSES of them): it runs in processes of its own.
+  if (roles.length > 1 && (roles.includes("api") || new Set(roles).size < roles.length)) {
+    console.error(`parley: --role=${names}: roles run together are worker roles, each named once; api runs alone`);
     process.exit(2);
   }
   guardAgainstStrayErrors();
-  const services = await buildProcess(name);
+  const services = await buildProcess(names);
   if (options.alone) await migrate();
-  if (!isRoleEnabled(name)) {
-    log.info({ role: name }, "role disabled by configuration; nothing to run");
+  const enabled = (roles as Role[]).filter(isRoleEnabled);
+  for (const role of roles) if (!enabled.includes(role as Role)) log.info({ role }, "role disabled by configuration");
+  if (enabled.length === 0) {
+    log.info({ role: names }, "nothing to run");
     await services.stop();
     return;
   }
-  let running: Running;
+  // Before the roles start: a signal during a slow start (one waiting for Redis) still drains what runs.
+  runUntilStopped(services, parentPid);
   try {
-    running = await ROLES[name](services);
+    await startRoles(services, enabled);
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     console.error(cannotListen(config, error));
     await services.stop();
     process.exit(CANNOT_LISTEN_EXIT_CODE);
   }
-  services.stoppers.push(name, () => running.stop());
-  runUntilStopped(services, parentPid);
 }
 
-async function superviseInProcess(services: ProcessServices): Promise<void> {
-  guardAgainstStrayErrors();
+/**
+ * Starts the roles on the process's services, one after another, and pushes their stop before the first
+ * starts. The roles drain side by side, each within the grace period, before what they stand on stops:
+ * the one grace bounds them all. A stop that comes while a role still starts lets it finish, starts no
+ * other, and stops it with the rest: one that came up after the database and Redis closed ran against
+ * them closed, and warned.
+ */
+async function startRoles(services: ProcessServices, roles: Role[]): Promise<void> {
   const running: Running[] = [];
   // The role being started: settled once it has joined `running`, or failed to start.
   let starting: Promise<void> = Promise.resolve();
   let stopping = false;
-  // The roles drain side by side, each within the grace period, before what they stand on stops.
   services.stoppers.push("roles", async () => {
     stopping = true;
-    // A role still starting when the signal came is stopped with the others, and no other starts:
-    // one that came up after the database and Redis closed ran against them closed, and warned.
     // Only while Redis answers: a start may be waiting for a Redis out of reach, and a stop never waits on it.
     const redisAnswers = await withinRedis(promptRedis(), "stopping", () => promptRedis().ping()).then(
       () => true,
@@ -76,18 +88,22 @@ async function superviseInProcess(services: ProcessServices): Promise<void> {
     if (redisAnswers) await settledWithin(starting, STOP_MARGIN_MS);
     await Promise.all(running.map((role) => role.stop()));
   });
+  for (const name of roles) {
+    if (stopping) break;
+    const started = ROLES[name](services).then((role) => {
+      running.push(role);
+    });
+    starting = started;
+    await started;
+  }
+}
+
+async function superviseInProcess(services: ProcessServices): Promise<void> {
+  guardAgainstStrayErrors();
   // Installed first: a signal during a slow role start must still drain what already runs.
   onStopSignal(services.stop);
   try {
-    for (const name of Object.keys(ROLES) as Role[]) {
-      if (stopping) break;
-      if (!isRoleEnabled(name)) continue;
-      const started = ROLES[name](services).then((role) => {
-        running.push(role);
-      });
-      starting = started;
-      await started;
-    }
+    await startRoles(services, (Object.keys(ROLES) as Role[]).filter(isRoleEnabled));
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     // What started is stopped and the database closed, so no socket, pid file or lock is left behind.
@@ -97,8 +113,19 @@ async function superviseInProcess(services: ProcessServices): Promise<void> {
   }
 }
 
+/**
+ * The worker roles' child processes on PostgreSQL: the enabled ones together in one (WORKER_PROCESSES=shared),
+ * which saves each role the some 55 MB a Bun process costs before its work, or each in its own (per-role).
+ */
+function workerProcesses(): Role[][] {
+  const workers = (Object.keys(ROLES) as Role[]).filter((role) => role !== "api" && isRoleEnabled(role));
+  if (config.workers.processes === "per-role") return workers.map((role) => [role]);
+  return workers.length > 0 ? [workers] : [];
+}
+
 interface Child {
-  role: Role;
+  /** What it runs: one role, or the worker roles together; restarted as a unit. */
+  roles: Role[];
   args: string[];
   process: Subprocess;
   startedAt: number;
@@ -110,9 +137,10 @@ async function superviseChildren(services: ProcessServices): Promise<void> {
   let stopping = false;
   const entry = new URL("../index.ts", import.meta.url).pathname;
 
-  const start = (role: Role, delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
+  const start = (roles: Role[], delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
+    const role = roles.join(",");
     const child: Child = {
-      role,
+      roles,
       args,
       delay,
       startedAt: Date.now(),
@@ -136,14 +164,14 @@ async function superviseChildren(services: ProcessServices): Promise<void> {
           ? RESTART_DELAY_MIN_MS
           : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
       log.warn({ role, pid: child.process.pid, code, restartInMs: child.delay }, "child exited; restarting");
-      setTimeout(() => start(role, nextDelay, child.args), child.delay);
+      setTimeout(() => start(roles, nextDelay, child.args), child.delay);
     });
   };
 
   // The first API process also serves the local operator's socket; a restart keeps it so.
   for (let i = 0; i < config.http.processes; i++)
-    start("api", RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
-  for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
+    start(["api"], RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
+  for (const roles of workerProcesses()) start(roles);
 
   // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
   services.stoppers.push("children", async () => {
