@@ -24,6 +24,9 @@ export type Role = keyof typeof ROLES;
 /** The argument by which the supervisor names itself to the role processes it starts. */
 export const SUPERVISOR_FLAG = "--supervisor-pid";
 
+/** The argument of the short process in which a supervisor on PostgreSQL prepares the database (children.ts). */
+export const PREPARE_FLAG = "--prepare";
+
 /**
  * Whether this deployment runs the role. A disabled role is not started at all: a process
  * with nothing to do would exit and be restarted by the supervisor forever.

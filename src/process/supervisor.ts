@@ -1,6 +1,3 @@
-import { existsSync } from "node:fs";
-import { join, relative } from "node:path";
-import { type Subprocess, spawn } from "bun";
 import { config } from "../core/config";
 import { AppError, dependencyFailure } from "../core/errors";
 import {
@@ -10,21 +7,13 @@ import {
   runUntilStopped,
   STOP_MARGIN_MS,
 } from "../core/lifecycle";
-import { log, readableLogs } from "../core/log";
+import { log } from "../core/log";
 import { migrate } from "../db/migrate";
 import { promptRedis, settledWithin, withinRedis } from "../queue/connection";
-import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
-import { LOCAL_SOCKET_FLAG } from "../modules/admin/local";
+import { announce, CANNOT_LISTEN_EXIT_CODE } from "./children";
+import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
 import { cannotListen, isBindFailure } from "./port-guard";
 import { buildProcess, type ProcessServices } from "./root";
-
-const RESTART_DELAY_MIN_MS = 500;
-const RESTART_DELAY_MAX_MS = 30_000;
-/** A child that lived this long is considered healthy again, and its restart delay resets. */
-const HEALTHY_AFTER_MS = 30_000;
-
-/** A role's exit when a listener cannot bind: restarting it would fail the same way, so the supervisor stops. */
-const CANNOT_LISTEN_EXIT_CODE = 78;
 
 /**
  * A child process: runs one role, or several worker roles together (`recorder,sip,cdr,webhooks`), until
@@ -113,80 +102,6 @@ async function superviseInProcess(services: ProcessServices): Promise<void> {
   }
 }
 
-/**
- * The worker roles' child processes on PostgreSQL: the enabled ones together in one (WORKER_PROCESSES=shared),
- * which saves each role the some 55 MB a Bun process costs before its work, or each in its own (per-role).
- */
-function workerProcesses(): Role[][] {
-  const workers = (Object.keys(ROLES) as Role[]).filter((role) => role !== "api" && isRoleEnabled(role));
-  if (config.workers.processes === "per-role") return workers.map((role) => [role]);
-  return workers.length > 0 ? [workers] : [];
-}
-
-interface Child {
-  /** What it runs: one role, or the worker roles together; restarted as a unit. */
-  roles: Role[];
-  args: string[];
-  process: Subprocess;
-  startedAt: number;
-  delay: number;
-}
-
-async function superviseChildren(services: ProcessServices): Promise<void> {
-  const children = new Set<Child>();
-  let stopping = false;
-  const entry = new URL("../index.ts", import.meta.url).pathname;
-
-  const start = (roles: Role[], delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
-    const role = roles.join(",");
-    const child: Child = {
-      roles,
-      args,
-      delay,
-      startedAt: Date.now(),
-      process: spawn([process.execPath, entry, ...args, `${SUPERVISOR_FLAG}=${process.pid}`, `--role=${role}`], {
-        stdio: ["ignore", "inherit", "inherit"],
-        env: process.env,
-      }),
-    };
-    children.add(child);
-    child.process.exited.then((code) => {
-      children.delete(child);
-      if (stopping) return;
-      if (code === CANNOT_LISTEN_EXIT_CODE) {
-        // The child said which listener and why; the others are stopped and the supervisor exits 1.
-        process.exitCode = 1;
-        process.kill(process.pid, "SIGTERM");
-        return;
-      }
-      const nextDelay =
-        Date.now() - child.startedAt > HEALTHY_AFTER_MS
-          ? RESTART_DELAY_MIN_MS
-          : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
-      log.warn({ role, pid: child.process.pid, code, restartInMs: child.delay }, "child exited; restarting");
-      setTimeout(() => start(roles, nextDelay, child.args), child.delay);
-    });
-  };
-
-  // The first API process also serves the local operator's socket; a restart keeps it so.
-  for (let i = 0; i < config.http.processes; i++)
-    start(["api"], RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
-  for (const roles of workerProcesses()) start(roles);
-
-  // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
-  services.stoppers.push("children", async () => {
-    stopping = true;
-    const all = [...children];
-    for (const child of all) child.process.kill("SIGTERM");
-    const killAfter = setTimeout(() => {
-      for (const child of all) child.process.kill("SIGKILL");
-    }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
-    await Promise.all(all.map((child) => child.process.exited));
-    clearTimeout(killAfter);
-  });
-  onStopSignal(services.stop, config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS);
-}
-
 /** How often a supervisor started before its database tries again. */
 const DATABASE_WAIT_MS = 1_000;
 
@@ -231,66 +146,28 @@ function databaseAddress(): string {
   return (config.database.url ?? "").replace(/\/\/[^@/]*@/, "//").replace(/\?.*$/, "");
 }
 
-/** How long a supervisor waits for its API pool to answer before it gives up announcing it. */
-const ANNOUNCE_WITHIN_MS = 60_000;
-
-/** Whether the pool answers on PORT, asked on loopback when it listens on every address. */
-async function poolAnswers(): Promise<boolean> {
-  const host = ["0.0.0.0", "::", ""].includes(config.http.host) ? "127.0.0.1" : config.http.host;
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${config.http.port}/healthz`;
-  return fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
-    (response) => response.ok,
-    () => false,
-  );
-}
-
 /**
- * Where a person goes next, once the API answers: a banner when stdout is a terminal, one
- * log line with the same addresses otherwise.
+ * The embedded database's supervisor: every role in this one process. (On PostgreSQL the supervisor is
+ * src/process/children.ts, and what it prepares first is `prepare` below, in a process of its own.)
  */
-async function announce(): Promise<void> {
-  const deadline = Date.now() + ANNOUNCE_WITHIN_MS;
-  while (!(await poolAnswers())) {
-    if (Date.now() > deadline) return;
-    await Bun.sleep(200);
-  }
-  const base = config.http.publicUrl.replace(/\/+$/, "");
-  const keyFile = join(config.database.dataDir, "first-api-key");
-  const firstApiKey = existsSync(keyFile)
-    ? relative(process.cwd(), keyFile).startsWith("..")
-      ? keyFile
-      : relative(process.cwd(), keyFile)
-    : undefined;
-  const metrics =
-    config.metrics.port === 0 ? undefined : `http://${config.metrics.host}:${config.metrics.port}/metrics`;
-  const where = { api: base, console: `${base}/console`, swagger: `${base}/swagger`, firstApiKey, metrics };
-  if (!readableLogs) {
-    log.info(where, "parley ready");
-    return;
-  }
-  const lines = [
-    "",
-    "  Parley is ready",
-    `  API          ${where.api}`,
-    `  Console      ${where.console}`,
-    `  API docs     ${where.swagger}`,
-    ...(firstApiKey ? [`  First API key in ${firstApiKey}`] : []),
-    ...(metrics ? [`  Metrics      ${metrics}`] : []),
-    "",
-  ];
-  process.stdout.write(`${lines.join("\n")}\n`);
-}
-
 export async function supervise(): Promise<void> {
   const services = await buildProcess("supervisor");
   await prepareDatabase(services);
-  if (services.alone) {
-    log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
-    // Announced once the API answers, while the other roles start: a role waiting for an unreachable
-    // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
-    await Promise.all([superviseInProcess(services), announce()]);
-  } else {
-    await superviseChildren(services);
-    await announce();
-  }
+  log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
+  // Announced once the API answers, while the other roles start: a role waiting for an unreachable
+  // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
+  await Promise.all([superviseInProcess(services), announce()]);
+}
+
+/**
+ * What a supervisor on PostgreSQL has done before it starts its roles, in a short process of its own
+ * (`src/index.ts --prepare`): migrations, the sealing of what an older Parley stored in plain text, and
+ * the first account, once the database answers. Its modules and its memory end with it, so the supervisor
+ * that stays holds little more than Bun and its log.
+ */
+export async function prepare(): Promise<void> {
+  guardAgainstStrayErrors();
+  const services = await buildProcess("supervisor");
+  await prepareDatabase(services);
+  await services.stop();
 }
