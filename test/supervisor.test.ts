@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { ROLES } from "../src/process/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
-import { childPids, isAlive, listensOn, rolesOf, threadsLeft, until } from "./support/wait";
+import { childPids, commandLine, isAlive, listensOn, rolesOf, threadsLeft, until } from "./support/wait";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
@@ -167,6 +167,48 @@ test("a role process whose supervisor is already gone when it starts stops itsel
     child.kill("SIGKILL");
   }
 }, 40_000);
+
+test("a supervisor killed while its database is prepared leaves no preparing process behind", async () => {
+  // Nothing answers there: the preparation waits for the database until its supervisor is gone.
+  const supervisor = startSupervisor({
+    PORT: String(await freePort()),
+    HOST: "127.0.0.1",
+    DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/parley`,
+    METRICS_PORT: "0",
+    ...(await sipPorts()),
+  });
+  try {
+    const [preparing] = await waitFor("the preparing child", async () => {
+      const pids = childPids(supervisor.pid).filter((pid) => commandLine(pid).includes("--prepare"));
+      return pids.length === 1 ? pids : undefined;
+    });
+    supervisor.kill("SIGKILL");
+    const left = await until(
+      () => isAlive(preparing!),
+      (alive) => !alive,
+      10_000,
+    );
+    expect(left).toBe(false);
+  } finally {
+    supervisor.kill("SIGKILL");
+  }
+}, 40_000);
+
+test("--role= refuses an unknown role, and api among others, before it opens anything", async () => {
+  for (const [roles, said] of [
+    ["recorder,nope", 'unknown role "nope"'],
+    ["api,cdr", "roles run together are worker roles, each named once; api runs alone"],
+    ["cdr,cdr", "each named once"],
+  ]) {
+    const child = Bun.spawn([process.execPath, entry, `--role=${roles}`], {
+      env: { ...process.env, LOG_LEVEL: "silent" },
+      stdout: "ignore",
+      stderr: "pipe",
+    });
+    const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+    expect({ roles, code, said: stderr.includes(said!) }).toEqual({ roles, code: 2, said: true });
+  }
+}, 30_000);
 
 describe("readiness", () => {
   test("/readyz stays 200 but says degraded, naming Redis, when Redis is down", async () => {
