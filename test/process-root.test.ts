@@ -137,3 +137,36 @@ test("on PostgreSQL a worker's process rings the others through Redis and has no
   ]);
   expect(seen.seen).toEqual(["probe stopped on an open database and Redis"]);
 });
+
+/** The PostgreSQL connections a process built as `kind` opens for `queries` queries held at once. */
+async function connectionsAtOnce(kind: string, queries: number): Promise<number> {
+  const script = `
+    const { sql } = await import("drizzle-orm");
+    const { buildProcess } = await import("./src/process/root.ts");
+    const { db } = await import("./src/db/client.ts");
+    const services = await buildProcess(${JSON.stringify(kind)});
+    const held = () => db.execute(sql\`select pg_backend_pid() as pid, pg_sleep(0.3)\`);
+    const rows = (await Promise.all(Array.from({ length: ${queries} }, held))).flat();
+    console.log(new Set(rows.map((row) => row.pid)).size);
+    await services.stop();
+    process.exit(0);`;
+  const child = Bun.spawn([process.execPath, "-e", script], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_POOL_SIZE: "3", REDIS_PREFIX: `parley-test-root-${crypto.randomUUID()}` },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
+  if (code !== 0) throw new Error(`the child exited ${code}: ${err}`);
+  return Number(out.trim().split("\n").at(-1));
+}
+
+test("a process of several worker roles holds DATABASE_POOL_SIZE connections for each of them", async () => {
+  // The roles together wait for a connection no more than each did in a process of its own.
+  expect(await connectionsAtOnce("cdr,webhooks", 10)).toBe(6);
+  expect(await connectionsAtOnce("cdr", 10)).toBe(3);
+}, 60_000);

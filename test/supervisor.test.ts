@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { ROLES } from "../src/process/roles";
 import { freePort } from "./support/ports";
 import { newAccount } from "./helpers";
-import { childPids, isAlive, listensOn, threadsLeft, until } from "./support/wait";
+import { childPids, commandLine, isAlive, listensOn, rolesOf, threadsLeft, until } from "./support/wait";
 
 const entry = new URL("../src/index.ts", import.meta.url).pathname;
 
@@ -70,6 +70,14 @@ describe("supervisor on PostgreSQL", () => {
     });
     expect(roles.api).toHaveLength(2);
     expect(Object.keys(roles)).toEqual(expect.arrayContaining(["api", "recorder", "sip", "cdr"]));
+    // The worker roles together in one child (WORKER_PROCESSES=shared, the default).
+    const workers = new Set(Object.entries(roles).flatMap(([role, pids]) => (role === "api" ? [] : pids)));
+    expect(workers.size).toBe(1);
+    expect(rolesOf([...workers][0]!).sort()).toEqual(
+      Object.keys(ROLES)
+        .filter((role) => role !== "api")
+        .sort(),
+    );
     const answers = await Promise.all(
       Array.from({ length: 20 }, () => fresh(`http://127.0.0.1:${port}/healthz`).then((response) => response.status)),
     );
@@ -104,15 +112,31 @@ describe("supervisor on PostgreSQL", () => {
     expect(after).toContain(before[1]!);
   }, 60_000);
 
+  test("the worker roles' child that dies is restarted as a unit, every role in the new one", async () => {
+    const workerRoles = Object.keys(ROLES).filter((role) => role !== "api");
+    const [before] = await waitFor("the workers' child", async () => {
+      const pids = childPids(supervisor.pid, "cdr");
+      return pids.length === 1 ? pids : undefined;
+    });
+    const apis = childPids(supervisor.pid, "api");
+    process.kill(before!, "SIGKILL");
+    const after = await waitFor("a replacement workers' child", async () => {
+      const pids = childPids(supervisor.pid, "recorder");
+      return pids.length === 1 && pids[0] !== before ? pids[0] : undefined;
+    });
+    expect(rolesOf(after).sort()).toEqual(workerRoles.sort());
+    for (const role of workerRoles) expect(childPids(supervisor.pid, role)).toEqual([after]);
+    // The API's children were not touched.
+    expect(childPids(supervisor.pid, "api")).toEqual(apis);
+  }, 60_000);
+
   // Last on this supervisor: a start of its own would cost every role's child's start again.
   test("killed outright, it leaves no child behind: each notices and stops itself", async () => {
     let children: number[] = [];
     try {
-      children = await waitFor("one child per role, two of the API", async () => {
+      children = await waitFor("two children of the API, one of the worker roles", async () => {
         const found = childPids(supervisor.pid);
-        return found.length === Object.keys(ROLES).length + 1 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok
-          ? found
-          : undefined;
+        return found.length === 3 && (await fresh(`http://127.0.0.1:${port}/readyz`)).ok ? found : undefined;
       });
     } finally {
       supervisor.kill("SIGKILL");
@@ -143,6 +167,48 @@ test("a role process whose supervisor is already gone when it starts stops itsel
     child.kill("SIGKILL");
   }
 }, 40_000);
+
+test("a supervisor killed while its database is prepared leaves no preparing process behind", async () => {
+  // Nothing answers there: the preparation waits for the database until its supervisor is gone.
+  const supervisor = startSupervisor({
+    PORT: String(await freePort()),
+    HOST: "127.0.0.1",
+    DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/parley`,
+    METRICS_PORT: "0",
+    ...(await sipPorts()),
+  });
+  try {
+    const [preparing] = await waitFor("the preparing child", async () => {
+      const pids = childPids(supervisor.pid).filter((pid) => commandLine(pid).includes("--prepare"));
+      return pids.length === 1 ? pids : undefined;
+    });
+    supervisor.kill("SIGKILL");
+    const left = await until(
+      () => isAlive(preparing!),
+      (alive) => !alive,
+      10_000,
+    );
+    expect(left).toBe(false);
+  } finally {
+    supervisor.kill("SIGKILL");
+  }
+}, 40_000);
+
+test("--role= refuses an unknown role, and api among others, before it opens anything", async () => {
+  for (const [roles, said] of [
+    ["recorder,nope", 'unknown role "nope"'],
+    ["api,cdr", "roles run together are worker roles, each named once; api runs alone"],
+    ["cdr,cdr", "each named once"],
+  ]) {
+    const child = Bun.spawn([process.execPath, entry, `--role=${roles}`], {
+      env: { ...process.env, LOG_LEVEL: "silent" },
+      stdout: "ignore",
+      stderr: "pipe",
+    });
+    const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+    expect({ roles, code, said: stderr.includes(said!) }).toEqual({ roles, code: 2, said: true });
+  }
+}, 30_000);
 
 describe("readiness", () => {
   test("/readyz stays 200 but says degraded, naming Redis, when Redis is down", async () => {
@@ -230,7 +296,7 @@ describe("embedded database", () => {
   }, 90_000);
 });
 
-describe("a supervisor with a role disabled", () => {
+describe("a supervisor with a role disabled, each worker role in its own process", () => {
   let port: number;
   let supervisor: Bun.Subprocess<"ignore", "pipe", "inherit">;
   let apiKey: string;
@@ -247,6 +313,7 @@ describe("a supervisor with a role disabled", () => {
         API_PROCESSES: "1",
         HOST: "127.0.0.1",
         SIP_ENABLED: "false",
+        WORKER_PROCESSES: "per-role",
         REDIS_PREFIX: `parley-test-supervised-${crypto.randomUUID()}`,
       },
       stdout: "pipe",
@@ -263,6 +330,15 @@ describe("a supervisor with a role disabled", () => {
   }, 60_000);
 
   afterAll(() => supervisor.kill("SIGKILL"));
+
+  test("WORKER_PROCESSES=per-role runs each enabled worker role in a child of its own", async () => {
+    const workers = await waitFor("a child for each worker role", async () => {
+      const found = ["recorder", "cdr", "webhooks"].map((role) => childPids(supervisor.pid, role));
+      return found.every((pids) => pids.length === 1) ? found.flat() : undefined;
+    });
+    expect(new Set(workers).size).toBe(3);
+    for (const pid of workers) expect(rolesOf(pid)).toHaveLength(1);
+  });
 
   test("SIP_ENABLED=false starts no sip child, so none exits and is restarted", async () => {
     // Long enough for a child that exits at once to be started, exit and be restarted twice (0.5 s, then 1 s).

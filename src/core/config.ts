@@ -199,6 +199,14 @@ export function loadConfig(env: Env) {
       maxBodyBytes: read.integer("MAX_BODY_BYTES", 1_048_576, 1024, 1_073_741_824),
       publicUrl,
     },
+    workers: {
+      /**
+       * How the supervisor runs the worker roles on PostgreSQL: together in one child process (`shared`: some
+       * 55 MB of Bun's own per process less for each role), or each in its own (`per-role`: one role's crash
+       * does not restart the others).
+       */
+      processes: read.oneOf("WORKER_PROCESSES", "shared", ["shared", "per-role"] as const),
+    },
     /**
      * Prometheus metrics on a listener of their own, off the public port: every API process
      * listens there with reusePort, and each answers for the whole pool. 0 turns it off.

@@ -150,13 +150,13 @@ function severalHosts(url: string): boolean {
   return /^[^:/?#]+:\/\/(?:[^@/?#]*@)?[^/?#]*,/.test(url);
 }
 
-async function openPostgres(url: string): Promise<DatabaseHandle> {
+async function openPostgres(url: string, poolSize: number): Promise<DatabaseHandle> {
   // Before the driver loads: it must be loaded with the fix applied.
   await import("./postgres-write-guard");
   const { default: postgres } = await import("postgres");
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const client = postgres(url, {
-    max: config.database.poolSize,
+    max: poolSize,
     idle_timeout: config.database.idleSeconds,
     // Statements are prepared (preparedByDefault); each run is still planned for its own values, as an
     // unnamed statement is. A plan made once for any values is kept to the few statements that ask
@@ -276,8 +276,10 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
 }
 
 /** Opens the database the settings name: PostgreSQL at DATABASE_URL, else PGlite in DATA_DIR. */
-export function openDatabase(settings: { url?: string; dataDir: string } = config.database): Promise<DatabaseHandle> {
-  return settings.url ? openPostgres(settings.url) : openPglite(settings.dataDir);
+export function openDatabase(
+  settings: { url?: string; dataDir: string; poolSize: number } = config.database,
+): Promise<DatabaseHandle> {
+  return settings.url ? openPostgres(settings.url, settings.poolSize) : openPglite(settings.dataDir);
 }
 
 const opened = installed<DatabaseHandle>("the database");

@@ -1,7 +1,8 @@
 /**
- * The kinds of process Parley runs. The supervisor starts each as a child process
- * (`bun src/index.ts --role=<name>`), or all inside itself on the embedded database. Each is
- * started with the services its process's root built (root.ts).
+ * The roles Parley runs. The supervisor starts the API's as child processes (`bun src/index.ts --role=api`)
+ * and the others together in one more (`--role=recorder,sip,cdr,webhooks`) or each in its own
+ * (WORKER_PROCESSES=per-role), or all inside itself on the embedded database. Each is started with the
+ * services its process's root built (root.ts).
  */
 import { config } from "../core/config";
 import type { Running } from "../core/lifecycle";
@@ -22,6 +23,9 @@ export type Role = keyof typeof ROLES;
 
 /** The argument by which the supervisor names itself to the role processes it starts. */
 export const SUPERVISOR_FLAG = "--supervisor-pid";
+
+/** The argument of the short process in which a supervisor on PostgreSQL prepares the database (children.ts). */
+export const PREPARE_FLAG = "--prepare";
 
 /**
  * Whether this deployment runs the role. A disabled role is not started at all: a process

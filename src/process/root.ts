@@ -55,8 +55,20 @@ export class Stoppers {
   }
 }
 
-/** What a process is built for: a role's name (src/process/roles.ts), the supervisor, or one command. */
+/**
+ * What a process is built for: a role's name (src/process/roles.ts), several roles' names joined by commas
+ * (`recorder,sip,cdr,webhooks`: the worker roles in one process), the supervisor, or one command.
+ */
 export type ProcessKind = string;
+
+/**
+ * The process's PostgreSQL pool: DATABASE_POOL_SIZE for each role it runs, as many connections as the roles
+ * would hold in processes of their own. A shared pool of one role's size would leave the SIP gateway's look-ups
+ * waiting behind the webhook deliveries' transactions (up to half of it) and the cdr folds (CDR_WORKER_CONCURRENCY).
+ */
+function poolSizeOf(kind: ProcessKind): number {
+  return config.database.poolSize * kind.split(",").length;
+}
 
 export interface ProcessServices {
   readonly kind: ProcessKind;
@@ -93,7 +105,7 @@ function brokerOf(kind: ProcessKind, alone: boolean): "local" | "redis" {
 /** Builds the process's services, in the order they stand on each other, and puts them in place. */
 export async function buildProcess(kind: ProcessKind): Promise<ProcessServices> {
   const stoppers = new Stoppers();
-  const database = await openDatabase();
+  const database = await openDatabase({ ...config.database, poolSize: poolSizeOf(kind) });
   useDatabase(database);
   stoppers.push("database", async () => {
     await database.close();

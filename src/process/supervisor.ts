@@ -1,6 +1,3 @@
-import { existsSync } from "node:fs";
-import { join, relative } from "node:path";
-import { type Subprocess, spawn } from "bun";
 import { config } from "../core/config";
 import { AppError, dependencyFailure } from "../core/errors";
 import {
@@ -10,64 +7,68 @@ import {
   runUntilStopped,
   STOP_MARGIN_MS,
 } from "../core/lifecycle";
-import { log, readableLogs } from "../core/log";
+import { log } from "../core/log";
 import { migrate } from "../db/migrate";
 import { promptRedis, settledWithin, withinRedis } from "../queue/connection";
-import { isRole, isRoleEnabled, ROLES, type Role, SUPERVISOR_FLAG } from "./roles";
-import { LOCAL_SOCKET_FLAG } from "../modules/admin/local";
+import { announce, CANNOT_LISTEN_EXIT_CODE } from "./children";
+import { isRole, isRoleEnabled, ROLES, type Role } from "./roles";
 import { cannotListen, isBindFailure } from "./port-guard";
 import { buildProcess, type ProcessServices } from "./root";
 
-const RESTART_DELAY_MIN_MS = 500;
-const RESTART_DELAY_MAX_MS = 30_000;
-/** A child that lived this long is considered healthy again, and its restart delay resets. */
-const HEALTHY_AFTER_MS = 30_000;
-
-/** A role's exit when a listener cannot bind: restarting it would fail the same way, so the supervisor stops. */
-const CANNOT_LISTEN_EXIT_CODE = 78;
-
 /**
- * A child process: runs one role until SIGTERM, or until its supervisor (parentPid) is gone. A role
- * started alone (on another machine, with no supervisor of its own: `--role=sip` for a gateway there)
- * applies the migrations first, as a supervisor does before it starts its roles.
+ * A child process: runs one role, or several worker roles together (`recorder,sip,cdr,webhooks`), until
+ * SIGTERM, or until its supervisor (parentPid) is gone. A process started alone (on another machine, with no
+ * supervisor of its own: `--role=sip` for a gateway there) applies the migrations first, as a supervisor does
+ * before it starts its roles.
  */
-export async function runRole(name: string, parentPid?: number, options: { alone?: boolean } = {}): Promise<void> {
-  if (!isRole(name)) {
-    console.error(`parley: unknown role "${name}"; roles are ${Object.keys(ROLES).join(", ")}`);
+export async function runRole(names: string, parentPid?: number, options: { alone?: boolean } = {}): Promise<void> {
+  const roles = names.split(",");
+  const unknown = roles.filter((name) => !isRole(name));
+  if (unknown.length > 0) {
+    console.error(`parley: unknown role "${unknown.join(", ")}"; roles are ${Object.keys(ROLES).join(", ")}`);
+    process.exit(2);
+  }
+  // The API's processes share its port (API_PROCESSES of them): it runs in processes of its own.
+  if (roles.length > 1 && (roles.includes("api") || new Set(roles).size < roles.length)) {
+    console.error(`parley: --role=${names}: roles run together are worker roles, each named once; api runs alone`);
     process.exit(2);
   }
   guardAgainstStrayErrors();
-  const services = await buildProcess(name);
+  const services = await buildProcess(names);
   if (options.alone) await migrate();
-  if (!isRoleEnabled(name)) {
-    log.info({ role: name }, "role disabled by configuration; nothing to run");
+  const enabled = (roles as Role[]).filter(isRoleEnabled);
+  for (const role of roles) if (!enabled.includes(role as Role)) log.info({ role }, "role disabled by configuration");
+  if (enabled.length === 0) {
+    log.info({ role: names }, "nothing to run");
     await services.stop();
     return;
   }
-  let running: Running;
+  // Before the roles start: a signal during a slow start (one waiting for Redis) still drains what runs.
+  runUntilStopped(services, parentPid);
   try {
-    running = await ROLES[name](services);
+    await startRoles(services, enabled);
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     console.error(cannotListen(config, error));
     await services.stop();
     process.exit(CANNOT_LISTEN_EXIT_CODE);
   }
-  services.stoppers.push(name, () => running.stop());
-  runUntilStopped(services, parentPid);
 }
 
-async function superviseInProcess(services: ProcessServices): Promise<void> {
-  guardAgainstStrayErrors();
+/**
+ * Starts the roles on the process's services, one after another, and pushes their stop before the first
+ * starts. The roles drain side by side, each within the grace period, before what they stand on stops:
+ * the one grace bounds them all. A stop that comes while a role still starts lets it finish, starts no
+ * other, and stops it with the rest: one that came up after the database and Redis closed ran against
+ * them closed, and warned.
+ */
+async function startRoles(services: ProcessServices, roles: Role[]): Promise<void> {
   const running: Running[] = [];
   // The role being started: settled once it has joined `running`, or failed to start.
   let starting: Promise<void> = Promise.resolve();
   let stopping = false;
-  // The roles drain side by side, each within the grace period, before what they stand on stops.
   services.stoppers.push("roles", async () => {
     stopping = true;
-    // A role still starting when the signal came is stopped with the others, and no other starts:
-    // one that came up after the database and Redis closed ran against them closed, and warned.
     // Only while Redis answers: a start may be waiting for a Redis out of reach, and a stop never waits on it.
     const redisAnswers = await withinRedis(promptRedis(), "stopping", () => promptRedis().ping()).then(
       () => true,
@@ -76,18 +77,22 @@ async function superviseInProcess(services: ProcessServices): Promise<void> {
     if (redisAnswers) await settledWithin(starting, STOP_MARGIN_MS);
     await Promise.all(running.map((role) => role.stop()));
   });
+  for (const name of roles) {
+    if (stopping) break;
+    const started = ROLES[name](services).then((role) => {
+      running.push(role);
+    });
+    starting = started;
+    await started;
+  }
+}
+
+async function superviseInProcess(services: ProcessServices): Promise<void> {
+  guardAgainstStrayErrors();
   // Installed first: a signal during a slow role start must still drain what already runs.
   onStopSignal(services.stop);
   try {
-    for (const name of Object.keys(ROLES) as Role[]) {
-      if (stopping) break;
-      if (!isRoleEnabled(name)) continue;
-      const started = ROLES[name](services).then((role) => {
-        running.push(role);
-      });
-      starting = started;
-      await started;
-    }
+    await startRoles(services, (Object.keys(ROLES) as Role[]).filter(isRoleEnabled));
   } catch (error) {
     if (!isBindFailure(error)) throw error;
     // What started is stopped and the database closed, so no socket, pid file or lock is left behind.
@@ -95,68 +100,6 @@ async function superviseInProcess(services: ProcessServices): Promise<void> {
     await services.stop();
     process.exit(1);
   }
-}
-
-interface Child {
-  role: Role;
-  args: string[];
-  process: Subprocess;
-  startedAt: number;
-  delay: number;
-}
-
-async function superviseChildren(services: ProcessServices): Promise<void> {
-  const children = new Set<Child>();
-  let stopping = false;
-  const entry = new URL("../index.ts", import.meta.url).pathname;
-
-  const start = (role: Role, delay = RESTART_DELAY_MIN_MS, args: string[] = []) => {
-    const child: Child = {
-      role,
-      args,
-      delay,
-      startedAt: Date.now(),
-      process: spawn([process.execPath, entry, ...args, `${SUPERVISOR_FLAG}=${process.pid}`, `--role=${role}`], {
-        stdio: ["ignore", "inherit", "inherit"],
-        env: process.env,
-      }),
-    };
-    children.add(child);
-    child.process.exited.then((code) => {
-      children.delete(child);
-      if (stopping) return;
-      if (code === CANNOT_LISTEN_EXIT_CODE) {
-        // The child said which listener and why; the others are stopped and the supervisor exits 1.
-        process.exitCode = 1;
-        process.kill(process.pid, "SIGTERM");
-        return;
-      }
-      const nextDelay =
-        Date.now() - child.startedAt > HEALTHY_AFTER_MS
-          ? RESTART_DELAY_MIN_MS
-          : Math.min(child.delay * 2, RESTART_DELAY_MAX_MS);
-      log.warn({ role, pid: child.process.pid, code, restartInMs: child.delay }, "child exited; restarting");
-      setTimeout(() => start(role, nextDelay, child.args), child.delay);
-    });
-  };
-
-  // The first API process also serves the local operator's socket; a restart keeps it so.
-  for (let i = 0; i < config.http.processes; i++)
-    start("api", RESTART_DELAY_MIN_MS, i === 0 ? [LOCAL_SOCKET_FLAG] : []);
-  for (const role of Object.keys(ROLES) as Role[]) if (role !== "api" && isRoleEnabled(role)) start(role);
-
-  // Children are killed at grace + margin; the supervisor's own limit lies beyond that.
-  services.stoppers.push("children", async () => {
-    stopping = true;
-    const all = [...children];
-    for (const child of all) child.process.kill("SIGTERM");
-    const killAfter = setTimeout(() => {
-      for (const child of all) child.process.kill("SIGKILL");
-    }, config.http.shutdownGraceMs + STOP_MARGIN_MS);
-    await Promise.all(all.map((child) => child.process.exited));
-    clearTimeout(killAfter);
-  });
-  onStopSignal(services.stop, config.http.shutdownGraceMs + 2 * STOP_MARGIN_MS);
 }
 
 /** How often a supervisor started before its database tries again. */
@@ -203,66 +146,28 @@ function databaseAddress(): string {
   return (config.database.url ?? "").replace(/\/\/[^@/]*@/, "//").replace(/\?.*$/, "");
 }
 
-/** How long a supervisor waits for its API pool to answer before it gives up announcing it. */
-const ANNOUNCE_WITHIN_MS = 60_000;
-
-/** Whether the pool answers on PORT, asked on loopback when it listens on every address. */
-async function poolAnswers(): Promise<boolean> {
-  const host = ["0.0.0.0", "::", ""].includes(config.http.host) ? "127.0.0.1" : config.http.host;
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${config.http.port}/healthz`;
-  return fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
-    (response) => response.ok,
-    () => false,
-  );
-}
-
 /**
- * Where a person goes next, once the API answers: a banner when stdout is a terminal, one
- * log line with the same addresses otherwise.
+ * The embedded database's supervisor: every role in this one process. (On PostgreSQL the supervisor is
+ * src/process/children.ts, and what it prepares first is `prepare` below, in a process of its own.)
  */
-async function announce(): Promise<void> {
-  const deadline = Date.now() + ANNOUNCE_WITHIN_MS;
-  while (!(await poolAnswers())) {
-    if (Date.now() > deadline) return;
-    await Bun.sleep(200);
-  }
-  const base = config.http.publicUrl.replace(/\/+$/, "");
-  const keyFile = join(config.database.dataDir, "first-api-key");
-  const firstApiKey = existsSync(keyFile)
-    ? relative(process.cwd(), keyFile).startsWith("..")
-      ? keyFile
-      : relative(process.cwd(), keyFile)
-    : undefined;
-  const metrics =
-    config.metrics.port === 0 ? undefined : `http://${config.metrics.host}:${config.metrics.port}/metrics`;
-  const where = { api: base, console: `${base}/console`, swagger: `${base}/swagger`, firstApiKey, metrics };
-  if (!readableLogs) {
-    log.info(where, "parley ready");
-    return;
-  }
-  const lines = [
-    "",
-    "  Parley is ready",
-    `  API          ${where.api}`,
-    `  Console      ${where.console}`,
-    `  API docs     ${where.swagger}`,
-    ...(firstApiKey ? [`  First API key in ${firstApiKey}`] : []),
-    ...(metrics ? [`  Metrics      ${metrics}`] : []),
-    "",
-  ];
-  process.stdout.write(`${lines.join("\n")}\n`);
-}
-
 export async function supervise(): Promise<void> {
   const services = await buildProcess("supervisor");
   await prepareDatabase(services);
-  if (services.alone) {
-    log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
-    // Announced once the API answers, while the other roles start: a role waiting for an unreachable
-    // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
-    await Promise.all([superviseInProcess(services), announce()]);
-  } else {
-    await superviseChildren(services);
-    await announce();
-  }
+  log.info({ dataDir: config.database.dataDir }, "embedded database: running every role in this process");
+  // Announced once the API answers, while the other roles start: a role waiting for an unreachable
+  // Redis (the recorder's queue) must not hide that the API serves (the Redis warning says what waits).
+  await Promise.all([superviseInProcess(services), announce()]);
+}
+
+/**
+ * What a supervisor on PostgreSQL has done before it starts its roles, in a short process of its own
+ * (`src/index.ts --prepare`): migrations, the sealing of what an older Parley stored in plain text, and
+ * the first account, once the database answers. Its modules and its memory end with it, so the supervisor
+ * that stays holds little more than Bun and its log.
+ */
+export async function prepare(): Promise<void> {
+  guardAgainstStrayErrors();
+  const services = await buildProcess("supervisor");
+  await prepareDatabase(services);
+  await services.stop();
 }

@@ -42,7 +42,7 @@ function kilobytes(path: string, field: string): number {
 function roleOf(pid: number): string {
   const line = commandLine(pid);
   if (line.includes("redis-server")) return "redis-server";
-  return line.match(/--role=(\w+)/)?.[1] ?? "supervisor";
+  return line.match(/--role=([\w,]+)/)?.[1] ?? "supervisor";
 }
 
 /** The process and all it started, depth first. */

@@ -66,7 +66,7 @@ describe("PostgreSQL down", () => {
   };
   const sweep = () => ask(requests);
 
-  /** Every role in its own process, as an operator runs Parley; the log goes to files in `dir`. */
+  /** Every role in its own process (WORKER_PROCESSES=per-role); the log goes to files in `dir`. */
   async function startSupervisor(port: number, logName: string, sip: number) {
     return Bun.spawn([process.execPath, entry], {
       env: {
@@ -75,6 +75,7 @@ describe("PostgreSQL down", () => {
         PORT: String(port),
         HOST: "127.0.0.1",
         API_PROCESSES: "2",
+        WORKER_PROCESSES: "per-role",
         DATA_DIR: dir,
         BOOTSTRAP_ACCOUNT: "true",
         LOG_LEVEL: "warn",

@@ -116,6 +116,8 @@ describe("Redis down", () => {
         METRICS_PORT: String(metricsPort),
         HOST: "127.0.0.1",
         API_PROCESSES: "2",
+        // Every role in its own process: none may die of the outage, each counted alone.
+        WORKER_PROCESSES: "per-role",
         DATA_DIR: dir,
         LOG_LEVEL: "warn",
         STREAMING_RECORDER_DRIVER: "command",

@@ -67,9 +67,10 @@ export function commandLine(pid: number): string {
 }
 
 /**
- * The pids of a process's children (those whose command line ends in `role=<role>` when
- * given), ascending. Read from each of its threads' children in /proc rather than by pgrep:
- * tests poll this every few tens of milliseconds, and each pgrep was a process reading all of /proc.
+ * The pids of a process's children (those whose command line ends in `--role=` naming `role`, alone
+ * or among the worker roles run together, when given), ascending. Read from each of its threads'
+ * children in /proc rather than by pgrep: tests poll this every few tens of milliseconds, and each
+ * pgrep was a process reading all of /proc.
  */
 export function childPids(pid: number, role?: string): number[] {
   let tasks: string[];
@@ -86,9 +87,16 @@ export function childPids(pid: number, role?: string): number[] {
       }
     } catch {}
   }
-  return [...children]
-    .filter((child) => role === undefined || commandLine(child).endsWith(`role=${role}`))
-    .sort((a, b) => a - b);
+  return [...children].filter((child) => role === undefined || rolesOf(child).includes(role)).sort((a, b) => a - b);
+}
+
+/** The roles a Parley child process runs, from its command line's last argument (`--role=recorder,sip,cdr`). */
+export function rolesOf(pid: number): string[] {
+  return (
+    commandLine(pid)
+      .match(/\s--role=(\S+)$/)?.[1]
+      ?.split(",") ?? []
+  );
 }
 
 /** Whether the process holds a listening TCP socket on `port`: /proc/net/tcp's listeners, by inode, among its files. */

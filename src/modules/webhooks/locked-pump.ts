@@ -89,7 +89,8 @@ class Batch {
 /** `holdMs`: how long a batch's transaction may wait for its attempts (a test holds one open). */
 export function startLockedPump(concurrency: number, holdMs = HOLD_MS): DeliveryPump {
   const size = concurrency * BATCH_PER_SLOT;
-  // Each open transaction holds a connection of the process's pool: half of it at most, the rest for everything else.
+  // Each open transaction holds a connection of the process's pool: half of the role's share of it
+  // (DATABASE_POOL_SIZE) at most, the rest for everything else.
   const transactionsAtOnce = Math.max(1, Math.floor(config.database.poolSize / 2));
   // Each endpoint at most its share of the slots while others have work (see SlotShares).
   const waiting = new SlotShares<{ row: Claimed; batch: Batch }>(concurrency);
