@@ -299,9 +299,10 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
     batch.inFlight.set(row, Date.now());
     batch.movedAt = performance.now();
     const outcome = await send(row, batch.shared);
-    batch.movedAt = performance.now();
+    const ended = performance.now();
+    batch.movedAt = ended;
     inFlight--;
-    waiting.done(row);
+    waiting.done(row, ended);
     limits.done(row);
     if (skipped.delete(row.endpoint_id)) wake();
     if (!batch.cut) {

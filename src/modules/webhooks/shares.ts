@@ -27,14 +27,22 @@ const RECENT_MS = 250;
  */
 export const STALLED_MS = 50;
 
+/** An endpoint's place in SlotShares: one object, so each step looks it up once and allocates nothing. */
+interface Endpoint<T> {
+  /** Its deliveries waiting, from `head` on (taken by index: an array's shift moves every element left). */
+  queue: T[];
+  head: number;
+  busy: number;
+  /** When it last had work here, once it has none (performance.now()). */
+  seen: number;
+  /** When it last started an attempt while it had none, or ended one (performance.now()). */
+  moved: number;
+}
+
 export class SlotShares<T extends { row: Claimed }> {
-  /** In turn: an endpoint that starts an attempt goes to the back. */
-  private readonly queues = new Map<string, T[]>();
-  private readonly busy = new Map<string, number>();
-  /** When each endpoint last had work here (performance.now()). */
-  private readonly seen = new Map<string, number>();
-  /** When each endpoint in flight last started an attempt while it had none, or ended one (performance.now()). */
-  private readonly moved = new Map<string, number>();
+  private readonly endpoints = new Map<string, Endpoint<T>>();
+  /** The endpoints with deliveries waiting, in turn: one that starts an attempt goes to the back. */
+  private readonly turns = new Map<string, Endpoint<T>>();
   private waitingCount = 0;
 
   constructor(private readonly slots: number) {}
@@ -44,36 +52,57 @@ export class SlotShares<T extends { row: Claimed }> {
   }
 
   push(entry: T): void {
-    const queue = this.queues.get(entry.row.endpoint_id);
-    if (queue) queue.push(entry);
-    else this.queues.set(entry.row.endpoint_id, [entry]);
+    const id = entry.row.endpoint_id;
+    let endpoint = this.endpoints.get(id);
+    if (!endpoint) {
+      endpoint = { queue: [], head: 0, busy: 0, seen: 0, moved: 0 };
+      this.endpoints.set(id, endpoint);
+    }
+    // While it waits it counts as having work whatever `seen` says, so no clock is read here.
+    if (endpoint.queue.push(entry) - endpoint.head === 1) this.turns.set(id, endpoint);
     this.waitingCount++;
-    this.seen.set(entry.row.endpoint_id, performance.now());
   }
 
-  /** Each endpoint's share of the slots now. */
+  /**
+   * Each endpoint's share of the slots now. An endpoint alone known here has them all, and one below
+   * the share of every endpoint known is below its share now: the clock is read only when neither says.
+   */
   private share(): number {
+    if (this.endpoints.size <= 1) return this.slots;
     const now = performance.now();
     let active = 0;
-    for (const [endpoint, at] of this.seen) {
-      if (this.busy.has(endpoint) || this.queues.has(endpoint) || now - at < RECENT_MS) active++;
-      else this.seen.delete(endpoint);
+    for (const [id, endpoint] of this.endpoints) {
+      if (endpoint.busy > 0 || endpoint.queue.length > endpoint.head || now - endpoint.seen < RECENT_MS) active++;
+      else this.endpoints.delete(id);
     }
     return Math.ceil(this.slots / Math.max(1, active));
+  }
+
+  /** Whether an endpoint with `busy` attempts in flight is below its share; `share` is computed once asked. */
+  private below(busy: number, share: { value?: number }): boolean {
+    if (busy < Math.ceil(this.slots / this.endpoints.size)) return true;
+    share.value ??= this.share();
+    return busy < share.value;
   }
 
   /** The next delivery to start, counted in flight until `done`: none when every endpoint waiting is at its share. */
   next(): T | undefined {
     if (this.waitingCount === 0) return undefined;
-    const share = this.share();
-    for (const [endpoint, queue] of this.queues) {
-      const busy = this.busy.get(endpoint) ?? 0;
-      if (busy >= share) continue;
-      const entry = queue.shift()!;
-      this.queues.delete(endpoint);
-      if (queue.length > 0) this.queues.set(endpoint, queue);
-      this.busy.set(endpoint, busy + 1);
-      if (busy === 0) this.moved.set(endpoint, performance.now());
+    const share: { value?: number } = {};
+    for (const [id, endpoint] of this.turns) {
+      if (!this.below(endpoint.busy, share)) continue;
+      const { queue } = endpoint;
+      const entry = queue[endpoint.head]!;
+      queue[endpoint.head++] = undefined as unknown as T;
+      if (endpoint.head === queue.length) {
+        queue.length = 0;
+        endpoint.head = 0;
+        this.turns.delete(id);
+      } else if (this.turns.size > 1) {
+        this.turns.delete(id);
+        this.turns.set(id, endpoint);
+      }
+      if (endpoint.busy++ === 0) endpoint.moved = performance.now();
       this.waitingCount--;
       return entry;
     }
@@ -82,21 +111,15 @@ export class SlotShares<T extends { row: Claimed }> {
 
   /** Attempts of `endpoint` in flight. */
   inFlight(endpoint: string): number {
-    return this.busy.get(endpoint) ?? 0;
+    return this.endpoints.get(endpoint)?.busy ?? 0;
   }
 
-  /** An attempt `next` started has ended. */
-  done(row: Claimed): void {
-    const now = performance.now();
-    this.seen.set(row.endpoint_id, now);
-    const busy = this.busy.get(row.endpoint_id)! - 1;
-    if (busy > 0) {
-      this.busy.set(row.endpoint_id, busy);
-      this.moved.set(row.endpoint_id, now);
-    } else {
-      this.busy.delete(row.endpoint_id);
-      this.moved.delete(row.endpoint_id);
-    }
+  /** An attempt `next` started has ended (at `now`, performance.now()). */
+  done(row: Claimed, now = performance.now()): void {
+    const endpoint = this.endpoints.get(row.endpoint_id)!;
+    endpoint.busy--;
+    endpoint.seen = now;
+    endpoint.moved = now;
   }
 
   /**
@@ -106,11 +129,17 @@ export class SlotShares<T extends { row: Claimed }> {
    * can start, and leaving its rows out would only cut the claims short (an endpoint alone is always at its share).
    */
   full(): string[] {
-    if (this.busy.size === 0) return [];
-    const share = this.share();
-    const now = performance.now();
     const full: string[] = [];
-    for (const [endpoint, busy] of this.busy) if (this.stalled(endpoint, busy, share, now)) full.push(endpoint);
+    let share: number | undefined;
+    let now = 0;
+    for (const [id, endpoint] of this.endpoints) {
+      if (endpoint.busy === 0) continue;
+      if (share === undefined) {
+        share = this.share();
+        now = performance.now();
+      }
+      if (this.stalled(endpoint, share, now)) full.push(id);
+    }
     return full;
   }
 
@@ -120,29 +149,39 @@ export class SlotShares<T extends { row: Claimed }> {
    * its share and may start an attempt at once.
    */
   stalledIn(endpoints: Iterable<string>): number | undefined {
-    const share = this.share();
-    const now = performance.now();
+    const share: { value?: number } = {};
+    let now: number | undefined;
     let wait: number | undefined;
-    for (const endpoint of endpoints) {
-      const busy = this.busy.get(endpoint) ?? 0;
-      if (busy < share) return undefined;
-      wait = Math.max(wait ?? 0, STALLED_MS - (now - (this.moved.get(endpoint) ?? now)));
+    for (const id of endpoints) {
+      const endpoint = this.endpoints.get(id);
+      const busy = endpoint?.busy ?? 0;
+      if (this.below(busy, share)) return undefined;
+      now ??= performance.now();
+      wait = Math.max(wait ?? 0, STALLED_MS - (now - endpoint!.moved));
     }
     return wait === undefined ? undefined : Math.max(0, wait);
   }
 
-  private stalled(endpoint: string, busy: number, share: number, now: number): boolean {
-    return busy >= share && now - (this.moved.get(endpoint) ?? now) >= STALLED_MS;
+  private stalled(endpoint: Endpoint<T>, share: number, now: number): boolean {
+    return endpoint.busy >= share && now - endpoint.moved >= STALLED_MS;
   }
 
   /** Takes out the waiting deliveries `which` picks (all when not given). */
   remove(which: (entry: T) => boolean = () => true): T[] {
     const removed: T[] = [];
-    for (const [endpoint, queue] of this.queues) {
+    for (const [id, endpoint] of this.turns) {
       const kept: T[] = [];
-      for (const entry of queue) (which(entry) ? removed : kept).push(entry);
-      if (kept.length > 0) this.queues.set(endpoint, kept);
-      else this.queues.delete(endpoint);
+      for (let i = endpoint.head; i < endpoint.queue.length; i++) {
+        const entry = endpoint.queue[i]!;
+        (which(entry) ? removed : kept).push(entry);
+      }
+      endpoint.queue = kept;
+      endpoint.head = 0;
+      if (kept.length === 0) {
+        this.turns.delete(id);
+        // It had work until now.
+        endpoint.seen = performance.now();
+      }
     }
     this.waitingCount -= removed.length;
     return removed;
