@@ -13,6 +13,10 @@
  * embedded database (one connection) cannot hold a transaction open while sending, so there
  * a claim is a lease, the due row moved past it (claimDue), and the successes of many
  * attempts are recorded in one statement, each failure with its next attempt.
+ *
+ * Longer than 400 lines on purpose: the claim, the send and the record of a batch are one
+ * protocol with the due set (what a claim takes out, a record or a release must put back), and
+ * both drivers' forms of it sit side by side so that a change to one is made to the other.
  */
 import { type SQL, sql } from "drizzle-orm";
 import { config } from "../../core/config";

@@ -20,6 +20,10 @@
  * the 5 s keep-alive of common servers, so that they rarely close one under a request). When
  * a reused connection ends before any byte of the answer, the request goes once more on a new
  * one: the receiver closed it while idle, and at-least-once delivery allows the rare resend.
+ *
+ * Longer than 400 lines on purpose: a connection's life (connect, TLS check, write, read the
+ * answer's framing, keep or close) is one state machine over a socket's callbacks, which reads
+ * and is checked whole (test/modules/webhooks-http1.test.ts).
  */
 import type { Socket } from "bun";
 
