@@ -28,7 +28,7 @@
  */
 import type { Subprocess } from "bun";
 import { readFileSync } from "node:fs";
-import { benchDatabase } from "../support/bench";
+import { benchDatabase, serverListening } from "../support/bench";
 import { freePort } from "../support/ports";
 
 const SOCKETS = Number(process.argv[2] ?? 1000);
@@ -97,21 +97,6 @@ interface Result {
   settledBytesPerSocket: number;
   burst: number[];
   paced: number[];
-}
-
-async function listening(url: string, child: Subprocess): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
-    if (
-      await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
-        () => true,
-        () => false,
-      )
-    )
-      return;
-    await Bun.sleep(50);
-  }
-  throw new Error(`no server at ${url}`);
 }
 
 /** User plus system CPU time of a process so far, in ms (Linux). */
@@ -245,7 +230,7 @@ const bare: Target = {
       stdout: "ignore",
       stderr: "inherit",
     });
-    await listening(`http://127.0.0.1:${port}`, child);
+    await serverListening(`http://127.0.0.1:${port}`, child, 10_000);
     return { processes: [child], urls: [`ws://127.0.0.1:${port}/bare`] };
   },
   clients: (url, phases) => ["phoenix", url, phases, "", "rtc:bare", "tick"],
@@ -275,7 +260,7 @@ const socketIo: Target = {
       stderr: "inherit",
     });
     const url = `http://127.0.0.1:${port}`;
-    await listening(`${url}/socket.io/?EIO=4&transport=polling`, child);
+    await serverListening(`${url}/socket.io/?EIO=4&transport=polling`, child, 10_000);
     return { processes: [child], urls: [url] };
   },
   clients: (url, phases) => ["socketio", url, phases],
@@ -323,7 +308,9 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
           stderr: "inherit",
         }),
       );
-      await Promise.all(ports.map((each, i) => listening(`http://127.0.0.1:${each}/healthz`, processes[i]!)));
+      await Promise.all(
+        ports.map((each, i) => serverListening(`http://127.0.0.1:${each}/healthz`, processes[i]!, 10_000)),
+      );
       return { processes, urls: ports.map((each) => `ws://127.0.0.1:${each}/api/v1/messaging`) };
     },
     clients: (url, phases) => ["phoenix", url, phases, receiverToken, topic, event, RECEIVER_JOIN],

@@ -17,7 +17,7 @@
  */
 import type { Subprocess } from "bun";
 import { readFileSync } from "node:fs";
-import { benchDatabase } from "../support/bench";
+import { benchDatabase, serverListening } from "../support/bench";
 import { freePort } from "../support/ports";
 
 const SOCKETS = Number(process.argv[2] ?? 100_000);
@@ -64,21 +64,6 @@ async function quiet(pid: number): Promise<void> {
     if (after - before <= 20) return;
     before = after;
   }
-}
-
-async function listening(url: string, child: Subprocess): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
-    if (
-      await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
-        () => true,
-        () => false,
-      )
-    )
-      return;
-    await Bun.sleep(50);
-  }
-  throw new Error(`no server at ${url}`);
 }
 
 interface Target {
@@ -168,7 +153,7 @@ const catalogue: Record<string, Target> = {
         stdout: "ignore",
         stderr: "inherit",
       });
-      await listening(`http://127.0.0.1:${port}`, child);
+      await serverListening(`http://127.0.0.1:${port}`, child, 20_000);
       return child;
     },
     url: (host, port) => `ws://${host}:${port}/bare`,
@@ -191,7 +176,7 @@ const catalogue: Record<string, Target> = {
         stdout: "ignore",
         stderr: "inherit",
       });
-      await listening(`http://127.0.0.1:${port}/healthz`, child);
+      await serverListening(`http://127.0.0.1:${port}/healthz`, child, 20_000);
       return child;
     },
     url: (host, port) => `ws://${host}:${port}/api/v1/messaging/websocket?vsn=2.0.0&token=${token}`,

@@ -1,4 +1,5 @@
 /** How a benchmark run by hand starts: on a database it is given, with its own Redis prefix and no logs. */
+import type { Subprocess } from "bun";
 
 /**
  * Points Parley at BENCH_DATABASE_URL (else TEST_DATABASE_URL), or ends the run saying what it
@@ -35,4 +36,19 @@ export async function closeBench(services: { stop(): Promise<void> }): Promise<v
   const keys = await redis().keys(`${process.env.REDIS_PREFIX}:*`);
   if (keys.length > 0) await redis().del(...keys);
   await services.stop();
+}
+
+/** Resolves once `url` answers at all (any status); throws if `child` exits or `withinMs` passes first. */
+export async function serverListening(url: string, child: Subprocess, withinMs: number): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    const answered = await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
+      () => true,
+      () => false,
+    );
+    if (answered) return;
+    await Bun.sleep(50);
+  }
+  throw new Error(`no server at ${url}`);
 }
