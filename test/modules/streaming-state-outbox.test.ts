@@ -8,13 +8,13 @@ import { afterAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import { STREAM_STATES_CONSUMER, stopStateSubscriber, waitForStream } from "../../src/modules/streaming/state";
 import { markRunning } from "../../src/modules/streaming/transitions";
 import { pubsub } from "../../src/queue/redis-pubsub";
 import { newAccount } from "../helpers";
 import { until } from "../support/wait";
+import { insertStartingStream } from "../support/streams";
 
 afterAll(stopStateSubscriber);
 
@@ -27,19 +27,7 @@ const PROMPT_MS = 200;
 const TRIALS = 8;
 
 async function startingStream(accountId: string) {
-  const room = `state-${randomUUID().slice(0, 8)}`;
-  const [row] = await db
-    .insert(streams)
-    .values({
-      id: randomUUID(),
-      accountId,
-      room,
-      streamName: `${room}-abcd`,
-      state: "starting",
-      options: optionsOf({ room_name: room }),
-    })
-    .returning();
-  return row!;
+  return insertStartingStream(accountId, `state-${randomUUID().slice(0, 8)}`);
 }
 
 /** Waits for the stream to leave `starting`; answers once the waiter has read the row a first time. */

@@ -5,15 +5,13 @@
  */
 import { describe, expect, setSystemTime, test } from "bun:test";
 import { randomUUID } from "node:crypto";
-import { db } from "../../src/db/client";
 import { endConference, openConference } from "../../src/modules/scheduler/conferences";
-import { streams } from "../../src/modules/streaming/schema";
-import { optionsOf } from "../../src/modules/streaming/request";
 import { finishStream, markRunning } from "../../src/modules/streaming/transitions";
 import { sweepUnfolded } from "../../src/modules/usage/fold";
 import { CallLog } from "../../sip-gateway/call-log";
 import { call, newAccount } from "../helpers";
 import { at, deliver, occupantJoined, occupantLeft, roomCreated, roomDestroyed } from "../support/event-sync";
+import { insertStartingStream } from "../support/streams";
 
 const auth = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
@@ -217,28 +215,13 @@ describe("scheduler", () => {
 });
 
 describe("streaming", () => {
-  async function newStream(accountId: string, room: string, options: Record<string, unknown> = {}) {
-    const [row] = await db
-      .insert(streams)
-      .values({
-        id: randomUUID(),
-        accountId,
-        room,
-        streamName: `${room}-abcd`,
-        state: "starting",
-        options: optionsOf({ room_name: room, ...options }),
-      })
-      .returning();
-    return row!;
-  }
-
   test("started, failed with its reason, stopped, and recording.ready with the object key and vod_url", async () => {
     const a = await newAccount();
-    const failing = await newStream(a.accountId, "broken");
+    const failing = await insertStartingStream(a.accountId, "broken");
     await finishStream(failing.id, ["starting"], "failed", "recorder_failed");
     // A second finisher (reconciliation racing the recorder) writes nothing.
     await finishStream(failing.id, ["starting", "running"], "failed", "recorder_failed");
-    const vod = await newStream(a.accountId, "talk", { is_recording: true, is_vod: true });
+    const vod = await insertStartingStream(a.accountId, "talk", { is_recording: true, is_vod: true });
     expect(await markRunning(vod.id)).toBe(true);
     expect(await markRunning(vod.id)).toBe(false);
     await finishStream(vod.id, ["running"], "stopped", "requested", "accounts/x/recordings/talk-abcd.mp4");

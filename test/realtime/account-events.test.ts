@@ -6,21 +6,19 @@
  * docs/realtime.md's example runs as written on the machine's Node.js.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as joinPath, resolve } from "node:path";
 import postgres from "postgres";
 import { createApp } from "../../src/process/app";
 import { db } from "../../src/db/client";
-import { streams } from "../../src/modules/streaming/schema";
-import { optionsOf } from "../../src/modules/streaming/request";
 import { markRunning } from "../../src/modules/streaming/transitions";
 import { recordEvent } from "../../src/modules/catalogue";
 import { call, newAccount, tokenFor } from "../helpers";
 import { type ApiProcess, startApiProcess } from "../support/api-process";
 import { connect, disconnect, join, push, recorder } from "../support/phoenix";
 import { until } from "../support/wait";
+import { insertStartingStream } from "../support/streams";
 
 const server = createApp().listen({ hostname: "127.0.0.1", port: 0 });
 const base = `ws://127.0.0.1:${server.server!.port}`;
@@ -42,19 +40,9 @@ async function appSocket(account: Account, at = base) {
 
 /** A stream its recorder reports publishing: `stream.started`, written as the recorder worker writes it. */
 async function startStream(accountId: string, room: string) {
-  const [row] = await db
-    .insert(streams)
-    .values({
-      id: randomUUID(),
-      accountId,
-      room,
-      streamName: `${room}-abcd`,
-      state: "starting",
-      options: optionsOf({ room_name: room }),
-    })
-    .returning();
-  expect(await markRunning(row!.id)).toBe(true);
-  return row!;
+  const row = await insertStartingStream(accountId, room);
+  expect(await markRunning(row.id)).toBe(true);
+  return row;
 }
 
 async function logged(account: Account, type: string) {
