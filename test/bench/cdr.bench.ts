@@ -11,7 +11,7 @@
  * fold and its floor are timed BENCH_ROUNDS times (default 3) from the same unfolded state,
  * and the median ratio is the figure. Then it times POST /api/v1/pricing/cdr over the 10,000 rooms.
  */
-import { benchDatabase, median, wipeDatabase } from "../support/bench";
+import { benchDatabase, median, startBench, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.DATABASE_POOL_SIZE = "4";
@@ -27,10 +27,7 @@ await wipeDatabase(databaseUrl);
 const { default: postgres } = await import("postgres");
 const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
 
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-const services = await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const services = await startBench();
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { REFOLD_PAGE, refoldLog, sweepUnfolded } = await import("../../src/modules/usage/fold");
 // Pages as `refold-usage` makes them.

@@ -36,7 +36,7 @@
  */
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { benchDatabase, closeBench } from "../support/bench";
+import { benchDatabase, closeBench, startBench } from "../support/bench";
 
 const VIEWERS = Number(process.argv[2] ?? 500);
 const SECONDS = Number(process.argv[3] ?? 20);
@@ -58,10 +58,7 @@ process.env.BOOTSTRAP_ACCOUNT = "false";
 process.env.STREAMING_X264_PRESET = "ultrafast";
 process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid}`);
 
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-const services = await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const services = await startBench();
 const { createApp } = await import("../../src/process/app");
 const { config, overrideConfig } = await import("../../src/core/config");
 const { createAccount } = await import("../../src/modules/accounts/service");

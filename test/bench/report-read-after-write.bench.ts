@@ -11,7 +11,7 @@
  * the fold). Target: the step costs < 10 ms when nothing is pending.
  */
 import { sql } from "drizzle-orm";
-import { benchDatabase, closeBench, wipeDatabase } from "../support/bench";
+import { benchDatabase, closeBench, startBench, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 const ROOMS = Number(process.env.BENCH_RAW_ROOMS ?? 2_000);
@@ -19,10 +19,7 @@ const PEOPLE = Number(process.env.BENCH_RAW_PEOPLE ?? 10);
 const CALLS = Number(process.env.BENCH_RAW_CALLS ?? 200);
 
 await wipeDatabase(databaseUrl);
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-const services = await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const services = await startBench();
 const { db } = await import("../../src/db/client");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { storeEvents } = await import("../../src/modules/conference-log/service");

@@ -17,13 +17,10 @@ process.env.STREAMING_X264_PRESET = "ultrafast";
 process.env.STREAMING_RECORDING_DIR = join(tmpdir(), `parley-bench-${process.pid}`);
 
 const runs = Number(process.argv[2] ?? 5);
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-const services = await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const { closeBench, median, startBench } = await import("../support/bench");
+const services = await startBench();
 const { createApp } = await import("../../src/process/app");
 const { overrideConfig } = await import("../../src/core/config");
-const { closeBench, median } = await import("../support/bench");
 const { stopStateSubscriber } = await import("../../src/modules/streaming/state");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { startRecorderWorker } = await import("../../workers/recorder");

@@ -107,10 +107,8 @@ async function wrk(url: string, body?: string, pids = [pool.pid]): Promise<Measu
   return { rate: Number(rate), cpuMicros: (cpu / requests) * 1e6 };
 }
 
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const { median, startBench } = await import("../support/bench");
+await startBench();
 const { createAccount } = await import("../../src/modules/accounts/service");
 const rsa = await createAccount("bench-rs256", "RS256");
 const ed = await createAccount("bench-eddsa", "EdDSA");
@@ -121,7 +119,6 @@ for (const { account } of [rsa, ed]) {
 }
 const { freePort } = await import("../support/ports");
 const { until } = await import("../support/wait");
-const { median } = await import("../support/bench");
 const port = await freePort();
 const pool = Bun.spawn([process.execPath, new URL("../../src/index.ts", import.meta.url).pathname], {
   env: {

@@ -20,7 +20,7 @@
  * eight receivers at once), so one run's p99 moves far more than 10 % on a shared machine: 20
  * pairs, not the 1 of the test, make the pooled figure steady enough to compare.
  */
-import { benchDatabase, closeBench, median, wipeDatabase } from "../support/bench";
+import { benchDatabase, closeBench, median, startBench, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
@@ -38,10 +38,7 @@ const ONSET = 20;
 
 await wipeDatabase(databaseUrl);
 
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-const services = await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const services = await startBench();
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { createApp } = await import("../../src/process/app");
 const { database, db } = await import("../../src/db/client");

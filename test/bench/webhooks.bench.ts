@@ -24,7 +24,7 @@
  * transaction committed as PostgreSQL commits by default (its WAL flushed). A worker's ratio on one machine is
  * compared with another's through them.
  */
-import { benchDatabase, closeBench, median, wipeDatabase } from "../support/bench";
+import { benchDatabase, closeBench, median, startBench, wipeDatabase } from "../support/bench";
 
 const databaseUrl = benchDatabase("BENCH_DATABASE_URL to a database this benchmark may wipe");
 process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS = "true";
@@ -37,10 +37,7 @@ const CONCURRENCY = Number(process.env.WEBHOOK_WORKER_CONCURRENCY);
 
 await wipeDatabase(databaseUrl);
 
-// Built as an API process is (src/process/root.ts): the database, Redis and the rest put in place.
-const services = await (await import("../../src/process/root")).buildProcess("api");
-const { migrate } = await import("../../src/db/migrate");
-await migrate();
+const services = await startBench();
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { createApp } = await import("../../src/process/app");
 const { database, db } = await import("../../src/db/client");

@@ -30,6 +30,17 @@ export async function wipeDatabase(databaseUrl: string): Promise<void> {
   await admin.end();
 }
 
+/**
+ * The bench's own process, built as an API process is (src/process/root.ts: the database, Redis
+ * and the rest put in place), its database migrated. Called once benchDatabase has set the
+ * environment, since Parley's modules read it as they load.
+ */
+export async function startBench(): Promise<{ stop(): Promise<void> }> {
+  const services = await (await import("../../src/process/root")).buildProcess("api");
+  await (await import("../../src/db/migrate")).migrate();
+  return services;
+}
+
 /** The end of a run: the run's Redis keys removed, then the bench's process stopped, every connection closed. */
 export async function closeBench(services: { stop(): Promise<void> }): Promise<void> {
   const { redis } = await import("../../src/queue/connection");
