@@ -40,6 +40,19 @@ test("stoppers stop in reverse order; one that fails leaves the others to stop, 
  * Builds a process in a child as `kind` on `env` (the whole environment), registers an outbox consumer and rings it,
  * pushes a probe that stops first, stops the process, and reports what it saw.
  */
+
+/** Runs `script` in a Bun child of its own (a process built apart from this one) and answers its last line out. */
+async function lastLineOf(script: string, env: Record<string, string | undefined>): Promise<string> {
+  const child = Bun.spawn([process.execPath, "-e", script], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
+  if (code !== 0) throw new Error(`the child exited ${code}: ${err}`);
+  return out.trim().split("\n").at(-1)!;
+}
+
 async function builtProcess(kind: string, env: Record<string, string | undefined>) {
   const script = `
     const { existsSync } = await import("node:fs");
@@ -81,19 +94,7 @@ async function builtProcess(kind: string, env: Record<string, string | undefined
       lockLeft: existsSync(${JSON.stringify(join(dataDir, "parley.pid"))}),
     }));
     process.exit(0);`;
-  const child = Bun.spawn([process.execPath, "-e", script], {
-    cwd: ROOT,
-    env,
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ]);
-  if (code !== 0) throw new Error(`the child exited ${code}: ${err}`);
-  return JSON.parse(out.trim().split("\n").at(-1)!);
+  return JSON.parse(await lastLineOf(script, env));
 }
 
 test("embedded: the one process rings in itself, nothing subscribes on Redis; it stops in reverse", async () => {
@@ -150,19 +151,8 @@ async function connectionsAtOnce(kind: string, queries: number): Promise<number>
     console.log(new Set(rows.map((row) => row.pid)).size);
     await services.stop();
     process.exit(0);`;
-  const child = Bun.spawn([process.execPath, "-e", script], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_POOL_SIZE: "3", REDIS_PREFIX: `parley-test-root-${crypto.randomUUID()}` },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ]);
-  if (code !== 0) throw new Error(`the child exited ${code}: ${err}`);
-  return Number(out.trim().split("\n").at(-1));
+  const env = { ...process.env, DATABASE_POOL_SIZE: "3", REDIS_PREFIX: `parley-test-root-${crypto.randomUUID()}` };
+  return Number(await lastLineOf(script, env));
 }
 
 test("a process of several worker roles holds DATABASE_POOL_SIZE connections for each of them", async () => {
