@@ -35,7 +35,17 @@ import type { RecorderDriver } from "./recorder/driver";
 import { reportRoom, startHeartbeat } from "./recorder/heartbeat";
 import { driverFromConfig } from "./recorder/index";
 import { stopStateSubscriber } from "../src/modules/streaming";
-import { podCommands, reconcile, roomOf, takeQueued, relayedStop, startJob, stopJob } from "./recorder/jobs";
+import {
+  handedStart,
+  podCommands,
+  podHandOffs,
+  reconcile,
+  relayedStop,
+  roomOf,
+  startJob,
+  stopJob,
+  takeQueued,
+} from "./recorder/jobs";
 import { type RecorderHost, stopLocal } from "./recorder/local";
 import { occupancyConsumer } from "./recorder/occupancy";
 
@@ -78,9 +88,14 @@ export async function startRecorderWorker(
   mkdirSync(config.streaming.recordingDir, { recursive: true });
   const heartbeat = await startHeartbeat(pod, worker.host, () => roomOf(worker));
 
-  const subscription = services.pubsub.subscribe("recorder-commands", [podCommands(pod)], (_channel, message) => {
-    relayedStop(worker, message).catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
-  });
+  const subscription = services.pubsub.subscribe(
+    "recorder-commands",
+    [podCommands(pod), podHandOffs(pod)],
+    (channel, message) => {
+      const handled = channel === podHandOffs(pod) ? handedStart(worker, message) : relayedStop(worker, message);
+      handled.catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
+    },
+  );
   await subscription.ready;
   const occupancy = services.outbox.register(occupancyConsumer(worker));
   await occupancy.ready;

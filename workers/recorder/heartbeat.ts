@@ -34,21 +34,21 @@ export async function reportRoom(pod: string, room: Room): Promise<void> {
 }
 
 /**
- * Whether a live worker other than `pod` last said it had room for `cost`. Any doubt (Redis
- * away) answers false, so the start is queued, which the database keeps, rather than left waiting.
+ * A live worker other than `pod` that last said it had room for `cost`, if any. Any doubt
+ * (Redis away) answers none, so the start is queued, which the database keeps, rather than left waiting.
  */
-export async function otherHasRoom(pod: string, cost: number): Promise<boolean> {
+export async function otherWithRoom(pod: string, cost: number): Promise<string | undefined> {
   const rooms = await withinRedis(redis(), "reading recorder room", () => redis().hgetall(roomKey())).catch(
     () => ({}) as Record<string, string>,
   );
   for (const [other, value] of Object.entries(rooms)) {
     const { units, slots } = parseRoom(value);
     if (other === pod || !(units >= cost && slots > 0)) continue;
-    if (await podAlive(other).catch(() => false)) return true;
+    if (await podAlive(other).catch(() => false)) return other;
     // A worker gone without a word leaves its report: removed by whoever finds it dead.
     await withinRedis(redis(), "removing a lost worker's room", () => redis().hdel(roomKey(), other)).catch(() => 0);
   }
-  return false;
+  return undefined;
 }
 
 export interface Heartbeat {

@@ -1,13 +1,13 @@
 /**
  * What a recorder worker does with its jobs: a start launches a recorder and ends once it
- * publishes; a stop ends the worker's own recorder, is relayed (core/pubsub) to the owner
+ * publishes, or is handed (core/pubsub) to a worker with room when this one is full; a stop ends the worker's own recorder, is relayed (core/pubsub) to the owner
  * when that is another live worker, or finishes the stream when its owner is gone; and
  * reconciliation finishes the streams of workers that stopped heart-beating.
  * The relay is control: the stop job's command handed on to the one process that can carry
  * it out. Waiting for its result is not: the relaying job waits for the stream's row to
  * leave its live states, woken by the outbox like every waiter of a stream (state.ts).
  */
-import { DelayedError, type Job } from "bullmq";
+import { DelayedError, type Job, type Queue } from "bullmq";
 import { config } from "../../src/core/config";
 import { log } from "../../src/core/log";
 import {
@@ -37,7 +37,7 @@ import {
   type RecorderStopJob,
   startJobOptions,
 } from "../../src/queue/queues";
-import { type Heartbeat, otherHasRoom, podAlive, reportRoom } from "./heartbeat";
+import { type Heartbeat, otherWithRoom, podAlive, reportRoom } from "./heartbeat";
 import { failOnExit, finishOrphan, type LocalRecorder, type RecorderHost, stopLocal } from "./local";
 import type { RecorderSpec } from "./driver";
 import { packageLowLatency } from "./llhls";
@@ -95,6 +95,9 @@ function hasRoom(worker: RecorderHost, cost: number): boolean {
 /** The channel a worker takes stops relayed to its own streams on. */
 export const podCommands = (pod: string) => `recorder:pod:${pod}:stop`;
 
+/** The channel a worker takes starts on that a full worker handed it. */
+export const podHandOffs = (pod: string) => `recorder:pod:${pod}:start`;
+
 export async function startJob(
   worker: RecorderHost,
   job: Job<RecorderStartJob>,
@@ -106,14 +109,29 @@ export async function startJob(
   if (stream.podName !== null) return;
   const cost = streamCost(stream.options);
   if (!hasRoom(worker, cost) || (await earlierFits(worker, stream))) {
-    // No room here. When no other worker has any either, the stream is queued and its caller
-    // answered at once; the job comes back every QUEUED_RETRY_MS to whichever worker takes it.
-    if (stream.state === "starting" && !(await otherHasRoom(worker.pod, cost)))
+    // No room here. A worker that has room is handed the stream at once: the job handed back
+    // reaches whichever worker asks next, and that was this full one again and again for as
+    // long as 20 s, the other idle. When no worker has room, the stream is queued and its
+    // caller answered at once. Either way the job comes back every QUEUED_RETRY_MS, the
+    // backstop for a hand-off lost.
+    const other = await otherWithRoom(worker.pod, cost);
+    if (other !== undefined) await worker.pubsub.publish(podHandOffs(other), stream.id);
+    else if (stream.state === "starting")
       await markQueued(stream.id, job.data.destinations.length > 0 ? sealDestinations(job.data.destinations) : null);
     await job.moveToDelayed(Date.now() + QUEUED_RETRY_MS, token);
     throw new DelayedError();
   }
   await launch(worker, stream, job.data.destinations);
+}
+
+/** A start a full worker handed this one: taken when it still waits and fits here, else left to its job. */
+export async function handedStart(worker: RecorderHost, streamId: string): Promise<void> {
+  const stream = await getStream(streamId);
+  if (!stream || !WAITING_STATES.includes(stream.state) || stream.podName !== null) return;
+  if (worker.local.has(stream.id) || (await earlierFits(worker, stream))) return;
+  const destinations = await destinationsOf(await getQueue(QUEUE_NAMES.recorder), stream);
+  // Judged with no wait between the judgement and launch's reservation, so two hand-offs at once cannot both fit.
+  if (hasRoom(worker, streamCost(stream.options))) await launch(worker, stream, destinations);
 }
 
 /**
@@ -125,13 +143,21 @@ export async function takeQueued(worker: RecorderHost): Promise<void> {
   const queue = await getQueue(QUEUE_NAMES.recorder);
   const launches: Promise<void>[] = [];
   for (const stream of await queuedStreams(TAKE_AT_ONCE)) {
+    const destinations = await destinationsOf(queue, stream);
     if (!hasRoom(worker, streamCost(stream.options))) continue;
-    const job = (await queue.getJob(`start-${stream.id}`)) as Job<RecorderStartJob> | undefined;
-    const destinations = job?.data.destinations ?? openDestinations(stream.queuedDestinations);
     // Not awaited here: each reserves its units before its first wait, so the next is judged with them counted.
     launches.push(launch(worker, stream, destinations));
   }
   await Promise.all(launches);
+}
+
+/** States of a stream no worker has taken yet. */
+const WAITING_STATES: Stream["state"][] = ["starting", "queued"];
+
+/** A waiting stream's destinations: from its start job, which another worker may hold, or sealed in its row. */
+async function destinationsOf(queue: Queue, stream: Stream): Promise<string[]> {
+  const job = (await queue.getJob(`start-${stream.id}`)) as Job<RecorderStartJob> | undefined;
+  return job?.data.destinations ?? openDestinations(stream.queuedDestinations);
 }
 
 /** Runs the stream's recorder here, once this worker has taken it, until it publishes or fails. */
