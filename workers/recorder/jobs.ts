@@ -1,7 +1,8 @@
 /**
  * What a recorder worker does with its jobs: a start launches a recorder and ends once it
- * publishes, or is handed (core/pubsub) to a worker with room when this one is full; a stop ends the worker's own recorder, is relayed (core/pubsub) to the owner
- * when that is another live worker, or finishes the stream when its owner is gone; and
+ * publishes, or is handed (core/pubsub) to a worker with room when this one is full; a stop
+ * ends the worker's own recorder, is relayed (core/pubsub) to the owner when that is another
+ * live worker, or finishes the stream when its owner is gone; and
  * reconciliation finishes the streams of workers that stopped heart-beating.
  * The relay is control: the stop job's command handed on to the one process that can carry
  * it out. Waiting for its result is not: the relaying job waits for the stream's row to
