@@ -3,7 +3,7 @@
  * out. An endpoint alone holds every slot, so it is at its share all the time; while its answers
  * come it must stay claimable, or its claims come back empty and its batches are cut and given
  * back. Only one at its share none of whose attempts ended for STALLED_MS (a silent receiver) is
- * left out.
+ * left out, or, beside others, one at its share with as many again waiting.
  */
 import { expect, test } from "bun:test";
 import type { Claimed } from "../../src/modules/webhooks/delivery";
@@ -52,4 +52,20 @@ test("an endpoint below its share is never stalled; one silent beside it is", as
   expect(shares.stalledIn(["healthy"])).toBeUndefined();
   expect(shares.stalledIn(["silent", "healthy"])).toBeUndefined();
   expect(shares.stalledIn(["silent"])).toBe(0);
+});
+
+test("beside others, an endpoint at its share with as many again waiting is left out at once, before it stalls", () => {
+  const shares = new SlotShares<{ row: Claimed }>(4);
+  started(shares, "healthy", 1);
+  // A share of two slots each: two of the new one's four start, two wait.
+  expect(started(shares, "new", 3)).toHaveLength(2);
+  // One waiting, fewer than its share: its next row is still worth claiming.
+  expect(shares.full()).toEqual([]);
+  shares.push(row("new"));
+  // Two waiting: enough to fill its slots again, so a claim leaves its rows, though its attempts have just begun.
+  expect(shares.full()).toEqual(["new"]);
+  // Alone, it holds every slot, and no count of waiting rows leaves it out (only a stall does).
+  const alone = new SlotShares<{ row: Claimed }>(4);
+  started(alone, "a", 12);
+  expect(alone.full()).toEqual([]);
 });

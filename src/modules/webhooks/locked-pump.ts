@@ -110,9 +110,17 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   // Attempts that outlived their batch, waiting for its transaction to end before they are recorded.
   let awaitingBatch = 0;
 
+  // Batches that may still start an attempt. While others have work, not one whose rows are all begun, nor one
+  // whose rows left are all of endpoints at their share: it starts nothing until one of those attempts ends, which
+  // for a silent receiver is WEBHOOK_TIMEOUT_MS, and meanwhile the claims for the other endpoints' new work go on
+  // (a silent receiver's first attempts held three such batches, and the others' deliveries waited 20-40 ms for
+  // them to commit). An endpoint alone is at its share whenever the slots are busy: every open batch counts.
   const sending = () => {
+    const alone = waiting.alone();
     let count = 0;
-    for (const batch of open) if (!batch.cut) count++;
+    for (const batch of open)
+      if (!batch.cut && (alone || (batch.unsent > 0 && waiting.stalledIn(batch.unsentAt.keys()) === undefined)))
+        count++;
     return count;
   };
   // A claim starts while less than a batch waits unsent, so the next rows are there before the slots run dry.

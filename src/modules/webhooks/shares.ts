@@ -109,6 +109,11 @@ export class SlotShares<T extends { row: Claimed }> {
     return undefined;
   }
 
+  /** Whether one endpoint at most has work here: it holds every slot, so it is at its share whenever they are busy. */
+  alone(): boolean {
+    return this.endpoints.size <= 1;
+  }
+
   /** Attempts of `endpoint` in flight. */
   inFlight(endpoint: string): number {
     return this.endpoints.get(endpoint)?.busy ?? 0;
@@ -138,7 +143,7 @@ export class SlotShares<T extends { row: Claimed }> {
         share = this.share();
         now = performance.now();
       }
-      if (this.stalled(endpoint, share, now)) full.push(id);
+      if (this.stalled(endpoint, share, now) || this.fed(endpoint, share)) full.push(id);
     }
     return full;
   }
@@ -160,6 +165,16 @@ export class SlotShares<T extends { row: Claimed }> {
       wait = Math.max(wait ?? 0, STALLED_MS - (now - endpoint!.moved));
     }
     return wait === undefined ? undefined : Math.max(0, wait);
+  }
+
+  /**
+   * At its share with as many deliveries again waiting here, while others have work: more of its rows could start
+   * only after those, and a batch that holds them stays open meanwhile. A silent receiver's first attempts, before
+   * it counts as stalled, left one such row in each of three batches. An endpoint alone is never so: it holds every
+   * slot, and its claims must not come back empty.
+   */
+  private fed(endpoint: Endpoint<T>, share: number): boolean {
+    return this.endpoints.size > 1 && endpoint.busy >= share && endpoint.queue.length - endpoint.head >= share;
   }
 
   private stalled(endpoint: Endpoint<T>, share: number, now: number): boolean {
