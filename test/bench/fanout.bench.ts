@@ -22,7 +22,8 @@
  *   TEST_DATABASE_URL=postgres://... bun test/bench/fanout.bench.ts [sockets=1000] [messages=100]
  *
  * BENCH_CLIENT_PROCESSES (4) sets the receiving processes; BENCH_TARGETS (comma-separated
- * names: bare, socketio, rtc-redis, rtc-local, chat, rtc-redis-2) picks what runs; BENCH_CPU_PROFILE=<dir>
+ * names: bare, socketio, rtc-redis, rtc-local, chat, rtc-redis-2, bare-sized: the bare server with frames as large
+ * as chat's, listed after chat) picks what runs; BENCH_CPU_PROFILE=<dir>
  * writes CPU profiles of the Parley server there. BENCH_PRESENCE=off has Parley's receivers
  * join with `{presence: false}` (every listed socket costs each later join its whole list).
  */
@@ -68,6 +69,8 @@ const { Socket } = await import("phoenix");
 const { io: ioClient } = await import("socket.io-client");
 
 const here = new URL(".", import.meta.url).pathname;
+/** Each target's figures as it ends, by its key in the catalogue. */
+const results = new Map<string, Result>();
 const now = () => performance.timeOrigin + performance.now();
 type Stamp = { t: number; seq: number };
 
@@ -97,6 +100,8 @@ interface Result {
   settledBytesPerSocket: number;
   burst: number[];
   paced: number[];
+  /** The JSON length of a message's payload as the receivers got it. */
+  payloadBytes: number;
 }
 
 /** User plus system CPU time of a process so far, in ms (Linux). */
@@ -149,7 +154,7 @@ async function run(target: Target): Promise<Result> {
     for (const child of server.processes) await quiet(child.pid);
     const rssBefore = serverRss();
     const joinsStarted = now();
-    const reports = new Map<number, Array<{ latencies: number[]; at: number }>>();
+    const reports = new Map<number, Array<{ latencies: number[]; at: number; payloadBytes: number }>>();
     const waiters: Array<() => void> = [];
     let ready = 0;
     const notify = () => {
@@ -170,12 +175,12 @@ async function run(target: Target): Promise<Result> {
         Bun.spawn([process.execPath, `${here}fanout/clients.ts`, kind!, rest[0]!, String(sockets), ...rest.slice(1)], {
           stdout: "inherit",
           stderr: "inherit",
-          ipc(message: { type: string; phase?: number; latencies?: number[]; at?: number }) {
+          ipc(message: { type: string; phase?: number; latencies?: number[]; at?: number; payloadBytes?: number }) {
             if (message.type === "ready") ready++;
             else
               reports.set(message.phase!, [
                 ...(reports.get(message.phase!) ?? []),
-                { latencies: message.latencies!, at: message.at! },
+                { latencies: message.latencies!, at: message.at!, payloadBytes: message.payloadBytes! },
               ]);
             notify();
           },
@@ -213,6 +218,7 @@ async function run(target: Target): Promise<Result> {
       settledBytesPerSocket,
       burst: reports.get(0)!.flatMap((report) => report.latencies),
       paced: reports.get(1)!.flatMap((report) => report.latencies),
+      payloadBytes: reports.get(1)![0]!.payloadBytes,
     };
   } finally {
     for (const child of children) child.kill();
@@ -235,6 +241,24 @@ const bare: Target = {
   },
   clients: (url, phases) => ["phoenix", url, phases, "", "rtc:bare", "tick"],
   sender: (server) => phoenixSender(server.urls[0]!, "", "rtc:bare", (stamp) => ["tick", stamp]),
+};
+
+/**
+ * The bare server relaying frames as large as `chat:`'s (run it after `chat`): its stamp padded to the payload the
+ * chat receivers got, a stored message with its ids, author and times. The receivers' share of the two cores grows
+ * with the bytes they read, so this is the floor `chat:`'s paced latency is compared with.
+ */
+const bareSized: Target = {
+  ...bare,
+  name: "bare, chat's bytes",
+  sender(server) {
+    const chatBytes = results.get("chat")?.payloadBytes;
+    if (chatBytes === undefined) throw new Error('"bare-sized" pads to the chat payload: list it after "chat"');
+    return phoenixSender(server.urls[0]!, "", "rtc:bare", (stamp) => {
+      const pad = Math.max(0, chatBytes - JSON.stringify({ ...stamp, pad: "" }).length);
+      return ["tick", { ...stamp, pad: "x".repeat(pad) }];
+    });
+  },
 };
 
 /** A `phoenix` client that joins `topic` and pushes one event per stamp. */
@@ -323,6 +347,7 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
 
 const catalogue: Record<string, Target> = {
   bare,
+  "bare-sized": bareSized,
   socketio: socketIo,
   "rtc-redis": parley("Parley rtc: redis", "rtc", "redis"),
   "rtc-local": parley("Parley rtc: local", "rtc", "local"),
@@ -348,7 +373,6 @@ row([
   "settled KiB",
 ]);
 // Each row as soon as its run ends: a later target that fails leaves the earlier figures printed.
-const results = new Map<string, Result>();
 for (const key of TARGETS) {
   const target = catalogue[key];
   if (!target) throw new Error(`unknown target "${key}"; targets are ${Object.keys(catalogue).join(", ")}`);
@@ -389,6 +413,10 @@ const ratio = (key: string, reference: string) => {
 ratio("rtc-redis", "bare");
 ratio("rtc-local", "bare");
 ratio("chat", "socketio");
+ratio("chat", "bare");
+ratio("chat", "bare-sized");
+const payloads = [...results.values()].map((result) => `${result.name} ${result.payloadBytes}`);
+console.log(`payload bytes a message: ${payloads.join(", ")}`);
 ratio("rtc-redis", "socketio");
 ratio("rtc-redis-2", "bare");
 

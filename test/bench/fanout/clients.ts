@@ -20,14 +20,17 @@ const now = () => performance.timeOrigin + performance.now();
 let phase = 0;
 let count = 0;
 let latencies: number[] = [];
+/** The JSON length of the phase's first payload: what a frame carries beyond the protocol's envelope. */
+let payloadBytes = 0;
 
 /** Chat messages carry the stamp as their content's first word, relays as `t`. */
 function received(payload: { t?: number; content?: string }): void {
   const sentAt = payload.t ?? Number(payload.content?.split(" ")[0]);
   if (!Number.isFinite(sentAt)) return;
   latencies.push(now() - sentAt);
+  if (count === 0) payloadBytes = JSON.stringify(payload).length;
   if (++count < SOCKETS * phases[phase]!) return;
-  process.send!({ type: "phase", phase, latencies, at: now() });
+  process.send!({ type: "phase", phase, latencies, at: now(), payloadBytes });
   phase++;
   count = 0;
   latencies = [];
