@@ -5,8 +5,6 @@
  * queue at all, so only the hand-off can start the stream.
  */
 import { afterAll, expect, test } from "bun:test";
-import { randomUUID } from "node:crypto";
-import { hostname } from "node:os";
 import { DelayedError, type Job } from "bullmq";
 import { eq } from "drizzle-orm";
 import { config } from "../../src/core/config";
@@ -14,13 +12,11 @@ import { db } from "../../src/db/client";
 import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import type { RecorderStartJob } from "../../src/queue/queues";
-import { pubsub } from "../../src/queue/redis-pubsub";
 import { startRecorderWorker } from "../../workers/recorder";
 import { commandDriver } from "../../workers/recorder/command";
-import type { RecorderDriver } from "../../workers/recorder/driver";
 import { startJob } from "../../workers/recorder/jobs";
-import type { RecorderHost } from "../../workers/recorder/local";
 import { newAccount } from "../helpers";
+import { recorderHost } from "../support/recorder-host";
 import { insertStartingStream } from "../support/streams";
 import { until } from "../support/wait";
 
@@ -31,17 +27,7 @@ test("a full worker hands a start to the worker that has room, without the job's
   const roomy = await startRecorderWorker(commandDriver("echo ready; exec sleep 60"));
   try {
     // Full: as many starts under way as STREAMING_CAPACITY allows.
-    const full: RecorderHost = {
-      pod: `full-${randomUUID().slice(0, 8)}`,
-      host: hostname(),
-      driver: {} as RecorderDriver,
-      pubsub: pubsub(),
-      local: new Map(),
-      reserved: config.streaming.capacity,
-      reservedUnits: 0,
-      roomFreed: () => {},
-      closing: false,
-    };
+    const full = recorderHost("full", { reserved: config.streaming.capacity });
     const stream = await insertStartingStream(accountId, "handed");
     let delayedTo: number | undefined;
     const job = {

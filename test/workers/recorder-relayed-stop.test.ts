@@ -15,10 +15,9 @@ import { finishStream } from "../../src/modules/streaming/transitions";
 import { redis, redisKey } from "../../src/queue/connection";
 import type { RecorderStopJob } from "../../src/queue/queues";
 import { pubsub } from "../../src/queue/redis-pubsub";
-import type { RecorderDriver } from "../../workers/recorder/driver";
 import { podCommands, stopJob } from "../../workers/recorder/jobs";
-import type { RecorderHost } from "../../workers/recorder/local";
 import { newAccount } from "../helpers";
+import { recorderHost } from "../support/recorder-host";
 
 afterAll(stopStateSubscriber);
 
@@ -34,17 +33,7 @@ test("the relaying worker's stop job ends as soon as the owner has finished the 
   const owner = `owner-${randomUUID().slice(0, 8)}`;
   // The owner heart-beats, so the stop is relayed to it rather than finished by the relaying worker.
   await redis().set(redisKey("recorder", "pod", owner), hostname(), "PX", 60_000);
-  const relaying: RecorderHost = {
-    pod: `relaying-${randomUUID().slice(0, 8)}`,
-    host: hostname(),
-    driver: {} as RecorderDriver,
-    pubsub: pubsub(),
-    local: new Map(),
-    reserved: 0,
-    reservedUnits: 0,
-    roomFreed: () => {},
-    closing: false,
-  };
+  const relaying = recorderHost("relaying");
   // The owner's side: each relayed stop finishes its stream, as stopLocal does once the recorder ended.
   const finishedAt = new Map<string, Promise<number>>();
   const ownerSubscription = pubsub().subscribe("test-owner", [podCommands(owner)], (_channel, message) => {
