@@ -10,11 +10,11 @@ import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
 import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
-import { pubsub } from "../../src/queue/redis-pubsub";
-import type { RecorderDriver, RecorderProcess } from "../../workers/recorder/driver";
+import type { RecorderProcess } from "../../workers/recorder/driver";
 import { reconcile } from "../../workers/recorder/jobs";
-import { type RecorderHost, stopLocal } from "../../workers/recorder/local";
+import { stopLocal } from "../../workers/recorder/local";
 import { newAccount } from "../helpers";
+import { recorderHost } from "../support/recorder-host";
 import { until } from "../support/wait";
 
 test("a reconciliation during its own worker's stop leaves the stream stopped, not recorder_lost", async () => {
@@ -36,17 +36,7 @@ test("a reconciliation during its own worker's stop leaves the stream stopped, n
       startedAt: new Date(),
     })
     .returning();
-  const worker: RecorderHost = {
-    pod,
-    host: hostname(),
-    driver: {} as RecorderDriver,
-    pubsub: pubsub(),
-    local: new Map(),
-    reserved: 0,
-    reservedUnits: 0,
-    roomFreed: () => {},
-    closing: false,
-  };
+  const worker = recorderHost("stopping-pod", { pod });
   const recorder: RecorderProcess = {
     pid: 0,
     ready: Promise.resolve(),
