@@ -111,21 +111,23 @@ test("a claim on PostgreSQL writes no log row; a worker whose connection dies fr
     // The claim is the transaction's delete of the due rows, uncommitted: another worker's claim skips all ten.
     expect(await lockable()).toEqual([]);
     expect((await db.select().from(webhookDue).where(inArray(webhookDue.deliveryId, ids))).length).toBe(10);
-    // The one batch holding the ten; another claim that found nothing may be passing (it commits at once).
+    // The batches holding the ten: one, or two when the claim the pump made as it started and the wake's claim
+    // ran at once and split them (seen on a loaded machine). A claim that found nothing writes nothing.
     const holders = await until(
       async () =>
         rowsOf<{ pid: number }>(
           await db.execute(sql`
             select pid from pg_stat_activity
-            where datname = current_database() and state = 'idle in transaction'
-              -- It has written: its claim's delete (a claim that found nothing writes nothing, and commits at once).
+            where datname = current_database() and state <> 'idle' and pid <> pg_backend_pid()
+              -- It has written: its claim's delete.
               and backend_xid is not null`),
         ),
-      (rows) => rows.length === 1,
+      (rows) => rows.length >= 1,
     );
-    expect(holders.length).toBe(1);
-    // The worker's connection dies: its transaction ends and every delivery is free at once, no lease to wait out.
-    await db.execute(sql`select pg_terminate_backend(${holders[0]!.pid})`);
+    expect(holders.length).toBeGreaterThanOrEqual(1);
+    expect(holders.length).toBeLessThanOrEqual(2);
+    // The worker's connections die: their transactions end and every delivery is free at once, no lease to wait out.
+    for (const holder of holders) await db.execute(sql`select pg_terminate_backend(${holder.pid})`);
     expect(
       await until(
         async () => (await lockable()).length,
