@@ -3,7 +3,7 @@
  * out. An endpoint alone holds every slot, so it is at its share all the time; while its answers
  * come it must stay claimable, or its claims come back empty and its batches are cut and given
  * back. Only one at its share none of whose attempts ended for STALLED_MS (a silent receiver) is
- * left out, or, beside others, one at its share with as many again waiting.
+ * left out, or, beside others, one at its share with as many again waiting and no answer for 20 ms.
  */
 import { expect, test } from "bun:test";
 import type { Claimed } from "../../src/modules/webhooks/delivery";
@@ -54,18 +54,28 @@ test("an endpoint below its share is never stalled; one silent beside it is", as
   expect(shares.stalledIn(["silent"])).toBe(0);
 });
 
-test("beside others, an endpoint at its share with as many again waiting is left out at once, before it stalls", () => {
+test("beside others, one at its share, as many again waiting, no answer for 20 ms, is left out", async () => {
   const shares = new SlotShares<{ row: Claimed }>(4);
   started(shares, "healthy", 1);
   // A share of two slots each: two of the new one's four start, two wait.
-  expect(started(shares, "new", 3)).toHaveLength(2);
-  // One waiting, fewer than its share: its next row is still worth claiming.
+  const begun = started(shares, "new", 4);
+  expect(begun).toHaveLength(2);
+  // Its attempts have just begun: claims still take its rows.
   expect(shares.full()).toEqual([]);
-  shares.push(row("new"));
-  // Two waiting: enough to fill its slots again, so a claim leaves its rows, though its attempts have just begun.
+  // Its answers come: each end starts the next, and with rows waiting it stays claimable.
+  for (let i = 0; i < 3; i++) {
+    await Bun.sleep(10);
+    shares.done(begun.shift()!);
+    begun.push(shares.next()!.row);
+    shares.push(row("new"));
+    expect(shares.full()).toEqual([]);
+  }
+  // None ends for 20 ms, a share's worth waiting: a claim leaves its rows, before the 50 ms that stall it.
+  await Bun.sleep(25);
   expect(shares.full()).toEqual(["new"]);
   // Alone, it holds every slot, and no count of waiting rows leaves it out (only a stall does).
   const alone = new SlotShares<{ row: Claimed }>(4);
   started(alone, "a", 12);
+  await Bun.sleep(25);
   expect(alone.full()).toEqual([]);
 });

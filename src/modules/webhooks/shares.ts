@@ -27,6 +27,13 @@ const RECENT_MS = 250;
  */
 export const STALLED_MS = 50;
 
+/**
+ * How long an endpoint at its share with a share's worth of deliveries waiting may go without an attempt ending
+ * before claims leave its rows (see SlotShares.fed): longer than a healthy receiver's answers take to come one after
+ * another on a quiet machine, shorter than STALLED_MS, which also cuts batches.
+ */
+const FED_MS = 20;
+
 /** An endpoint's place in SlotShares: one object, so each step looks it up once and allocates nothing. */
 interface Endpoint<T> {
   /** Its deliveries waiting, from `head` on (taken by index: an array's shift moves every element left). */
@@ -143,7 +150,7 @@ export class SlotShares<T extends { row: Claimed }> {
         share = this.share();
         now = performance.now();
       }
-      if (this.stalled(endpoint, share, now) || this.fed(endpoint, share)) full.push(id);
+      if (this.stalled(endpoint, share, now) || this.fed(endpoint, share, now)) full.push(id);
     }
     return full;
   }
@@ -168,13 +175,20 @@ export class SlotShares<T extends { row: Claimed }> {
   }
 
   /**
-   * At its share with as many deliveries again waiting here, while others have work: more of its rows could start
-   * only after those, and a batch that holds them stays open meanwhile. A silent receiver's first attempts, before
-   * it counts as stalled, left one such row in each of three batches. An endpoint alone is never so: it holds every
-   * slot, and its claims must not come back empty.
+   * At its share with as many deliveries again waiting here, none of its attempts ended for FED_MS, while others
+   * have work: more of its rows could start only after those, and a batch that holds them stays open meanwhile. A
+   * silent receiver's first attempts, before it counts as stalled, left one such row in each of three batches. One
+   * whose answers come is not so, or each of its answers would wake a claim that leaves its rows out again (every
+   * endpoint of a backlog has rows waiting). An endpoint alone is never so: it holds every slot, and its claims
+   * must not come back empty.
    */
-  private fed(endpoint: Endpoint<T>, share: number): boolean {
-    return this.endpoints.size > 1 && endpoint.busy >= share && endpoint.queue.length - endpoint.head >= share;
+  private fed(endpoint: Endpoint<T>, share: number, now: number): boolean {
+    return (
+      this.endpoints.size > 1 &&
+      endpoint.busy >= share &&
+      endpoint.queue.length - endpoint.head >= share &&
+      now - endpoint.moved >= FED_MS
+    );
   }
 
   private stalled(endpoint: Endpoint<T>, share: number, now: number): boolean {
