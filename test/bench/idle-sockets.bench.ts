@@ -17,7 +17,7 @@
  */
 import type { Subprocess } from "bun";
 import { readFileSync } from "node:fs";
-import { benchDatabase, serverListening } from "../support/bench";
+import { benchDatabase, closeBench, serverListening, startBench } from "../support/bench";
 import { freePort } from "../support/ports";
 
 const SOCKETS = Number(process.argv[2] ?? 100_000);
@@ -32,7 +32,6 @@ process.env.BOOTSTRAP_ACCOUNT = "false";
 process.env.LIMIT_SOCKETS_PER_TOKEN = process.env.LIMIT_SOCKETS_PER_USER = "1000000";
 process.env.LIMIT_SOCKETS_PER_ACCOUNT = process.env.LIMIT_SOCKETS_PER_PROCESS = "1000000";
 
-const { migrate } = await import("../../src/db/migrate");
 const { createAccount } = await import("../../src/modules/accounts/service");
 const { setLimit } = await import("../../src/modules/limits/service");
 const { issueToken } = await import("../../src/modules/token/service");
@@ -140,7 +139,7 @@ async function run(target: Target) {
   }
 }
 
-await migrate();
+const services = await startBench();
 const { account } = await createAccount(`bench-${crypto.randomUUID().slice(0, 8)}`, "EdDSA");
 await setLimit(account.id, "socket.messages", 1_000_000_000);
 const token = await issueToken(account, { user: { id: "idle" }, scope: "messaging" });
@@ -208,8 +207,5 @@ console.log(
     `settled: ${SETTLE_MS / 1000} s later; server RSS: settled)`,
 );
 
-const { closeRedis } = await import("../../src/queue/connection");
-const { database } = await import("../../src/db/client");
-await closeRedis();
-await database.close();
+await closeBench(services);
 process.exit(0);
