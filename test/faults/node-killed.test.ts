@@ -99,10 +99,15 @@ function listener(first: LoadNode, token: string, room: string) {
 
 test("a node killed: sockets move and miss nothing, its streams and calls end and are told, nothing lost", async () => {
   const [doomed, survivor] = nodes as [Parley, Parley];
+  // Each step's end, printed: a run that times out then shows where it waited.
+  const began = Date.now();
+  const reached = (step: string) =>
+    console.log(`node-killed: ${step} at ${((Date.now() - began) / 1000).toFixed(1)} s`);
   const { token, receiver } = await prepareLoad([lb], apiKey, ["stream.failed", "call.ended"], nodes.length);
   const listeners = [listener(survivor, token, "load-0"), listener(doomed, token, "load-1")];
   try {
     await Promise.all(listeners.map((one) => one.ready));
+    reached("listeners joined");
     // Streams through the load balancer until each node's recorder runs at least one.
     const recorderPod = (node: Parley) => `${hostname()}-recorder-${childPids(node.process.pid, "recorder")[0]}`;
     const pods = nodes.map(recorderPod);
@@ -123,6 +128,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       placed.set(started.body.stream_name, (await podOf(started.body.stream_name))!);
     }
     expect(pods.every((pod) => [...placed.values()].includes(pod))).toBe(true);
+    reached(`${placed.size} streams placed`);
     const doomedStreams = [...placed].filter(([, pod]) => pod === pods[0]).map(([name]) => name);
     const survivingStreams = [...placed].filter(([, pod]) => pod === pods[1]).map(([name]) => name);
 
@@ -149,6 +155,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       200,
     );
     expect(answered.map((row) => row.gateway).sort()).toEqual([...gateways].sort());
+    reached("calls answered");
 
     // Chat: each sender starts on its own node and reconnects through nginx.
     const joinedOnce = new Set<number>();
@@ -174,6 +181,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
     for (const pid of doomedPids) process.kill(pid, "SIGKILL");
     for (const name of doomedStreams) for (const pid of recordersOf(name)) process.kill(-pid, "SIGKILL");
     const killedAt = Date.now();
+    reached("node killed");
 
     // The sockets that were on the dead node (node 0's sender, room 1's listener) rejoin through nginx.
     const socketsBack = await until(
@@ -183,6 +191,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       50,
     );
     expect(socketsBack).toBeGreaterThanOrEqual(2);
+    reached("sockets back");
     const socketsBackMs = Math.max(...[...load.rejoins, ...listeners[1]!.rejoinedAt]) - killedAt;
 
     const sql = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
@@ -213,6 +222,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
         });
       for (const name of survivingStreams) expect(ended.find((row) => row.stream_name === name)?.state).toBe("running");
       expect(lostCall.find((row) => row.gateway === gateways[0])).toMatchObject({ reason: "gateway_lost" });
+      reached("streams and call ended");
 
       const moreAfter = load.chatAcknowledged.length + load.eventsAcknowledged.length + 20;
       await until(
@@ -222,6 +232,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
         100,
       );
       await load.stop();
+      reached("load stopped");
 
       // The surviving call was untouched: sipp hung up when it planned to, and the record says so.
       const kept = await calls[1]!;
@@ -234,6 +245,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       );
       expect(keptRow.find((row) => row.gateway === gateways[1])!.reason).not.toBe("gateway_lost");
       await calls[0];
+      reached("calls done");
 
       // History on rejoin: each listener heard every acknowledged message of its room, live or in the join's history.
       for (const [n, one] of listeners.entries()) {
@@ -262,6 +274,7 @@ test("a node killed: sockets move and miss nothing, its streams and calls end an
       ).toHaveLength(1);
       expect(callEnds).toHaveLength(2);
 
+      reached("told");
       const tally = await load.tally(sql, accountId, receiver);
       console.log(
         JSON.stringify({
