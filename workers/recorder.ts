@@ -88,11 +88,12 @@ export async function startRecorderWorker(
   mkdirSync(config.streaming.recordingDir, { recursive: true });
   const heartbeat = await startHeartbeat(pod, worker.host, () => roomOf(worker));
 
+  const handOffs = podHandOffs(pod);
   const subscription = services.pubsub.subscribe(
     "recorder-commands",
-    [podCommands(pod), podHandOffs(pod)],
+    [podCommands(pod), handOffs],
     (channel, message) => {
-      const handled = channel === podHandOffs(pod) ? handedStart(worker, message) : relayedStop(worker, message);
+      const handled = channel === handOffs ? handedStart(worker, message) : relayedStop(worker, message);
       handled.catch((error: Error) => log.error({ err: error.message }, "recorder message failed"));
     },
   );

@@ -125,14 +125,18 @@ export async function startJob(
   await launch(worker, stream, job.data.destinations);
 }
 
+/** States of a stream no worker has taken yet. */
+const WAITING_STATES: Stream["state"][] = ["starting", "queued"];
+
 /** A start a full worker handed this one: taken when it still waits and fits here, else left to its job. */
 export async function handedStart(worker: RecorderHost, streamId: string): Promise<void> {
   const stream = await getStream(streamId);
   if (!stream || !WAITING_STATES.includes(stream.state) || stream.podName !== null) return;
-  if (worker.local.has(stream.id) || (await earlierFits(worker, stream))) return;
+  const cost = streamCost(stream.options);
+  if (worker.local.has(stream.id) || !hasRoom(worker, cost) || (await earlierFits(worker, stream))) return;
   const destinations = await destinationsOf(await getQueue(QUEUE_NAMES.recorder), stream);
-  // Judged with no wait between the judgement and launch's reservation, so two hand-offs at once cannot both fit.
-  if (hasRoom(worker, streamCost(stream.options))) await launch(worker, stream, destinations);
+  // Judged again with no wait before launch's reservation: two hand-offs at once cannot both take the last room.
+  if (hasRoom(worker, cost)) await launch(worker, stream, destinations);
 }
 
 /**
@@ -144,16 +148,15 @@ export async function takeQueued(worker: RecorderHost): Promise<void> {
   const queue = await getQueue(QUEUE_NAMES.recorder);
   const launches: Promise<void>[] = [];
   for (const stream of await queuedStreams(TAKE_AT_ONCE)) {
+    const cost = streamCost(stream.options);
+    if (!hasRoom(worker, cost)) continue;
     const destinations = await destinationsOf(queue, stream);
-    if (!hasRoom(worker, streamCost(stream.options))) continue;
+    // Judged again after that read, with no wait before launch's reservation: a hand-off may have taken the room.
     // Not awaited here: each reserves its units before its first wait, so the next is judged with them counted.
-    launches.push(launch(worker, stream, destinations));
+    if (hasRoom(worker, cost)) launches.push(launch(worker, stream, destinations));
   }
   await Promise.all(launches);
 }
-
-/** States of a stream no worker has taken yet. */
-const WAITING_STATES: Stream["state"][] = ["starting", "queued"];
 
 /** A waiting stream's destinations: from its start job, which another worker may hold, or sealed in its row. */
 async function destinationsOf(queue: Queue, stream: Stream): Promise<string[]> {

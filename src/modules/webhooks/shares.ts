@@ -184,7 +184,7 @@ export class SlotShares<T extends { row: Claimed }> {
    */
   private fed(endpoint: Endpoint<T>, share: number, now: number): boolean {
     return (
-      this.endpoints.size > 1 &&
+      !this.alone() &&
       endpoint.busy >= share &&
       endpoint.queue.length - endpoint.head >= share &&
       now - endpoint.moved >= FED_MS
