@@ -5,37 +5,21 @@
  */
 import { expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
-import { hostname } from "node:os";
 import { eq } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { optionsOf } from "../../src/modules/streaming/request";
 import { streams } from "../../src/modules/streaming/schema";
 import type { RecorderProcess } from "../../workers/recorder/driver";
 import { reconcile } from "../../workers/recorder/jobs";
 import { stopLocal } from "../../workers/recorder/local";
 import { newAccount } from "../helpers";
 import { recorderHost } from "../support/recorder-host";
+import { insertStoppingStream } from "../support/streams";
 import { until } from "../support/wait";
 
 test("a reconciliation during its own worker's stop leaves the stream stopped, not recorder_lost", async () => {
   const { accountId } = await newAccount();
   const pod = `stopping-pod-${randomUUID().slice(0, 8)}`;
-  const [row] = await db
-    .insert(streams)
-    .values({
-      id: randomUUID(),
-      accountId,
-      room: pod,
-      streamName: pod,
-      state: "stopping",
-      options: optionsOf({ room_name: pod }),
-      podName: pod,
-      host: hostname(),
-      // No process: nothing is killed here, only the row is at stake.
-      pid: 0,
-      startedAt: new Date(),
-    })
-    .returning();
+  const row = await insertStoppingStream(accountId, pod, pod);
   const worker = recorderHost("stopping-pod", { pod });
   const recorder: RecorderProcess = {
     pid: 0,
@@ -55,8 +39,8 @@ test("a reconciliation during its own worker's stop leaves the stream stopped, n
       return held;
     },
   };
-  const entry = { stream: row!, recorder, ingests: [], llhls };
-  worker.local.set(row!.id, entry);
+  const entry = { stream: row, recorder, ingests: [], llhls };
+  worker.local.set(row.id, entry);
 
   const stopping = stopLocal(worker, entry, "stopped", "requested");
   await until(
@@ -69,7 +53,7 @@ test("a reconciliation during its own worker's stop leaves the stream stopped, n
   release();
   await stopping;
 
-  const [after] = await db.select().from(streams).where(eq(streams.id, row!.id));
+  const [after] = await db.select().from(streams).where(eq(streams.id, row.id));
   expect({ state: after?.state, reason: after?.reason }).toEqual({ state: "stopped", reason: "requested" });
   expect(worker.local.size).toBe(0);
 });

@@ -7,9 +7,6 @@ import { afterAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Job } from "bullmq";
-import { db } from "../../src/db/client";
-import { optionsOf } from "../../src/modules/streaming/request";
-import { streams } from "../../src/modules/streaming/schema";
 import { stopStateSubscriber } from "../../src/modules/streaming/state";
 import { finishStream } from "../../src/modules/streaming/transitions";
 import { redis, redisKey } from "../../src/queue/connection";
@@ -18,6 +15,7 @@ import { pubsub } from "../../src/queue/redis-pubsub";
 import { podCommands, stopJob } from "../../workers/recorder/jobs";
 import { newAccount } from "../helpers";
 import { recorderHost } from "../support/recorder-host";
+import { insertStoppingStream } from "../support/streams";
 
 afterAll(stopStateSubscriber);
 
@@ -48,27 +46,13 @@ test("the relaying worker's stop job ends as soon as the owner has finished the 
     const latencies: number[] = [];
     for (let trial = 0; trial < TRIALS; trial++) {
       const room = `relayed-${randomUUID().slice(0, 8)}`;
-      const [row] = await db
-        .insert(streams)
-        .values({
-          id: randomUUID(),
-          accountId,
-          room,
-          streamName: room,
-          state: "stopping",
-          options: optionsOf({ room_name: room }),
-          podName: owner,
-          host: hostname(),
-          pid: 0,
-          startedAt: new Date(),
-        })
-        .returning();
-      const job = { data: { streamId: row!.id, reason: "requested" } } as Job<RecorderStopJob>;
+      const row = await insertStoppingStream(accountId, room, owner);
+      const job = { data: { streamId: row.id, reason: "requested" } } as Job<RecorderStopJob>;
       await stopJob(relaying, job);
       const ended = performance.now();
-      expect(finishedAt.has(row!.id)).toBe(true);
+      expect(finishedAt.has(row.id)).toBe(true);
       // Below zero when the job woke before finishStream's own caller went on.
-      latencies.push(ended - (await finishedAt.get(row!.id)!));
+      latencies.push(ended - (await finishedAt.get(row.id)!));
     }
     expect(latencies.filter((ms) => ms >= PROMPT_MS)).toEqual([]);
   } finally {
