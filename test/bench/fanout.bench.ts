@@ -38,9 +38,10 @@ const CLIENT_PROCESSES = Number(process.env.BENCH_CLIENT_PROCESSES ?? 4);
 /**
  * The paced phase: one message every PACE_MS, well under capacity, so latency is not queueing.
  * BENCH_PACE_MS (100) slows it for many receivers: at 10,000, one message every 100 ms is
- * 100,000 deliveries a second, more than the client processes here read.
+ * 100,000 deliveries a second, more than the client processes here read. BENCH_PACED (30) sets how many: at
+ * 10,000 receivers a p99 of 30 messages is the tail of the slowest one or two.
  */
-const PACED_MESSAGES = 30;
+const PACED_MESSAGES = Number(process.env.BENCH_PACED ?? 30);
 const PACE_MS = Number(process.env.BENCH_PACE_MS ?? 100);
 /** A minute per thousand receivers, at least two: 10,000 joins, or 1,000 with presence, take minutes when busy. */
 const PHASE_DEADLINE_MS = Math.max(120_000, SOCKETS * 60);
@@ -100,6 +101,8 @@ interface Result {
   settledBytesPerSocket: number;
   burst: number[];
   paced: number[];
+  /** Each paced message's earliest delivery to any receiver: the server's time before its fan-out begins. */
+  pacedFirsts: number[];
   /** The JSON length of a message's payload as the receivers got it. */
   payloadBytes: number;
 }
@@ -154,7 +157,8 @@ async function run(target: Target): Promise<Result> {
     for (const child of server.processes) await quiet(child.pid);
     const rssBefore = serverRss();
     const joinsStarted = now();
-    const reports = new Map<number, Array<{ latencies: number[]; at: number; payloadBytes: number }>>();
+    type Report = { latencies: number[]; firsts: Array<[number, number]>; at: number; payloadBytes: number };
+    const reports = new Map<number, Report[]>();
     const waiters: Array<() => void> = [];
     let ready = 0;
     const notify = () => {
@@ -175,13 +179,15 @@ async function run(target: Target): Promise<Result> {
         Bun.spawn([process.execPath, `${here}fanout/clients.ts`, kind!, rest[0]!, String(sockets), ...rest.slice(1)], {
           stdout: "inherit",
           stderr: "inherit",
-          ipc(message: { type: string; phase?: number; latencies?: number[]; at?: number; payloadBytes?: number }) {
+          ipc(message: { type: string; phase?: number } & Partial<Report>) {
             if (message.type === "ready") ready++;
-            else
+            else {
+              const { latencies, firsts, at, payloadBytes } = message as Report;
               reports.set(message.phase!, [
                 ...(reports.get(message.phase!) ?? []),
-                { latencies: message.latencies!, at: message.at!, payloadBytes: message.payloadBytes! },
+                { latencies, firsts, at, payloadBytes },
               ]);
+            }
             notify();
           },
         }),
@@ -209,6 +215,10 @@ async function run(target: Target): Promise<Result> {
     }
     await until(() => reports.get(1)?.length === CLIENT_PROCESSES, "paced deliveries");
     sender.close();
+    const firsts = new Map<number, number>();
+    for (const report of reports.get(1)!)
+      for (const [sentAt, latency] of report.firsts)
+        firsts.set(sentAt, Math.min(latency, firsts.get(sentAt) ?? Number.POSITIVE_INFINITY));
     return {
       name: target.name,
       deliveriesPerSecond: (SOCKETS * MESSAGES) / ((lastAt - startedAt) / 1000),
@@ -218,6 +228,7 @@ async function run(target: Target): Promise<Result> {
       settledBytesPerSocket,
       burst: reports.get(0)!.flatMap((report) => report.latencies),
       paced: reports.get(1)!.flatMap((report) => report.latencies),
+      pacedFirsts: [...firsts.values()],
       payloadBytes: reports.get(1)![0]!.payloadBytes,
     };
   } finally {
@@ -368,6 +379,8 @@ row([
   "burst p99 ms",
   "paced p50 ms",
   "paced p99 ms",
+  "first p50 ms",
+  "first max ms",
   "joins s",
   "KiB/socket",
   "settled KiB",
@@ -380,6 +393,7 @@ for (const key of TARGETS) {
   results.set(key, result);
   const burst = [...result.burst].sort((a, b) => a - b);
   const paced = [...result.paced].sort((a, b) => a - b);
+  const firsts = [...result.pacedFirsts].sort((a, b) => a - b);
   row([
     result.name,
     Math.round(result.deliveriesPerSecond).toLocaleString("en"),
@@ -387,6 +401,8 @@ for (const key of TARGETS) {
     percentile(burst, 99).toFixed(1),
     percentile(paced, 50).toFixed(1),
     percentile(paced, 99).toFixed(1),
+    percentile(firsts, 50).toFixed(1),
+    (firsts.at(-1) ?? Number.NaN).toFixed(1),
     result.joinSeconds.toFixed(1),
     (result.bytesPerSocket / 1024).toFixed(1),
     (result.settledBytesPerSocket / 1024).toFixed(1),
@@ -394,6 +410,7 @@ for (const key of TARGETS) {
 }
 console.log(
   `\n(server CPU: the server processes' CPU time during the burst; paced: one message every ${PACE_MS} ms; ` +
+    "first: a paced message's earliest delivery, the time before its fan-out began; " +
     `KiB/socket: RSS delta once joined; settled: ${SETTLE_MS / 1000} s later)`,
 );
 const ratio = (key: string, reference: string) => {

@@ -20,6 +20,8 @@ const now = () => performance.timeOrigin + performance.now();
 let phase = 0;
 let count = 0;
 let latencies: number[] = [];
+/** Each message's earliest delivery in this process, by its stamp: how long the server took before fanning it out. */
+let firsts = new Map<number, number>();
 /** The JSON length of the phase's first payload: what a frame carries beyond the protocol's envelope. */
 let payloadBytes = 0;
 
@@ -27,13 +29,16 @@ let payloadBytes = 0;
 function received(payload: { t?: number; content?: string }): void {
   const sentAt = payload.t ?? Number(payload.content?.split(" ")[0]);
   if (!Number.isFinite(sentAt)) return;
-  latencies.push(now() - sentAt);
+  const latency = now() - sentAt;
+  latencies.push(latency);
+  if (latency < (firsts.get(sentAt) ?? Number.POSITIVE_INFINITY)) firsts.set(sentAt, latency);
   if (count === 0) payloadBytes = JSON.stringify(payload).length;
   if (++count < SOCKETS * phases[phase]!) return;
-  process.send!({ type: "phase", phase, latencies, at: now(), payloadBytes });
+  process.send!({ type: "phase", phase, latencies, firsts: [...firsts], at: now(), payloadBytes });
   phase++;
   count = 0;
   latencies = [];
+  firsts = new Map();
 }
 
 function openPhoenix(): Promise<void> {
