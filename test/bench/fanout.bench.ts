@@ -21,9 +21,9 @@
  *
  *   TEST_DATABASE_URL=postgres://... bun test/bench/fanout.bench.ts [sockets=1000] [messages=100]
  *
- * BENCH_CLIENT_PROCESSES (4) sets the receiving processes; BENCH_TARGETS (comma-separated
- * names: bare, socketio, rtc-redis, rtc-local, chat, rtc-redis-2, bare-sized: the bare server with frames as large
- * as chat's, listed after chat) picks what runs; BENCH_CPU_PROFILE=<dir>
+ * BENCH_CLIENT_PROCESSES (4) sets the receiving processes; BENCH_TARGETS (comma-separated names: bare, socketio,
+ * rtc-redis, rtc-local, chat, rtc-redis-2, bare-sized: the bare server with frames as large as chat's, bare-stored:
+ * that server storing each message first, both listed after chat) picks what runs; BENCH_CPU_PROFILE=<dir>
  * writes CPU profiles of the Parley server there. BENCH_PRESENCE=off has Parley's receivers
  * join with `{presence: false}` (every listed socket costs each later join its whole list).
  */
@@ -240,16 +240,19 @@ async function run(target: Target): Promise<Result> {
 
 // ---- the targets
 
+/** The bare server, storing each push in `database` first when given one (bare-server.ts). */
+async function startBare(port: number, database?: string): Promise<Server> {
+  const child = Bun.spawn(
+    [process.execPath, `${here}fanout/bare-server.ts`, String(port), "127.0.0.1", ...(database ? [database] : [])],
+    { stdout: "ignore", stderr: "inherit" },
+  );
+  await serverListening(`http://127.0.0.1:${port}`, child, 10_000);
+  return { processes: [child], urls: [`ws://127.0.0.1:${port}/bare`] };
+}
+
 const bare: Target = {
   name: "bare Bun publish",
-  async start(port) {
-    const child = Bun.spawn([process.execPath, `${here}fanout/bare-server.ts`, String(port)], {
-      stdout: "ignore",
-      stderr: "inherit",
-    });
-    await serverListening(`http://127.0.0.1:${port}`, child, 10_000);
-    return { processes: [child], urls: [`ws://127.0.0.1:${port}/bare`] };
-  },
+  start: (port) => startBare(port),
   clients: (url, phases) => ["phoenix", url, phases, "", "rtc:bare", "tick"],
   sender: (server) => phoenixSender(server.urls[0]!, "", "rtc:bare", (stamp) => ["tick", stamp]),
 };
@@ -270,6 +273,16 @@ const bareSized: Target = {
       return ["tick", { ...stamp, pad: "x".repeat(pad) }];
     });
   },
+};
+
+/**
+ * The bare server with chat's bytes that also stores each message in PostgreSQL, one row committed, before it
+ * relays it (run it after `chat`): the floor of a message broadcast only once durable, which `chat:` is.
+ */
+const bareStored: Target = {
+  ...bareSized,
+  name: "bare, stored first",
+  start: (port) => startBare(port, process.env.DATABASE_URL),
 };
 
 /** A `phoenix` client that joins `topic` and pushes one event per stamp. */
@@ -359,6 +372,7 @@ function parley(name: string, kind: "rtc" | "chat", broker: "redis" | "local", a
 const catalogue: Record<string, Target> = {
   bare,
   "bare-sized": bareSized,
+  "bare-stored": bareStored,
   socketio: socketIo,
   "rtc-redis": parley("Parley rtc: redis", "rtc", "redis"),
   "rtc-local": parley("Parley rtc: local", "rtc", "local"),
@@ -432,6 +446,8 @@ ratio("rtc-local", "bare");
 ratio("chat", "socketio");
 ratio("chat", "bare");
 ratio("chat", "bare-sized");
+ratio("chat", "bare-stored");
+ratio("bare-stored", "bare");
 const payloads = [...results.values()].map((result) => `${result.name} ${result.payloadBytes}`);
 console.log(`payload bytes a message: ${payloads.join(", ")}`);
 ratio("rtc-redis", "socketio");
