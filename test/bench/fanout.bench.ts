@@ -70,8 +70,12 @@ const { Socket } = await import("phoenix");
 const { io: ioClient } = await import("socket.io-client");
 
 const here = new URL(".", import.meta.url).pathname;
-/** Each target's figures as it ends, by its key in the catalogue. */
-const results = new Map<string, Result>();
+/**
+ * Each target's figures as it ends, by its key in the catalogue: a target listed twice in BENCH_TARGETS (the bare
+ * server first and last, say) runs twice, and the ratios take the mean of its runs, so a drift of the machine's
+ * speed over the run does not land on one side only.
+ */
+const results = new Map<string, Result[]>();
 const now = () => performance.timeOrigin + performance.now();
 type Stamp = { t: number; seq: number };
 
@@ -266,7 +270,7 @@ const bareSized: Target = {
   ...bare,
   name: "bare, chat's bytes",
   sender(server) {
-    const chatBytes = results.get("chat")?.payloadBytes;
+    const chatBytes = results.get("chat")?.at(-1)?.payloadBytes;
     if (chatBytes === undefined) throw new Error('"bare-sized" pads to the chat payload: list it after "chat"');
     return phoenixSender(server.urls[0]!, "", "rtc:bare", (stamp) => {
       const pad = Math.max(0, chatBytes - JSON.stringify({ ...stamp, pad: "" }).length);
@@ -404,7 +408,7 @@ for (const key of TARGETS) {
   const target = catalogue[key];
   if (!target) throw new Error(`unknown target "${key}"; targets are ${Object.keys(catalogue).join(", ")}`);
   const result = await run(target);
-  results.set(key, result);
+  results.set(key, [...(results.get(key) ?? []), result]);
   const burst = [...result.burst].sort((a, b) => a - b);
   const paced = [...result.paced].sort((a, b) => a - b);
   const firsts = [...result.pacedFirsts].sort((a, b) => a - b);
@@ -431,14 +435,18 @@ const ratio = (key: string, reference: string) => {
   const a = results.get(key);
   const b = results.get(reference);
   if (!a || !b) return;
+  const mean = (runs: Result[], figure: (r: Result) => number) =>
+    runs.reduce((sum, run) => sum + figure(run), 0) / runs.length;
   const p99 = (r: Result) =>
     percentile(
       [...r.paced].sort((x, y) => x - y),
       99,
     );
+  const name = (runs: Result[]) => `${runs[0]!.name}${runs.length > 1 ? ` (${runs.length} runs)` : ""}`;
+  const rate = (r: Result) => r.deliveriesPerSecond;
   console.log(
-    `${a.name.padEnd(20)} ÷ ${b.name.padEnd(17)} throughput ` +
-      `${(a.deliveriesPerSecond / b.deliveriesPerSecond).toFixed(2)}×; paced p99 ${(p99(a) / p99(b)).toFixed(2)}×`,
+    `${name(a).padEnd(20)} ÷ ${name(b).padEnd(17)} throughput ${(mean(a, rate) / mean(b, rate)).toFixed(2)}×; ` +
+      `paced p99 ${(mean(a, p99) / mean(b, p99)).toFixed(2)}×`,
   );
 };
 ratio("rtc-redis", "bare");
@@ -448,7 +456,7 @@ ratio("chat", "bare");
 ratio("chat", "bare-sized");
 ratio("chat", "bare-stored");
 ratio("bare-stored", "bare");
-const payloads = [...results.values()].map((result) => `${result.name} ${result.payloadBytes}`);
+const payloads = [...results.values()].map(([result]) => `${result!.name} ${result!.payloadBytes}`);
 console.log(`payload bytes a message: ${payloads.join(", ")}`);
 ratio("rtc-redis", "socketio");
 ratio("rtc-redis-2", "bare");
