@@ -5,11 +5,11 @@
  * folder, the bootstrap account's key in data/first-api-key, only the settings the pages
  * give), answer as the pages say, through Prism's validating proxy, which fails any answer the
  * served OpenAPI description does not declare; every page's `npm run parley` blocks run against
- * it as printed, from a checkout beside it (npm itself for the first, then the script npm runs); docs/sdk.md's JavaScript examples run on Node
- * with the SDK installed from its tarball, its webhook receiver verifying a real delivery. No
- * page shows a command that begins
- * with a bare `bun`, which a fresh machine does not have on its PATH. docs/architecture.md
- * lists the roles of src/process/roles.ts and every module folder.
+ * it as printed, from a checkout beside it (npm itself for the first, then the script npm runs);
+ * docs/sdk.md's JavaScript examples run on Node with the SDK installed from its tarball, its
+ * webhook receiver verifying a real delivery. No page shows a command that begins with a bare
+ * `bun`, which a fresh machine does not have on its PATH. docs/architecture.md lists the roles of
+ * src/process/roles.ts and every module folder.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
