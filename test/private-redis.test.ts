@@ -169,18 +169,31 @@ test("a role started alone on the machine, with no Redis named, joins the privat
     stdout: "ignore",
     stderr: "ignore",
   });
-  const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "info",
+  };
   delete env.REDIS_URL;
   const role = Bun.spawn([process.execPath, "src/index.ts", "--role=cdr"], {
     cwd: ROOT,
     env,
-    stdout: "ignore",
-    stderr: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
   });
+  // What the role said, for a failure's message: whether it started, stopped, or waited on something.
+  const said: string[] = [];
+  for (const stream of [role.stdout, role.stderr])
+    (async () => {
+      for await (const chunk of stream) said.push(new TextDecoder().decode(chunk));
+    })();
   try {
     expect(await until(() => existsSync(socket), Boolean, 10_000)).toBe(true);
     const clients = () => run(["redis-cli", "-s", socket, "client", "list"]).said;
-    expect(await until(clients, (list) => list.includes("name=parley:"), 20_000)).toContain("name=parley:");
+    const listed = await until(clients, (list) => list.includes("name=parley:"), 20_000);
+    expect(listed, `exit ${role.exitCode ?? "(running)"}; the role said:\n${said.join("").slice(-3000)}`).toContain(
+      "name=parley:",
+    );
   } finally {
     role.kill("SIGTERM");
     await Promise.race([role.exited, Bun.sleep(15_000)]);
