@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Redis } from "ioredis";
 import { createAccount } from "../src/modules/accounts/service";
-import { migratedDataDir } from "./support/parley";
+import { collect, migratedDataDir } from "./support/parley";
 import { until } from "./support/wait";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -50,11 +50,7 @@ test("the private Redis listens on no TCP port, refuses the other user, and Ctrl
     { cwd: ROOT, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" },
   );
   const output: string[] = [];
-  for (const stream of [child.stdout, child.stderr]) {
-    (async () => {
-      for await (const chunk of stream) output.push(Buffer.from(chunk).toString());
-    })().catch(() => {});
-  }
+  for (const stream of [child.stdout, child.stderr]) collect(stream, output);
   const said = () => output.join("");
   try {
     await until(() => said().includes('"msg":"parley ready"') || child.exitCode !== null, Boolean, 60_000, 200);
@@ -183,10 +179,7 @@ test("a role started alone on the machine, with no Redis named, joins the privat
   });
   // What the role said, for a failure's message: whether it started, stopped, or waited on something.
   const said: string[] = [];
-  for (const stream of [role.stdout, role.stderr])
-    (async () => {
-      for await (const chunk of stream) said.push(new TextDecoder().decode(chunk));
-    })();
+  for (const stream of [role.stdout, role.stderr]) collect(stream, said);
   try {
     expect(await until(() => existsSync(socket), Boolean, 10_000)).toBe(true);
     const clients = () => run(["redis-cli", "-s", socket, "client", "list"]).said;

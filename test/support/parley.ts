@@ -54,7 +54,8 @@ export interface Parley {
   cleanup(): void;
 }
 
-function collect(stream: ReadableStream<Uint8Array>, into: string[]): void {
+/** Appends what `stream` carries to `into` as text, as it comes (a character split across chunks kept whole). */
+export function collect(stream: ReadableStream<Uint8Array>, into: string[]): void {
   const decoder = new TextDecoder();
   (async () => {
     for await (const chunk of stream) into.push(decoder.decode(chunk, { stream: true }));
