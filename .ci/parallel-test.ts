@@ -20,7 +20,9 @@
  * take free ports, so files never meet. A file in a process of its own also cannot leave a timer
  * or a child behind for the next file.
  *
- * Files marked to run alone (real-time media) run one by one after the rest.
+ * Files marked to run alone (real-time media) run after the rest, in two lanes: one by one those that
+ * compute (the kept quiet run's CPU at TEST_WAITING_SHARE of their wall or more), and beside them, one
+ * by one, those that mostly wait, whose few packets a second cannot crowd the other's cores.
  * The queue takes the slowest files first, by the wall and CPU times of the previous run on this
  * checkout (node_modules/.cache), else those kept in .ci/test-times.json, else by file size,
  * so no long file starts last.
@@ -351,7 +353,13 @@ const runStarted = performance.now();
 const ticksAtStart = cpuTicks();
 try {
   await runQueue();
-  for (const file of alone) await runFile(file, databases[0]!);
+  const lane = async (files: string[], database: string) => {
+    for (const file of files) await runFile(file, database);
+  };
+  await Promise.all([
+    lane(alone.filter((file) => !waits(file)), databases[0]!),
+    lane(alone.filter(waits), databases[1]!),
+  ]);
 } finally {
   s3.stop();
   for (const sql of slots.values()) await sql.end({ timeout: 1 });
