@@ -477,6 +477,14 @@ export async function recordSuccesses(sent: Array<{ row: Claimed; outcome: Outco
   await countOutcomes(countsOf(sent.map(({ row }) => ({ ...row, failed: false }))));
 }
 
+/**
+ * The log rows (`d`) of a batch's `outcomes` (a table of them, with their `id`), found by their
+ * keys. Joined to the outcomes alone, a batch of 512 was planned as a hash join that read every
+ * row of the log, at each batch, while the log was short enough for its scan to look cheaper than
+ * 512 probes (at 20,000 rows it was): 8.6-15.6 ms a record in isolation, against 2.3-3.9 probed.
+ */
+const probed = (outcomes: string) => sql`d.id = any(array(select id from ${sql.raw(outcomes)}))`;
+
 /** An attempt made under a claim held by row locks: its outcome, and when it started (Date.now()). */
 export interface Attempted {
   row: Claimed;
@@ -510,10 +518,10 @@ export async function recordLocked(
   if (unfinished.length === 0 && unbegun.length === 0 && finished.every(({ outcome }) => isSuccess(outcome))) {
     // The usual batch, every attempt a success: its log rows alone change, by a statement quick to plan.
     await tx.execute(sql`
+      with o as (select * from unnest(${attempted}) as o(id, attempts, at, code, latency, response))
       update webhook_deliveries d set status = 'succeeded', attempts = o.attempts, last_attempt_at = to_timestamp(o.at / 1000),
         leased_until = null, last_status_code = o.code, last_latency_ms = o.latency, last_response = o.response
-      from unnest(${attempted}) as o(id, attempts, at, code, latency, response)
-      where d.id = o.id`);
+      from o where ${probed("o")} and d.id = o.id`);
     return;
   }
   const failed = ({ outcome }: Attempted) => !isSuccess(outcome);
@@ -538,11 +546,11 @@ export async function recordLocked(
         update webhook_deliveries d set status = o.status, attempts = o.attempts, last_attempt_at = to_timestamp(o.at / 1000), leased_until = null,
           next_attempt_at = coalesce(o.next, d.next_attempt_at),
           last_status_code = o.code, last_latency_ms = o.latency, last_response = o.response
-        from outcome o where d.id = o.id
+        from outcome o where ${probed("outcome")} and d.id = o.id
       ),
       leased as (
         update webhook_deliveries d set attempts = o.attempts, last_attempt_at = to_timestamp(o.at / 1000), leased_until = o.until
-        from lease o where d.id = o.id
+        from lease o where ${probed("lease")} and d.id = o.id
       ),
       due as (
         insert into webhook_due (delivery_id, endpoint_id, sequence, due_at)
