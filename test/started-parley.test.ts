@@ -212,6 +212,33 @@ for (const mode of [
       }
     }, 90_000);
 
+    test("two of its own listeners on one port: refused before anything listens, the second named", async () => {
+      const first = await started();
+      const folder = mkdtempSync(join(tmpdir(), "parley-fourth-"));
+      try {
+        const port = String(await freePort());
+        const second = await startAnother(first, {
+          PORT: port,
+          METRICS_PORT: String(await freePort()),
+          DATA_DIR: folder,
+          SIP_ENABLED: "true",
+          SIP_UDP_PORT: port,
+          SIP_TCP_PORT: port,
+          REDIS_PREFIX: `parley-test-fourth-${crypto.randomUUID()}`,
+        });
+        expect(second.code).toBe(1);
+        expect(second.said).toContain(`cannot listen on 127.0.0.1:${port}/tcp (SIP_TCP_PORT): PORT listens there too.`);
+        const row = (setting: string) => second.said.split("\n").find((line) => line.trim().startsWith(`${setting}=`));
+        expect(row("SIP_TCP_PORT")).toContain("<- PORT listens there too");
+        // One port over UDP and over TCP is two sockets.
+        expect(row("SIP_UDP_PORT")).not.toContain("<-");
+        expect(second.said).not.toContain("api listening");
+        expect(readdirSync(folder)).toEqual([]);
+      } finally {
+        rmSync(folder, { recursive: true, force: true });
+      }
+    }, 90_000);
+
     // Last, on the embedded Parley that has just refused a second one.
     if (mode.embedded)
       test("a Parley killed outright does not keep the next start on its port and folder from serving", async () => {

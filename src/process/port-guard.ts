@@ -174,6 +174,14 @@ function listenersOf(config: Config): Listener[] {
   }));
 }
 
+const ANY_ADDRESS = new Set(["", "0.0.0.0", "::"]);
+
+/** Whether two listeners would take the same socket: one protocol and port, on one address or on every one. */
+const sharePort = (a: Listener, b: Listener) =>
+  a.protocol === b.protocol &&
+  a.port === b.port &&
+  (a.host === b.host || ANY_ADDRESS.has(a.host) || ANY_ADDRESS.has(b.host));
+
 /** Why the listener cannot bind now (its error code, and who holds a TCP port), or undefined. */
 async function bindProblem(listener: Listener): Promise<string | undefined> {
   if (listener.protocol === "tcp") {
@@ -221,9 +229,13 @@ function refusal(config: Config, headline: string, problems: Map<string, string>
  */
 export async function listenersRefusal(config: Config): Promise<string | undefined> {
   const problems = new Map<string, string>();
+  const listening: Listener[] = [];
   for (const listener of listenersOf(config)) {
     if (listener.off) continue;
-    const problem = await bindProblem(listener);
+    // Two of its own on one port: each binds alone, and the second would fail only once the first serves.
+    const before = listening.find((other) => sharePort(other, listener));
+    listening.push(listener);
+    const problem = before ? `${before.setting} listens there too` : await bindProblem(listener);
     if (problem) problems.set(listener.setting, problem);
   }
   if (problems.size === 0) return undefined;
