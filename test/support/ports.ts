@@ -1,8 +1,25 @@
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
-export function freePort(): Promise<number> {
+/**
+ * The ports freePort has handed out in this process: the kernel may give a port it just closed
+ * to the next bind to port 0, so three picks for one Parley (HTTP, SIP, metrics) once came out
+ * as one port, and its SIP listener failed to bind beside its HTTP one.
+ */
+const handedOut = new Set<number>();
+
+/** A TCP port on 127.0.0.1 that nothing listens on right now, and that this process was not given before. */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await unusedPort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+function unusedPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
