@@ -8,10 +8,13 @@
  * sign, send, record) in BENCH_ROUNDS rounds (default 3) and, before and after each, the same
  * number of POSTs of a catalogue event by a bare fetch loop with WEBHOOK_WORKER_CONCURRENCY
  * requests in flight (2,000 took the bare loop some 60 ms, its first run half as fast as its
- * last); it prints each round's ratio against the bare runs around it, their median (target
- * ≥ 0.5), and the CPU time this process spent per delivery in each (all its threads: the
- * worker shares its process with nothing else while it runs; the receiver and PostgreSQL are
- * not counted there; they are next, with this process and then each apart). Then it times
+ * last). Each round also runs the worker's two floors (test/bench/webhooks/durable-floor.ts: the
+ * least any worker must do to deliver at least once and keep a log, with a log row written a
+ * delivery and with one row a batch), each between two more runs of the bare loop. It prints each
+ * round's ratio against the bare runs around it, their median (target for the worker ≥ 0.5), the
+ * worker against the floor that writes as it does, and the CPU time spent per delivery in each:
+ * by this process (all its threads: the worker shares it with nothing else while it runs), by
+ * PostgreSQL's backends for this database, by the receiver, and by the whole machine. Then it times
  * recordEvent inside the writing transaction with an endpoint
  * subscribed (sequence, event row and delivery row), BENCH_SAMPLES (default 2,000) times one
  * after another, and the event_sync route that writes through it, and prints p50 and p99 of
@@ -44,6 +47,7 @@ const { database, db } = await import("../../src/db/client");
 const { recordEvent } = await import("../../src/modules/catalogue");
 const { createEndpoint } = await import("../../src/modules/webhooks/service");
 const { startWebhooksWorker } = await import("../../src/modules/webhooks/worker");
+const { prepareFloor, runFloor } = await import("./webhooks/durable-floor");
 const { freePort } = await import("../support/ports");
 const { sql } = await import("drizzle-orm");
 
@@ -109,90 +113,105 @@ try {
     sequence: 1,
     data: { room: "bench", breakout_id: "", started_at: new Date().toISOString() },
   });
-  // CPU microseconds per delivery, the mean over the runs of each.
-  const cpu = {
-    bare: 0,
-    worker: 0,
-    peersBare: 0,
-    peersWorker: 0,
-    receiverBare: 0,
-    receiverWorker: 0,
-    machineBare: 0,
-    machineWorker: 0,
-  };
-  const cpuSince = (since: NodeJS.CpuUsage) => {
-    const used = process.cpuUsage(since);
-    return (used.user + used.system) / DELIVERIES;
-  };
-  const bareLoop = async () => {
-    let next = 0;
-    const cpuStarted = process.cpuUsage();
+  /** CPU microseconds per delivery of each kind of run, summed over its runs (divided by their count when printed). */
+  type Kind = "bare" | "worker" | "rows" | "batch";
+  const cpu = new Map<Kind, { runs: number; own: number; peers: number; receiver: number; machine: number }>();
+  /** Times `run` (which sends DELIVERIES) and adds its CPU to its kind's: answers its rate a second. */
+  const timed = async (kind: Kind, run: () => Promise<void>) => {
+    const ownStarted = process.cpuUsage();
     const machineStarted = await machineCpu();
     const peersStarted = await peersCpu();
     const started = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next++ < DELIVERIES) {
-          const answer = await fetch(url, {
-            method: "POST",
-            headers: { "content-type": "application/json", "webhook-id": "x" },
-            body,
-          });
-          await answer.arrayBuffer();
-        }
-      }),
-    );
+    await run();
     const rate = DELIVERIES / ((performance.now() - started) / 1000);
-    cpu.bare += cpuSince(cpuStarted) / (ROUNDS + 1);
-    cpu.machineBare += ((await machineCpu()) - machineStarted) / DELIVERIES / (ROUNDS + 1);
+    const own = process.cpuUsage(ownStarted);
+    const machineEnded = await machineCpu();
     const peersEnded = await peersCpu();
-    cpu.peersBare += spent(peersStarted, peersEnded) / DELIVERIES / (ROUNDS + 1);
-    cpu.receiverBare += receiverSpent(peersStarted, peersEnded) / DELIVERIES / (ROUNDS + 1);
+    const sum = cpu.get(kind) ?? { runs: 0, own: 0, peers: 0, receiver: 0, machine: 0 };
+    sum.runs++;
+    sum.own += (own.user + own.system) / DELIVERIES;
+    sum.machine += (machineEnded - machineStarted) / DELIVERIES;
+    sum.peers += spent(peersStarted, peersEnded) / DELIVERIES;
+    sum.receiver += receiverSpent(peersStarted, peersEnded) / DELIVERIES;
+    cpu.set(kind, sum);
     return rate;
   };
+  const bareLoop = () =>
+    timed("bare", async () => {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: CONCURRENCY }, async () => {
+          while (next++ < DELIVERIES) {
+            const answer = await fetch(url, {
+              method: "POST",
+              headers: { "content-type": "application/json", "webhook-id": "x" },
+              body,
+            });
+            await answer.arrayBuffer();
+          }
+        }),
+      );
+    });
 
   const created = await createAccount("bench", "EdDSA");
   const account = created.account;
   const apiKey = created.apiKey.apiKey;
   await createEndpoint(account.id, { url, event_types: ["room.started"] });
-  let delivered = 0;
-  /** One round of the worker: events recorded first (their doorbells ring for no one), then one worker sends them. */
-  const workerRun = async () => {
+  await prepareFloor();
+  let recorded = 0;
+  // Log rows marked succeeded so far: the worker's and the `rows` floor's, not the `batch` floor's.
+  let succeeded = 0;
+  /** A round's events, recorded before it is timed (their doorbells ring for no one). */
+  const recordRound = async () => {
     for (let i = 0; i < DELIVERIES; i += 100) {
       await db.transaction(async (tx) => {
         for (let j = i; j < Math.min(i + 100, DELIVERIES); j++)
           await recordEvent(tx, account.id, "room.started", {
-            room: `bench-${delivered + j}`,
+            room: `bench-${recorded + j}`,
             breakout_id: "",
             started_at: new Date().toISOString(),
           });
       });
     }
-    delivered += DELIVERIES;
+    recorded += DELIVERIES;
     // What the writes above leave to autovacuum is done now, not by a worker of it in the middle of the timed run.
     await db.execute(sql`vacuum (analyze) events, webhook_deliveries, webhook_due`);
+  };
+  /** One round of the worker: one worker sends the round's events, timed until every outcome is recorded. */
+  const workerRun = async () => {
+    await recordRound();
     const receivedBefore = await received();
-    const workerCpu = process.cpuUsage();
-    const machineStarted = await machineCpu();
-    const peersStarted = await peersCpu();
-    const workerStarted = performance.now();
-    const worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
-    // Until the receiver has had them all it is asked, then the database, until every outcome is recorded.
-    while ((await received()) - receivedBefore < DELIVERIES) await Bun.sleep(20);
-    for (;;) {
-      const [row] = (await db.execute(
-        sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`,
-      )) as unknown as Array<{ n: number }>;
-      if (row!.n >= delivered) break;
-      await Bun.sleep(5);
-    }
-    const rate = DELIVERIES / ((performance.now() - workerStarted) / 1000);
-    cpu.worker += cpuSince(workerCpu) / ROUNDS;
-    cpu.machineWorker += ((await machineCpu()) - machineStarted) / DELIVERIES / ROUNDS;
-    const peersEnded = await peersCpu();
-    cpu.peersWorker += spent(peersStarted, peersEnded) / DELIVERIES / ROUNDS;
-    cpu.receiverWorker += receiverSpent(peersStarted, peersEnded) / DELIVERIES / ROUNDS;
-    await worker.stop();
+    succeeded += DELIVERIES;
+    let worker: ReturnType<typeof startWebhooksWorker> | undefined;
+    const rate = await timed("worker", async () => {
+      worker = startWebhooksWorker({ concurrency: CONCURRENCY, sweepIntervalMs: 60_000 });
+      // Until the receiver has had them all it is asked, then the database, until every outcome is recorded: a batch's
+      // outcomes commit with the delete of its due rows, so the due set is empty once the last has committed. (Counted
+      // in the log instead, each look read every row logged so far, milliseconds of PostgreSQL's CPU in the timing.)
+      while ((await received()) - receivedBefore < DELIVERIES) await Bun.sleep(20);
+      for (;;) {
+        const [row] = (await db.execute(sql`select exists (select from webhook_due) as due`)) as unknown as Array<{
+          due: boolean;
+        }>;
+        if (!row!.due) break;
+        await Bun.sleep(5);
+      }
+    });
+    await worker!.stop();
+    const [row] = (await db.execute(
+      sql`select count(*)::int as n from webhook_deliveries where status = 'succeeded'`,
+    )) as unknown as Array<{ n: number }>;
+    if (row!.n !== succeeded) throw new Error(`${row!.n} deliveries succeeded of ${succeeded}`);
+    return rate;
+  };
+  /** One round of a floor (test/bench/webhooks/durable-floor.ts) over the round's events. */
+  const floorRun = async (outcomes: "rows" | "batch") => {
+    await recordRound();
+    const rate = await timed(outcomes, async () => {
+      const sent = await runFloor(account.id, CONCURRENCY, outcomes);
+      if (sent !== DELIVERIES) throw new Error(`the ${outcomes} floor sent ${sent} of ${DELIVERIES}`);
+    });
+    if (outcomes === "rows") succeeded += DELIVERIES;
     return rate;
   };
   // PostgreSQL's own speed, before the rounds and after: µs a `select 1` round trip and a one-row insert.
@@ -211,14 +230,21 @@ try {
     return { select: percentile(select, 50), insert: percentile(insert, 50) };
   };
   const speeds = [await postgresSpeed()];
-  // Each round of the worker between two runs of the bare loop, its ratio against their mean.
+  // Each round runs the worker and then the two floors, each between two runs of the bare loop and its ratio taken
+  // against their mean.
   const bareRates = [await bareLoop()];
-  const workerRates: number[] = [];
+  const rates = { worker: [] as number[], rows: [] as number[], batch: [] as number[] };
+  const ratios = { worker: [] as number[], rows: [] as number[], batch: [] as number[] };
   for (let round = 0; round < ROUNDS; round++) {
-    workerRates.push(await workerRun());
-    bareRates.push(await bareLoop());
+    for (const kind of ["worker", "rows", "batch"] as const) {
+      const rate = kind === "worker" ? await workerRun() : await floorRun(kind);
+      bareRates.push(await bareLoop());
+      rates[kind].push(rate);
+      ratios[kind].push(rate / ((bareRates.at(-2)! + bareRates.at(-1)!) / 2));
+    }
   }
-  const ratios = workerRates.map((rate, round) => rate / ((bareRates[round]! + bareRates[round + 1]!) / 2));
+  // The worker against the floor that writes as it does, round by round (each ran between the same bare runs).
+  const againstFloor = rates.worker.map((rate, round) => rate / rates.rows[round]!);
   speeds.push(await postgresSpeed());
 
   // The outbox inside the writing transaction, one after another.
@@ -288,10 +314,16 @@ try {
     `  bare fetch loop       ${median(bareRates).toFixed(0)} /s   (median of ${bareRates.length}: ` +
       `${bareRates.map((rate) => rate.toFixed(0)).join(", ")})`,
   );
+  const line = (kind: "worker" | "rows" | "batch") =>
+    `${median(rates[kind]).toFixed(0)} /s   ratio ${median(ratios[kind]).toFixed(2)} (median of ${ROUNDS} rounds, ` +
+    `each against the bare loop's runs around it: ${ratios[kind].map((ratio) => ratio.toFixed(2)).join(", ")})`;
+  console.log(`  webhooks worker       ${line("worker")}; target >= 0.5`);
+  console.log(`  floor, a log row each ${line("rows")}`);
+  console.log(`  floor, a row a batch  ${line("batch")}`);
   console.log(
-    `  webhooks worker       ${median(workerRates).toFixed(0)} /s   ratio ${median(ratios).toFixed(2)} ` +
-      `(target >= 0.5; median of ${ROUNDS} rounds, each against the bare loop's runs around it: ` +
-      `${ratios.map((ratio) => ratio.toFixed(2)).join(", ")})`,
+    `  worker / floor        ${median(againstFloor).toFixed(2)} (median; rounds ` +
+      `${againstFloor.map((ratio) => ratio.toFixed(2)).join(", ")}; ` +
+      "against the floor that writes a log row a delivery, as the worker does)",
   );
   const micros = (values: number[]) => values.map((value) => value.toFixed(0)).join(" and ");
   console.log(
@@ -299,25 +331,35 @@ try {
       `a one-row insert ${micros(speeds.map((speed) => speed.insert))} µs ` +
       `(p50 of ${SAMPLES}, before the rounds and after)`,
   );
+  // CPU µs a delivery, the mean of a kind's runs: this process; its peers (the receiver and PostgreSQL's backends
+  // for this database); of those, the receiver; every process of the machine.
+  const mean = (kind: Kind) => {
+    const sum = cpu.get(kind)!;
+    return {
+      own: sum.own / sum.runs,
+      peers: sum.peers / sum.runs,
+      receiver: sum.receiver / sum.runs,
+      machine: sum.machine / sum.runs,
+    };
+  };
+  const bare = mean("bare");
   console.log(
-    `  CPU of this process   worker ${cpu.worker.toFixed(1)} µs a delivery, bare loop ${cpu.bare.toFixed(1)} µs ` +
-      `(${(cpu.worker / cpu.bare).toFixed(2)} ×)`,
+    "  CPU µs a delivery     this process, PostgreSQL, the receiver; with its peers (and the rate CPU alone would " +
+      "allow against the bare loop); every process of the machine",
   );
-  const all = { worker: cpu.worker + cpu.peersWorker, bare: cpu.bare + cpu.peersBare };
-  console.log(
-    `  CPU with its peers    worker ${all.worker.toFixed(1)} µs a delivery, bare loop ${all.bare.toFixed(1)} µs ` +
-      `(${(all.bare / all.worker).toFixed(2)} ×, the rate that CPU alone would allow; this process, the receiver ` +
-      `and PostgreSQL's backends for this database)`,
-  );
-  console.log(
-    `    of which PostgreSQL worker ${(cpu.peersWorker - cpu.receiverWorker).toFixed(1)} µs, bare loop ` +
-      `${(cpu.peersBare - cpu.receiverBare).toFixed(1)} µs; the receiver worker ${cpu.receiverWorker.toFixed(1)} µs, ` +
-      `bare loop ${cpu.receiverBare.toFixed(1)} µs`,
-  );
-  console.log(
-    `  CPU of the machine    worker ${cpu.machineWorker.toFixed(1)} µs a delivery, bare loop ` +
-      `${cpu.machineBare.toFixed(1)} µs (${(cpu.machineWorker / cpu.machineBare).toFixed(2)} ×; every process)`,
-  );
+  for (const [kind, label] of [
+    ["bare", "bare loop"],
+    ["worker", "worker"],
+    ["rows", "floor, a log row each"],
+    ["batch", "floor, a row a batch"],
+  ] as const) {
+    const { own, peers, receiver, machine } = mean(kind);
+    const withPeers = own + peers;
+    console.log(
+      `    ${label.padEnd(22)}${own.toFixed(1)}, ${(peers - receiver).toFixed(1)}, ${receiver.toFixed(1)}; ` +
+        `${withPeers.toFixed(1)} (${((bare.own + bare.peers) / withPeers).toFixed(2)} ×); ${machine.toFixed(1)}`,
+    );
+  }
   console.log(`outbox (recordEvent in the transaction, ${SAMPLES} samples)`);
   console.log(`  p50 ${ms(percentile(outbox, 50))}   p99 ${ms(percentile(outbox, 99))} (target < 2 ms)`);
   console.log(`POST /api/v1/events/room/created (${route.length} samples)`);

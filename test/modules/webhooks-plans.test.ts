@@ -10,7 +10,14 @@
 import { afterEach, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { db } from "../../src/db/client";
-import { type Attempted, claimDue, claimLocked, recordLocked } from "../../src/modules/webhooks/delivery";
+import {
+  type Attempted,
+  type Claimed,
+  claimDue,
+  claimLocked,
+  recordLocked,
+  type ScanPosition,
+} from "../../src/modules/webhooks/delivery";
 import { call, newAccount } from "../helpers";
 import { explained } from "../support/explained";
 
@@ -94,4 +101,67 @@ test("a batch's record probes the log by key, whatever its outcomes", async () =
   // Joined to the outcomes by a hash, a batch's record read every row of the log, at each batch: 8.6-15.6 ms a record
   // of 512 in isolation with 20,000 logged, against 2.3-3.9 ms probed.
   for (const plan of records) expect(scansOf(plan).filter((scan) => scan === "Seq webhook_deliveries")).toEqual([]);
+});
+
+test("a worker's claim goes on after its last one, past the rows its open batch holds", async () => {
+  await dueAgain();
+  const position: ScanPosition = {};
+  // The worker's first batch, open while the next one claims.
+  let claimed!: (rows: Claimed[]) => void;
+  const first = new Promise<Claimed[]>((resolve) => {
+    claimed = resolve;
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const open = db.transaction(async (tx) => {
+    claimed(await claimLocked(tx, 512, [], undefined, position));
+    await held;
+  });
+  const firstRows = await first;
+  expect(firstRows).toHaveLength(512);
+  const after = position.after;
+  expect(after).toMatch(/^\(\d+,\d+\)$/);
+  try {
+    const { result: next, notices } = await explained((tx) => claimLocked(tx, 512, [], undefined, position));
+    expect(next).toHaveLength(512);
+    const taken = new Set(firstRows.map((row) => Number(row.id)));
+    expect(next.filter((row) => taken.has(Number(row.id)))).toEqual([]);
+    // It reads the due set from the first batch's last row on (a TID range), where from the heap's start it passed
+    // over the first batch's 512 locked rows one lock at a time.
+    const plan = notices.find((notice) => notice.includes("delete from webhook_due w"));
+    expect(plan).toBeDefined();
+    expect(plan).toContain(`ctid > '${after}'::tid`);
+    expect(scansOf(plan!)).toContain("Range webhook_due");
+    expect(position.after).not.toBe(after);
+  } finally {
+    release();
+    await open;
+  }
+});
+
+test("a claim past the end of the due set goes on from its start, and every due row is taken once", async () => {
+  await dueAgain();
+  const [due] = (await db.execute(
+    sql`select count(*)::int as n, max(ctid)::text as last from webhook_due where endpoint_id = ${endpointId}`,
+  )) as unknown as Array<{ n: number; last: string }>;
+  // The log's pending deliveries: fewer than 2,000 once a test before has recorded some.
+  expect(due!.n).toBeGreaterThan(1_024);
+  // As after a claim of the due set's last rows: nothing lies after the position.
+  const position: ScanPosition = { after: due!.last };
+  await db.transaction(async (tx) => {
+    const taken = new Set<number>();
+    for (;;) {
+      const rows = await claimLocked(tx, 512, [], undefined, position);
+      if (rows.length === 0) break;
+      for (const row of rows) {
+        expect(taken.has(Number(row.id))).toBe(false);
+        taken.add(Number(row.id));
+      }
+    }
+    expect(taken.size).toBe(due!.n);
+    // Nothing was due after it nor before: the next claim starts from the heap's start.
+    expect(position.after).toBeUndefined();
+  });
 });

@@ -31,6 +31,7 @@ import {
   recordEndpoints,
   recordLocked,
   recordSuccesses,
+  type ScanPosition,
   send,
 } from "./delivery";
 import { type DeliveryPump, recordFailedAttempt, retryWaker } from "./pump";
@@ -103,6 +104,8 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
   let more = true;
   // Endpoints whose due rows a short claim left because they were stalled at their share.
   const skipped = new Set<string>();
+  // Where the next claim goes on from in the due set (see ScanPosition).
+  const position: ScanPosition = {};
   // Successes of attempts that outlived their batch's transaction, recorded together; failures recorded one by one.
   const late: Array<{ row: Claimed; outcome: Outcome }> = [];
   let recordingLate = false;
@@ -180,7 +183,7 @@ export function startLockedPump(concurrency: number, holdMs = HOLD_MS): Delivery
       const full = waiting.full();
       const grants = await limits.reserve(size, full);
       const recorded = await db.transaction(async (tx) => {
-        const rows = await claimLocked(tx, size, full);
+        const rows = await claimLocked(tx, size, full, undefined, position);
         claiming--;
         claimed = true;
         // A short claim took all that was due, unless a wake-up came meanwhile; what it left of endpoints at their
