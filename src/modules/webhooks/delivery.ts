@@ -196,13 +196,13 @@ export async function claimDue(
  * Where a worker's claims go on from in the due set's heap: the position (ctid, as text) of the
  * last row its last claim took. A claim reads the due set in the heap's order, and from its start
  * it passed, lock by lock, over every row the worker's other open batches hold (deleted, not yet
- * committed): 1,000-2,000 rows a claim at the pump's 3-5 batches open, which made PostgreSQL's
- * claim 2.3 times as costly as one that met none. Going on after the last claim passes over none;
- * what lies before the position (a row written into space freed at the heap's start, a batch's
- * rows given back) is taken once the rest is, as a claim that finds fewer than it may take after
- * the position takes the rest from the start, and the next goes on from there. So a backlog is
- * sent about in the order it was written, where claims from the start took a new row in a freed
- * page before older ones further on.
+ * committed): 1,000-2,000 rows a claim at the pump's 3-5 batches open (a pick of 512 took 2.5 ms
+ * behind 2,048 rows held, 0.6 ms behind none, on a due set of 20,000). Going on after the last
+ * claim passes over none; what lies before the position (a row written into space freed at the
+ * heap's start, a batch's rows given back) is taken once the rest is, as a claim that finds fewer
+ * than it may take after the position takes the rest from the start, and the next goes on from
+ * there. So a backlog is sent about in the order it was written, where claims from the start took
+ * a new row in a freed page before older ones further on.
  */
 export interface ScanPosition {
   after?: string;
