@@ -42,7 +42,7 @@ import { EndpointLimits } from "./endpoint-limits";
  * Deliveries a batch claims per attempt in flight: its transaction, claim and record are round trips, so each should
  * take many (32, not 16: a worker 6-9 % faster in the webhooks benchmark, PostgreSQL's CPU a delivery 5 % less).
  */
-const BATCH_PER_SLOT = 32;
+export const BATCH_PER_SLOT = 32;
 /**
  * Batches claiming or sending at once: one claims while the others' attempts keep every slot
  * busy. Batches that wait for their commit do not count: under load a record and its commit

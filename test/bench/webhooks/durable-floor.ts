@@ -18,9 +18,7 @@ import { sql } from "drizzle-orm";
 import { db } from "../../../src/db/client";
 import { arrayLiteral, rowsOf } from "../../../src/db/rows";
 import { type Claimed, ClaimedBatch, send } from "../../../src/modules/webhooks/delivery";
-
-/** A batch's size: the worker's own (WEBHOOK_WORKER_CONCURRENCY times 32 deliveries). */
-const batchSize = (inFlight: number) => inFlight * 32;
+import { BATCH_PER_SLOT } from "../../../src/modules/webhooks/locked-pump";
 
 /** Creates the table the `batch` floor writes its outcomes to. */
 export async function prepareFloor(): Promise<void> {
@@ -56,7 +54,8 @@ export async function runFloor(accountId: string, inFlight: number, outcomes: "r
     await db.execute(sql`select id as endpoint_id, url, secret::text as secret from webhook_endpoints
       where account_id = ${accountId}`),
   );
-  const size = batchSize(inFlight);
+  // A batch as large as the worker's.
+  const size = inFlight * BATCH_PER_SLOT;
   const attempts = slots(inFlight);
   let sent = 0;
   let more = true;
