@@ -171,6 +171,9 @@ const catalogue: Record<string, Target> = {
           API_PROCESSES: "1",
           // Idle for the whole run: no heartbeats are sent.
           REALTIME_IDLE_TIMEOUT_SECONDS: "3600",
+          // Only the API's listener: the measure is its sockets, and no fixed port can be taken.
+          METRICS_PORT: "0",
+          SIP_ENABLED: "false",
         },
         stdout: "ignore",
         stderr: "inherit",
