@@ -13,7 +13,8 @@
  * reaches one server address and port from about 28,000 ports (ip_local_port_range): the
  * clients are spread over processes of at most PER_PROCESS sockets, each connecting to its own
  * loopback address 127.0.0.<2+i> (the server listens on all of them). BENCH_TARGETS
- * (bare,parley) picks what runs.
+ * (bare,parley) picks what runs. Where the hard limit on open files may not be raised,
+ * test/bench/idle-sockets/guest.sh runs this in a virtual machine of its own.
  */
 import type { Subprocess } from "bun";
 import { readFileSync } from "node:fs";
@@ -84,7 +85,8 @@ async function run(target: Target) {
     if (SOCKETS + 100 > limit) {
       throw new Error(
         `${target.name}: the server may open ${limit} files (ulimit -n), fewer than ${SOCKETS} sockets need; ` +
-          "raise the hard limit (as root: ulimit -Hn, or LimitNOFILE) or ask for fewer sockets",
+          "raise the hard limit (as root: ulimit -Hn, or LimitNOFILE), run test/bench/idle-sockets/guest.sh " +
+          "(a virtual machine that may) or ask for fewer sockets",
       );
     }
     await quiet(server.pid);
