@@ -35,7 +35,8 @@ if [[ "${1:-}" == "--inside" ]]; then
       net.ipv4.tcp_max_syn_backlog=65535
     echo "guest: $(nproc) cores, $(free -m | awk '/Mem/{print $2}') MiB, open files $(ulimit -n)," \
       "kernel $(uname -r), accelerator $accel"
-    pgbin=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
+    pgbins=(/usr/lib/postgresql/*/bin)
+    pgbin=${pgbins[-1]}
     mkdir -p /tmp/pg /tmp/redis
     chown postgres /tmp/pg
     runuser -u postgres -- "$pgbin/initdb" -D /tmp/pg -A trust >/dev/null
@@ -59,6 +60,11 @@ memory=${2:-12G}
 here=$(cd "$(dirname "$0")" && pwd)
 checkout=$(cd "$here/../../.." && pwd)
 dir=${GUEST_DIR:-/var/tmp/parley-guest}
+if [[ $EUID -ne 0 ]]; then echo "guest.sh: run it as root (it installs packages and shares / with the guest)" >&2; exit 1; fi
+if [[ ! -x "$checkout/node_modules/.bin/bun" ]]; then
+  echo "guest.sh: $checkout has no node_modules/.bin/bun: run npm test or npm start there once first" >&2
+  exit 1
+fi
 mkdir -p "$dir"
 cd "$dir"
 
@@ -70,8 +76,8 @@ if [[ ! -d kernel ]]; then
   apt-get download "$image" >/dev/null 2>&1
   dpkg -x "$image"_*.deb kernel.partial && mv kernel.partial kernel
 fi
-vmlinuz=$(ls kernel/boot/vmlinuz-* | tail -1)
-modules=$(ls -d kernel/lib/modules/*/kernel | tail -1)
+vmlinuz=(kernel/boot/vmlinuz-*)
+modules=(kernel/lib/modules/*/kernel)
 
 # /dev/kvm may be there where the CPU offers no virtualisation to use it with (a nested guest).
 accel=tcg
@@ -81,7 +87,7 @@ if grep -q -w -E 'vmx|svm' /proc/cpuinfo && [[ -w /dev/kvm ]]; then accel=kvm; f
 order="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p"
 rm -rf initramfs && mkdir -p initramfs/{bin,modules,proc,sys,dev,root}
 cp /bin/busybox initramfs/bin/
-for module in $order; do cp "$(find "$modules" -name "$module.ko")" initramfs/modules/; done
+for module in $order; do cp "$(find "${modules[-1]}" -name "$module.ko")" initramfs/modules/; done
 cat >initramfs/init <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -98,7 +104,7 @@ rm -f output
 cpu=max
 [[ $accel == kvm ]] && cpu=host
 qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "$(nproc)" -m "$memory" -display none -no-reboot -monitor none \
-  -kernel "$vmlinuz" -initrd initramfs.gz -append "console=ttyS0 panic=-1 edd=off quiet" \
+  -kernel "${vmlinuz[-1]}" -initrd initramfs.gz -append "console=ttyS0 panic=-1 edd=off quiet" \
   -virtfs local,path=/,mount_tag=host,security_model=passthrough,multidevs=remap \
   -serial file:console.log
 cat output
