@@ -21,7 +21,7 @@ import { recordersOf } from "../support/parley";
 import { connect, disconnect, join as joinChannel, push } from "../support/phoenix";
 import { freePort } from "../support/ports";
 import { type PrivateRedis, privateRedis } from "../support/redis-server";
-import { type Answer, ask, freshFetch, nextSerial, routeSweep } from "../support/route-sweep";
+import { type Answer, ask, freshFetch, nextSerial, type Routes, routeSweep } from "../support/route-sweep";
 import { childPids, until } from "../support/wait";
 
 const entry = new URL("../../src/index.ts", import.meta.url).pathname;
@@ -252,8 +252,14 @@ describe("Redis down", () => {
 
     // Every route, during the outage: within the bound; 2xx unless it needs Redis, then 503.
     expect(await redisSeenDown(base)).toMatchObject({ redis: "down" });
-    const down = await ask({ ...plain, ...needRedis });
-    // A route that did not answer within ANSWER_WITHIN_MS shows as status 0.
+    const everyRoute: Routes = { ...plain, ...needRedis };
+    const first = await ask(everyRoute);
+    // A route that did not answer within ANSWER_WITHIN_MS shows as status 0, and is asked once
+    // more: one that waits on Redis is late every time, one that queued behind a busy machine's
+    // other work (two suites on two cores) seldom twice in a row.
+    const timedOut = first.filter((answer) => answer.status === 0).map((answer) => answer.route);
+    const askedAgain = await ask(Object.fromEntries(timedOut.map((route) => [route, everyRoute[route]!])));
+    const down = [...first.filter((answer) => answer.status !== 0), ...askedAgain];
     expect(
       down.filter((answer) => !(answer.route in needRedis) && (answer.status === 0 || answer.status >= 300)),
     ).toEqual([]);
@@ -414,6 +420,7 @@ describe("Redis down", () => {
     console.log(
       JSON.stringify({
         slowestDuringOutageMs: slowest,
+        lateOnceDuringOutage: timedOut,
         slowestUnderLoadMs: Math.max(...seen.map((answer) => answer.ms)),
         lateJoinMs: joinMs,
         answersUnderLoad: seen.length,
