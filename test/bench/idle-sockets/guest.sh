@@ -26,6 +26,9 @@ if [[ "${1:-}" == "--inside" ]]; then
   mount -t tmpfs tmp /tmp
   mount -t tmpfs run /run
   sockets=$2 checkout=$3 log=$4 accel=$5
+  # The steps stop at the first that fails (a subshell on the left of || would ignore set -e),
+  # and PID 1 goes on to power off whatever happened.
+  set +e
   (
     set -e
     ip link set lo up
@@ -48,7 +51,9 @@ if [[ "${1:-}" == "--inside" ]]; then
     cd "$checkout"
     TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench node_modules/.bin/bun \
       test/bench/idle-sockets.bench.ts "$sockets"
-  ) >"$log" 2>&1 || echo "the benchmark failed: $?" >>"$log"
+  ) >"$log" 2>&1
+  status=$?
+  [[ $status -eq 0 ]] || echo "the benchmark failed: $status" >>"$log"
   sync
   echo o >/proc/sysrq-trigger
   sleep 60
@@ -85,7 +90,7 @@ if grep -q -w -E 'vmx|svm' /proc/cpuinfo && [[ -w /dev/kvm ]]; then accel=kvm; f
 
 # The initramfs: load virtio's and 9p's modules, mount the host's root, and hand over to it.
 order="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p"
-rm -rf initramfs && mkdir -p initramfs/{bin,modules,proc,sys,dev,root}
+rm -rf initramfs && mkdir -p initramfs/{bin,modules,dev,root}
 cp /bin/busybox initramfs/bin/
 for module in $order; do cp "$(find "${modules[-1]}" -name "$module.ko")" initramfs/modules/; done
 cat >initramfs/init <<EOF
